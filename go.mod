@@ -1,0 +1,9 @@
+module github.com/rocesim/rocesim
+
+go 1.26.8
+
+require (
+	github.com/gopacket/gopacket v1.7.7 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

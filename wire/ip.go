@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// Outer-header constants (RFC 791, RFC 8200, RFC 768, Annex A17.4).
+const (
+	EthernetLen   = 14
+	IPv4MinLen    = 20
+	IPv6Len       = 40
+	UDPLen        = 8
+	EtherTypeIPv4 = 0x0800
+	EtherTypeIPv6 = 0x86DD
+	ProtocolUDP   = 17
+	// UDPPortRoCEv2 is the IANA-assigned destination port of RoCE v2.
+	UDPPortRoCEv2 = 4791
+	// IPv4FlagDF is the don't-fragment bit in the IPv4 3-bit flags field.
+	IPv4FlagDF = 0x2
+	ipv4FlagMF = 0x1
+)
+
+// MAC is an Ethernet address, held by value so that frames carry no pointers.
+type MAC [6]byte
+
+func (m MAC) String() string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// Ethernet is a byte view of an Ethernet II header (14 bytes, no 802.1Q tag).
+type Ethernet []byte
+
+// Dst returns the destination MAC.
+func (e Ethernet) Dst() MAC { return MAC(e[0:6]) }
+
+// Src returns the source MAC.
+func (e Ethernet) Src() MAC { return MAC(e[6:12]) }
+
+// EtherType returns the EtherType.
+func (e Ethernet) EtherType() uint16 { return binary.BigEndian.Uint16(e[12:]) }
+
+// IPv4 is a byte view of an IPv4 header, options included.
+type IPv4 []byte
+
+// HeaderLen returns IHL in bytes.
+func (h IPv4) HeaderLen() int { return int(h[0]&0xF) * 4 }
+
+// TOS returns the DSCP/ECN byte.
+func (h IPv4) TOS() uint8 { return h[1] }
+
+// TotalLength returns the datagram length including this header.
+func (h IPv4) TotalLength() uint16 { return binary.BigEndian.Uint16(h[2:]) }
+
+// ID returns the identification field.
+func (h IPv4) ID() uint16 { return binary.BigEndian.Uint16(h[4:]) }
+
+// Flags returns the 3-bit flags field (IPv4FlagDF is bit 1).
+func (h IPv4) Flags() uint8 { return h[6] >> 5 }
+
+// FragmentOffset returns the fragment offset in 8-byte units.
+func (h IPv4) FragmentOffset() uint16 { return binary.BigEndian.Uint16(h[6:]) & 0x1FFF }
+
+// TTL returns the time to live.
+func (h IPv4) TTL() uint8 { return h[8] }
+
+// Protocol returns the payload protocol number.
+func (h IPv4) Protocol() uint8 { return h[9] }
+
+// Checksum returns the header checksum as carried.
+func (h IPv4) Checksum() uint16 { return binary.BigEndian.Uint16(h[10:]) }
+
+// Src returns the source address.
+func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[12:16])) }
+
+// Dst returns the destination address.
+func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[16:20])) }
+
+// Options returns the option bytes, if any.
+func (h IPv4) Options() []byte { return h[IPv4MinLen:h.HeaderLen()] }
+
+// checksumOK reports whether the header checksum verifies.
+func (h IPv4) checksumOK() bool { return ipChecksum(h[:h.HeaderLen()]) == 0 }
+
+// IPv6 is a byte view of an IPv6 fixed header.
+type IPv6 []byte
+
+// TrafficClass returns the traffic class.
+func (h IPv6) TrafficClass() uint8 { return uint8(binary.BigEndian.Uint16(h[0:]) >> 4) }
+
+// FlowLabel returns the 20-bit flow label.
+func (h IPv6) FlowLabel() uint32 { return binary.BigEndian.Uint32(h[0:]) & 0xFFFFF }
+
+// PayloadLength returns the length after the fixed header.
+func (h IPv6) PayloadLength() uint16 { return binary.BigEndian.Uint16(h[4:]) }
+
+// NextHeader returns the next header protocol number.
+func (h IPv6) NextHeader() uint8 { return h[6] }
+
+// HopLimit returns the hop limit.
+func (h IPv6) HopLimit() uint8 { return h[7] }
+
+// Src returns the source address.
+func (h IPv6) Src() netip.Addr { return netip.AddrFrom16([16]byte(h[8:24])) }
+
+// Dst returns the destination address.
+func (h IPv6) Dst() netip.Addr { return netip.AddrFrom16([16]byte(h[24:40])) }
+
+// UDP is a byte view of a UDP header.
+type UDP []byte
+
+// SrcPort returns the source port.
+func (u UDP) SrcPort() uint16 { return binary.BigEndian.Uint16(u[0:]) }
+
+// DstPort returns the destination port.
+func (u UDP) DstPort() uint16 { return binary.BigEndian.Uint16(u[2:]) }
+
+// Length returns the UDP length (header included).
+func (u UDP) Length() uint16 { return binary.BigEndian.Uint16(u[4:]) }
+
+// Checksum returns the checksum as carried (rxe sends 0).
+func (u UDP) Checksum() uint16 { return binary.BigEndian.Uint16(u[6:]) }
+
+// ipChecksum returns the ones-complement of the ones-complement sum of b
+// (RFC 1071). Over a header whose checksum field is correct it returns 0.
+func ipChecksum(b []byte) uint16 {
+	var s uint32
+	for ; len(b) >= 2; b = b[2:] {
+		s += uint32(b[0])<<8 | uint32(b[1])
+	}
+	if len(b) == 1 {
+		s += uint32(b[0]) << 8
+	}
+	for s > 0xFFFF {
+		s = s>>16 + s&0xFFFF
+	}
+	return ^uint16(s)
+}
+
+// RoCE v2 UDP source ports (Annex A17.4.1 leaves the choice to the sender;
+// these follow Linux: include/rdma/ib_verbs.h).
+const udpSourcePortMin = 0xC000
+
+// FlowLabel returns the flow label Linux derives for a connection between
+// two QPNs when the address vector gives none (rdma_calc_flow_label).
+func FlowLabel(localQPN, remoteQPN uint32) uint32 {
+	v := uint64(localQPN) * uint64(remoteQPN)
+	v ^= v >> 20
+	v ^= v >> 40
+	return uint32(v & 0xFFFFF)
+}
+
+// UDPSourcePortFromFlowLabel folds a 20-bit flow label into the RoCE v2
+// source port range 0xC000–0xFFFF as Linux does (rdma_flow_label_to_udp_sport).
+func UDPSourcePortFromFlowLabel(fl uint32) uint16 {
+	low := fl & 0x3FFF
+	high := fl & 0xFC000
+	return uint16((low ^ high>>14) | udpSourcePortMin)
+}
+
+// UDPSourcePort returns the source port rxe uses on a connected (RC/UC) QP:
+// derived from the flow label of the QPN pair, so each connection lands on
+// its own ECMP path.
+func UDPSourcePort(localQPN, remoteQPN uint32) uint16 {
+	return UDPSourcePortFromFlowLabel(FlowLabel(localQPN, remoteQPN))
+}
+
+// UDPSourcePortUD returns the source port rxe gives a QP before (or
+// without) a connected address vector, as UD QPs keep it: 0xC000 plus a
+// 14-bit multiplicative hash of the QPN (hash_32 with the golden ratio).
+func UDPSourcePortUD(qpn uint32) uint16 {
+	return uint16(udpSourcePortMin + (qpn*0x61C88647)>>(32-14))
+}

@@ -1,0 +1,293 @@
+package wire
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Decoding, in order (each step returns its error and leaves the views of
+// the earlier steps in place, so a caller can still trace what it got):
+//
+//  1. Ethernet: 14 bytes, EtherType IPv4 or IPv6, else ErrNotRoCE.
+//  2. IP: version and header length (ErrIPHeader); IPv4 checksum
+//     (ErrIPChecksum); not a fragment (ErrFragment); protocol UDP (ErrNotRoCE);
+//     the datagram fits in the frame (ErrTruncated) and holds a UDP header
+//     (ErrLength). Bytes after the datagram are the Trailer.
+//  3. UDP: destination 4791 (ErrNotRoCE); length equal to the IP payload
+//     length (ErrLength).
+//  4. BTH: opcode known (ErrUnknownOpcode); TVer 0 (ErrHeaderVersion).
+//  5. Extension headers as the opcode table says (ErrTruncated), then
+//     payload, pad and ICRC: the transport length is a multiple of 4 and
+//     the pad count fits (ErrPad); no payload on an opcode that has none
+//     (ErrLength).
+//  6. ICRC (ErrICRC), unless DecodeHeaders was called.
+
+// Packet is a reusable, zero-copy view of a decoded RoCE v2 frame. Every
+// slice points into the frame passed to Decode; a header the opcode does
+// not carry is nil. Decode resets the view, so one Packet serves any number
+// of frames without allocating.
+type Packet struct {
+	Raw  []byte // the whole frame
+	Eth  Ethernet
+	IPv4 IPv4 // nil for IPv6
+	IPv6 IPv6 // nil for IPv4
+	UDP  UDP
+
+	BTH          BTH
+	DETH         DETH
+	RETH         RETH
+	AtomicETH    AtomicETH
+	AETH         AETH
+	AtomicAckETH AtomicAckETH
+	ImmDt        ImmDt
+	IETH         IETH
+
+	Payload []byte
+	Pad     []byte
+	ICRC    []byte // the 4 ICRC bytes as carried
+	Trailer []byte // bytes after the IP datagram
+
+	// Info describes the opcode; nil until the BTH has been decoded.
+	Info *OpInfo
+
+	transport []byte // BTH through ICRC
+	scratch   [icrcScratchLen]byte
+}
+
+// Decode parses frame and verifies its ICRC. On ErrICRC the view is
+// complete, so a caller can still show the packet.
+func (p *Packet) Decode(frame []byte) error {
+	if err := p.DecodeHeaders(frame); err != nil {
+		return err
+	}
+	if !p.ICRCValid() {
+		return ErrICRC
+	}
+	return nil
+}
+
+// DecodeHeaders parses frame like Decode but does not check the ICRC
+// (for taps and fault matching, which look at frames without receiving them).
+func (p *Packet) DecodeHeaders(frame []byte) error {
+	*p = Packet{Raw: frame}
+	if len(frame) < EthernetLen {
+		return ErrTruncated
+	}
+	p.Eth = Ethernet(frame[:EthernetLen])
+	rest := frame[EthernetLen:]
+	var l4 []byte // the IP payload
+	switch p.Eth.EtherType() {
+	case EtherTypeIPv4:
+		if len(rest) < IPv4MinLen {
+			return ErrTruncated
+		}
+		h := IPv4(rest)
+		hl := h.HeaderLen()
+		if rest[0]>>4 != 4 || hl < IPv4MinLen {
+			return ErrIPHeader
+		}
+		if len(rest) < hl {
+			return ErrTruncated
+		}
+		p.IPv4 = h[:hl]
+		if !p.IPv4.checksumOK() {
+			return ErrIPChecksum
+		}
+		if p.IPv4.FragmentOffset() != 0 || p.IPv4.Flags()&ipv4FlagMF != 0 {
+			return ErrFragment
+		}
+		if p.IPv4.Protocol() != ProtocolUDP {
+			return ErrNotRoCE
+		}
+		tl := int(h.TotalLength())
+		if tl > len(rest) {
+			return ErrTruncated
+		}
+		if tl < hl+UDPLen {
+			return ErrLength
+		}
+		l4 = rest[hl:tl]
+		p.Trailer = rest[tl:]
+	case EtherTypeIPv6:
+		if len(rest) < IPv6Len {
+			return ErrTruncated
+		}
+		if rest[0]>>4 != 6 {
+			return ErrIPHeader
+		}
+		p.IPv6 = IPv6(rest[:IPv6Len])
+		if p.IPv6.NextHeader() != ProtocolUDP {
+			return ErrNotRoCE
+		}
+		pl := int(p.IPv6.PayloadLength())
+		if IPv6Len+pl > len(rest) {
+			return ErrTruncated
+		}
+		if pl < UDPLen {
+			return ErrLength
+		}
+		l4 = rest[IPv6Len : IPv6Len+pl]
+		p.Trailer = rest[IPv6Len+pl:]
+	default:
+		return ErrNotRoCE
+	}
+
+	p.UDP = UDP(l4[:UDPLen])
+	if p.UDP.DstPort() != UDPPortRoCEv2 {
+		return ErrNotRoCE
+	}
+	if int(p.UDP.Length()) != len(l4) {
+		return ErrLength
+	}
+	t := l4[UDPLen:] // BTH through ICRC
+	if len(t) < BTHLen+ICRCLen {
+		return ErrTruncated
+	}
+	p.transport = t
+	p.BTH = BTH(t[:BTHLen])
+	info := p.BTH.Opcode().Info()
+	if !info.Valid {
+		return ErrUnknownOpcode
+	}
+	p.Info = info
+	if p.BTH.TVer() != 0 {
+		return ErrHeaderVersion
+	}
+	if len(t) < BTHLen+info.HdrLen+ICRCLen {
+		return ErrTruncated
+	}
+	off := BTHLen
+	h := info.Headers
+	if h&HasDETH != 0 {
+		p.DETH = DETH(t[off : off+DETHLen])
+		off += DETHLen
+	}
+	if h&HasRETH != 0 {
+		p.RETH = RETH(t[off : off+RETHLen])
+		off += RETHLen
+	}
+	if h&HasAtomicETH != 0 {
+		p.AtomicETH = AtomicETH(t[off : off+AtomicETHLen])
+		off += AtomicETHLen
+	}
+	if h&HasAETH != 0 {
+		p.AETH = AETH(t[off : off+AETHLen])
+		off += AETHLen
+	}
+	if h&HasAtomicAckETH != 0 {
+		p.AtomicAckETH = AtomicAckETH(t[off : off+AtomicAckETHLen])
+		off += AtomicAckETHLen
+	}
+	if h&HasImmDt != 0 {
+		p.ImmDt = ImmDt(t[off : off+ImmDtLen])
+		off += ImmDtLen
+	}
+	if h&HasIETH != 0 {
+		p.IETH = IETH(t[off : off+IETHLen])
+		off += IETHLen
+	}
+	icrcOff := len(t) - ICRCLen
+	p.ICRC = t[icrcOff:]
+	body := t[off:icrcOff] // payload and pad
+	pad := int(p.BTH.PadCount())
+	if len(body)%4 != 0 || pad > len(body) {
+		return ErrPad
+	}
+	if len(body) > 0 && h&HasPayload == 0 {
+		return ErrLength
+	}
+	p.Payload = body[:len(body)-pad]
+	p.Pad = body[len(body)-pad:]
+	return nil
+}
+
+// ipHeader returns the whole IP header.
+func (p *Packet) ipHeader() ([]byte, bool) {
+	if p.IPv6 != nil {
+		return p.IPv6, true
+	}
+	return p.IPv4, false
+}
+
+// ComputeICRC returns the ICRC the packet should carry. The packet must
+// have been decoded without a structural error.
+func (p *Packet) ComputeICRC() uint32 {
+	ip, v6 := p.ipHeader()
+	return icrc(&p.scratch, ip, v6, p.UDP, p.BTH, p.transport[BTHLen:len(p.transport)-ICRCLen])
+}
+
+// ICRCValid reports whether the carried ICRC matches the computed one.
+func (p *Packet) ICRCValid() bool { return getICRC(p.ICRC) == p.ComputeICRC() }
+
+// ICRCValue returns the carried ICRC as a number (Wireshark shows it
+// big-endian as infiniband.invariant.crc; the wire carries it LSB first).
+func (p *Packet) ICRCValue() uint32 { return getICRC(p.ICRC) }
+
+// UpdateICRC recomputes the ICRC and writes it into the frame, after a
+// field has been rewritten in place (fault injection).
+func (p *Packet) UpdateICRC() { putICRC(p.ICRC, p.ComputeICRC()) }
+
+// Src returns the IP source address.
+func (p *Packet) Src() netip.Addr {
+	if p.IPv6 != nil {
+		return p.IPv6.Src()
+	}
+	return p.IPv4.Src()
+}
+
+// Dst returns the IP destination address.
+func (p *Packet) Dst() netip.Addr {
+	if p.IPv6 != nil {
+		return p.IPv6.Dst()
+	}
+	return p.IPv4.Dst()
+}
+
+// Frame fills f with every field of the decoded packet, so that Encode(f)
+// reproduces the frame byte for byte. Slices in f alias the packet's frame.
+func (p *Packet) Frame(f *Frame) {
+	*f = Frame{
+		DstMAC:      p.Eth.Dst(),
+		SrcMAC:      p.Eth.Src(),
+		Src:         p.Src(),
+		Dst:         p.Dst(),
+		SrcPort:     p.UDP.SrcPort(),
+		UDPChecksum: p.UDP.Checksum(),
+		BTH:         p.BTH.Fields(),
+		Payload:     p.Payload,
+		Trailer:     p.Trailer,
+	}
+	if p.IPv6 != nil {
+		f.TOS = p.IPv6.TrafficClass()
+		f.FlowLabel = p.IPv6.FlowLabel()
+		f.TTL = p.IPv6.HopLimit()
+	} else {
+		f.TOS = p.IPv4.TOS()
+		f.TTL = p.IPv4.TTL()
+		f.IPID = p.IPv4.ID()
+		f.IPFlags = p.IPv4.Flags()
+		f.IPOptions = p.IPv4.Options()
+	}
+	copy(f.PadBytes[:], p.Pad)
+	if p.DETH != nil {
+		f.DETH = p.DETH.Fields()
+	}
+	if p.RETH != nil {
+		f.RETH = p.RETH.Fields()
+	}
+	if p.AtomicETH != nil {
+		f.AtomicETH = p.AtomicETH.Fields()
+	}
+	if p.AETH != nil {
+		f.AETH = p.AETH.Fields()
+	}
+	if p.AtomicAckETH != nil {
+		f.AtomicAckETH = p.AtomicAckETH.OrigRemoteData()
+	}
+	if p.ImmDt != nil {
+		f.ImmDt = p.ImmDt.Value()
+	}
+	if p.IETH != nil {
+		f.IETH = binary.BigEndian.Uint32(p.IETH)
+	}
+}
