@@ -5,5 +5,6 @@ go 1.26.8
 require (
 	github.com/gopacket/gopacket v1.7.7 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

@@ -32,7 +32,12 @@ type Frame struct {
 	FlowLabel uint32
 
 	SrcPort     uint16 // UDP source port; see UDPSourcePort
-	UDPChecksum uint16 // written as given; rxe sends 0 (no checksum)
+	UDPChecksum uint16 // written as given unless ComputeUDPChecksum; rxe sends 0
+	// ComputeUDPChecksum fills in the real UDP checksum instead of
+	// UDPChecksum. Over IPv6 a zero checksum is illegal (RFC 8200 §8.1) and
+	// Wireshark flags it, so frames rocesim builds for IPv6 set this. The
+	// checksum is outside the ICRC.
+	ComputeUDPChecksum bool
 
 	BTH          BTHFields
 	DETH         DETHFields
@@ -198,7 +203,12 @@ func Encode(b []byte, f *Frame) (int, error) {
 		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
 		binary.BigEndian.PutUint16(b[12:], EtherTypeIPv4)
 	}
-	binary.BigEndian.PutUint16(udp[6:], f.UDPChecksum)
+	if f.ComputeUDPChecksum {
+		udp[6], udp[7] = 0, 0
+		binary.BigEndian.PutUint16(udp[6:], udpChecksum(f.Src, f.Dst, b[EthernetLen+l.ipHdr:end]))
+	} else {
+		binary.BigEndian.PutUint16(udp[6:], f.UDPChecksum)
+	}
 	bth[bthFB] = flag(f.BTH.FECN, 0x80) | flag(f.BTH.BECN, 0x40) | f.BTH.Resv6&0x3F
 	copy(b[end:], f.Trailer)
 	return l.total, nil

@@ -124,18 +124,48 @@ func (u UDP) Checksum() uint16 { return binary.BigEndian.Uint16(u[6:]) }
 
 // ipChecksum returns the ones-complement of the ones-complement sum of b
 // (RFC 1071). Over a header whose checksum field is correct it returns 0.
-func ipChecksum(b []byte) uint16 {
-	var s uint32
+func ipChecksum(b []byte) uint16 { return ^fold(sum16(0, b)) }
+
+// sum16 adds b to s as big-endian 16-bit words (a trailing odd byte is
+// padded with zero), without folding carries.
+func sum16(s uint64, b []byte) uint64 {
+	for ; len(b) >= 8; b = b[8:] {
+		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
+	}
 	for ; len(b) >= 2; b = b[2:] {
-		s += uint32(b[0])<<8 | uint32(b[1])
+		s += uint64(b[0])<<8 | uint64(b[1])
 	}
 	if len(b) == 1 {
-		s += uint32(b[0]) << 8
+		s += uint64(b[0]) << 8
 	}
+	return s
+}
+
+// fold reduces a 64-bit sum of 16-bit words to 16 bits with end-around carry.
+func fold(s uint64) uint16 {
 	for s > 0xFFFF {
 		s = s>>16 + s&0xFFFF
 	}
-	return ^uint16(s)
+	return uint16(s)
+}
+
+// udpChecksum computes the UDP checksum over the pseudo-header (RFC 768,
+// RFC 8200 §8.1) and the datagram, whose checksum field must be zero.
+func udpChecksum(src, dst netip.Addr, datagram []byte) uint16 {
+	var s uint64
+	if src.Is4() {
+		a, b := src.As4(), dst.As4()
+		s = sum16(sum16(0, a[:]), b[:])
+	} else {
+		a, b := src.As16(), dst.As16()
+		s = sum16(sum16(0, a[:]), b[:])
+	}
+	s += uint64(len(datagram)) + ProtocolUDP
+	c := ^fold(sum16(s, datagram))
+	if c == 0 {
+		c = 0xFFFF // zero means "no checksum"; RFC 768 sends all ones instead
+	}
+	return c
 }
 
 // RoCE v2 UDP source ports (Annex A17.4.1 leaves the choice to the sender;

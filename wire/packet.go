@@ -219,8 +219,9 @@ func (p *Packet) ComputeICRC() uint32 {
 // ICRCValid reports whether the carried ICRC matches the computed one.
 func (p *Packet) ICRCValid() bool { return getICRC(p.ICRC) == p.ComputeICRC() }
 
-// ICRCValue returns the carried ICRC as a number (Wireshark shows it
-// big-endian as infiniband.invariant.crc; the wire carries it LSB first).
+// ICRCValue returns the carried ICRC as the CRC-32 value (the wire carries
+// it least-significant byte first; Wireshark's infiniband.invariant.crc
+// reads the same bytes big-endian, so it shows this value byte-swapped).
 func (p *Packet) ICRCValue() uint32 { return getICRC(p.ICRC) }
 
 // UpdateICRC recomputes the ICRC and writes it into the frame, after a
