@@ -124,7 +124,15 @@ func (u UDP) Checksum() uint16 { return binary.BigEndian.Uint16(u[6:]) }
 
 // ipChecksum returns the ones-complement of the ones-complement sum of b
 // (RFC 1071). Over a header whose checksum field is correct it returns 0.
-func ipChecksum(b []byte) uint16 { return ^fold(sum16(0, b)) }
+func ipChecksum(b []byte) uint16 {
+	if len(b) == IPv4MinLen { // the usual header: five 32-bit words
+		s := uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:])) +
+			uint64(binary.BigEndian.Uint32(b[8:])) + uint64(binary.BigEndian.Uint32(b[12:])) +
+			uint64(binary.BigEndian.Uint32(b[16:]))
+		return ^fold(s)
+	}
+	return ^fold(sum16(0, b))
+}
 
 // sum16 adds b to s as big-endian 16-bit words (a trailing odd byte is
 // padded with zero), without folding carries.

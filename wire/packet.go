@@ -27,6 +27,12 @@ import (
 // not carry is nil. Decode resets the view, so one Packet serves any number
 // of frames without allocating.
 type Packet struct {
+	view
+	scratch [icrcScratchLen]byte // the ICRC's masked prefix; not reset per frame
+}
+
+// view is everything Decode resets: the slices into the current frame.
+type view struct {
 	Raw  []byte // the whole frame
 	Eth  Ethernet
 	IPv4 IPv4 // nil for IPv6
@@ -50,8 +56,7 @@ type Packet struct {
 	// Info describes the opcode; nil until the BTH has been decoded.
 	Info *OpInfo
 
-	transport []byte // BTH through ICRC
-	scratch   [icrcScratchLen]byte
+	icrcOff int // offset of the ICRC in Raw (IP header starts at EthernetLen)
 }
 
 // Decode parses frame and verifies its ICRC. On ErrICRC the view is
@@ -69,7 +74,7 @@ func (p *Packet) Decode(frame []byte) error {
 // DecodeHeaders parses frame like Decode but does not check the ICRC
 // (for taps and fault matching, which look at frames without receiving them).
 func (p *Packet) DecodeHeaders(frame []byte) error {
-	*p = Packet{Raw: frame}
+	p.view = view{Raw: frame}
 	if len(frame) < EthernetLen {
 		return ErrTruncated
 	}
@@ -143,7 +148,6 @@ func (p *Packet) DecodeHeaders(frame []byte) error {
 	if len(t) < BTHLen+ICRCLen {
 		return ErrTruncated
 	}
-	p.transport = t
 	p.BTH = BTH(t[:BTHLen])
 	info := p.BTH.Opcode().Info()
 	if !info.Valid {
@@ -188,6 +192,7 @@ func (p *Packet) DecodeHeaders(frame []byte) error {
 	}
 	icrcOff := len(t) - ICRCLen
 	p.ICRC = t[icrcOff:]
+	p.icrcOff = len(frame) - len(p.Trailer) - ICRCLen
 	body := t[off:icrcOff] // payload and pad
 	pad := int(p.BTH.PadCount())
 	if len(body)%4 != 0 || pad > len(body) {
@@ -213,7 +218,7 @@ func (p *Packet) ipHeader() ([]byte, bool) {
 // have been decoded without a structural error.
 func (p *Packet) ComputeICRC() uint32 {
 	ip, v6 := p.ipHeader()
-	return icrc(&p.scratch, ip, v6, p.UDP, p.BTH, p.transport[BTHLen:len(p.transport)-ICRCLen])
+	return icrc(&p.scratch, p.Raw[EthernetLen:p.icrcOff], len(ip), v6)
 }
 
 // ICRCValid reports whether the carried ICRC matches the computed one.
