@@ -42,7 +42,8 @@ func TestEncodedFramesDissectCleanly(t *testing.T) {
 	if rows := compareDissection(t, table, raw); rows != len(raw) {
 		t.Errorf("tshark dissected %d of %d frames as RoCE", rows, len(raw))
 	}
-	args := []string{"-r", pcap}
+	// Have Wireshark verify IP and UDP checksums too (off by default).
+	args := []string{"-r", pcap, "-o", "udp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE"}
 	for _, h := range payloadHeuristics {
 		args = append(args, "--disable-heuristic", h)
 	}

@@ -203,13 +203,13 @@ func Encode(b []byte, f *Frame) (int, error) {
 		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip))
 		binary.BigEndian.PutUint16(b[12:], EtherTypeIPv4)
 	}
-	if f.ComputeUDPChecksum {
+	bth[bthFB] = flag(f.BTH.FECN, 0x80) | flag(f.BTH.BECN, 0x40) | f.BTH.Resv6&0x3F
+	if f.ComputeUDPChecksum { // last: it covers everything after the IP header
 		udp[6], udp[7] = 0, 0
 		binary.BigEndian.PutUint16(udp[6:], udpChecksum(f.Src, f.Dst, b[EthernetLen+l.ipHdr:end]))
 	} else {
 		binary.BigEndian.PutUint16(udp[6:], f.UDPChecksum)
 	}
-	bth[bthFB] = flag(f.BTH.FECN, 0x80) | flag(f.BTH.BECN, 0x40) | f.BTH.Resv6&0x3F
 	copy(b[end:], f.Trailer)
 	return l.total, nil
 }

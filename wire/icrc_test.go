@@ -185,3 +185,26 @@ func TestUpdateICRCAfterRewrite(t *testing.T) {
 	}
 	t.Fatal("no ACK in rnr_send.pcap")
 }
+
+// TestUpdateICRCRefreshesUDPChecksum rewrites the PSN of an IPv6 frame,
+// whose UDP checksum covers the ICRC, and checks both are made right.
+func TestUpdateICRCRefreshesUDPChecksum(t *testing.T) {
+	for _, f := range allTestFrames(9) {
+		if !f.Src.Is6() || len(f.Payload) != 3 {
+			continue
+		}
+		b := encodeOne(t, &f)
+		var p wire.Packet
+		if err := p.Decode(b); err != nil || !p.UDPChecksumValid() || p.UDP.Checksum() == 0 {
+			t.Fatalf("%s: fresh IPv6 frame: err %v, UDP checksum %#x valid %v", f.BTH.Opcode, err, p.UDP.Checksum(), p.UDPChecksumValid())
+		}
+		p.BTH.SetPSN(p.BTH.PSN().Add(1))
+		if p.UDPChecksumValid() {
+			t.Fatal("UDP checksum still valid after a rewrite")
+		}
+		p.UpdateICRC()
+		if err := p.Decode(b); err != nil || !p.UDPChecksumValid() {
+			t.Fatalf("%s: after UpdateICRC: err %v, UDP checksum valid %v", f.BTH.Opcode, err, p.UDPChecksumValid())
+		}
+	}
+}

@@ -157,9 +157,9 @@ func fold(s uint64) uint16 {
 	return uint16(s)
 }
 
-// udpChecksum computes the UDP checksum over the pseudo-header (RFC 768,
-// RFC 8200 §8.1) and the datagram, whose checksum field must be zero.
-func udpChecksum(src, dst netip.Addr, datagram []byte) uint16 {
+// pseudoSum is the unfolded sum of the UDP pseudo-header (RFC 768,
+// RFC 8200 §8.1) for a datagram of length n.
+func pseudoSum(src, dst netip.Addr, n int) uint64 {
 	var s uint64
 	if src.Is4() {
 		a, b := src.As4(), dst.As4()
@@ -168,8 +168,13 @@ func udpChecksum(src, dst netip.Addr, datagram []byte) uint16 {
 		a, b := src.As16(), dst.As16()
 		s = sum16(sum16(0, a[:]), b[:])
 	}
-	s += uint64(len(datagram)) + ProtocolUDP
-	c := ^fold(sum16(s, datagram))
+	return s + uint64(n) + ProtocolUDP
+}
+
+// udpChecksum computes the UDP checksum of a datagram whose checksum field
+// is zero.
+func udpChecksum(src, dst netip.Addr, datagram []byte) uint16 {
+	c := ^fold(sum16(pseudoSum(src, dst, len(datagram)), datagram))
 	if c == 0 {
 		c = 0xFFFF // zero means "no checksum"; RFC 768 sends all ones instead
 	}

@@ -230,8 +230,31 @@ func (p *Packet) ICRCValid() bool { return getICRC(p.ICRC) == p.ComputeICRC() }
 func (p *Packet) ICRCValue() uint32 { return getICRC(p.ICRC) }
 
 // UpdateICRC recomputes the ICRC and writes it into the frame, after a
-// field has been rewritten in place (fault injection).
-func (p *Packet) UpdateICRC() { putICRC(p.ICRC, p.ComputeICRC()) }
+// field has been rewritten in place (fault injection). A non-zero UDP
+// checksum covers the ICRC too, so it is recomputed as well; a zero one
+// (no checksum, as rxe sends over IPv4) stays zero.
+func (p *Packet) UpdateICRC() {
+	putICRC(p.ICRC, p.ComputeICRC())
+	if p.UDP.Checksum() != 0 {
+		end := p.icrcOff + ICRCLen
+		start := end - int(p.UDP.Length())
+		p.UDP[6], p.UDP[7] = 0, 0
+		binary.BigEndian.PutUint16(p.UDP[6:], udpChecksum(p.Src(), p.Dst(), p.Raw[start:end]))
+	}
+}
+
+// UDPChecksumValid reports whether the UDP checksum verifies; a zero
+// checksum means "none" and is valid (RoCE v2 receivers ignore the UDP
+// checksum either way, Annex A17.4.1, so Decode does not check it).
+func (p *Packet) UDPChecksumValid() bool {
+	c := p.UDP.Checksum()
+	if c == 0 {
+		return true
+	}
+	end := p.icrcOff + ICRCLen
+	start := end - int(p.UDP.Length())
+	return ^fold(sum16(pseudoSum(p.Src(), p.Dst(), end-start), p.Raw[start:end])) == 0
+}
 
 // Src returns the IP source address.
 func (p *Packet) Src() netip.Addr {
