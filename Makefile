@@ -1,0 +1,54 @@
+# rocesim make targets. `make demo` and `make test` are all a fresh machine needs.
+GO        ?= go
+FUZZTIME  ?= 30s
+PKGS      := ./...
+
+.PHONY: all demo test deps check race fuzz bench golden corpus
+
+all: test
+
+## demo: run the main job on its built-in default
+demo:
+	$(GO) run ./cmd/rocesim demo
+
+## deps: install the system tools the tests use (tshark), if missing
+deps:
+	@tools/install-deps.sh
+
+## test: vet and run every test (installs tshark first if it can)
+test: deps
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 $(PKGS)
+
+## check: formatting, vet, staticcheck and the short tests
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) test -short -count=1 $(PKGS)
+
+## race: the tests under the race detector
+race:
+	$(GO) test -race -count=1 $(PKGS)
+
+## fuzz: run every fuzz target for FUZZTIME each (default 30s)
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+## bench: decode, encode and CRC baseline at 64 B, 1 KiB, 4 KiB (ns/op, MB/s, allocs/op)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/...
+
+## golden: regenerate golden files from tshark and the current code (review the diff!)
+golden: deps
+	$(GO) test ./wire -run TestTsharkGoldensCurrent -update
+	$(GO) test ./cmd/rocesim -run Golden -update
+
+## corpus: rewrite the committed fuzz seed corpus from the real captures
+corpus:
+	$(GO) test ./wire ./wire/rocelayers -run TestWriteFuzzCorpus -corpus
