@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// needTshark returns the path of tshark. Without it the test is skipped,
+// except when CI=true, where its absence is a failure.
+func needTshark(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("tshark")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("tshark is required when CI=true: not found in PATH")
+		}
+		t.Skip("tshark not installed (apt-get install tshark); skipping")
+	}
+	return p
+}
+
+// tshark runs tshark with args and returns its standard output.
+func tshark(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(needTshark(t), args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		msg := ""
+		if errors.As(err, &ee) {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("tshark %v: %v\n%s", args, err, msg)
+	}
+	return string(out)
+}
+
+// realCaptures returns the rxe captures kept in wire/testdata.
+func realCaptures(t testing.TB) []string {
+	t.Helper()
+	m, err := filepath.Glob("../../wire/testdata/*.pcap")
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no captures in ../../wire/testdata: %v", err)
+	}
+	return m
+}
+
+// runCmd runs the command line and returns its exit status and output.
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// frameLines returns the lines of text output that describe frames (not
+// the '#' header and summary).
+func frameLines(out string) []string {
+	var ls []string
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// frame is one record of a capture, copied.
+type frame struct {
+	ns       int64
+	data     []byte
+	comments []string
+}
+
+// readFrames reads every record of a capture file.
+func readFrames(t testing.TB, path string) []frame {
+	t.Helper()
+	r, err := capture.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []frame
+	var rec capture.Record
+	for r.Next(&rec) == nil {
+		out = append(out, frame{rec.Time, bytes.Clone(rec.Data), rec.Comments})
+	}
+	return out
+}
+
+// writePcap writes frames to a new classic pcap file in dir.
+func writePcap(t testing.TB, path string, frames []frame) {
+	t.Helper()
+	w, err := capture.Create(path, capture.PcapngOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range frames {
+		if err := w.WriteFrame(f.ns, 0, f.data, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs at line %d (go test -update rewrites it; review the diff):\n got  %q\n want %q", path, i+1, g, w)
+			}
+		}
+	}
+}

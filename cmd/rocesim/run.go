@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0 // success
+	exitBad   = 1 // inspect: a RoCE frame is malformed or fails its ICRC
+	exitUsage = 2 // bad command line, or a file that cannot be read
+)
+
+const usage = `rocesim: a pure-Go RoCE v2 soft-RDMA simulator
+
+Usage:
+  rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
+  rocesim demo                    run the built-in demo
+  rocesim help [COMMAND]          show this help, or a command's
+
+Exit status: 0 success; 1 a RoCE frame is malformed or fails its ICRC
+(inspect); 2 usage or I/O error.
+`
+
+const inspectUsage = `Usage: rocesim inspect [--json] FILE
+
+Lists every frame of FILE, a pcap or pcapng file ("-" reads standard
+input), one line per frame:
+
+  index (from 1, as Wireshark numbers frames), seconds since the first
+  frame, the pcapng interface name (if=...), source→destination, and for
+  RoCE v2 the opcode, qp=, psn=, ack=1, the extension headers' fields,
+  payload=, icrc=ok|BAD, then any pcapng comments after '#'.
+
+Frames that are not RoCE v2 (ARP, TCP, other UDP ports) are listed as
+non-RoCE. A line starting with '#' is a header or summary.
+
+Flags:
+  --json   one JSON object per frame (JSON lines) instead of text
+
+Exit status: 0 every RoCE frame is well formed with a good ICRC; 1 one is
+not; 2 usage or I/O error.
+`
+
+const demoLine = "rocesim: the simulation engine arrives next (issue 3); try: rocesim inspect wire/testdata/rc_send.pcap\n"
+
+// run executes the command line args (without the program name), writing
+// output to stdout and diagnostics to stderr, and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "inspect":
+		return runInspect(rest, stdout, stderr)
+	case "demo":
+		if len(rest) != 0 {
+			fmt.Fprintf(stderr, "rocesim demo: takes no arguments\n")
+			return exitUsage
+		}
+		fmt.Fprint(stdout, demoLine)
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		return runHelp(rest, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "rocesim: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// runHelp prints the general usage, or that of one command.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+	case len(args) == 1 && args[0] == "inspect":
+		fmt.Fprint(stdout, inspectUsage)
+	case len(args) == 1 && args[0] == "demo":
+		fmt.Fprint(stdout, "Usage: rocesim demo\n\nRuns the built-in demo scenario.\n")
+	case len(args) == 1 && args[0] == "help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "rocesim help: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// runInspect parses inspect's command line and runs it.
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported below, with our usage
+	jsonOut := fs.Bool("json", false, "one JSON object per frame")
+	files, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, inspectUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim inspect: %v\n\n%s", err, inspectUsage)
+		return exitUsage
+	}
+	if len(files) != 1 {
+		fmt.Fprintf(stderr, "rocesim inspect: want exactly one FILE, got %d\n\n%s", len(files), inspectUsage)
+		return exitUsage
+	}
+	return inspectPath(files[0], *jsonOut, stdout, stderr)
+}
+
+// parseInterspersed parses flags anywhere on the command line ("inspect
+// FILE --json" as well as "inspect --json FILE"), which the flag package
+// alone does not: it stops at the first argument that is not a flag.
+// After "--" everything is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

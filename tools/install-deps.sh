@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# install-deps.sh: install the system tools rocesim's tests use, from
+# Debian's packages, if they are missing. Idempotent; quiet when all is there.
+#
+#   tshark   dissects our frames and the real rxe captures (wire, capture, inspect tests)
+#
+# Without root (and without sudo) it says what is missing and returns 0:
+# the tests that need a tool then skip locally, and fail in CI (CI=true).
+set -euo pipefail
+
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  SUDO=sudo
+else
+  echo "install-deps: missing ${need[*]}; install them with apt-get (needs root). Tests that need them will skip (fail under CI=true)." >&2
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: missing ${need[*]} and no apt-get here; install them by hand." >&2
+  exit 0
+fi
+
+echo "install-deps: installing ${need[*]} from Debian's packages" >&2
+export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture; answer no.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections 2>/dev/null || true
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
