@@ -150,3 +150,34 @@ func TestIPv4OptionsRoundTrip(t *testing.T) {
 	require.Equal(t, f.IPOptions, p.IPv4.Options())
 	require.Equal(t, f.RETH, p.RETH.Fields())
 }
+
+// TestDecodeErrorClearsLaterViews checks that a Packet reused after a good
+// frame keeps no stale view when the next frame fails part-way.
+func TestDecodeErrorClearsLaterViews(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	good := testFrame(r, wire.OpRCWriteOnlyImm, false, make([]byte, 8))
+	var p wire.Packet
+	require.NoError(t, p.Decode(encodeOne(t, &good)))
+	require.NotNil(t, p.RETH)
+
+	bad := encodeOne(t, &good)
+	bad[36], bad[37] = 0, 53 // UDP destination port 53
+	require.ErrorIs(t, p.Decode(bad), wire.ErrNotRoCE)
+	require.NotNil(t, p.Eth)
+	require.NotNil(t, p.IPv4)
+	require.NotNil(t, p.UDP, "the UDP header was decoded")
+	for name, v := range map[string][]byte{"BTH": p.BTH, "RETH": p.RETH, "ImmDt": p.ImmDt,
+		"ICRC": p.ICRC, "Payload": p.Payload} {
+		require.Nil(t, v, "%s must be cleared", name)
+	}
+	require.Nil(t, p.Info)
+
+	require.NoError(t, p.Decode(encodeOne(t, &good)))
+	tver := encodeOne(t, &good)
+	tver[43] |= 1
+	require.ErrorIs(t, p.Decode(tver), wire.ErrHeaderVersion)
+	require.NotNil(t, p.BTH)
+	require.NotNil(t, p.Info)
+	require.Nil(t, p.RETH)
+	require.Nil(t, p.Payload)
+}

@@ -27,12 +27,6 @@ import (
 // not carry is nil. Decode resets the view, so one Packet serves any number
 // of frames without allocating.
 type Packet struct {
-	view
-	scratch [icrcScratchLen]byte // the ICRC's masked prefix; not reset per frame
-}
-
-// view is everything Decode resets: the slices into the current frame.
-type view struct {
 	Raw  []byte // the whole frame
 	Eth  Ethernet
 	IPv4 IPv4 // nil for IPv6
@@ -74,136 +68,167 @@ func (p *Packet) Decode(frame []byte) error {
 // DecodeHeaders parses frame like Decode but does not check the ICRC
 // (for taps and fault matching, which look at frames without receiving them).
 func (p *Packet) DecodeHeaders(frame []byte) error {
-	p.view = view{Raw: frame}
+	// Every field is written exactly once on the way to success; an error
+	// clears the fields of the steps not reached (fail). That is cheaper
+	// than zeroing the whole view up front, which costs about 5% of a
+	// 4 KiB decode.
+	p.Raw = frame
 	if len(frame) < EthernetLen {
-		return ErrTruncated
+		return p.fail(stepNone, ErrTruncated)
 	}
 	p.Eth = Ethernet(frame[:EthernetLen])
 	rest := frame[EthernetLen:]
 	var l4 []byte // the IP payload
 	switch p.Eth.EtherType() {
 	case EtherTypeIPv4:
+		p.IPv6 = nil
 		if len(rest) < IPv4MinLen {
-			return ErrTruncated
+			return p.fail(stepEth, ErrTruncated)
 		}
 		h := IPv4(rest)
 		hl := h.HeaderLen()
 		if rest[0]>>4 != 4 || hl < IPv4MinLen {
-			return ErrIPHeader
+			return p.fail(stepEth, ErrIPHeader)
 		}
 		if len(rest) < hl {
-			return ErrTruncated
+			return p.fail(stepEth, ErrTruncated)
 		}
 		p.IPv4 = h[:hl]
 		if !p.IPv4.checksumOK() {
-			return ErrIPChecksum
+			return p.fail(stepIP, ErrIPChecksum)
 		}
 		if p.IPv4.FragmentOffset() != 0 || p.IPv4.Flags()&ipv4FlagMF != 0 {
-			return ErrFragment
+			return p.fail(stepIP, ErrFragment)
 		}
 		if p.IPv4.Protocol() != ProtocolUDP {
-			return ErrNotRoCE
+			return p.fail(stepIP, ErrNotRoCE)
 		}
 		tl := int(h.TotalLength())
 		if tl > len(rest) {
-			return ErrTruncated
+			return p.fail(stepIP, ErrTruncated)
 		}
 		if tl < hl+UDPLen {
-			return ErrLength
+			return p.fail(stepIP, ErrLength)
 		}
 		l4 = rest[hl:tl]
 		p.Trailer = rest[tl:]
 	case EtherTypeIPv6:
+		p.IPv4 = nil
 		if len(rest) < IPv6Len {
-			return ErrTruncated
+			return p.fail(stepEth, ErrTruncated)
 		}
 		if rest[0]>>4 != 6 {
-			return ErrIPHeader
+			return p.fail(stepEth, ErrIPHeader)
 		}
 		p.IPv6 = IPv6(rest[:IPv6Len])
 		if p.IPv6.NextHeader() != ProtocolUDP {
-			return ErrNotRoCE
+			return p.fail(stepIP, ErrNotRoCE)
 		}
 		pl := int(p.IPv6.PayloadLength())
 		if IPv6Len+pl > len(rest) {
-			return ErrTruncated
+			return p.fail(stepIP, ErrTruncated)
 		}
 		if pl < UDPLen {
-			return ErrLength
+			return p.fail(stepIP, ErrLength)
 		}
 		l4 = rest[IPv6Len : IPv6Len+pl]
 		p.Trailer = rest[IPv6Len+pl:]
 	default:
-		return ErrNotRoCE
+		return p.fail(stepEth, ErrNotRoCE)
 	}
 
 	p.UDP = UDP(l4[:UDPLen])
 	if p.UDP.DstPort() != UDPPortRoCEv2 {
-		return ErrNotRoCE
+		return p.fail(stepUDP, ErrNotRoCE)
 	}
 	if int(p.UDP.Length()) != len(l4) {
-		return ErrLength
+		return p.fail(stepUDP, ErrLength)
 	}
 	t := l4[UDPLen:] // BTH through ICRC
 	if len(t) < BTHLen+ICRCLen {
-		return ErrTruncated
+		return p.fail(stepUDP, ErrTruncated)
 	}
 	p.BTH = BTH(t[:BTHLen])
 	info := p.BTH.Opcode().Info()
 	if !info.Valid {
-		return ErrUnknownOpcode
+		return p.fail(stepUDP, ErrUnknownOpcode)
 	}
 	p.Info = info
 	if p.BTH.TVer() != 0 {
-		return ErrHeaderVersion
+		return p.fail(stepBTH, ErrHeaderVersion)
 	}
 	if len(t) < BTHLen+info.HdrLen+ICRCLen {
-		return ErrTruncated
+		return p.fail(stepBTH, ErrTruncated)
 	}
 	off := BTHLen
 	h := info.Headers
-	if h&HasDETH != 0 {
-		p.DETH = DETH(t[off : off+DETHLen])
-		off += DETHLen
-	}
-	if h&HasRETH != 0 {
-		p.RETH = RETH(t[off : off+RETHLen])
-		off += RETHLen
-	}
-	if h&HasAtomicETH != 0 {
-		p.AtomicETH = AtomicETH(t[off : off+AtomicETHLen])
-		off += AtomicETHLen
-	}
-	if h&HasAETH != 0 {
-		p.AETH = AETH(t[off : off+AETHLen])
-		off += AETHLen
-	}
-	if h&HasAtomicAckETH != 0 {
-		p.AtomicAckETH = AtomicAckETH(t[off : off+AtomicAckETHLen])
-		off += AtomicAckETHLen
-	}
-	if h&HasImmDt != 0 {
-		p.ImmDt = ImmDt(t[off : off+ImmDtLen])
-		off += ImmDtLen
-	}
-	if h&HasIETH != 0 {
-		p.IETH = IETH(t[off : off+IETHLen])
-		off += IETHLen
-	}
+	p.DETH = ext(t, &off, DETHLen, h&HasDETH != 0)
+	p.RETH = ext(t, &off, RETHLen, h&HasRETH != 0)
+	p.AtomicETH = ext(t, &off, AtomicETHLen, h&HasAtomicETH != 0)
+	p.AETH = ext(t, &off, AETHLen, h&HasAETH != 0)
+	p.AtomicAckETH = ext(t, &off, AtomicAckETHLen, h&HasAtomicAckETH != 0)
+	p.ImmDt = ext(t, &off, ImmDtLen, h&HasImmDt != 0)
+	p.IETH = ext(t, &off, IETHLen, h&HasIETH != 0)
 	icrcOff := len(t) - ICRCLen
 	p.ICRC = t[icrcOff:]
 	p.icrcOff = len(frame) - len(p.Trailer) - ICRCLen
 	body := t[off:icrcOff] // payload and pad
 	pad := int(p.BTH.PadCount())
 	if len(body)%4 != 0 || pad > len(body) {
-		return ErrPad
+		return p.fail(stepExt, ErrPad)
 	}
 	if len(body) > 0 && h&HasPayload == 0 {
-		return ErrLength
+		return p.fail(stepExt, ErrLength)
 	}
 	p.Payload = body[:len(body)-pad]
 	p.Pad = body[len(body)-pad:]
 	return nil
+}
+
+// ext returns the n bytes of t at *off and advances *off past them if the
+// opcode carries the header, else nil (the caller checked the length).
+func ext(t []byte, off *int, n int, present bool) []byte {
+	if !present {
+		return nil
+	}
+	b := t[*off : *off+n]
+	*off += n
+	return b
+}
+
+// step is how far DecodeHeaders got; fail clears the views of later steps.
+type step uint8
+
+const (
+	stepNone step = iota // nothing decoded
+	stepEth              // Eth valid
+	stepIP               // + IPv4 or IPv6, Trailer
+	stepUDP              // + UDP
+	stepBTH              // + BTH, Info
+	stepExt              // + extension headers, ICRC (payload and pad not split)
+)
+
+// fail clears every view the decode did not reach and returns err.
+func (p *Packet) fail(reached step, err *Error) error {
+	if reached < stepEth {
+		p.Eth = nil
+	}
+	if reached < stepIP {
+		p.IPv4, p.IPv6, p.Trailer = nil, nil, nil
+	}
+	if reached < stepUDP {
+		p.UDP = nil
+	}
+	if reached < stepBTH {
+		p.BTH, p.Info = nil, nil
+	}
+	if reached < stepExt {
+		p.DETH, p.RETH, p.AtomicETH, p.AETH = nil, nil, nil, nil
+		p.AtomicAckETH, p.ImmDt, p.IETH, p.ICRC = nil, nil, nil, nil
+		p.icrcOff = 0
+	}
+	p.Payload, p.Pad = nil, nil
+	return err
 }
 
 // ipHeader returns the whole IP header.
@@ -218,7 +243,7 @@ func (p *Packet) ipHeader() ([]byte, bool) {
 // have been decoded without a structural error.
 func (p *Packet) ComputeICRC() uint32 {
 	ip, v6 := p.ipHeader()
-	return icrc(&p.scratch, p.Raw[EthernetLen:p.icrcOff], len(ip), v6)
+	return icrc(p.Raw[EthernetLen:p.icrcOff], len(ip), v6)
 }
 
 // ICRCValid reports whether the carried ICRC matches the computed one.
