@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rocesim/rocesim/internal/tsharktest"
 )
 
 // readPcap returns the frames of a classic little-endian pcap file (the
@@ -61,36 +62,11 @@ func writePcap(t testing.TB, path string, frames [][]byte) {
 	}
 }
 
-// needTshark returns the path of tshark. Without it the test is skipped,
-// except in CI (CI=true), where .ci/run installs it and its absence is a
-// failure.
-func needTshark(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tshark is required in CI (.ci/run installs it): not found in PATH")
-		}
-		t.Skip("tshark not installed; install it (apt-get install tshark) to run this test")
-	}
-	return p
-}
+// needTshark returns the path of tshark (see tsharktest.Need).
+func needTshark(t testing.TB) string { return tsharktest.Need(t) }
 
 // tshark runs tshark with args and returns its standard output.
-func tshark(t testing.TB, args ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(needTshark(t), args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("tshark %v: %v\n%s", args, err, msg)
-	}
-	return out
-}
+func tshark(t testing.TB, args ...string) []byte { return []byte(tsharktest.Run(t, args...)) }
 
 func captures(t testing.TB) []string {
 	t.Helper()

@@ -2,47 +2,20 @@ package capture_test
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/rocesim/rocesim/internal/tsharktest"
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
-// needTshark returns the path of tshark. Without it the test is skipped,
-// except when CI=true, where its absence is a failure.
-func needTshark(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("tshark")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("tshark is required when CI=true: not found in PATH")
-		}
-		t.Skip("tshark not installed (apt-get install tshark); skipping")
-	}
-	return p
-}
+// needTshark returns the path of tshark (see tsharktest.Need).
+func needTshark(t testing.TB) string { return tsharktest.Need(t) }
 
-// tshark runs tshark with args and returns its standard output (it writes
-// a warning about running as root to standard error, which is ignored).
-func tshark(t testing.TB, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(needTshark(t), args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		msg := ""
-		if errors.As(err, &ee) {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("tshark %v: %v\n%s", args, err, msg)
-	}
-	return string(out)
-}
+// tshark runs tshark with args and returns its standard output.
+func tshark(t testing.TB, args ...string) string { return tsharktest.Run(t, args...) }
 
 // tsharkCount returns how many packets tshark lists in path.
 func tsharkCount(t testing.TB, path string) int {
