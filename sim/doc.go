@@ -1,8 +1,25 @@
-// Package sim will hold rocesim's deterministic simulation engine: virtual
-// time (int64 nanoseconds), an event queue with a stable order for equal
-// times, cancellable timers and seeded per-component random streams. It
-// uses only the standard library and never reads the wall clock.
+// Package sim is rocesim's deterministic simulation engine: virtual time,
+// an event queue, seeded random streams and the structured trace.
 //
-// The engine is the subject of issue 3; until it lands this package holds
-// no code.
+// Time is sim.Time, nanoseconds since the simulation started, and spans
+// are sim.Duration; they print like time.Duration ("12.288µs"). Nothing
+// here reads the wall clock, starts a goroutine or draws from a global
+// random source, so the same program and seed give the same run.
+//
+//	s := sim.NewScheduler()
+//	t := s.After(4*sim.Microsecond, handler, arg) // handler.Fire(now, arg) later
+//	t.Cancel()                                    // a cancelled event never fires
+//	err := s.Run()                                // or RunUntil(t), Step()
+//
+// Events at the same time fire in the order they were scheduled. Run and
+// RunUntil stop with ErrEventLimit when a run fires more events than its
+// limit, which is how a livelock ends. Handlers are interfaces taking an
+// argument, so scheduling and firing allocate nothing in steady state.
+//
+// Randomness: sim.NewSeeds(master).Stream("faults") gives each component
+// its own math/rand/v2 PCG stream derived from the one master seed.
+//
+// Trace: a *sim.Trace collects sim.Events (time, node, QPN, kind, fields)
+// with a stable one-line text form for golden tests; a nil *Trace records
+// nothing.
 package sim

@@ -1,0 +1,181 @@
+package sim_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// recorder remembers the events it was fired with.
+type recorder struct {
+	got []fired
+}
+
+type fired struct {
+	at  sim.Time
+	arg uint64
+}
+
+func (r *recorder) Fire(now sim.Time, arg uint64) { r.got = append(r.got, fired{now, arg}) }
+
+func TestEqualTimesFireInInsertionOrder(t *testing.T) {
+	s := sim.NewScheduler()
+	var r recorder
+	for i := range uint64(50) {
+		s.Schedule(100, &r, i)
+	}
+	s.Schedule(50, &r, 1000)
+	require.NoError(t, s.Run())
+	require.Len(t, r.got, 51)
+	assert.Equal(t, fired{50, 1000}, r.got[0])
+	for i := range 50 {
+		assert.Equal(t, fired{100, uint64(i)}, r.got[i+1])
+	}
+	assert.Equal(t, sim.Time(100), s.Now())
+}
+
+func TestCancelledTimerNeverFires(t *testing.T) {
+	s := sim.NewScheduler()
+	var r recorder
+	keep := s.Schedule(10, &r, 1)
+	gone := s.Schedule(20, &r, 2)
+	s.Schedule(30, &r, 3)
+	assert.True(t, gone.Pending())
+	assert.True(t, gone.Cancel())
+	assert.False(t, gone.Pending())
+	assert.False(t, gone.Cancel(), "second cancel is a no-op")
+	require.NoError(t, s.Run())
+	assert.Equal(t, []fired{{10, 1}, {30, 3}}, r.got)
+	assert.False(t, keep.Cancel(), "a fired timer cannot be cancelled")
+	var zero sim.Timer
+	assert.False(t, zero.Cancel())
+	assert.False(t, zero.Pending())
+}
+
+// TestStaleTimerDoesNotCancelSlotReuse checks that a Timer whose event
+// fired cannot cancel a later event that reuses its slot.
+func TestStaleTimerDoesNotCancelSlotReuse(t *testing.T) {
+	s := sim.NewScheduler()
+	var r recorder
+	old := s.Schedule(1, &r, 1)
+	require.True(t, s.Step())
+	fresh := s.Schedule(5, &r, 2) // reuses the slot
+	assert.False(t, old.Cancel())
+	assert.True(t, fresh.Pending())
+	require.NoError(t, s.Run())
+	assert.Equal(t, []fired{{1, 1}, {5, 2}}, r.got)
+}
+
+// TestCancelKeepsHeapOrder cancels from the middle of a large heap and
+// checks the rest still fires in (time, insertion) order.
+func TestCancelKeepsHeapOrder(t *testing.T) {
+	s := sim.NewScheduler()
+	var r recorder
+	var timers []sim.Timer
+	for i := range uint64(200) {
+		timers = append(timers, s.Schedule(sim.Time((i*7919)%97), &r, i))
+	}
+	for i := 0; i < 200; i += 3 {
+		require.True(t, timers[i].Cancel())
+	}
+	require.NoError(t, s.Run())
+	require.Len(t, r.got, 200-67)
+	for i := 1; i < len(r.got); i++ {
+		a, b := r.got[i-1], r.got[i]
+		require.True(t, a.at < b.at || a.at == b.at && a.arg < b.arg, "%v before %v", a, b)
+		require.NotZero(t, b.arg%3, "cancelled event %d fired", b.arg)
+	}
+}
+
+func TestRunUntilAndStep(t *testing.T) {
+	s := sim.NewScheduler()
+	var r recorder
+	s.Schedule(10, &r, 1)
+	s.Schedule(20, &r, 2)
+	s.Schedule(30, &r, 3)
+	require.NoError(t, s.RunUntil(20))
+	assert.Equal(t, []fired{{10, 1}, {20, 2}}, r.got)
+	assert.Equal(t, sim.Time(20), s.Now())
+	require.NoError(t, s.RunUntil(25))
+	assert.Equal(t, sim.Time(25), s.Now(), "RunUntil advances the clock to its bound")
+	assert.Equal(t, sim.Time(30), s.NextAt())
+	assert.True(t, s.Step())
+	assert.False(t, s.Step())
+	assert.Equal(t, sim.Never, s.NextAt())
+	// Scheduling in the past means "now".
+	s.Schedule(1, &r, 4)
+	require.NoError(t, s.Run())
+	assert.Equal(t, fired{30, 4}, r.got[len(r.got)-1])
+}
+
+// pinger reschedules itself forever: a livelock.
+type pinger struct{ s *sim.Scheduler }
+
+func (p *pinger) Fire(now sim.Time, arg uint64) { p.s.After(0, p, arg) }
+
+func TestEventLimitEndsLivelock(t *testing.T) {
+	s := sim.NewScheduler()
+	s.SetEventLimit(1000)
+	s.Schedule(0, &pinger{s}, 0)
+	err := s.Run()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, sim.ErrEventLimit))
+	assert.Contains(t, err.Error(), "1000 events fired")
+	assert.Equal(t, uint64(1000), s.Fired())
+}
+
+func TestStop(t *testing.T) {
+	s := sim.NewScheduler()
+	var n int
+	h := sim.HandlerFunc(func(now sim.Time, arg uint64) {
+		n++
+		if arg == 2 {
+			s.Stop()
+		}
+	})
+	for i := range uint64(5) {
+		s.Schedule(sim.Time(i), h, i)
+	}
+	require.NoError(t, s.Run())
+	assert.Equal(t, 3, n)
+	require.NoError(t, s.Run())
+	assert.Equal(t, 5, n)
+}
+
+func TestSeedsStreams(t *testing.T) {
+	a1, a2 := sim.NewSeeds(7).Stream("faults"), sim.NewSeeds(7).Stream("faults")
+	b := sim.NewSeeds(7).Stream("swarm")
+	c := sim.NewSeeds(8).Stream("faults")
+	var sa1, sa2, sb, sc []uint64
+	for range 8 {
+		sa1, sa2, sb, sc = append(sa1, a1.Uint64()), append(sa2, a2.Uint64()), append(sb, b.Uint64()), append(sc, c.Uint64())
+	}
+	assert.Equal(t, sa1, sa2, "same seed and name, same stream")
+	assert.NotEqual(t, sa1, sb, "names give independent streams")
+	assert.NotEqual(t, sa1, sc, "seeds give different streams")
+}
+
+func TestTraceText(t *testing.T) {
+	var tr *sim.Trace
+	tr.Add(sim.Event{Kind: "x"}) // a nil trace records nothing
+	assert.False(t, tr.Enabled())
+	assert.Empty(t, tr.Text())
+
+	tr = &sim.Trace{}
+	var hooked int
+	tr.Hook = func(*sim.Event) { hooked++ }
+	tr.Add(sim.Event{Time: 12288, Node: "a", QPN: 0x11, HasQPN: true, Kind: "frame-tx",
+		Fields: []sim.Field{{"opcode", "RC_SEND_ONLY"}, {"psn", "2"}}})
+	tr.Add(sim.Event{Time: 3 * sim.Time(sim.Millisecond), Kind: "link-down",
+		Fields: []sim.Field{{"rule", "4"}, {"why", "down link=a-b from=3ms"}, {"empty", ""}}})
+	assert.Equal(t, 2, hooked)
+	assert.Equal(t, "12.288µs a frame-tx qp=0x000011 opcode=RC_SEND_ONLY psn=2\n"+
+		"3ms - link-down rule=4 why=\"down link=a-b from=3ms\" empty=\"\"\n", tr.Text())
+	v, ok := tr.Events()[0].Get("psn")
+	assert.True(t, ok)
+	assert.Equal(t, "2", v)
+}
