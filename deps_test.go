@@ -17,6 +17,7 @@ var allowed = map[string][]string{
 	"sim":                 {},
 	"wire":                {},
 	"faults":              {"wire", "sim"},
+	"sim/fabric":          {"faults", "wire", "sim"},
 	"nic":                 {"wire", "sim"},
 	"verbs":               {"nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
 	"wire/rocelayers":     {"wire", "gopacket"},

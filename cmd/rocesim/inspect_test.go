@@ -406,8 +406,8 @@ func syntheticPcapng(t *testing.T) []byte {
 	frames := readFrames(t, "../../wire/testdata/rc_send.pcap")
 	var buf bytes.Buffer
 	w := capture.NewPcapngWriter(&buf, capture.PcapngOptions{Comment: "synthetic: seed=1"})
-	ab, _ := w.AddInterface(capture.Interface{Name: "n1->n2", Description: "10.0.0.1 to 10.0.0.2"})
-	ba, _ := w.AddInterface(capture.Interface{Name: "n2->n1", Description: "10.0.0.2 to 10.0.0.1"})
+	ab, _ := w.AddInterface("n1->n2", "10.0.0.1 to 10.0.0.2")
+	ba, _ := w.AddInterface("n2->n1", "10.0.0.2 to 10.0.0.1")
 	var p wire.Packet
 	for i, k := range []int{4, 5, 15, 27, 28, 29, 30, 27, 28, 29, 30, 31} {
 		f := bytes.Clone(frames[k].data)

@@ -64,7 +64,7 @@ func write(t testing.TB, f capture.Format, recs []rec) []byte {
 		t.Fatal(err)
 	}
 	for i, l := range links {
-		id, err := w.AddInterface(l)
+		id, err := w.AddInterface(l.Name, l.Description)
 		if err != nil || id != i {
 			t.Fatalf("AddInterface(%v) = %d, %v; want %d", l, id, err, i)
 		}
@@ -206,7 +206,7 @@ func TestWriterErrors(t *testing.T) {
 					t.Errorf("write before AddInterface: %v, want ErrInterface", err)
 				}
 			}
-			if _, err := w.AddInterface(links[0]); err != nil {
+			if _, err := w.AddInterface(links[0].Name, links[0].Description); err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range []struct {
@@ -242,7 +242,7 @@ func TestWriterErrors(t *testing.T) {
 			if err := w.WriteFrame(0, 0, frame, ""); !errors.Is(err, capture.ErrClosed) {
 				t.Errorf("write after Close: %v, want ErrClosed", err)
 			}
-			if _, err := w.AddInterface(links[1]); !errors.Is(err, capture.ErrClosed) {
+			if _, err := w.AddInterface(links[1].Name, links[1].Description); !errors.Is(err, capture.ErrClosed) {
 				t.Errorf("AddInterface after Close: %v, want ErrClosed", err)
 			}
 		})
@@ -281,11 +281,11 @@ func TestPcapngLateInterface(t *testing.T) {
 	var buf bytes.Buffer
 	w := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
 	frame := []byte(sample(t, 1)[0].Data)
-	a, _ := w.AddInterface(links[0])
+	a, _ := w.AddInterface(links[0].Name, links[0].Description)
 	if err := w.WriteFrame(1, a, frame, "first"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := w.AddInterface(links[1])
+	b, _ := w.AddInterface(links[1].Name, links[1].Description)
 	if err := w.WriteFrame(2, b, frame, "second"); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestCreate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.AddInterface(links[0])
+		w.AddInterface(links[0].Name, links[0].Description)
 		if err := w.WriteFrame(7, 0, []byte(frame), "c"); err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +501,7 @@ func TestAllocs(t *testing.T) {
 	frame := []byte(sample(t, 1)[0].Data)
 	pw, _ := capture.NewPcapWriter(io.Discard)
 	ng := capture.NewPcapngWriter(io.Discard, capture.PcapngOptions{})
-	ng.AddInterface(links[0])
+	ng.AddInterface(links[0].Name, links[0].Description)
 	var ns int64
 	for _, c := range []struct {
 		name string
@@ -556,7 +556,7 @@ func BenchmarkWriteFrame(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				w, _ := capture.NewWriter(io.Discard, f, capture.PcapngOptions{})
-				w.AddInterface(links[0])
+				w.AddInterface(links[0].Name, links[0].Description)
 				b.ReportAllocs()
 				b.SetBytes(int64(len(frame)))
 				for i := 0; b.Loop(); i++ {

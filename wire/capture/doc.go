@@ -6,7 +6,7 @@
 // Writing, as a fabric tap does it:
 //
 //	w := capture.NewPcapngWriter(f, capture.PcapngOptions{Comment: "seed=42"})
-//	ab, _ := w.AddInterface(capture.Interface{Name: "a->b"})
+//	ab, _ := w.AddInterface("a->b", "node a to node b")
 //	w.WriteFrame(int64(now), ab, frame, "retransmission #2")
 //	w.Close() // flushes; f stays open
 //

@@ -47,7 +47,7 @@ func NewPcapWriter(w io.Writer) (*PcapWriter, error) {
 // AddInterface records that one more link is tapped and returns its index.
 // Classic pcap cannot tell links apart: frames of every interface go into
 // the same stream, and the name is not stored.
-func (w *PcapWriter) AddInterface(ifc Interface) (int, error) {
+func (w *PcapWriter) AddInterface(name, description string) (int, error) {
 	if w.closed {
 		return 0, ErrClosed
 	}

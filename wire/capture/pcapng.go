@@ -76,7 +76,8 @@ func NewPcapngWriter(w io.Writer, opts PcapngOptions) *PcapngWriter {
 
 // AddInterface appends an interface description block and returns the
 // interface's index.
-func (w *PcapngWriter) AddInterface(ifc Interface) (int, error) {
+func (w *PcapngWriter) AddInterface(name, description string) (int, error) {
+	ifc := Interface{Name: name, Description: description}
 	if w.closed {
 		return 0, ErrClosed
 	}
@@ -148,7 +149,7 @@ func (w *PcapngWriter) Close() error {
 		return nil
 	}
 	if w.ng == nil {
-		if _, err := w.AddInterface(Interface{Name: placeholderName, Description: "no link was captured"}); err != nil {
+		if _, err := w.AddInterface(placeholderName, "no link was captured"); err != nil {
 			return err
 		}
 	}

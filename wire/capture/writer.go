@@ -19,7 +19,11 @@ type Writer interface {
 	// AddInterface declares a capture interface (one per simulated link)
 	// and returns the index WriteFrame takes. Indexes count up from 0 in
 	// the order interfaces are added.
-	AddInterface(Interface) (int, error)
+	//
+	// The signature uses plain strings so that packages which only tap
+	// frames (sim/fabric) can declare the same method set without
+	// importing this package.
+	AddInterface(name, description string) (int, error)
 	// WriteFrame records one Ethernet frame seen on interface iface at
 	// simulated time ns (nanoseconds since the Unix epoch; a simulation
 	// starts at 0). comment is attached to the packet where the format
