@@ -1,0 +1,136 @@
+package faults_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+)
+
+// TestMatchKeys runs "drop KEYS" over the same traffic for each key and
+// shows exactly which frames it hits; every frame not listed passed.
+func TestMatchKeys(t *testing.T) {
+	cases := []struct {
+		keys string
+		hit  []string
+	}{
+		// No keys: every frame on its first hop, never at the switch egress.
+		{"", firstHops},
+
+		{"link=a-sw", []string{"send1", "wfirst2", "wfirst2#2", "read3", "cas4", "arp"}},
+		{"link=sw-b", []string{"send1@sw"}},
+		{"link=sw-a", []string{"ack4@sw"}},
+		{"link=nowhere", nil},
+
+		{"dir=a->b", []string{"send1", "wfirst2", "wfirst2#2", "read3", "cas4"}},
+		{"dir=b->a", []string{"ack1", "nak2", "rnr2", "rresp3", "aack4"}},
+		{"dir=c->b", nil},
+		{"link=sw-a dir=b->a", []string{"ack4@sw"}},
+
+		{"src=c", []string{"ud100", "cnp"}},
+		{"src=a", []string{"send1", "wfirst2", "wfirst2#2", "read3", "cas4", "arp"}},
+		{"dst=a", []string{"ack1", "nak2", "rnr2", "rresp3", "aack4", "ud100", "cnp"}},
+		{"src=b dst=a", []string{"ack1", "nak2", "rnr2", "rresp3", "aack4"}},
+
+		{"qp=0x20", []string{"ud100", "cnp"}},
+		{"qp=18", []string{"ack1", "nak2", "rnr2", "rresp3", "aack4"}},
+		{"link=a-sw qp=0x11", []string{"send1", "wfirst2", "wfirst2#2", "read3", "cas4"}}, // not arp: no QPN
+
+		{"op=RC_ACKNOWLEDGE", []string{"ack1", "nak2", "rnr2"}},
+		{"op=rc_rdma_write_first", []string{"wfirst2", "wfirst2#2"}},
+		{"op=0x0c", []string{"read3"}},
+		{"op=129", []string{"cnp"}},
+
+		{"class=request", []string{"send1", "wfirst2", "wfirst2#2", "read3", "cas4", "ud100"}},
+		{"class=response", []string{"ack1", "nak2", "rnr2", "rresp3", "aack4"}},
+		{"class=ack", []string{"ack1"}},
+		{"class=nak", []string{"nak2"}},
+		{"class=rnr", []string{"rnr2"}},
+		{"class=read-response", []string{"rresp3"}},
+		{"class=atomic", []string{"cas4", "aack4"}},
+		{"class=ud", []string{"ud100"}},
+		{"class=cnp", []string{"cnp"}},
+		{"link=sw-b class=request", []string{"send1@sw"}},
+
+		{"psn=2", []string{"wfirst2", "nak2", "rnr2", "wfirst2#2"}},
+		{"psn=3-4", []string{"read3", "rresp3", "cas4", "aack4"}},
+		{"psn=0", []string{"cnp"}},
+		{"psn=16777200-1", []string{"send1", "ack1", "cnp"}}, // wraps through 0
+
+		{"tx=1", []string{"send1", "wfirst2", "ack1", "nak2", "read3", "rresp3", "cas4", "aack4", "ud100", "cnp"}},
+		{"tx=2", []string{"rnr2", "wfirst2#2"}},
+		{"tx=2 class=request", []string{"wfirst2#2"}},
+
+		{"from=1ms", []string{"wfirst2#2", "read3", "rresp3", "cas4", "aack4", "ud100", "cnp", "arp"}},
+		{"to=1ms", []string{"send1", "wfirst2", "ack1", "nak2", "rnr2"}},
+		{"from=1ms to=2ms", []string{"wfirst2#2", "read3", "rresp3", "cas4", "aack4"}},
+		{"from=20us to=30us", []string{"ack1"}}, // from inclusive, to exclusive
+
+		// Stateful keys count only frames that matched the other keys (the
+		// 13 first hops here, or those of dir=b->a).
+		{"nth=3", []string{"ack1", "wfirst2#2", "cas4", "cnp"}},
+		{"nth=2 dir=b->a", []string{"nak2", "rresp3"}},
+		{"first=2", []string{"send1", "wfirst2"}},
+		{"first=2 class=nak", []string{"nak2"}},
+		{"nth=2 first=2", []string{"wfirst2", "nak2"}},
+		{"prob=1", firstHops},
+	}
+	for _, c := range cases {
+		t.Run(c.keys, func(t *testing.T) {
+			in := faults.NewInjector(mustParse(t, "drop "+c.keys), newRand(1))
+			hit, vs := run(t, in, traffic)
+			require.Equal(t, c.hit, hit)
+			for _, v := range vs {
+				if v.Action != faults.Pass {
+					require.Equal(t, faults.Drop, v.Action)
+					require.Equal(t, 1, v.Rule)
+				} else {
+					require.Equal(t, faults.Verdict{}, v)
+				}
+			}
+		})
+	}
+}
+
+// TestFirstRuleWins: rules are tried in order and the first that matches
+// acts; a later rule does not see the frame, and its counters do not move.
+func TestFirstRuleWins(t *testing.T) {
+	plan := mustParse(t, `
+		delay 5us class=ack        # rule 1
+		drop dir=b->a              # rule 2: sees b->a frames rule 1 did not take
+		dup n=2 dir=b->a first=1   # rule 3: never reached for b->a
+		corrupt link=sw-a          # rule 4: only at the switch egress
+	`)
+	in := faults.NewInjector(plan, newRand(1))
+	_, vs := run(t, in, traffic)
+	got := map[string]int{}
+	for i, v := range vs {
+		got[traffic[i].name] = v.Rule
+	}
+	require.Equal(t, map[string]int{
+		"send1": 0, "send1@sw": 0, "wfirst2": 0, "ack1": 1, "nak2": 2, "rnr2": 2, "wfirst2#2": 0,
+		"read3": 0, "rresp3": 2, "cas4": 0, "aack4": 2, "ud100": 0, "cnp": 0, "arp": 0, "ack4@sw": 4,
+	}, got)
+	require.Equal(t, uint64(1), in.Hits(1))
+	require.Equal(t, uint64(4), in.Hits(2))
+	require.Equal(t, uint64(0), in.Hits(3))
+	require.Equal(t, uint64(1), in.Hits(4))
+	require.Equal(t, uint64(0), in.Hits(5))
+	require.Equal(t, "delay 5us class=ack", vs[3].Text)
+	require.Equal(t, "delayed by rule 1: delay 5us class=ack", vs[3].String())
+	require.Equal(t, "passed", vs[0].String())
+}
+
+// TestNilPlan: no plan, or a nil injector, passes everything and keeps
+// every link up.
+func TestNilPlan(t *testing.T) {
+	for _, in := range []*faults.Injector{faults.NewInjector(nil, nil), nil} {
+		hit, _ := run(t, in, traffic)
+		require.Empty(t, hit)
+		require.True(t, in.LinkUp(0, "a-sw"))
+		require.False(t, in.Partitioned(0, "a", "b"))
+	}
+	require.Nil(t, (*faults.Plan)(nil).Changes())
+	require.Equal(t, "", (*faults.Plan)(nil).String())
+}

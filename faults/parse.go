@@ -1,0 +1,490 @@
+package faults
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// Parsing, line by line:
+//
+//  1. Cut the line at '#' (a comment runs to the end of the line) and split
+//     the rest at white space into tokens; a line with no tokens is skipped.
+//  2. The first token is the verb (an action or a link event).
+//  3. Every other token is key=value, or a bare word where the verb takes
+//     one (delay's duration, partition's groups). Each key is checked in
+//     turn: known at all, taken by this verb, not given twice, has a value,
+//     value well formed and in range.
+//  4. Then what needs the whole line: required arguments present,
+//     truncate's len=/cut= exclusive, the time window not empty.
+//
+// The first problem found stops the parse; its position is the 1-based
+// line and the 1-based column (in characters) of the offending token, or
+// of the verb when something is missing.
+
+// ParseError is a syntax or value error in a plan's text. Error() formats
+// it as "line:col: message", both 1-based; Col counts characters and
+// points at the offending token.
+type ParseError struct {
+	Line, Col int
+	Msg       string
+}
+
+func (e *ParseError) Error() string {
+	return strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col) + ": " + e.Msg
+}
+
+// Parse reads a plan from its text form (see the package documentation
+// for the grammar). Errors are *ParseError.
+func Parse(text string) (*Plan, error) {
+	p := &Plan{}
+	for i, line := range strings.Split(text, "\n") {
+		toks := tokenize(line)
+		if len(toks) == 0 {
+			continue
+		}
+		r, err := parseRule(i+1, toks)
+		if err != nil {
+			return nil, err
+		}
+		// Parse checks everything check does, with positions; this is the
+		// guarantee that Parse never returns a plan Validate rejects.
+		if msg := r.check(); msg != "" {
+			return nil, &ParseError{Line: i + 1, Col: toks[0].col, Msg: msg}
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+type token struct {
+	text string
+	col  int // 1-based, in characters
+}
+
+// tokenize splits line at white space up to a '#'.
+func tokenize(line string) []token {
+	var toks []token
+	start, startCol := -1, 0
+	col := 0
+	for i, c := range line {
+		col++
+		if c == '#' || c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' {
+			if start >= 0 {
+				toks = append(toks, token{line[start:i], startCol})
+				start = -1
+			}
+			if c == '#' {
+				return toks
+			}
+			continue
+		}
+		if start < 0 {
+			start, startCol = i, col
+		}
+	}
+	if start >= 0 {
+		toks = append(toks, token{line[start:], startCol})
+	}
+	return toks
+}
+
+// verbs maps the first word of a line to what it makes.
+var verbs = map[string]Rule{
+	"drop":      {Action: Drop},
+	"dup":       {Action: Duplicate, Copies: 1},
+	"delay":     {Action: Delay},
+	"reorder":   {Action: Reorder},
+	"corrupt":   {Action: Corrupt},
+	"truncate":  {Action: Truncate},
+	"rewrite":   {Action: Rewrite},
+	"down":      {Event: EventDown},
+	"partition": {Event: EventPartition},
+}
+
+// matchKeys are the keys every frame rule takes.
+var matchKeys = []string{"link", "dir", "src", "dst", "qp", "op", "class", "psn", "tx", "from", "to", "nth", "prob", "first"}
+
+// argKeys are the keys of each verb's own arguments.
+var argKeys = []struct {
+	verb string
+	keys []string
+}{
+	{"dup", []string{"n"}},
+	{"reorder", []string{"n"}},
+	{"corrupt", []string{"byte", "bit"}},
+	{"truncate", []string{"len", "cut"}},
+	{"rewrite", []string{"set-psn", "set-syndrome", "set-msn"}},
+}
+
+// takesKey reports whether verb accepts key, and whether any verb does.
+func takesKey(verb, key string) (takes, known bool) {
+	switch verb {
+	case "down":
+		takes = key == "link" || key == "from" || key == "to"
+	case "partition":
+		takes = key == "from" || key == "to"
+	default:
+		takes = indexOf(matchKeys, key) >= 0
+	}
+	known = takes || indexOf(matchKeys, key) >= 0
+	for _, a := range argKeys {
+		if indexOf(a.keys, key) >= 0 {
+			known = true
+			takes = takes || a.verb == verb
+		}
+	}
+	return takes, known
+}
+
+func parseRule(line int, toks []token) (Rule, error) {
+	fail := func(t token, msg string) (Rule, error) {
+		return Rule{}, &ParseError{Line: line, Col: t.col, Msg: msg}
+	}
+	vt := toks[0]
+	verb := vt.text
+	r, ok := verbs[verb]
+	if !ok {
+		return fail(vt, "unknown action "+strconv.Quote(verb)+" (want drop, dup, delay, reorder, corrupt, truncate, rewrite, down or partition)")
+	}
+	seen := map[string]token{}
+	var positional *token
+	for i := 1; i < len(toks); i++ {
+		t := toks[i]
+		key, val, isKV := strings.Cut(t.text, "=")
+		if !isKV {
+			if (verb == "delay" || verb == "partition") && positional == nil {
+				positional = &toks[i]
+				continue
+			}
+			return fail(t, "unexpected word "+strconv.Quote(t.text)+" (want key=value)")
+		}
+		if key == "" {
+			return fail(t, "missing key before \"=\" in "+strconv.Quote(t.text))
+		}
+		takes, known := takesKey(verb, key)
+		if !known {
+			return fail(t, "unknown key "+strconv.Quote(key))
+		}
+		if !takes {
+			return fail(t, "key "+strconv.Quote(key)+" does not apply to "+verb)
+		}
+		if _, dup := seen[key]; dup {
+			return fail(t, "duplicate key "+strconv.Quote(key))
+		}
+		seen[key] = t
+		if val == "" {
+			return fail(t, "missing value for "+key+"=")
+		}
+		if msg := setKey(&r, key, val); msg != "" {
+			return fail(t, "bad "+key+" "+strconv.Quote(val)+": "+msg)
+		}
+	}
+
+	switch verb {
+	case "delay":
+		if positional == nil {
+			return fail(vt, "delay needs a duration, e.g. \"delay 50us\"")
+		}
+		d, msg := parseDuration(positional.text)
+		if msg == "" && d == 0 {
+			msg = "want a duration > 0"
+		}
+		if msg != "" {
+			return fail(*positional, "bad delay "+strconv.Quote(positional.text)+": "+msg)
+		}
+		r.Delay = d
+	case "partition":
+		if positional == nil {
+			return fail(vt, "partition needs node groups, e.g. \"partition a,b|c,d\"")
+		}
+		groups, msg := parseGroups(positional.text)
+		if msg != "" {
+			return fail(*positional, "bad partition groups "+strconv.Quote(positional.text)+": "+msg)
+		}
+		r.Groups = groups
+	case "reorder":
+		if _, ok := seen["n"]; !ok {
+			return fail(vt, "reorder needs n=N")
+		}
+	case "truncate":
+		l, hasLen := seen["len"]
+		c, hasCut := seen["cut"]
+		switch {
+		case hasLen && hasCut:
+			return fail(later(l, c), "truncate takes len= or cut=, not both")
+		case !hasLen && !hasCut:
+			return fail(vt, "truncate needs len=N or cut=N")
+		}
+	case "rewrite":
+		if r.SetPSN.Mode == AssignNone && r.SetSyndrome.Mode == AssignNone && r.SetMSN.Mode == AssignNone {
+			return fail(vt, "rewrite needs set-psn=, set-syndrome= or set-msn=")
+		}
+	case "down":
+		if r.Match.Link == "" {
+			return fail(vt, "down needs link=")
+		}
+	}
+	if t, ok := seen["to"]; ok && r.Match.To <= r.Match.From {
+		return fail(t, windowRule)
+	}
+	return r, nil
+}
+
+func later(a, b token) token {
+	if a.col > b.col {
+		return a
+	}
+	return b
+}
+
+// setKey parses val into the field key names; it returns why val is bad,
+// or "".
+func setKey(r *Rule, key, val string) string {
+	m := &r.Match
+	var msg string
+	switch key {
+	case "link":
+		m.Link, msg = parseName(val)
+	case "src":
+		m.Src, msg = parseName(val)
+	case "dst":
+		m.Dst, msg = parseName(val)
+	case "dir":
+		from, to, ok := strings.Cut(val, "->")
+		if !ok || !validName(from) || !validName(to) {
+			return "want A->B with node names of letters, digits and _ . : / -"
+		}
+		m.Dir = Direction{from, to}
+	case "qp":
+		var v uint64
+		if v, msg = parseUint(val, wire.PSNMask); msg == "" {
+			m.HasQP, m.QP = true, uint32(v)
+		}
+	case "op":
+		m.Op, msg = parseOpcode(val)
+		m.HasOp = msg == ""
+	case "class":
+		m.Class, msg = parseClass(val)
+	case "psn":
+		var pr PSNRange
+		if pr, msg = parsePSNRange(val); msg == "" {
+			m.PSN = &pr
+		}
+	case "tx":
+		m.Tx, msg = parseCount(val)
+	case "nth":
+		m.Nth, msg = parseCount(val)
+	case "first":
+		m.First, msg = parseCount(val)
+	case "prob":
+		p, err := strconv.ParseFloat(val, 64)
+		if err != nil || !(p > 0 && p <= 1) {
+			return probRule
+		}
+		m.Prob = p
+	case "from", "to":
+		var d sim.Duration
+		d, msg = parseDuration(val)
+		if key == "from" {
+			m.From = sim.Time(d)
+		} else {
+			m.To = sim.Time(d)
+		}
+	case "n":
+		var n int
+		if n, msg = parseCount(val); r.Action == Duplicate {
+			r.Copies = n
+		} else {
+			r.Hold = n
+		}
+	case "len":
+		r.Len, msg = parseCount(val)
+	case "cut":
+		r.Cut, msg = parseCount(val)
+	case "byte":
+		var v uint64
+		v, msg = parseUint(val, math.MaxInt32)
+		r.HasByte, r.Byte = msg == "", int(v)
+	case "bit":
+		var v uint64
+		if v, msg = parseUint(val, 7); msg != "" {
+			msg = bitRule
+		}
+		r.Bit = int(v)
+	case "set-psn":
+		r.SetPSN, msg = parseAssign24(val)
+	case "set-msn":
+		r.SetMSN, msg = parseAssign24(val)
+	case "set-syndrome":
+		var s wire.Syndrome
+		if s, msg = parseSyndrome(val); msg == "" {
+			r.SetSyndrome = Assign{Mode: AssignSet, Value: int32(s)}
+		}
+	default:
+		panic("faults: setKey: key " + key + " accepted but not handled")
+	}
+	return msg
+}
+
+func parseName(s string) (string, string) {
+	if !validName(s) {
+		return "", nameRule
+	}
+	return s, ""
+}
+
+// parseUint reads a decimal or 0x-hex number no larger than max.
+func parseUint(s string, max uint64) (uint64, string) {
+	base, digits := 10, s
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		base, digits = 16, s[2:]
+	}
+	if digits == "" || digits[0] == '+' {
+		return 0, "want a number (decimal or 0x hex)"
+	}
+	v, err := strconv.ParseUint(digits, base, 64)
+	if err != nil {
+		return 0, "want a number (decimal or 0x hex)"
+	}
+	if v > max {
+		return 0, "want at most " + strconv.FormatUint(max, 10)
+	}
+	return v, ""
+}
+
+func parseCount(s string) (int, string) {
+	v, msg := parseUint(s, math.MaxInt32)
+	if msg == "" && v == 0 {
+		msg = countRule
+	}
+	if msg != "" {
+		return 0, msg
+	}
+	return int(v), ""
+}
+
+func parseDuration(s string) (sim.Duration, string) {
+	d, err := sim.ParseDuration(s)
+	if err != nil {
+		return 0, "want a duration such as 50us or 1.5ms (units ns, us, ms, s)"
+	}
+	if d < 0 {
+		return 0, timeRule
+	}
+	return d, ""
+}
+
+// opcodeByName holds every valid opcode under its wire name.
+var opcodeByName = func() map[string]wire.Opcode {
+	m := map[string]wire.Opcode{}
+	for _, op := range wire.AllOpcodes() {
+		m[op.String()] = op
+	}
+	return m
+}()
+
+func parseOpcode(s string) (wire.Opcode, string) {
+	if op, ok := opcodeByName[strings.ToUpper(s)]; ok {
+		return op, ""
+	}
+	if s[0] >= '0' && s[0] <= '9' {
+		v, msg := parseUint(s, 0xFF)
+		if msg == "" && !wire.Opcode(v).Valid() {
+			msg = "not an opcode rocesim knows"
+		}
+		return wire.Opcode(v), msg
+	}
+	return 0, "want an opcode name such as RC_SEND_ONLY, or its number"
+}
+
+func parseClass(s string) (Class, string) {
+	for c := ClassAny + 1; c < numClasses; c++ {
+		if classNames[c] == s {
+			return c, ""
+		}
+	}
+	return 0, "want one of request, response, ack, nak, rnr, read-response, atomic, ud, cnp"
+}
+
+func parsePSNRange(s string) (PSNRange, string) {
+	a, b, isRange := strings.Cut(s, "-")
+	first, msg := parseUint(a, wire.PSNMask)
+	if msg != "" {
+		return PSNRange{}, msg
+	}
+	last := first
+	if isRange {
+		if last, msg = parseUint(b, wire.PSNMask); msg != "" {
+			return PSNRange{}, msg
+		}
+	}
+	r := PSNRange{wire.PSN(first), wire.PSN(last)}
+	if r.Last.Diff(r.First) < 0 {
+		return PSNRange{}, psnRangeRule
+	}
+	return r, ""
+}
+
+// parseAssign24 reads N, +N or -N for a 24-bit field.
+func parseAssign24(s string) (Assign, string) {
+	mode, sign, digits := AssignSet, int64(1), s
+	switch s[0] {
+	case '+':
+		mode, digits = AssignAdd, s[1:]
+	case '-':
+		mode, sign, digits = AssignAdd, -1, s[1:]
+	}
+	if digits == "" {
+		return Assign{}, "want N, +N or -N"
+	}
+	v, msg := parseUint(digits, wire.PSNMask)
+	if msg != "" {
+		return Assign{}, msg
+	}
+	return Assign{Mode: mode, Value: int32(sign * int64(v))}, ""
+}
+
+// parseSyndrome reads a syndrome name (ack, nak-seq, nak-invalid,
+// nak-access, nak-op, nak-rd, rnr-N) or a number 0..255.
+func parseSyndrome(s string) (wire.Syndrome, string) {
+	for _, n := range syndromeNames {
+		if n.name == s {
+			return n.s, ""
+		}
+	}
+	if code, ok := strings.CutPrefix(s, "rnr-"); ok {
+		v, msg := parseUint(code, 31)
+		if msg != "" {
+			return 0, "want an RNR timer code 0..31"
+		}
+		return wire.RNRNAKSyndrome(uint8(v)), ""
+	}
+	v, msg := parseUint(s, 0xFF)
+	if msg != "" {
+		return 0, "want ack, nak-seq, nak-invalid, nak-access, nak-op, nak-rd, rnr-N or a number 0..255"
+	}
+	return wire.Syndrome(v), ""
+}
+
+// parseGroups reads "a,b|c,d|...".
+func parseGroups(s string) ([][]string, string) {
+	parts := strings.Split(s, "|")
+	if len(parts) < 2 {
+		return nil, "want two or more groups of nodes separated by |"
+	}
+	groups := make([][]string, len(parts))
+	for i, p := range parts {
+		if p == "" {
+			return nil, "group " + strconv.Itoa(i+1) + " is empty"
+		}
+		groups[i] = strings.Split(p, ",")
+	}
+	if msg := checkGroups(groups); msg != "" {
+		return nil, msg
+	}
+	return groups, ""
+}

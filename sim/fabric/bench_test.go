@@ -1,0 +1,78 @@
+package fabric_test
+
+import (
+	"testing"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+)
+
+type discard struct{}
+
+func (discard) Receive(sim.Time, int, []byte) {}
+
+// setupBench is two nodes through a switch with a 10-rule plan that
+// matches nothing, tracing off.
+func setupBench(tb testing.TB) (*sim.Scheduler, *fabric.Node) {
+	plan, err := faults.Parse(`drop psn=1000000
+drop qp=0x999
+delay 1us class=nak
+dup class=cnp
+corrupt op=RC_FETCH_ADD
+reorder n=2 dst=nobody
+truncate len=10 src=nobody
+rewrite set-psn=+1 class=rnr
+drop link=nowhere
+down link=nowhere from=1s to=2s
+`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := sim.NewScheduler()
+	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults")})
+	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	b.SetReceiver(discard{})
+	sw := f.AddSwitch("sw", 2)
+	if _, err := f.Connect("a-sw", a.Port(0), sw.Port(0), fabric.DefaultLinkConfig()); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := f.Connect("b-sw", b.Port(0), sw.Port(1), fabric.DefaultLinkConfig()); err != nil {
+		tb.Fatal(err)
+	}
+	return s, a
+}
+
+// BenchmarkFrameThroughSwitch sends one 1 KiB RoCE frame across two links
+// and a switch, judged by a 10-rule plan at each hop.
+func BenchmarkFrameThroughSwitch(b *testing.B) {
+	s, a := setupBench(b)
+	frame := roce(b, 0, 1, 1, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.Send(0, frame, ""); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestFramePathZeroAllocs(t *testing.T) {
+	s, a := setupBench(t)
+	frame := roce(t, 0, 1, 1, 1024)
+	run := func() {
+		if err := a.Send(0, frame, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run() // grow pools
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Errorf("a frame through the fabric: %v allocs", n)
+	}
+}

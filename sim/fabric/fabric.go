@@ -1,0 +1,223 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// Receiver is what sits behind a node's ports: the NIC model. Receive is
+// called when a frame has fully arrived; frame is only valid during the
+// call (the fabric reuses its buffer).
+type Receiver interface {
+	Receive(now sim.Time, port int, frame []byte)
+}
+
+// Tap records the frames the fabric puts on its links: a capture file.
+// wire/capture's writers satisfy it. The fabric adds one interface per
+// link direction and writes every frame as it starts onto the link, with
+// a comment saying why it exists or what a fault did to it.
+type Tap interface {
+	AddInterface(name, description string) (int, error)
+	WriteFrame(ns int64, iface int, frame []byte, comment string) error
+}
+
+// Config is what a fabric is built from.
+type Config struct {
+	Sched *sim.Scheduler // required
+	Trace *sim.Trace     // nil: no trace
+	Tap   Tap            // nil: no whole-fabric capture (links may still have their own)
+	// Plan is the fault plan applied to every frame; nil applies none.
+	Plan *faults.Plan
+	// Rand is the stream the plan's probabilistic rules draw from (the
+	// "faults" stream of the simulation's sim.Seeds).
+	Rand *rand.Rand
+}
+
+// Errors.
+var (
+	ErrNoPort       = errors.New("fabric: no such port")
+	ErrNotConnected = errors.New("fabric: port is not connected to a link")
+	ErrFrameSize    = errors.New("fabric: frame larger than the fabric's largest frame buffer")
+	ErrStarted      = errors.New("fabric: topology cannot change once traffic has started")
+	ErrConnected    = errors.New("fabric: port already connected")
+)
+
+// MaxFrame is the largest frame the fabric carries: a 9000-byte jumbo IP
+// packet plus the Ethernet header.
+const MaxFrame = 9000 + wire.EthernetLen
+
+// Fabric is the simulated network: nodes, switches and the links between
+// them. It is driven entirely by its sim.Scheduler.
+type Fabric struct {
+	sched    *sim.Scheduler
+	trace    *sim.Trace
+	tap      Tap
+	inj      *faults.Injector
+	nodes    []*Node
+	switches []*Switch
+	links    []*Link
+	byMAC    map[wire.MAC]*Port // lookups only, never iterated
+	started  bool
+	pool     bufPool
+	pkt      wire.Packet // scratch decode of the frame being handled
+	delayH   delayHandler
+	changesH changeHandler
+	changes  []faults.LinkChange
+}
+
+// New returns an empty fabric.
+func New(cfg Config) *Fabric {
+	if cfg.Sched == nil {
+		panic("fabric: Config.Sched is required")
+	}
+	f := &Fabric{
+		sched: cfg.Sched,
+		trace: cfg.Trace,
+		tap:   cfg.Tap,
+		inj:   faults.NewInjector(cfg.Plan, cfg.Rand),
+		byMAC: map[wire.MAC]*Port{},
+	}
+	f.delayH.f = f
+	f.changesH.f = f
+	if cfg.Plan != nil {
+		f.changes = cfg.Plan.Changes()
+		for i, c := range f.changes {
+			f.sched.Schedule(c.Time, &f.changesH, uint64(i))
+		}
+	}
+	return f
+}
+
+// PortConfig gives a port its addresses. ARP is not simulated: peers are
+// configured with each other's addresses, and the fabric forwards by MAC.
+type PortConfig struct {
+	MAC  wire.MAC
+	IPv4 netip.Addr // zero if none
+	IPv6 netip.Addr // zero if none
+}
+
+// Node is an endpoint with Ethernet ports and a Receiver (its NIC).
+type Node struct {
+	f     *Fabric
+	name  string
+	ports []*Port
+	recv  Receiver
+}
+
+// Port is one Ethernet port of a node or switch.
+type Port struct {
+	owner  string // node or switch name
+	index  int
+	cfg    PortConfig
+	node   *Node   // nil for a switch port
+	sw     *Switch // nil for a node port
+	out    *direction
+	linked *Link
+}
+
+// AddNode adds a node with the given ports.
+func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
+	if f.started {
+		panic(ErrStarted)
+	}
+	n := &Node{f: f, name: name}
+	for i, pc := range ports {
+		p := &Port{owner: name, index: i, cfg: pc, node: n}
+		n.ports = append(n.ports, p)
+		f.byMAC[pc.MAC] = p
+	}
+	f.nodes = append(f.nodes, n)
+	return n
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Port returns port i, or nil.
+func (n *Node) Port(i int) *Port {
+	if i < 0 || i >= len(n.ports) {
+		return nil
+	}
+	return n.ports[i]
+}
+
+// SetReceiver sets what receives the node's frames.
+func (n *Node) SetReceiver(r Receiver) { n.recv = r }
+
+// Config returns the port's addresses.
+func (p *Port) Config() PortConfig { return p.cfg }
+
+// Link returns the link the port is attached to, or nil.
+func (p *Port) Link() *Link { return p.linked }
+
+// GIDs returns the port's RoCE v2 GIDs in rxe's order: the IPv6 address
+// (if any), then the IPv4 address as an IPv4-mapped IPv6 address (if any).
+func (p *Port) GIDs() []netip.Addr {
+	var g []netip.Addr
+	if p.cfg.IPv6.IsValid() {
+		g = append(g, p.cfg.IPv6)
+	}
+	if p.cfg.IPv4.IsValid() {
+		g = append(g, netip.AddrFrom16(p.cfg.IPv4.As16()))
+	}
+	return g
+}
+
+func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.index) }
+
+// Send puts frame on the wire from port: it is copied, judged by the fault
+// plan, queued at the port's egress and serialized onto the link. note, if
+// not empty, says why the frame exists ("retransmission #2"); it goes into
+// the trace and the frame's capture comment.
+func (n *Node) Send(port int, frame []byte, note string) error {
+	p := n.Port(port)
+	if p == nil {
+		return fmt.Errorf("%w: %s has no port %d", ErrNoPort, n.name, port)
+	}
+	if p.out == nil {
+		return fmt.Errorf("%w: %s", ErrNotConnected, p)
+	}
+	if len(frame) > MaxFrame {
+		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
+	}
+	f := n.f
+	f.start()
+	b := f.pool.get()
+	b.n = copy(b.data[:], frame)
+	b.from = n.name
+	b.to = ""
+	if dst, ok := f.byMAC[wire.Ethernet(frame).Dst()]; ok && dst.node != nil {
+		b.to = dst.node.name
+	}
+	b.note = note
+	b.tx = 0
+	f.enter(p.out, b, true)
+	return nil
+}
+
+// start freezes the topology at the first frame and computes switch
+// forwarding tables.
+func (f *Fabric) start() {
+	if f.started {
+		return
+	}
+	f.started = true
+	for _, s := range f.switches {
+		s.buildTable()
+	}
+}
+
+// Nodes returns the nodes in the order they were added.
+func (f *Fabric) Nodes() []*Node { return f.nodes }
+
+// Links returns the links in the order they were connected.
+func (f *Fabric) Links() []*Link { return f.links }
+
+// Now returns the fabric's current time.
+func (f *Fabric) Now() sim.Time { return f.sched.Now() }

@@ -1,0 +1,123 @@
+package fabric_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// pair is two nodes on one default link, with plan applied.
+func pair(t *testing.T, planText string) *world {
+	plan, err := faults.Parse(planText)
+	require.NoError(t, err)
+	w := newWorld(t, 2, plan, 1, nil)
+	_, err = w.f.Connect("a-b", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	return w
+}
+
+// sendAt schedules node i to send frame at time at.
+func (w *world) sendAt(t *testing.T, at sim.Time, i int, frame []byte) {
+	w.sched.Schedule(at, sim.HandlerFunc(func(sim.Time, uint64) {
+		require.NoError(t, w.nodes[i].Send(0, frame, ""))
+	}), 0)
+}
+
+func TestFabricAppliesEachAction(t *testing.T) {
+	cfg := fabric.DefaultLinkConfig()
+	oneHop := func(n int) sim.Duration { return cfg.SerializationDelay(n) + cfg.Propagation }
+
+	t.Run("dup", func(t *testing.T) {
+		w := pair(t, "dup n=2 psn=7")
+		for psn := uint32(6); psn <= 8; psn++ {
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), ""))
+		}
+		require.NoError(t, w.sched.Run())
+		assert.Equal(t, []uint32{6, 7, 7, 7, 8}, w.sinks[1].psns(t))
+		assert.Equal(t, uint64(2), w.f.Links()[0].Stats(0).Duplicated)
+	})
+
+	t.Run("delay", func(t *testing.T) {
+		w := pair(t, "delay 50us psn=1")
+		f0, f1 := roce(t, 0, 1, 0, 32), roce(t, 0, 1, 1, 32)
+		require.NoError(t, w.nodes[0].Send(0, f0, ""))
+		require.NoError(t, w.nodes[0].Send(0, f1, ""))
+		require.NoError(t, w.sched.Run())
+		assert.Equal(t, []uint32{0, 1}, w.sinks[1].psns(t))
+		assert.Equal(t, sim.Time(oneHop(len(f0))), w.sinks[1].times[0])
+		assert.Equal(t, sim.Time(50*sim.Microsecond+oneHop(len(f1))), w.sinks[1].times[1])
+	})
+
+	t.Run("reorder", func(t *testing.T) {
+		w := pair(t, "reorder n=2 psn=1")
+		for psn := range uint32(5) {
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), ""))
+		}
+		require.NoError(t, w.sched.Run())
+		assert.Equal(t, []uint32{0, 2, 3, 1, 4}, w.sinks[1].psns(t))
+	})
+
+	t.Run("corrupt", func(t *testing.T) {
+		w := pair(t, "corrupt psn=1")
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), ""))
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 32), ""))
+		require.NoError(t, w.sched.Run())
+		var p wire.Packet
+		require.NoError(t, p.Decode(w.sinks[1].frames[0]))
+		require.ErrorIs(t, p.Decode(w.sinks[1].frames[1]), wire.ErrICRC)
+		assert.Equal(t, uint64(1), w.f.Links()[0].Stats(0).Altered)
+	})
+
+	t.Run("truncate", func(t *testing.T) {
+		w := pair(t, "truncate cut=4 psn=0")
+		f := roce(t, 0, 1, 0, 32)
+		require.NoError(t, w.nodes[0].Send(0, f, ""))
+		require.NoError(t, w.sched.Run())
+		require.Len(t, w.sinks[1].frames, 1)
+		assert.Len(t, w.sinks[1].frames[0], len(f)-4)
+		var p wire.Packet
+		assert.True(t, errors.Is(p.Decode(w.sinks[1].frames[0]), wire.ErrTruncated))
+	})
+
+	t.Run("rewrite", func(t *testing.T) {
+		w := pair(t, "rewrite set-psn=+100 psn=3")
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 3, 32), ""))
+		require.NoError(t, w.sched.Run())
+		var p wire.Packet
+		require.NoError(t, p.Decode(w.sinks[1].frames[0]), "a rewritten frame carries a valid ICRC")
+		assert.Equal(t, wire.PSN(103), p.BTH.PSN())
+	})
+}
+
+// TestLinkDownAndPartition drops frames while a link is down or the
+// nodes are partitioned, and traces the changes.
+func TestLinkDownAndPartition(t *testing.T) {
+	w := pair(t, "down link=a-b from=10us to=20us\npartition n0|n1 from=30us to=40us\n")
+	for i, at := range []sim.Duration{5, 15, 25, 35, 45} {
+		w.sendAt(t, sim.Time(at*sim.Microsecond), 0, roce(t, 0, 1, uint32(i), 32))
+	}
+	require.NoError(t, w.sched.Run())
+	assert.Equal(t, []uint32{0, 2, 4}, w.sinks[1].psns(t))
+	assert.Equal(t, uint64(2), w.f.Links()[0].Stats(0).FaultDrops)
+	text := w.trace.Text()
+	assert.Contains(t, text, "10µs - link-down link=a-b rule=1")
+	assert.Contains(t, text, "20µs - link-up link=a-b rule=1")
+	assert.Contains(t, text, "dropped by rule 2")
+}
+
+// TestHeldFrameMeetsDownLink delays a frame into a window where its link
+// is down: it is dropped when released, not delivered.
+func TestHeldFrameMeetsDownLink(t *testing.T) {
+	w := pair(t, "delay 50us psn=0\ndown link=a-b from=10us to=100us\n")
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), ""))
+	require.NoError(t, w.sched.Run())
+	assert.Empty(t, w.sinks[1].frames)
+	assert.Contains(t, w.trace.Text(), "50µs n0 frame-drop")
+}

@@ -1,0 +1,162 @@
+package fabric
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// enter brings frame b to the egress of direction d: the fault plan
+// judges it, then it is queued. first is true on the frame's first hop
+// (the sender's own link).
+func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
+	if mtu := d.link.cfg.MTU; b.n-wire.EthernetLen > mtu {
+		d.stats.MTUDrops++
+		f.record(d, b, "frame-drop", fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.link.name), 0)
+		f.pool.put(b)
+		return
+	}
+	pkt := &f.pkt
+	var roce *wire.Packet
+	if pkt.DecodeHeaders(b.bytes()) == nil {
+		roce = pkt
+	}
+	hop := faults.Hop{Link: d.link.name, From: b.from, To: b.to, First: first, Tx: b.tx}
+	if first && roce != nil {
+		b.tx = f.inj.CountTx(hop, roce)
+		hop.Tx = b.tx
+	}
+	v := f.inj.Decide(f.sched.Now(), hop, b.bytes(), roce)
+	if v.Action == faults.Pass {
+		d.enqueue(b)
+		return
+	}
+	switch v.Action {
+	case faults.Drop:
+		d.stats.FaultDrops++
+		f.record(d, b, "frame-drop", v.String(), v.Rule)
+		f.pool.put(b)
+	case faults.Duplicate:
+		d.stats.Duplicated += uint64(v.Copies)
+		b.fault = v.String()
+		f.traceFrame(d, b, "frame-dup", b.fault, faultFields(v)...)
+		copies := make([]*frameBuf, v.Copies)
+		for i := range copies {
+			copies[i] = f.pool.clone(b)
+			copies[i].fault = "copy " + strconv.Itoa(i+1) + " of " + strconv.Itoa(v.Copies) + " made by rule " + strconv.Itoa(v.Rule) + ": " + v.Text
+		}
+		d.enqueue(b)
+		for _, c := range copies {
+			d.enqueue(c)
+		}
+	case faults.Delay:
+		b.fault = v.String()
+		f.traceFrame(d, b, "frame-delay", b.fault, faultFields(v)...)
+		f.delayH.hold(d, b, v.Delay)
+	case faults.Reorder:
+		b.fault = v.String()
+		f.traceFrame(d, b, "frame-hold", b.fault, faultFields(v)...)
+		d.held = append(d.held, heldFrame{id: b.id, after: v.Hold, rule: v.Rule})
+	case faults.Truncate:
+		b.n = min(b.n, max(v.Len, 0))
+		fallthrough
+	case faults.Corrupt, faults.Rewrite:
+		d.stats.Altered++
+		b.fault = v.String()
+		f.traceFrame(d, b, "frame-alter", b.fault, faultFields(v)...)
+		d.enqueue(b)
+	default:
+		panic(fmt.Sprintf("fabric: fault verdict with unknown action %d", v.Action))
+	}
+}
+
+// arrive handles a frame that has crossed direction d.
+func (f *Fabric) arrive(d *direction, b *frameBuf) {
+	to := d.to
+	if to.node != nil {
+		f.traceFrame(d, b, "frame-rx", "")
+		if r := to.node.recv; r != nil {
+			r.Receive(f.sched.Now(), to.index, b.bytes())
+		}
+		f.pool.put(b)
+		return
+	}
+	out := to.sw.route(wire.Ethernet(b.bytes()).Dst())
+	if out == nil {
+		to.sw.unknown++
+		f.record(d, b, "frame-drop", "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
+		f.pool.put(b)
+		return
+	}
+	f.enter(out.out, b, false)
+}
+
+// delayHandler re-enters frames after a fault's delay.
+type delayHandler struct {
+	f       *Fabric
+	pending []delayed
+	free    []int
+}
+
+type delayed struct {
+	d  *direction
+	id int32
+}
+
+func (h *delayHandler) hold(d *direction, b *frameBuf, by sim.Duration) {
+	var i int
+	if n := len(h.free); n > 0 {
+		i = h.free[n-1]
+		h.free = h.free[:n-1]
+		h.pending[i] = delayed{d, b.id}
+	} else {
+		i = len(h.pending)
+		h.pending = append(h.pending, delayed{d, b.id})
+	}
+	h.f.sched.After(by, h, uint64(i))
+}
+
+// Fire queues a delayed frame; the plan has judged it already, but the
+// link may have gone down (or the nodes been partitioned) meanwhile.
+func (h *delayHandler) Fire(now sim.Time, arg uint64) {
+	p := h.pending[arg]
+	h.free = append(h.free, int(arg))
+	h.f.requeue(p.d, h.f.pool.at(p.id))
+}
+
+// requeue enqueues a frame the plan held back (delay, reorder), unless its
+// link is down or its nodes partitioned by now.
+func (f *Fabric) requeue(d *direction, b *frameBuf) {
+	now := f.sched.Now()
+	if !f.inj.LinkUp(now, d.link.name) || f.inj.Partitioned(now, b.from, b.to) {
+		d.stats.FaultDrops++
+		f.record(d, b, "frame-drop", "dropped: held back by the fault plan, then its link went down", 0)
+		f.pool.put(b)
+		return
+	}
+	d.enqueue(b)
+}
+
+// changeHandler traces link state changes of the fault plan as they happen.
+type changeHandler struct{ f *Fabric }
+
+// Fire traces change number arg.
+func (h *changeHandler) Fire(now sim.Time, arg uint64) {
+	c := h.f.changes[arg]
+	if !h.f.trace.Enabled() {
+		return
+	}
+	kind := sim.Kind("link-down")
+	if c.Up {
+		kind = "link-up"
+	}
+	h.f.trace.Add(sim.Event{Time: now, Kind: kind, Fields: []sim.Field{
+		{Key: "link", Value: c.Link}, {Key: "rule", Value: strconv.Itoa(c.Rule)}, {Key: "why", Value: c.Text}}})
+}
+
+func faultFields(v faults.Verdict) []sim.Field {
+	return []sim.Field{{Key: "rule", Value: strconv.Itoa(v.Rule)}}
+}

@@ -1,0 +1,253 @@
+package fabric
+
+import (
+	"fmt"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// A frame's life on one link direction:
+//
+//  1. enter: the fault plan judges it (drop, duplicate, delay, reorder,
+//     corrupt, truncate, rewrite); a frame larger than the MTU is dropped.
+//  2. enqueue: tail drop if the egress queue would exceed its capacity;
+//     frames held for reordering are released as later frames pass.
+//  3. transmit: when the direction is idle, the head of the queue is
+//     serialized for (len+overhead)·8/bandwidth; the tap records it now.
+//  4. arrive: propagation later, the frame reaches the far port: a node's
+//     Receiver, or a switch, which forwards it (back to step 1 on the
+//     egress link, as a later hop).
+
+// EthernetOverhead is what each frame costs on the wire beyond its bytes:
+// preamble and start delimiter (8), FCS (4) and the inter-frame gap (12).
+const EthernetOverhead = 24
+
+// LinkConfig describes a point-to-point Ethernet link, the same both ways.
+type LinkConfig struct {
+	// Bandwidth in bits per second.
+	Bandwidth int64
+	// Propagation delay, one way.
+	Propagation sim.Duration
+	// MTU is the largest IP packet (frame minus its 14-byte Ethernet
+	// header) the link carries; larger frames are dropped and counted.
+	MTU int
+	// QueueBytes is the egress queue capacity of each direction, in frame
+	// bytes; a frame that would exceed it is tail-dropped and counted.
+	// 0 means unlimited.
+	QueueBytes int
+	// Overhead is added to each frame's length for serialization
+	// (EthernetOverhead models preamble, FCS and inter-frame gap; 0 counts
+	// the frame bytes alone).
+	Overhead int
+}
+
+// DefaultLinkConfig is a 100 Gb/s link with 1 µs propagation, a 1500-byte
+// MTU (path MTU 1024 for RoCE, as rxe picks on such a link), a 1 MiB
+// queue per direction and Ethernet's per-frame overhead.
+func DefaultLinkConfig() LinkConfig {
+	return LinkConfig{
+		Bandwidth:   100e9,
+		Propagation: sim.Microsecond,
+		MTU:         1500,
+		QueueBytes:  1 << 20,
+		Overhead:    EthernetOverhead,
+	}
+}
+
+// SerializationDelay returns how long a frame of n bytes occupies the
+// link: (n+Overhead)·8/Bandwidth, rounded up to the nanosecond.
+func (c LinkConfig) SerializationDelay(n int) sim.Duration {
+	bits := int64(n+c.Overhead) * 8
+	return sim.Duration((bits*int64(sim.Second) + c.Bandwidth - 1) / c.Bandwidth)
+}
+
+// Link joins two ports.
+type Link struct {
+	name string
+	cfg  LinkConfig
+	dirs [2]direction
+}
+
+// DirStats counts what happened on one direction of a link.
+type DirStats struct {
+	TxFrames, TxBytes uint64 // frames and bytes serialized onto the link
+	RxFrames          uint64 // frames that arrived at the far end
+	QueueDrops        uint64 // tail drops at the egress queue
+	FaultDrops        uint64 // dropped by the fault plan (rules, down links, partitions)
+	MTUDrops          uint64 // larger than the MTU
+	Altered           uint64 // corrupted, truncated or rewritten by the fault plan
+	Duplicated        uint64 // extra copies made by the fault plan
+	MaxQueueBytes     int    // the deepest the queue got
+}
+
+// direction is one way of a link: the egress queue at its from port, the
+// wire, and the frames in flight.
+type direction struct {
+	f        *Fabric
+	link     *Link
+	name     string // "a->b"
+	from, to *Port
+	queue    fifo // waiting to be serialized
+	qBytes   int
+	flight   fifo // serialized, propagating; they arrive in order
+	busy     bool // a frame is being serialized
+	held     []heldFrame
+	tapIDs   []tapID
+	stats    DirStats
+}
+
+type heldFrame struct {
+	id    int32
+	after int // release after this many more frames enter
+	rule  int
+}
+
+type tapID struct {
+	tap Tap
+	id  int
+}
+
+// Connect joins ports a and b with a link named name (e.g. "a-b"); the
+// directions are named "A->B" after the ports' owners.
+func (f *Fabric) Connect(name string, a, b *Port, cfg LinkConfig) (*Link, error) {
+	if f.started {
+		return nil, ErrStarted
+	}
+	if a.linked != nil || b.linked != nil {
+		return nil, fmt.Errorf("%w: connecting %s", ErrConnected, name)
+	}
+	if cfg.Bandwidth <= 0 || cfg.MTU <= 0 || cfg.Propagation < 0 || cfg.QueueBytes < 0 || cfg.Overhead < 0 {
+		return nil, fmt.Errorf("fabric: link %s: bandwidth and MTU must be positive, delays and sizes not negative", name)
+	}
+	l := &Link{name: name, cfg: cfg}
+	for i, ends := range [2][2]*Port{{a, b}, {b, a}} {
+		d := &l.dirs[i]
+		*d = direction{f: f, link: l, name: ends[0].owner + "->" + ends[1].owner, from: ends[0], to: ends[1]}
+		ends[0].out = d
+		if f.tap != nil {
+			if err := d.addTap(f.tap); err != nil {
+				return nil, err
+			}
+		}
+	}
+	a.linked, b.linked = l, l
+	f.links = append(f.links, l)
+	return l, nil
+}
+
+// Name returns the link's name.
+func (l *Link) Name() string { return l.name }
+
+// Config returns the link's configuration.
+func (l *Link) Config() LinkConfig { return l.cfg }
+
+// Stats returns the counters of the direction that leaves port p's side
+// (0: from the first port given to Connect, 1: from the second).
+func (l *Link) Stats(dir int) DirStats { return l.dirs[dir].stats }
+
+// DirName returns the name of direction dir ("a->b").
+func (l *Link) DirName(dir int) string { return l.dirs[dir].name }
+
+// AddTap records this link's two directions into tap as well (a per-link
+// capture), one interface each.
+func (l *Link) AddTap(tap Tap) error {
+	for i := range l.dirs {
+		if err := l.dirs[i].addTap(tap); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *direction) addTap(tap Tap) error {
+	desc := fmt.Sprintf("link %s: %s to %s", d.link.name, d.from, d.to)
+	id, err := tap.AddInterface(d.name, desc)
+	if err != nil {
+		return fmt.Errorf("fabric: tap for %s: %w", d.name, err)
+	}
+	d.tapIDs = append(d.tapIDs, tapID{tap, id})
+	return nil
+}
+
+// enqueue puts frame b at the tail of the egress queue, or drops it when
+// the queue is full, and starts the wire if it is idle.
+func (d *direction) enqueue(b *frameBuf) {
+	f := d.f
+	if d.link.cfg.QueueBytes > 0 && d.qBytes+b.n > d.link.cfg.QueueBytes {
+		d.stats.QueueDrops++
+		f.record(d, b, "queue-drop", fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
+		f.pool.put(b)
+		return
+	}
+	d.queue.push(b.id)
+	d.qBytes += b.n
+	d.stats.MaxQueueBytes = max(d.stats.MaxQueueBytes, d.qBytes)
+	d.releaseHeld()
+	if !d.busy {
+		d.transmit()
+	}
+}
+
+// releaseHeld counts one more frame past every held frame and enqueues
+// those whose count is reached, in the order they were held.
+func (d *direction) releaseHeld() {
+	if len(d.held) == 0 {
+		return
+	}
+	keep := d.held[:0]
+	var due []int32
+	for _, h := range d.held {
+		h.after--
+		if h.after <= 0 {
+			due = append(due, h.id)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	d.held = keep
+	for _, id := range due {
+		b := d.f.pool.at(id)
+		d.f.traceFrame(d, b, "frame-release", "released after reordering")
+		d.f.requeue(d, b)
+	}
+}
+
+const (
+	evTxDone uint64 = iota
+	evArrive
+)
+
+// transmit serializes the head of the queue.
+func (d *direction) transmit() {
+	id, ok := d.queue.pop()
+	if !ok {
+		d.busy = false
+		return
+	}
+	f := d.f
+	b := f.pool.at(id)
+	d.qBytes -= b.n
+	d.busy = true
+	d.stats.TxFrames++
+	d.stats.TxBytes += uint64(b.n)
+	f.writeTaps(d, b, b.comment())
+	f.traceFrame(d, b, "frame-tx", "")
+	ser := d.link.cfg.SerializationDelay(b.n)
+	d.flight.push(id)
+	f.sched.After(ser, d, evTxDone)
+	f.sched.After(ser+d.link.cfg.Propagation, d, evArrive)
+}
+
+// Fire handles the direction's two events: the wire is free again, and
+// the oldest frame in flight has arrived.
+func (d *direction) Fire(now sim.Time, ev uint64) {
+	switch ev {
+	case evTxDone:
+		d.busy = false
+		d.transmit()
+	case evArrive:
+		id, _ := d.flight.pop()
+		d.stats.RxFrames++
+		d.f.arrive(d, d.f.pool.at(id))
+	}
+}

@@ -1,0 +1,69 @@
+package fabric
+
+import (
+	"strconv"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// record traces a frame the fabric did not carry on (dropped) and writes
+// it to the taps at the sender's side with the reason as its comment, so
+// the capture shows it where it vanished.
+func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, why string, rule int) {
+	b.fault = why
+	f.writeTaps(d, b, b.comment())
+	var extra []sim.Field
+	if rule > 0 {
+		extra = []sim.Field{{Key: "rule", Value: strconv.Itoa(rule)}}
+	}
+	f.traceFrame(d, b, kind, why, extra...)
+}
+
+func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string) {
+	for _, t := range d.tapIDs {
+		// A capture that fails to write must not change the simulation;
+		// the writer reports its error when it is closed.
+		_ = t.tap.WriteFrame(int64(f.sched.Now()), t.id, b.bytes(), comment)
+	}
+}
+
+// traceFrame adds a frame event: at the sending side of d for tx, drops
+// and faults, at the receiving side for frame-rx.
+func (f *Fabric) traceFrame(d *direction, b *frameBuf, kind sim.Kind, why string, extra ...sim.Field) {
+	if !f.trace.Enabled() {
+		return
+	}
+	node := d.from.owner
+	if kind == "frame-rx" {
+		node = d.to.owner
+	}
+	e := sim.Event{Time: f.sched.Now(), Node: node, Kind: kind}
+	e.Fields = append(e.Fields, sim.Field{Key: "link", Value: d.name})
+	var p wire.Packet
+	if p.DecodeHeaders(b.bytes()) == nil {
+		e.QPN, e.HasQPN = p.BTH.DestQP(), true
+		e.Fields = append(e.Fields,
+			sim.Field{Key: "op", Value: p.Info.Name},
+			sim.Field{Key: "psn", Value: p.BTH.PSN().String()})
+		if p.BTH.AckReq() {
+			e.Fields = append(e.Fields, sim.Field{Key: "ackreq", Value: "1"})
+		}
+		if p.AETH != nil {
+			e.Fields = append(e.Fields, sim.Field{Key: "aeth", Value: p.AETH.Syndrome().String()},
+				sim.Field{Key: "msn", Value: strconv.FormatUint(uint64(p.AETH.MSN()), 10)})
+		}
+		if b.tx > 1 {
+			e.Fields = append(e.Fields, sim.Field{Key: "tx", Value: strconv.Itoa(b.tx)})
+		}
+	}
+	e.Fields = append(e.Fields, sim.Field{Key: "len", Value: strconv.Itoa(b.n)})
+	if b.note != "" && kind == "frame-tx" {
+		e.Fields = append(e.Fields, sim.Field{Key: "note", Value: b.note})
+	}
+	if why != "" {
+		e.Fields = append(e.Fields, sim.Field{Key: "why", Value: why})
+	}
+	e.Fields = append(e.Fields, extra...)
+	f.trace.Add(e)
+}

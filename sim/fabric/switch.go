@@ -1,0 +1,84 @@
+package fabric
+
+import "github.com/rocesim/rocesim/wire"
+
+// Switch is a store-and-forward Ethernet switch: a frame is received
+// whole, then queued at the egress port toward its destination MAC. The
+// forwarding table is static, computed from the topology when traffic
+// starts (no learning, no flooding: addresses are configured, as ARP is
+// not simulated); a frame for an unknown MAC is dropped and counted.
+type Switch struct {
+	name    string
+	ports   []*Port
+	table   map[wire.MAC]*Port // lookups only
+	unknown uint64
+}
+
+// AddSwitch adds a switch with n ports.
+func (f *Fabric) AddSwitch(name string, n int) *Switch {
+	if f.started {
+		panic(ErrStarted)
+	}
+	s := &Switch{name: name, table: map[wire.MAC]*Port{}}
+	for i := range n {
+		s.ports = append(s.ports, &Port{owner: name, index: i, sw: s})
+	}
+	f.switches = append(f.switches, s)
+	return s
+}
+
+// Name returns the switch's name.
+func (s *Switch) Name() string { return s.name }
+
+// Port returns port i, or nil.
+func (s *Switch) Port(i int) *Port {
+	if i < 0 || i >= len(s.ports) {
+		return nil
+	}
+	return s.ports[i]
+}
+
+// UnknownDrops counts frames dropped for a destination MAC with no route.
+func (s *Switch) UnknownDrops() uint64 { return s.unknown }
+
+func (s *Switch) route(dst wire.MAC) *Port { return s.table[dst] }
+
+// buildTable finds, for every node port's MAC, the egress port on the
+// shortest path (breadth-first over links; ties go to the lower port
+// index, so the table is the same on every run).
+func (s *Switch) buildTable() {
+	dist := map[wire.MAC]int{}
+	for _, first := range s.ports {
+		if first.linked == nil {
+			continue
+		}
+		type item struct {
+			p *Port
+			d int
+		}
+		seen := map[*Port]bool{first: true}
+		queue := []item{{first.out.to, 1}}
+		for len(queue) > 0 {
+			it := queue[0]
+			queue = queue[1:]
+			if seen[it.p] {
+				continue
+			}
+			seen[it.p] = true
+			if it.p.node != nil {
+				mac := it.p.cfg.MAC
+				if best, ok := dist[mac]; !ok || it.d < best {
+					dist[mac] = it.d
+					s.table[mac] = first
+				}
+				continue
+			}
+			for _, q := range it.p.sw.ports {
+				if q.linked != nil && !seen[q] {
+					seen[q] = true // leaving through q; its far end is next
+					queue = append(queue, item{q.out.to, it.d + 1})
+				}
+			}
+		}
+	}
+}
