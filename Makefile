@@ -40,9 +40,9 @@ fuzz:
 	  done; \
 	done
 
-## bench: decode, encode and CRC baseline at 64 B, 1 KiB, 4 KiB (ns/op, MB/s, allocs/op)
+## bench: wire decode/encode vs a CRC-32 baseline, event queue, fault decisions, fabric frame path
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/...
 
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps

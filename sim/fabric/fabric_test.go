@@ -263,3 +263,35 @@ func TestDeterminism(t *testing.T) {
 	assert.NotEqual(t, t1, t3, "another seed draws other faults")
 	assert.Contains(t, t1, "frame-drop")
 }
+
+// TestPerLinkTap captures one link of three into its own file: it sees
+// exactly the frames that crossed that link, in both directions.
+func TestPerLinkTap(t *testing.T) {
+	w := newWorld(t, 3, nil, 1, nil)
+	sw := w.f.AddSwitch("sw", 3)
+	var links []*fabric.Link
+	for i := range 3 {
+		l, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), fabric.DefaultLinkConfig())
+		require.NoError(t, err)
+		links = append(links, l)
+	}
+	var buf bytes.Buffer
+	tap := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
+	require.NoError(t, links[2].AddTap(tap))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), ""))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 2, 2, 64), ""))
+	require.NoError(t, w.nodes[2].Send(0, roce(t, 2, 0, 3, 64), ""))
+	require.NoError(t, w.sched.Run())
+	require.NoError(t, tap.Close())
+	r, err := capture.NewReader(&buf)
+	require.NoError(t, err)
+	var got []string
+	var rec capture.Record
+	var p wire.Packet
+	for r.Next(&rec) == nil {
+		require.NoError(t, p.Decode(rec.Data))
+		ifc, _ := r.Interface(rec.Interface)
+		got = append(got, fmt.Sprintf("%s psn=%d", ifc.Name, p.BTH.PSN()))
+	}
+	assert.Equal(t, []string{"n2->sw psn=3", "sw->n2 psn=2"}, got)
+}
