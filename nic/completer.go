@@ -1,0 +1,286 @@
+package nic
+
+import (
+	"encoding/binary"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// The completer handles responses at the requester (IBTA §9.7.5.1, rxe's
+// rxe_comp.c), in order:
+//
+//  1. State: responses count in RTS, SQD and SQE (and ERR drops them).
+//  2. Check the PSN: a response for a PSN never sent, or before the
+//     oldest unacknowledged, is a stale duplicate and dropped.
+//  3. Check the ACK: a positive ACK acknowledges every SEND and WRITE up
+//     to its PSN; a READ response or atomic ACK completes its WQE (and
+//     acknowledges everything before it); a NAK PSN sequence error
+//     acknowledges everything before its PSN and rewinds the requester
+//     there (go-back-N); an RNR NAK does the same after the RNR wait; other
+//     NAKs fail the WQE with the matching remote error and move the QP to
+//     ERR.
+//  4. Complete, from the head of the send queue, every WQE that is done,
+//     in posting order; a valid response resets the retry counters.
+//
+// The timers: the ACK timeout retransmits from the oldest unacknowledged
+// PSN (error-retry), the RNR timer after an RNR NAK (rnr-retry); each
+// retry spends one count, and an exhausted count fails the head WQE with
+// RETRY_EXC_ERR or RNR_RETRY_EXC_ERR.
+
+// receiveResponse handles a response packet for qp.
+func (d *Device) receiveResponse(now sim.Time, qp *QP, p *wire.Packet) {
+	switch qp.state {
+	case QPStateRTS, QPStateSQD, QPStateSQE:
+	default:
+		return
+	}
+	r := &qp.req
+	if r.next == 0 {
+		return // nothing outstanding: a stale response
+	}
+	psn := p.BTH.PSN()
+	head := qp.sq.at(0)
+	if psn.Less(head.firstPSN) || !psn.Less(r.highest) {
+		return
+	}
+	switch p.Info.Kind {
+	case wire.KindAck:
+		syn := p.AETH.Syndrome()
+		switch {
+		case syn.IsACK():
+			d.ackUpTo(now, qp, psn, true)
+		case syn.IsRNRNAK():
+			d.counters.Add(CounterRcvdRNRErr, 1)
+			d.ackUpTo(now, qp, psn, false)
+			if r.rnrRetries == 0 {
+				d.failHead(now, qp, WCRNRRetryExcErr)
+				d.counters.Add(CounterRetryRNRExceededErr, 1)
+				return
+			}
+			if r.rnrRetries != 7 {
+				r.rnrRetries--
+			}
+			r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(syn.RNRTimerCode())))
+			r.ackDue = sim.Never
+			d.rewind(qp, psn)
+		case syn.IsNAK():
+			switch syn.NAKCode() {
+			case wire.NAKPSNSequenceError:
+				d.counters.Add(CounterRcvdSeqErr, 1)
+				d.ackUpTo(now, qp, psn, false)
+				if r.rnrUntil == sim.Never {
+					d.rewind(qp, psn)
+					d.requesterRun(now, qp)
+				}
+			case wire.NAKRemoteAccess:
+				d.ackUpTo(now, qp, psn, false)
+				d.failHead(now, qp, WCRemAccessErr)
+			case wire.NAKRemoteOperation:
+				d.ackUpTo(now, qp, psn, false)
+				d.failHead(now, qp, WCRemOpErr)
+			default:
+				d.ackUpTo(now, qp, psn, false)
+				d.failHead(now, qp, WCRemInvReqErr)
+			}
+		}
+	case wire.KindReadResponse:
+		d.readResponse(now, qp, p)
+	case wire.KindAtomicAck:
+		d.atomicAck(now, qp, p)
+	}
+}
+
+// ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
+// before psn (inclusive when incl, else strictly before), completes from
+// the head and restarts or stops the ACK timer.
+func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
+	r := &qp.req
+	for i := 0; i < r.next; i++ {
+		w := qp.sq.at(i)
+		if w.done {
+			continue
+		}
+		last := w.lastPSN()
+		if last.Less(psn) || incl && last == psn {
+			if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
+				break // needs its response; a later ACK does not imply it
+			}
+			w.done = true
+			continue
+		}
+		break
+	}
+	r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+	d.completeHead(now, qp)
+	if r.next > 0 {
+		d.armAckTimer(now, qp)
+	} else {
+		r.ackDue = sim.Never
+	}
+}
+
+// completeHead completes, in order, the done WQEs at the head of the send
+// queue; a WQE that failed at post time fails here, taking the QP to ERR.
+func (d *Device) completeHead(now sim.Time, qp *QP) {
+	r := &qp.req
+	for !qp.sq.empty() {
+		w := qp.sq.at(0)
+		if !w.done {
+			return
+		}
+		if w.status != WCSuccess {
+			if qp.state != QPStateErr {
+				d.toError(now, qp, 0, false) // flush completes it with its own status
+			}
+			return
+		}
+		d.completeSend(now, qp, w, WCSuccess)
+		if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
+			r.rdAtomic--
+		}
+		qp.sq.shift()
+		if r.next > 0 {
+			r.next--
+		}
+		if qp.state == QPStateErr {
+			return
+		}
+	}
+	if qp.state == QPStateSQD && r.next == 0 && qp.attr.EnSQDAsyncNotify {
+		d.raise(AsyncEvent{Type: EventSQDrained, QP: qp, Time: now})
+	}
+	d.requesterRun(now, qp)
+}
+
+// failHead fails the oldest outstanding WQE with st and moves the QP to ERR.
+func (d *Device) failHead(now sim.Time, qp *QP, st WCStatus) {
+	w := qp.sq.at(0)
+	w.done, w.status = true, st
+	d.toError(now, qp, 0, false)
+}
+
+// rewind points the requester at psn for go-back-N.
+func (d *Device) rewind(qp *QP, psn wire.PSN) {
+	r := &qp.req
+	for i := 0; i < r.next; i++ {
+		w := qp.sq.at(i)
+		if w.done {
+			continue
+		}
+		if psn.InRange(w.firstPSN, w.lastPSN()) || psn.Less(w.firstPSN) {
+			if psn.Less(w.firstPSN) {
+				psn = w.firstPSN
+			}
+			r.next = i
+			r.pkt = uint32(psn.Diff(w.firstPSN))
+			r.psn = psn
+			r.nRetrans++
+			d.counters.Add(CounterCompleterRetryErr, 1)
+			return
+		}
+	}
+}
+
+// readResponse places a READ response's payload and completes the READ
+// on its last packet.
+func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
+	r := &qp.req
+	psn := p.BTH.PSN()
+	for i := 0; i < r.next; i++ {
+		w := qp.sq.at(i)
+		if w.done || !psn.InRange(w.firstPSN, w.lastPSN()) {
+			continue
+		}
+		if w.wr.Opcode != WRRDMARead {
+			return
+		}
+		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
+		off := uint64(psn.Diff(w.firstPSN)) * uint64(qp.pmtu())
+		d.mem.scatter(w.sges, off, p.Payload)
+		if p.Info.Position == wire.PosLast || p.Info.Position == wire.PosOnly {
+			w.done = true
+			r.retries = int(qp.attr.RetryCnt)
+			d.completeHead(now, qp)
+			d.armAckTimer(now, qp)
+		}
+		return
+	}
+}
+
+// atomicAck stores the original value and completes the atomic.
+func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
+	r := &qp.req
+	psn := p.BTH.PSN()
+	for i := 0; i < r.next; i++ {
+		w := qp.sq.at(i)
+		if w.done || w.firstPSN != psn {
+			continue
+		}
+		if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd {
+			return
+		}
+		d.ackUpTo(now, qp, psn, false)
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], p.AtomicAckETH.OrigRemoteData())
+		d.mem.scatter(w.sges, 0, b[:])
+		w.done = true
+		d.completeHead(now, qp)
+		d.armAckTimer(now, qp)
+		return
+	}
+}
+
+// NextDeadline returns when Advance must next be called: the earliest ACK
+// timeout or RNR wait of any QP, or sim.Never.
+func (d *Device) NextDeadline() sim.Time {
+	t := sim.Never
+	for _, qp := range d.qps {
+		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
+			continue
+		}
+		t = min(t, qp.req.ackDue, qp.req.rnrUntil)
+	}
+	return t
+}
+
+// Advance runs the timers due at now.
+func (d *Device) Advance(now sim.Time) {
+	for _, qp := range d.qps {
+		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
+			continue
+		}
+		r := &qp.req
+		if r.rnrUntil <= now {
+			r.rnrUntil = sim.Never
+			d.traceTimer(now, qp, "rnr-timer")
+			d.requesterRun(now, qp)
+		}
+		if r.ackDue <= now {
+			r.ackDue = sim.Never
+			d.traceTimer(now, qp, "ack-timeout")
+			if r.retries == 0 {
+				d.counters.Add(CounterRetryExceededErr, 1)
+				d.failHead(now, qp, WCRetryExcErr)
+				continue
+			}
+			if r.retries != 7 || d.cfg.Profile == ProfileSpec {
+				r.retries--
+			}
+			if oldest := d.oldestUnacked(qp); r.next > 0 {
+				d.rewind(qp, oldest)
+				d.requesterRun(now, qp)
+			}
+		}
+	}
+}
+
+// oldestUnacked returns the first PSN of the oldest not-done WQE.
+func (d *Device) oldestUnacked(qp *QP) wire.PSN {
+	for i := 0; i < qp.req.next; i++ {
+		if w := qp.sq.at(i); !w.done {
+			return w.firstPSN
+		}
+	}
+	return qp.req.psn
+}

@@ -1,0 +1,338 @@
+package nic
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// A Device is driven from outside, raft-style:
+//
+//	dev.PostSend(now, qp, wrs)        // inputs: verbs, frames, time
+//	dev.Receive(now, frame)
+//	dev.Advance(now)                  // when now reaches dev.NextDeadline()
+//	dev.Drain(func(frame, note) {...})// outputs: frames to put on the wire,
+//	dev.NextAsyncEvent()              //          async events,
+//	cq.Poll(wcs)                      //          completions,
+//	dev.NextDeadline()                //          the next timer deadline
+//
+// It never reads a clock, starts a goroutine or touches a socket.
+
+// Profile selects whose behaviour the device follows where real rxe and
+// the IBTA text differ (the list of differences is in doc.go).
+type Profile uint8
+
+// Behaviour profiles.
+const (
+	ProfileRXE  Profile = iota // what Linux rxe does (the default)
+	ProfileSpec                // what IBTA vol. 1 says
+)
+
+func (p Profile) String() string {
+	if p == ProfileSpec {
+		return "spec"
+	}
+	return "rxe"
+}
+
+// Config describes a device and its one port.
+type Config struct {
+	Name    string // e.g. "rxe0"
+	MAC     wire.MAC
+	IPv4    netip.Addr // zero if none
+	IPv6    netip.Addr // zero if none
+	Profile Profile
+	// PathMTUMax is the largest path MTU the port allows (the Ethernet
+	// MTU's): MTU1024 on a 1500-byte link, as rxe reports.
+	PathMTUMax MTU
+	// AddrBase is where the device starts allocating MR addresses; 0
+	// picks a default. Give each device its own for readable traces.
+	AddrBase uint64
+}
+
+// DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
+type DeviceAttr struct {
+	FWVer           string
+	NodeGUID        uint64
+	MaxMRSize       uint64
+	MaxQP           int
+	MaxQPWR         int
+	MaxSGE          int
+	MaxCQ           int
+	MaxCQE          int
+	MaxMR           int
+	MaxPD           int
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
+	MaxSRQ          int
+	MaxSRQWR        int
+	MaxSRQSGE       int
+	MaxAH           int
+	MaxInlineData   int
+	PhysPortCnt     int
+	AtomicCap       string
+}
+
+// rxe's limits (drivers/infiniband/sw/rxe/rxe_param.h).
+var rxeAttr = DeviceAttr{
+	FWVer:           "0.0.0",
+	MaxMRSize:       ^uint64(0),
+	MaxQP:           0x10000,
+	MaxQPWR:         0x4000,
+	MaxSGE:          32,
+	MaxCQ:           0x4000,
+	MaxCQE:          (1 << 15) - 1,
+	MaxMR:           0x4000,
+	MaxPD:           0x7ffc,
+	MaxQPRdAtom:     128,
+	MaxQPInitRdAtom: 128,
+	MaxSRQ:          0x4000,
+	MaxSRQWR:        0x4000,
+	MaxSRQSGE:       27,
+	MaxAH:           0x8000,
+	MaxInlineData:   416,
+	PhysPortCnt:     1,
+	AtomicCap:       "ATOMIC_HCA",
+}
+
+// PortAttr describe the port (ibv_port_attr).
+type PortAttr struct {
+	State      string // "ACTIVE" or "DOWN"
+	MaxMTU     MTU
+	ActiveMTU  MTU
+	GIDTblLen  int
+	PKeyTblLen int
+	LinkLayer  string // "Ethernet"
+}
+
+// AsyncEvent is an asynchronous event (ibv_async_event).
+type AsyncEvent struct {
+	Type AsyncEventType
+	QP   *QP  // for QP events
+	CQ   *CQ  // for CQ_ERR
+	SRQ  *SRQ // for SRQ events
+	Port int  // for port events
+	Time sim.Time
+}
+
+// Device is one RDMA NIC with one port.
+type Device struct {
+	cfg      Config
+	attr     DeviceAttr
+	mem      memTable
+	pds      int
+	qps      []*QP // by QPN - firstQPN; nil when destroyed
+	cqs      int
+	events   []AsyncEvent
+	outbox   outbox
+	counters Counters
+	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
+	ipID     uint16
+	trace    *sim.Trace
+	scratch  [4096]byte // one packet's payload while it is gathered
+	rx       wire.Packet
+	// rxErrors counts frames dropped because they did not decode, by
+	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
+	rxErrors  [wire.NumErrorCodes]uint64
+	qkeyDrops uint64 // UD datagrams with the wrong Q_Key
+}
+
+// RxErrors returns how many received frames were dropped as malformed,
+// by the wire error code (wire.CodeICRC, wire.CodeTruncated, ...).
+func (d *Device) RxErrors(code wire.ErrorCode) uint64 {
+	if int(code) >= len(d.rxErrors) {
+		return 0
+	}
+	return d.rxErrors[code]
+}
+
+// QKeyDrops returns how many UD datagrams were dropped for a Q_Key mismatch.
+func (d *Device) QKeyDrops() uint64 { return d.qkeyDrops }
+
+// errCode returns the wire error code of a decode error.
+func errCode(err error) wire.ErrorCode {
+	if e, ok := err.(*wire.Error); ok {
+		return e.Code
+	}
+	return 0
+}
+
+// firstQPN is the first QPN handed out: 0 and 1 are the special QPs, and
+// rxe starts its user QPs at 0x11 (as the real captures show).
+const firstQPN = 0x11
+
+// New returns a device.
+func New(cfg Config) *Device {
+	if cfg.PathMTUMax == 0 {
+		cfg.PathMTUMax = MTU1024
+	}
+	if cfg.Name == "" {
+		cfg.Name = "rxe0"
+	}
+	base := cfg.AddrBase
+	if base == 0 {
+		base = 0x0000_5600_0000_0000
+	}
+	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{}}
+	d.attr.NodeGUID = uint64(cfg.MAC[0]^2)<<56 | uint64(cfg.MAC[1])<<48 | uint64(cfg.MAC[2])<<40 | 0xFF<<32 |
+		0xFE<<24 | uint64(cfg.MAC[3])<<16 | uint64(cfg.MAC[4])<<8 | uint64(cfg.MAC[5])
+	return d
+}
+
+// SetTrace makes the device record QP state changes, completions and
+// timer firings in tr.
+func (d *Device) SetTrace(tr *sim.Trace) { d.trace = tr }
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.cfg.Name }
+
+// Config returns the device's configuration.
+func (d *Device) Config() Config { return d.cfg }
+
+// QueryDevice returns the device's attributes.
+func (d *Device) QueryDevice() DeviceAttr { return d.attr }
+
+// QueryPort returns the attributes of port (1 is the only port).
+func (d *Device) QueryPort(port int) (PortAttr, error) {
+	if port != 1 {
+		return PortAttr{}, errno(syscall.EINVAL, "query_port: port %d does not exist (the device has port 1)", port)
+	}
+	return PortAttr{State: "ACTIVE", MaxMTU: d.cfg.PathMTUMax, ActiveMTU: d.cfg.PathMTUMax,
+		GIDTblLen: len(d.GIDs()), PKeyTblLen: 1, LinkLayer: "Ethernet"}, nil
+}
+
+// GIDs returns the GID table: the IPv6 address first (if any), then the
+// IPv4 address mapped into IPv6 (if any), as rxe lists them.
+func (d *Device) GIDs() []netip.Addr {
+	var g []netip.Addr
+	if d.cfg.IPv6.IsValid() {
+		g = append(g, d.cfg.IPv6)
+	}
+	if d.cfg.IPv4.IsValid() {
+		g = append(g, netip.AddrFrom16(d.cfg.IPv4.As16()))
+	}
+	return g
+}
+
+// QueryGID returns GID index of port 1.
+func (d *Device) QueryGID(port, index int) (netip.Addr, error) {
+	g := d.GIDs()
+	if port != 1 || index < 0 || index >= len(g) {
+		return netip.Addr{}, errno(syscall.EINVAL, "query_gid: port %d index %d out of range (port 1, %d GIDs)", port, index, len(g))
+	}
+	return g[index], nil
+}
+
+// QueryPKey returns the P_Key at index of port 1: the default 0xFFFF.
+func (d *Device) QueryPKey(port, index int) (uint16, error) {
+	if port != 1 || index != 0 {
+		return 0, errno(syscall.EINVAL, "query_pkey: port %d index %d out of range (port 1, index 0)", port, index)
+	}
+	return 0xFFFF, nil
+}
+
+// AddNeighbour tells the device which MAC a peer GID lives at (ARP and
+// neighbour discovery are not simulated).
+func (d *Device) AddNeighbour(gid netip.Addr, mac wire.MAC) { d.nbr[gid.Unmap()] = mac }
+
+// Counters returns the port counters.
+func (d *Device) Counters() *Counters { return &d.counters }
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (*PD, error) {
+	if d.pds >= d.attr.MaxPD {
+		return nil, errno(syscall.ENOMEM, "alloc_pd: %d PDs, the device maximum", d.pds)
+	}
+	d.pds++
+	return &PD{dev: d, handle: uint32(d.pds)}, nil
+}
+
+// DeallocPD frees pd; EBUSY while MRs, QPs, SRQs or AHs still use it.
+func (d *Device) DeallocPD(pd *PD) error {
+	if pd == nil || pd.dead || pd.dev != d {
+		return errno(syscall.EINVAL, "dealloc_pd: not a live PD of this device")
+	}
+	if pd.refs > 0 {
+		return errno(syscall.EBUSY, "dealloc_pd: %d resources still use the PD", pd.refs)
+	}
+	pd.dead = true
+	return nil
+}
+
+// RegMR registers buf in pd with the access given.
+func (d *Device) RegMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
+	if pd == nil || pd.dead || pd.dev != d {
+		return nil, errno(syscall.EINVAL, "reg_mr: not a live PD of this device")
+	}
+	return d.mem.register(pd, buf, access)
+}
+
+// DeregMR deregisters mr.
+func (d *Device) DeregMR(mr *MR) error { return d.mem.deregister(mr) }
+
+// CreateCompChannel returns a completion channel.
+func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{} }
+
+// CreateCQ creates a completion queue of at least cqe entries.
+func (d *Device) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
+	if d.cqs >= d.attr.MaxCQ {
+		return nil, errno(syscall.ENOMEM, "create_cq: %d CQs, the device maximum", d.cqs)
+	}
+	cq, err := newCQ(cqe, ch, vector, d.attr.MaxCQE)
+	if err != nil {
+		return nil, err
+	}
+	d.cqs++
+	return cq, nil
+}
+
+// DestroyCQ destroys cq: EBUSY while a QP uses it or events are unacknowledged.
+func (d *Device) DestroyCQ(cq *CQ) error {
+	if err := cq.destroy(); err != nil {
+		return err
+	}
+	d.cqs--
+	return nil
+}
+
+// raise queues an asynchronous event.
+func (d *Device) raise(e AsyncEvent) {
+	d.events = append(d.events, e)
+	if d.trace.Enabled() {
+		ev := sim.Event{Time: e.Time, Node: d.cfg.Name, Kind: "async-event", Fields: []sim.Field{{Key: "event", Value: "IBV_EVENT_" + e.Type.String()}}}
+		if e.QP != nil {
+			ev.QPN, ev.HasQPN = e.QP.num, true
+		}
+		d.trace.Add(ev)
+	}
+}
+
+// NextAsyncEvent returns the oldest unread asynchronous event.
+func (d *Device) NextAsyncEvent() (AsyncEvent, bool) {
+	if len(d.events) == 0 {
+		return AsyncEvent{}, false
+	}
+	e := d.events[0]
+	d.events = d.events[1:]
+	return e, true
+}
+
+// errno returns an error wrapping e with a message.
+func errno(e syscall.Errno, format string, args ...any) error {
+	return &Error{Errno: e, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Error is a verb's failure: the errno a libibverbs call would return and
+// a message saying what was wrong. errors.Is(err, syscall.EINVAL) works.
+type Error struct {
+	Errno syscall.Errno
+	Msg   string
+}
+
+func (e *Error) Error() string { return e.Msg + " (" + e.Errno.Error() + ")" }
+
+// Unwrap returns the errno.
+func (e *Error) Unwrap() error { return e.Errno }

@@ -1,0 +1,66 @@
+package nic
+
+import (
+	"net/netip"
+
+	"github.com/rocesim/rocesim/wire"
+)
+
+// frameTo fills the outer headers of f for a packet from qp to the
+// address vector av: MACs from the neighbour table, the source GID of the
+// same family as the destination, the UDP source port rxe would choose.
+func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
+	dgid := av.GRH.DGID.Unmap()
+	*f = wire.Frame{
+		SrcMAC: d.cfg.MAC,
+		DstMAC: d.nbr[dgid],
+		Dst:    dgid,
+		TTL:    64,
+		TOS:    av.GRH.TrafficClass,
+	}
+	if av.GRH.HopLimit != 0 && av.GRH.HopLimit != 1 {
+		// rxe keeps the default TTL unless the AV sets a real hop limit.
+		f.TTL = av.GRH.HopLimit
+	}
+	if dgid.Is4() {
+		f.Src = d.cfg.IPv4
+		f.IPFlags = wire.IPv4FlagDF
+		f.IPID = d.ipID
+		d.ipID++
+	} else {
+		f.Src = d.cfg.IPv6
+		f.FlowLabel = av.GRH.FlowLabel
+		f.ComputeUDPChecksum = true
+	}
+	switch {
+	case qp.init.Type == QPTypeUD:
+		f.SrcPort = wire.UDPSourcePortUD(qp.num)
+	case av.GRH.FlowLabel != 0:
+		f.SrcPort = wire.UDPSourcePortFromFlowLabel(av.GRH.FlowLabel)
+	default:
+		f.SrcPort = wire.UDPSourcePort(qp.num, destQPN)
+	}
+	f.BTH.PKey = 0xFFFF
+	f.BTH.DestQP = destQPN
+}
+
+// emit encodes f into an outbox buffer and queues it.
+func (d *Device) emit(f *wire.Frame, note string) {
+	buf := d.outbox.buffer()
+	n, err := wire.Encode(buf, f)
+	if err != nil {
+		// Frames are built from validated state; failing here is a bug.
+		panic("nic: building a frame: " + err.Error())
+	}
+	d.outbox.push(buf, n, note)
+	d.counters.Add(CounterSentPkts, 1)
+}
+
+// addrFamilyOK reports whether the device has a source address of the
+// destination's family.
+func (d *Device) addrFamilyOK(dgid netip.Addr) bool {
+	if dgid.Unmap().Is4() {
+		return d.cfg.IPv4.IsValid()
+	}
+	return d.cfg.IPv6.IsValid()
+}

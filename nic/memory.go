@@ -1,0 +1,400 @@
+package nic
+
+// Memory regions of one device (ibv_reg_mr; rxe_mr.c is the reference).
+//
+// Flow:
+//  1. register checks the access flags (as the kernel's
+//     ib_check_mr_access does), the PD and the length, takes the next MR
+//     index (cyclically, as rxe's pool does), gives the MR the next range
+//     of simulated virtual addresses and keys index<<8 | generation.
+//  2. resolve checks a work request's local SGEs (L_Key, PD, range, local
+//     write right, total length) at the moment the NIC executes the WQE;
+//     gather and scatter then copy between the SGEs and a payload.
+//  3. remote checks the R_Key, PD, access right and range of an incoming
+//     RDMA READ, WRITE or ATOMIC.
+//  4. deregister retires the MR; its index may come back after the index
+//     space wraps, its keys and addresses do not.
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"syscall"
+)
+
+const (
+	// mrPageSize is the page size of the simulated address space: every MR
+	// starts on a page boundary.
+	mrPageSize = 4096
+
+	// mrDefaultBase is where a device's first MR lives. It looks like a
+	// user-space heap address on x86-64, so traces read like real ones.
+	mrDefaultBase = 0x0000_5600_0000_0000
+
+	// mrDefaultMax is the number of MRs a device holds at once, and the
+	// largest MR index: rxe's RXE_MAX_MR (256 Ki, indices 1..0x40000).
+	mrDefaultMax = 0x40000
+
+	// mrMaxIndex keeps index<<8 inside a 32-bit key.
+	mrMaxIndex = 1<<24 - 1
+
+	// mrMaxMessage is the largest message a work request may describe
+	// (2^31 bytes, the limit rxe's validate_send_wr enforces), and the
+	// length an SGE of length 0 stands for.
+	mrMaxMessage = 1 << 31
+
+	// mrAccessKnown are the access bits rocesim implements.
+	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+)
+
+// MR is a registered memory region (ibv_mr): Go bytes at a simulated
+// virtual address. The exported fields are what ibv_mr shows a user; treat
+// them as read-only. RKey equals LKey, as in rxe (whose keys are both
+// index<<8 | key byte); the R_Key only opens the region to the access
+// rights it was registered with.
+type MR struct {
+	Addr   uint64 // simulated virtual address of Bytes()[0], page aligned
+	Length uint64 // len(Bytes())
+	LKey   uint32
+	RKey   uint32
+	Access AccessFlags
+
+	buf  []byte
+	pd   *PD
+	dead bool
+}
+
+// Bytes returns the registered slice: the memory the NIC reads and writes.
+func (m *MR) Bytes() []byte { return m.buf }
+
+// PD returns the protection domain the region was registered in.
+func (m *MR) PD() *PD { return m.pd }
+
+// mrSlot is one MR index: the region registered under it, if any, and the
+// generation byte its next key will carry.
+type mrSlot struct {
+	mr  *MR
+	gen uint8
+}
+
+// memTable holds the memory regions of one device. The Device embeds one,
+// made by newMemTable; it may lower max before the first registration.
+type memTable struct {
+	slots []mrSlot // slots[i] is MR index i+1
+	next  uint32   // the next index to try
+	live  int      // registered MRs
+	max   int      // most MRs at once, and the largest index
+
+	nextAddr uint64 // the next free simulated address, page aligned
+}
+
+// newMemTable returns an empty table whose first MR lives at base (rounded
+// up to a page). Addresses are handed out in registration order, each MR
+// followed by an unmapped guard page, and never reused, so the same program
+// sees the same addresses (and RETH VAs) on every run.
+func newMemTable(base uint64) memTable {
+	if base == 0 {
+		base = mrDefaultBase
+	}
+	base = (base + mrPageSize - 1) &^ (mrPageSize - 1)
+	return memTable{next: 1, max: mrDefaultMax, nextAddr: base}
+}
+
+// register makes buf an MR of pd with the given access rights. Errors wrap
+// syscall.EINVAL (bad argument) or syscall.ENOMEM (table or simulated
+// address space full), checked in the order the kernel checks them: the
+// access flags first, then the PD, then the buffer.
+func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
+	// As the kernel's ib_check_mr_access: remote write or atomic access
+	// needs local write access (the HCA writes the region on the peer's
+	// behalf).
+	if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
+		return nil, errno(syscall.EINVAL, "reg_mr: access %s requires LOCAL_WRITE", accessString(remote))
+	}
+	if unknown := access &^ mrAccessKnown; unknown != 0 {
+		return nil, errno(syscall.EINVAL, "reg_mr: access has unknown bits %#x", uint32(unknown))
+	}
+	if pd == nil {
+		return nil, errno(syscall.EINVAL, "reg_mr: pd is nil")
+	}
+	if pd.dead {
+		return nil, errno(syscall.EINVAL, "reg_mr: pd is deallocated")
+	}
+	if len(buf) == 0 {
+		return nil, errno(syscall.EINVAL, "reg_mr: length 0")
+	}
+	if t.live >= t.limit() {
+		return nil, errno(syscall.ENOMEM, "reg_mr: %d MRs registered, the device maximum", t.live)
+	}
+	length := uint64(len(buf))
+	span := mrSpan(length)
+	if t.nextAddr > math.MaxUint64-span {
+		return nil, errno(syscall.ENOMEM, "reg_mr: simulated address space exhausted")
+	}
+
+	idx := t.allocIndex()
+	s := &t.slots[idx-1]
+	s.gen++
+	key := idx<<8 | uint32(s.gen)
+	mr := &MR{
+		Addr:   t.nextAddr,
+		Length: length,
+		LKey:   key,
+		RKey:   key,
+		Access: access,
+		buf:    buf[:len(buf):len(buf)],
+		pd:     pd,
+	}
+	s.mr = mr
+	t.live++
+	t.nextAddr += span
+	pd.refs++
+	return mr, nil
+}
+
+// limit is the effective table size.
+func (t *memTable) limit() int {
+	if t.max <= 0 || t.max > mrMaxIndex {
+		return mrMaxIndex
+	}
+	return t.max
+}
+
+// allocIndex takes the next free index after the last one handed out,
+// wrapping from the largest index to 1 (rxe allocates MR indices
+// cyclically). The caller has checked that one is free.
+func (t *memTable) allocIndex() uint32 {
+	limit := uint32(t.limit())
+	for {
+		i := t.next
+		t.next++
+		if t.next > limit {
+			t.next = 1
+		}
+		if int(i) > len(t.slots) { // first use of this index: i == len+1
+			t.slots = append(t.slots, mrSlot{})
+			return i
+		}
+		if t.slots[i-1].mr == nil {
+			return i
+		}
+	}
+}
+
+// deregister retires mr (ibv_dereg_mr): its keys stop resolving at once.
+// EINVAL if mr is nil, already deregistered or not of this table.
+func (t *memTable) deregister(mr *MR) error {
+	if mr == nil {
+		return errno(syscall.EINVAL, "dereg_mr: mr is nil")
+	}
+	if mr.dead {
+		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x already deregistered", mr.LKey)
+	}
+	idx := mr.LKey >> 8
+	if idx == 0 || int(idx) > len(t.slots) || t.slots[idx-1].mr != mr {
+		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x is not registered on this device", mr.LKey)
+	}
+	t.slots[idx-1].mr = nil
+	t.live--
+	mr.dead = true
+	mr.pd.refs--
+	return nil
+}
+
+// byLKey returns the live MR whose L_Key is k, or nil.
+func (t *memTable) byLKey(k uint32) *MR {
+	idx := k >> 8
+	if idx == 0 || int(idx) > len(t.slots) {
+		return nil
+	}
+	if mr := t.slots[idx-1].mr; mr != nil && mr.LKey == k {
+		return mr
+	}
+	return nil
+}
+
+// byRKey returns the live MR whose R_Key is k, or nil.
+func (t *memTable) byRKey(k uint32) *MR {
+	idx := k >> 8
+	if idx == 0 || int(idx) > len(t.slots) {
+		return nil
+	}
+	if mr := t.slots[idx-1].mr; mr != nil && mr.RKey == k {
+		return mr
+	}
+	return nil
+}
+
+// sgeBytes is the number of bytes an SGE describes: Length, where 0 means
+// 2^31 (see SGE).
+func sgeBytes(s *SGE) uint64 {
+	if s.Length == 0 {
+		return mrMaxMessage
+	}
+	return uint64(s.Length)
+}
+
+// resolve checks a work request's local SGEs against pd and returns the
+// message length they describe. needWrite is set when the NIC writes into
+// them (receive buffers, RDMA READ destinations, atomic result buffers).
+//
+// Call it when the WQE is executed, not only when it is posted: the user
+// may deregister an MR while a request is queued, and rxe then completes
+// the request with LOC_PROT_ERR.
+//
+// The first SGE at fault decides, checked in order: WCLocProtErr when its
+// L_Key is unknown or deregistered, its MR is in another PD, its range
+// leaves the MR, or needWrite and the MR lacks LOCAL_WRITE; WCLocLenErr
+// when the running total passes 2^31. An SGE of length 0 (2^31 bytes) on a
+// smaller MR is therefore a protection error, not a length error. msg
+// names the SGE at fault; it is built only on failure.
+func (t *memTable) resolve(pd *PD, sges []SGE, needWrite bool) (total uint64, st WCStatus, msg string) {
+	for i := range sges {
+		s := &sges[i]
+		n := sgeBytes(s)
+		mr := t.byLKey(s.LKey)
+		switch {
+		case mr == nil:
+			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x unknown", i, s.LKey)
+		case mr.pd != pd:
+			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x: MR in another PD", i, s.LKey)
+		case !mrCovers(mr, s.Addr, n):
+			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: range %#x+%d outside MR %#x+%d (lkey %#x)",
+				i, s.Addr, n, mr.Addr, mr.Length, s.LKey)
+		case needWrite && mr.Access&AccessLocalWrite == 0:
+			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x: MR lacks LOCAL_WRITE", i, s.LKey)
+		}
+		total += n
+		if total > mrMaxMessage {
+			return 0, WCLocLenErr, fmt.Sprintf("sge[%d]: total length %d over 2^31", i, total)
+		}
+	}
+	return total, WCSuccess, ""
+}
+
+// mrCovers reports whether [va, va+n) lies inside mr, without overflow.
+func mrCovers(mr *MR, va, n uint64) bool {
+	return va >= mr.Addr && n <= mr.Length && va-mr.Addr <= mr.Length-n
+}
+
+// gather copies the bytes the SGEs describe into dst, which must be as
+// long as their total. It assumes resolve has just succeeded on them.
+func (t *memTable) gather(sges []SGE, dst []byte) { t.gatherAt(sges, 0, dst) }
+
+// gatherAt copies len(dst) bytes of the message the SGEs describe,
+// starting at byte off of the message, into dst: one packet's payload of a
+// multi-packet message. It assumes resolve has just succeeded and that
+// off+len(dst) is within the total; it panics otherwise, a bug of the
+// caller. It does not allocate.
+func (t *memTable) gatherAt(sges []SGE, off uint64, dst []byte) {
+	for i := range sges {
+		if len(dst) == 0 {
+			return
+		}
+		s := &sges[i]
+		n := sgeBytes(s)
+		if off >= n {
+			off -= n
+			continue
+		}
+		mr := t.mustLKey("gather", sges, i)
+		start := s.Addr - mr.Addr + off
+		c := copy(dst, mr.buf[start:start+(n-off)])
+		dst = dst[c:]
+		off = 0
+	}
+	if len(dst) != 0 {
+		panic(fmt.Sprintf("nic: gather: %d bytes asked beyond the end of the SGEs", len(dst)))
+	}
+}
+
+// scatter copies src into the SGEs, starting at byte off of the message:
+// the payload of one packet of a message that arrives in pieces. It
+// assumes resolve has just succeeded (with needWrite) and that off+len(src)
+// is within the total; it panics otherwise, a bug of the caller. It does
+// not allocate.
+func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
+	for i := range sges {
+		if len(src) == 0 {
+			return
+		}
+		s := &sges[i]
+		n := sgeBytes(s)
+		if off >= n {
+			off -= n
+			continue
+		}
+		mr := t.mustLKey("scatter", sges, i)
+		start := s.Addr - mr.Addr + off
+		c := copy(mr.buf[start:start+(n-off)], src)
+		src = src[c:]
+		off = 0
+	}
+	if len(src) != 0 {
+		panic(fmt.Sprintf("nic: scatter: %d bytes beyond the end of the SGEs", len(src)))
+	}
+}
+
+// mustLKey returns the MR of sges[i] for a copy that resolve has allowed.
+func (t *memTable) mustLKey(op string, sges []SGE, i int) *MR {
+	mr := t.byLKey(sges[i].LKey)
+	if mr == nil || !mrCovers(mr, sges[i].Addr, sgeBytes(&sges[i])) {
+		panic(fmt.Sprintf("nic: %s: sge[%d] (lkey %#x) does not resolve; call resolve just before copying",
+			op, i, sges[i].LKey))
+	}
+	return mr
+}
+
+// remote checks an incoming RDMA READ, WRITE or ATOMIC against the
+// responder QP's pd, as rxe's check_rkey does: the R_Key names a
+// live MR of pd, the MR grants every right in need, and [va, va+length)
+// lies inside it. On failure ok is false and msg says why (the responder
+// answers NAK remote access error, 0x62).
+//
+// A zero-length READ or WRITE needs neither a valid R_Key nor VA (IBTA
+// vol. 1 C9-88, as rxe's check_rkey): length 0 returns (nil, true, "").
+// Atomics always pass length 8.
+func (t *memTable) remote(pd *PD, rkey uint32, va uint64, length uint64, need AccessFlags) (*MR, bool, string) {
+	if length == 0 {
+		return nil, true, ""
+	}
+	mr := t.byRKey(rkey)
+	switch {
+	case mr == nil:
+		return nil, false, fmt.Sprintf("rkey %#x unknown", rkey)
+	case mr.pd != pd:
+		return nil, false, fmt.Sprintf("rkey %#x: MR in another PD", rkey)
+	case mr.Access&need != need:
+		return nil, false, fmt.Sprintf("rkey %#x: MR lacks %s", rkey, accessString(need&^mr.Access))
+	case !mrCovers(mr, va, length):
+		return nil, false, fmt.Sprintf("rkey %#x: va range outside MR: %#x+%d not within %#x+%d",
+			rkey, va, length, mr.Addr, mr.Length)
+	}
+	return mr, true, ""
+}
+
+// accessString names access flags in libibverbs' words without the
+// IBV_ACCESS_ prefix, e.g. "REMOTE_WRITE|REMOTE_ATOMIC", for messages.
+func accessString(a AccessFlags) string {
+	names := [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC"}
+	var parts []string
+	for i, name := range names {
+		if a&(1<<i) != 0 {
+			parts = append(parts, name)
+		}
+	}
+	if rest := a &^ mrAccessKnown; rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, "|")
+}
+
+// mrSpan is the number of simulated address bytes an MR of length n
+// occupies: its pages and one unmapped guard page after them, so that no
+// two MRs are adjacent.
+func mrSpan(n uint64) uint64 {
+	return (n+mrPageSize-1)&^(mrPageSize-1) + mrPageSize
+}

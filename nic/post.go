@@ -1,0 +1,156 @@
+package nic
+
+import (
+	"syscall"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// Posting, per IBTA §10.8 and the libibverbs behaviour the DESIGN notes
+// give:
+//
+//   - Receives may be posted from INIT on; sends from RTS on. In RESET
+//     nothing may be posted (EINVAL); receives in RESET and sends before
+//     RTS are refused the same way.
+//   - In SQE and ERR posts are accepted and complete with WR_FLUSH_ERR.
+//   - A malformed WR (too many SGEs, inline data over max_inline_data, an
+//     opcode the QP type does not have, UD without an AH) is refused with
+//     EINVAL; a full queue with ENOMEM. The index of the first refused WR
+//     is returned, the ones before it are posted.
+//   - Errors only the memory check finds (an SGE outside its MR, a wrong
+//     lkey, a receive or READ destination without LOCAL_WRITE: LOC_PROT_ERR;
+//     a message over 2^31 bytes: LOC_LEN_ERR) are accepted by the post and
+//     complete in order with that status, moving the QP to ERR, as rxe does.
+
+// maxMsg is the largest message: 2^31 bytes.
+const maxMsg = 1 << 31
+
+// PostSend posts wrs to qp's send queue. It returns the index of the first
+// WR it refused (len(wrs) if none) and why.
+func (d *Device) PostSend(now sim.Time, qp *QP, wrs []SendWR) (int, error) {
+	if qp == nil || qp.dead || qp.dev != d {
+		return 0, errno(syscall.EINVAL, "post_send: not a live QP of this device")
+	}
+	for i := range wrs {
+		if err := d.postSend(now, qp, &wrs[i]); err != nil {
+			d.requesterRun(now, qp)
+			return i, err
+		}
+	}
+	d.requesterRun(now, qp)
+	return len(wrs), nil
+}
+
+func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
+	switch qp.state {
+	case QPStateReset, QPStateInit, QPStateRTR:
+		return errno(syscall.EINVAL, "post_send: QP 0x%06x is in %v; sends may be posted from RTS on", qp.num, qp.state)
+	}
+	t := qp.init.Type
+	ok := false
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm:
+		ok = true
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		ok = t != QPTypeUD
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		ok = t == QPTypeRC
+	}
+	if !ok {
+		return errno(syscall.EINVAL, "post_send: opcode %v is not valid on a %v QP", wr.Opcode, t)
+	}
+	if len(wr.SGList) > int(qp.init.Cap.MaxSendSGE) {
+		return errno(syscall.EINVAL, "post_send: num_sge %d over the QP's max_send_sge %d", len(wr.SGList), qp.init.Cap.MaxSendSGE)
+	}
+	if t == QPTypeUD && (wr.AH == nil || wr.AH.dead) {
+		return errno(syscall.EINVAL, "post_send: a UD send needs wr.ah (an address handle)")
+	}
+	isInline := wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead && wr.Opcode != WRAtomicCmpAndSwp && wr.Opcode != WRAtomicFetchAndAdd
+	var inlineLen uint64
+	if isInline {
+		for _, s := range wr.SGList {
+			inlineLen += sgeLen(s)
+		}
+		if inlineLen > uint64(qp.init.Cap.MaxInlineData) {
+			return errno(syscall.EINVAL, "post_send: inline data of %d bytes over the QP's max_inline_data %d", inlineLen, qp.init.Cap.MaxInlineData)
+		}
+	}
+	if (wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd) && wr.RemoteAddr%8 != 0 {
+		return errno(syscall.EINVAL, "post_send: atomic remote_addr 0x%x is not 8-byte aligned", wr.RemoteAddr)
+	}
+	if qp.sq.full() {
+		return errno(syscall.ENOMEM, "post_send: send queue full (%d WRs outstanding, max_send_wr %d)", qp.sq.size, len(qp.sq.slots))
+	}
+
+	w := qp.sq.grow()
+	sges, inline := w.sges[:0], w.inline[:0]
+	*w = sendWQE{wr: *wr, signaled: qp.init.SQSigAll || wr.Flags&SendSignaled != 0, isInline: isInline}
+	w.wr.SGList = nil
+	if isInline {
+		// Inline data is copied now: the buffers need not be registered.
+		w.inline = inline
+		for _, s := range wr.SGList {
+			w.inline = append(w.inline, d.mem.peek(s)...)
+		}
+		w.length = inlineLen
+		w.sges = sges
+	} else {
+		w.sges = append(sges, wr.SGList...)
+		needWrite := wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd
+		total, st, _ := d.mem.resolve(qp.pd, w.sges, needWrite)
+		w.length = total
+		switch {
+		case st != WCSuccess:
+			w.status, w.done = st, true
+		case (wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd) && total != 8:
+			w.status, w.done = WCLocLenErr, true
+		case total > maxMsg:
+			w.status, w.done = WCLocLenErr, true
+		case t == QPTypeUD && total > uint64(d.cfg.PathMTUMax.Bytes()):
+			w.status, w.done = WCLocLenErr, true
+		}
+	}
+	if qp.state == QPStateErr || qp.state == QPStateSQE {
+		w.status, w.done = WCWRFlushErr, true
+	}
+	return nil
+}
+
+// PostRecv posts wrs to qp's receive queue.
+func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
+	if qp == nil || qp.dead || qp.dev != d {
+		return 0, errno(syscall.EINVAL, "post_recv: not a live QP of this device")
+	}
+	if qp.init.SRQ != nil {
+		return 0, errno(syscall.EINVAL, "post_recv: QP 0x%06x receives from an SRQ; post to the SRQ", qp.num)
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if qp.state == QPStateReset {
+			return i, errno(syscall.EINVAL, "post_recv: QP 0x%06x is in RESET; receives may be posted from INIT on", qp.num)
+		}
+		if len(wr.SGList) > int(qp.init.Cap.MaxRecvSGE) {
+			return i, errno(syscall.EINVAL, "post_recv: num_sge %d over the QP's max_recv_sge %d", len(wr.SGList), qp.init.Cap.MaxRecvSGE)
+		}
+		if qp.rq.full() {
+			return i, errno(syscall.ENOMEM, "post_recv: receive queue full (%d WRs outstanding, max_recv_wr %d)", qp.rq.size, len(qp.rq.slots))
+		}
+		w := qp.rq.grow()
+		sges := w.sges[:0]
+		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
+		w.length, w.status, _ = d.mem.resolve(qp.pd, w.sges, true)
+		if qp.state == QPStateErr {
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
+			qp.rq.size--
+		}
+	}
+	return len(wrs), nil
+}
+
+// sgeLen is an SGE's length in bytes: 0 means 2^31.
+func sgeLen(s SGE) uint64 {
+	if s.Length == 0 {
+		return maxMsg
+	}
+	return uint64(s.Length)
+}

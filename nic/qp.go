@@ -1,0 +1,376 @@
+package nic
+
+import (
+	"net/netip"
+	"syscall"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// QPInitAttr are the creation attributes of a queue pair (ibv_qp_init_attr).
+type QPInitAttr struct {
+	SendCQ   *CQ
+	RecvCQ   *CQ
+	SRQ      *SRQ
+	Cap      QPCap
+	Type     QPType
+	SQSigAll bool
+}
+
+// QP is a queue pair: a send queue and a receive queue (or an SRQ), the
+// state machine of IBTA §10.3 and, for each direction of traffic, the
+// requester, responder and completer of the transport.
+type QP struct {
+	dev   *Device
+	num   uint32
+	init  QPInitAttr
+	pd    *PD
+	state QPState
+	attr  QPAttr
+	dead  bool
+
+	sq ring[sendWQE]
+	rq ring[recvWQE]
+
+	req  requester
+	resp responder
+}
+
+// sendWQE is a posted send work request and its progress.
+type sendWQE struct {
+	wr       SendWR
+	sges     []SGE  // the QP's own copy (MaxSendSGE capacity)
+	inline   []byte // inline data copy (MaxInlineData capacity)
+	isInline bool
+	length   uint64 // message length
+	signaled bool
+	// Transport progress, set when the requester first sends it.
+	started  bool
+	firstPSN wire.PSN
+	npkts    uint32
+	status   WCStatus // a local error found at post time (completes in order)
+	done     bool     // acknowledged (or failed); completes when it reaches the head
+}
+
+// recvWQE is a posted receive work request.
+type recvWQE struct {
+	wrid   uint64
+	sges   []SGE
+	length uint64
+	status WCStatus
+}
+
+// ring is a fixed-capacity FIFO whose slots keep their storage.
+type ring[T any] struct {
+	slots      []T
+	head, size int
+}
+
+func (r *ring[T]) init(n int) { r.slots = make([]T, n) }
+
+func (r *ring[T]) full() bool  { return r.size == len(r.slots) }
+func (r *ring[T]) empty() bool { return r.size == 0 }
+
+// at returns the i-th oldest element.
+func (r *ring[T]) at(i int) *T { return &r.slots[(r.head+i)%len(r.slots)] }
+
+// grow returns the slot after the newest, now part of the ring.
+func (r *ring[T]) grow() *T {
+	p := &r.slots[(r.head+r.size)%len(r.slots)]
+	r.size++
+	return p
+}
+
+// shift drops the oldest element.
+func (r *ring[T]) shift() {
+	r.head = (r.head + 1) % len(r.slots)
+	r.size--
+}
+
+// CreateQP creates a queue pair in pd, in state RESET.
+func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
+	switch {
+	case pd == nil || pd.dead || pd.dev != d:
+		return nil, errno(syscall.EINVAL, "create_qp: not a live PD of this device")
+	case ia.Type != QPTypeRC && ia.Type != QPTypeUC && ia.Type != QPTypeUD:
+		return nil, errno(syscall.EINVAL, "create_qp: qp_type %v not supported (RC, UC or UD)", ia.Type)
+	case ia.SendCQ == nil || ia.RecvCQ == nil:
+		return nil, errno(syscall.EINVAL, "create_qp: send_cq and recv_cq are required")
+	case ia.Cap.MaxSendWR < 1 || int(ia.Cap.MaxSendWR) > d.attr.MaxQPWR:
+		return nil, errno(syscall.EINVAL, "create_qp: cap.max_send_wr %d out of range 1..%d", ia.Cap.MaxSendWR, d.attr.MaxQPWR)
+	case ia.SRQ == nil && (ia.Cap.MaxRecvWR < 1 || int(ia.Cap.MaxRecvWR) > d.attr.MaxQPWR):
+		return nil, errno(syscall.EINVAL, "create_qp: cap.max_recv_wr %d out of range 1..%d", ia.Cap.MaxRecvWR, d.attr.MaxQPWR)
+	case int(ia.Cap.MaxSendSGE) > d.attr.MaxSGE:
+		return nil, errno(syscall.EINVAL, "create_qp: cap.max_send_sge %d over the device maximum %d", ia.Cap.MaxSendSGE, d.attr.MaxSGE)
+	case int(ia.Cap.MaxRecvSGE) > d.attr.MaxSGE:
+		return nil, errno(syscall.EINVAL, "create_qp: cap.max_recv_sge %d over the device maximum %d", ia.Cap.MaxRecvSGE, d.attr.MaxSGE)
+	case int(ia.Cap.MaxInlineData) > d.attr.MaxInlineData:
+		return nil, errno(syscall.EINVAL, "create_qp: cap.max_inline_data %d over the device maximum %d", ia.Cap.MaxInlineData, d.attr.MaxInlineData)
+	case len(d.qps) >= d.attr.MaxQP:
+		return nil, errno(syscall.ENOMEM, "create_qp: %d QPs, the device maximum", len(d.qps))
+	}
+	if ia.SRQ != nil {
+		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
+	}
+	qp := &QP{dev: d, num: uint32(firstQPN + len(d.qps)), init: ia, pd: pd}
+	qp.sq.init(int(ia.Cap.MaxSendWR))
+	for i := range qp.sq.slots {
+		qp.sq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxSendSGE)
+		qp.sq.slots[i].inline = make([]byte, 0, ia.Cap.MaxInlineData)
+	}
+	if ia.SRQ == nil {
+		qp.rq.init(int(ia.Cap.MaxRecvWR))
+		for i := range qp.rq.slots {
+			qp.rq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxRecvSGE)
+		}
+	} else {
+		ia.SRQ.refs++
+	}
+	qp.attr.Cap = ia.Cap
+	qp.attr.PortNum = 1
+	ia.SendCQ.refs++
+	ia.RecvCQ.refs++
+	pd.refs++
+	d.qps = append(d.qps, qp)
+	return qp, nil
+}
+
+// Num returns the QP number.
+func (qp *QP) Num() uint32 { return qp.num }
+
+// State returns the current state.
+func (qp *QP) State() QPState { return qp.state }
+
+// Type returns the QP type.
+func (qp *QP) Type() QPType { return qp.init.Type }
+
+// Query returns the QP's attributes and creation attributes.
+func (qp *QP) Query() (QPAttr, QPInitAttr) {
+	a := qp.attr
+	a.QPState, a.CurQPState = qp.state, qp.state
+	return a, qp.init
+}
+
+// qpByNum finds a live QP by number.
+func (d *Device) qpByNum(n uint32) *QP {
+	i := int(n) - firstQPN
+	if i < 0 || i >= len(d.qps) || d.qps[i] == nil || d.qps[i].dead {
+		return nil
+	}
+	return d.qps[i]
+}
+
+// DestroyQP destroys qp. Outstanding work requests are discarded without
+// completions, as ibv_destroy_qp does.
+func (d *Device) DestroyQP(qp *QP) error {
+	if qp == nil || qp.dead || qp.dev != d {
+		return errno(syscall.EINVAL, "destroy_qp: not a live QP of this device")
+	}
+	qp.dead = true
+	qp.init.SendCQ.refs--
+	qp.init.RecvCQ.refs--
+	if qp.init.SRQ != nil {
+		qp.init.SRQ.refs--
+	}
+	qp.pd.refs--
+	d.qps[int(qp.num)-firstQPN] = nil
+	return nil
+}
+
+// ModifyQP applies attr (the fields named by mask) and moves the QP to
+// attr.QPState if mask has QPAttrState. An illegal transition, a missing or
+// extra attribute or a bad value returns EINVAL and changes nothing.
+func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) error {
+	if qp == nil || qp.dead || qp.dev != d {
+		return errno(syscall.EINVAL, "modify_qp: not a live QP of this device")
+	}
+	next, err := CheckModify(qp.init.Type, qp.state, attr, mask, Limits{
+		MaxQPRdAtom: uint8(min(d.attr.MaxQPRdAtom, 255)), MaxQPInitRdAtom: uint8(min(d.attr.MaxQPInitRdAtom, 255)),
+		PortCount: 1, PKeyTableLen: 1,
+	})
+	if err != nil {
+		return err
+	}
+	if mask&QPAttrAV != 0 {
+		dgid := attr.AHAttr.GRH.DGID.Unmap()
+		if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
+			return errno(syscall.EINVAL, "modify_qp: no route to GID %v (unknown neighbour)", attr.AHAttr.GRH.DGID)
+		}
+	}
+	if mask&QPAttrPathMTU != 0 && attr.PathMTU > d.cfg.PathMTUMax {
+		return errno(syscall.EINVAL, "modify_qp: path_mtu %d bytes over the port's %d", attr.PathMTU.Bytes(), d.cfg.PathMTUMax.Bytes())
+	}
+	qp.apply(attr, mask)
+	if mask&QPAttrState != 0 {
+		d.transition(now, qp, next)
+	}
+	return nil
+}
+
+func (d *Device) isLocal(gid netip.Addr) bool {
+	for _, g := range d.GIDs() {
+		if g.Unmap() == gid {
+			return true
+		}
+	}
+	return false
+}
+
+// apply copies the attributes named by mask into the QP.
+func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
+	c := &qp.attr
+	set := func(bit QPAttrMask, f func()) {
+		if m&bit != 0 {
+			f()
+		}
+	}
+	set(QPAttrAccessFlags, func() { c.QPAccessFlags = a.QPAccessFlags })
+	set(QPAttrPKeyIndex, func() { c.PKeyIndex = a.PKeyIndex })
+	set(QPAttrPort, func() { c.PortNum = a.PortNum })
+	set(QPAttrQKey, func() { c.QKey = a.QKey })
+	set(QPAttrAV, func() { c.AHAttr = a.AHAttr })
+	set(QPAttrPathMTU, func() { c.PathMTU = a.PathMTU })
+	set(QPAttrTimeout, func() { c.Timeout = a.Timeout })
+	set(QPAttrRetryCnt, func() { c.RetryCnt = a.RetryCnt })
+	set(QPAttrRNRRetry, func() { c.RNRRetry = a.RNRRetry })
+	set(QPAttrRQPSN, func() { c.RQPSN = a.RQPSN & wire.PSNMask; qp.resp.epsn = wire.PSN(c.RQPSN) })
+	set(QPAttrMaxQPRdAtomic, func() { c.MaxRdAtomic = a.MaxRdAtomic })
+	set(QPAttrMinRNRTimer, func() { c.MinRNRTimer = a.MinRNRTimer })
+	set(QPAttrSQPSN, func() { c.SQPSN = a.SQPSN & wire.PSNMask; qp.req.psn = wire.PSN(c.SQPSN) })
+	set(QPAttrMaxDestRdAtomic, func() { c.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(QPAttrDestQPN, func() { c.DestQPNum = a.DestQPNum })
+	set(QPAttrEnSQDAsyncNotify, func() { c.EnSQDAsyncNotify = a.EnSQDAsyncNotify })
+}
+
+// transition moves the QP to state next (already validated) and does what
+// entering that state implies.
+func (d *Device) transition(now sim.Time, qp *QP, next QPState) {
+	prev := qp.state
+	qp.state = next
+	d.traceState(now, qp, prev, next)
+	switch next {
+	case QPStateReset:
+		qp.reset()
+	case QPStateErr:
+		d.flush(now, qp)
+	case QPStateRTS:
+		d.requesterRun(now, qp)
+	case QPStateSQD:
+		if qp.attr.EnSQDAsyncNotify && qp.req.outstanding() == 0 {
+			d.raise(AsyncEvent{Type: EventSQDrained, QP: qp, Time: now})
+		}
+	}
+}
+
+// reset empties both queues without completions and forgets the
+// transport state, as a move to RESET does.
+func (qp *QP) reset() {
+	qp.sq.head, qp.sq.size = 0, 0
+	qp.rq.head, qp.rq.size = 0, 0
+	qp.req = requester{}
+	qp.resp = responder{}
+	c := qp.attr.Cap
+	qp.attr = QPAttr{Cap: c, PortNum: 1}
+}
+
+// toError moves the QP to ERR after a failure the device found itself
+// (retry exhausted, remote error, CQ overflow) and raises ev if not none.
+func (d *Device) toError(now sim.Time, qp *QP, ev AsyncEventType, raise bool) {
+	if qp.state == QPStateErr {
+		return
+	}
+	if raise {
+		d.raise(AsyncEvent{Type: ev, QP: qp, Time: now})
+	}
+	d.transition(now, qp, QPStateErr)
+}
+
+// flush completes every outstanding work request, send queue first, then
+// receive queue, each in posting order, with WR_FLUSH_ERR (IBTA
+// §10.3.1: a QP in ERR flushes). Send WRs that failed before completing
+// keep their own status on the first one.
+func (d *Device) flush(now sim.Time, qp *QP) {
+	for !qp.sq.empty() {
+		w := qp.sq.at(0)
+		st := WCWRFlushErr
+		if w.done && w.status != WCSuccess {
+			st = w.status
+		}
+		d.completeSend(now, qp, w, st)
+		qp.sq.shift()
+	}
+	qp.req = requester{psn: qp.req.psn}
+	if qp.init.SRQ == nil {
+		for !qp.rq.empty() {
+			w := qp.rq.at(0)
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
+			qp.rq.shift()
+		}
+	} else {
+		// A QP on an SRQ has no receives of its own to flush; IBTA
+		// §11.5.2.5 has it report the last WQE instead.
+		d.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp, Time: now})
+	}
+}
+
+// completeSend posts the completion of a send WQE, if it is signaled or
+// failed (an error always completes, IBTA §10.7.3.1).
+func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
+	if st == WCSuccess && (w.wr.Opcode == WRSend || w.wr.Opcode == WRSendWithImm) {
+		d.counters.Add(CounterRDMASends, 1)
+	}
+	if st == WCSuccess && !w.signaled {
+		return
+	}
+	wc := WC{WRID: w.wr.WRID, Status: st, Opcode: wcOpcodeOf(w.wr.Opcode), QPNum: qp.num}
+	if st == WCSuccess {
+		switch w.wr.Opcode {
+		case WRRDMARead:
+			wc.ByteLen = uint32(w.length)
+		case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+			wc.ByteLen = 8
+		}
+	}
+	d.pushCQE(now, qp, qp.init.SendCQ, wc, false, true)
+}
+
+// completeRecv posts a receive completion.
+func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
+	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false)
+}
+
+// pushCQE adds wc to cq. On overflow the CQ raises CQ_ERR and the QP goes
+// to ERR (both profiles); under the rxe profile a send-side completion is
+// then lost silently, as the kernel driver loses it.
+func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool) {
+	d.traceCompletion(now, qp, wc)
+	if cq.push(wc, solicited) {
+		return
+	}
+	if !cq.errRaised {
+		cq.errRaised = true
+		d.raise(AsyncEvent{Type: EventCQErr, CQ: cq, Time: now})
+	}
+	if qp.state != QPStateErr {
+		d.transition(now, qp, QPStateErr)
+	}
+}
+
+func wcOpcodeOf(o WROpcode) WCOpcode {
+	switch o {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		return WCRDMAWrite
+	case WRRDMARead:
+		return WCRDMARead
+	case WRAtomicCmpAndSwp:
+		return WCCompSwap
+	case WRAtomicFetchAndAdd:
+		return WCFetchAdd
+	case WRLocalInv:
+		return WCLocalInv
+	case WRBindMW:
+		return WCBindMW
+	}
+	return WCSend
+}

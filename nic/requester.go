@@ -1,0 +1,281 @@
+package nic
+
+import (
+	"strconv"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// The requester turns send WQEs into request packets (IBTA §9.4, rxe's
+// rxe_req.c). In order, for the WQE at next:
+//
+//  1. Stop if the QP is not in RTS, if an RNR wait is running, or if the
+//     WQE failed at post time (it completes with its error when it
+//     reaches the head of the queue).
+//  2. FENCE waits until no READ or ATOMIC is outstanding; a READ or
+//     ATOMIC waits while max_rd_atomic of them are.
+//  3. The first time, the WQE gets its first PSN and its packet count:
+//     one per path MTU of payload for SEND and WRITE (at least one), one
+//     request taking as many PSNs as the response has packets for READ,
+//     one for an atomic.
+//  4. Packets go out FIRST/MIDDLE/LAST or ONLY; the last packet of a
+//     message, and every 64th unacknowledged one (rxe), asks for an ACK.
+//  5. RC arms the ACK timer; UC completes a WQE once its last packet is
+//     sent, UD once its only packet is.
+//
+// Retransmission (go-back-N) rewinds next, pkt and psn to a PSN inside an
+// already-started WQE and runs the same steps again.
+
+// maxPktPerAck is how many packets rxe sends before it asks for an ACK
+// even mid-message (RXE_MAX_PKT_PER_ACK).
+const maxPktPerAck = 64
+
+type requester struct {
+	psn        wire.PSN // next PSN to send
+	next       int      // index (from the head of the SQ) of the WQE being sent
+	pkt        uint32   // next packet of that WQE
+	noAck      int      // packets sent since the last AckReq
+	rdAtomic   int      // READ/ATOMIC WQEs sent and not completed
+	retries    int      // timeout retries left
+	rnrRetries int      // RNR retries left
+	ackDue     sim.Time // ACK timeout deadline, sim.Never when nothing is unacknowledged
+	rnrUntil   sim.Time // end of the RNR wait, sim.Never when not waiting
+	nRetrans   int      // go-back-N rounds so far, for capture notes
+	highest    wire.PSN // one past the highest PSN ever sent
+	armed      bool     // retry counters loaded
+}
+
+// outstanding returns how many WQEs have been sent and not completed.
+func (r *requester) outstanding() int { return r.next }
+
+// pmtu returns the QP's path MTU in bytes.
+func (qp *QP) pmtu() int {
+	if b := qp.attr.PathMTU.Bytes(); b > 0 {
+		return b
+	}
+	return 1024
+}
+
+// packets returns how many PSNs a WQE of this length takes.
+func (qp *QP) packets(w *sendWQE) uint32 {
+	switch w.wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		return 1
+	}
+	if qp.init.Type == QPTypeUD || w.length == 0 {
+		return 1
+	}
+	m := uint64(qp.pmtu())
+	return uint32((w.length + m - 1) / m)
+}
+
+// lastPSN returns the last PSN a started WQE uses.
+func (w *sendWQE) lastPSN() wire.PSN { return w.firstPSN.Add(w.npkts - 1) }
+
+// requesterRun sends what the send queue allows now.
+func (d *Device) requesterRun(now sim.Time, qp *QP) {
+	r := &qp.req
+	if !r.armed {
+		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+		r.ackDue, r.rnrUntil, r.armed = sim.Never, sim.Never, true
+	}
+	if qp.state != QPStateRTS || r.rnrUntil != sim.Never {
+		return
+	}
+	for r.next < qp.sq.size {
+		w := qp.sq.at(r.next)
+		if w.done && w.status != WCSuccess {
+			break // completes with its error at the head
+		}
+		rdAtomic := w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
+		if !w.started {
+			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+				break
+			}
+			if rdAtomic && r.rdAtomic >= max(1, int(qp.attr.MaxRdAtomic)) {
+				break
+			}
+			w.started, w.firstPSN, w.npkts = true, r.psn, qp.packets(w)
+			r.pkt = 0
+			if rdAtomic {
+				r.rdAtomic++
+			}
+		}
+		if rdAtomic {
+			d.sendRdAtomic(now, qp, w)
+			r.psn = w.firstPSN.Add(w.npkts)
+		} else {
+			for r.pkt < w.npkts {
+				d.sendPacket(now, qp, w, r.pkt)
+				r.pkt++
+				r.psn = r.psn.Next()
+			}
+		}
+		r.next++
+		r.pkt = 0
+		switch qp.init.Type {
+		case QPTypeUD, QPTypeUC:
+			// No ACKs: the WQE is done once sent.
+			w.done = true
+		}
+	}
+	if qp.init.Type != QPTypeRC {
+		d.completeHead(now, qp)
+		return
+	}
+	if r.next > 0 && r.ackDue == sim.Never {
+		d.armAckTimer(now, qp)
+	}
+}
+
+// armAckTimer (re)starts the local ACK timeout: 4.096 µs × 2^timeout, 0
+// meaning none (IBTA §9.7.6.1.3).
+func (d *Device) armAckTimer(now sim.Time, qp *QP) {
+	if qp.attr.Timeout == 0 || qp.req.next == 0 {
+		qp.req.ackDue = sim.Never
+		return
+	}
+	qp.req.ackDue = now.Add(ackTimeout(qp.attr.Timeout))
+}
+
+// ackTimeout decodes the 5-bit local ACK timeout.
+func ackTimeout(code uint8) sim.Duration { return sim.Duration(4096) << (code & 31) }
+
+// sendPacket sends packet i of a SEND or WRITE WQE.
+func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) {
+	var f wire.Frame
+	av, dest := &qp.attr.AHAttr, qp.attr.DestQPNum
+	if qp.init.Type == QPTypeUD {
+		av, dest = &w.wr.AH.Attr, w.wr.RemoteQPN
+	}
+	d.frameTo(&f, qp, av, dest)
+	m := uint64(qp.pmtu())
+	off := uint64(i) * m
+	n := min(m, w.length-off)
+	if qp.init.Type == QPTypeUD {
+		n = w.length
+	}
+	payload := d.scratch[:n]
+	if w.isInline {
+		copy(payload, w.inline[off:off+n])
+	} else {
+		d.mem.gatherAt(w.sges, off, payload)
+	}
+	f.Payload = payload
+	first, last := i == 0, i == w.npkts-1
+	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, first, last)
+	f.BTH.PSN = qp.req.psn
+	info := f.BTH.Opcode.Info()
+	if info.Has(wire.HasRETH) {
+		f.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: uint32(w.length)}
+	}
+	if info.Has(wire.HasImmDt) {
+		f.ImmDt = w.wr.ImmData
+	}
+	if info.Has(wire.HasDETH) {
+		f.DETH = wire.DETHFields{QKey: w.wr.RemoteQKey, SrcQP: qp.num}
+		if w.wr.RemoteQKey&0x80000000 != 0 {
+			f.DETH.QKey = qp.attr.QKey // a Q_Key with the high bit set means "use the QP's"
+		}
+	}
+	if last && w.wr.Flags&SendSolicited != 0 {
+		f.BTH.SolicitedEvent = true
+	}
+	if qp.init.Type == QPTypeRC {
+		qp.req.noAck++
+		if last || qp.req.noAck >= maxPktPerAck {
+			f.BTH.AckReq = true
+			qp.req.noAck = 0
+		}
+	}
+	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+}
+
+// sendRdAtomic sends the request of a READ or an atomic, from the first
+// PSN not yet answered (a READ retried mid-response asks only for the
+// rest, as rxe does).
+func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
+	var f wire.Frame
+	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
+	f.BTH.AckReq = true
+	qp.req.noAck = 0
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		skip := uint64(qp.req.pkt) * uint64(qp.pmtu())
+		f.BTH.Opcode = wire.OpRCReadRequest
+		f.BTH.PSN = w.firstPSN.Add(qp.req.pkt)
+		f.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + skip, RKey: w.wr.RKey, DMALength: uint32(w.length - skip)}
+	case WRAtomicCmpAndSwp:
+		f.BTH.Opcode = wire.OpRCCompareSwap
+		f.BTH.PSN = w.firstPSN
+		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.Swap, CompareData: w.wr.CompareAdd}
+	default:
+		f.BTH.Opcode = wire.OpRCFetchAdd
+		f.BTH.PSN = w.firstPSN
+		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
+	}
+	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+}
+
+// noteFor records that psn is being sent and returns the capture note: a
+// PSN below the highest ever sent is a retransmission.
+func (r *requester) noteFor(psn wire.PSN) string {
+	if psn.Less(r.highest) {
+		return "retransmission #" + strconv.Itoa(r.nRetrans)
+	}
+	r.highest = psn.Next()
+	return ""
+}
+
+// requestOpcode picks the BTH opcode for a packet of a WR.
+func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
+	var base wire.Opcode
+	switch t {
+	case QPTypeUC:
+		base = 0x20
+	case QPTypeUD:
+		if op == WRSendWithImm {
+			return wire.OpUDSendOnlyImm
+		}
+		return wire.OpUDSendOnly
+	}
+	var o wire.Opcode
+	switch op {
+	case WRSend, WRSendWithImm:
+		switch {
+		case first && last:
+			o = wire.OpRCSendOnly
+			if op == WRSendWithImm {
+				o = wire.OpRCSendOnlyImm
+			}
+		case first:
+			o = wire.OpRCSendFirst
+		case last:
+			o = wire.OpRCSendLast
+			if op == WRSendWithImm {
+				o = wire.OpRCSendLastImm
+			}
+		default:
+			o = wire.OpRCSendMiddle
+		}
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		switch {
+		case first && last:
+			o = wire.OpRCWriteOnly
+			if op == WRRDMAWriteWithImm {
+				o = wire.OpRCWriteOnlyImm
+			}
+		case first:
+			o = wire.OpRCWriteFirst
+		case last:
+			o = wire.OpRCWriteLast
+			if op == WRRDMAWriteWithImm {
+				o = wire.OpRCWriteLastImm
+			}
+		default:
+			o = wire.OpRCWriteMiddle
+		}
+	}
+	return base + o
+}

@@ -1,0 +1,436 @@
+package nic
+
+import (
+	"encoding/binary"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// The responder handles request packets (IBTA §9.7.5, rxe's rxe_resp.c),
+// in order:
+//
+//  1. State: packets are processed in RTR, RTS, SQD and SQE; in RESET,
+//     INIT and ERR they are dropped silently.
+//  2. PSN (RC): the expected PSN is processed; an earlier one is a
+//     duplicate (re-acknowledged, a READ replayed, an atomic answered from
+//     its saved result, never executed twice); a later one means packets
+//     were lost: one NAK (PSN sequence error, carrying the expected PSN)
+//     per gap, later packets dropped silently until the gap fills.
+//     (UC: a gap drops the rest of the message, resuming at the next
+//     FIRST or ONLY.)
+//  3. Opcode sequence and lengths: MIDDLE and LAST only inside a message
+//     of their kind, FIRST and ONLY only outside one; FIRST and MIDDLE
+//     carry exactly one path MTU, LAST 1..PMTU. Violations: NAK invalid
+//     request.
+//  4. Execute: SEND places data in the receive WQE (RNR NAK if there is
+//     none); WRITE checks the R_Key at FIRST/ONLY and writes; READ and
+//     ATOMIC check the R_Key and answer. Access failures: NAK remote
+//     access error; a SEND longer than its receive buffer: LOC_LEN_ERR at
+//     the responder, NAK remote operational error. Either moves the QP
+//     to ERR.
+//  5. Complete the receive at the end of a SEND (or WRITE with
+//     immediate); MSN counts messages, READ requests and atomics.
+//  6. ACK when the packet asked for one (the ACK carries its PSN: it
+//     acknowledges everything up to it).
+
+type responder struct {
+	epsn    wire.PSN // expected PSN
+	msn     uint32   // message sequence number (24 bits)
+	nakSent bool     // a PSN sequence NAK is out for the current gap
+	// The message in progress.
+	inSend, inWrite bool
+	ucDrop          bool // UC: dropping the rest of a broken message
+	rwqe            *recvWQE
+	srqWQE          recvWQE // a WQE taken from an SRQ
+	off             uint64  // bytes of the message placed so far
+	wva             uint64  // WRITE: target address of the next byte
+	wmr             *MR
+	wlen            uint64
+	// atomics answered, for duplicates (a ring of max_dest_rd_atomic).
+	atomics []atomicResult
+	atomicN int
+}
+
+type atomicResult struct {
+	psn  wire.PSN
+	orig uint64
+	used bool
+}
+
+// receiveRequest handles a request packet for qp.
+func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
+	switch qp.state {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+	default:
+		return
+	}
+	r := &qp.resp
+	psn := p.BTH.PSN()
+	info := p.Info
+	if qp.init.Type == QPTypeUC {
+		d.receiveUC(now, qp, p)
+		return
+	}
+	if diff := psn.Diff(r.epsn); diff > 0 {
+		d.counters.Add(CounterOutOfSeqRequest, 1)
+		if !r.nakSent {
+			r.nakSent = true
+			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn)
+		}
+		return
+	} else if diff < 0 {
+		d.counters.Add(CounterDuplicateRequest, 1)
+		d.duplicate(now, qp, p)
+		return
+	}
+	r.nakSent = false
+	if !d.checkSequence(qp, p) {
+		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
+		return
+	}
+	switch info.Kind {
+	case wire.KindSend:
+		if !d.placeSend(now, qp, p) {
+			return
+		}
+	case wire.KindWrite:
+		if !d.placeWrite(now, qp, p) {
+			return
+		}
+	case wire.KindReadRequest:
+		d.answerRead(now, qp, p, false)
+		return
+	case wire.KindCompareSwap, wire.KindFetchAdd:
+		d.answerAtomic(now, qp, p)
+		return
+	default:
+		return
+	}
+	r.epsn = r.epsn.Next()
+	if info.Position == wire.PosLast || info.Position == wire.PosOnly {
+		r.msn = (r.msn + 1) & wire.PSNMask
+	}
+	if p.BTH.AckReq() {
+		d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), psn)
+	}
+}
+
+// checkSequence applies step 3 to an RC request.
+func (d *Device) checkSequence(qp *QP, p *wire.Packet) bool {
+	r := &qp.resp
+	info := p.Info
+	n := len(p.Payload)
+	m := qp.pmtu()
+	in := r.inSend && info.Kind == wire.KindSend || r.inWrite && info.Kind == wire.KindWrite
+	switch info.Position {
+	case wire.PosFirst:
+		return !r.inSend && !r.inWrite && n == m
+	case wire.PosMiddle:
+		return in && n == m
+	case wire.PosLast:
+		return in && n >= 1 && n <= m
+	default:
+		if r.inSend || r.inWrite {
+			return false
+		}
+		return info.Kind == wire.KindReadRequest || info.Kind == wire.KindCompareSwap || info.Kind == wire.KindFetchAdd || n <= m
+	}
+}
+
+// takeRecv takes the next receive WQE from the SRQ or the receive queue.
+func (d *Device) takeRecv(qp *QP) *recvWQE {
+	if s := qp.init.SRQ; s != nil {
+		w, ok := s.take(qp.dev, &qp.resp.srqWQE)
+		if !ok {
+			return nil
+		}
+		return w
+	}
+	if qp.rq.empty() {
+		return nil
+	}
+	return qp.rq.at(0)
+}
+
+// doneRecv retires the receive WQE in use.
+func (qp *QP) doneRecv() {
+	if qp.init.SRQ == nil {
+		qp.rq.shift()
+	}
+	qp.resp.rwqe = nil
+}
+
+// placeSend puts a SEND packet's payload in the receive buffer; false if
+// the packet was refused (RNR, length or protection error).
+func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
+	r := &qp.resp
+	pos := p.Info.Position
+	if pos == wire.PosFirst || pos == wire.PosOnly {
+		w := d.takeRecv(qp)
+		if w == nil {
+			if qp.init.Type == QPTypeRC {
+				d.rnr(qp, p.BTH.PSN())
+			} else {
+				r.ucDrop = pos == wire.PosFirst // UC: no receive, the message is lost
+			}
+			return false
+		}
+		r.rwqe, r.off = w, 0
+		r.inSend = pos == wire.PosFirst
+	}
+	w := r.rwqe
+	if w.status != WCSuccess || r.off+uint64(len(p.Payload)) > w.length {
+		st := w.status
+		if st == WCSuccess {
+			st = WCLocLenErr
+		}
+		d.completeRecv(now, qp, WC{WRID: w.wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false)
+		qp.doneRecv()
+		nak := wire.NAKRemoteOperation
+		if st == WCLocProtErr {
+			nak = wire.NAKRemoteOperation
+		}
+		d.remoteError(now, qp, nak, p.BTH.PSN(), EventQPFatal)
+		return false
+	}
+	d.mem.scatter(w.sges, r.off, p.Payload)
+	r.off += uint64(len(p.Payload))
+	if pos == wire.PosLast || pos == wire.PosOnly {
+		r.inSend = false
+		wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(r.off), QPNum: qp.num}
+		if p.ImmDt != nil {
+			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), WCFlagWithImm
+		}
+		if p.IETH != nil {
+			wc.ImmData, wc.WCFlags = p.IETH.RKey(), WCFlagWithInv
+		}
+		if qp.init.Type == QPTypeUD {
+			wc.SrcQP, wc.WCFlags = p.DETH.SrcQP(), wc.WCFlags|WCFlagGRH
+		}
+		qp.doneRecv()
+		d.counters.Add(CounterRDMARecvs, 1)
+		d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
+	}
+	return true
+}
+
+// placeWrite writes a WRITE packet's payload; false if refused.
+func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
+	r := &qp.resp
+	pos := p.Info.Position
+	if pos == wire.PosFirst || pos == wire.PosOnly {
+		va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
+		mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteWrite)
+		if !ok || qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
+			d.remoteError(now, qp, wire.NAKRemoteAccess, p.BTH.PSN(), EventQPAccessErr)
+			return false
+		}
+		r.wmr, r.wva, r.wlen, r.off = mr, va, length, 0
+		r.inWrite = pos == wire.PosFirst
+	}
+	if r.off+uint64(len(p.Payload)) > r.wlen {
+		d.remoteError(now, qp, wire.NAKInvalidRequest, p.BTH.PSN(), EventQPReqErr)
+		return false
+	}
+	if p.ImmDt != nil {
+		// WRITE with immediate consumes a receive WQE (RNR if none).
+		w := d.takeRecv(qp)
+		if w == nil {
+			d.rnr(qp, p.BTH.PSN())
+			return false
+		}
+		r.rwqe = w
+	}
+	start := r.wva - r.wmr.Addr + r.off
+	copy(r.wmr.buf[start:start+uint64(len(p.Payload))], p.Payload)
+	r.off += uint64(len(p.Payload))
+	if pos == wire.PosLast || pos == wire.PosOnly {
+		r.inWrite = false
+		if p.ImmDt != nil {
+			w := r.rwqe
+			qp.doneRecv()
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.off),
+				ImmData: p.ImmDt.Value(), WCFlags: WCFlagWithImm, QPNum: qp.num}, p.BTH.SolicitedEvent())
+		}
+	}
+	return true
+}
+
+// answerRead sends the READ response packets for a request (a replay
+// when dup is set: the PSN is already behind ePSN).
+func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
+	r := &qp.resp
+	psn := p.BTH.PSN()
+	va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
+	if qp.attr.MaxDestRdAtomic == 0 {
+		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
+		return
+	}
+	mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteRead)
+	if length > 0 && (!ok || qp.attr.QPAccessFlags&AccessRemoteRead == 0) {
+		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
+		return
+	}
+	m := uint64(qp.pmtu())
+	npkts := uint32(max(1, (length+m-1)/m))
+	if !dup {
+		r.msn = (r.msn + 1) & wire.PSNMask
+		r.epsn = psn.Add(npkts)
+	}
+	for i := range npkts {
+		var f wire.Frame
+		d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
+		off := uint64(i) * m
+		n := min(m, length-off)
+		if length > 0 {
+			start := va - mr.Addr + off
+			f.Payload = mr.buf[start : start+n]
+		}
+		first, last := i == 0, i == npkts-1
+		switch {
+		case first && last:
+			f.BTH.Opcode = wire.OpRCReadResponseOnly
+		case first:
+			f.BTH.Opcode = wire.OpRCReadResponseFirst
+		case last:
+			f.BTH.Opcode = wire.OpRCReadResponseLast
+		default:
+			f.BTH.Opcode = wire.OpRCReadResponseMiddle
+		}
+		f.BTH.PSN = psn.Add(i)
+		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: r.msn}
+		note := ""
+		if dup {
+			note = "replayed READ response"
+		}
+		d.emit(&f, note)
+	}
+}
+
+// answerAtomic executes an atomic once and answers it.
+func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
+	r := &qp.resp
+	psn := p.BTH.PSN()
+	a := p.AtomicETH
+	if qp.attr.MaxDestRdAtomic == 0 {
+		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
+		return
+	}
+	mr, ok, _ := d.mem.remote(qp.pd, a.RKey(), a.VA(), 8, AccessRemoteAtomic)
+	if !ok || a.VA()%8 != 0 || qp.attr.QPAccessFlags&AccessRemoteAtomic == 0 {
+		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
+		return
+	}
+	// Memory holds the 64-bit value in host (little-endian) order, as a
+	// C program on x86 sees it; the wire carries it big-endian.
+	cell := mr.buf[a.VA()-mr.Addr:][:8]
+	orig := binary.LittleEndian.Uint64(cell)
+	if p.Info.Kind == wire.KindFetchAdd {
+		binary.LittleEndian.PutUint64(cell, orig+a.SwapAddData())
+	} else if orig == a.CompareData() {
+		binary.LittleEndian.PutUint64(cell, a.SwapAddData())
+	}
+	if len(r.atomics) < max(1, int(qp.attr.MaxDestRdAtomic)) {
+		r.atomics = append(r.atomics, atomicResult{})
+	}
+	r.atomics[r.atomicN%len(r.atomics)] = atomicResult{psn: psn, orig: orig, used: true}
+	r.atomicN++
+	r.msn = (r.msn + 1) & wire.PSNMask
+	r.epsn = psn.Next()
+	d.sendAtomicAck(qp, psn, orig, "")
+}
+
+func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
+	var f wire.Frame
+	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
+	f.BTH.Opcode = wire.OpRCAtomicAcknowledge
+	f.BTH.PSN = psn
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: qp.resp.msn}
+	f.AtomicAckETH = orig
+	d.emit(&f, note)
+}
+
+// duplicate handles a request whose PSN is behind the expected one.
+func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
+	psn := p.BTH.PSN()
+	switch p.Info.Kind {
+	case wire.KindReadRequest:
+		d.answerRead(now, qp, p, true)
+	case wire.KindCompareSwap, wire.KindFetchAdd:
+		for _, a := range qp.resp.atomics {
+			if a.used && a.psn == psn {
+				d.sendAtomicAck(qp, psn, a.orig, "replayed atomic result")
+				return
+			}
+		}
+		// No saved result: dropped silently (counted as a duplicate).
+	default:
+		if p.BTH.AckReq() {
+			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), qp.resp.epsn.Sub(1))
+		}
+	}
+}
+
+// rnr refuses a packet for want of a receive WQE: RNR NAK carrying its
+// PSN and the QP's min_rnr_timer (IBTA §9.7.5.2.8).
+func (d *Device) rnr(qp *QP, psn wire.PSN) {
+	d.counters.Add(CounterSendRNRErr, 1)
+	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn)
+	if d.cfg.Profile == ProfileRXE {
+		// rxe follows its RNR NAK with a PSN sequence error NAK for the
+		// same PSN (captures/rnr_send.pcap).
+		d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), psn)
+		qp.resp.nakSent = true
+	}
+}
+
+// remoteError answers a request the responder cannot execute: a NAK, and
+// the QP to ERR with the async event given.
+func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.PSN, ev AsyncEventType) {
+	d.sendAck(qp, wire.NAKSyndrome(code), psn)
+	d.toError(now, qp, ev, true)
+}
+
+// sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.
+func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN) {
+	var f wire.Frame
+	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
+	f.BTH.Opcode = wire.OpRCAcknowledge
+	f.BTH.PSN = psn
+	f.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
+	d.emit(&f, "")
+}
+
+// receiveUC handles a UC request: no ACKs, and a gap drops the rest of
+// the message.
+func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
+	r := &qp.resp
+	psn := p.BTH.PSN()
+	pos := p.Info.Position
+	if psn != r.epsn {
+		d.counters.Add(CounterOutOfSeqRequest, 1)
+		if r.inSend || r.inWrite {
+			r.ucDrop = true
+			r.inSend, r.inWrite = false, false
+			if r.rwqe != nil {
+				r.rwqe = nil // the receive WQE is reused by the next message
+			}
+		}
+	}
+	r.epsn = psn.Next()
+	if r.ucDrop && pos != wire.PosFirst && pos != wire.PosOnly {
+		return
+	}
+	r.ucDrop = false
+	if !d.checkSequence(qp, p) {
+		r.inSend, r.inWrite, r.ucDrop = false, false, true
+		return
+	}
+	switch p.Info.Kind {
+	case wire.KindSend:
+		d.placeSend(now, qp, p)
+	case wire.KindWrite:
+		d.placeWrite(now, qp, p)
+	}
+}

@@ -1,0 +1,261 @@
+package verbs
+
+import (
+	"github.com/rocesim/rocesim/nic"
+)
+
+// PD is a protection domain (ibv_pd).
+type PD struct {
+	c  *Context
+	pd *nic.PD
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (c *Context) AllocPD() (*PD, error) {
+	pd, err := c.dev().AllocPD()
+	if err != nil {
+		return nil, err
+	}
+	return &PD{c, pd}, nil
+}
+
+// Dealloc frees the PD (ibv_dealloc_pd); EBUSY while it is in use.
+func (p *PD) Dealloc() error { return p.c.dev().DeallocPD(p.pd) }
+
+// MR is a registered memory region (ibv_mr). Addr is a simulated virtual
+// address, the same on every run; LKey and RKey are the keys work
+// requests and peers name it by.
+type MR struct {
+	Addr   uint64
+	Length uint64
+	LKey   uint32
+	RKey   uint32
+	c      *Context
+	mr     *nic.MR
+}
+
+// RegMR registers buf (ibv_reg_mr). The device reads and writes buf
+// directly, as a NIC does with pinned memory.
+func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
+	mr, err := p.c.dev().RegMR(p.pd, buf, access)
+	if err != nil {
+		return nil, err
+	}
+	return &MR{Addr: mr.Addr, Length: mr.Length, LKey: mr.LKey, RKey: mr.RKey, c: p.c, mr: mr}, nil
+}
+
+// Dereg deregisters the MR (ibv_dereg_mr).
+func (m *MR) Dereg() error { return m.c.dev().DeregMR(m.mr) }
+
+// SGE returns a scatter/gather element for bytes [off, off+n) of the MR.
+func (m *MR) SGE(off, n uint64) SGE { return SGE{Addr: m.Addr + off, Length: uint32(n), LKey: m.LKey} }
+
+// CompChannel is a completion event channel (ibv_comp_channel).
+type CompChannel struct {
+	c  *Context
+	ch *nic.CompChannel
+}
+
+// CreateCompChannel creates a completion channel.
+func (c *Context) CreateCompChannel() *CompChannel {
+	return &CompChannel{c, c.dev().CreateCompChannel()}
+}
+
+// CQ is a completion queue (ibv_cq).
+type CQ struct {
+	c  *Context
+	cq *nic.CQ
+	ch *CompChannel
+}
+
+// CreateCQ creates a completion queue of cqe entries (ibv_create_cq); ch
+// may be nil.
+func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
+	var nch *nic.CompChannel
+	if ch != nil {
+		nch = ch.ch
+	}
+	cq, err := c.dev().CreateCQ(cqe, nch, vector)
+	if err != nil {
+		return nil, err
+	}
+	v := &CQ{c: c, cq: cq, ch: ch}
+	c.h.cqs = append(c.h.cqs, v)
+	return v, nil
+}
+
+// CQE returns the CQ's capacity.
+func (q *CQ) CQE() int { return q.cq.CQE() }
+
+// Poll copies up to len(wcs) completions into wcs, oldest first, and
+// returns how many (ibv_poll_cq).
+func (q *CQ) Poll(wcs []WC) int { return q.cq.Poll(wcs) }
+
+// ReqNotify arms the CQ to signal its channel on the next completion (or
+// the next solicited one) (ibv_req_notify_cq).
+func (q *CQ) ReqNotify(solicitedOnly bool) error { return q.cq.ReqNotify(solicitedOnly) }
+
+// Resize changes the CQ's capacity (ibv_resize_cq).
+func (q *CQ) Resize(cqe int) error { return q.cq.Resize(cqe) }
+
+// AckEvents acknowledges n events of this CQ (ibv_ack_cq_events).
+func (q *CQ) AckEvents(n int) { q.cq.AckEvents(n) }
+
+// Destroy destroys the CQ (ibv_destroy_cq); EBUSY while QPs use it or
+// events are unacknowledged.
+func (q *CQ) Destroy() error { return q.c.dev().DestroyCQ(q.cq) }
+
+// GetCQEvent returns the CQ whose completion event is next on the
+// channel (ibv_get_cq_event); false if none is pending.
+func (ch *CompChannel) GetCQEvent() (*CQ, bool) {
+	cq, ok := ch.ch.GetEvent()
+	if !ok {
+		return nil, false
+	}
+	for _, v := range ch.c.h.cqs {
+		if v.cq == cq {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// QPInitAttr are the creation attributes of a QP (ibv_qp_init_attr).
+type QPInitAttr struct {
+	SendCQ   *CQ
+	RecvCQ   *CQ
+	SRQ      *SRQ
+	Cap      QPCap
+	Type     QPType
+	SQSigAll bool
+}
+
+// QP is a queue pair (ibv_qp).
+type QP struct {
+	c  *Context
+	qp *nic.QP
+	// QPNum is the queue pair number a peer addresses.
+	QPNum uint32
+}
+
+// CreateQP creates a queue pair in state RESET (ibv_create_qp).
+func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
+	n := nic.QPInitAttr{Cap: ia.Cap, Type: ia.Type, SQSigAll: ia.SQSigAll}
+	if ia.SendCQ != nil {
+		n.SendCQ = ia.SendCQ.cq
+	}
+	if ia.RecvCQ != nil {
+		n.RecvCQ = ia.RecvCQ.cq
+	}
+	if ia.SRQ != nil {
+		n.SRQ = ia.SRQ.srq
+	}
+	qp, err := p.c.dev().CreateQP(p.pd, n)
+	if err != nil {
+		return nil, err
+	}
+	return &QP{c: p.c, qp: qp, QPNum: qp.Num()}, nil
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp).
+func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	err := q.c.dev().ModifyQP(q.c.now(), q.qp, attr, mask)
+	q.c.h.pump()
+	return err
+}
+
+// Query returns the QP's attributes (ibv_query_qp).
+func (q *QP) Query() (QPAttr, nic.QPInitAttr) { return q.qp.Query() }
+
+// State returns the QP's current state.
+func (q *QP) State() QPState { return q.qp.State() }
+
+// Destroy destroys the QP (ibv_destroy_qp).
+func (q *QP) Destroy() error { return q.c.dev().DestroyQP(q.qp) }
+
+// SendWR is a send work request (ibv_send_wr).
+type SendWR struct {
+	WRID       uint64
+	SGList     []SGE
+	Opcode     WROpcode
+	Flags      SendFlags
+	ImmData    uint32
+	RemoteAddr uint64
+	RKey       uint32
+	CompareAdd uint64
+	Swap       uint64
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// PostSend posts send work requests (ibv_post_send). It returns the index
+// of the first WR it refused (len(wrs) when all were posted) and why.
+func (q *QP) PostSend(wrs []SendWR) (int, error) {
+	var buf [8]nic.SendWR
+	n := buf[:0]
+	for i := range wrs {
+		w := &wrs[i]
+		nw := nic.SendWR{WRID: w.WRID, SGList: w.SGList, Opcode: w.Opcode, Flags: w.Flags, ImmData: w.ImmData,
+			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
+			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey}
+		if w.AH != nil {
+			nw.AH = w.AH.ah
+		}
+		n = append(n, nw)
+	}
+	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
+	q.c.h.pump()
+	return i, err
+}
+
+// PostRecv posts receive work requests (ibv_post_recv).
+func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+	i, err := q.c.dev().PostRecv(q.c.now(), q.qp, wrs)
+	q.c.h.pump()
+	return i, err
+}
+
+// SRQ is a shared receive queue (ibv_srq).
+type SRQ struct {
+	c   *Context
+	srq *nic.SRQ
+}
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq).
+func (p *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	s, err := p.c.dev().CreateSRQ(p.pd, attr)
+	if err != nil {
+		return nil, err
+	}
+	return &SRQ{p.c, s}, nil
+}
+
+// Modify resizes the SRQ or arms its limit (ibv_modify_srq).
+func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	return s.c.dev().ModifySRQ(s.srq, attr, mask)
+}
+
+// PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv).
+func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) { return s.c.dev().PostSRQRecv(s.srq, wrs) }
+
+// Destroy destroys the SRQ (ibv_destroy_srq).
+func (s *SRQ) Destroy() error { return s.c.dev().DestroySRQ(s.srq) }
+
+// AH is an address handle (ibv_ah), for UD sends.
+type AH struct {
+	c  *Context
+	ah *nic.AH
+}
+
+// CreateAH creates an address handle (ibv_create_ah).
+func (p *PD) CreateAH(attr AHAttr) (*AH, error) {
+	ah, err := p.c.dev().CreateAH(p.pd, attr)
+	if err != nil {
+		return nil, err
+	}
+	return &AH{p.c, ah}, nil
+}
+
+// Destroy destroys the AH (ibv_destroy_ah).
+func (a *AH) Destroy() error { return a.c.dev().DestroyAH(a.ah) }

@@ -1,0 +1,169 @@
+package verbs
+
+import (
+	"net/netip"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+)
+
+// The libibverbs vocabulary, shared with package nic.
+type (
+	QPType         = nic.QPType
+	QPState        = nic.QPState
+	MTU            = nic.MTU
+	AccessFlags    = nic.AccessFlags
+	QPAttrMask     = nic.QPAttrMask
+	QPAttr         = nic.QPAttr
+	QPCap          = nic.QPCap
+	AHAttr         = nic.AHAttr
+	GRH            = nic.GRH
+	WROpcode       = nic.WROpcode
+	SendFlags      = nic.SendFlags
+	SGE            = nic.SGE
+	RecvWR         = nic.RecvWR
+	WC             = nic.WC
+	WCStatus       = nic.WCStatus
+	WCOpcode       = nic.WCOpcode
+	WCFlags        = nic.WCFlags
+	AsyncEventType = nic.AsyncEventType
+	DeviceAttr     = nic.DeviceAttr
+	PortAttr       = nic.PortAttr
+	SRQAttr        = nic.SRQInitAttr
+	SRQAttrMask    = nic.SRQAttrMask
+	Profile        = nic.Profile
+)
+
+// Constants, re-exported from package nic (see there for each).
+const (
+	QPTypeRC = nic.QPTypeRC
+	QPTypeUC = nic.QPTypeUC
+	QPTypeUD = nic.QPTypeUD
+
+	QPStateReset = nic.QPStateReset
+	QPStateInit  = nic.QPStateInit
+	QPStateRTR   = nic.QPStateRTR
+	QPStateRTS   = nic.QPStateRTS
+	QPStateSQD   = nic.QPStateSQD
+	QPStateSQE   = nic.QPStateSQE
+	QPStateErr   = nic.QPStateErr
+
+	MTU256  = nic.MTU256
+	MTU512  = nic.MTU512
+	MTU1024 = nic.MTU1024
+	MTU2048 = nic.MTU2048
+	MTU4096 = nic.MTU4096
+
+	AccessLocalWrite   = nic.AccessLocalWrite
+	AccessRemoteWrite  = nic.AccessRemoteWrite
+	AccessRemoteRead   = nic.AccessRemoteRead
+	AccessRemoteAtomic = nic.AccessRemoteAtomic
+
+	QPAttrState           = nic.QPAttrState
+	QPAttrCurState        = nic.QPAttrCurState
+	QPAttrAccessFlags     = nic.QPAttrAccessFlags
+	QPAttrPKeyIndex       = nic.QPAttrPKeyIndex
+	QPAttrPort            = nic.QPAttrPort
+	QPAttrQKey            = nic.QPAttrQKey
+	QPAttrAV              = nic.QPAttrAV
+	QPAttrPathMTU         = nic.QPAttrPathMTU
+	QPAttrTimeout         = nic.QPAttrTimeout
+	QPAttrRetryCnt        = nic.QPAttrRetryCnt
+	QPAttrRNRRetry        = nic.QPAttrRNRRetry
+	QPAttrRQPSN           = nic.QPAttrRQPSN
+	QPAttrMaxQPRdAtomic   = nic.QPAttrMaxQPRdAtomic
+	QPAttrMinRNRTimer     = nic.QPAttrMinRNRTimer
+	QPAttrSQPSN           = nic.QPAttrSQPSN
+	QPAttrMaxDestRdAtomic = nic.QPAttrMaxDestRdAtomic
+	QPAttrDestQPN         = nic.QPAttrDestQPN
+
+	WRRDMAWrite         = nic.WRRDMAWrite
+	WRRDMAWriteWithImm  = nic.WRRDMAWriteWithImm
+	WRSend              = nic.WRSend
+	WRSendWithImm       = nic.WRSendWithImm
+	WRRDMARead          = nic.WRRDMARead
+	WRAtomicCmpAndSwp   = nic.WRAtomicCmpAndSwp
+	WRAtomicFetchAndAdd = nic.WRAtomicFetchAndAdd
+
+	SendFence     = nic.SendFence
+	SendSignaled  = nic.SendSignaled
+	SendSolicited = nic.SendSolicited
+	SendInline    = nic.SendInline
+
+	WCSuccess        = nic.WCSuccess
+	WCLocLenErr      = nic.WCLocLenErr
+	WCLocProtErr     = nic.WCLocProtErr
+	WCWRFlushErr     = nic.WCWRFlushErr
+	WCRemInvReqErr   = nic.WCRemInvReqErr
+	WCRemAccessErr   = nic.WCRemAccessErr
+	WCRemOpErr       = nic.WCRemOpErr
+	WCRetryExcErr    = nic.WCRetryExcErr
+	WCRNRRetryExcErr = nic.WCRNRRetryExcErr
+
+	WCSend            = nic.WCSend
+	WCRDMAWrite       = nic.WCRDMAWrite
+	WCRDMARead        = nic.WCRDMARead
+	WCCompSwap        = nic.WCCompSwap
+	WCFetchAdd        = nic.WCFetchAdd
+	WCRecv            = nic.WCRecv
+	WCRecvRDMAWithImm = nic.WCRecvRDMAWithImm
+
+	WCFlagGRH     = nic.WCFlagGRH
+	WCFlagWithImm = nic.WCFlagWithImm
+
+	ProfileRXE  = nic.ProfileRXE
+	ProfileSpec = nic.ProfileSpec
+)
+
+// Device is an RDMA device as ibv_get_device_list lists it.
+type Device struct {
+	h *Host
+}
+
+// GetDeviceList returns the host's RDMA devices (one: rxe0).
+func (h *Host) GetDeviceList() []*Device { return []*Device{h.Dev} }
+
+// Name returns the device name ("rxe0").
+func (d *Device) Name() string { return d.h.dev.Name() }
+
+// Open opens the device (ibv_open_device).
+func (d *Device) Open() (*Context, error) { return &Context{h: d.h}, nil }
+
+// Context is an open device (ibv_context).
+type Context struct {
+	h      *Host
+	closed bool
+}
+
+func (c *Context) dev() *nic.Device { return c.h.dev }
+
+func (c *Context) now() sim.Time { return c.h.w.sched.Now() }
+
+// QueryDevice returns the device attributes.
+func (c *Context) QueryDevice() DeviceAttr { return c.dev().QueryDevice() }
+
+// QueryPort returns the attributes of port (1).
+func (c *Context) QueryPort(port int) (PortAttr, error) { return c.dev().QueryPort(port) }
+
+// QueryGID returns a GID of port 1: index 0 the IPv6 address, index 1 the
+// IPv4 address mapped into IPv6 (rxe's RoCE v2 GIDs).
+func (c *Context) QueryGID(port, index int) (netip.Addr, error) { return c.dev().QueryGID(port, index) }
+
+// QueryPKey returns the P_Key at index (0 is the default 0xFFFF).
+func (c *Context) QueryPKey(port, index int) (uint16, error) { return c.dev().QueryPKey(port, index) }
+
+// AsyncEvent is an asynchronous event (ibv_async_event).
+type AsyncEvent = nic.AsyncEvent
+
+// GetAsyncEvent returns the next asynchronous event, if any (a simulation
+// never blocks: false means none is pending).
+func (c *Context) GetAsyncEvent() (AsyncEvent, bool) { return c.dev().NextAsyncEvent() }
+
+// Counters returns the port's counters, with rxe's hw_counters names.
+func (c *Context) Counters() *nic.Counters { return c.dev().Counters() }
+
+// Close closes the context.
+func (c *Context) Close() error {
+	c.closed = true
+	return nil
+}

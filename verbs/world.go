@@ -1,0 +1,183 @@
+package verbs
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// WorldConfig describes a simulated cluster.
+type WorldConfig struct {
+	// Seed is the master seed: the same program and seed give the same run.
+	Seed uint64
+	// Plan is the fault plan the fabric applies; nil for none.
+	Plan *faults.Plan
+	// Trace collects the structured event log; nil for none.
+	Trace *sim.Trace
+	// Capture receives every frame (a wire/capture writer); nil for none.
+	Capture fabric.Tap
+	// Profile is the NIC behaviour profile (rxe by default).
+	Profile nic.Profile
+	// Link is the configuration of every link; zero means
+	// fabric.DefaultLinkConfig (100 Gb/s, 1 µs, MTU 1500: path MTU 1024).
+	Link fabric.LinkConfig
+}
+
+// World is a simulated RDMA cluster: hosts with one RoCE device each, the
+// fabric between them and the clock. It is not safe for concurrent use; a
+// test drives it from one goroutine, and virtual time only moves inside
+// Run, RunFor and RunUntil.
+type World struct {
+	cfg   WorldConfig
+	sched *sim.Scheduler
+	fab   *fabric.Fabric
+	hosts []*Host
+	sw    *fabric.Switch
+}
+
+// NewWorld returns an empty world at time 0.
+func NewWorld(cfg WorldConfig) *World {
+	if cfg.Link.Bandwidth == 0 {
+		cfg.Link = fabric.DefaultLinkConfig()
+	}
+	s := sim.NewScheduler()
+	f := fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
+		Rand: sim.NewSeeds(cfg.Seed).Stream("faults")})
+	return &World{cfg: cfg, sched: s, fab: f}
+}
+
+// Host is a machine in the world with one RDMA device ("rxe0").
+type Host struct {
+	w      *World
+	name   string
+	node   *fabric.Node
+	dev    *nic.Device
+	Dev    *Device
+	timer  sim.Timer
+	due    sim.Time
+	cqs    []*CQ // the CQs opened on this host, to map channel events back
+	sendFn func([]byte, string)
+}
+
+// AddHost adds a host. Host i (from 1) gets MAC 02:00:00:00:00:0i,
+// IPv4 10.0.0.i and IPv6 fd00::i; every host knows every other's MAC
+// (no ARP is simulated).
+func (w *World) AddHost(name string) *Host {
+	i := byte(len(w.hosts) + 1)
+	mac := wire.MAC{0x02, 0, 0, 0, 0, i}
+	v4 := netip.AddrFrom4([4]byte{10, 0, 0, i})
+	v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i})
+	h := &Host{w: w, name: name, due: sim.Never}
+	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
+	mtu := nic.MTU1024
+	for m := nic.MTU4096; m >= nic.MTU256; m-- {
+		if m.Bytes() <= w.cfg.Link.MTU-20-8-12-28-4 {
+			mtu = m
+			break
+		}
+	}
+	h.dev = nic.New(nic.Config{Name: "rxe0", MAC: mac, IPv4: v4, IPv6: v6, Profile: w.cfg.Profile,
+		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32})
+	h.dev.SetTrace(w.cfg.Trace)
+	h.node.SetReceiver(h)
+	for _, o := range w.hosts {
+		for _, g := range o.dev.GIDs() {
+			h.dev.AddNeighbour(g, o.dev.Config().MAC)
+		}
+		for _, g := range h.dev.GIDs() {
+			o.dev.AddNeighbour(g, mac)
+		}
+	}
+	h.Dev = &Device{h: h}
+	h.sendFn = h.send
+	w.hosts = append(w.hosts, h)
+	return h
+}
+
+// Name returns the host's name.
+func (h *Host) Name() string { return h.name }
+
+// Connect joins two hosts with a point-to-point link.
+func (w *World) Connect(a, b *Host) error {
+	_, err := w.fab.Connect(a.name+"-"+b.name, a.node.Port(0), b.node.Port(0), w.cfg.Link)
+	return err
+}
+
+// ConnectSwitch joins every host added so far to one switch named "sw".
+func (w *World) ConnectSwitch() error {
+	w.sw = w.fab.AddSwitch("sw", len(w.hosts))
+	for i, h := range w.hosts {
+		if _, err := w.fab.Connect(h.name+"-sw", h.node.Port(0), w.sw.Port(i), w.cfg.Link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Now returns the current virtual time.
+func (w *World) Now() sim.Time { return w.sched.Now() }
+
+// Scheduler returns the world's event queue, for workloads that schedule
+// their own steps.
+func (w *World) Scheduler() *sim.Scheduler { return w.sched }
+
+// Fabric returns the fabric, for its link statistics.
+func (w *World) Fabric() *fabric.Fabric { return w.fab }
+
+// Run runs the simulation until nothing is left to happen.
+func (w *World) Run() error { return w.sched.Run() }
+
+// RunFor runs the simulation for d of virtual time.
+func (w *World) RunFor(d sim.Duration) error { return w.sched.RunUntil(w.sched.Now().Add(d)) }
+
+// RunUntil runs until cond holds (checked after every event) or nothing is
+// left to happen; it reports whether cond held.
+func (w *World) RunUntil(cond func() bool) (bool, error) {
+	for !cond() {
+		if w.sched.Pending() == 0 {
+			return false, nil
+		}
+		if err := w.sched.RunUntil(w.sched.NextAt()); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// Receive is the host's fabric receiver: frames go to its device.
+func (h *Host) Receive(now sim.Time, port int, frame []byte) {
+	h.dev.Receive(now, frame)
+	h.pump()
+}
+
+// Fire runs the device's timers.
+func (h *Host) Fire(now sim.Time, _ uint64) {
+	h.due = sim.Never
+	h.dev.Advance(now)
+	h.pump()
+}
+
+// pump sends what the device built and re-arms its timer.
+func (h *Host) pump() {
+	if h.dev.Pending() > 0 {
+		h.dev.Drain(h.sendFn)
+	}
+	if due := h.dev.NextDeadline(); due != h.due {
+		h.timer.Cancel()
+		h.due = due
+		if due != sim.Never {
+			h.timer = h.w.sched.Schedule(due, h, 0)
+		}
+	}
+}
+
+func (h *Host) send(frame []byte, note string) {
+	if err := h.node.Send(0, frame, note); err != nil {
+		panic(fmt.Sprintf("verbs: host %s is not connected: %v", h.name, err))
+	}
+}
