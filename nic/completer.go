@@ -113,6 +113,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	}
 	r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 	d.completeHead(now, qp)
+	d.requesterRun(now, qp) // room for READ/ATOMIC or a fence may have opened
 	if r.next > 0 {
 		d.armAckTimer(now, qp)
 	} else {
@@ -130,9 +131,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 			return
 		}
 		if w.status != WCSuccess {
-			if qp.state != QPStateErr {
-				d.toError(now, qp, 0, false) // flush completes it with its own status
-			}
+			d.sendQueueError(now, qp)
 			return
 		}
 		d.completeSend(now, qp, w, WCSuccess)
@@ -150,7 +149,6 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 	if qp.state == QPStateSQD && r.next == 0 && qp.attr.EnSQDAsyncNotify {
 		d.raise(AsyncEvent{Type: EventSQDrained, QP: qp, Time: now})
 	}
-	d.requesterRun(now, qp)
 }
 
 // failHead fails the oldest outstanding WQE with st and moves the QP to ERR.
@@ -158,6 +156,34 @@ func (d *Device) failHead(now sim.Time, qp *QP, st WCStatus) {
 	w := qp.sq.at(0)
 	w.done, w.status = true, st
 	d.toError(now, qp, 0, false)
+}
+
+// sendQueueError handles a WQE that failed at the head of the send
+// queue: an RC QP goes to ERR (flushing both queues, the failed WQE with
+// its own status); a UC or UD QP goes to SQE (IBTA §10.3.1.4): the failed
+// WQE completes with its status, the rest of the send queue is flushed,
+// and receives go on.
+func (d *Device) sendQueueError(now sim.Time, qp *QP) {
+	if qp.init.Type == QPTypeRC {
+		if qp.state != QPStateErr {
+			d.toError(now, qp, 0, false) // flush completes it with its own status
+		}
+		return
+	}
+	if qp.state == QPStateErr || qp.state == QPStateSQE {
+		return
+	}
+	d.transition(now, qp, QPStateSQE)
+	for first := true; !qp.sq.empty(); first = false {
+		w := qp.sq.at(0)
+		st := WCWRFlushErr
+		if first {
+			st = w.status
+		}
+		d.completeSend(now, qp, w, st)
+		qp.sq.shift()
+	}
+	qp.req = requester{psn: qp.req.psn, highest: qp.req.highest}
 }
 
 // rewind points the requester at psn for go-back-N.

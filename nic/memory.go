@@ -39,8 +39,8 @@ const (
 	mrMaxIndex = 1<<24 - 1
 
 	// mrMaxMessage is the largest message a work request may describe
-	// (2^31 bytes, the limit rxe's validate_send_wr enforces), and the
-	// length an SGE of length 0 stands for.
+	// (2^31 bytes, the IBTA's largest message), and the length an SGE of
+	// length 0 stands for.
 	mrMaxMessage = 1 << 31
 
 	// mrAccessKnown are the access bits rocesim implements.
@@ -299,8 +299,9 @@ func (t *memTable) gatherAt(sges []SGE, off uint64, dst []byte) {
 		}
 		mr := t.mustLKey("gather", sges, i)
 		start := s.Addr - mr.Addr + off
-		c := copy(dst, mr.buf[start:start+(n-off)])
-		dst = dst[c:]
+		k := min(n-off, uint64(len(dst)))
+		copy(dst, mr.buf[start:start+k])
+		dst = dst[k:]
 		off = 0
 	}
 	if len(dst) != 0 {
@@ -326,8 +327,9 @@ func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
 		}
 		mr := t.mustLKey("scatter", sges, i)
 		start := s.Addr - mr.Addr + off
-		c := copy(mr.buf[start:start+(n-off)], src)
-		src = src[c:]
+		k := min(n-off, uint64(len(src)))
+		copy(mr.buf[start:start+k], src)
+		src = src[k:]
 		off = 0
 	}
 	if len(src) != 0 {

@@ -25,12 +25,13 @@ func memTestReg(t *testing.T, tab *memTable, pd *PD, n int, seed byte, access Ac
 	return mr
 }
 
-// memTestHuge returns an MR that claims length bytes without their being
-// allocated: resolve and remote read only Addr and Length, and gatherAt
-// and scatter skip an SGE wholly before their offset without touching it.
-func memTestHuge(t *testing.T, tab *memTable, pd *PD, length uint64) *MR {
+// memTestHuge returns an MR backed by real bytes that claims length
+// bytes: resolve and remote read only Addr and Length, and gather and
+// scatter touch only the bytes they copy, so a test can have a 2^31-byte
+// MR without allocating it.
+func memTestHuge(t *testing.T, tab *memTable, pd *PD, real int, length uint64) *MR {
 	t.Helper()
-	mr := memTestReg(t, tab, pd, 1, 0, AccessLocalWrite)
+	mr := memTestReg(t, tab, pd, real, 0, AccessLocalWrite)
 	mr.Length = length
 	tab.nextAddr += length // keep later MRs clear of the claimed range
 	return mr
@@ -237,12 +238,12 @@ func TestLookupUnknownKeys(t *testing.T) {
 func TestResolve(t *testing.T) {
 	tab := newMemTable(memTestBase)
 	pd, pdB := &PD{}, &PD{}
-	w := memTestReg(t, &tab, pd, 8192, 0, AccessLocalWrite) // writable
+	w := memTestReg(t, &tab, pd, 8192, 0, AccessLocalWrite)  // writable
 	r := memTestReg(t, &tab, pd, 4096, 0, AccessRemoteRead)  // not locally writable
 	o := memTestReg(t, &tab, pdB, 4096, 0, AccessLocalWrite) // other PD
 	gone := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite)
 	require.NoError(t, tab.deregister(gone))
-	huge := memTestHuge(t, &tab, pd, 3<<30)
+	huge := memTestHuge(t, &tab, pd, 1, 3<<30)
 
 	sge := func(mr *MR, off uint64, n uint32) SGE { return SGE{Addr: mr.Addr + off, Length: n, LKey: mr.LKey} }
 	tests := []struct {
@@ -337,14 +338,133 @@ func TestGatherScatter(t *testing.T) {
 }
 
 func TestGatherScatterZeroLengthSGE(t *testing.T) {
-	// An SGE of length 0 covers 2^31 bytes: the next SGE's bytes start at
-	// message offset 2^31.
+	// An SGE of length 0 covers 2^31 bytes, not none: gather and scatter
+	// reach into it.
 	tab := newMemTable(memTestBase)
 	pd := &PD{}
-	huge := memTestHuge(t, &tab, pd, 1<<31)
-	small := memTestReg(t, &tab, pd, 8, 1, AccessLocalWrite)
-	sges := []SGE{{Addr: huge.Addr, Length: 0, LKey: huge.LKey}, {Addr: small.Addr, Length: 8, LKey: small.LKey}}
+	huge := memTestHuge(t, &tab, pd, 16, 1<<31)
+	sges := []SGE{{Addr: huge.Addr, Length: 0, LKey: huge.LKey}}
 	total, st, msg := tab.resolve(pd, sges, true)
 	require.Equal(t, WCSuccess, st, msg)
-	require.Equal(t, uint64(1<<31+8), total-0) // 2^31 + 8 would be over the limit...
+	require.Equal(t, uint64(1<<31), total)
+
+	dst := make([]byte, 4)
+	tab.gatherAt(sges, 3, dst)
+	assert.Equal(t, []byte{3, 4, 5, 6}, dst)
+	tab.scatter(sges, 5, []byte("xy"))
+	assert.Equal(t, []byte("xy"), huge.Bytes()[5:7])
+}
+
+func TestGatherScatterMisusePanics(t *testing.T) {
+	tab := newMemTable(memTestBase)
+	pd := &PD{}
+	mr := memTestReg(t, &tab, pd, 8, 0, AccessLocalWrite)
+	sges := []SGE{{Addr: mr.Addr, Length: 8, LKey: mr.LKey}}
+
+	assert.PanicsWithValue(t, "nic: gather: 1 bytes asked beyond the end of the SGEs",
+		func() { tab.gather(sges, make([]byte, 9)) })
+	assert.PanicsWithValue(t, "nic: scatter: 2 bytes beyond the end of the SGEs",
+		func() { tab.scatter(sges, 7, make([]byte, 3)) })
+
+	// A WQE whose MR was deregistered after resolve: the caller must
+	// resolve again (and complete with LOC_PROT_ERR) instead of copying.
+	require.NoError(t, tab.deregister(mr))
+	want := "nic: gather: sge[0] (lkey 0x101) does not resolve; call resolve just before copying"
+	assert.PanicsWithValue(t, want, func() { tab.gather(sges, make([]byte, 8)) })
+	want = "nic: scatter: sge[0] (lkey 0x101) does not resolve; call resolve just before copying"
+	assert.PanicsWithValue(t, want, func() { tab.scatter(sges, 0, make([]byte, 8)) })
+}
+
+func TestRemote(t *testing.T) {
+	tab := newMemTable(memTestBase)
+	pd, pdB := &PD{}, &PD{}
+	wr := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite|AccessRemoteWrite)
+	rd := memTestReg(t, &tab, pd, 100, 0, AccessRemoteRead)
+	at := memTestReg(t, &tab, pd, 64, 0, AccessLocalWrite|AccessRemoteAtomic|AccessRemoteRead)
+	other := memTestReg(t, &tab, pdB, 64, 0, AccessLocalWrite|AccessRemoteWrite)
+	gone := memTestReg(t, &tab, pd, 64, 0, AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, tab.deregister(gone))
+
+	tests := []struct {
+		name   string
+		rkey   uint32
+		va     uint64
+		length uint64
+		need   AccessFlags
+		mr     *MR
+		msg    string
+	}{
+		{"write inside", wr.RKey, wr.Addr + 100, 200, AccessRemoteWrite, wr, ""},
+		{"write whole MR", wr.RKey, wr.Addr, 4096, AccessRemoteWrite, wr, ""},
+		{"read whole MR", rd.RKey, rd.Addr, 100, AccessRemoteRead, rd, ""},
+		{"atomic", at.RKey, at.Addr + 8, 8, AccessRemoteAtomic, at, ""},
+		{"unknown rkey", 0x1234, wr.Addr, 1, AccessRemoteWrite, nil, "rkey 0x1234 unknown"},
+		{"deregistered rkey", gone.RKey, gone.Addr, 1, AccessRemoteWrite, nil, "rkey 0x501 unknown"},
+		{"other PD", other.RKey, other.Addr, 1, AccessRemoteWrite, nil, "rkey 0x401: MR in another PD"},
+		{"lacks REMOTE_WRITE", rd.RKey, rd.Addr, 1, AccessRemoteWrite, nil, "rkey 0x201: MR lacks REMOTE_WRITE"},
+		{"lacks REMOTE_READ", wr.RKey, wr.Addr, 1, AccessRemoteRead, nil, "rkey 0x101: MR lacks REMOTE_READ"},
+		{"lacks REMOTE_ATOMIC", wr.RKey, wr.Addr, 8, AccessRemoteAtomic, nil, "rkey 0x101: MR lacks REMOTE_ATOMIC"},
+		{"local write is not remote write", at.RKey, at.Addr, 1, AccessRemoteWrite, nil, "MR lacks REMOTE_WRITE"},
+		{"past the end", wr.RKey, wr.Addr + 4000, 97, AccessRemoteWrite, nil,
+			"rkey 0x101: va range outside MR: 0x560000000fa0+97 not within 0x560000000000+4096"},
+		{"before the start", rd.RKey, rd.Addr - 8, 8, AccessRemoteRead, nil, "va range outside MR"},
+		{"address wraps", wr.RKey, math.MaxUint64 - 3, 8, AccessRemoteWrite, nil, "va range outside MR"},
+		{"longer than the MR", rd.RKey, rd.Addr, 101, AccessRemoteRead, nil, "va range outside MR"},
+		// IBTA C9-88: a zero-length READ or WRITE checks neither R_Key nor VA.
+		{"zero length, bogus rkey", 0xDEAD, 0, 0, AccessRemoteWrite, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mr, ok, msg := tab.remote(pd, tc.rkey, tc.va, tc.length, tc.need)
+			assert.Same(t, tc.mr, mr)
+			if tc.msg == "" {
+				assert.True(t, ok, msg)
+				assert.Empty(t, msg)
+			} else {
+				assert.False(t, ok)
+				assert.Contains(t, msg, tc.msg)
+			}
+		})
+	}
+}
+
+func TestAccessString(t *testing.T) {
+	tests := []struct {
+		a    AccessFlags
+		want string
+	}{
+		{0, "0"},
+		{AccessLocalWrite, "LOCAL_WRITE"},
+		{AccessRemoteWrite | AccessRemoteAtomic, "REMOTE_WRITE|REMOTE_ATOMIC"},
+		{AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic, "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC"},
+		{AccessRemoteRead | 1<<5, "REMOTE_READ|0x20"},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, accessString(tc.a))
+	}
+}
+
+func TestMemoryHotPathAllocs(t *testing.T) {
+	tab := newMemTable(memTestBase)
+	pd := &PD{}
+	a := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite|AccessRemoteWrite)
+	b := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite)
+	sges := []SGE{{Addr: a.Addr + 7, Length: 1500, LKey: a.LKey}, {Addr: b.Addr, Length: 2000, LKey: b.LKey}}
+	buf := make([]byte, 3500)
+	pkt := make([]byte, 1024)
+	checks := []struct {
+		name string
+		f    func()
+	}{
+		{"resolve", func() { tab.resolve(pd, sges, true) }},
+		{"gather", func() { tab.gather(sges, buf) }},
+		{"gatherAt", func() { tab.gatherAt(sges, 1024, pkt) }},
+		{"scatter", func() { tab.scatter(sges, 2048, pkt) }},
+		{"remote", func() { tab.remote(pd, a.RKey, a.Addr, 4096, AccessRemoteWrite) }},
+	}
+	for _, c := range checks {
+		assert.Zero(t, testing.AllocsPerRun(100, c.f), c.name)
+	}
+	tab.gather(sges, buf)
+	assert.True(t, bytes.Equal(buf[2048:3072], pkt), "scatter wrote where gather reads")
 }

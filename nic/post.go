@@ -111,7 +111,9 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		}
 	}
 	if qp.state == QPStateErr || qp.state == QPStateSQE {
-		w.status, w.done = WCWRFlushErr, true
+		// Accepted, and flushed at once: the queue holds nothing else.
+		d.completeSend(now, qp, w, WCWRFlushErr)
+		qp.sq.size--
 	}
 	return nil
 }

@@ -340,9 +340,12 @@ func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
 	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false)
 }
 
-// pushCQE adds wc to cq. On overflow the CQ raises CQ_ERR and the QP goes
-// to ERR (both profiles); under the rxe profile a send-side completion is
-// then lost silently, as the kernel driver loses it.
+// pushCQE adds wc to cq. On overflow the CQ raises CQ_ERR (once) and the
+// completion is lost. What happens to the QP depends on the profile: IBTA
+// (spec) moves every QP feeding the CQ to ERR; rxe does so only for a
+// receive completion (its responder fails the QP) and loses a send-side
+// completion silently, leaving the QP running (rxe_comp.c ignores the
+// failure of rxe_cq_post).
 func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool) {
 	d.traceCompletion(now, qp, wc)
 	if cq.push(wc, solicited) {
@@ -351,6 +354,9 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bo
 	if !cq.errRaised {
 		cq.errRaised = true
 		d.raise(AsyncEvent{Type: EventCQErr, CQ: cq, Time: now})
+	}
+	if send && d.cfg.Profile == ProfileRXE {
+		return
 	}
 	if qp.state != QPStateErr {
 		d.transition(now, qp, QPStateErr)

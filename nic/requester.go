@@ -86,7 +86,12 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	for r.next < qp.sq.size {
 		w := qp.sq.at(r.next)
 		if w.done && w.status != WCSuccess {
-			break // completes with its error at the head
+			// It completes with its error once it is the oldest WQE.
+			if r.next == 0 {
+				d.sendQueueError(now, qp)
+				return
+			}
+			break
 		}
 		rdAtomic := w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
 		if !w.started {

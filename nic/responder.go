@@ -107,6 +107,9 @@ func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
 	default:
 		return
 	}
+	if qp.state == QPStateErr {
+		return // the receive completion overflowed its CQ: no ACK (rxe: RESPST_ERR_CQ_OVERFLOW)
+	}
 	r.epsn = r.epsn.Next()
 	if info.Position == wire.PosLast || info.Position == wire.PosOnly {
 		r.msn = (r.msn + 1) & wire.PSNMask

@@ -22,29 +22,18 @@ func ExampleHost_GetDeviceList() {
 
 // endpoint is one side of an RC connection, set up as a C program would.
 type endpoint struct {
-	ctx  *verbs.Context
-	pd   *verbs.PD
-	cq   *verbs.CQ
-	qp   *verbs.QP
-	buf  []byte
-	mr   *verbs.MR
-	psn  uint32
-	gid  string
-	info connInfo
-}
-
-// connInfo is what two programs exchange out of band (over TCP in real
-// life) to connect RC QPs: QPN, PSN, GID, and here the buffer to WRITE into.
-type connInfo struct {
-	qpn  uint32
-	psn  uint32
-	ctx  *verbs.Context
-	addr uint64
-	rkey uint32
+	ctx   *verbs.Context
+	pd    *verbs.PD
+	cq    *verbs.CQ
+	qp    *verbs.QP
+	buf   []byte
+	mr    *verbs.MR
+	psn   uint32
+	retry uint8 // retry_cnt at RTS
 }
 
 func setup(h *verbs.Host, psn uint32) *endpoint {
-	e := &endpoint{psn: psn}
+	e := &endpoint{psn: psn, retry: 7}
 	e.ctx, _ = h.GetDeviceList()[0].Open()
 	e.pd, _ = e.ctx.AllocPD()
 	e.cq, _ = e.ctx.CreateCQ(16, nil, 0)
@@ -71,7 +60,7 @@ func (e *endpoint) connect(peer *endpoint) error {
 		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
 		return err
 	}
-	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: e.psn, MaxRdAtomic: 1}
+	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: 14, RetryCnt: e.retry, RNRRetry: 7, SQPSN: e.psn, MaxRdAtomic: 1}
 	return e.qp.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
 		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic)
 }
