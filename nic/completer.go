@@ -223,6 +223,10 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
 		off := uint64(psn.Diff(w.firstPSN)) * uint64(qp.pmtu())
+		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
+			d.failHead(now, qp, WCLocProtErr)
+			return
+		}
 		d.mem.scatter(w.sges, off, p.Payload)
 		if p.Info.Position == wire.PosLast || p.Info.Position == wire.PosOnly {
 			w.done = true
@@ -247,6 +251,10 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 			return
 		}
 		d.ackUpTo(now, qp, psn, false)
+		if !d.memStillValid(qp, w.sges, true) {
+			d.failHead(now, qp, WCLocProtErr)
+			return
+		}
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], p.AtomicAckETH.OrigRemoteData())
 		d.mem.scatter(w.sges, 0, b[:])

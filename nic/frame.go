@@ -1,10 +1,6 @@
 package nic
 
-import (
-	"net/netip"
-
-	"github.com/rocesim/rocesim/wire"
-)
+import "github.com/rocesim/rocesim/wire"
 
 // frameTo fills the outer headers of f for a packet from qp to the
 // address vector av: MACs from the neighbour table, the source GID of the
@@ -54,13 +50,4 @@ func (d *Device) emit(f *wire.Frame, note string) {
 	}
 	d.outbox.push(buf, n, note)
 	d.counters.Add(CounterSentPkts, 1)
-}
-
-// addrFamilyOK reports whether the device has a source address of the
-// destination's family.
-func (d *Device) addrFamilyOK(dgid netip.Addr) bool {
-	if dgid.Unmap().Is4() {
-		return d.cfg.IPv4.IsValid()
-	}
-	return d.cfg.IPv6.IsValid()
 }

@@ -112,7 +112,9 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 			r.psn = w.firstPSN.Add(w.npkts)
 		} else {
 			for r.pkt < w.npkts {
-				d.sendPacket(now, qp, w, r.pkt)
+				if !d.sendPacket(now, qp, w, r.pkt) {
+					return
+				}
 				r.pkt++
 				r.psn = r.psn.Next()
 			}
@@ -147,8 +149,9 @@ func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 // ackTimeout decodes the 5-bit local ACK timeout.
 func ackTimeout(code uint8) sim.Duration { return sim.Duration(4096) << (code & 31) }
 
-// sendPacket sends packet i of a SEND or WRITE WQE.
-func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) {
+// sendPacket sends packet i of a SEND or WRITE WQE; false if the WQE
+// failed instead (its memory was deregistered since the post).
+func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	var f wire.Frame
 	av, dest := &qp.attr.AHAttr, qp.attr.DestQPNum
 	if qp.init.Type == QPTypeUD {
@@ -164,6 +167,9 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) {
 	payload := d.scratch[:n]
 	if w.isInline {
 		copy(payload, w.inline[off:off+n])
+	} else if !d.memStillValid(qp, w.sges, false) {
+		d.localProtErr(now, qp, w)
+		return false
 	} else {
 		d.mem.gatherAt(w.sges, off, payload)
 	}
@@ -195,6 +201,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) {
 		}
 	}
 	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+	return true
 }
 
 // sendRdAtomic sends the request of a READ or an atomic, from the first

@@ -197,6 +197,13 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		d.remoteError(now, qp, nak, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
+	if !d.memStillValid(qp, w.sges, true) {
+		// The receive buffer was deregistered while in use.
+		d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCLocProtErr, Opcode: WCRecv, QPNum: qp.num}, false)
+		qp.doneRecv()
+		d.remoteError(now, qp, wire.NAKRemoteOperation, p.BTH.PSN(), EventQPFatal)
+		return false
+	}
 	d.mem.scatter(w.sges, r.off, p.Payload)
 	r.off += uint64(len(p.Payload))
 	if pos == wire.PosLast || pos == wire.PosOnly {
@@ -245,8 +252,16 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		}
 		r.rwqe = w
 	}
-	start := r.wva - r.wmr.Addr + r.off
-	copy(r.wmr.buf[start:start+uint64(len(p.Payload))], p.Payload)
+	if len(p.Payload) > 0 {
+		if r.wmr == nil || r.wmr.dead {
+			// A zero-length WRITE FIRST (no MR checked) followed by data,
+			// or the target deregistered mid-message.
+			d.remoteError(now, qp, wire.NAKRemoteAccess, p.BTH.PSN(), EventQPAccessErr)
+			return false
+		}
+		start := r.wva - r.wmr.Addr + r.off
+		copy(r.wmr.buf[start:start+uint64(len(p.Payload))], p.Payload)
+	}
 	r.off += uint64(len(p.Payload))
 	if pos == wire.PosLast || pos == wire.PosOnly {
 		r.inWrite = false

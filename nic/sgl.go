@@ -1,5 +1,7 @@
 package nic
 
+import "github.com/rocesim/rocesim/sim"
+
 // peek returns the bytes an SGE names, for inline data: they must lie in
 // a registered MR (rocesim has no other memory), whose access flags are
 // not checked, as the NIC never reads inline data from memory itself.
@@ -11,4 +13,20 @@ func (t *memTable) peek(s SGE) []byte {
 	}
 	start := s.Addr - mr.Addr
 	return mr.buf[start : start+uint64(s.Length)]
+}
+
+// memStillValid re-checks a WQE's SGEs before the device touches them:
+// the user may have deregistered an MR since the post (rxe then completes
+// with LOC_PROT_ERR rather than touch freed memory).
+func (d *Device) memStillValid(qp *QP, sges []SGE, needWrite bool) bool {
+	_, st, _ := d.mem.resolve(qp.pd, sges, needWrite)
+	return st == WCSuccess
+}
+
+// localProtErr fails a send WQE whose memory went away mid-message.
+func (d *Device) localProtErr(now sim.Time, qp *QP, w *sendWQE) {
+	w.done, w.status = true, WCLocProtErr
+	if qp.sq.at(0) == w {
+		d.sendQueueError(now, qp)
+	}
 }
