@@ -33,6 +33,7 @@ type ParseError struct {
 	Msg       string
 }
 
+// Error returns the message.
 func (e *ParseError) Error() string {
 	return strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col) + ": " + e.Msg
 }

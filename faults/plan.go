@@ -225,6 +225,7 @@ type RuleError struct {
 	Msg  string
 }
 
+// Error returns the message.
 func (e *RuleError) Error() string { return "faults: rule " + strconv.Itoa(e.Rule) + ": " + e.Msg }
 
 // Validate checks a plan built in Go: every rule has exactly one verb, the

@@ -31,6 +31,7 @@ const (
 	ProfileSpec                // what IBTA vol. 1 says
 )
 
+// String returns the name of the Profile, for traces and messages.
 func (p Profile) String() string {
 	if p == ProfileSpec {
 		return "spec"
@@ -332,6 +333,7 @@ type Error struct {
 	Msg   string
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.Msg + " (" + e.Errno.Error() + ")" }
 
 // Unwrap returns the errno.

@@ -38,6 +38,7 @@ type responder struct {
 	epsn    wire.PSN // expected PSN
 	msn     uint32   // message sequence number (24 bits)
 	nakSent bool     // a PSN sequence NAK is out for the current gap
+	commEst bool     // COMM_EST raised
 	// The message in progress.
 	inSend, inWrite bool
 	ucDrop          bool // UC: dropping the rest of a broken message
@@ -68,6 +69,11 @@ func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	info := p.Info
+	if qp.state == QPStateRTR && !r.commEst {
+		// IBTA §11.6.3: the first packet a QP receives in RTR.
+		r.commEst = true
+		d.raise(AsyncEvent{Type: EventCommEst, QP: qp, Time: now})
+	}
 	if qp.init.Type == QPTypeUC {
 		d.receiveUC(now, qp, p)
 		return

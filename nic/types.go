@@ -19,6 +19,7 @@ const (
 	QPTypeUD QPType = 4
 )
 
+// String returns the name of the QPType, for traces and messages.
 func (t QPType) String() string {
 	switch t {
 	case QPTypeRC:
@@ -47,6 +48,7 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String returns the name of the QPState, for traces and messages.
 func (s QPState) String() string {
 	if int(s) < len(qpStateNames) {
 		return qpStateNames[s]
@@ -194,6 +196,7 @@ const (
 var wrOpcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
 	"ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
+// String returns the name of the WROpcode, for traces and messages.
 func (o WROpcode) String() string {
 	if int(o) < len(wrOpcodeNames) {
 		return "IBV_WR_" + wrOpcodeNames[o]

@@ -302,3 +302,69 @@ func TestRegMRAccessRules(t *testing.T) {
 	require.NoError(t, mr2.Dereg())
 	require.NoError(t, pd.Dealloc())
 }
+
+// TestDeregisteredInFlight: the sender's MR is deregistered while its
+// SEND waits for a retransmission; the retransmission fails with
+// LOC_PROT_ERR instead of touching the memory (no panic).
+func TestDeregisteredInFlight(t *testing.T) {
+	plan, err := faults.Parse("drop src=a tx=1\n")
+	require.NoError(t, err)
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan})
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 64)})
+	require.NoError(t, err)
+	require.NoError(t, a.mr.Dereg())
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"2:IBV_WC_LOC_PROT_ERR"}, summary(pollAll(a.cq)))
+	assert.Equal(t, verbs.QPStateErr, a.qp.State())
+}
+
+// TestZeroLengthWrite: an RDMA WRITE of 0 bytes needs no valid R_Key and
+// completes at the sender.
+func TestZeroLengthWrite(t *testing.T) {
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1})
+	_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RKey: 0xdead}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"3:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+}
+
+// TestAsyncEventsAndSRQLimit: COMM_EST when an RTR QP gets its first
+// packet; SRQ_LIMIT_REACHED once when an armed SRQ falls below its limit.
+func TestAsyncEventsAndSRQLimit(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	srq, err := b.pd.CreateSRQ(verbs.SRQAttr{MaxWR: 8, MaxSGE: 1})
+	require.NoError(t, err)
+	b.qp, err = b.pd.CreateQP(verbs.QPInitAttr{SendCQ: b.cq, RecvCQ: b.cq, SRQ: srq, Type: verbs.QPTypeRC,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	require.NoError(t, err)
+	require.NoError(t, a.connect(b))
+	bring(t, b, a, verbs.QPStateRTR)
+	for i := range uint64(4) {
+		_, err := srq.PostRecv([]verbs.RecvWR{recvWR(10+i, b)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, srq.Modify(verbs.SRQAttr{SRQLimit: 3}, verbs.SRQAttrLimit))
+	for i := range uint64(3) {
+		_, err := a.qp.PostSend([]verbs.SendWR{sendWR(i, a, 8)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Run())
+	var evs []string
+	for {
+		ev, ok := b.ctx.GetAsyncEvent()
+		if !ok {
+			break
+		}
+		evs = append(evs, ev.Type.String())
+	}
+	assert.Equal(t, []string{"COMM_EST", "SRQ_LIMIT_REACHED"}, evs)
+	assert.Equal(t, []string{"10:IBV_WC_SUCCESS", "11:IBV_WC_SUCCESS", "12:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+	// Destroying what is in use: EBUSY.
+	assert.True(t, errors.Is(srq.Destroy(), syscall.EBUSY))
+	assert.True(t, errors.Is(b.cq.Destroy(), syscall.EBUSY))
+}

@@ -113,6 +113,9 @@ const (
 
 	ProfileRXE  = nic.ProfileRXE
 	ProfileSpec = nic.ProfileSpec
+
+	SRQAttrMaxWR = nic.SRQAttrMaxWR
+	SRQAttrLimit = nic.SRQAttrLimit
 )
 
 // Device is an RDMA device as ibv_get_device_list lists it.

@@ -68,6 +68,7 @@ const (
 
 var nakNames = [...]string{"PSN sequence error", "invalid request", "remote access error", "remote operational error", "invalid RD request"}
 
+// String returns the name of the NAKCode, for traces and messages.
 func (c NAKCode) String() string {
 	if int(c) < len(nakNames) {
 		return nakNames[c]

@@ -57,6 +57,7 @@ type Error struct {
 	msg  string
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.msg }
 
 // Decode and encode errors. Each is a distinct *Error; compare with errors.Is.

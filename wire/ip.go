@@ -25,6 +25,7 @@ const (
 // MAC is an Ethernet address, held by value so that frames carry no pointers.
 type MAC [6]byte
 
+// String returns the name of the MAC, for traces and messages.
 func (m MAC) String() string {
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
 }

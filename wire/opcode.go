@@ -71,6 +71,7 @@ const (
 
 var transportNames = [...]string{"RC", "UC", "RD", "UD", "CNP", "RESERVED5", "RESERVED6", "RESERVED7"}
 
+// String returns the name of the Transport, for traces and messages.
 func (t Transport) String() string { return transportNames[t&7] }
 
 // Headers is a set of extension headers an opcode carries, plus whether it
@@ -103,6 +104,7 @@ const (
 
 var positionNames = [...]string{"ONLY", "FIRST", "MIDDLE", "LAST"}
 
+// String returns the name of the Position, for traces and messages.
 func (p Position) String() string { return positionNames[p&3] }
 
 // Kind is the operation an opcode belongs to, independent of transport and
@@ -125,6 +127,7 @@ const (
 
 var kindNames = [...]string{"INVALID", "SEND", "WRITE", "READ_REQUEST", "READ_RESPONSE", "ACK", "ATOMIC_ACK", "COMPARE_SWAP", "FETCH_ADD", "CNP"}
 
+// String returns the name of the Kind, for traces and messages.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]

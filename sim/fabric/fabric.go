@@ -169,6 +169,7 @@ func (p *Port) GIDs() []netip.Addr {
 	return g
 }
 
+// String returns the name of the Port, for traces and messages.
 func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.index) }
 
 // Send puts frame on the wire from port: it is copied, judged by the fault
