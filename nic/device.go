@@ -139,6 +139,7 @@ type Device struct {
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
 	rxErrors  [wire.NumErrorCodes]uint64
 	qkeyDrops uint64 // UD datagrams with the wrong Q_Key
+	portDown  bool
 }
 
 // RxErrors returns how many received frames were dropped as malformed,
@@ -201,7 +202,11 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 	if port != 1 {
 		return PortAttr{}, errno(syscall.EINVAL, "query_port: port %d does not exist (the device has port 1)", port)
 	}
-	return PortAttr{State: "ACTIVE", MaxMTU: d.cfg.PathMTUMax, ActiveMTU: d.cfg.PathMTUMax,
+	state := "ACTIVE"
+	if d.portDown {
+		state = "DOWN"
+	}
+	return PortAttr{State: state, MaxMTU: d.cfg.PathMTUMax, ActiveMTU: d.cfg.PathMTUMax,
 		GIDTblLen: len(d.GIDs()), PKeyTblLen: 1, LinkLayer: "Ethernet"}, nil
 }
 
@@ -238,6 +243,23 @@ func (d *Device) QueryPKey(port, index int) (uint16, error) {
 // AddNeighbour tells the device which MAC a peer GID lives at (ARP and
 // neighbour discovery are not simulated).
 func (d *Device) AddNeighbour(gid netip.Addr, mac wire.MAC) { d.nbr[gid.Unmap()] = mac }
+
+// SetPortState tells the device its link went down or came back up: it
+// raises PORT_ERR or PORT_ACTIVE and counts link_downed, as rxe does when
+// its netdev loses carrier. Traffic itself is not stopped here: a down
+// link loses frames in the fabric, and the transport's timers react.
+func (d *Device) SetPortState(now sim.Time, up bool) {
+	if up == !d.portDown {
+		return
+	}
+	d.portDown = !up
+	if up {
+		d.raise(AsyncEvent{Type: EventPortActive, Port: 1, Time: now})
+		return
+	}
+	d.counters.Add(CounterLinkDowned, 1)
+	d.raise(AsyncEvent{Type: EventPortErr, Port: 1, Time: now})
+}
 
 // Counters returns the port counters.
 func (d *Device) Counters() *Counters { return &d.counters }

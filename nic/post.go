@@ -97,17 +97,17 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	} else {
 		w.sges = append(sges, wr.SGList...)
 		needWrite := wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd
-		total, st, _ := d.mem.resolve(qp.pd, w.sges, needWrite)
+		total, st, why := d.mem.resolve(qp.pd, w.sges, needWrite)
 		w.length = total
 		switch {
 		case st != WCSuccess:
-			w.status, w.done = st, true
+			w.status, w.done, w.why = st, true, why
 		case (wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd) && total != 8:
-			w.status, w.done = WCLocLenErr, true
+			w.status, w.done, w.why = WCLocLenErr, true, "post_send: atomic sg_list holds "+itoa(int(total))+" bytes, not 8"
 		case total > maxMsg:
-			w.status, w.done = WCLocLenErr, true
+			w.status, w.done, w.why = WCLocLenErr, true, "post_send: message of "+itoa(int(total))+" bytes over 2^31"
 		case t == QPTypeUD && total > uint64(d.cfg.PathMTUMax.Bytes()):
-			w.status, w.done = WCLocLenErr, true
+			w.status, w.done, w.why = WCLocLenErr, true, "post_send: UD message of "+itoa(int(total))+" bytes over the path MTU"
 		}
 	}
 	if qp.state == QPStateErr || qp.state == QPStateSQE {
@@ -140,7 +140,7 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		w := qp.rq.grow()
 		sges := w.sges[:0]
 		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
-		w.length, w.status, _ = d.mem.resolve(qp.pd, w.sges, true)
+		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, true)
 		if qp.state == QPStateErr {
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
 			qp.rq.size--

@@ -50,6 +50,7 @@ type sendWQE struct {
 	firstPSN wire.PSN
 	npkts    uint32
 	status   WCStatus // a local error found at post time (completes in order)
+	why      string   // what the post-time check found, for the trace
 	done     bool     // acknowledged (or failed); completes when it reaches the head
 }
 
@@ -59,6 +60,7 @@ type recvWQE struct {
 	sges   []SGE
 	length uint64
 	status WCStatus
+	why    string // what the post-time check found, for the trace
 }
 
 // ring is a fixed-capacity FIFO whose slots keep their storage.
@@ -332,12 +334,21 @@ func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
 			wc.ByteLen = 8
 		}
 	}
-	d.pushCQE(now, qp, qp.init.SendCQ, wc, false, true)
+	why := ""
+	if st != WCSuccess && st != WCWRFlushErr {
+		why = w.why
+	}
+	d.pushCQE(now, qp, qp.init.SendCQ, wc, false, true, why)
 }
 
 // completeRecv posts a receive completion.
 func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
-	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false)
+	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false, "")
+}
+
+// completeRecvErr posts a failed receive completion saying why.
+func (d *Device) completeRecvErr(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why string) {
+	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: w.wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false, false, why)
 }
 
 // pushCQE adds wc to cq. On overflow the CQ raises CQ_ERR (once) and the
@@ -346,8 +357,8 @@ func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
 // receive completion (its responder fails the QP) and loses a send-side
 // completion silently, leaving the QP running (rxe_comp.c ignores the
 // failure of rxe_cq_post).
-func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool) {
-	d.traceCompletion(now, qp, wc)
+func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool, why string) {
+	d.traceCompletion(now, qp, wc, why)
 	if cq.push(wc, solicited) {
 		return
 	}

@@ -190,11 +190,11 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	w := r.rwqe
 	if w.status != WCSuccess || r.off+uint64(len(p.Payload)) > w.length {
-		st := w.status
+		st, why := w.status, w.why
 		if st == WCSuccess {
-			st = WCLocLenErr
+			st, why = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes"
 		}
-		d.completeRecv(now, qp, WC{WRID: w.wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false)
+		d.completeRecvErr(now, qp, w, st, why)
 		qp.doneRecv()
 		nak := wire.NAKRemoteOperation
 		if st == WCLocProtErr {
@@ -205,7 +205,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	if !d.memStillValid(qp, w.sges, true) {
 		// The receive buffer was deregistered while in use.
-		d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCLocProtErr, Opcode: WCRecv, QPNum: qp.num}, false)
+		d.completeRecvErr(now, qp, w, WCLocProtErr, "receive buffer deregistered while in use")
 		qp.doneRecv()
 		d.remoteError(now, qp, wire.NAKRemoteOperation, p.BTH.PSN(), EventQPFatal)
 		return false

@@ -16,7 +16,7 @@ func (d *Device) traceState(now sim.Time, qp *QP, from, to QPState) {
 }
 
 // traceCompletion records a completion.
-func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC) {
+func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC, why string) {
 	if !d.trace.Enabled() {
 		return
 	}
@@ -27,6 +27,9 @@ func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC) {
 	}
 	if wc.WCFlags&WCFlagWithImm != 0 {
 		f = append(f, sim.Field{Key: "imm", Value: "0x" + strconv.FormatUint(uint64(wc.ImmData), 16)})
+	}
+	if why != "" {
+		f = append(f, sim.Field{Key: "why", Value: why})
 	}
 	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Name, QPN: qp.num, HasQPN: true, Kind: "completion", Fields: f})
 }

@@ -368,3 +368,57 @@ func TestAsyncEventsAndSRQLimit(t *testing.T) {
 	assert.True(t, errors.Is(srq.Destroy(), syscall.EBUSY))
 	assert.True(t, errors.Is(b.cq.Destroy(), syscall.EBUSY))
 }
+
+// TestPortEvents: a link taken down by the fault plan raises PORT_ERR on
+// the hosts at its ends and PORT_ACTIVE when it comes back.
+func TestPortEvents(t *testing.T) {
+	plan, err := faults.Parse("down link=a-b from=10us to=20us\n")
+	require.NoError(t, err)
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan})
+	require.NoError(t, w.RunFor(15*sim.Microsecond))
+	port, _ := a.ctx.QueryPort(1)
+	assert.Equal(t, "DOWN", port.State)
+	require.NoError(t, w.Run())
+	var evs []string
+	for {
+		ev, ok := a.ctx.GetAsyncEvent()
+		if !ok {
+			break
+		}
+		evs = append(evs, ev.Type.String())
+	}
+	assert.Equal(t, []string{"PORT_ERR", "PORT_ACTIVE"}, evs)
+	n, _ := a.ctx.Counters().Get("link_downed")
+	assert.Equal(t, uint64(1), n)
+}
+
+// TestAtomicLength: an atomic whose local buffer is not 8 bytes completes
+// with LOC_LEN_ERR.
+func TestAtomicLength(t *testing.T) {
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1})
+	_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: 0, RKey: 1,
+		SGList: []verbs.SGE{a.mr.SGE(0, 16)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"4:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(a.cq)))
+}
+
+// TestCompletionErrorsSayWhy: a completion error found by the memory
+// check names the SGE and key at fault in the trace.
+func TestCompletionErrorsSayWhy(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	bad := a.mr.SGE(0, 8)
+	bad.LKey ^= 0x700
+	_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 9, Opcode: verbs.WRSend, SGList: []verbs.SGE{bad}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	var why string
+	for _, e := range tr.Events() {
+		if e.Kind == "completion" {
+			why, _ = e.Get("why")
+		}
+	}
+	assert.Contains(t, why, "sge[0]")
+	assert.Contains(t, why, fmt.Sprintf("%#x", bad.LKey))
+}

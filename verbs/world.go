@@ -46,9 +46,10 @@ func NewWorld(cfg WorldConfig) *World {
 		cfg.Link = fabric.DefaultLinkConfig()
 	}
 	s := sim.NewScheduler()
-	f := fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
-		Rand: sim.NewSeeds(cfg.Seed).Stream("faults")})
-	return &World{cfg: cfg, sched: s, fab: f}
+	w := &World{cfg: cfg, sched: s}
+	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
+		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged})
+	return w
 }
 
 // Host is a machine in the world with one RDMA device ("rxe0").
@@ -97,6 +98,16 @@ func (w *World) AddHost(name string) *Host {
 	h.sendFn = h.send
 	w.hosts = append(w.hosts, h)
 	return h
+}
+
+// linkChanged tells the devices at the ends of a link that went down or up.
+func (w *World) linkChanged(now sim.Time, link string, up bool) {
+	for _, h := range w.hosts {
+		if l := h.node.Port(0).Link(); l != nil && l.Name() == link {
+			h.dev.SetPortState(now, up)
+			h.pump()
+		}
+	}
 }
 
 // Name returns the host's name.

@@ -37,6 +37,9 @@ type Config struct {
 	// Rand is the stream the plan's probabilistic rules draw from (the
 	// "faults" stream of the simulation's sim.Seeds).
 	Rand *rand.Rand
+	// LinkHook, if set, is told when the plan takes a link down or up, so
+	// the NICs at its ends can report their port state.
+	LinkHook func(now sim.Time, link string, up bool)
 }
 
 // Errors.
@@ -69,6 +72,7 @@ type Fabric struct {
 	delayH   delayHandler
 	changesH changeHandler
 	changes  []faults.LinkChange
+	linkHook func(now sim.Time, link string, up bool)
 }
 
 // New returns an empty fabric.
@@ -77,11 +81,12 @@ func New(cfg Config) *Fabric {
 		panic("fabric: Config.Sched is required")
 	}
 	f := &Fabric{
-		sched: cfg.Sched,
-		trace: cfg.Trace,
-		tap:   cfg.Tap,
-		inj:   faults.NewInjector(cfg.Plan, cfg.Rand),
-		byMAC: map[wire.MAC]*Port{},
+		sched:    cfg.Sched,
+		trace:    cfg.Trace,
+		tap:      cfg.Tap,
+		inj:      faults.NewInjector(cfg.Plan, cfg.Rand),
+		byMAC:    map[wire.MAC]*Port{},
+		linkHook: cfg.LinkHook,
 	}
 	f.delayH.f = f
 	f.changesH.f = f

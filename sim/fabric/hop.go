@@ -143,9 +143,12 @@ func (f *Fabric) requeue(d *direction, b *frameBuf) {
 // changeHandler traces link state changes of the fault plan as they happen.
 type changeHandler struct{ f *Fabric }
 
-// Fire traces change number arg.
+// Fire traces change number arg and tells the LinkHook.
 func (h *changeHandler) Fire(now sim.Time, arg uint64) {
 	c := h.f.changes[arg]
+	if h.f.linkHook != nil && !c.Partition {
+		h.f.linkHook(now, c.Link, c.Up)
+	}
 	if !h.f.trace.Enabled() {
 		return
 	}
