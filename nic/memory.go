@@ -287,26 +287,7 @@ func (t *memTable) gather(sges []SGE, dst []byte) { t.gatherAt(sges, 0, dst) }
 // off+len(dst) is within the total; it panics otherwise, a bug of the
 // caller. It does not allocate.
 func (t *memTable) gatherAt(sges []SGE, off uint64, dst []byte) {
-	for i := range sges {
-		if len(dst) == 0 {
-			return
-		}
-		s := &sges[i]
-		n := sgeBytes(s)
-		if off >= n {
-			off -= n
-			continue
-		}
-		mr := t.mustLKey("gather", sges, i)
-		start := s.Addr - mr.Addr + off
-		k := min(n-off, uint64(len(dst)))
-		copy(dst, mr.buf[start:start+k])
-		dst = dst[k:]
-		off = 0
-	}
-	if len(dst) != 0 {
-		panic(fmt.Sprintf("nic: gather: %d bytes asked beyond the end of the SGEs", len(dst)))
-	}
+	t.copyAt("gather", sges, off, dst, false)
 }
 
 // scatter copies src into the SGEs, starting at byte off of the message:
@@ -315,8 +296,13 @@ func (t *memTable) gatherAt(sges []SGE, off uint64, dst []byte) {
 // is within the total; it panics otherwise, a bug of the caller. It does
 // not allocate.
 func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
+	t.copyAt("scatter", sges, off, src, true)
+}
+
+// copyAt moves buf to (toMem) or from the message at byte off.
+func (t *memTable) copyAt(op string, sges []SGE, off uint64, buf []byte, toMem bool) {
 	for i := range sges {
-		if len(src) == 0 {
+		if len(buf) == 0 {
 			return
 		}
 		s := &sges[i]
@@ -325,15 +311,19 @@ func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
 			off -= n
 			continue
 		}
-		mr := t.mustLKey("scatter", sges, i)
+		mr := t.mustLKey(op, sges, i)
 		start := s.Addr - mr.Addr + off
-		k := min(n-off, uint64(len(src)))
-		copy(mr.buf[start:start+k], src)
-		src = src[k:]
+		k := min(n-off, uint64(len(buf)))
+		if toMem {
+			copy(mr.buf[start:start+k], buf)
+		} else {
+			copy(buf, mr.buf[start:start+k])
+		}
+		buf = buf[k:]
 		off = 0
 	}
-	if len(src) != 0 {
-		panic(fmt.Sprintf("nic: scatter: %d bytes beyond the end of the SGEs", len(src)))
+	if len(buf) != 0 {
+		panic(fmt.Sprintf("nic: %s: %d bytes beyond the end of the SGEs", op, len(buf)))
 	}
 }
 
