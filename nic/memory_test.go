@@ -361,7 +361,7 @@ func TestGatherScatterMisusePanics(t *testing.T) {
 	mr := memTestReg(t, &tab, pd, 8, 0, AccessLocalWrite)
 	sges := []SGE{{Addr: mr.Addr, Length: 8, LKey: mr.LKey}}
 
-	assert.PanicsWithValue(t, "nic: gather: 1 bytes asked beyond the end of the SGEs",
+	assert.PanicsWithValue(t, "nic: gather: 1 bytes beyond the end of the SGEs",
 		func() { tab.gather(sges, make([]byte, 9)) })
 	assert.PanicsWithValue(t, "nic: scatter: 2 bytes beyond the end of the SGEs",
 		func() { tab.scatter(sges, 7, make([]byte, 3)) })
