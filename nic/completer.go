@@ -49,6 +49,7 @@ func (d *Device) receiveResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		syn := p.AETH.Syndrome()
 		switch {
 		case syn.IsACK():
+			r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 			d.ackUpTo(now, qp, psn, true)
 		case syn.IsRNRNAK():
 			d.counters.Add(CounterRcvdRNRErr, 1)
@@ -93,7 +94,9 @@ func (d *Device) receiveResponse(now sim.Time, qp *QP, p *wire.Packet) {
 
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
 // before psn (inclusive when incl, else strictly before), completes from
-// the head and restarts or stops the ACK timer.
+// the head and restarts or stops the ACK timer. The retry counters are
+// reset by the callers that carry a positive acknowledgement (an ACK, a
+// READ response, an atomic ACK), not by NAKs.
 func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	r := &qp.req
 	for i := 0; i < r.next; i++ {
@@ -111,7 +114,6 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 		}
 		break
 	}
-	r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 	d.completeHead(now, qp)
 	d.requesterRun(now, qp) // room for READ/ATOMIC or a fence may have opened
 	if r.next > 0 {
@@ -221,6 +223,7 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRRDMARead {
 			return
 		}
+		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
 		off := uint64(psn.Diff(w.firstPSN)) * uint64(qp.pmtu())
 		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
@@ -250,6 +253,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd {
 			return
 		}
+		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, psn, false)
 		if !d.memStillValid(qp, w.sges, true) {
 			d.failHead(now, qp, WCLocProtErr)

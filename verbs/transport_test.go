@@ -1,0 +1,238 @@
+package verbs_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// ladder renders the frames put on the wire (and the ones dropped) and
+// the completions of a trace, one line each, for exact comparison:
+//
+//	a RC_SEND_FIRST psn=100
+//	a RC_SEND_MIDDLE psn=101 DROPPED
+//	b RC_ACKNOWLEDGE psn=101 NAK(PSN sequence error) msn=0
+//	a completion wr=1 IBV_WC_SUCCESS
+func ladder(tr *sim.Trace) []string {
+	var out []string
+	for _, e := range tr.Events() {
+		switch e.Kind {
+		case "frame-tx", "frame-drop":
+			op, _ := e.Get("op")
+			psn, _ := e.Get("psn")
+			s := fmt.Sprintf("%s %s psn=%s", e.Node, op, psn)
+			if _, ok := e.Get("ackreq"); ok {
+				s += " ack"
+			}
+			if aeth, ok := e.Get("aeth"); ok {
+				msn, _ := e.Get("msn")
+				s += " " + aeth + " msn=" + msn
+			}
+			if e.Kind == "frame-drop" {
+				s += " DROPPED"
+			}
+			out = append(out, s)
+		case "completion":
+			wr, _ := e.Get("wr_id")
+			st, _ := e.Get("status")
+			out = append(out, fmt.Sprintf("%s completion wr=%s %s", strings.TrimPrefix(e.Node, "rxe0"), wr, st))
+		}
+	}
+	return out
+}
+
+// nodeOf maps device names in completion events to hosts: every host's
+// device is rxe0, so completions carry the QPN; tests name QPNs instead.
+func TestGoBackNLadder(t *testing.T) {
+	// The ladder of the seed material: a 4-packet SEND with PSNs
+	// 100..103, PSN 101 lost on its first transmission.
+	plan, err := faults.Parse("drop psn=101 tx=1 src=a\n")
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
+	for i := range 4096 {
+		a.buf[i] = byte(i*7 + 3)
+	}
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 4096)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+
+	assert.Equal(t, []string{
+		"a RC_SEND_FIRST psn=100",
+		"a RC_SEND_MIDDLE psn=101 DROPPED",
+		"a RC_SEND_MIDDLE psn=102",
+		"a RC_SEND_LAST psn=103 ack",
+		"b RC_ACKNOWLEDGE psn=101 NAK(PSN sequence error) msn=0",
+		"a RC_SEND_MIDDLE psn=101",
+		"a RC_SEND_MIDDLE psn=102",
+		"a RC_SEND_LAST psn=103 ack",
+		" completion wr=1 IBV_WC_SUCCESS",
+		"b RC_ACKNOWLEDGE psn=103 ACK msn=1",
+		" completion wr=2 IBV_WC_SUCCESS",
+	}, ladder(tr))
+	wcs := pollAll(b.cq)
+	require.Len(t, wcs, 1)
+	assert.Equal(t, uint32(4096), wcs[0].ByteLen)
+	assert.True(t, bytes.Equal(a.buf[:4096], b.buf[:4096]), "the receiver's buffer holds the exact bytes")
+}
+
+// TestAckTimeoutRecoversLastPacket: the last packet of a message is lost,
+// so no NAK can come; the ACK timeout retransmits it at exactly
+// 4.096 µs × 2^timeout after the original transmission.
+func TestAckTimeoutRecoversLastPacket(t *testing.T) {
+	plan, err := faults.Parse("drop psn=101 tx=1 src=a\n")
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 2048)}) // PSNs 100, 101
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	// The timer runs from the transmission of the message; on expiry
+	// go-back-N resends from the oldest unacknowledged PSN, 100 (it asked
+	// for no ACK), then 101.
+	var sent []sim.Time
+	for _, e := range tr.Events() {
+		if psn, _ := e.Get("psn"); e.Kind == "frame-tx" && e.Node == "a" && psn == "100" {
+			sent = append(sent, e.Time)
+		}
+	}
+	require.Len(t, sent, 2)
+	// timeout 14: 4.096 µs × 2^14 = 67.108864 ms.
+	assert.Equal(t, sim.Duration(4096)<<14, sent[1].Sub(sent[0]))
+	assert.Equal(t, []string{
+		"a RC_SEND_FIRST psn=100",
+		"a RC_SEND_LAST psn=101 ack DROPPED",
+		"a RC_SEND_FIRST psn=100",
+		"a RC_SEND_LAST psn=101 ack",
+		" completion wr=1 IBV_WC_SUCCESS",
+		"b RC_ACKNOWLEDGE psn=101 ACK msn=1",
+		" completion wr=2 IBV_WC_SUCCESS",
+	}, ladder(tr))
+	assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+}
+
+// TestRetryExceeded: the link is cut (every frame from a lost). With
+// timeout 14 the requester retransmits exactly retry_cnt times — 7 under
+// the IBTA profile, 6 under rxe's (where 7 would mean forever) — then the
+// WR fails with RETRY_EXC_ERR, the QP goes to ERR and later WRs flush.
+func TestRetryExceeded(t *testing.T) {
+	for _, c := range []struct {
+		prof  verbs.Profile
+		retry uint8
+	}{{verbs.ProfileSpec, 7}, {verbs.ProfileRXE, 6}} {
+		t.Run(c.prof.String(), func(t *testing.T) {
+			plan, err := faults.Parse("drop src=a\n")
+			require.NoError(t, err)
+			tr := &sim.Trace{}
+			w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr, Profile: c.prof})
+			ha, hb := w.AddHost("a"), w.AddHost("b")
+			require.NoError(t, w.Connect(ha, hb))
+			a, b := setup(ha, 100), setup(hb, 200)
+			a.retry = c.retry
+			require.NoError(t, a.connect(b))
+			require.NoError(t, b.connect(a))
+			for i := range uint64(3) {
+				_, err := a.qp.PostSend([]verbs.SendWR{sendWR(i+1, a, 64)})
+				require.NoError(t, err)
+			}
+			require.NoError(t, w.Run())
+			tx := 0
+			for _, e := range tr.Events() {
+				if psn, _ := e.Get("psn"); e.Kind == "frame-drop" && psn == "100" {
+					tx++
+				}
+			}
+			assert.Equal(t, 1+int(c.retry), tx, "the original and retry_cnt retransmissions")
+			assert.Equal(t, []string{"1:IBV_WC_RETRY_EXC_ERR", "2:IBV_WC_WR_FLUSH_ERR", "3:IBV_WC_WR_FLUSH_ERR"}, summary(pollAll(a.cq)))
+			assert.Equal(t, verbs.QPStateErr, a.qp.State())
+			// (retry_cnt+1) timeouts of 67.108864 ms of virtual time.
+			assert.Equal(t, sim.Time(int64(c.retry+1)*(4096<<14)), w.Now())
+			n, _ := a.ctx.Counters().Get("retry_exceeded_err")
+			assert.Equal(t, uint64(1), n)
+		})
+	}
+}
+
+// TestRNRWait: the receiver posts its receive 1 ms after the SEND
+// arrives; with min_rnr_timer 14 (1.28 ms) there is exactly one RNR NAK,
+// one retry 1.28 ms later, and success.
+func TestRNRWait(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	require.NoError(t, b.qp.Modify(&verbs.QPAttr{MinRNRTimer: 14}, verbs.QPAttrMinRNRTimer))
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 64)})
+	require.NoError(t, err)
+	require.NoError(t, w.RunFor(sim.Millisecond))
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(2, b)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+	var rnr, retry []sim.Time
+	for _, e := range tr.Events() {
+		if aeth, _ := e.Get("aeth"); e.Kind == "frame-rx" && strings.HasPrefix(aeth, "RNR-NAK") {
+			rnr = append(rnr, e.Time)
+		}
+		if op, _ := e.Get("op"); e.Kind == "frame-tx" && e.Node == "a" && op == "RC_SEND_ONLY" {
+			retry = append(retry, e.Time)
+		}
+	}
+	require.Len(t, rnr, 1, "exactly one RNR NAK")
+	require.Len(t, retry, 2, "the original and one retry")
+	assert.Equal(t, sim.Duration(1280*sim.Microsecond), retry[1].Sub(rnr[0]), "the retry waits the coded RNR time")
+	n, _ := b.ctx.Counters().Get("send_rnr_err")
+	assert.Equal(t, uint64(1), n)
+}
+
+// TestRNRRetryExceeded: rnr_retry 0 and no receive ever posted.
+func TestRNRRetryExceeded(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateSQD}, verbs.QPAttrState))
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateSQD, RNRRetry: 0}, verbs.QPAttrState|verbs.QPAttrRNRRetry))
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS}, verbs.QPAttrState))
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 64), sendWR(2, a, 64)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_RNR_RETRY_EXC_ERR", "2:IBV_WC_WR_FLUSH_ERR"}, summary(pollAll(a.cq)))
+}
+
+// TestRNRRetryCountsDown: rnr_retry 2 and no receive: the original and
+// exactly two retries get RNR NAKs, then RNR_RETRY_EXC_ERR (an RNR NAK
+// does not reset the count).
+func TestRNRRetryCountsDown(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateSQD}, verbs.QPAttrState))
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateSQD, RNRRetry: 2}, verbs.QPAttrState|verbs.QPAttrRNRRetry))
+	require.NoError(t, a.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS}, verbs.QPAttrState))
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 64)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_RNR_RETRY_EXC_ERR"}, summary(pollAll(a.cq)))
+	n := 0
+	for _, e := range tr.Events() {
+		if op, _ := e.Get("op"); e.Kind == "frame-tx" && e.Node == "a" && op == "RC_SEND_ONLY" {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n)
+	_ = b
+}
