@@ -211,7 +211,11 @@ func (d *Device) rewind(qp *QP, psn wire.PSN) {
 }
 
 // readResponse places a READ response's payload and completes the READ
-// on its last packet.
+// on its last packet. Responses must come in PSN order: a later one means
+// the ones between were lost, and the READ is asked again from the first
+// missing PSN (rxe's COMPST_ERROR_RETRY; once per missing PSN, so a burst
+// of later responses does not cause a storm of requests); an earlier one
+// is a duplicate and dropped.
 func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.req
 	psn := p.BTH.PSN()
@@ -223,18 +227,30 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRRDMARead {
 			return
 		}
+		exp := w.firstPSN.Add(w.rdRcvd)
+		if psn != exp {
+			if exp.Less(psn) && !(r.rereadArmed && r.rereadPSN == exp) {
+				r.rereadArmed, r.rereadPSN = true, exp
+				d.counters.Add(CounterCompleterRetryErr, 1)
+				d.rewind(qp, exp)
+				d.requesterRun(now, qp)
+			}
+			return
+		}
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
-		off := uint64(psn.Diff(w.firstPSN)) * uint64(qp.pmtu())
+		off := uint64(w.rdRcvd) * uint64(qp.pmtu())
 		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
 			d.failHead(now, qp, WCLocProtErr)
 			return
 		}
 		d.mem.scatter(w.sges, off, p.Payload)
+		w.rdRcvd++
+		r.rereadArmed = false
 		if p.Info.Position == wire.PosLast || p.Info.Position == wire.PosOnly {
 			w.done = true
-			r.retries = int(qp.attr.RetryCnt)
 			d.completeHead(now, qp)
+			d.requesterRun(now, qp)
 			d.armAckTimer(now, qp)
 		}
 		return

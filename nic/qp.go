@@ -49,6 +49,7 @@ type sendWQE struct {
 	started  bool
 	firstPSN wire.PSN
 	npkts    uint32
+	rdRcvd   uint32   // READ: response packets received in order so far
 	status   WCStatus // a local error found at post time (completes in order)
 	why      string   // what the post-time check found, for the trace
 	done     bool     // acknowledged (or failed); completes when it reaches the head

@@ -43,7 +43,11 @@ type requester struct {
 	rnrUntil   sim.Time // end of the RNR wait, sim.Never when not waiting
 	nRetrans   int      // go-back-N rounds so far, for capture notes
 	highest    wire.PSN // one past the highest PSN ever sent
-	armed      bool     // retry counters loaded
+	// A READ re-requested after a lost response, not to be asked again
+	// for the same missing PSN until progress is made.
+	rereadArmed bool
+	rereadPSN   wire.PSN
+	armed       bool // retry counters loaded
 }
 
 // outstanding returns how many WQEs have been sent and not completed.
@@ -228,6 +232,10 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
 	}
 	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+	// A READ's responses use all its PSNs: they count as sent.
+	if end := w.firstPSN.Add(w.npkts); qp.req.highest.Less(end) {
+		qp.req.highest = end
+	}
 }
 
 // noteFor records that psn is being sent and returns the capture note: a

@@ -48,7 +48,7 @@ func setup(h *verbs.Host, psn uint32) *endpoint {
 // the attribute masks ibv_rc_pingpong uses.
 func (e *endpoint) connect(peer *endpoint) error {
 	if err := e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
-		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead},
+		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
 		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags); err != nil {
 		return err
 	}

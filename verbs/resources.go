@@ -44,6 +44,9 @@ func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
 	return &MR{Addr: mr.Addr, Length: mr.Length, LKey: mr.LKey, RKey: mr.RKey, c: p.c, mr: mr}, nil
 }
 
+// Bytes returns the registered buffer.
+func (m *MR) Bytes() []byte { return m.mr.Bytes() }
+
 // Dereg deregisters the MR (ibv_dereg_mr).
 func (m *MR) Dereg() error { return m.c.dev().DeregMR(m.mr) }
 

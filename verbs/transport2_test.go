@@ -1,0 +1,202 @@
+package verbs_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+func planOf(t *testing.T, text string) *faults.Plan {
+	p, err := faults.Parse(text)
+	require.NoError(t, err)
+	return p
+}
+
+// TestDuplicateSendDeliveredOnce: every request frame duplicated; each
+// SEND is delivered once, the duplicates re-acknowledged.
+func TestDuplicateSendDeliveredOnce(t *testing.T) {
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "dup n=2 src=a\n")})
+	for i := range uint64(3) {
+		_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 10 + i, SGList: []verbs.SGE{b.mr.SGE(i*1024, 1024)}}})
+		require.NoError(t, err)
+		copy(a.buf[i*100:], bytes.Repeat([]byte{byte('x' + i)}, 100))
+		_, err = a.qp.PostSend([]verbs.SendWR{{WRID: i, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(i*100, 100)}}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"10:IBV_WC_SUCCESS", "11:IBV_WC_SUCCESS", "12:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+	assert.Equal(t, []string{"0:IBV_WC_SUCCESS", "1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	for i := range 3 {
+		assert.Equal(t, bytes.Repeat([]byte{byte('x' + i)}, 100), b.buf[i*1024:i*1024+100])
+	}
+	n, _ := b.ctx.Counters().Get("duplicate_request")
+	assert.Equal(t, uint64(6), n)
+}
+
+// TestReadAndAtomicsWithLostResponses: a 3-packet READ whose middle
+// response is lost, and a fetch-and-add whose ATOMIC ACK is lost: the READ
+// is re-requested from the missing PSN, the atomic is answered again from
+// the saved original value and executed once.
+func TestReadAndAtomicsWithLostResponses(t *testing.T) {
+	plan := planOf(t, "drop op=RC_RDMA_READ_RESPONSE_MIDDLE tx=1\ndrop op=RC_ATOMIC_ACKNOWLEDGE first=1\n")
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan})
+	for i := range 3000 {
+		b.buf[i] = byte(i * 13)
+	}
+	counter, err := b.pd.RegMR(make([]byte, 8), verbs.AccessLocalWrite|verbs.AccessRemoteAtomic)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint64(counter.Bytes(), 40)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+			SGList: []verbs.SGE{a.mr.SGE(1000, 3000)}},
+		{WRID: 2, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled, RemoteAddr: counter.Addr, RKey: counter.RKey,
+			CompareAdd: 2, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, b.buf[:3000], a.buf[1000:4000], "the READ brought the exact bytes")
+	assert.Equal(t, uint64(40), binary.LittleEndian.Uint64(a.buf[:8]), "the fetch returned the original value")
+	assert.Equal(t, uint64(42), binary.LittleEndian.Uint64(counter.Bytes()), "the add ran exactly once")
+}
+
+// TestRemoteAccessError: a WRITE with a wrong R_Key: NAK remote access
+// error, REM_ACCESS_ERR at the requester, QP_ACCESS_ERR and ERR at the
+// responder; both sides flush what is left.
+func TestRemoteAccessError(t *testing.T) {
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1})
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(20, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey ^ 0x100,
+			SGList: []verbs.SGE{a.mr.SGE(0, 64)}},
+		sendWR(2, a, 8),
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_REM_ACCESS_ERR", "2:IBV_WC_WR_FLUSH_ERR"}, summary(pollAll(a.cq)))
+	assert.Equal(t, []string{"20:IBV_WC_WR_FLUSH_ERR"}, summary(pollAll(b.cq)))
+	ev, ok := b.ctx.GetAsyncEvent()
+	require.True(t, ok)
+	assert.Equal(t, "QP_ACCESS_ERR", ev.Type.String())
+	assert.Equal(t, verbs.QPStateErr, b.qp.State())
+	assert.Equal(t, verbs.QPStateErr, a.qp.State())
+}
+
+// TestMessageLongerThanReceive: LOC_LEN_ERR at the responder, NAK remote
+// operational error, REM_OP_ERR at the requester.
+func TestMessageLongerThanReceive(t *testing.T) {
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1})
+	_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 5, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(6, a, 200)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"5:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(b.cq)))
+	assert.Equal(t, []string{"6:IBV_WC_REM_OP_ERR"}, summary(pollAll(a.cq)))
+}
+
+// TestPSNWrap: a 5-packet message from PSN 2^24-2 wraps to 2 and is
+// delivered intact; a loss across the wrap is recovered by go-back-N.
+func TestPSNWrap(t *testing.T) {
+	tr := &sim.Trace{}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Trace: tr, Plan: planOf(t, "drop psn=0 tx=1 src=a\n")})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1<<24-2), setup(hb, 7)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	for i := range 4096 {
+		a.buf[i] = byte(i ^ 0x5a)
+	}
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 4096)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+	assert.Equal(t, a.buf[:4096], b.buf[:4096])
+	assert.Contains(t, ladder(tr), "b RC_ACKNOWLEDGE psn=0 NAK(PSN sequence error) msn=0")
+	assert.Contains(t, ladder(tr), "b RC_ACKNOWLEDGE psn=1 ACK msn=1")
+}
+
+// TestUCLossDropsRestOfMessage: UC has no ACKs; a lost middle packet
+// loses that message (no completion at the receiver), and the next
+// message is received normally.
+func TestUCLossDropsRestOfMessage(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop psn=11 src=a\n")})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 10), setup(hb, 1)
+	for _, e := range []*endpoint{a, b} {
+		var err error
+		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUC,
+			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+	}
+	for _, pr := range [][2]*endpoint{{a, b}, {b, a}} {
+		e, peer := pr[0], pr[1]
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+		gid, _ := peer.ctx.QueryGID(1, 1)
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: peer.qp.QPNum, RQPSN: peer.psn,
+			AHAttr: verbs.AHAttr{IsGlobal: true, GRH: verbs.GRH{DGID: gid}}},
+			verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: e.psn}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	}
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b), recvWR(2, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(3, a, 3000), sendWR(4, a, 500)}) // PSNs 10-12, then 13
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"3:IBV_WC_SUCCESS", "4:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)), "UC completes on send")
+	wcs := pollAll(b.cq)
+	require.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(wcs), "the broken message is lost; its receive WQE takes the next one")
+	assert.Equal(t, uint32(500), wcs[0].ByteLen)
+}
+
+// TestUD: a datagram arrives with the 40-byte GRH area first, the
+// source QP in the completion; a wrong Q_Key is dropped and counted.
+func TestUD(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	for _, e := range []*endpoint{a, b} {
+		var err error
+		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUD,
+			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QKey: 0x11111111},
+			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR}, verbs.QPAttrState))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: 5}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	}
+	gid, _ := b.ctx.QueryGID(1, 1)
+	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
+	require.NoError(t, err)
+	copy(a.buf, "datagram")
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, AH: ah, RemoteQPN: b.qp.QPNum, RemoteQKey: 0x11111111, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
+		{WRID: 3, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, AH: ah, RemoteQPN: b.qp.QPNum, RemoteQKey: 0x22, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"2:IBV_WC_SUCCESS", "3:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	wcs := pollAll(b.cq)
+	require.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(wcs))
+	assert.Equal(t, uint32(40+8), wcs[0].ByteLen)
+	assert.Equal(t, a.qp.QPNum, wcs[0].SrcQP)
+	assert.Equal(t, verbs.WCFlagGRH, wcs[0].WCFlags&verbs.WCFlagGRH)
+	assert.Equal(t, "datagram", string(b.buf[40:48]))
+	assert.Equal(t, byte(0x45), b.buf[20], "an IPv4 header in the last 20 bytes of the GRH area")
+}
