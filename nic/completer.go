@@ -99,15 +99,31 @@ func (d *Device) receiveResponse(now sim.Time, qp *QP, p *wire.Packet) {
 // READ response, an atomic ACK), not by NAKs.
 func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	r := &qp.req
+	if incl && (!r.hasAcked || r.acked.Less(psn)) {
+		r.acked, r.hasAcked = psn, true
+	}
+	// What a READ or atomic held back may already be acknowledged.
+	lim, inc := psn, incl
+	if r.hasAcked && (psn.Less(r.acked) || psn == r.acked) {
+		lim, inc = r.acked, true
+	}
 	for i := 0; i < r.next; i++ {
 		w := qp.sq.at(i)
 		if w.done {
 			continue
 		}
 		last := w.lastPSN()
-		if last.Less(psn) || incl && last == psn {
+		if last.Less(lim) || inc && last == lim {
 			if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
-				break // needs its response; a later ACK does not imply it
+				// Acknowledged past a READ or atomic whose response has not
+				// come: the response was lost (an implied NAK). Ask again
+				// from the first missing response PSN, once.
+				if miss := w.firstPSN.Add(w.rdRcvd); !(r.rereadArmed && r.rereadPSN == miss) {
+					r.rereadArmed, r.rereadPSN = true, miss
+					d.counters.Add(CounterCompleterRetryErr, 1)
+					d.rewind(qp, miss)
+				}
+				break
 			}
 			w.done = true
 			continue
@@ -280,6 +296,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		d.mem.scatter(w.sges, 0, b[:])
 		w.done = true
 		d.completeHead(now, qp)
+		d.requesterRun(now, qp) // a READ or atomic slot is free again
 		d.armAckTimer(now, qp)
 		return
 	}

@@ -47,7 +47,11 @@ type requester struct {
 	// for the same missing PSN until progress is made.
 	rereadArmed bool
 	rereadPSN   wire.PSN
-	armed       bool // retry counters loaded
+	// The highest PSN a positive ACK has covered: WQEs after a READ or
+	// atomic complete with it once the READ or atomic does.
+	acked    wire.PSN
+	hasAcked bool
+	armed    bool // retry counters loaded
 }
 
 // outstanding returns how many WQEs have been sent and not completed.
