@@ -159,6 +159,8 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 		qp.sq.shift()
 		if r.next > 0 {
 			r.next--
+		} else {
+			r.pkt = 0 // the WQE waiting to be sent again is done
 		}
 		if qp.state == QPStateErr {
 			return
@@ -218,7 +220,6 @@ func (d *Device) rewind(qp *QP, psn wire.PSN) {
 			}
 			r.next = i
 			r.pkt = uint32(psn.Diff(w.firstPSN))
-			r.psn = psn
 			r.nRetrans++
 			d.counters.Add(CounterCompleterRetryErr, 1)
 			return

@@ -140,6 +140,7 @@ type Device struct {
 	rxErrors  [wire.NumErrorCodes]uint64
 	qkeyDrops uint64 // UD datagrams with the wrong Q_Key
 	portDown  bool
+	inflight  ring[*QP] // the QP of each frame handed to the port, oldest first
 }
 
 // RxErrors returns how many received frames were dropped as malformed,

@@ -40,8 +40,9 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	f.BTH.DestQP = destQPN
 }
 
-// emit encodes f into an outbox buffer and queues it.
-func (d *Device) emit(f *wire.Frame, note string) {
+// emit encodes f into an outbox buffer and queues it; qp is the QP whose
+// packet it is (counted until the port reports it gone, see TxDone).
+func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 	buf := d.outbox.buffer()
 	n, err := wire.Encode(buf, f)
 	if err != nil {
@@ -50,4 +51,20 @@ func (d *Device) emit(f *wire.Frame, note string) {
 	}
 	d.outbox.push(buf, n, note)
 	d.counters.Add(CounterSentPkts, 1)
+	if d.inflight.slots == nil || d.inflight.full() {
+		d.growInflight()
+	}
+	*d.inflight.grow() = qp
+	qp.skbOut++
+}
+
+// growInflight doubles the in-flight ring, keeping its order.
+func (d *Device) growInflight() {
+	var n ring[*QP]
+	n.init(max(64, 2*len(d.inflight.slots)))
+	for !d.inflight.empty() {
+		*n.grow() = *d.inflight.at(0)
+		d.inflight.shift()
+	}
+	d.inflight = n
 }

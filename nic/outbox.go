@@ -1,5 +1,7 @@
 package nic
 
+import "github.com/rocesim/rocesim/sim"
+
 // outbox holds the frames the device has built and not yet handed to
 // Drain. Buffers are recycled, so building a frame allocates nothing once
 // the outbox has grown to the largest burst.
@@ -33,15 +35,51 @@ func (o *outbox) push(buf []byte, n int, note string) {
 	o.frames = append(o.frames, outFrame{buf, n, note})
 }
 
+// Frames handed to the port and not yet gone from it, per QP: rxe stops a
+// QP's requester while more than 64 of its packets sit in the network
+// stack and resumes it below 16 (RXE_INFLIGHT_SKBS_PER_QP_HIGH/LOW). It
+// keeps a retransmission from flooding the port's queue faster than the
+// link drains it.
+const (
+	inflightHigh = 64
+	inflightLow  = 16
+)
+
+// TxDone tells the device that the oldest frame it handed to the port has
+// left it (serialized or dropped there). The port keeps frames in order,
+// so the device knows whose it was.
+func (d *Device) TxDone(now sim.Time) {
+	q := &d.inflight
+	if q.empty() {
+		return
+	}
+	qp := *q.at(0)
+	q.shift()
+	if qp == nil {
+		return
+	}
+	qp.skbOut--
+	if qp.blocked && qp.skbOut <= inflightLow {
+		qp.blocked = false
+		if !qp.dead {
+			d.requesterRun(now, qp)
+		}
+	}
+}
+
 // Drain hands every built frame, in order, to send (which must copy what
 // it keeps), then empties the outbox.
+//
+// send may call back into the device (a port reporting TxDone at once
+// can let a blocked requester build more frames): frames built meanwhile
+// are handed out by this same Drain, in order.
 func (d *Device) Drain(send func(frame []byte, note string)) {
 	o := &d.outbox
-	for i := range o.frames {
-		f := &o.frames[i]
+	for i := 0; i < len(o.frames); i++ {
+		f := o.frames[i]
+		o.frames[i].buf = nil
 		send(f.buf[:f.n], f.note)
 		o.free = append(o.free, f.buf)
-		f.buf = nil
 	}
 	o.frames = o.frames[:0]
 }

@@ -35,6 +35,9 @@ type QP struct {
 
 	req  requester
 	resp responder
+
+	skbOut  int  // frames handed to the port and not yet gone from it
+	blocked bool // the requester waits for skbOut to fall to inflightLow
 }
 
 // sendWQE is a posted send work request and its progress.

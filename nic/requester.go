@@ -24,15 +24,17 @@ import (
 //  5. RC arms the ACK timer; UC completes a WQE once its last packet is
 //     sent, UD once its only packet is.
 //
-// Retransmission (go-back-N) rewinds next, pkt and psn to a PSN inside an
-// already-started WQE and runs the same steps again.
+// Retransmission (go-back-N) rewinds next and pkt to a PSN inside an
+// already-started WQE and runs the same steps again. A packet's PSN is
+// always its WQE's first PSN plus its index, so a WQE acknowledged while
+// it waited to be sent again is simply skipped.
 
 // maxPktPerAck is how many packets rxe sends before it asks for an ACK
 // even mid-message (RXE_MAX_PKT_PER_ACK).
 const maxPktPerAck = 64
 
 type requester struct {
-	psn        wire.PSN // next PSN to send
+	psn        wire.PSN // the first PSN of the next new WQE
 	next       int      // index (from the head of the SQ) of the WQE being sent
 	pkt        uint32   // next packet of that WQE
 	noAck      int      // packets sent since the last AckReq
@@ -92,7 +94,17 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		return
 	}
 	for r.next < qp.sq.size {
+		if qp.skbOut >= inflightHigh {
+			qp.blocked = true // TxDone resumes it
+			break
+		}
 		w := qp.sq.at(r.next)
+		if w.done && w.status == WCSuccess {
+			// Acknowledged while it waited to be sent again.
+			r.next++
+			r.pkt = 0
+			continue
+		}
 		if w.done && w.status != WCSuccess {
 			// It completes with its error once it is the oldest WQE.
 			if r.next == 0 {
@@ -110,6 +122,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 				break
 			}
 			w.started, w.firstPSN, w.npkts = true, r.psn, qp.packets(w)
+			r.psn = r.psn.Add(w.npkts)
 			r.pkt = 0
 			if rdAtomic {
 				r.rdAtomic++
@@ -117,14 +130,19 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		}
 		if rdAtomic {
 			d.sendRdAtomic(now, qp, w)
-			r.psn = w.firstPSN.Add(w.npkts)
 		} else {
 			for r.pkt < w.npkts {
+				if qp.skbOut >= inflightHigh {
+					qp.blocked = true // resume mid-message when TxDone frees room
+					break
+				}
 				if !d.sendPacket(now, qp, w, r.pkt) {
 					return
 				}
 				r.pkt++
-				r.psn = r.psn.Next()
+			}
+			if r.pkt < w.npkts {
+				break
 			}
 		}
 		r.next++
@@ -184,7 +202,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	f.Payload = payload
 	first, last := i == 0, i == w.npkts-1
 	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, first, last)
-	f.BTH.PSN = qp.req.psn
+	f.BTH.PSN = w.firstPSN.Add(i)
 	info := f.BTH.Opcode.Info()
 	if info.Has(wire.HasRETH) {
 		f.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: uint32(w.length)}
@@ -208,7 +226,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 			qp.req.noAck = 0
 		}
 	}
-	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+	d.emit(qp, &f, qp.req.noteFor(f.BTH.PSN))
 	return true
 }
 
@@ -235,7 +253,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		f.BTH.PSN = w.firstPSN
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
 	}
-	d.emit(&f, qp.req.noteFor(f.BTH.PSN))
+	d.emit(qp, &f, qp.req.noteFor(f.BTH.PSN))
 	// A READ's responses use all its PSNs: they count as sent.
 	if end := w.firstPSN.Add(w.npkts); qp.req.highest.Less(end) {
 		qp.req.highest = end

@@ -328,7 +328,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 		if dup {
 			note = "replayed READ response"
 		}
-		d.emit(&f, note)
+		d.emit(qp, &f, note)
 	}
 }
 
@@ -372,7 +372,7 @@ func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: qp.resp.msn}
 	f.AtomicAckETH = orig
-	d.emit(&f, note)
+	d.emit(qp, &f, note)
 }
 
 // duplicate handles a request whose PSN is behind the expected one.
@@ -423,7 +423,7 @@ func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN) {
 	f.BTH.Opcode = wire.OpRCAcknowledge
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
-	d.emit(&f, "")
+	d.emit(qp, &f, "")
 }
 
 // receiveUC handles a UC request: no ACKs, and a gap drops the rest of

@@ -54,15 +54,16 @@ func NewWorld(cfg WorldConfig) *World {
 
 // Host is a machine in the world with one RDMA device ("rxe0").
 type Host struct {
-	w      *World
-	name   string
-	node   *fabric.Node
-	dev    *nic.Device
-	Dev    *Device
-	timer  sim.Timer
-	due    sim.Time
-	cqs    []*CQ // the CQs opened on this host, to map channel events back
-	sendFn func([]byte, string)
+	w       *World
+	name    string
+	node    *fabric.Node
+	dev     *nic.Device
+	Dev     *Device
+	timer   sim.Timer
+	due     sim.Time
+	cqs     []*CQ // the CQs opened on this host, to map channel events back
+	sendFn  func([]byte, string)
+	pumping bool
 }
 
 // AddHost adds a host. Host i (from 1) gets MAC 02:00:00:00:00:0i,
@@ -86,6 +87,7 @@ func (w *World) AddHost(name string) *Host {
 		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
+	h.node.SetTxDone(h.txDone)
 	for _, o := range w.hosts {
 		for _, g := range o.dev.GIDs() {
 			h.dev.AddNeighbour(g, o.dev.Config().MAC)
@@ -166,6 +168,12 @@ func (h *Host) Receive(now sim.Time, port int, frame []byte) {
 	h.pump()
 }
 
+// txDone tells the device a frame it sent has left the port.
+func (h *Host) txDone(now sim.Time) {
+	h.dev.TxDone(now)
+	h.pump()
+}
+
 // Fire runs the device's timers.
 func (h *Host) Fire(now sim.Time, _ uint64) {
 	h.due = sim.Never
@@ -173,11 +181,18 @@ func (h *Host) Fire(now sim.Time, _ uint64) {
 	h.pump()
 }
 
-// pump sends what the device built and re-arms its timer.
+// pump sends what the device built and re-arms its timer. The fabric
+// may call back into the host while it sends (TxDone); the nested pump
+// leaves the work to this one.
 func (h *Host) pump() {
+	if h.pumping {
+		return
+	}
+	h.pumping = true
 	if h.dev.Pending() > 0 {
 		h.dev.Drain(h.sendFn)
 	}
+	h.pumping = false
 	if due := h.dev.NextDeadline(); due != h.due {
 		h.timer.Cancel()
 		h.due = due

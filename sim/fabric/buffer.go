@@ -15,6 +15,9 @@ type frameBuf struct {
 	note string // why the sender sent it
 	// fault is what the fault plan did to it ("corrupted by rule 2: ...").
 	fault string
+	// owner is the node that sent it, until the frame has left that
+	// node's port (serialized or dropped); then the node's TxDone runs.
+	owner *Node
 }
 
 func (b *frameBuf) bytes() []byte { return b.data[:b.n] }
@@ -51,8 +54,19 @@ func (p *bufPool) get() *frameBuf {
 func (p *bufPool) at(id int32) *frameBuf { return p.slab[id] }
 
 func (p *bufPool) put(b *frameBuf) {
+	b.left()
 	b.note, b.fault = "", ""
 	p.free = append(p.free, b.id)
+}
+
+// left tells the sending node, once, that its frame has left its port.
+func (b *frameBuf) left() {
+	if n := b.owner; n != nil {
+		b.owner = nil
+		if n.txDone != nil {
+			n.txDone(n.f.sched.Now())
+		}
+	}
 }
 
 // clone returns a new buffer holding a copy of b.
@@ -60,6 +74,7 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 	c := p.get()
 	c.n = copy(c.data[:], b.bytes())
 	c.from, c.to, c.tx, c.note, c.fault = b.from, b.to, b.tx, b.note, b.fault
+	c.owner = nil // a copy the fabric made was not sent by the node
 	return c
 }
 

@@ -109,11 +109,19 @@ type PortConfig struct {
 
 // Node is an endpoint with Ethernet ports and a Receiver (its NIC).
 type Node struct {
-	f     *Fabric
-	name  string
-	ports []*Port
-	recv  Receiver
+	f      *Fabric
+	name   string
+	ports  []*Port
+	recv   Receiver
+	txDone func(now sim.Time)
 }
+
+// SetTxDone sets a function called once for every frame the node sends,
+// when that frame has left the node's port: it started serializing onto
+// the link, or the port dropped it (fault, full queue, MTU). A NIC uses it
+// to bound the frames it has handed to the port, as rxe bounds the skbs a
+// QP has in the network stack.
+func (n *Node) SetTxDone(fn func(now sim.Time)) { n.txDone = fn }
 
 // Port is one Ethernet port of a node or switch.
 type Port struct {
@@ -203,6 +211,7 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	}
 	b.note = note
 	b.tx = 0
+	b.owner = n
 	f.enter(p.out, b, true)
 	return nil
 }

@@ -230,6 +230,7 @@ func (d *direction) transmit() {
 	d.busy = true
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(b.n)
+	b.left()
 	f.writeTaps(d, b, b.comment())
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.link.cfg.SerializationDelay(b.n)
