@@ -42,7 +42,7 @@ fuzz:
 
 ## bench: wire decode/encode vs a CRC-32 baseline, event queue, fault decisions, fabric frame path
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/... ./verbs/...
 
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps

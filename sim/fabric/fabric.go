@@ -59,6 +59,7 @@ const MaxFrame = 9000 + wire.EthernetLen
 // them. It is driven entirely by its sim.Scheduler.
 type Fabric struct {
 	sched    *sim.Scheduler
+	plan     *faults.Plan
 	trace    *sim.Trace
 	tap      Tap
 	inj      *faults.Injector
@@ -81,6 +82,7 @@ func New(cfg Config) *Fabric {
 		panic("fabric: Config.Sched is required")
 	}
 	f := &Fabric{
+		plan:     cfg.Plan,
 		sched:    cfg.Sched,
 		trace:    cfg.Trace,
 		tap:      cfg.Tap,
@@ -114,6 +116,9 @@ type Node struct {
 	ports  []*Port
 	recv   Receiver
 	txDone func(now sim.Time)
+	// The last destination looked up (see destination).
+	lastMAC wire.MAC
+	lastDst string
 }
 
 // SetTxDone sets a function called once for every frame the node sends,
@@ -205,15 +210,26 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	b := f.pool.get()
 	b.n = copy(b.data[:], frame)
 	b.from = n.name
-	b.to = ""
-	if dst, ok := f.byMAC[wire.Ethernet(frame).Dst()]; ok && dst.node != nil {
-		b.to = dst.node.name
-	}
+	b.to = n.destination(wire.Ethernet(frame).Dst())
 	b.note = note
 	b.tx = 0
 	b.owner = n
 	f.enter(p.out, b, true)
 	return nil
+}
+
+// destination returns the name of the node owning MAC m ("" if none),
+// remembering the last answer: a NIC mostly talks to one peer.
+func (n *Node) destination(m wire.MAC) string {
+	if m == n.lastMAC {
+		return n.lastDst
+	}
+	name := ""
+	if p, ok := n.f.byMAC[m]; ok && p.node != nil {
+		name = p.node.name
+	}
+	n.lastMAC, n.lastDst = m, name
+	return name
 }
 
 // start freezes the topology at the first frame and computes switch

@@ -19,6 +19,10 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		f.pool.put(b)
 		return
 	}
+	if f.plan == nil || len(f.plan.Rules) == 0 {
+		d.enqueue(b) // no plan: nothing to judge, no transmissions to count
+		return
+	}
 	pkt := &f.pkt
 	var roce *wire.Packet
 	if pkt.DecodeHeaders(b.bytes()) == nil {
