@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps check race fuzz bench golden corpus
+.PHONY: all demo test deps check race fuzz bench golden corpus swarm
 
 all: test
 
@@ -43,6 +43,11 @@ fuzz:
 ## bench: wire decode/encode vs a CRC-32 baseline, event queue, fault decisions, fabric frame path
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/... ./verbs/...
+
+## swarm: the randomised RC invariant test over SEEDS seeds (default 20000)
+SEEDS ?= 20000
+swarm:
+	$(GO) test ./verbs -run TestRCInvariants -count=1 -swarm.seeds=$(SEEDS)
 
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps

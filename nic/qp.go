@@ -240,7 +240,10 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrRQPSN, func() { c.RQPSN = a.RQPSN & wire.PSNMask; qp.resp.epsn = wire.PSN(c.RQPSN) })
 	set(QPAttrMaxQPRdAtomic, func() { c.MaxRdAtomic = a.MaxRdAtomic })
 	set(QPAttrMinRNRTimer, func() { c.MinRNRTimer = a.MinRNRTimer })
-	set(QPAttrSQPSN, func() { c.SQPSN = a.SQPSN & wire.PSNMask; qp.req.psn = wire.PSN(c.SQPSN) })
+	set(QPAttrSQPSN, func() {
+		c.SQPSN = a.SQPSN & wire.PSNMask
+		qp.req.psn, qp.req.highest = wire.PSN(c.SQPSN), wire.PSN(c.SQPSN)
+	})
 	set(QPAttrMaxDestRdAtomic, func() { c.MaxDestRdAtomic = a.MaxDestRdAtomic })
 	set(QPAttrDestQPN, func() { c.DestQPNum = a.DestQPNum })
 	set(QPAttrEnSQDAsyncNotify, func() { c.EnSQDAsyncNotify = a.EnSQDAsyncNotify })

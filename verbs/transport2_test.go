@@ -200,3 +200,26 @@ func TestUD(t *testing.T) {
 	assert.Equal(t, "datagram", string(b.buf[40:48]))
 	assert.Equal(t, byte(0x45), b.buf[20], "an IPv4 header in the last 20 bytes of the GRH area")
 }
+
+// TestGhostACKBeyondSentIgnored: an ACK rewritten to a PSN never sent is
+// dropped, whatever the starting PSN (a regression: the highest-sent PSN
+// started at 0, so with sq_psn >= 2^23 the guard let ghost ACKs through
+// and a lost SEND completed without being delivered).
+func TestGhostACKBeyondSentIgnored(t *testing.T) {
+	for _, start := range []uint32{100, 0x900000} {
+		plan := planOf(t, "drop class=request tx=1 nth=2\nrewrite set-psn=+5 class=ack first=1\n")
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan})
+		ha, hb := w.AddHost("a"), w.AddHost("b")
+		require.NoError(t, w.Connect(ha, hb))
+		a, b := setup(ha, start), setup(hb, 1)
+		require.NoError(t, a.connect(b))
+		require.NoError(t, b.connect(a))
+		_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b), recvWR(2, b)})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(3, a, 8), sendWR(4, a, 8)})
+		require.NoError(t, err)
+		require.NoError(t, w.Run())
+		assert.Equal(t, []string{"3:IBV_WC_SUCCESS", "4:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)), "sq_psn %#x", start)
+		assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)), "sq_psn %#x: both SENDs delivered", start)
+	}
+}
