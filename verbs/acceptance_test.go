@@ -422,3 +422,27 @@ func TestCompletionErrorsSayWhy(t *testing.T) {
 	assert.Contains(t, why, "sge[0]")
 	assert.Contains(t, why, fmt.Sprintf("%#x", bad.LKey))
 }
+
+// TestMessageOver2GiB: a message of more than 2^31 bytes completes with
+// LOC_LEN_ERR, naming the length in the trace. (The MR is 2 GiB + 1 byte
+// of real memory: a 0-length SGE means 2^31 bytes.)
+func TestMessageOver2GiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 2 GiB")
+	}
+	tr := &sim.Trace{}
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	big, err := a.pd.RegMR(make([]byte, 1<<31+1), verbs.AccessLocalWrite)
+	require.NoError(t, err)
+	qp, err := a.pd.CreateQP(verbs.QPInitAttr{SendCQ: a.cq, RecvCQ: a.cq, Type: verbs.QPTypeRC,
+		Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 2, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	a.qp = qp
+	require.NoError(t, a.connect(a))
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{big.SGE(0, 0), big.SGE(1<<31, 1)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(a.cq)))
+	assert.Contains(t, tr.Text(), "over 2^31")
+}
