@@ -48,15 +48,42 @@ type responder struct {
 	wva             uint64  // WRITE: target address of the next byte
 	wmr             *MR
 	wlen            uint64
-	// atomics answered, for duplicates (a ring of max_dest_rd_atomic).
-	atomics []atomicResult
-	atomicN int
+	// The responder resources (IBTA §9.7.5.1.7, rxe's resp.resources): the
+	// last max_dest_rd_atomic READs and atomics answered, so a duplicate
+	// can be answered again without executing anything twice.
+	res  []rdResource
+	resN int
 }
 
-type atomicResult struct {
-	psn  wire.PSN
-	orig uint64
-	used bool
+// rdResource is one answered READ or atomic.
+type rdResource struct {
+	used        bool
+	atomic      bool
+	first, last wire.PSN // the PSNs of the READ's responses (first == last for an atomic)
+	va          uint64   // READ: the address of its first byte
+	length      uint64   // READ: its length
+	orig        uint64   // atomic: the value the target held before
+}
+
+// keep records a resource, replacing the oldest once max_dest_rd_atomic
+// are held.
+func (r *responder) keep(qp *QP, x rdResource) {
+	if len(r.res) < max(1, int(qp.attr.MaxDestRdAtomic)) {
+		r.res = append(r.res, rdResource{})
+	}
+	r.res[r.resN%len(r.res)] = x
+	r.resN++
+}
+
+// find returns the resource whose PSNs hold psn, or nil.
+func (r *responder) find(psn wire.PSN, atomic bool) *rdResource {
+	for i := range r.res {
+		x := &r.res[i]
+		if x.used && x.atomic == atomic && psn.InRange(x.first, x.last) {
+			return x
+		}
+	}
+	return nil
 }
 
 // receiveRequest handles a request packet for qp.
@@ -301,6 +328,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	if !dup {
 		r.msn = (r.msn + 1) & wire.PSNMask
 		r.epsn = psn.Add(npkts)
+		r.keep(qp, rdResource{used: true, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
 	for i := range npkts {
 		var f wire.Frame
@@ -355,11 +383,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	} else if orig == a.CompareData() {
 		binary.LittleEndian.PutUint64(cell, a.SwapAddData())
 	}
-	if len(r.atomics) < max(1, int(qp.attr.MaxDestRdAtomic)) {
-		r.atomics = append(r.atomics, atomicResult{})
-	}
-	r.atomics[r.atomicN%len(r.atomics)] = atomicResult{psn: psn, orig: orig, used: true}
-	r.atomicN++
+	r.keep(qp, rdResource{used: true, atomic: true, first: psn, last: psn, orig: orig})
 	r.msn = (r.msn + 1) & wire.PSNMask
 	r.epsn = psn.Next()
 	d.sendAtomicAck(qp, psn, orig, "")
@@ -380,13 +404,22 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 	psn := p.BTH.PSN()
 	switch p.Info.Kind {
 	case wire.KindReadRequest:
+		// Replayed only from a resource that holds it, and only if it asks
+		// for a part of what that READ read (a re-read from a later PSN
+		// asks for the rest); otherwise dropped (rxe's find_resource).
+		x := qp.resp.find(psn, false)
+		if x == nil {
+			return
+		}
+		skip := uint64(psn.Diff(x.first)) * uint64(qp.pmtu())
+		va, n := p.RETH.VA(), uint64(p.RETH.DMALength())
+		if va < x.va+skip || va+n > x.va+x.length {
+			return
+		}
 		d.answerRead(now, qp, p, true)
 	case wire.KindCompareSwap, wire.KindFetchAdd:
-		for _, a := range qp.resp.atomics {
-			if a.used && a.psn == psn {
-				d.sendAtomicAck(qp, psn, a.orig, "replayed atomic result")
-				return
-			}
+		if x := qp.resp.find(psn, true); x != nil {
+			d.sendAtomicAck(qp, psn, x.orig, "replayed atomic result")
 		}
 		// No saved result: dropped silently (counted as a duplicate).
 	default:
