@@ -28,68 +28,130 @@ import (
 // retry spends one count, and an exhausted count fails the head WQE with
 // RETRY_EXC_ERR or RNR_RETRY_EXC_ERR.
 
+// compState names the completer's states (rxe's COMPST_*), one per step
+// of the flow above; the two timer states run from Advance.
+type compState uint8
+
+const (
+	compCheckQPState compState = iota // 1: is the QP expecting responses?
+	compCheckPSN                      // 2: a response to something sent and not yet acknowledged?
+	compCheckAck                      // 3: which kind of response
+	compAck                           // 3: positive ACK: acknowledge up to its PSN
+	compNAKSequence                   // 3: go back to the NAK's PSN
+	compRNRNAK                        // 3: wait the RNR time, then go back
+	compRemoteError                   // 3: fail the WQE with the remote error
+	compRead                          // 3: place a READ response
+	compAtomic                        // 3: store an atomic's original value
+	compErrorRetry                    // timer: ACK timeout, retransmit from the oldest unacknowledged PSN
+	compRNRRetry                      // timer: RNR wait over, retransmit
+	compDone
+)
+
+var compStateNames = [...]string{"check-qp-state", "check-psn", "check-ack", "ack", "nak-sequence",
+	"rnr-nak", "remote-error", "read", "atomic", "error-retry", "rnr-retry", "done"}
+
+// String returns the state's name, for traces and messages.
+func (s compState) String() string { return compStateNames[s] }
+
 // receiveResponse handles a response packet for qp.
 func (d *Device) receiveResponse(now sim.Time, qp *QP, p *wire.Packet) {
-	switch qp.state {
-	case QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		return
+	for st := compCheckQPState; st != compDone; {
+		st = d.complete(now, qp, p, st)
 	}
+}
+
+// complete runs one completer state for a response and returns the next.
+func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) compState {
 	r := &qp.req
-	if r.next == 0 {
-		return // nothing outstanding: a stale response
-	}
 	psn := p.BTH.PSN()
-	head := qp.sq.at(0)
-	if psn.Less(head.firstPSN) || !psn.Less(r.highest) {
-		return
-	}
-	switch p.Info.Kind {
-	case wire.KindAck:
-		syn := p.AETH.Syndrome()
-		switch {
-		case syn.IsACK():
-			r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
-			d.ackUpTo(now, qp, psn, true)
-		case syn.IsRNRNAK():
-			d.counters.Add(CounterRcvdRNRErr, 1)
-			d.ackUpTo(now, qp, psn, false)
-			if r.rnrRetries == 0 {
-				d.failHead(now, qp, WCRNRRetryExcErr)
-				d.counters.Add(CounterRetryRNRExceededErr, 1)
-				return
-			}
-			if r.rnrRetries != 7 {
-				r.rnrRetries--
-			}
-			r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(syn.RNRTimerCode())))
-			r.ackDue = sim.Never
-			d.rewind(qp, psn)
-		case syn.IsNAK():
-			switch syn.NAKCode() {
-			case wire.NAKPSNSequenceError:
-				d.counters.Add(CounterRcvdSeqErr, 1)
-				d.ackUpTo(now, qp, psn, false)
-				if r.rnrUntil == sim.Never {
-					d.rewind(qp, psn)
-					d.requesterRun(now, qp)
-				}
-			case wire.NAKRemoteAccess:
-				d.ackUpTo(now, qp, psn, false)
-				d.failHead(now, qp, WCRemAccessErr)
-			case wire.NAKRemoteOperation:
-				d.ackUpTo(now, qp, psn, false)
-				d.failHead(now, qp, WCRemOpErr)
-			default:
-				d.ackUpTo(now, qp, psn, false)
-				d.failHead(now, qp, WCRemInvReqErr)
+	switch st {
+	case compCheckQPState:
+		switch qp.state {
+		case QPStateRTS, QPStateSQD, QPStateSQE:
+			return compCheckPSN
+		}
+		return compDone
+
+	case compCheckPSN:
+		if r.next == 0 {
+			return compDone // nothing outstanding: a stale response
+		}
+		if psn.Less(qp.sq.at(0).firstPSN) || !psn.Less(r.highest) {
+			return compDone // before the oldest unacknowledged, or never sent
+		}
+		return compCheckAck
+
+	case compCheckAck:
+		switch p.Info.Kind {
+		case wire.KindReadResponse:
+			return compRead
+		case wire.KindAtomicAck:
+			return compAtomic
+		case wire.KindAck:
+			switch syn := p.AETH.Syndrome(); {
+			case syn.IsACK():
+				return compAck
+			case syn.IsRNRNAK():
+				return compRNRNAK
+			case syn.IsNAK() && syn.NAKCode() == wire.NAKPSNSequenceError:
+				return compNAKSequence
+			case syn.IsNAK():
+				return compRemoteError
 			}
 		}
-	case wire.KindReadResponse:
+		return compDone
+
+	case compAck:
+		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+		d.ackUpTo(now, qp, psn, true)
+		return compDone
+
+	case compRNRNAK:
+		d.counters.Add(CounterRcvdRNRErr, 1)
+		d.ackUpTo(now, qp, psn, false)
+		if r.rnrRetries == 0 {
+			d.failHead(now, qp, WCRNRRetryExcErr)
+			d.counters.Add(CounterRetryRNRExceededErr, 1)
+			return compDone
+		}
+		if r.rnrRetries != 7 {
+			r.rnrRetries--
+		}
+		r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(p.AETH.Syndrome().RNRTimerCode())))
+		r.ackDue = sim.Never
+		d.rewind(qp, psn)
+		return compDone
+
+	case compNAKSequence:
+		d.counters.Add(CounterRcvdSeqErr, 1)
+		d.ackUpTo(now, qp, psn, false)
+		if r.rnrUntil == sim.Never {
+			d.rewind(qp, psn)
+			d.requesterRun(now, qp)
+		}
+		return compDone
+
+	case compRemoteError:
+		d.ackUpTo(now, qp, psn, false)
+		switch p.AETH.Syndrome().NAKCode() {
+		case wire.NAKRemoteAccess:
+			d.failHead(now, qp, WCRemAccessErr)
+		case wire.NAKRemoteOperation:
+			d.failHead(now, qp, WCRemOpErr)
+		default:
+			d.failHead(now, qp, WCRemInvReqErr)
+		}
+		return compDone
+
+	case compRead:
 		d.readResponse(now, qp, p)
-	case wire.KindAtomicAck:
+		return compDone
+
+	case compAtomic:
 		d.atomicAck(now, qp, p)
+		return compDone
 	}
+	panic("nic: completer in state " + st.String() + " for a response")
 }
 
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
@@ -324,26 +386,39 @@ func (d *Device) Advance(now sim.Time) {
 		}
 		r := &qp.req
 		if r.rnrUntil <= now {
-			r.rnrUntil = sim.Never
-			d.traceTimer(now, qp, "rnr-timer")
+			d.timerState(now, qp, compRNRRetry)
+		}
+		if r.ackDue <= now && qp.state != QPStateErr {
+			d.timerState(now, qp, compErrorRetry)
+		}
+	}
+}
+
+// timerState runs a completer timer state.
+func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
+	r := &qp.req
+	switch st {
+	case compRNRRetry:
+		r.rnrUntil = sim.Never
+		d.traceTimer(now, qp, "rnr-timer")
+		d.requesterRun(now, qp)
+	case compErrorRetry:
+		r.ackDue = sim.Never
+		d.traceTimer(now, qp, "ack-timeout")
+		if r.retries == 0 {
+			d.counters.Add(CounterRetryExceededErr, 1)
+			d.failHead(now, qp, WCRetryExcErr)
+			return
+		}
+		if r.retries != 7 || d.cfg.Profile == ProfileSpec {
+			r.retries--
+		}
+		if r.next > 0 {
+			d.rewind(qp, d.oldestUnacked(qp))
 			d.requesterRun(now, qp)
 		}
-		if r.ackDue <= now {
-			r.ackDue = sim.Never
-			d.traceTimer(now, qp, "ack-timeout")
-			if r.retries == 0 {
-				d.counters.Add(CounterRetryExceededErr, 1)
-				d.failHead(now, qp, WCRetryExcErr)
-				continue
-			}
-			if r.retries != 7 || d.cfg.Profile == ProfileSpec {
-				r.retries--
-			}
-			if oldest := d.oldestUnacked(qp); r.next > 0 {
-				d.rewind(qp, oldest)
-				d.requesterRun(now, qp)
-			}
-		}
+	default:
+		panic("nic: completer timer in state " + st.String())
 	}
 }
 

@@ -86,70 +86,125 @@ func (r *responder) find(psn wire.PSN, atomic bool) *rdResource {
 	return nil
 }
 
+// respState names the responder's states (rxe's RESPST_*), one per step
+// of the flow above. receiveRequest runs them in a loop until respDone.
+type respState uint8
+
+const (
+	respCheckQPState  respState = iota // 1: is the QP accepting requests?
+	respCheckPSN                       // 2: expected, duplicate or out of sequence
+	respDuplicate                      // 2: answer a duplicate without executing it
+	respOutOfSequence                  // 2: one NAK per gap, later packets dropped
+	respCheckOpSeq                     // 3: opcode sequence and lengths
+	respExecute                        // 4: place data, answer READ/ATOMIC
+	respUpdate                         // 5: advance the expected PSN and the MSN
+	respAcknowledge                    // 6: ACK when asked
+	respDone
+)
+
+var respStateNames = [...]string{"check-qp-state", "check-psn", "duplicate", "out-of-sequence",
+	"check-op-seq", "execute", "update", "acknowledge", "done"}
+
+// String returns the state's name, for traces and messages.
+func (s respState) String() string { return respStateNames[s] }
+
 // receiveRequest handles a request packet for qp.
 func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
-	switch qp.state {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		return
+	for st := respCheckQPState; st != respDone; {
+		st = d.respond(now, qp, p, st)
 	}
+}
+
+// respond runs one responder state and returns the next.
+func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) respState {
 	r := &qp.resp
 	psn := p.BTH.PSN()
-	info := p.Info
-	if qp.state == QPStateRTR && !r.commEst {
-		// IBTA §11.6.3: the first packet a QP receives in RTR.
-		r.commEst = true
-		d.raise(AsyncEvent{Type: EventCommEst, QP: qp, Time: now})
-	}
-	if qp.init.Type == QPTypeUC {
-		d.receiveUC(now, qp, p)
-		return
-	}
-	if diff := psn.Diff(r.epsn); diff > 0 {
+	switch st {
+	case respCheckQPState:
+		switch qp.state {
+		case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+		default:
+			return respDone // RESET, INIT, ERR: dropped silently
+		}
+		if qp.state == QPStateRTR && !r.commEst {
+			// IBTA §11.6.3: the first packet a QP receives in RTR.
+			r.commEst = true
+			d.raise(AsyncEvent{Type: EventCommEst, QP: qp, Time: now})
+		}
+		if qp.init.Type == QPTypeUC {
+			d.receiveUC(now, qp, p)
+			return respDone
+		}
+		return respCheckPSN
+
+	case respCheckPSN:
+		switch diff := psn.Diff(r.epsn); {
+		case diff > 0:
+			return respOutOfSequence
+		case diff < 0:
+			return respDuplicate
+		}
+		r.nakSent = false
+		return respCheckOpSeq
+
+	case respOutOfSequence:
 		d.counters.Add(CounterOutOfSeqRequest, 1)
 		if !r.nakSent {
 			r.nakSent = true
 			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn)
 		}
-		return
-	} else if diff < 0 {
+		return respDone
+
+	case respDuplicate:
 		d.counters.Add(CounterDuplicateRequest, 1)
 		d.duplicate(now, qp, p)
-		return
-	}
-	r.nakSent = false
-	if !d.checkSequence(qp, p) {
-		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
-		return
-	}
-	switch info.Kind {
-	case wire.KindSend:
-		if !d.placeSend(now, qp, p) {
-			return
+		return respDone
+
+	case respCheckOpSeq:
+		if !d.checkSequence(qp, p) {
+			d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
+			return respDone
 		}
-	case wire.KindWrite:
-		if !d.placeWrite(now, qp, p) {
-			return
+		return respExecute
+
+	case respExecute:
+		switch p.Info.Kind {
+		case wire.KindSend:
+			if !d.placeSend(now, qp, p) {
+				return respDone
+			}
+		case wire.KindWrite:
+			if !d.placeWrite(now, qp, p) {
+				return respDone
+			}
+		case wire.KindReadRequest:
+			d.answerRead(now, qp, p, false) // answers, and updates ePSN and MSN itself
+			return respDone
+		case wire.KindCompareSwap, wire.KindFetchAdd:
+			d.answerAtomic(now, qp, p)
+			return respDone
+		default:
+			return respDone
 		}
-	case wire.KindReadRequest:
-		d.answerRead(now, qp, p, false)
-		return
-	case wire.KindCompareSwap, wire.KindFetchAdd:
-		d.answerAtomic(now, qp, p)
-		return
-	default:
-		return
+		if qp.state == QPStateErr {
+			return respDone // the receive completion overflowed its CQ: no ACK (rxe: RESPST_ERR_CQ_OVERFLOW)
+		}
+		return respUpdate
+
+	case respUpdate:
+		r.epsn = r.epsn.Next()
+		if pos := p.Info.Position; pos == wire.PosLast || pos == wire.PosOnly {
+			r.msn = (r.msn + 1) & wire.PSNMask
+		}
+		return respAcknowledge
+
+	case respAcknowledge:
+		if p.BTH.AckReq() {
+			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), psn)
+		}
+		return respDone
 	}
-	if qp.state == QPStateErr {
-		return // the receive completion overflowed its CQ: no ACK (rxe: RESPST_ERR_CQ_OVERFLOW)
-	}
-	r.epsn = r.epsn.Next()
-	if info.Position == wire.PosLast || info.Position == wire.PosOnly {
-		r.msn = (r.msn + 1) & wire.PSNMask
-	}
-	if p.BTH.AckReq() {
-		d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), psn)
-	}
+	panic("nic: responder in state " + st.String())
 }
 
 // checkSequence applies step 3 to an RC request.
