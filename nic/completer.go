@@ -290,11 +290,9 @@ func (d *Device) rewind(qp *QP, psn wire.PSN) {
 }
 
 // readResponse places a READ response's payload and completes the READ
-// on its last packet. Responses must come in PSN order: a later one means
-// the ones between were lost, and the READ is asked again from the first
-// missing PSN (rxe's COMPST_ERROR_RETRY; once per missing PSN, so a burst
-// of later responses does not cause a storm of requests); an earlier one
-// is a duplicate and dropped.
+// on its last packet. Responses must come in PSN order: a later or an
+// earlier one is dropped, and a READ missing a response is asked again,
+// from the first missing PSN, when the ACK timer fires.
 func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.req
 	psn := p.BTH.PSN()
@@ -306,14 +304,9 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRRDMARead {
 			return
 		}
-		exp := w.firstPSN.Add(w.rdRcvd)
-		if psn != exp {
-			if exp.Less(psn) && !(r.rereadArmed && r.rereadPSN == exp) {
-				r.rereadArmed, r.rereadPSN = true, exp
-				d.counters.Add(CounterCompleterRetryErr, 1)
-				d.rewind(qp, exp)
-				d.requesterRun(now, qp)
-			}
+		if psn != w.firstPSN.Add(w.rdRcvd) {
+			// A response lost before this one (or a duplicate): dropped, as
+			// rxe's check_psn does; the ACK timeout asks for the rest.
 			return
 		}
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
@@ -422,11 +415,12 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 	}
 }
 
-// oldestUnacked returns the first PSN of the oldest not-done WQE.
+// oldestUnacked returns the oldest PSN not acknowledged: the first PSN of
+// the oldest not-done WQE, past the responses a READ already has.
 func (d *Device) oldestUnacked(qp *QP) wire.PSN {
 	for i := 0; i < qp.req.next; i++ {
 		if w := qp.sq.at(i); !w.done {
-			return w.firstPSN
+			return w.firstPSN.Add(w.rdRcvd)
 		}
 	}
 	return qp.req.psn

@@ -34,19 +34,16 @@
 //     silently, leaving the QP running (its completer ignores the failed
 //     post); the IBTA moves the QP to ERR. A receive-side overflow moves
 //     the QP to ERR in both.
-//   - RNR NAK: rxe follows it with a PSN sequence error NAK for the same
-//     PSN (seen in the real captures); the IBTA sends the RNR NAK alone.
+//   - A receive the responder cannot fill: rxe completes it with
+//     REM_INV_REQ_ERR (message longer than the buffer) or LOC_QP_OP_ERR
+//     (buffer not writable); the IBTA with LOC_LEN_ERR or LOC_PROT_ERR.
+//     The NAKs are the same: invalid request, remote operational error.
 //
 // Where both agree but a reader might expect otherwise: a CQ's size is
 // rounded up to 2^k-1 entries (rxe_queue_init) and CQE() reports it; MR
 // keys are index<<8 | generation with rkey == lkey; the first user QPN is
 // 0x11; atomic operands sit in memory in host (little-endian) order.
 //
-// # Status
-//
-// Issue 4 (resources, state machine, posting rules, flushes, CQ
-// overflow) is covered by tests here and in package verbs. The transport
-// mechanisms of issue 5 (segmentation, ACK coalescing, go-back-N, ACK
-// timeout, RNR, duplicates, READ/ATOMIC resources, remote errors, UC, UD)
-// are implemented but not yet proven by that issue's scenario tests.
+// The responder and completer run as explicit named states (respState,
+// compState), after rxe's RESPST_ and COMPST_ steps.
 package nic

@@ -272,16 +272,24 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	w := r.rwqe
 	if w.status != WCSuccess || r.off+uint64(len(p.Payload)) > w.length {
-		st, why := w.status, w.why
+		// A receive buffer the device cannot write (rxe: a malformed WQE)
+		// answers NAK remote operational error; a message longer than the
+		// buffer (a length error) NAK invalid request. rxe completes the
+		// receive with LOC_QP_OP_ERR or REM_INV_REQ_ERR; the IBTA with the
+		// local error itself, LOC_PROT_ERR or LOC_LEN_ERR.
+		st, why, nak := w.status, w.why, wire.NAKRemoteOperation
 		if st == WCSuccess {
-			st, why = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes"
+			st, why, nak = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes", wire.NAKInvalidRequest
+		}
+		if d.cfg.Profile == ProfileRXE {
+			if nak == wire.NAKInvalidRequest {
+				st = WCRemInvReqErr
+			} else {
+				st = WCLocQPOpErr
+			}
 		}
 		d.completeRecvErr(now, qp, w, st, why)
 		qp.doneRecv()
-		nak := wire.NAKRemoteOperation
-		if st == WCLocProtErr {
-			nak = wire.NAKRemoteOperation
-		}
 		d.remoteError(now, qp, nak, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
@@ -380,6 +388,10 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	}
 	m := uint64(qp.pmtu())
 	npkts := uint32(max(1, (length+m-1)/m))
+	var x *rdResource
+	if dup {
+		x = r.find(psn, false)
+	}
 	if !dup {
 		r.msn = (r.msn + 1) & wire.PSNMask
 		r.epsn = psn.Add(npkts)
@@ -395,6 +407,11 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 			f.Payload = mr.buf[start : start+n]
 		}
 		first, last := i == 0, i == npkts-1
+		if dup && x != nil && psn != x.first {
+			// A replay from the middle of the original READ continues its
+			// response: MIDDLE packets, then LAST (rxe's replay state).
+			first = false
+		}
 		switch {
 		case first && last:
 			f.BTH.Opcode = wire.OpRCReadResponseOnly
@@ -489,12 +506,9 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 func (d *Device) rnr(qp *QP, psn wire.PSN) {
 	d.counters.Add(CounterSendRNRErr, 1)
 	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn)
-	if d.cfg.Profile == ProfileRXE {
-		// rxe follows its RNR NAK with a PSN sequence error NAK for the
-		// same PSN (captures/rnr_send.pcap).
-		d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), psn)
-		qp.resp.nakSent = true
-	}
+	// The expected PSN stays: the packets already behind the refused one
+	// arrive out of sequence and get the usual one NAK per gap, which is
+	// the RNR NAK + sequence NAK pair the real captures show.
 }
 
 // remoteError answers a request the responder cannot execute: a NAK, and

@@ -168,23 +168,30 @@ func TestRemoteAccessError(t *testing.T) {
 	assert.Equal(t, verbs.QPStateErr, a.qp.State())
 }
 
-// TestMessageLongerThanReceive: LOC_LEN_ERR at the responder, NAK remote
-// operational error, REM_OP_ERR at the requester.
-//
-// No exact ladder here yet: a receive too small for the SEND is a length
-// error, which DESIGN.md, rxe (RESPST_ERR_LENGTH, class C) and the IBTA
-// answer with NAK invalid request (0x61), REM_INV_REQ_ERR at the
-// requester; rocesim sends NAK remote operational error (0x63). The
-// requester's status below is rocesim's current one.
+// TestMessageLongerThanReceive: a length error. The responder answers
+// NAK invalid request (rxe's RESPST_ERR_LENGTH; IBTA class C), so the
+// requester completes with REM_INV_REQ_ERR. The receive completes with
+// REM_INV_REQ_ERR under rxe and LOC_LEN_ERR under the IBTA profile; both
+// QPs go to ERR. (Issue 5's text says NAK remote operational error and
+// REM_OP_ERR here; rxe and the IBTA say invalid request.)
 func TestMessageLongerThanReceive(t *testing.T) {
-	w, a, b := pair(t, verbs.WorldConfig{Seed: 1})
-	_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 5, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}})
-	require.NoError(t, err)
-	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(6, a, 200)})
-	require.NoError(t, err)
-	require.NoError(t, w.Run())
-	assert.Equal(t, []string{"5:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(b.cq)))
-	assert.Equal(t, []string{"6:IBV_WC_REM_OP_ERR"}, summary(pollAll(a.cq)))
+	for _, c := range []struct {
+		prof verbs.Profile
+		recv string
+	}{{verbs.ProfileRXE, "5:IBV_WC_REM_INV_REQ_ERR"}, {verbs.ProfileSpec, "5:IBV_WC_LOC_LEN_ERR"}} {
+		tr := &sim.Trace{}
+		w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Profile: c.prof, Trace: tr})
+		_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 5, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(6, a, 200)})
+		require.NoError(t, err)
+		require.NoError(t, w.Run())
+		assert.Equal(t, []string{c.recv}, summary(pollAll(b.cq)), c.prof.String())
+		assert.Equal(t, []string{"6:IBV_WC_REM_INV_REQ_ERR"}, summary(pollAll(a.cq)), c.prof.String())
+		assert.Contains(t, ladder(tr), "b RC_ACKNOWLEDGE psn=100 NAK(invalid request) msn=0")
+		assert.Equal(t, verbs.QPStateErr, a.qp.State())
+		assert.Equal(t, verbs.QPStateErr, b.qp.State())
+	}
 }
 
 // TestPSNWrap: a 4-packet message from PSN 2^24-2 wraps to 1 and is
