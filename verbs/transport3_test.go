@@ -1,0 +1,129 @@
+package verbs_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// TestAckReqEvery64Packets: a 70-packet WRITE asks for an ACK on its 64th
+// packet and on its last (rxe's RXE_MAX_PKT_PER_ACK), and the responder
+// answers exactly those two.
+func TestAckReqEvery64Packets(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	const n = 70 * 1024
+	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
+	require.NoError(t, err)
+	dst, err := b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, n)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	var asked, acks []string
+	for _, l := range ladder(tr) {
+		switch {
+		case len(l) > 2 && l[:2] == "a " && bytes.HasSuffix([]byte(l), []byte(" ack")):
+			asked = append(asked, l)
+		case len(l) > 2 && l[:2] == "b ":
+			acks = append(acks, l)
+		}
+	}
+	assert.Equal(t, []string{"a RC_RDMA_WRITE_MIDDLE psn=163 ack", "a RC_RDMA_WRITE_LAST psn=169 ack"}, asked)
+	assert.Equal(t, []string{"b RC_ACKNOWLEDGE psn=163 ACK msn=0", "b RC_ACKNOWLEDGE psn=169 ACK msn=1"}, acks)
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, src.Bytes(), dst.Bytes())
+}
+
+// TestFenceWaitsForRead: a fenced SEND after a READ goes out only once
+// the READ has completed.
+func TestFenceWaitsForRead(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(9, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+			SGList: []verbs.SGE{a.mr.SGE(0, 16)}},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendFence, SGList: []verbs.SGE{a.mr.SGE(100, 8)}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{
+		"a RC_RDMA_READ_REQUEST psn=100 ack",
+		"b RC_RDMA_READ_RESPONSE_ONLY psn=100 ACK msn=1",
+		"completion wr=1 IBV_WC_SUCCESS IBV_WC_RDMA_READ byte_len=16",
+		"a RC_SEND_ONLY psn=101 ack",
+		"completion wr=9 IBV_WC_SUCCESS IBV_WC_RECV byte_len=8",
+		"b RC_ACKNOWLEDGE psn=101 ACK msn=2",
+		"completion wr=2 IBV_WC_SUCCESS IBV_WC_SEND",
+	}, ladder(tr))
+}
+
+// TestSolicitedEventAndZeroLength: a zero-length SEND with SOLICITED sets
+// SE, completes with byte_len 0, and wakes a CQ armed for solicited
+// completions only; an unsolicited one before it does not.
+func TestSolicitedEventAndZeroLength(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	ch := b.ctx.CreateCompChannel()
+	cq, err := b.ctx.CreateCQ(8, ch, 0)
+	require.NoError(t, err)
+	b.qp, err = b.pd.CreateQP(verbs.QPInitAttr{SendCQ: b.cq, RecvCQ: cq, Type: verbs.QPTypeRC,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	require.NoError(t, cq.ReqNotify(true))
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b), recvWR(2, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(3, a, 8)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	_, ok := ch.GetCQEvent()
+	assert.False(t, ok, "an unsolicited completion does not wake a solicited-only CQ")
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendSolicited}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	got, ok := ch.GetCQEvent()
+	require.True(t, ok, "the solicited completion wakes it")
+	assert.Equal(t, cq, got)
+	got.AckEvents(1)
+	wcs := pollAll(cq)
+	require.Len(t, wcs, 2)
+	assert.Equal(t, uint32(8), wcs[0].ByteLen)
+	assert.Equal(t, uint32(0), wcs[1].ByteLen)
+}
+
+// TestInlineSend: inline data is copied at post time, so changing the
+// buffer afterwards does not change what is sent.
+func TestInlineSend(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	var err error
+	a.qp, err = a.pd.CreateQP(verbs.QPInitAttr{SendCQ: a.cq, RecvCQ: a.cq, Type: verbs.QPTypeRC,
+		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 64}})
+	require.NoError(t, err)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	copy(a.buf, "inline-data!")
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline,
+		SGList: []verbs.SGE{a.mr.SGE(0, 6), a.mr.SGE(6, 6)}}})
+	require.NoError(t, err)
+	copy(a.buf, "overwritten!")
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+	assert.Equal(t, "inline-data!", string(b.buf[:12]))
+}
