@@ -35,11 +35,11 @@ const icrcHdrMax = 60 + UDPLen + BTHLen
 // crcTables are the slicing-by-16 tables of the reflected IEEE polynomial:
 // crcTables[0] is the byte-at-a-time table, crcTables[k][b] is the CRC of
 // byte b followed by k zero bytes.
-var crcTables = func() (t [8][256]uint32) {
+var crcTables = func() (t [16][256]uint32) {
 	t[0] = *crc32.IEEETable
 	for i := range 256 {
 		c := t[0][i]
-		for k := 1; k < 8; k++ {
+		for k := 1; k < 16; k++ {
 			c = t[0][c&0xFF] ^ c>>8
 			t[k][i] = c
 		}
@@ -100,6 +100,16 @@ func icrc(pkt []byte, ipLen int, v6 bool) uint32 {
 	t := &crcTables
 	c := ffPrefixState
 	i := 0
+	for ; i+16 <= n; i += 16 {
+		w0 := binary.LittleEndian.Uint64(hdr[i:]) | m[i>>3]
+		w1 := binary.LittleEndian.Uint64(hdr[i+8:]) | m[i>>3+1]
+		a := uint32(w0) ^ c
+		b, d, e := uint32(w0>>32), uint32(w1), uint32(w1>>32)
+		c = t[15][byte(a)] ^ t[14][byte(a>>8)] ^ t[13][byte(a>>16)] ^ t[12][a>>24] ^
+			t[11][byte(b)] ^ t[10][byte(b>>8)] ^ t[9][byte(b>>16)] ^ t[8][b>>24] ^
+			t[7][byte(d)] ^ t[6][byte(d>>8)] ^ t[5][byte(d>>16)] ^ t[4][d>>24] ^
+			t[3][byte(e)] ^ t[2][byte(e>>8)] ^ t[1][byte(e>>16)] ^ t[0][e>>24]
+	}
 	for ; i+8 <= n; i += 8 {
 		w := binary.LittleEndian.Uint64(hdr[i:]) | m[i>>3]
 		a := uint32(w) ^ c
