@@ -127,23 +127,7 @@ func TestSQE(t *testing.T) {
 	ha, hb := w.AddHost("a"), w.AddHost("b")
 	require.NoError(t, w.Connect(ha, hb))
 	a, b := setup(ha, 1), setup(hb, 1)
-	for _, e := range []*endpoint{a, b} {
-		var err error
-		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUC,
-			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		require.NoError(t, err)
-	}
-	ucConnect := func(e, peer *endpoint) {
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QPAccessFlags: verbs.AccessRemoteWrite},
-			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-		gid, _ := peer.ctx.QueryGID(1, 1)
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: peer.qp.QPNum, RQPSN: peer.psn,
-			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}}},
-			verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN))
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: e.psn}, verbs.QPAttrState|verbs.QPAttrSQPSN))
-	}
-	ucConnect(a, b)
-	ucConnect(b, a)
+	ucPair(t, a, b)
 	bad := a.mr.SGE(0, 8)
 	bad.LKey ^= 0x700
 	_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{bad}}})
@@ -186,4 +170,26 @@ func TestIllegalModifyChangesNothing(t *testing.T) {
 	after, _ := a.qp.Query()
 	assert.Equal(t, before, after)
 	_ = b
+}
+
+// ucPair gives two endpoints UC QPs connected to each other (INIT, RTR,
+// RTS with the masks a UC program uses).
+func ucPair(t *testing.T, a, b *endpoint) {
+	t.Helper()
+	for _, e := range []*endpoint{a, b} {
+		var err error
+		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUC,
+			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+	}
+	for _, pr := range [][2]*endpoint{{a, b}, {b, a}} {
+		e, peer := pr[0], pr[1]
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QPAccessFlags: verbs.AccessRemoteWrite},
+			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+		gid, _ := peer.ctx.QueryGID(1, 1)
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: peer.qp.QPNum, RQPSN: peer.psn,
+			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}}},
+			verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: e.psn}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	}
 }

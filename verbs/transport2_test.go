@@ -240,21 +240,7 @@ func TestUCLossDropsRestOfMessage(t *testing.T) {
 	ha, hb := w.AddHost("a"), w.AddHost("b")
 	require.NoError(t, w.Connect(ha, hb))
 	a, b := setup(ha, 10), setup(hb, 1)
-	for _, e := range []*endpoint{a, b} {
-		var err error
-		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUC,
-			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		require.NoError(t, err)
-	}
-	for _, pr := range [][2]*endpoint{{a, b}, {b, a}} {
-		e, peer := pr[0], pr[1]
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1}, verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
-		gid, _ := peer.ctx.QueryGID(1, 1)
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: peer.qp.QPNum, RQPSN: peer.psn,
-			AHAttr: verbs.AHAttr{IsGlobal: true, GRH: verbs.GRH{DGID: gid}}},
-			verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|verbs.QPAttrRQPSN))
-		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: e.psn}, verbs.QPAttrState|verbs.QPAttrSQPSN))
-	}
+	ucPair(t, a, b)
 	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b), recvWR(2, b)})
 	require.NoError(t, err)
 	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(3, a, 3000), sendWR(4, a, 500)}) // PSNs 10-12, then 13
