@@ -315,8 +315,7 @@ func TestRNRRetryExceeded(t *testing.T) {
 
 // TestRNRRetryCountsDown: rnr_retry 2 and no receive: the original and
 // exactly two retries get RNR NAKs, then RNR_RETRY_EXC_ERR (an RNR NAK
-// does not reset the count). No exact ladder yet, for the reason given
-// at TestRNRWait.
+// does not reset the count).
 func TestRNRRetryCountsDown(t *testing.T) {
 	tr := &sim.Trace{}
 	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
@@ -326,6 +325,15 @@ func TestRNRRetryCountsDown(t *testing.T) {
 	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 64)})
 	require.NoError(t, err)
 	require.NoError(t, w.Run())
+	assert.Equal(t, []string{
+		"a RC_SEND_ONLY psn=100 ack",
+		"b RC_ACKNOWLEDGE psn=100 RNR-NAK(timer=12: 0.64 ms) msn=0",
+		"a RC_SEND_ONLY psn=100 ack",
+		"b RC_ACKNOWLEDGE psn=100 RNR-NAK(timer=12: 0.64 ms) msn=0",
+		"a RC_SEND_ONLY psn=100 ack",
+		"b RC_ACKNOWLEDGE psn=100 RNR-NAK(timer=12: 0.64 ms) msn=0",
+		"completion wr=1 IBV_WC_RNR_RETRY_EXC_ERR",
+	}, ladder(tr))
 	assert.Equal(t, []string{"1:IBV_WC_RNR_RETRY_EXC_ERR"}, summary(pollAll(a.cq)))
 	n := 0
 	for _, e := range tr.Events() {
