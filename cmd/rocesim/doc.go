@@ -2,7 +2,7 @@
 // RoCE v2 soft-RDMA simulator.
 //
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
-//	rocesim demo                    the built-in demo (the engine arrives in issue 3)
+//	rocesim demo                    the built-in demo: the go-back-N ladder, as a trace
 //	rocesim help [COMMAND]          usage
 //
 // inspect decodes every frame with package wire, verifies each RoCE v2

@@ -45,8 +45,6 @@ Exit status: 0 every RoCE frame is well formed with a good ICRC; 1 one is
 not; 2 usage or I/O error.
 `
 
-const demoLine = "rocesim: the simulation engine arrives next (issue 3); try: rocesim inspect wire/testdata/rc_send.pcap\n"
-
 // run executes the command line args (without the program name), writing
 // output to stdout and diagnostics to stderr, and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -62,7 +60,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "rocesim demo: takes no arguments\n")
 			return exitUsage
 		}
-		fmt.Fprint(stdout, demoLine)
+		if err := runDemo(stdout); err != nil {
+			fmt.Fprintf(stderr, "rocesim demo: %v\n", err)
+			return exitUsage
+		}
 		return exitOK
 	case "help", "-h", "-help", "--help":
 		return runHelp(rest, stdout, stderr)
@@ -80,7 +81,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case len(args) == 1 && args[0] == "inspect":
 		fmt.Fprint(stdout, inspectUsage)
 	case len(args) == 1 && args[0] == "demo":
-		fmt.Fprint(stdout, "Usage: rocesim demo\n\nRuns the built-in demo scenario.\n")
+		fmt.Fprint(stdout, "Usage: rocesim demo\n\nRuns the built-in demo: a 4-packet RC SEND with PSN 101 lost once (go-back-N), and prints its trace.\n")
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -25,7 +25,7 @@ func TestRun(t *testing.T) {
 		{[]string{"help", "demo"}, exitOK, "Usage: rocesim demo", "", false},
 		{[]string{"help", "nope"}, exitUsage, "", `unknown command "nope"`, false},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`, false},
-		{[]string{"demo"}, exitOK, "rocesim: the simulation engine arrives next (issue 3); try: rocesim inspect wire/testdata/rc_send.pcap\n", "", true},
+		{[]string{"demo"}, exitOK, `op=RC_ACKNOWLEDGE psn=101 aeth="NAK(PSN sequence error)"`, "", false},
 		{[]string{"demo", "x"}, exitUsage, "", "takes no arguments", false},
 		{[]string{"inspect"}, exitUsage, "", "want exactly one FILE, got 0", false},
 		{[]string{"inspect", capFile, capFile}, exitUsage, "", "want exactly one FILE, got 2", false},
