@@ -41,7 +41,10 @@ func (p Profile) String() string {
 
 // Config describes a device and its one port.
 type Config struct {
-	Name    string // e.g. "rxe0"
+	Name string // e.g. "rxe0"
+	// Node names the machine the device sits in, for trace events
+	// (several hosts each have an "rxe0"); empty means Name.
+	Node    string
 	MAC     wire.MAC
 	IPv4    netip.Addr // zero if none
 	IPv6    netip.Addr // zero if none
@@ -174,6 +177,9 @@ func New(cfg Config) *Device {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "rxe0"
+	}
+	if cfg.Node == "" {
+		cfg.Node = cfg.Name
 	}
 	base := cfg.AddrBase
 	if base == 0 {
@@ -326,7 +332,7 @@ func (d *Device) DestroyCQ(cq *CQ) error {
 func (d *Device) raise(e AsyncEvent) {
 	d.events = append(d.events, e)
 	if d.trace.Enabled() {
-		ev := sim.Event{Time: e.Time, Node: d.cfg.Name, Kind: "async-event", Fields: []sim.Field{{Key: "event", Value: "IBV_EVENT_" + e.Type.String()}}}
+		ev := sim.Event{Time: e.Time, Node: d.cfg.Node, Kind: "async-event", Fields: []sim.Field{{Key: "event", Value: "IBV_EVENT_" + e.Type.String()}}}
 		if e.QP != nil {
 			ev.QPN, ev.HasQPN = e.QP.num, true
 		}

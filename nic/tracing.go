@@ -11,7 +11,7 @@ func (d *Device) traceState(now sim.Time, qp *QP, from, to QPState) {
 	if !d.trace.Enabled() || from == to {
 		return
 	}
-	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Name, QPN: qp.num, HasQPN: true, Kind: "qp-state",
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "qp-state",
 		Fields: []sim.Field{{Key: "from", Value: from.String()}, {Key: "to", Value: to.String()}}})
 }
 
@@ -31,7 +31,7 @@ func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC, why string) {
 	if why != "" {
 		f = append(f, sim.Field{Key: "why", Value: why})
 	}
-	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Name, QPN: qp.num, HasQPN: true, Kind: "completion", Fields: f})
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "completion", Fields: f})
 }
 
 // traceTimer records a timer firing.
@@ -39,6 +39,6 @@ func (d *Device) traceTimer(now sim.Time, qp *QP, which string) {
 	if !d.trace.Enabled() {
 		return
 	}
-	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Name, QPN: qp.num, HasQPN: true, Kind: "timer",
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "timer",
 		Fields: []sim.Field{{Key: "timer", Value: which}}})
 }
