@@ -119,14 +119,14 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		}
 		r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(p.AETH.Syndrome().RNRTimerCode())))
 		r.ackDue = sim.Never
-		d.rewind(qp, psn)
+		d.rewind(qp, psn, "after RNR wait")
 		return compDone
 
 	case compNAKSequence:
 		d.counters.Add(CounterRcvdSeqErr, 1)
 		d.ackUpTo(now, qp, psn, false)
 		if r.rnrUntil == sim.Never {
-			d.rewind(qp, psn)
+			d.rewind(qp, psn, "after NAK")
 			d.requesterRun(now, qp)
 		}
 		return compDone
@@ -183,7 +183,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 				if miss := w.firstPSN.Add(w.rdRcvd); !(r.rereadArmed && r.rereadPSN == miss) {
 					r.rereadArmed, r.rereadPSN = true, miss
 					d.counters.Add(CounterCompleterRetryErr, 1)
-					d.rewind(qp, miss)
+					d.rewind(qp, miss, "after a lost response")
 				}
 				break
 			}
@@ -269,8 +269,9 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 }
 
 // rewind points the requester at psn for go-back-N.
-func (d *Device) rewind(qp *QP, psn wire.PSN) {
+func (d *Device) rewind(qp *QP, psn wire.PSN, why string) {
 	r := &qp.req
+	r.why = why
 	for i := 0; i < r.next; i++ {
 		w := qp.sq.at(i)
 		if w.done {
@@ -407,7 +408,7 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 			r.retries--
 		}
 		if r.next > 0 {
-			d.rewind(qp, d.oldestUnacked(qp))
+			d.rewind(qp, d.oldestUnacked(qp), "after ACK timeout")
 			d.requesterRun(now, qp)
 		}
 	default:

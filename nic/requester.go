@@ -45,6 +45,7 @@ type requester struct {
 	rnrUntil   sim.Time // end of the RNR wait, sim.Never when not waiting
 	nRetrans   int      // go-back-N rounds so far, for capture notes
 	highest    wire.PSN // one past the highest PSN ever sent
+	why        string   // why the last go-back-N round started, for notes
 	// A READ re-requested after a lost response, not to be asked again
 	// for the same missing PSN until progress is made.
 	rereadArmed bool
@@ -264,7 +265,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 // PSN below the highest ever sent is a retransmission.
 func (r *requester) noteFor(psn wire.PSN) string {
 	if psn.Less(r.highest) {
-		return "retransmission #" + strconv.Itoa(r.nRetrans)
+		return "retransmission #" + strconv.Itoa(r.nRetrans) + " of PSN " + psn.String() + " " + r.why
 	}
 	r.highest = psn.Next()
 	return ""

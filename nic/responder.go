@@ -151,7 +151,8 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 		d.counters.Add(CounterOutOfSeqRequest, 1)
 		if !r.nakSent {
 			r.nakSent = true
-			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn)
+			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn,
+				"NAK: PSN "+r.epsn.String()+" expected, PSN "+psn.String()+" received")
 		}
 		return respDone
 
@@ -200,7 +201,7 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 
 	case respAcknowledge:
 		if p.BTH.AckReq() {
-			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), psn)
+			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), psn, "")
 		}
 		return respDone
 	}
@@ -496,7 +497,8 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 		// No saved result: dropped silently (counted as a duplicate).
 	default:
 		if p.BTH.AckReq() {
-			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), qp.resp.epsn.Sub(1))
+			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), qp.resp.epsn.Sub(1),
+				"duplicate PSN "+psn.String()+": re-acknowledged, not delivered")
 		}
 	}
 }
@@ -505,7 +507,8 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 // PSN and the QP's min_rnr_timer (IBTA §9.7.5.2.8).
 func (d *Device) rnr(qp *QP, psn wire.PSN) {
 	d.counters.Add(CounterSendRNRErr, 1)
-	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn)
+	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn,
+		"RNR NAK: no receive posted, retry in "+sim.Duration(wire.RNRDelay(qp.attr.MinRNRTimer)).String())
 	// The expected PSN stays: the packets already behind the refused one
 	// arrive out of sequence and get the usual one NAK per gap, which is
 	// the RNR NAK + sequence NAK pair the real captures show.
@@ -514,18 +517,18 @@ func (d *Device) rnr(qp *QP, psn wire.PSN) {
 // remoteError answers a request the responder cannot execute: a NAK, and
 // the QP to ERR with the async event given.
 func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.PSN, ev AsyncEventType) {
-	d.sendAck(qp, wire.NAKSyndrome(code), psn)
+	d.sendAck(qp, wire.NAKSyndrome(code), psn, "NAK: "+code.String())
 	d.toError(now, qp, ev, true)
 }
 
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.
-func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN) {
+func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN, note string) {
 	var f wire.Frame
 	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
 	f.BTH.Opcode = wire.OpRCAcknowledge
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
-	d.emit(qp, &f, "")
+	d.emit(qp, &f, note)
 }
 
 // receiveUC handles a UC request: no ACKs, and a gap drops the rest of
