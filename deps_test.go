@@ -14,17 +14,19 @@ const module = "github.com/rocesim/rocesim"
 // simulated NIC never sees gopacket; only the edges (capture files,
 // gopacket layers, the CLI) do.
 var allowed = map[string][]string{
-	"sim":                 {},
-	"wire":                {},
-	"faults":              {"wire", "sim"},
-	"sim/fabric":          {"faults", "wire", "sim"},
-	"nic":                 {"wire", "sim"},
-	"verbs":               {"nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
-	"wire/rocelayers":     {"wire", "gopacket"},
-	"wire/capture":        {"wire", "gopacket", "x/net", "x/sys"},
-	"cmd/rocesim":         {"*"},
-	"internal/tsharktest": {},
-	"conformance":         {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"sim":                  {},
+	"wire":                 {},
+	"faults":               {"wire", "sim"},
+	"sim/fabric":           {"faults", "wire", "sim"},
+	"nic":                  {"wire", "sim"},
+	"verbs":                {"nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"wire/rocelayers":      {"wire", "gopacket"},
+	"wire/capture":         {"wire", "gopacket", "x/net", "x/sys"},
+	"cmd/rocesim":          {"*"},
+	"cmd/rocesim/ladder":   {"sim", "wire"},
+	"cmd/rocesim/scenario": {"verbs", "nic", "sim", "sim/fabric", "faults", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"internal/tsharktest":  {},
+	"conformance":          {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
 }
 
 var external = map[string]string{

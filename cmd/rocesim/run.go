@@ -17,12 +17,19 @@ const (
 const usage = `rocesim: a pure-Go RoCE v2 soft-RDMA simulator
 
 Usage:
+  rocesim run NAME|FILE [flags]   run a scenario: ladder diagram, summary, --pcap, --svg, --json
+  rocesim scenarios               list the built-in scenarios
   rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
   rocesim demo                    run the built-in demo
   rocesim help [COMMAND]          show this help, or a command's
 
-Exit status: 0 success; 1 a RoCE frame is malformed or fails its ICRC
-(inspect); 2 usage or I/O error.
+Exit status: 0 success; 1 a scenario's expectations failed (run) or a
+RoCE frame is malformed or fails its ICRC (inspect); 2 usage or I/O error.
+
+Examples:
+  rocesim scenarios
+  rocesim run go-back-n --pcap go-back-n.pcapng --svg go-back-n.svg
+  rocesim inspect go-back-n.pcapng
 `
 
 const inspectUsage = `Usage: rocesim inspect [--json] FILE
@@ -55,6 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "inspect":
 		return runInspect(rest, stdout, stderr)
+	case "run":
+		return runRun(rest, stdout, stderr)
+	case "scenarios":
+		return runScenarios(rest, stdout, stderr)
 	case "demo":
 		if len(rest) != 0 {
 			fmt.Fprintf(stderr, "rocesim demo: takes no arguments\n")
@@ -80,6 +91,10 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 	case len(args) == 1 && args[0] == "inspect":
 		fmt.Fprint(stdout, inspectUsage)
+	case len(args) == 1 && args[0] == "run":
+		fmt.Fprint(stdout, runUsage)
+	case len(args) == 1 && args[0] == "scenarios":
+		fmt.Fprint(stdout, scenariosUsage)
 	case len(args) == 1 && args[0] == "demo":
 		fmt.Fprint(stdout, "Usage: rocesim demo\n\nRuns the built-in demo: a 4-packet RC SEND with PSN 101 lost once (go-back-N), and prints its trace.\n")
 	case len(args) == 1 && args[0] == "help":

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+const runUsage = `Usage: rocesim run NAME|FILE [flags]
+
+Runs a built-in scenario (see rocesim scenarios) or a scenario file and
+prints its ladder diagram and a summary.
+
+Flags:
+  --seed N            master seed (default 1)
+  --profile rxe|spec  NIC behaviour profile (default rxe)
+  --pcap FILE         write every frame to FILE (pcapng, a comment on each)
+  --svg FILE          write the ladder as a standalone SVG
+  --json              print a machine-readable result instead
+  --quiet             print only the summary
+
+Examples:
+  rocesim run go-back-n
+  rocesim run retry-exceeded --profile spec --json
+  rocesim run examples/rnr.scenario --pcap rnr.pcapng --svg rnr.svg
+
+Exit status: 0 the scenario met its expectations; 1 it did not; 2 usage
+or I/O error.
+`
+
+const scenariosUsage = `Usage: rocesim scenarios
+
+Lists the built-in scenarios, one line each.
+`
+
+// runScenarios lists the catalogue.
+func runScenarios(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if args[0] == "--help" || args[0] == "-h" {
+			fmt.Fprint(stdout, scenariosUsage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "rocesim scenarios: takes no arguments\n\n%s", scenariosUsage)
+		return exitUsage
+	}
+	for _, s := range scenario.Builtin() {
+		fmt.Fprintf(stdout, "%-20s %s\n", s.Name, s.Description)
+	}
+	return exitOK
+}
+
+// runRun parses run's command line and runs the scenario.
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	seed := fs.Uint64("seed", 1, "master seed")
+	profile := fs.String("profile", "rxe", "rxe or spec")
+	pcap := fs.String("pcap", "", "pcapng output")
+	svg := fs.String("svg", "", "SVG output")
+	jsonOut := fs.Bool("json", false, "JSON result")
+	quiet := fs.Bool("quiet", false, "summary only")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, runUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim run: %v\n\n%s", err, runUsage)
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "rocesim run: want exactly one scenario NAME or FILE, got %d\n\n%s", len(pos), runUsage)
+		return exitUsage
+	}
+	var prof verbs.Profile
+	switch *profile {
+	case "rxe":
+		prof = verbs.ProfileRXE
+	case "spec":
+		prof = verbs.ProfileSpec
+	default:
+		fmt.Fprintf(stderr, "rocesim run: --profile %q: want rxe or spec\n", *profile)
+		return exitUsage
+	}
+	sc, err := loadScenario(pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim run: %v\n", err)
+		return exitUsage
+	}
+	opt := scenario.Options{Seed: *seed, Profile: prof, Trace: &sim.Trace{}}
+	var tap capture.Writer
+	if *pcap != "" {
+		if tap, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf("rocesim run %s --seed %d --profile %s", sc.Name, *seed, *profile)}); err != nil {
+			fmt.Fprintf(stderr, "rocesim run: %v\n", err)
+			return exitUsage
+		}
+		opt.Capture = tap
+	}
+	start := time.Now()
+	res, err := sc.Run(opt)
+	wall := time.Since(start)
+	if tap != nil {
+		if cerr := tap.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim run: %s: %v\n", sc.Name, err)
+		return exitUsage
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err == nil {
+			err = ladder.SVG(f, res.Trace, ladder.Options{}, fmt.Sprintf("%s (seed %d, %s)", sc.Name, *seed, *profile))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rocesim run: --svg: %v\n", err)
+			return exitUsage
+		}
+	}
+	switch {
+	case *jsonOut:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(stderr, "rocesim run: %v\n", err)
+			return exitUsage
+		}
+	default:
+		if !*quiet {
+			color := isTerminal(stdout) && os.Getenv("NO_COLOR") == ""
+			if err := ladder.Text(stdout, res.Trace, ladder.Options{Color: color}); err != nil {
+				fmt.Fprintf(stderr, "rocesim run: %v\n", err)
+				return exitUsage
+			}
+			fmt.Fprintln(stdout)
+		}
+		printSummary(stdout, res, wall)
+	}
+	if len(res.Failed) > 0 {
+		for _, f := range res.Failed {
+			fmt.Fprintf(stderr, "rocesim run: %s: expectation failed: %s\n", sc.Name, f)
+		}
+		return exitBad
+	}
+	return exitOK
+}
+
+// loadScenario finds a built-in scenario by name, or reads a file.
+func loadScenario(arg string) (*scenario.Scenario, error) {
+	if s, ok := scenario.Lookup(arg); ok {
+		return s, nil
+	}
+	text, err := os.ReadFile(arg)
+	if err != nil {
+		if os.IsNotExist(err) && !strings.ContainsAny(arg, "/.") {
+			return nil, fmt.Errorf("no built-in scenario %q (rocesim scenarios lists them)", arg)
+		}
+		return nil, err
+	}
+	return scenario.Parse(arg, string(text))
+}
+
+// printSummary prints completions per status, the counters that changed,
+// and the virtual and wall time.
+func printSummary(w io.Writer, res *scenario.Result, wall time.Duration) {
+	byStatus := map[string]int{}
+	for _, c := range res.Completions {
+		byStatus[c.Status]++
+	}
+	var statuses []string
+	for s := range byStatus {
+		statuses = append(statuses, s)
+	}
+	sort.Strings(statuses)
+	fmt.Fprintf(w, "%s: %d completions", res.Scenario, len(res.Completions))
+	for _, s := range statuses {
+		fmt.Fprintf(w, ", %d %s", byStatus[s], s)
+	}
+	fmt.Fprintf(w, "\nframes %d, virtual time %v, wall time %v\n", res.Frames, res.VirtualTime, wall.Round(time.Microsecond))
+	var nodes []string
+	for n := range res.Counters {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		var names []string
+		for k := range res.Counters[n] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, k := range names {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, res.Counters[n][k]))
+		}
+		fmt.Fprintf(w, "counters %s: %s\n", n, strings.Join(parts, " "))
+	}
+	if len(res.Failed) == 0 {
+		fmt.Fprintln(w, "expectations: all met")
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

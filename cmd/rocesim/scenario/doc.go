@@ -1,0 +1,205 @@
+// Package scenario reads rocesim scenario files and runs them: a
+// topology, queue pairs, memory, a timed workload, a fault plan and the
+// outcome the scenario claims, in a small line-based text format. The
+// built-in catalogue (Builtin, Lookup) is a set of such files embedded
+// from builtin/, the same files as the repository's examples/.
+//
+//	s, err := scenario.Parse("my.scenario", text)   // or scenario.Lookup("go-back-n")
+//	res, err := s.Run(scenario.Options{Seed: 1, Profile: verbs.ProfileRXE})
+//	res.Completions, res.AsyncEvents, res.Counters  // what happened
+//	res.Failed                                      // expectations not met
+//	res.Trace                                       // every event, for a ladder
+//
+// A scenario file:
+//
+//	scenario go-back-n
+//	description A 4-packet RC SEND loses PSN 2 once: NAK, go-back-N, one cumulative ACK.
+//	node a b
+//	link a b
+//	mr a.buf size=4096 fill=seq
+//	mr b.buf size=4096
+//	qp a.q rc peer=b.q psn=1
+//	qp b.q rc psn=1
+//	fault drop psn=2 tx=1 src=a
+//	at 0 b.q recv wr=1 len=4096
+//	at 0 a.q send wr=2 op=send len=4096
+//	expect a.q wr=2 IBV_WC_SUCCESS
+//	expect counter a.rcvd_seq_err=1
+//
+// # Running
+//
+// Run builds a world (package verbs) with one host per node, in the order
+// declared (node i has MAC 02:00:00:00:00:0i and IPv4 10.0.0.i), then on
+// each node opens the device, allocates one PD, registers the memory
+// regions, creates the CQs and QPs, and takes every QP from RESET to its
+// starting state (RTS by default) with the attributes of its qp line and
+// its peer's QPN and PSN. Then, for each step in order, it runs the world
+// to the step's time (events due at that very time happen first), polls
+// the CQs, does the step and polls again; after
+// the last step it runs the world until nothing is left to happen (or to
+// the deadline) and polls every CQ once more. A CQ declared poll=manual is
+// polled only by poll steps and at the end, so it can overflow. Every
+// poll also reads the devices' asynchronous events. Result.Completions are
+// in the order polled: by poll, then node, then CQ in creation order.
+//
+// Each step is recorded in the trace as a "step" event (fields line= and
+// step=, the step as written). A run that fires more than
+// Options.MaxEvents events fails (a livelock: rxe's retry_cnt 7 on a dead
+// link retries forever; use a deadline for such scenarios). The same
+// scenario, seed and profile give an identical Result and trace.
+//
+// # Grammar
+//
+// One statement a line; '#' starts a comment (except in description and
+// fault lines, which take the rest of the line as it is); blank lines are
+// ignored. Words are separated by white space; options are key=value in
+// any order, each at most once.
+//
+//	file        = { line "\n" } .
+//	line        = [ statement ] [ "#" comment ] .
+//	statement   = "scenario" name                   (default: the file's base name)
+//	            | "description" text                (one line, shown in listings)
+//	            | "seed" num                        (the seed when Options.Seed is 0; default 1)
+//	            | "deadline" duration               (stop there instead of running to quiescence)
+//	            | "node" name { name }
+//	            | "link" node node { linkopt }       (link named "a-b" in fault plans)
+//	            | "switch" name node node { node } { linkopt }   (links named "a-sw", ...)
+//	            | "mr" node "." name "size=" size { mropt }
+//	            | "cq" node "." name { cqopt }
+//	            | "qp" node "." name qptype { qpopt }
+//	            | "fault" rule                      (one line of the faults text format)
+//	            | "at" duration step                (steps in time order)
+//	            | "expect" claim .
+//
+//	linkopt     = "bandwidth=" rate | "delay=" duration | "mtu=" num | "queue=" size | "overhead=" num .
+//	mropt       = "access=" access | "fill=" fill | "u64=" num .
+//	cqopt       = "size=" num | "poll=" ( "auto" | "manual" ) .
+//	qptype      = "rc" | "uc" | "ud" .
+//	qpopt       = "peer=" qpref | "state=" state | "mtu=" pmtu | "psn=" num
+//	            | "timeout=" num | "retry_cnt=" num | "rnr_retry=" num | "min_rnr_timer=" num
+//	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num
+//	            | "cq=" cqname | "send_cq=" cqname | "recv_cq=" cqname | "cq_size=" num
+//	            | "max_send_wr=" num | "max_recv_wr=" num | "max_sge=" num | "max_inline=" num
+//	            | "sig_all" .
+//
+//	step        = qpref "send" "wr=" num { sendopt }
+//	            | qpref "recv" "wr=" num "len=" size [ "local=" place ]
+//	            | qpref "modify" modopt { modopt }
+//	            | qpref "poll"                      (the QP's CQs)
+//	            | "poll" { ref } .                  (CQs, or QPs' CQs; none: every CQ)
+//	sendopt     = "op=" op | "len=" size | "local=" place | "remote=" place
+//	            | "rkey=" ( num | "invalid" ) | "imm=" num
+//	            | "compare=" num | "swap=" num | "add=" num
+//	            | "dest=" qpref | "qkey=" num
+//	            | "signaled" | "unsignaled" | "fence" | "solicited" | "inline" .
+//	op          = "send" | "send_imm" | "write" | "write_imm" | "read" | "cas" | "faa" .
+//	modopt      = "state=" state | "mtu=" pmtu | "psn=" num | "rq_psn=" num
+//	            | "timeout=" num | "retry_cnt=" num | "rnr_retry=" num | "min_rnr_timer=" num
+//	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num .
+//
+//	claim       = qpref "wr=" num status { "opcode=" wcopcode | "byte_len=" num | "imm=" num }
+//	            | qpref "completions" ( "none" | num ":" status { num ":" status } )
+//	            | qpref "state" state
+//	            | "event" ( node | qpref ) event [ "count=" num ]
+//	            | "events" node ( "none" | event { event } )
+//	            | "counter" node "." counter cmp num     (one word: a.rcvd_seq_err>=1)
+//	            | "mem" place ( "u64=" num | "len=" size "equals=" place ) .
+//	cmp         = "=" | "!=" | ">=" | "<=" | ">" | "<" .
+//
+//	qpref, ref  = node "." name .
+//	place       = node "." mr [ "+" size ] .        (an offset into a memory region)
+//	name        = letter or digit, then letters, digits, '_' and '-' .
+//	num         = decimal | "0x" hex .
+//	size        = num [ "KiB" | "MiB" | "GiB" ] .
+//	duration    = decimal [ "." decimal ] ( "ns" | "us" | "µs" | "ms" | "s" ) | "0" .
+//	rate        = decimal [ "." decimal ] ( "bps" | "kbps" | "Mbps" | "Gbps" | "Tbps" ) .
+//	access      = "none" | flag { "," flag } .  flag = "local_write" | "remote_write" | "remote_read" | "remote_atomic" .
+//	fill        = "zero" | "seq" | "random" | num .  (byte i = i mod 256; random: seeded per region)
+//	state       = "reset" | "init" | "rtr" | "rts" | "sqd" | "sqe" | "err" .  (any case)
+//	pmtu        = "256" | "512" | "1024" | "2048" | "4096" .
+//	status      = "IBV_WC_SUCCESS" | "IBV_WC_RETRY_EXC_ERR" | ...   (the IBV_WC_ prefix may be left out)
+//	wcopcode    = "IBV_WC_SEND" | "IBV_WC_RECV" | "IBV_WC_RDMA_READ" | ...
+//	event       = "IBV_EVENT_CQ_ERR" | "QP_ACCESS_ERR" | ...      (the IBV_EVENT_ prefix may be left out)
+//	counter     = an rxe counter name: sent_pkts, rcvd_seq_err, retry_exceeded_err, ...
+//
+// # Meanings and defaults
+//
+// Nodes have one port each, so a node is on exactly one link or switch.
+// Links default to fabric.DefaultLinkConfig: 100Gbps, delay=1us
+// (propagation), mtu=1500 (IP MTU: path MTU 1024), queue=1MiB per
+// direction, overhead=24. Every link of a switch line gets its options.
+// The hosts' largest path MTU follows the smallest link MTU.
+//
+// A memory region is registered with access local_write, remote_write,
+// remote_read, remote_atomic unless access= says otherwise, zero-filled
+// unless fill= says otherwise; u64= then stores a little-endian 64-bit
+// value in its first 8 bytes (atomics see memory in host order).
+//
+// A QP's options are the ibv_qp_attr fields of the same name, with these
+// defaults: state=rts, psn=1 (its send PSN and its peer's receive PSN),
+// mtu= the port's active MTU, timeout=14 (4.096 µs × 2^14 = 67 ms; 0 turns
+// the ACK timer off), retry_cnt=7 (forever under the rxe profile),
+// rnr_retry=7 (forever), min_rnr_timer=12 (0.64 ms), max_rd_atomic=1,
+// max_dest_rd_atomic=1, access= remote_write,remote_read,remote_atomic for
+// RC and remote_write for UC, qkey=0x11111111 for UD, max_send_wr=64,
+// max_recv_wr=64, max_sge=1, max_inline=0. peer= names the other end of an
+// RC or UC connection; it need be written on one side only. Without cq=
+// (or send_cq= and recv_cq=, naming cq lines of the same node), a QP gets
+// its own CQ of cq_size= entries (default max_send_wr + max_recv_wr, so it
+// cannot overflow). CQ sizes are rounded up to 2^k - 1 as rxe does: a CQ
+// of 4 holds 7. A declared cq defaults to size=64, poll=auto.
+//
+// A send posts one work request: op=send unless op= says otherwise,
+// signaled unless unsignaled (or the QP is sig_all); len= bytes from
+// local= (default: the node's first memory region, offset 0; len=0 posts
+// no SGE). Atomics default to len=8. WRITE, READ and atomics target
+// remote= (default: the first memory region of the peer's node, offset 0)
+// with its R_Key, or rkey=; rkey=invalid is the region's key with another
+// key byte, which names no region. cas takes compare= and swap=, faa add=.
+// A UD send names its destination QP with dest= (an address handle to
+// that node is made on first use); its Q_Key is the destination's, or
+// qkey=. A recv posts len= bytes at local=. modify calls ibv_modify_qp
+// with the attributes given; a move from RESET to INIT, INIT to RTR or RTR
+// to RTS adds the attributes the kernel requires for it from the qp line.
+// A step the verbs refuse (a post to a full queue, an illegal modify)
+// makes Run fail with the line and the errno.
+//
+// Fault lines form the fabric's fault plan (package faults, whose doc
+// gives the rule format): the N-th fault line is rule N in traces and
+// capture comments. Links are named after their ends: "a-b" for link a b,
+// "a-sw" for node a on switch sw.
+//
+// # Expectations
+//
+// Each expect line is checked after the run; Result.Failed has one entry
+// per claim not met, "line N: expect ...: got ...".
+//
+//	expect a.q wr=2 IBV_WC_RETRY_EXC_ERR        exactly one completion of wr 2 on a.q, with that status
+//	                                             (and opcode=, byte_len=, imm= if given)
+//	expect a.q completions 1:SUCCESS 2:WR_FLUSH_ERR   a.q's completions (send and receive), exactly, in
+//	                                             the order polled; "none" for none
+//	expect a.q state ERR                        the QP's state at the end
+//	expect event b CQ_ERR count=1               b raised CQ_ERR exactly once (without count=: at least
+//	                                             once); event b.q ... counts events of that QP only
+//	expect events a PORT_ERR PORT_ACTIVE        a's asynchronous events, exactly, in order; or none
+//	expect counter a.rcvd_seq_err=1             an rxe counter of a node at the end (absent means 0)
+//	expect mem b.ctr u64=42                     8 bytes little-endian at b.ctr+0
+//	expect mem b.buf+512 len=3000 equals=a.buf  two byte ranges are equal
+//
+// # Errors
+//
+// Parse returns a *ParseError whose text is "line:col: message", both
+// 1-based, col counting characters and pointing at the offending word (at
+// the value of a key=value, or at the statement when something is
+// missing). For example (L is the line's number):
+//
+//	at ten a.q send wr=1 len=8     L:4: expected a duration like 10us, got "ten"
+//	qp a.q rc peer=b.q psn=x       L:24: bad psn "x": expected a number (decimal or 0x hex)
+//	link c a                       L:6: unknown node "c" (declare it first with node c)
+//	fault drop pns=2               L:12: unknown key "pns"
+//
+// Errors inside a fault line are the faults parser's, at their column in
+// the scenario line. References to QPs, CQs and memory regions are checked
+// after the whole file is read (a QP may name a peer declared below it);
+// their errors point at the reference.
+package scenario

@@ -1,0 +1,481 @@
+package scenario
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/rocesim/rocesim/nic"
+)
+
+// expectKind is what an expect line claims.
+type expectKind uint8
+
+const (
+	expectWR          expectKind = iota // node.qp wr=N STATUS ...: exactly one such completion, matching
+	expectCompletions                   // node.qp completions ...: the QP's whole list, in polled order
+	expectState                         // node.qp state S
+	expectEvent                         // event node[.qp] TYPE [count=N]
+	expectEvents                        // events node ...: the node's whole list
+	expectCounter                       // counter node.name OP N
+	expectMem                           // mem node.mr+off u64=N | len=N equals=node.mr+off
+)
+
+// wrStatus is one item of a completions list.
+type wrStatus struct {
+	wr     uint64
+	status nic.WCStatus
+}
+
+// expectation is one "expect" line.
+type expectation struct {
+	line int
+	text string // as written after "expect"
+	kind expectKind
+
+	qpRef ref
+	qp    *qpDecl
+	node  *nodeDecl
+
+	wr         uint64
+	status     nic.WCStatus
+	opcode     *nic.WCOpcode
+	byteLen    *uint32
+	imm        *uint32
+	list       []wrStatus
+	state      nic.QPState
+	event      nic.AsyncEventType
+	count      int // expectEvent: -1 means at least once
+	events     []nic.AsyncEventType
+	counter    string
+	cmp        string
+	value      uint64
+	mem        memRef
+	u64        *uint64
+	length     uint64
+	equals     memRef
+	nodeName   string // for event(s) lines, resolved in resolve
+	nodeCol    int
+	hasQPInRef bool
+}
+
+func (p *parser) expectLine() error {
+	if len(p.toks) < 3 {
+		return p.errorf(p.toks[0].col, "expect needs a claim, e.g. expect a.q wr=2 IBV_WC_SUCCESS")
+	}
+	e := &expectation{line: p.line, text: strings.TrimSpace(p.raw[p.toks[1].off:]), count: -1}
+	if i := strings.IndexByte(e.text, '#'); i >= 0 {
+		e.text = strings.TrimSpace(e.text[:i])
+	}
+	var err error
+	switch t := p.toks[1]; t.text {
+	case "event":
+		err = p.expectEvent(e)
+	case "events":
+		err = p.expectEvents(e)
+	case "counter":
+		err = p.expectCounter(e)
+	case "mem":
+		err = p.expectMem(e)
+	default:
+		if !strings.Contains(t.text, ".") {
+			return p.errorf(t.col, "expected node.qp, event, events, counter or mem after expect, got %q", t.text)
+		}
+		if e.qpRef, err = p.ref(t.text, t.col, "a QP"); err != nil {
+			return err
+		}
+		err = p.expectQP(e)
+	}
+	if err != nil {
+		return err
+	}
+	p.s.expects = append(p.s.expects, e)
+	return nil
+}
+
+// status reads a completion status: IBV_WC_SUCCESS or SUCCESS.
+func (p *parser) status(s string, col int) (nic.WCStatus, error) {
+	st, ok := lookupUpper(wcStatusByName, s)
+	if !ok {
+		return 0, p.errorf(col, "expected a completion status like IBV_WC_SUCCESS or IBV_WC_RETRY_EXC_ERR, got %q", s)
+	}
+	return st, nil
+}
+
+func (p *parser) expectQP(e *expectation) error {
+	toks := p.toks[2:]
+	switch t := toks[0]; {
+	case t.text == "completions":
+		e.kind = expectCompletions
+		if len(toks) < 2 {
+			return p.errorf(t.col, "completions needs a list of wr:STATUS, or none")
+		}
+		if toks[1].text == "none" {
+			if len(toks) > 2 {
+				return p.errorf(toks[2].col, "unexpected %q after none", toks[2].text)
+			}
+			e.list = []wrStatus{}
+			return nil
+		}
+		for _, it := range toks[1:] {
+			i := strings.IndexByte(it.text, ':')
+			if i < 0 {
+				return p.errorf(it.col, "expected wr:STATUS like 2:IBV_WC_SUCCESS, got %q", it.text)
+			}
+			wr, err := p.num(it.text[:i], it.col, "wr", math.MaxUint64)
+			if err != nil {
+				return err
+			}
+			st, err := p.status(it.text[i+1:], it.col+i+1)
+			if err != nil {
+				return err
+			}
+			e.list = append(e.list, wrStatus{wr, st})
+		}
+		return nil
+	case t.text == "state":
+		e.kind = expectState
+		if len(toks) != 2 {
+			return p.errorf(t.col, "state needs one QP state, e.g. expect a.q state ERR")
+		}
+		s, ok := lookupUpper(qpStateByName, toks[1].text)
+		if !ok {
+			return p.errorf(toks[1].col, "bad state %q: want RESET, INIT, RTR, RTS, SQD, SQE or ERR", toks[1].text)
+		}
+		e.state = s
+		return nil
+	case strings.HasPrefix(t.text, "wr="):
+		e.kind = expectWR
+		hasStatus := false
+		seen := map[string]bool{}
+		for _, it := range toks {
+			key, val, vc, ok := kv(it)
+			if ok && seen[key] {
+				return p.errorf(it.col, "duplicate key %q", key)
+			}
+			seen[key] = true
+			if !ok {
+				if hasStatus {
+					return p.errorf(it.col, "unexpected %q: one status per expectation", it.text)
+				}
+				st, err := p.status(it.text, it.col)
+				if err != nil {
+					return err
+				}
+				e.status, hasStatus = st, true
+				continue
+			}
+			if val == "" {
+				return p.errorf(it.col, "missing value for %s=", key)
+			}
+			switch key {
+			case "wr":
+				n, err := p.num(val, vc, "wr", math.MaxUint64)
+				if err != nil {
+					return err
+				}
+				e.wr = n
+			case "opcode":
+				o, ok := lookupUpper(wcOpcodeByName, val)
+				if !ok {
+					return p.errorf(vc, "expected a completion opcode like IBV_WC_RECV or IBV_WC_RDMA_READ, got %q", val)
+				}
+				e.opcode = &o
+			case "byte_len", "imm":
+				n, err := p.num(val, vc, key, math.MaxUint32)
+				if err != nil {
+					return err
+				}
+				v := uint32(n)
+				if key == "imm" {
+					e.imm = &v
+				} else {
+					e.byteLen = &v
+				}
+			default:
+				return p.errorf(it.col, "unknown key %q (want wr=, opcode=, byte_len=, imm= and a status)", key)
+			}
+		}
+		if !hasStatus {
+			return p.errorf(toks[len(toks)-1].col+len([]rune(toks[len(toks)-1].text)), "expected a completion status like IBV_WC_SUCCESS")
+		}
+		return nil
+	default:
+		return p.errorf(t.col, "expected wr=N STATUS, completions or state after %s, got %q", e.qpRef, t.text)
+	}
+}
+
+// nodeOrQP reads node or node.qp.
+func (p *parser) nodeOrQP(e *expectation, t token) error {
+	if strings.Contains(t.text, ".") {
+		r, err := p.ref(t.text, t.col, "a QP")
+		e.qpRef, e.hasQPInRef = r, true
+		return err
+	}
+	if err := p.checkName(t.text, t.col, "node name"); err != nil {
+		return err
+	}
+	e.nodeName, e.nodeCol = t.text, t.col
+	return nil
+}
+
+// eventType reads an asynchronous event type: IBV_EVENT_CQ_ERR or CQ_ERR.
+func (p *parser) eventType(s string, col int) (nic.AsyncEventType, error) {
+	ev, ok := lookupUpper(eventByName, s)
+	if !ok {
+		return 0, p.errorf(col, "expected an async event like IBV_EVENT_CQ_ERR or QP_ACCESS_ERR, got %q", s)
+	}
+	return ev, nil
+}
+
+func (p *parser) expectEvent(e *expectation) error {
+	e.kind = expectEvent
+	toks := p.toks[2:]
+	if len(toks) < 2 {
+		return p.errorf(p.toks[1].col, "event needs a node (or node.qp) and an event type, e.g. expect event b CQ_ERR")
+	}
+	if err := p.nodeOrQP(e, toks[0]); err != nil {
+		return err
+	}
+	ev, err := p.eventType(toks[1].text, toks[1].col)
+	if err != nil {
+		return err
+	}
+	e.event = ev
+	return p.opts("expect event", toks[2:], map[string]func(string, int) error{
+		"count": func(v string, c int) error {
+			n, err := p.num(v, c, "count", 1<<20)
+			e.count = int(n)
+			return err
+		},
+	}, nil)
+}
+
+func (p *parser) expectEvents(e *expectation) error {
+	e.kind = expectEvents
+	toks := p.toks[2:]
+	if len(toks) < 2 {
+		return p.errorf(p.toks[1].col, "events needs a node and its events in order, or none, e.g. expect events a PORT_ERR")
+	}
+	if err := p.nodeOrQP(e, toks[0]); err != nil {
+		return err
+	}
+	if e.hasQPInRef {
+		return p.errorf(toks[0].col, "events lists a node's events: name the node, not a QP")
+	}
+	e.events = []nic.AsyncEventType{}
+	if toks[1].text == "none" {
+		if len(toks) > 2 {
+			return p.errorf(toks[2].col, "unexpected %q after none", toks[2].text)
+		}
+		return nil
+	}
+	for _, t := range toks[1:] {
+		ev, err := p.eventType(t.text, t.col)
+		if err != nil {
+			return err
+		}
+		e.events = append(e.events, ev)
+	}
+	return nil
+}
+
+func (p *parser) expectCounter(e *expectation) error {
+	e.kind = expectCounter
+	if len(p.toks) != 3 {
+		return p.errorf(p.toks[1].col, "counter needs node.name=N (or >=, <=, >, <, !=) written without spaces, e.g. expect counter a.rcvd_seq_err=1")
+	}
+	t := p.toks[2]
+	i := strings.IndexAny(t.text, "=<>!")
+	if i < 0 {
+		return p.errorf(t.col, "expected node.counter=N, e.g. a.rcvd_seq_err=1, got %q", t.text)
+	}
+	r, err := p.ref(t.text[:i], t.col, "a counter")
+	if err != nil {
+		return err
+	}
+	if !counterNames[r.name] {
+		var c nic.Counters
+		return p.errorf(t.col+len(r.node)+1, "unknown counter %q (rxe's: %s)", r.name, strings.Join(c.Names(), ", "))
+	}
+	rest := t.text[i:]
+	for _, op := range []string{">=", "<=", "!=", "=", ">", "<"} {
+		if v, ok := strings.CutPrefix(rest, op); ok {
+			n, err := p.num(v, t.col+i+len(op), "counter value", math.MaxUint64)
+			if err != nil {
+				return err
+			}
+			e.counter, e.cmp, e.value = r.name, op, n
+			e.nodeName, e.nodeCol = r.node, t.col
+			return nil
+		}
+	}
+	return p.errorf(t.col+i, "expected =, >=, <=, >, < or != after the counter name")
+}
+
+func (p *parser) expectMem(e *expectation) error {
+	e.kind = expectMem
+	toks := p.toks[2:]
+	var err error
+	if e.mem, err = p.memRef(toks[0].text, toks[0].col); err != nil {
+		return err
+	}
+	hasLen, hasEq := false, false
+	err = p.opts("expect mem", toks[1:], map[string]func(string, int) error{
+		"u64": func(v string, c int) error {
+			n, err := p.num(v, c, "u64", math.MaxUint64)
+			e.u64 = &n
+			return err
+		},
+		"len": func(v string, c int) error {
+			var err error
+			e.length, err = p.size(v, c, 1<<30)
+			hasLen = true
+			return err
+		},
+		"equals": func(v string, c int) error {
+			var err error
+			e.equals, err = p.memRef(v, c)
+			hasEq = true
+			return err
+		},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.u64 != nil && (hasLen || hasEq):
+		return p.errorf(toks[0].col, "expect mem takes u64= or len= with equals=, not both")
+	case e.u64 == nil && !(hasLen && hasEq):
+		return p.errorf(p.toks[1].col, "expect mem needs u64=N, or len=N and equals=node.mr+off")
+	}
+	return nil
+}
+
+// check evaluates the expectation against a finished run and returns ""
+// or what went wrong.
+func (e *expectation) check(r *runState, res *Result) string {
+	switch e.kind {
+	case expectWR:
+		var got []Completion
+		for _, c := range r.qpCompletions(res, e.qp) {
+			if c.WRID == e.wr {
+				got = append(got, c)
+			}
+		}
+		if len(got) != 1 {
+			return fmt.Sprintf("expected one completion of wr %d on %s, got %d", e.wr, e.qp, len(got))
+		}
+		c := got[0]
+		var diffs []string
+		if c.Status != e.status.Name() {
+			diffs = append(diffs, "status "+c.Status)
+		}
+		if e.opcode != nil && c.Opcode != e.opcode.String() {
+			diffs = append(diffs, "opcode "+c.Opcode)
+		}
+		if e.byteLen != nil && c.ByteLen != *e.byteLen {
+			diffs = append(diffs, "byte_len "+strconv.FormatUint(uint64(c.ByteLen), 10))
+		}
+		if e.imm != nil && c.Imm != *e.imm {
+			diffs = append(diffs, "imm 0x"+strconv.FormatUint(uint64(c.Imm), 16))
+		}
+		if len(diffs) > 0 {
+			return "got " + strings.Join(diffs, ", ")
+		}
+	case expectCompletions:
+		var got, want []string
+		for _, c := range r.qpCompletions(res, e.qp) {
+			got = append(got, strconv.FormatUint(c.WRID, 10)+":"+c.Status)
+		}
+		for _, w := range e.list {
+			want = append(want, strconv.FormatUint(w.wr, 10)+":"+w.status.Name())
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			return "got " + orNone(got)
+		}
+	case expectState:
+		if s := r.qps[e.qp.idx].State(); s != e.state {
+			return "got " + s.String()
+		}
+	case expectEvent:
+		n := 0
+		for _, ev := range res.AsyncEvents {
+			if ev.Node == e.node.name && ev.Type == eventName(e.event) && (e.qp == nil || ev.QPN == r.qps[e.qp.idx].QPNum) {
+				n++
+			}
+		}
+		if (e.count < 0 && n == 0) || (e.count >= 0 && n != e.count) {
+			return fmt.Sprintf("got %d such events; %s had %s", n, e.node.name, orNone(r.nodeEvents(res, e.node)))
+		}
+	case expectEvents:
+		got := r.nodeEvents(res, e.node)
+		var want []string
+		for _, ev := range e.events {
+			want = append(want, eventName(ev))
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			return "got " + orNone(got)
+		}
+	case expectCounter:
+		v := res.Counters[e.node.name][e.counter]
+		ok := false
+		switch e.cmp {
+		case "=":
+			ok = v == e.value
+		case "!=":
+			ok = v != e.value
+		case ">=":
+			ok = v >= e.value
+		case "<=":
+			ok = v <= e.value
+		case ">":
+			ok = v > e.value
+		case "<":
+			ok = v < e.value
+		}
+		if !ok {
+			return "got " + strconv.FormatUint(v, 10)
+		}
+	case expectMem:
+		buf := r.mrs[e.mem.mr.idx].Bytes()
+		if e.u64 != nil {
+			if e.mem.off+8 > uint64(len(buf)) {
+				return fmt.Sprintf("%s is %d bytes: no 8 bytes at offset %d", e.mem.ref, len(buf), e.mem.off)
+			}
+			if v := binary.LittleEndian.Uint64(buf[e.mem.off:]); v != *e.u64 {
+				return fmt.Sprintf("got %d (%#x)", v, v)
+			}
+			return ""
+		}
+		other := r.mrs[e.equals.mr.idx].Bytes()
+		if e.mem.off+e.length > uint64(len(buf)) || e.equals.off+e.length > uint64(len(other)) {
+			return fmt.Sprintf("the ranges do not fit in %s (%d bytes) and %s (%d bytes)", e.mem.ref, len(buf), e.equals.ref, len(other))
+		}
+		a, b := buf[e.mem.off:e.mem.off+e.length], other[e.equals.off:e.equals.off+e.length]
+		if !bytes.Equal(a, b) {
+			i := 0
+			for a[i] == b[i] {
+				i++
+			}
+			diff := 0
+			for j := range a {
+				if a[j] != b[j] {
+					diff++
+				}
+			}
+			return fmt.Sprintf("%d bytes differ, the first at offset %d: %#02x, not %#02x", diff, i, a[i], b[i])
+		}
+	}
+	return ""
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,99 @@
+package scenario
+
+import (
+	"strings"
+
+	"github.com/rocesim/rocesim/nic"
+)
+
+// The names a scenario file uses for libibverbs values, and their
+// canonical spellings in results and messages.
+
+// wcStatusByName maps "IBV_WC_RETRY_EXC_ERR" and "RETRY_EXC_ERR" (any
+// case) to the status.
+var wcStatusByName = func() map[string]nic.WCStatus {
+	m := map[string]nic.WCStatus{}
+	for s := nic.WCSuccess; s <= nic.WCTMRndvIncomplete; s++ {
+		n := s.Name()
+		m[n] = s
+		m[strings.TrimPrefix(n, "IBV_WC_")] = s
+	}
+	return m
+}()
+
+// wcOpcodes are the completion opcodes a scenario may name.
+var wcOpcodes = []nic.WCOpcode{nic.WCSend, nic.WCRDMAWrite, nic.WCRDMARead, nic.WCCompSwap, nic.WCFetchAdd,
+	nic.WCBindMW, nic.WCLocalInv, nic.WCRecv, nic.WCRecvRDMAWithImm}
+
+// wcOpcodeByName maps "IBV_WC_RECV" and "RECV" (any case) to the opcode.
+var wcOpcodeByName = func() map[string]nic.WCOpcode {
+	m := map[string]nic.WCOpcode{}
+	for _, o := range wcOpcodes {
+		n := o.String()
+		m[n] = o
+		m[strings.TrimPrefix(n, "IBV_WC_")] = o
+	}
+	return m
+}()
+
+// eventByName maps "IBV_EVENT_CQ_ERR" and "CQ_ERR" (any case) to the
+// asynchronous event type.
+var eventByName = func() map[string]nic.AsyncEventType {
+	m := map[string]nic.AsyncEventType{}
+	for e := nic.EventCQErr; e <= nic.EventGIDChange; e++ {
+		m[e.String()] = e
+		m["IBV_EVENT_"+e.String()] = e
+	}
+	return m
+}()
+
+// eventName is the libibverbs constant name of an event type, as results
+// and traces spell it: "IBV_EVENT_CQ_ERR".
+func eventName(e nic.AsyncEventType) string { return "IBV_EVENT_" + e.String() }
+
+// qpStateByName maps "rts" (any case) to the state.
+var qpStateByName = func() map[string]nic.QPState {
+	m := map[string]nic.QPState{}
+	for s := nic.QPStateReset; s <= nic.QPStateErr; s++ {
+		m[s.String()] = s
+	}
+	return m
+}()
+
+// counterNames are rxe's counter names, the only ones expect counter takes.
+var counterNames = func() map[string]bool {
+	m := map[string]bool{}
+	var c nic.Counters
+	for _, n := range c.Names() {
+		m[n] = true
+	}
+	return m
+}()
+
+// sendOps are the work request opcodes a send step names.
+var sendOps = map[string]nic.WROpcode{
+	"send":      nic.WRSend,
+	"send_imm":  nic.WRSendWithImm,
+	"write":     nic.WRRDMAWrite,
+	"write_imm": nic.WRRDMAWriteWithImm,
+	"read":      nic.WRRDMARead,
+	"cas":       nic.WRAtomicCmpAndSwp,
+	"faa":       nic.WRAtomicFetchAndAdd,
+}
+
+// accessByName are the access flag words of access=.
+var accessByName = map[string]nic.AccessFlags{
+	"local_write":   nic.AccessLocalWrite,
+	"remote_write":  nic.AccessRemoteWrite,
+	"remote_read":   nic.AccessRemoteRead,
+	"remote_atomic": nic.AccessRemoteAtomic,
+}
+
+// lookupUpper looks name up in m as written and in upper case.
+func lookupUpper[V any](m map[string]V, name string) (V, bool) {
+	if v, ok := m[name]; ok {
+		return v, true
+	}
+	v, ok := m[strings.ToUpper(name)]
+	return v, ok
+}

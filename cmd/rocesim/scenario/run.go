@@ -1,0 +1,566 @@
+package scenario
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// A run, in order:
+//
+//  1. Build the world: one host per node (in declaration order, so node i
+//     gets MAC 02:00:00:00:00:0i and IP 10.0.0.i), the links and
+//     switches, the fault plan, the trace and the capture.
+//  2. On every node: open the device, allocate a PD, register the memory
+//     regions (filled as declared), create the CQs, create the QPs; then
+//     take each QP, in declaration order, from RESET to its starting
+//     state (RTS unless state= says otherwise) with the attributes of its
+//     qp line and its peer's QPN and PSN.
+//  3. For each step, in file order: run the world up to the step's time,
+//     poll the auto CQs, do the step (recorded in the trace as a "step"
+//     event), poll the auto CQs again.
+//  4. Run the world to quiescence (or to the deadline), poll every CQ,
+//     manual ones too; read the counters and the link statistics.
+//  5. Check the expectations.
+//
+// Asynchronous events are read from every device whenever CQs are polled.
+// The world is driven from this goroutine alone; nothing here reads the
+// wall clock or iterates a map on the way to the Result.
+
+// DefaultMaxEvents bounds the events a run may fire when Options.MaxEvents
+// is 0: a scenario that has not settled by then is taken to be a livelock.
+const DefaultMaxEvents = 10_000_000
+
+// Options are the knobs of one run.
+type Options struct {
+	// Seed is the master seed; 0 means the scenario's own (its seed line,
+	// or 1).
+	Seed uint64
+	// Profile is the NIC behaviour profile: verbs.ProfileRXE (the zero
+	// value) or verbs.ProfileSpec.
+	Profile nic.Profile
+	// Capture receives every frame (a wire/capture writer); nil for none.
+	Capture fabric.Tap
+	// Trace collects the run's events; nil makes a new one. Either way it
+	// is Result.Trace.
+	Trace *sim.Trace
+	// MaxEvents bounds the simulation events of the run; 0 means
+	// DefaultMaxEvents.
+	MaxEvents uint64
+}
+
+// Result is what a run produced: the completions in the order polled, the
+// asynchronous events, the counters, and the expectations not met. The
+// same scenario, seed and profile give an identical Result and trace.
+type Result struct {
+	Scenario    string                       `json:"scenario"`
+	Seed        uint64                       `json:"seed"`
+	Profile     string                       `json:"profile"` // "rxe" or "spec"
+	Completions []Completion                 `json:"completions"`
+	AsyncEvents []AsyncEvent                 `json:"async_events"`
+	Counters    map[string]map[string]uint64 `json:"counters"` // node -> rxe counter name -> value, non-zero ones only
+	// Frames counts the frames the fabric put on a link or dropped, per
+	// hop (a frame through a switch counts twice): the frames a capture
+	// of the whole fabric holds.
+	Frames int `json:"frames"`
+	// VirtualTime is the simulated time when the run ended.
+	VirtualTime sim.Duration `json:"virtual_time_ns"`
+	// Trace is the run's event log (Options.Trace, or a new one).
+	Trace *sim.Trace `json:"-"`
+	// Failed lists the expectations not met, each as
+	// "line N: expect ...: got ..."; empty when the scenario passed.
+	Failed []string `json:"failed,omitempty"`
+}
+
+// Passed reports whether every expectation was met.
+func (r *Result) Passed() bool { return len(r.Failed) == 0 }
+
+// Completion is one polled work completion.
+type Completion struct {
+	Node    string `json:"node"`
+	QPN     uint32 `json:"qpn"`
+	WRID    uint64 `json:"wr_id"`
+	Status  string `json:"status"`   // IBV_WC_SUCCESS, IBV_WC_RETRY_EXC_ERR, ...
+	Opcode  string `json:"opcode"`   // IBV_WC_SEND, IBV_WC_RECV, ... (as the NIC filled it, also for errors)
+	ByteLen uint32 `json:"byte_len"` // as the NIC filled it (0 for a SEND or WRITE at the requester)
+	Imm     uint32 `json:"imm"`      // the immediate data, when the completion carries one; else 0
+}
+
+// AsyncEvent is one asynchronous event a device raised.
+type AsyncEvent struct {
+	Node string `json:"node"`
+	Type string `json:"type"` // IBV_EVENT_CQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_PORT_ERR, ...
+	QPN  uint32 `json:"qpn"`  // the QP it concerns, or 0
+}
+
+// runState is one run's world and the handles of every declared object,
+// indexed as the declarations are.
+type runState struct {
+	s     *Scenario
+	w     *verbs.World
+	hosts []*verbs.Host
+	ctxs  []*verbs.Context
+	pds   []*verbs.PD
+	mrs   []*verbs.MR
+	cqs   []*verbs.CQ
+	qps   []*verbs.QP
+	ahs   map[[2]int]*verbs.AH // (node, destination node) -> AH; lookups only
+	sws   []*fabric.Switch
+	res   *Result
+	wcs   []verbs.WC
+	rand  sim.Seeds
+	nodes []*nodeDecl
+}
+
+// Run runs the scenario once. It returns an error when the scenario
+// cannot run as written (a verb refused: the message names the line) or
+// does not settle within Options.MaxEvents; then the Result, if not nil,
+// holds what happened up to that point. Unmet expectations are not an
+// error: they are Result.Failed.
+func (s *Scenario) Run(opt Options) (*Result, error) {
+	seed := opt.Seed
+	if seed == 0 {
+		seed = s.seed
+	}
+	tr := opt.Trace
+	if tr == nil {
+		tr = &sim.Trace{}
+	}
+	var plan *faults.Plan
+	if s.planText != "" {
+		var err error
+		if plan, err = faults.Parse(s.planText); err != nil {
+			return nil, fmt.Errorf("scenario %s: fault plan: %w", s.Name, err) // checked line by line in Parse
+		}
+	}
+	// The world's link configuration only sets the hosts' largest path
+	// MTU (the links are made below, each with its own): take the
+	// smallest MTU of the scenario's links.
+	wl := fabric.DefaultLinkConfig()
+	for i, l := range s.links {
+		if i == 0 || l.config.MTU < wl.MTU {
+			wl.MTU = l.config.MTU
+		}
+	}
+	r := &runState{s: s, rand: sim.NewSeeds(seed), ahs: map[[2]int]*verbs.AH{}, nodes: s.nodes,
+		wcs: make([]verbs.WC, 16)}
+	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile, Link: wl})
+	limit := opt.MaxEvents
+	if limit == 0 {
+		limit = DefaultMaxEvents
+	}
+	r.w.Scheduler().SetEventLimit(limit)
+	r.res = &Result{Scenario: s.Name, Seed: seed, Profile: opt.Profile.String(), Completions: []Completion{},
+		AsyncEvents: []AsyncEvent{}, Counters: map[string]map[string]uint64{}, Trace: tr}
+
+	if err := r.build(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	sched := r.w.Scheduler()
+	for _, st := range s.steps {
+		if err := sched.RunUntil(sim.Time(st.at)); err != nil {
+			return r.finish(), fmt.Errorf("scenario %s: before the step of line %d: %w", s.Name, st.line, err)
+		}
+		r.poll(false, nil)
+		if err := r.do(st); err != nil {
+			return r.finish(), fmt.Errorf("scenario %s: line %d: %s: %w", s.Name, st.line, st.text, err)
+		}
+		r.poll(false, nil)
+	}
+	var err error
+	if s.hasDeadline {
+		err = sched.RunUntil(sim.Time(s.deadline))
+	} else {
+		err = sched.Run()
+	}
+	res := r.finish()
+	if err != nil {
+		return res, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	for _, e := range s.expects {
+		if msg := e.check(r, res); msg != "" {
+			res.Failed = append(res.Failed, fmt.Sprintf("line %d: expect %s: %s", e.line, e.text, msg))
+		}
+	}
+	return res, nil
+}
+
+// build makes the hosts, links, resources and connections.
+func (r *runState) build() error {
+	s := r.s
+	for _, n := range s.nodes {
+		r.hosts = append(r.hosts, r.w.AddHost(n.name))
+	}
+	fab := r.w.Fabric()
+	fnodes := fab.Nodes()
+	for _, l := range s.links {
+		if l.sw == "" {
+			a, b := l.nodes[0], l.nodes[1]
+			if _, err := fab.Connect(a.name+"-"+b.name, fnodes[a.idx].Port(0), fnodes[b.idx].Port(0), l.config); err != nil {
+				return fmt.Errorf("line %d: %w", l.line, err)
+			}
+			continue
+		}
+		sw := fab.AddSwitch(l.sw, len(l.nodes))
+		r.sws = append(r.sws, sw)
+		for i, n := range l.nodes {
+			if _, err := fab.Connect(n.name+"-"+l.sw, fnodes[n.idx].Port(0), sw.Port(i), l.config); err != nil {
+				return fmt.Errorf("line %d: %w", l.line, err)
+			}
+		}
+	}
+	r.mrs = make([]*verbs.MR, len(s.mrs))
+	r.cqs = make([]*verbs.CQ, len(s.cqs))
+	r.qps = make([]*verbs.QP, len(s.qps))
+	return r.resources()
+}
+
+// resources opens every device and creates the declared objects, node by
+// node, then brings every QP to its starting state.
+func (r *runState) resources() error {
+	s := r.s
+	for i, n := range s.nodes {
+		ctx, err := r.hosts[i].GetDeviceList()[0].Open()
+		if err != nil {
+			return fmt.Errorf("line %d: open %s: %w", n.line, n.name, err)
+		}
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			return fmt.Errorf("line %d: alloc_pd on %s: %w", n.line, n.name, err)
+		}
+		r.ctxs, r.pds = append(r.ctxs, ctx), append(r.pds, pd)
+		for _, m := range n.mrs {
+			buf := make([]byte, m.size)
+			switch m.fill {
+			case fillSeq:
+				for i := range buf {
+					buf[i] = byte(i)
+				}
+			case fillByte:
+				for i := range buf {
+					buf[i] = m.fillB
+				}
+			case fillRandom:
+				rng := r.rand.Stream("scenario mr " + n.name + "." + m.name)
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+			}
+			if m.u64 != nil {
+				binary.LittleEndian.PutUint64(buf, *m.u64)
+			}
+			mr, err := pd.RegMR(buf, m.access)
+			if err != nil {
+				return fmt.Errorf("line %d: reg_mr %s.%s: %w", m.line, n.name, m.name, err)
+			}
+			r.mrs[m.idx] = mr
+		}
+		for _, c := range n.cqs {
+			cq, err := ctx.CreateCQ(c.size, nil, 0)
+			if err != nil {
+				return fmt.Errorf("line %d: create_cq %s.%s: %w", c.line, n.name, c.name, err)
+			}
+			r.cqs[c.idx] = cq
+		}
+		for _, q := range n.qps {
+			ia := verbs.QPInitAttr{SendCQ: r.cqs[q.sendCQ.idx], RecvCQ: r.cqs[q.recvCQ.idx], Type: q.typ, SQSigAll: q.sigAll,
+				Cap: nic.QPCap{MaxSendWR: q.maxSendWR, MaxRecvWR: q.maxRecvWR, MaxSendSGE: q.maxSGE, MaxRecvSGE: q.maxSGE,
+					MaxInlineData: q.maxInline}}
+			qp, err := pd.CreateQP(ia)
+			if err != nil {
+				return fmt.Errorf("line %d: create_qp %s: %w", q.line, q, err)
+			}
+			r.qps[q.idx] = qp
+		}
+	}
+	for _, q := range s.qps {
+		for st := nic.QPStateInit; st <= q.state; st++ {
+			attr, mask, err := r.transition(q, st)
+			if err != nil {
+				return fmt.Errorf("line %d: %w", q.line, err)
+			}
+			if err := r.qps[q.idx].Modify(&attr, mask); err != nil {
+				return fmt.Errorf("line %d: modify_qp %s to %v: %w", q.line, q, st, err)
+			}
+		}
+	}
+	return nil
+}
+
+// transition returns the attributes and mask that take q from the state
+// before st to st (INIT, RTR or RTS), from its qp line and its peer: the
+// attributes the kernel requires for that transition, as
+// ibv_rc_pingpong sets them.
+func (r *runState) transition(q *qpDecl, st nic.QPState) (nic.QPAttr, nic.QPAttrMask, error) {
+	a := nic.QPAttr{QPState: st}
+	mask := nic.QPAttrState
+	switch st {
+	case nic.QPStateInit:
+		a.PKeyIndex, a.PortNum = 0, 1
+		mask |= nic.QPAttrPKeyIndex | nic.QPAttrPort
+		if q.typ == nic.QPTypeUD {
+			a.QKey = q.qkey
+			mask |= nic.QPAttrQKey
+		} else {
+			a.QPAccessFlags = q.access
+			mask |= nic.QPAttrAccessFlags
+		}
+	case nic.QPStateRTR:
+		if q.typ == nic.QPTypeUD {
+			break
+		}
+		peer := q.peer
+		gid, err := r.ctxs[peer.node.idx].QueryGID(1, 1)
+		if err != nil {
+			return a, 0, err
+		}
+		mtu := q.mtu
+		if mtu == 0 {
+			port, err := r.ctxs[q.node.idx].QueryPort(1)
+			if err != nil {
+				return a, 0, err
+			}
+			mtu = port.ActiveMTU
+		}
+		a.PathMTU, a.DestQPNum, a.RQPSN = mtu, r.qps[peer.idx].QPNum, peer.psn
+		a.AHAttr = nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: gid, HopLimit: 64, SGIDIndex: 1}}
+		mask |= nic.QPAttrAV | nic.QPAttrPathMTU | nic.QPAttrDestQPN | nic.QPAttrRQPSN
+		if q.typ == nic.QPTypeRC {
+			a.MaxDestRdAtomic, a.MinRNRTimer = q.maxDestRdAt, q.minRNRTimer
+			mask |= nic.QPAttrMaxDestRdAtomic | nic.QPAttrMinRNRTimer
+		}
+	case nic.QPStateRTS:
+		a.SQPSN = q.psn
+		mask |= nic.QPAttrSQPSN
+		if q.typ == nic.QPTypeRC {
+			a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = q.timeout, q.retryCnt, q.rnrRetry, q.maxRdAtomic
+			mask |= nic.QPAttrTimeout | nic.QPAttrRetryCnt | nic.QPAttrRNRRetry | nic.QPAttrMaxQPRdAtomic
+		}
+	}
+	return a, mask, nil
+}
+
+// do performs one step.
+func (r *runState) do(st *step) error {
+	tr := r.res.Trace
+	if tr.Enabled() {
+		e := sim.Event{Time: r.w.Now(), Kind: "step", Fields: []sim.Field{
+			{Key: "line", Value: strconv.Itoa(st.line)}, {Key: "step", Value: st.text}}}
+		if st.qp != nil {
+			e.Node, e.QPN, e.HasQPN = st.qp.node.name, r.qps[st.qp.idx].QPNum, true
+		}
+		tr.Add(e)
+	}
+	switch st.kind {
+	case stepPoll:
+		r.poll(true, st.pollCQs)
+		return nil
+	case stepModify:
+		return r.modify(st)
+	case stepRecv:
+		wr := verbs.RecvWR{WRID: st.wrID}
+		if st.length > 0 {
+			wr.SGList = []verbs.SGE{r.mrs[st.local.mr.idx].SGE(st.local.off, st.length)}
+		}
+		_, err := r.qps[st.qp.idx].PostRecv([]verbs.RecvWR{wr})
+		return err
+	}
+	wr := verbs.SendWR{WRID: st.wrID, Opcode: st.op, Flags: st.flags, ImmData: st.imm}
+	if st.length > 0 {
+		wr.SGList = []verbs.SGE{r.mrs[st.local.mr.idx].SGE(st.local.off, st.length)}
+	}
+	if st.remote.mr != nil {
+		mr := r.mrs[st.remote.mr.idx]
+		wr.RemoteAddr, wr.RKey = mr.Addr+st.remote.off, mr.RKey
+	}
+	switch {
+	case st.badRKey:
+		// The same MR index with another generation byte: a key that
+		// names no registered region (rxe keys are index<<8 | key byte).
+		wr.RKey ^= 0x80
+	case st.hasRKey:
+		wr.RKey = st.rkey
+	}
+	switch st.op {
+	case nic.WRAtomicCmpAndSwp:
+		wr.CompareAdd, wr.Swap = st.compare, st.swapAdd
+	case nic.WRAtomicFetchAndAdd:
+		wr.CompareAdd = st.swapAdd
+	}
+	if st.dest != nil {
+		ah, err := r.ah(st.qp.node, st.dest.node)
+		if err != nil {
+			return err
+		}
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, r.qps[st.dest.idx].QPNum, st.dest.qkey
+		if st.hasQKey {
+			wr.RemoteQKey = st.qkey
+		}
+	}
+	_, err := r.qps[st.qp.idx].PostSend([]verbs.SendWR{wr})
+	return err
+}
+
+// ah returns the address handle from node from to node to.
+func (r *runState) ah(from, to *nodeDecl) (*verbs.AH, error) {
+	k := [2]int{from.idx, to.idx}
+	if ah, ok := r.ahs[k]; ok {
+		return ah, nil
+	}
+	gid, err := r.ctxs[to.idx].QueryGID(1, 1)
+	if err != nil {
+		return nil, err
+	}
+	ah, err := r.pds[from.idx].CreateAH(nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: gid, HopLimit: 64, SGIDIndex: 1}})
+	if err != nil {
+		return nil, err
+	}
+	r.ahs[k] = ah
+	return ah, nil
+}
+
+// modify performs a modify step. A move from RESET to INIT, INIT to RTR
+// or RTR to RTS also sets the attributes the kernel requires for it, from
+// the qp line, unless the step gives them itself.
+func (r *runState) modify(st *step) error {
+	q := st.qp
+	qp := r.qps[q.idx]
+	attr, mask := st.attr, st.mask
+	if mask&nic.QPAttrState != 0 && attr.QPState == qp.State()+1 && attr.QPState <= nic.QPStateRTS {
+		def, dmask, err := r.transition(q, attr.QPState)
+		if err != nil {
+			return err
+		}
+		merge(&def, &attr, mask)
+		attr, mask = def, dmask|mask
+	}
+	return qp.Modify(&attr, mask)
+}
+
+// merge copies into dst the attributes of src that mask selects (those a
+// modify step can give).
+func merge(dst, src *nic.QPAttr, mask nic.QPAttrMask) {
+	set := func(bit nic.QPAttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(nic.QPAttrState, func() { dst.QPState = src.QPState })
+	set(nic.QPAttrPathMTU, func() { dst.PathMTU = src.PathMTU })
+	set(nic.QPAttrSQPSN, func() { dst.SQPSN = src.SQPSN })
+	set(nic.QPAttrRQPSN, func() { dst.RQPSN = src.RQPSN })
+	set(nic.QPAttrQKey, func() { dst.QKey = src.QKey })
+	set(nic.QPAttrTimeout, func() { dst.Timeout = src.Timeout })
+	set(nic.QPAttrRetryCnt, func() { dst.RetryCnt = src.RetryCnt })
+	set(nic.QPAttrRNRRetry, func() { dst.RNRRetry = src.RNRRetry })
+	set(nic.QPAttrMinRNRTimer, func() { dst.MinRNRTimer = src.MinRNRTimer })
+	set(nic.QPAttrMaxQPRdAtomic, func() { dst.MaxRdAtomic = src.MaxRdAtomic })
+	set(nic.QPAttrMaxDestRdAtomic, func() { dst.MaxDestRdAtomic = src.MaxDestRdAtomic })
+	set(nic.QPAttrAccessFlags, func() { dst.QPAccessFlags = src.QPAccessFlags })
+}
+
+// poll drains CQs into the Result: those given, or (when cqs is nil) every
+// CQ, node by node in creation order, skipping manual ones unless all is
+// set. Then it reads every device's asynchronous events.
+func (r *runState) poll(all bool, cqs []*cqDecl) {
+	drain := func(c *cqDecl) {
+		cq := r.cqs[c.idx]
+		for {
+			n := cq.Poll(r.wcs)
+			for _, wc := range r.wcs[:n] {
+				comp := Completion{Node: c.node.name, QPN: wc.QPNum, WRID: wc.WRID, Status: wc.Status.Name(),
+					Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen}
+				if wc.WCFlags&nic.WCFlagWithImm != 0 {
+					comp.Imm = wc.ImmData
+				}
+				r.res.Completions = append(r.res.Completions, comp)
+			}
+			if n < len(r.wcs) {
+				return
+			}
+		}
+	}
+	if cqs != nil {
+		for _, c := range cqs {
+			drain(c)
+		}
+	} else {
+		for _, c := range r.s.cqs {
+			if all || !c.manual {
+				drain(c)
+			}
+		}
+	}
+	for i, n := range r.nodes {
+		for {
+			ev, ok := r.ctxs[i].GetAsyncEvent()
+			if !ok {
+				break
+			}
+			a := AsyncEvent{Node: n.name, Type: eventName(ev.Type)}
+			if ev.QP != nil {
+				a.QPN = ev.QP.Num()
+			}
+			r.res.AsyncEvents = append(r.res.AsyncEvents, a)
+		}
+	}
+}
+
+// finish polls every CQ and fills in the counters, frames and time.
+func (r *runState) finish() *Result {
+	res := r.res
+	r.poll(true, nil)
+	for i, n := range r.nodes {
+		m := map[string]uint64{}
+		for _, c := range r.ctxs[i].Counters().Snapshot() {
+			if c.Value != 0 {
+				m[c.Name] = c.Value
+			}
+		}
+		res.Counters[n.name] = m
+	}
+	frames := uint64(0)
+	for _, l := range r.w.Fabric().Links() {
+		for dir := range 2 {
+			st := l.Stats(dir)
+			frames += st.TxFrames + st.QueueDrops + st.FaultDrops + st.MTUDrops
+		}
+	}
+	for _, sw := range r.sws {
+		frames += sw.UnknownDrops()
+	}
+	res.Frames = int(frames)
+	res.VirtualTime = sim.Duration(r.w.Now())
+	return res
+}
+
+// qpCompletions returns the completions of q (send and receive), in the
+// order polled.
+func (r *runState) qpCompletions(res *Result, q *qpDecl) []Completion {
+	var out []Completion
+	qpn := r.qps[q.idx].QPNum
+	for _, c := range res.Completions {
+		if c.Node == q.node.name && c.QPN == qpn {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// nodeEvents returns the types of the asynchronous events of node n, in
+// order.
+func (r *runState) nodeEvents(res *Result, n *nodeDecl) []string {
+	var out []string
+	for _, e := range res.AsyncEvents {
+		if e.Node == n.name {
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}

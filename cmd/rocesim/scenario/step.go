@@ -1,0 +1,313 @@
+package scenario
+
+import (
+	"math"
+	"strings"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+)
+
+// stepKind is what a workload step does.
+type stepKind uint8
+
+const (
+	stepSend   stepKind = iota // ibv_post_send of one WR
+	stepRecv                   // ibv_post_recv of one WR
+	stepModify                 // ibv_modify_qp
+	stepPoll                   // poll CQs (manual ones too)
+)
+
+// step is one "at" line.
+type step struct {
+	at   sim.Duration
+	line int
+	text string // the line after the time, as written (for the trace)
+	kind stepKind
+
+	qpRef ref
+	qp    *qpDecl
+
+	// send and recv
+	wrID      uint64
+	op        nic.WROpcode
+	length    uint64
+	hasLen    bool
+	local     memRef
+	hasLocal  bool
+	remote    memRef
+	hasRemote bool
+	rkey      uint32
+	hasRKey   bool
+	badRKey   bool // rkey=invalid
+	imm       uint32
+	compare   uint64
+	swapAdd   uint64 // swap= for cas, add= for faa
+	destRef   ref
+	dest      *qpDecl
+	qkey      uint32
+	hasQKey   bool
+	flags     nic.SendFlags
+
+	// modify
+	attr nic.QPAttr
+	mask nic.QPAttrMask
+
+	// poll: the CQs, or nil for every CQ
+	pollRefs []ref
+	pollCQs  []*cqDecl
+}
+
+// atLine reads "at DURATION ...".
+func (p *parser) atLine() error {
+	if len(p.toks) < 3 {
+		return p.errorf(p.toks[0].col, "at needs a time and a step, e.g. at 10us a.q send wr=1 len=64")
+	}
+	d, err := p.duration(p.toks[1].text, p.toks[1].col)
+	if err != nil {
+		return err
+	}
+	if len(p.s.steps) > 0 && d < p.last {
+		return p.errorf(p.toks[1].col, "step at %v comes after a step at %v: list steps in time order", d, p.last)
+	}
+	if p.s.hasDeadline && d > p.s.deadline {
+		return p.errorf(p.toks[1].col, "step at %v is after the deadline %v", d, p.s.deadline)
+	}
+	st := &step{at: d, line: p.line, text: strings.TrimSpace(p.raw[p.toks[2].off:])}
+	if i := strings.IndexByte(st.text, '#'); i >= 0 {
+		st.text = strings.TrimSpace(st.text[:i])
+	}
+	t := p.toks[2]
+	if t.text == "poll" {
+		st.kind = stepPoll
+		for _, r := range p.toks[3:] {
+			rr, err := p.ref(r.text, r.col, "a CQ or QP to poll")
+			if err != nil {
+				return err
+			}
+			st.pollRefs = append(st.pollRefs, rr)
+		}
+		p.last = d
+		p.s.steps = append(p.s.steps, st)
+		return nil
+	}
+	if st.qpRef, err = p.ref(t.text, t.col, "a QP (or poll)"); err != nil {
+		return err
+	}
+	if len(p.toks) < 4 {
+		return p.errorf(t.col+len([]rune(t.text)), "expected send, recv, modify or poll after %s", t.text)
+	}
+	verb, rest := p.toks[3], p.toks[4:]
+	switch verb.text {
+	case "send":
+		err = p.sendStep(st, rest)
+	case "recv":
+		err = p.recvStep(st, rest)
+	case "modify":
+		err = p.modifyStep(st, rest)
+	case "poll":
+		st.kind = stepPoll
+		st.pollRefs = []ref{st.qpRef}
+		if len(rest) > 0 {
+			err = p.errorf(rest[0].col, "unexpected %q: %s poll polls the QP's CQs", rest[0].text, t.text)
+		}
+	default:
+		err = p.errorf(verb.col, "unknown step %q (want send, recv, modify or poll)", verb.text)
+	}
+	if err != nil {
+		return err
+	}
+	p.last = d
+	p.s.steps = append(p.s.steps, st)
+	return nil
+}
+
+func (p *parser) sendStep(st *step, toks []token) error {
+	st.kind = stepSend
+	st.op = nic.WRSend
+	st.flags = nic.SendSignaled
+	hasWR := false
+	var immCol, cmpCol, swapCol, addCol, destCol, qkeyCol int
+	h := map[string]func(string, int) error{
+		"wr": func(v string, c int) error {
+			hasWR = true
+			var err error
+			st.wrID, err = p.num(v, c, "wr", math.MaxUint64)
+			return err
+		},
+		"op": func(v string, c int) error {
+			o, ok := sendOps[v]
+			if !ok {
+				return p.errorf(c, "bad op %q: want send, send_imm, write, write_imm, read, cas or faa", v)
+			}
+			st.op = o
+			return nil
+		},
+		"len": func(v string, c int) error {
+			var err error
+			st.length, err = p.size(v, c, 1<<31)
+			st.hasLen = true
+			return err
+		},
+		"local": func(v string, c int) error {
+			var err error
+			st.local, err = p.memRef(v, c)
+			st.hasLocal = true
+			return err
+		},
+		"remote": func(v string, c int) error {
+			var err error
+			st.remote, err = p.memRef(v, c)
+			st.hasRemote = true
+			return err
+		},
+		"rkey": func(v string, c int) error {
+			st.hasRKey = true
+			if v == "invalid" {
+				st.badRKey = true
+				return nil
+			}
+			n, err := p.num(v, c, "rkey", math.MaxUint32)
+			st.rkey = uint32(n)
+			return err
+		},
+		"imm": func(v string, c int) error {
+			immCol = c
+			n, err := p.num(v, c, "imm", math.MaxUint32)
+			st.imm = uint32(n)
+			return err
+		},
+		"compare": func(v string, c int) error {
+			cmpCol = c
+			var err error
+			st.compare, err = p.num(v, c, "compare", math.MaxUint64)
+			return err
+		},
+		"swap": func(v string, c int) error {
+			swapCol = c
+			var err error
+			st.swapAdd, err = p.num(v, c, "swap", math.MaxUint64)
+			return err
+		},
+		"add": func(v string, c int) error {
+			addCol = c
+			var err error
+			st.swapAdd, err = p.num(v, c, "add", math.MaxUint64)
+			return err
+		},
+		"dest": func(v string, c int) error {
+			destCol = c
+			var err error
+			st.destRef, err = p.ref(v, c, "a destination QP")
+			return err
+		},
+		"qkey": func(v string, c int) error {
+			qkeyCol = c
+			n, err := p.num(v, c, "qkey", math.MaxUint32)
+			st.qkey, st.hasQKey = uint32(n), true
+			return err
+		},
+	}
+	flag := func(set, clear nic.SendFlags) func() error {
+		return func() error { st.flags = st.flags&^clear | set; return nil }
+	}
+	flags := map[string]func() error{
+		"signaled":   flag(nic.SendSignaled, 0),
+		"unsignaled": flag(0, nic.SendSignaled),
+		"fence":      flag(nic.SendFence, 0),
+		"solicited":  flag(nic.SendSolicited, 0),
+		"inline":     flag(nic.SendInline, 0),
+	}
+	if err := p.opts("send", toks, h, flags); err != nil {
+		return err
+	}
+	sig, unsig := 0, 0
+	for _, t := range toks {
+		switch t.text {
+		case "signaled":
+			sig = t.col
+		case "unsignaled":
+			unsig = t.col
+		}
+	}
+	if sig > 0 && unsig > 0 {
+		return p.errorf(max(sig, unsig), "send is signaled or unsignaled, not both")
+	}
+	if !hasWR {
+		return p.errorf(p.toks[3].col, "send needs wr=, e.g. send wr=1 op=send len=64")
+	}
+	atomic := st.op == nic.WRAtomicCmpAndSwp || st.op == nic.WRAtomicFetchAndAdd
+	if !st.hasLen {
+		if !atomic {
+			return p.errorf(p.toks[3].col, "send needs len= (bytes; 0 for none)")
+		}
+		st.length, st.hasLen = 8, true
+	}
+	misplaced := func(col int, key, ops string) error {
+		return p.errorf(col-len(key)-1, "%s= applies only to %s", key, ops)
+	}
+	switch {
+	case immCol > 0 && st.op != nic.WRSendWithImm && st.op != nic.WRRDMAWriteWithImm:
+		return misplaced(immCol, "imm", "op=send_imm and op=write_imm")
+	case cmpCol > 0 && st.op != nic.WRAtomicCmpAndSwp:
+		return misplaced(cmpCol, "compare", "op=cas")
+	case swapCol > 0 && st.op != nic.WRAtomicCmpAndSwp:
+		return misplaced(swapCol, "swap", "op=cas")
+	case addCol > 0 && st.op != nic.WRAtomicFetchAndAdd:
+		return misplaced(addCol, "add", "op=faa")
+	case (st.hasRemote || st.hasRKey) && (st.op == nic.WRSend || st.op == nic.WRSendWithImm):
+		return p.errorf(p.toks[3].col, "remote= and rkey= apply to write, write_imm, read, cas and faa")
+	case destCol > 0 && st.op != nic.WRSend && st.op != nic.WRSendWithImm:
+		return misplaced(destCol, "dest", "UD sends (op=send, op=send_imm)")
+	case qkeyCol > 0 && destCol == 0:
+		return misplaced(qkeyCol, "qkey", "UD sends with dest=")
+	}
+	return nil
+}
+
+func (p *parser) recvStep(st *step, toks []token) error {
+	st.kind = stepRecv
+	hasWR := false
+	err := p.opts("recv", toks, map[string]func(string, int) error{
+		"wr": func(v string, c int) error {
+			hasWR = true
+			var err error
+			st.wrID, err = p.num(v, c, "wr", math.MaxUint64)
+			return err
+		},
+		"len": func(v string, c int) error {
+			var err error
+			st.length, err = p.size(v, c, 1<<31)
+			st.hasLen = true
+			return err
+		},
+		"local": func(v string, c int) error {
+			var err error
+			st.local, err = p.memRef(v, c)
+			st.hasLocal = true
+			return err
+		},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if !hasWR || !st.hasLen {
+		return p.errorf(p.toks[3].col, "recv needs wr= and len= (bytes; 0 for none), e.g. recv wr=1 len=4096")
+	}
+	return nil
+}
+
+func (p *parser) modifyStep(st *step, toks []token) error {
+	st.kind = stepModify
+	a := &st.attr
+	h := p.attrHandlers(qpAttrOpts{mtu: &a.PathMTU, psn: &a.SQPSN, rqPSN: &a.RQPSN, qkey: &a.QKey, timeout: &a.Timeout,
+		retry: &a.RetryCnt, rnr: &a.RNRRetry, minRNR: &a.MinRNRTimer, rd: &a.MaxRdAtomic, drd: &a.MaxDestRdAtomic,
+		access: &a.QPAccessFlags, state: &a.QPState, mask: &st.mask})
+	if err := p.opts("modify", toks, h, nil); err != nil {
+		return err
+	}
+	if st.mask == 0 {
+		return p.errorf(p.toks[3].col, "modify needs an attribute, e.g. modify state=err")
+	}
+	return nil
+}
