@@ -55,6 +55,10 @@ type Config struct {
 	// AddrBase is where the device starts allocating MR addresses; 0
 	// picks a default. Give each device its own for readable traces.
 	AddrBase uint64
+	// Annotate gives every frame a note saying what it is ("wr 2 SEND,
+	// packet 1 of 4", "ACK of PSN 4"), for captures a person reads.
+	// Notes cost an allocation per frame, so it is off unless asked for.
+	Annotate bool
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.

@@ -227,7 +227,12 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 			qp.req.noAck = 0
 		}
 	}
-	d.emit(qp, &f, qp.req.noteFor(f.BTH.PSN))
+	note := qp.req.noteFor(f.BTH.PSN)
+	if note == "" && d.cfg.Annotate {
+		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:] +
+			", packet " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(w.npkts))
+	}
+	d.emit(qp, &f, note)
 	return true
 }
 
@@ -254,7 +259,14 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		f.BTH.PSN = w.firstPSN
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
 	}
-	d.emit(qp, &f, qp.req.noteFor(f.BTH.PSN))
+	note := qp.req.noteFor(f.BTH.PSN)
+	if note == "" && d.cfg.Annotate {
+		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:]
+		if w.wr.Opcode == WRRDMARead {
+			note += " of " + strconv.FormatUint(w.length, 10) + " bytes (" + strconv.Itoa(int(w.npkts)) + " responses)"
+		}
+	}
+	d.emit(qp, &f, note)
 	// A READ's responses use all its PSNs: they count as sent.
 	if end := w.firstPSN.Add(w.npkts); qp.req.highest.Less(end) {
 		qp.req.highest = end

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"encoding/binary"
+	"strconv"
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
@@ -426,8 +427,11 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 		f.BTH.PSN = psn.Add(i)
 		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: r.msn}
 		note := ""
-		if dup {
+		switch {
+		case dup:
 			note = "replayed READ response"
+		case d.cfg.Annotate:
+			note = "READ response " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(npkts))
 		}
 		d.emit(qp, &f, note)
 	}
@@ -469,6 +473,9 @@ func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: qp.resp.msn}
 	f.AtomicAckETH = orig
+	if note == "" && d.cfg.Annotate {
+		note = "atomic executed: the target held " + strconv.FormatUint(orig, 10)
+	}
 	d.emit(qp, &f, note)
 }
 
@@ -523,6 +530,9 @@ func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.P
 
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.
 func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN, note string) {
+	if note == "" && d.cfg.Annotate {
+		note = "ACK of everything up to PSN " + psn.String()
+	}
 	var f wire.Frame
 	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
 	f.BTH.Opcode = wire.OpRCAcknowledge

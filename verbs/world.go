@@ -84,7 +84,8 @@ func (w *World) AddHost(name string) *Host {
 		}
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: v4, IPv6: v6, Profile: w.cfg.Profile,
-		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32})
+		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32,
+		Annotate: w.cfg.Capture != nil})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
 	h.node.SetTxDone(h.txDone)

@@ -388,9 +388,19 @@ func (l *svgLayout) write(bw *bufio.Writer, title string) {
 	for _, a := range arrows {
 		l.writeLabel(w, a)
 	}
+	said := map[string]float64{} // loss text and x → lowest y written; lookups only
 	for _, a := range arrows {
 		if !a.f.delivered {
-			l.writeLoss(w, a)
+			l.writeLoss(w, a, said)
+		}
+	}
+	for _, r := range l.rows {
+		for _, it := range r.notes {
+			if it.node < 0 && len(l.x) > 0 {
+				// The fabric's notes (link changes) span the diagram.
+				w.p(`<line x1="`, num(l.x[0]-30), `" y1="`, num(r.y), `" x2="`, num(l.x[len(l.x)-1]+30), `" y2="`, num(r.y),
+					`" stroke="`, svgTones[it.tone].ink, `" stroke-width="1" stroke-dasharray="8 4"/>`)
+			}
 		}
 	}
 	for _, r := range l.rows {
@@ -482,8 +492,10 @@ func (l *svgLayout) writeLabel(w svgWriter, a svgArrow) {
 }
 
 // writeLoss draws the ✗ (or ? for a frame the trace never saw arrive)
-// where the frame ended, and the reason beside it on the receiver's side.
-func (l *svgLayout) writeLoss(w svgWriter, a svgArrow) {
+// where the frame ended, and the reason beside it on the receiver's side,
+// unless the same reason is written just above (frames lost together at
+// a switch).
+func (l *svgLayout) writeLoss(w svgWriter, a svgArrow, said map[string]float64) {
 	red := svgTones[toneErr].ink
 	x, y := a.x2, a.y2
 	if a.f.lost {
@@ -498,6 +510,11 @@ func (l *svgLayout) writeLoss(w svgWriter, a svgArrow) {
 		anchor, tx = "end", x-12
 	}
 	why := string(fitOne(a.f.lossTexts(), int(room/(svgNoteFont*0.6))))
+	key := why + "@" + num(tx)
+	if last, ok := said[key]; ok && y-last < 16 {
+		return
+	}
+	said[key] = y
 	w.p(`<text x="`, num(tx), `" y="`, num(y+4), `" text-anchor="`, anchor, `" font-size="`, num(svgNoteFont), `" fill="`, red,
 		`" stroke="#ffffff" stroke-width="3" paint-order="stroke">`, esc(why), `</text>`)
 }

@@ -263,7 +263,7 @@ func arrowSegment(f *frame, span int, right bool) []rune {
 		for _, lo := range losses {
 			lr, or := []rune(lb), []rune(lo)
 			x = max(mid, len(lr)+4)
-			if x+2+len(or) <= span {
+			if x+3+len(or) <= span { // a blank before the receiver's bar
 				label, loss, found = lr, or, true
 				break
 			}
@@ -276,14 +276,14 @@ func arrowSegment(f *frame, span int, right bool) []rune {
 		// Too narrow for both: the short loss text, and what is left of
 		// the compact label.
 		loss = []rune(losses[len(losses)-1])
-		x = max(min(mid, span-len(loss)-2), 1)
+		x = max(min(mid, span-len(loss)-3), 1)
 		label = fitOne(labels, x-4)
 	}
 	for d := x + 1; d < span; d++ {
 		place(d, []rune{' '})
 	}
 	place(x, []rune{marker})
-	if x+2+len(loss) <= span {
+	if x+3+len(loss) <= span {
 		place(x+2, loss)
 	}
 	if label != nil {

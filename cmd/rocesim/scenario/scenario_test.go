@@ -502,3 +502,26 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+// TestPackageDocExample: the file in the package documentation parses and
+// passes.
+func TestPackageDocExample(t *testing.T) {
+	s, err := scenario.Parse("doc", `scenario go-back-n
+description A 4-packet RC SEND loses PSN 2 once: NAK, go-back-N, one cumulative ACK.
+node a b
+link a b
+mr a.buf size=4096 fill=seq
+mr b.buf size=4096
+qp a.q rc peer=b.q psn=1
+qp b.q rc psn=1
+fault drop psn=2 tx=1 src=a
+at 0 b.q recv wr=1 len=4096
+at 0 a.q send wr=2 op=send len=4096
+expect a.q wr=2 IBV_WC_SUCCESS
+expect counter a.rcvd_seq_err=1
+`)
+	require.NoError(t, err)
+	res, err := s.Run(scenario.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, res.Failed)
+}
