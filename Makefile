@@ -7,9 +7,15 @@ PKGS      := ./...
 
 all: test
 
-## demo: run the main job on its built-in default
+## demo: run the go-back-n scenario, write demo.pcapng and demo.svg, say how to open them
 demo:
-	$(GO) run ./cmd/rocesim demo
+	$(GO) run ./cmd/rocesim run go-back-n --pcap demo.pcapng --svg demo.svg
+	@echo
+	@echo "Wrote demo.pcapng (every frame commented) and demo.svg (the ladder). Open them with:"
+	@echo "  wireshark demo.pcapng        # or: tshark -r demo.pcapng -T fields -e frame.number -e _ws.col.Info -e frame.comment"
+	@echo "  go run ./cmd/rocesim inspect demo.pcapng"
+	@echo "  a web browser: demo.svg"
+	@echo "More: go run ./cmd/rocesim scenarios"
 
 ## deps: install the system tools the tests use (tshark), if missing
 deps:
