@@ -284,7 +284,9 @@ func (d *Device) rewind(qp *QP, psn wire.PSN, why string) {
 			r.next = i
 			r.pkt = uint32(psn.Diff(w.firstPSN))
 			r.nRetrans++
-			d.counters.Add(CounterCompleterRetryErr, 1)
+			if why != "after RNR wait" { // rxe counts timeout and NAK retries, not RNR ones
+				d.counters.Add(CounterCompleterRetryErr, 1)
+			}
 			return
 		}
 	}

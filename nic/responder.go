@@ -149,8 +149,8 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 		return respCheckOpSeq
 
 	case respOutOfSequence:
-		d.counters.Add(CounterOutOfSeqRequest, 1)
-		if !r.nakSent {
+		if !r.nakSent { // once per gap, as rxe counts it
+			d.counters.Add(CounterOutOfSeqRequest, 1)
 			r.nakSent = true
 			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn,
 				"NAK: PSN "+r.epsn.String()+" expected, PSN "+psn.String()+" received")

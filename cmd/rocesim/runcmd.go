@@ -24,7 +24,7 @@ Runs a built-in scenario (see rocesim scenarios) or a scenario file and
 prints its ladder diagram and a summary.
 
 Flags:
-  --seed N            master seed (default 1)
+  --seed N            master seed (default: the scenario's seed line, else 1)
   --profile rxe|spec  NIC behaviour profile (default rxe)
   --pcap FILE         write every frame to FILE (pcapng, a comment on each)
   --svg FILE          write the ladder as a standalone SVG
@@ -65,7 +65,7 @@ func runScenarios(args []string, stdout, stderr io.Writer) int {
 func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	seed := fs.Uint64("seed", 1, "master seed")
+	seed := fs.Uint64("seed", 0, "master seed (0: the scenario's own, 1 unless it says)")
 	profile := fs.String("profile", "rxe", "rxe or spec")
 	pcap := fs.String("pcap", "", "pcapng output")
 	svg := fs.String("svg", "", "SVG output")
@@ -102,7 +102,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	opt := scenario.Options{Seed: *seed, Profile: prof, Trace: &sim.Trace{}}
 	var tap capture.Writer
 	if *pcap != "" {
-		if tap, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf("rocesim run %s --seed %d --profile %s", sc.Name, *seed, *profile)}); err != nil {
+		if tap, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf("rocesim run %s --seed %d --profile %s", sc.Name, seedOf(sc, *seed), *profile)}); err != nil {
 			fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 			return exitUsage
 		}
@@ -123,7 +123,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *svg != "" {
 		f, err := os.Create(*svg)
 		if err == nil {
-			err = ladder.SVG(f, res.Trace, ladder.Options{}, fmt.Sprintf("%s (seed %d, %s)", sc.Name, *seed, *profile))
+			err = ladder.SVG(f, res.Trace, ladder.Options{}, fmt.Sprintf("%s (seed %d, %s)", sc.Name, res.Seed, *profile))
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -163,8 +163,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 
 // loadScenario finds a built-in scenario by name, or reads a file.
 func loadScenario(arg string) (*scenario.Scenario, error) {
-	if s, ok := scenario.Lookup(arg); ok {
-		return s, nil
+	isPath := strings.Contains(arg, "/") || strings.HasSuffix(arg, ".scenario")
+	if _, err := os.Stat(arg); err != nil || !isPath {
+		if s, ok := scenario.Lookup(arg); ok {
+			return s, nil
+		}
 	}
 	text, err := os.ReadFile(arg)
 	if err != nil {
@@ -223,4 +226,12 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// seedOf is the seed a run uses: the flag's, else the scenario's own.
+func seedOf(sc *scenario.Scenario, flagSeed uint64) uint64 {
+	if flagSeed != 0 {
+		return flagSeed
+	}
+	return sc.Seed()
 }
