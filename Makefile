@@ -58,7 +58,8 @@ swarm:
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps
 	$(GO) test ./wire -run TestTsharkGoldensCurrent -update
-	$(GO) test ./cmd/rocesim -run Golden -update
+	$(GO) test ./cmd/rocesim -run 'Golden|TestRunBuiltins' -update
+	$(GO) test ./cmd/rocesim/ladder -update
 
 ## corpus: rewrite the committed fuzz seed corpus from the real captures
 corpus:

@@ -2,7 +2,8 @@
 # install-deps.sh: install the system tools rocesim's tests use, from
 # Debian's packages, if they are missing. Idempotent; quiet when all is there.
 #
-#   tshark   dissects our frames and the real rxe captures (wire, capture, inspect tests)
+#   tshark    dissects our frames and the real rxe captures (wire, capture, inspect tests)
+#   chromium  renders the SVG ladder to PNG headless (cmd/rocesim/ladder)
 #
 # Without root (and without sudo) it says what is missing and returns 0:
 # the tests that need a tool then skip locally, and fail in CI (CI=true).
@@ -10,6 +11,8 @@ set -euo pipefail
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+  command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -10,16 +10,25 @@
 //	ladder.Text(os.Stdout, tr, ladder.Options{Color: isTerminal})
 //	ladder.SVG(file, tr, ladder.Options{}, "go-back-N: PSN 101 lost once")
 //
-// Text, for a terminal (the go-back-N demo, 100 columns):
+// Text, for a terminal (the go-back-N demo, Width 74):
 //
-//	   time   a                                                          b
-//	     0s   ● RESET→INIT→RTR→RTS                    RESET→INIT→RTR→RTS ●
-//	     0s   ├─ SEND_FIRST psn=100 ────────────────────────────────────▶│
-//	     0s   ├─ SEND_MIDDLE psn=101 ─────────✗ rule 1: drop src=a psn=101 │
-//	   89ns   ├─ SEND_MIDDLE psn=102 ───────────────────────────────────▶│
-//	1.178µs   │◀───────────────────────────────── NAK(seq) psn=101 msn=0 ─┤
-//	2.185µs   ├─ SEND_MIDDLE psn=101 · retx #1 after NAK ───────────────▶│
-//	4.459µs   ● ✔ wr=2 SEND SUCCESS                                      │
+//	   time   a                                                             b
+//	     0s   ● RESET→INIT→RTR→RTS                       RESET→INIT→RTR→RTS ●
+//	     0s   ├─ SEND_FIRST psn=100 ───────────────────────────────────────▶│
+//	     0s   ├─ SEND_MIDDLE psn=101 ────────✗ rule 1                       │
+//	   89ns   ├─ SEND_MIDDLE psn=102 ──────────────────────────────────────▶│
+//	  178ns   ├─ SEND_LAST psn=103 A ──────────────────────────────────────▶│
+//	1.178µs   │◀─────────────────────────────────── NAK(seq) psn=101 msn=0 ─┤
+//	2.185µs   ├─ SEND_MIDDLE psn=101 · retx #1 after NAK ──────────────────▶│
+//	2.274µs   ├─ SEND_MIDDLE psn=102 · retx #1 after NAK ──────────────────▶│
+//	2.363µs   ├─ SEND_LAST psn=103 A · retx #1 after NAK ──────────────────▶│
+//	3.452µs   │                                ✔ wr=1 RECV SUCCESS len=4096 ●
+//	3.452µs   │◀──────────────────────────────────────── ACK psn=103 msn=1 ─┤
+//	4.459µs   ● ✔ wr=2 SEND SUCCESS                                         │
+//
+// Each row is one event, at the time on the left: ├─…▶│ a frame from the
+// sender's column (├) to the receiver's; ● a note at that node. "A" marks
+// an AckReq, "· …" what happened to the frame beyond its own headers.
 //
 // A frame is one arrow however many hops it takes: the package follows
 // it through switches (switches are never columns) from the sender's
@@ -27,10 +36,10 @@
 // arrives ends in ✗ with the reason ("rule 1" of the fault plan, "queue
 // full", ...): half-way when it was lost at the sender, three quarters
 // when beyond. The fault plan's other interventions and the sender's
-// notes are marked on the label: "dup by rule 2", "delayed 3µs by rule
-// 1", "retx #1 after NAK". Labels shorten, and notes of one instant share
-// a row, to fit the width; beyond four or so nodes the terminal drawing
-// compresses.
+// notes on retransmissions, NAKs and other odd frames are marked on the
+// label: "dup by rule 2", "delayed 3µs by rule 1", "retx #1 after NAK".
+// Labels shorten, and notes of one instant share a row, to fit the width;
+// beyond four or so nodes the terminal drawing compresses.
 //
 // SVG draws the same as a standalone picture for a slide or a bug
 // report: arrows slant from (sender, time sent) to (receiver, time

@@ -84,12 +84,17 @@ func (k frameKey) core(length string) (full, compact string) {
 }
 
 // labels returns f's label variants, fullest first: with every mark in
-// full, with the required marks short, the bare core, the compact core.
+// full (the sender's note only if f is odd), with the required marks
+// short, the bare core, the compact core.
 func (f *frame) labels() []string {
 	full, compact := f.key.core(f.length)
 	var all, req []string
 	retx := false
+	odd := f.odd()
 	for _, m := range f.marks {
+		if m.short == "" && !odd {
+			continue // the sender's notes on routine frames are in the trace, not the ladder
+		}
 		all = append(all, m.text)
 		if m.short != "" {
 			req = append(req, m.short)
@@ -107,6 +112,23 @@ func (f *frame) labels() []string {
 		return core + " · " + strings.Join(ms, ", ")
 	}
 	return []string{join(full, all), join(full, req), full, compact}
+}
+
+// odd reports whether f is out of the ordinary: a NAK, a repeat, touched
+// by the fault plan, lost. Only such frames show the sender's notes ("PSN
+// 101 expected, PSN 102 received"); a routine frame's note ("packet 1
+// of 4") would crowd the ladder.
+func (f *frame) odd() bool {
+	if f.lost || strings.HasPrefix(f.key.aeth, "NAK") || strings.HasPrefix(f.key.aeth, "RNR") ||
+		f.key.tx != "" && f.key.tx != "1" {
+		return true
+	}
+	for _, m := range f.marks {
+		if m.tone == toneFault || m.tone == toneRetx {
+			return true
+		}
+	}
+	return false
 }
 
 // tone is the colour of f's arrow.

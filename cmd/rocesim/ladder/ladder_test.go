@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"image"
+	"image/color"
 	"image/png"
 	"io"
 	"os"
@@ -340,11 +342,15 @@ func TestSVGEscapes(t *testing.T) {
 	assert.Contains(t, svgTexts(t, doc), `<b>"a" & 'b'</b>`+"\uFFFD")
 }
 
-// TestSVGInChromium renders the go-back-N SVG with headless Chromium,
-// when it is installed, and checks a picture comes out. With
-// LADDER_PNG_DIR set, the SVG and PNG are kept there to be looked at.
+// TestSVGInChromium renders the go-back-N SVG with headless Chromium
+// and checks the picture: its size is the SVG's, and the colours of the
+// dropped frame, the NAK and the retransmission are all on it. Chromium
+// is required under CI=true (.ci/run installs it); elsewhere the test
+// skips without it. With LADDER_PNG_DIR set, the SVG and PNG are kept
+// there to be looked at.
 func TestSVGInChromium(t *testing.T) {
-	if testing.Short() {
+	ci := os.Getenv("CI") == "true"
+	if testing.Short() && !ci {
 		t.Skip("starts a browser")
 	}
 	var browser string
@@ -355,6 +361,9 @@ func TestSVGInChromium(t *testing.T) {
 		}
 	}
 	if browser == "" {
+		if ci {
+			t.Fatal("chromium is required when CI=true (.ci/run installs it): not found in PATH")
+		}
 		t.Skip("no chromium installed (apt-get install chromium)")
 	}
 	dir := os.Getenv("LADDER_PNG_DIR")
@@ -379,6 +388,9 @@ func TestSVGInChromium(t *testing.T) {
 	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 		"--user-data-dir="+t.TempDir(), "--window-size="+w+","+h, "--screenshot="+pngPath, "file://"+svgPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ci {
+			t.Fatalf("chromium failed: %v\n%s", err, out)
+		}
 		t.Skipf("chromium could not run here: %v\n%s", err, out)
 	}
 	f, err := os.Open(pngPath)
@@ -387,5 +399,47 @@ func TestSVGInChromium(t *testing.T) {
 	img, err := png.Decode(f)
 	require.NoError(t, err)
 	assert.Equal(t, w+"x"+h, strconv.Itoa(img.Bounds().Dx())+"x"+strconv.Itoa(img.Bounds().Dy()))
+	for what, ink := range map[string]color.RGBA{
+		"dropped frame (red)":   {0xcf, 0x22, 0x2e, 0xff},
+		"NAK (amber)":           {0x9a, 0x67, 0x00, 0xff},
+		"retransmission (blue)": {0x09, 0x69, 0xda, 0xff},
+	} {
+		assert.Greater(t, pixelsNear(img, ink), 50, "the picture shows no %s", what)
+	}
 	t.Logf("rendered %s", pngPath)
+}
+
+// pixelsNear counts img's pixels within a small distance of c, so
+// anti-aliased strokes of c's colour count.
+func pixelsNear(img image.Image, c color.RGBA) int {
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			d := absDiff(r>>8, uint32(c.R)) + absDiff(g>>8, uint32(c.G)) + absDiff(bl>>8, uint32(c.B))
+			if d <= 24 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func absDiff(a, b uint32) uint32 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// TestTextManyNodes: more nodes than the width has room for still draws
+// (wider than asked), each bar apart.
+func TestTextManyNodes(t *testing.T) {
+	tr := run(t, scenario{hosts: 8, sw: true, size: 100})
+	out := text(t, tr, ladder.Options{Width: 30})
+	ls := lines(out)
+	assert.Regexp(t, `^\s+time\s+a\s+b\s+c\s+d\s+e\s+f\s+g\s+h$`, ls[0])
+	assert.Contains(t, out, "▶│")
+	validXML(t, svg(t, tr, ladder.Options{}, "eight"))
 }

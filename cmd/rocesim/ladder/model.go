@@ -63,7 +63,7 @@ type item struct {
 	node int    // itemNote: the column, -1 for fabric-wide notes
 	text string // itemNote
 	tone tone   // itemNote
-	raw  string // itemNote: the trace lines it stands for
+	evs  []int  // itemNote: the trace events it stands for (indexes)
 	// qp-state merging: the QP and the last state of the run.
 	qpn     uint32
 	hasQPN  bool
@@ -108,13 +108,14 @@ type frame struct {
 	hops      int    // links it entered
 	lastLink  string // the link it last entered
 	marks     []mark
-	events    []string // the trace lines of its life, for SVG tooltips
-	copyLeft  int      // frame-dup: copies still to come on lastLink
-	copyMarks []mark   // what a copy inherits
+	evs       []int  // the trace events of its life (indexes), for SVG tooltips
+	copyLeft  int    // frame-dup: copies still to come on lastLink
+	copyMarks []mark // what a copy inherits
 }
 
 // model is a trace digested for drawing.
 type model struct {
+	evs     []sim.Event // the trace's
 	nodes   []string
 	items   []item
 	latency sim.Duration // median first-tx-to-arrival time of delivered frames (0: none)
@@ -128,6 +129,21 @@ var frameKinds = map[sim.Kind]bool{
 	"frame-delay": true, "frame-hold": true, "frame-release": true, "frame-alter": true,
 }
 
+// nicKinds are the NIC's event kinds: a node that has them is a host.
+var nicKinds = map[sim.Kind]bool{"qp-state": true, "completion": true, "timer": true, "async-event": true}
+
+// lines returns the text of the events at idx, one a line.
+func (m *model) lines(idx []int) string {
+	var b []byte
+	for i, x := range idx {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = m.evs[x].AppendText(b)
+	}
+	return string(b)
+}
+
 // builder holds the state of one pass.
 type builder struct {
 	m       *model
@@ -136,6 +152,8 @@ type builder struct {
 	flight  map[string][]*frame
 	links   []string // link directions in order of first appearance (never a map's order)
 	frames  []*frame
+	idx     int      // the event being read
+	dups    []*frame // duplicated frames whose copies are still to come
 	// multiQP marks nodes whose notes name their QP (more than one QP
 	// appears at the node).
 	multiQP map[string]bool
@@ -152,7 +170,7 @@ func build(tr *sim.Trace, nodes []string) *model {
 		if e.Node == "" {
 			continue
 		}
-		if e.Kind == "frame-rx" || !frameKinds[e.Kind] {
+		if e.Kind == "frame-rx" || nicKinds[e.Kind] {
 			b.hosts[e.Node] = true
 		}
 		if !frameKinds[e.Kind] && e.HasQPN {
@@ -171,8 +189,10 @@ func build(tr *sim.Trace, nodes []string) *model {
 			}
 		}
 	}
+	b.m.evs = evs
 	for i := range evs {
 		e := &evs[i]
+		b.idx = i
 		if frameKinds[e.Kind] {
 			b.frameEvent(e)
 		} else {
@@ -295,6 +315,9 @@ func (b *builder) frameEvent(e *sim.Event) {
 		}
 	case "frame-drop", "queue-drop":
 		f = take(b.pending, link, k, false)
+		if f == nil {
+			f = b.copyOf(link, k) // a copy lost as it entered the link
+		}
 		if f == nil && strings.HasPrefix(why, "dropped: switch ") {
 			f = take(b.flight, link, k, true) // lost on arrival at the switch
 			if f != nil {
@@ -325,11 +348,12 @@ func (b *builder) frameEvent(e *sim.Event) {
 		if e.Kind == "frame-dup" {
 			f.copyLeft = dupCopies(why)
 			f.lastLink = link
+			b.dups = append(b.dups, f)
 			f.copyMarks = []mark{{text: "copy" + bySuffix(rule), short: "copy" + bySuffix(rule), tone: toneFault}}
 		}
 		b.pending[link] = append(b.pending[link], f)
 	}
-	f.events = append(f.events, e.String())
+	f.evs = append(f.evs, b.idx)
 }
 
 // arrive finds the frame an event at node from is about: a new frame
@@ -348,15 +372,16 @@ func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 // is still due. A copy made at the sender starts its own arrow at its own
 // frame-tx; one made beyond the first hop shares the original's start.
 func (b *builder) copyOf(link string, k frameKey) *frame {
-	for i := len(b.frames) - 1; i >= 0; i-- {
-		src := b.frames[i]
-		if src.copyLeft <= 0 || src.lastLink != link || !sameFrame(src.key, k) {
+	for i, src := range b.dups {
+		if src.lastLink != link || !sameFrame(src.key, k) {
 			continue
 		}
-		src.copyLeft--
+		if src.copyLeft--; src.copyLeft <= 0 {
+			b.dups = slices.Delete(b.dups, i, i+1)
+		}
 		c := &frame{key: k, origin: src.origin, from: -1, to: -1, t: src.t, length: src.length, hops: src.hops - 1}
 		c.marks = slices.Clone(src.copyMarks)
-		c.events = slices.Clone(src.events)
+		c.evs = slices.Clone(src.evs)
 		b.frames = append(b.frames, c)
 		if from, _, _ := strings.Cut(link, "->"); from != src.origin && src.started {
 			for _, m := range src.marks {
@@ -408,7 +433,7 @@ func (b *builder) note(e *sim.Event) {
 				last.t == it.t && last.qpn == it.qpn && last.hasQPN == it.hasQPN {
 				last.text = strings.TrimSuffix(last.text, qp) + "→" + to + qp
 				last.stateTo, last.tone = to, stateTone(to)
-				last.raw += "\n" + e.String()
+				last.evs = append(last.evs, b.idx)
 				return
 			}
 		}
@@ -437,7 +462,7 @@ func (b *builder) note(e *sim.Event) {
 	default:
 		return // kinds a ladder has no place for
 	}
-	it.raw = e.String()
+	it.evs = []int{b.idx}
 	b.m.items = append(b.m.items, it)
 }
 

@@ -21,7 +21,7 @@ const (
 	svgRowH      = 22.0  // between two rows that carry text
 	svgFlightMin = 72.0  // the median frame flight, drawn, at least
 	svgFlightMax = 170.0 // and at most
-	svgGapH      = 46.0  // height of a break
+	svgGapH      = 62.0  // height of a break
 	svgTop       = 104.0 // y of the first row
 	svgMargin    = 20.0
 )
@@ -64,15 +64,6 @@ type svgLayout struct {
 	endY     map[*frame]float64 // lookups only
 	bottom   float64            // y of the last row
 	flightPx float64            // the median flight, drawn
-	scale    float64            // pixels per nanosecond
-	lat      sim.Duration       // the median flight
-	pts      []svgPoint         // (time, y) of every item, in order
-}
-
-// svgPoint is where an item lies on the time axis.
-type svgPoint struct {
-	t sim.Time
-	y float64
 }
 
 func monoW(s string, font float64) float64 { return float64(utf8.RuneCountInString(s)) * font * 0.6 }
@@ -146,7 +137,7 @@ func layoutSVG(m *model) *svgLayout {
 	}
 	scale := svgScale(m, lat)
 	capPx := max(3*float64(lat)*scale, 150)
-	l.flightPx, l.scale, l.lat = float64(lat)*scale, scale, lat
+	l.flightPx = float64(lat) * scale
 	y, lastRow := svgTop, svgTop-svgRowH
 	var prev sim.Time
 	first := true
@@ -154,7 +145,7 @@ func layoutSVG(m *model) *svgLayout {
 		if !first {
 			px := float64(t.Sub(prev)) * scale
 			if px > capPx {
-				l.gaps = append(l.gaps, svgGap{y1: y + 12, y2: y + svgGapH - 12, d: t.Sub(prev)})
+				l.gaps = append(l.gaps, svgGap{y1: y + 24, y2: y + svgGapH - 14, d: t.Sub(prev)})
 				px = svgGapH
 			}
 			y += px
@@ -171,7 +162,6 @@ func layoutSVG(m *model) *svgLayout {
 	for i := 0; i < len(items); i++ {
 		it := items[i]
 		advance(it.t)
-		l.pts = append(l.pts, svgPoint{it.t, y})
 		switch it.kind {
 		case itemFrame:
 			row(svgRow{t: it.t, fr: it.fr})
@@ -197,26 +187,6 @@ func layoutSVG(m *model) *svgLayout {
 	l.bottom = y
 	l.height = math.Ceil(y + 70)
 	return l
-}
-
-// yAt is the y of time t: to scale after the last item at or before t,
-// never below the first item after it.
-func (l *svgLayout) yAt(t sim.Time) float64 {
-	i, _ := slices.BinarySearchFunc(l.pts, t, func(p svgPoint, t sim.Time) int {
-		if p.t <= t {
-			return -1
-		}
-		return 1
-	})
-	if i == 0 {
-		return svgTop
-	}
-	p := l.pts[i-1]
-	y := p.y + float64(t.Sub(p.t))*l.scale
-	if i < len(l.pts) {
-		y = min(y, l.pts[i].y)
-	}
-	return y
 }
 
 // svgScale is pixels per nanosecond: the median flight drawn between
@@ -377,9 +347,9 @@ func (l *svgLayout) write(bw *bufio.Writer, title string) {
 	// Lines, then their labels, then the losses, then the notes: what
 	// is drawn later stays readable where things cross.
 	var arrows []svgArrow
-	for _, r := range l.rows {
+	for i, r := range l.rows {
 		if r.fr != nil {
-			arrows = append(arrows, l.arrow(r.fr, r.y))
+			arrows = append(arrows, l.arrow(r.fr, r.y, i))
 		}
 	}
 	for _, a := range arrows {
@@ -418,8 +388,21 @@ type svgArrow struct {
 	xd             float64 // the receiver's bar (or the neighbour's, for a frame lost before anyone could tell where it went)
 }
 
-// arrow places frame f, which starts at y.
-func (l *svgLayout) arrow(f *frame, y float64) svgArrow {
+// delivered returns the height of row i's arrow if it is a delivered
+// frame between f's columns.
+func (l *svgLayout) delivered(i int, f *frame) (float64, bool) {
+	if i < 0 || i >= len(l.rows) {
+		return 0, false
+	}
+	g := l.rows[i].fr
+	if g == nil || !g.delivered || g.from != f.from || f.to >= 0 && g.to != f.to {
+		return 0, false
+	}
+	return l.endY[g] - l.rows[i].y, true
+}
+
+// arrow places frame f, which starts at y on row ri.
+func (l *svgLayout) arrow(f *frame, y float64, ri int) svgArrow {
 	a := svgArrow{f: f, xs: l.x[f.from], ys: y}
 	switch {
 	case f.to >= 0:
@@ -433,9 +416,29 @@ func (l *svgLayout) arrow(f *frame, y float64) svgArrow {
 	}
 	yd, ok := l.endY[f]
 	if !ok {
-		// Never arrived, or lost before it left: where it would have
-		// arrived after the median flight, like its neighbours.
-		yd = max(l.yAt(f.t.Add(l.lat)), y+16)
+		// Never arrived, or lost before it left: as steep as the arrows
+		// that did arrive between the same columns just before and after
+		// it (on average; the median flight if none is near), so that it
+		// runs between them, and not into the next break of the time axis.
+		var sum float64
+		var n int
+		for _, step := range []int{-1, 1} {
+			for d := 1; d <= 40; d++ {
+				if h, ok := l.delivered(ri+step*d, f); ok {
+					sum, n = sum+h, n+1
+					break
+				}
+			}
+		}
+		yd = y + l.flightPx
+		if n > 0 {
+			yd = y + sum/float64(n)
+		}
+		for _, g := range l.gaps {
+			if g.y1 > y && g.y1 < yd {
+				yd = max(g.y1-6, y+16)
+			}
+		}
 	}
 	a.x2, a.y2 = a.xd, yd
 	if !f.delivered {
@@ -455,7 +458,7 @@ func (l *svgLayout) arrow(f *frame, y float64) svgArrow {
 func (l *svgLayout) writeLine(w svgWriter, a svgArrow) {
 	t := a.f.tone()
 	w.p(`<g>`)
-	w.p(`<title>`, esc(strings.Join(a.f.events, "\n")), `</title>`)
+	w.p(`<title>`, esc(l.m.lines(a.f.evs)), `</title>`)
 	line := `<line x1="` + num(a.xs) + `" y1="` + num(a.ys) + `" x2="` + num(a.x2) + `" y2="` + num(a.y2) + `" stroke="` + svgTones[t].ink + `" stroke-width="1.5"`
 	if a.f.delivered {
 		w.p(line, ` marker-end="url(#head`, itoa(int(t)), `)"/>`)
@@ -526,7 +529,7 @@ func (l *svgLayout) writeNote(w svgWriter, it item, y float64) {
 	c := svgTones[it.tone]
 	text, clock := strings.CutPrefix(it.text, "⏱ ")
 	w.p(`<g>`)
-	w.p(`<title>`, esc(it.raw), `</title>`)
+	w.p(`<title>`, esc(l.m.lines(it.evs)), `</title>`)
 	w.p(`<rect x="`, num(cx-bw/2), `" y="`, num(y-9), `" width="`, num(bw), `" height="18" rx="4" fill="`, c.fill, `" stroke="`, c.ink, `"/>`)
 	tx := cx
 	if clock {

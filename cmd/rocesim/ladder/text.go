@@ -69,8 +69,10 @@ func Text(w io.Writer, tr *sim.Trace, opt Options) error {
 	for _, it := range m.items {
 		l.timeW = max(l.timeW, len([]rune(fmtTime(it.t))))
 	}
-	left, right := l.timeW+3, l.width-2
 	n := len(m.nodes)
+	left := l.timeW + 3
+	l.width = max(l.width, left+3*(n-1)+2) // bars at least three apart, however narrow the terminal
+	right := l.width - 2
 	l.pos = make([]int, n)
 	for i := range l.pos {
 		if n > 1 {
