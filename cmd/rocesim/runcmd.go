@@ -143,7 +143,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		if !*quiet {
-			color := isTerminal(stdout) && os.Getenv("NO_COLOR") == ""
+			color := useColor(stdout, os.Getenv)
 			if err := ladder.Text(stdout, res.Trace, ladder.Options{Color: color}); err != nil {
 				fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 				return exitUsage
@@ -218,14 +218,10 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration) {
 	}
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// useColor says whether the ladder written to w is coloured: only when w
+// is a terminal and NO_COLOR (https://no-color.org) is unset or empty.
+func useColor(w io.Writer, getenv func(string) string) bool {
+	return getenv("NO_COLOR") == "" && isTerminal(w)
 }
 
 // seedOf is the seed a run uses: the flag's, else the scenario's own.
