@@ -2,7 +2,7 @@
 // RoCE v2 soft-RDMA simulator.
 //
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
-//	rocesim demo                    the built-in demo: the go-back-N ladder, as a trace
+//	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
 //	rocesim help [COMMAND]          usage
 //
 // inspect decodes every frame with package wire, verifies each RoCE v2

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Exit statuses.
@@ -20,7 +21,7 @@ Usage:
   rocesim run NAME|FILE [flags]   run a scenario: ladder diagram, summary, --pcap, --svg, --json
   rocesim scenarios               list the built-in scenarios
   rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
-  rocesim demo                    run the built-in demo
+  rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
   rocesim help [COMMAND]          show this help, or a command's
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
@@ -67,15 +68,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "scenarios":
 		return runScenarios(rest, stdout, stderr)
 	case "demo":
-		if len(rest) != 0 {
-			fmt.Fprintf(stderr, "rocesim demo: takes no arguments\n")
+		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			fmt.Fprintf(stderr, "rocesim demo: takes no scenario (it is %s); flags as for run\n", demoScenario)
 			return exitUsage
 		}
-		if err := runDemo(stdout); err != nil {
-			fmt.Fprintf(stderr, "rocesim demo: %v\n", err)
-			return exitUsage
-		}
-		return exitOK
+		return runRun(append([]string{demoScenario}, rest...), stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return runHelp(rest, stdout, stderr)
 	default:
@@ -83,6 +80,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 }
+
+// demoScenario is the built-in scenario rocesim demo runs.
+const demoScenario = "go-back-n"
+
+const demoUsage = `Usage: rocesim demo [flags]
+
+Runs the built-in go-back-n scenario, exactly as rocesim run go-back-n
+does, with the same flags: a 4-packet RC SEND whose PSN 2 is lost once,
+NAKed, resent, and acknowledged by one cumulative ACK.
+
+Example:
+  rocesim demo --pcap demo.pcapng --svg demo.svg
+`
 
 // runHelp prints the general usage, or that of one command.
 func runHelp(args []string, stdout, stderr io.Writer) int {
@@ -96,7 +106,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case len(args) == 1 && args[0] == "scenarios":
 		fmt.Fprint(stdout, scenariosUsage)
 	case len(args) == 1 && args[0] == "demo":
-		fmt.Fprint(stdout, "Usage: rocesim demo\n\nRuns the built-in demo: a 4-packet RC SEND with PSN 101 lost once (go-back-N), and prints its trace.\n")
+		fmt.Fprint(stdout, demoUsage)
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
 	default:
