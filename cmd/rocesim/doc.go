@@ -1,9 +1,20 @@
 // Command rocesim is the command-line front end of rocesim, the pure-Go
 // RoCE v2 soft-RDMA simulator.
 //
+//	rocesim run NAME|FILE [flags]   run a scenario: ladder, summary, --pcap, --svg, --json
+//	rocesim scenarios               list the built-in scenarios
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
 //	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
 //	rocesim help [COMMAND]          usage
+//
+// run executes a built-in scenario (package scenario holds the catalogue
+// and the file format; examples/ has each as a file) on the simulated
+// fabric and prints its ladder diagram (package ladder), then a summary:
+// completions per status, counters that changed, virtual and wall time,
+// and whether the scenario's expectations held. --pcap writes an
+// annotated pcapng, --svg the ladder as SVG, --json a machine-readable
+// result (scenario.Result is its schema). Exit status: 0 when the expectations
+// hold, 1 when one fails, 2 for a usage or I/O error.
 //
 // inspect decodes every frame with package wire, verifies each RoCE v2
 // ICRC (which Wireshark does not), and prints one line per frame: index,
@@ -13,6 +24,7 @@
 // Exit status: 0 when every RoCE frame is well formed with a good ICRC,
 // 1 when one is not, 2 for a usage or I/O error.
 //
-// The logic lives in run (run.go), inspect (inspect.go, json.go for the
-// JSON schema); main only connects run to the process.
+// The logic lives in run (run.go dispatches; runcmd.go is run and
+// scenarios) and inspect (inspect.go, json.go for its JSON schema);
+// main only connects run to the process.
 package main
