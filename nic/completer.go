@@ -284,6 +284,7 @@ func (d *Device) rewind(qp *QP, psn wire.PSN, why string) {
 			r.next = i
 			r.pkt = uint32(psn.Diff(w.firstPSN))
 			r.nRetrans++
+			r.rounds.start(r.nRetrans, r.highest)
 			if why != "after RNR wait" { // rxe counts timeout and NAK retries, not RNR ones
 				d.counters.Add(CounterCompleterRetryErr, 1)
 			}

@@ -46,6 +46,7 @@ type requester struct {
 	nRetrans   int      // go-back-N rounds so far, for capture notes
 	highest    wire.PSN // one past the highest PSN ever sent
 	why        string   // why the last go-back-N round started, for notes
+	rounds     roundLog // where each go-back-N round ended, for notes
 	// A READ re-requested after a lost response, not to be asked again
 	// for the same missing PSN until progress is made.
 	rereadArmed bool
@@ -274,13 +275,59 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 }
 
 // noteFor records that psn is being sent and returns the capture note: a
-// PSN below the highest ever sent is a retransmission.
+// PSN below the highest ever sent is a retransmission, numbered by how
+// many go-back-N rounds have covered it (not by rounds of the QP: a PSN
+// first sent during round 2 and resent in round 3 is on its first).
 func (r *requester) noteFor(psn wire.PSN) string {
 	if psn.Less(r.highest) {
-		return "retransmission #" + strconv.Itoa(r.nRetrans) + " of PSN " + psn.String() + " " + r.why
+		return "retransmission #" + strconv.Itoa(r.rounds.covering(psn, r.nRetrans)) + " of PSN " + psn.String() + " " + r.why
 	}
 	r.highest = psn.Next()
 	return ""
+}
+
+// roundLog remembers, for recent go-back-N rounds, the PSN each round
+// resends up to (the highest PSN sent when it began), so that a
+// retransmission can say how many times its PSN has been resent. Rounds
+// start at the oldest unacknowledged PSN, which never goes back, and
+// their ends never go back either, so the rounds that cover a PSN are the
+// latest ones, from the first whose end lies beyond it. Rounds ending at
+// the same PSN share an entry; only the latest roundLogSize distinct ends
+// are kept, enough for every window a test builds (older ends would only
+// make a count too low).
+type roundLog struct {
+	end   [roundLogSize]wire.PSN // one past the last PSN each round resends
+	first [roundLogSize]int      // the first round with that end
+	n     int                    // entries in use
+	head  int                    // index of the oldest entry
+}
+
+const roundLogSize = 16
+
+// start records that round number round begins, resending below end.
+func (l *roundLog) start(round int, end wire.PSN) {
+	if l.n > 0 && l.end[(l.head+l.n-1)%roundLogSize] == end {
+		return
+	}
+	if l.n == roundLogSize {
+		l.head = (l.head + 1) % roundLogSize
+		l.n--
+	}
+	i := (l.head + l.n) % roundLogSize
+	l.end[i], l.first[i] = end, round
+	l.n++
+}
+
+// covering returns how many of the rounds so far (current is the latest)
+// have resent psn: the rounds from the first whose end lies beyond psn.
+func (l *roundLog) covering(psn wire.PSN, current int) int {
+	for k := 0; k < l.n; k++ {
+		i := (l.head + k) % roundLogSize
+		if psn.Less(l.end[i]) {
+			return current - l.first[i] + 1
+		}
+	}
+	return current
 }
 
 // requestOpcode picks the BTH opcode for a packet of a WR.
