@@ -385,7 +385,7 @@ func TestSVGInChromium(t *testing.T) {
 	}
 	w, _, _ = strings.Cut(w, ".")
 	h, _, _ = strings.Cut(h, ".")
-	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
 		"--user-data-dir="+t.TempDir(), "--window-size="+w+","+h, "--screenshot="+pngPath, "file://"+svgPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		if ci {
