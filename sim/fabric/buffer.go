@@ -105,5 +105,3 @@ func (q *fifo) pop() (int32, bool) {
 	q.size--
 	return id, true
 }
-
-func (q *fifo) len() int { return q.size }
