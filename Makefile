@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps check race fuzz bench golden corpus swarm
+.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm
 
 all: test
 
@@ -17,20 +17,22 @@ demo:
 	@echo "  a web browser: demo.svg"
 	@echo "More: go run ./cmd/rocesim scenarios"
 
-## deps: install the system tools the tests use (tshark), if missing
+## deps: install the system tools the tests use (tshark, chromium), if missing
 deps:
 	@tools/install-deps.sh
 
-## test: vet and run every test (installs tshark first if it can)
-test: deps
-	$(GO) vet $(PKGS)
+## test: lint and run every test (installs tshark and chromium first if it can)
+test: deps lint
 	$(GO) test -count=1 $(PKGS)
 
-## check: formatting, vet, staticcheck and the short tests
-check:
+## lint: gofmt, go vet and staticcheck
+lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
+
+## check: lint and the short tests
+check: lint
 	$(GO) test -short -count=1 $(PKGS)
 
 ## race: the tests under the race detector
