@@ -366,6 +366,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		if p.ImmDt != nil {
 			w := r.rwqe
 			qp.doneRecv()
+			d.counters.Add(CounterRDMARecvs, 1) // as for a SEND: rxe counts every successful receive CQE
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.off),
 				ImmData: p.ImmDt.Value(), WCFlags: WCFlagWithImm, QPNum: qp.num}, p.BTH.SolicitedEvent())
 		}

@@ -332,6 +332,16 @@ func (c *invCase) check(t assert.TestingT, res *invRun) {
 			assert.Equal(t, e.qp.QPNum, wc.QPNum, "%s: receive completion %#x on the wrong QP", h.name, wc.WRID)
 		}
 		assert.Equal(t, h.recvWant(), got, "%s's receive CQ: one completion per message from %s, in order, right byte_len and immediate; spares stay posted", h.name, ph.name)
+		// rxe counts rdma_recvs once per successful receive completion,
+		// whatever consumed the receive (SEND or WRITE with immediate).
+		ok := 0
+		for _, wc := range e.rwcs {
+			if wc.Status == verbs.WCSuccess {
+				ok++
+			}
+		}
+		recvs, _ := e.ctx.Counters().Get("rdma_recvs")
+		assert.EqualValues(t, ok, recvs, "%s: rdma_recvs against successful receive completions", h.name)
 
 		// Atomics, said explicitly (the image check below also covers them).
 		var wantF, gotF, wantC, gotC []uint64
