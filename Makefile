@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm
+.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm conformance
 
 all: test
 
@@ -66,3 +66,8 @@ golden: deps
 ## corpus: rewrite the committed fuzz seed corpus from the real captures
 corpus:
 	$(GO) test ./wire ./wire/rocelayers -run TestWriteFuzzCorpus -corpus
+
+## conformance: boot two real rdma_rxe VMs under QEMU (TCG) and run ibv_rc_pingpong between them (installs qemu, rdma-core and a Debian kernel first; needs root for apt)
+conformance:
+	conformance/install.sh
+	ROCESIM_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 20m ./conformance/
