@@ -342,42 +342,42 @@ func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
 		}
 		return wire.OpUDSendOnly
 	}
-	var o wire.Opcode
 	switch op {
 	case WRSend, WRSendWithImm:
-		switch {
-		case first && last:
-			o = wire.OpRCSendOnly
-			if op == WRSendWithImm {
-				o = wire.OpRCSendOnlyImm
-			}
-		case first:
-			o = wire.OpRCSendFirst
-		case last:
-			o = wire.OpRCSendLast
-			if op == WRSendWithImm {
-				o = wire.OpRCSendLastImm
-			}
-		default:
-			o = wire.OpRCSendMiddle
-		}
+		return base + rcSendOps.pick(first, last, op == WRSendWithImm)
 	case WRRDMAWrite, WRRDMAWriteWithImm:
-		switch {
-		case first && last:
-			o = wire.OpRCWriteOnly
-			if op == WRRDMAWriteWithImm {
-				o = wire.OpRCWriteOnlyImm
-			}
-		case first:
-			o = wire.OpRCWriteFirst
-		case last:
-			o = wire.OpRCWriteLast
-			if op == WRRDMAWriteWithImm {
-				o = wire.OpRCWriteLastImm
-			}
-		default:
-			o = wire.OpRCWriteMiddle
-		}
+		return base + rcWriteOps.pick(first, last, op == WRRDMAWriteWithImm)
 	}
-	return base + o
+	return base
+}
+
+// segmentOps are the RC opcodes of one message kind by the packet's place
+// in the message; the UC ones are the same plus 0x20.
+type segmentOps struct {
+	first, middle, last, lastImm, only, onlyImm wire.Opcode
+}
+
+var (
+	rcSendOps = segmentOps{wire.OpRCSendFirst, wire.OpRCSendMiddle, wire.OpRCSendLast,
+		wire.OpRCSendLastImm, wire.OpRCSendOnly, wire.OpRCSendOnlyImm}
+	rcWriteOps = segmentOps{wire.OpRCWriteFirst, wire.OpRCWriteMiddle, wire.OpRCWriteLast,
+		wire.OpRCWriteLastImm, wire.OpRCWriteOnly, wire.OpRCWriteOnlyImm}
+)
+
+// pick is the opcode of a packet that is first and/or last of its
+// message; imm says the message carries an immediate (on its last packet).
+func (s *segmentOps) pick(first, last, imm bool) wire.Opcode {
+	switch {
+	case first && last && imm:
+		return s.onlyImm
+	case first && last:
+		return s.only
+	case first:
+		return s.first
+	case last && imm:
+		return s.lastImm
+	case last:
+		return s.last
+	}
+	return s.middle
 }
