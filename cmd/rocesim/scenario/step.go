@@ -143,18 +143,8 @@ func (p *parser) sendStep(st *step, toks []token) error {
 			st.op = o
 			return nil
 		},
-		"len": func(v string, c int) error {
-			var err error
-			st.length, err = p.size(v, c, 1<<31)
-			st.hasLen = true
-			return err
-		},
-		"local": func(v string, c int) error {
-			var err error
-			st.local, err = p.memRef(v, c)
-			st.hasLocal = true
-			return err
-		},
+		"len":   p.lenOpt(st),
+		"local": p.localOpt(st),
 		"remote": func(v string, c int) error {
 			var err error
 			st.remote, err = p.memRef(v, c)
@@ -265,6 +255,26 @@ func (p *parser) sendStep(st *step, toks []token) error {
 	return nil
 }
 
+// lenOpt parses len= of send and recv: a size up to 2 GiB.
+func (p *parser) lenOpt(st *step) func(string, int) error {
+	return func(v string, c int) error {
+		var err error
+		st.length, err = p.size(v, c, 1<<31)
+		st.hasLen = true
+		return err
+	}
+}
+
+// localOpt parses local= of send and recv: the local buffer.
+func (p *parser) localOpt(st *step) func(string, int) error {
+	return func(v string, c int) error {
+		var err error
+		st.local, err = p.memRef(v, c)
+		st.hasLocal = true
+		return err
+	}
+}
+
 func (p *parser) recvStep(st *step, toks []token) error {
 	st.kind = stepRecv
 	hasWR := false
@@ -275,18 +285,8 @@ func (p *parser) recvStep(st *step, toks []token) error {
 			st.wrID, err = p.num(v, c, "wr", math.MaxUint64)
 			return err
 		},
-		"len": func(v string, c int) error {
-			var err error
-			st.length, err = p.size(v, c, 1<<31)
-			st.hasLen = true
-			return err
-		},
-		"local": func(v string, c int) error {
-			var err error
-			st.local, err = p.memRef(v, c)
-			st.hasLocal = true
-			return err
-		},
+		"len":   p.lenOpt(st),
+		"local": p.localOpt(st),
 	}, nil)
 	if err != nil {
 		return err
