@@ -14,10 +14,15 @@
 // $RXE_GID set to the RoCE v2 IPv4 GID index, prints the exit status and
 // powers off; Wait returns the console and that status.
 //
+// Switch sits on the link instead of the VMs' direct ports: it applies a
+// faults.Plan to every frame as sim/fabric does (drop, dup, delay,
+// reorder, corrupt, truncate, rewrite) and writes a pcapng with the
+// verdicts as comments, so the same plan can run against real rxe and
+// against the model.
+//
 // make test runs the tests (tools/install-deps.sh calls install.sh when it
 // can install packages); they fail when the host is not prepared under
 // CI=true or ROCESIM_CONFORMANCE=1 (`make conformance`), and skip
-// elsewhere. The
-// real rxe captures that issue 2 uses as test vectors live in
-// wire/testdata.
+// elsewhere. The real rxe captures that issue 2 uses as test vectors live
+// in wire/testdata.
 package conformance
