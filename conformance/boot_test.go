@@ -54,20 +54,7 @@ n=0; until ibv_rc_pingpong -d rxe0 -g $RXE_GID -n 5 $rxe_peer; do n=$((n+1)); [ 
 		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: ports[1], Cmd: server, LogPath: filepath.Join(logs, "server.log"), Timeout: 5 * time.Minute},
 		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: ports[0], Cmd: client, LogPath: filepath.Join(logs, "client.log"), Timeout: 5 * time.Minute},
 	}
-	ctx := t.Context()
-	t0 := time.Now()
-	results := make([]Result, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		vm, err := Boot(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { results[i], errs[i] = vm.Wait() })
-	}
-	wg.Wait()
-	t.Logf("both VMs done after %v", time.Since(t0).Round(time.Millisecond))
+	results, errs := runVMs(t, cfgs)
 	for i, cfg := range cfgs {
 		r := results[i]
 		t.Logf("%s: READY after %v, exit %d", cfg.Name, r.Ready.Round(time.Millisecond), r.ExitCode)
@@ -88,4 +75,24 @@ n=0; until ibv_rc_pingpong -d rxe0 -g $RXE_GID -n 5 $rxe_peer; do n=$((n+1)); [ 
 			}
 		}
 	}
+}
+
+// runVMs boots the VMs together, waits for all of them, and returns each
+// one's result and Wait error in the order of cfgs.
+func runVMs(t *testing.T, cfgs []VMConfig) ([]Result, []error) {
+	t.Helper()
+	t0 := time.Now()
+	results := make([]Result, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		vm, err := Boot(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err) // the VMs already started stop when t.Context() ends
+		}
+		wg.Go(func() { results[i], errs[i] = vm.Wait() })
+	}
+	wg.Wait()
+	t.Logf("%d VMs done after %v", len(cfgs), time.Since(t0).Round(time.Millisecond))
+	return results, errs
 }

@@ -14,6 +14,13 @@
 // $RXE_GID set to the RoCE v2 IPv4 GID index, prints the exit status and
 // powers off; Wait returns the console and that status.
 //
+// The verbs agent (agent/agent.c, compiled by Prepare with the host's cc
+// against libibverbs and carried in the initramfs as AgentPath) runs a
+// script of verbs commands (open, pd, cq, qp, mr, exchange, connect,
+// post_send, post_recv, poll, dump, crc) and prints JSON lines, which
+// ParseAgentOutput reads back from the console. Two agents swap QPN, PSN,
+// GID and rkey over TCP inside the guests, so each VM boots once.
+//
 // Switch sits on the link instead of the VMs' direct ports: it applies a
 // faults.Plan to every frame as sim/fabric does (drop, dup, delay,
 // reorder, corrupt, truncate, rewrite) and writes a pcapng with the

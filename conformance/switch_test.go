@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,19 +113,7 @@ n=0; until ` + pingpong + ` $rxe_peer; do n=$((n+1)); [ $n -ge 30 ] && exit 99; 
 		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: sw.PortA(), Cmd: server, LogPath: filepath.Join(dir, "server.log"), Timeout: 5 * time.Minute},
 		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: sw.PortB(), Cmd: client, LogPath: filepath.Join(dir, "client.log"), Timeout: 5 * time.Minute},
 	}
-	t0 := time.Now()
-	results := make([]Result, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
-	for i, cfg := range cfgs {
-		vm, err := Boot(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { results[i], errs[i] = vm.Wait() })
-	}
-	wg.Wait()
-	t.Logf("both VMs done after %v", time.Since(t0).Round(time.Millisecond))
+	results, errs := runVMs(t, cfgs)
 	if err := sw.Close(); err != nil {
 		t.Fatal(err)
 	}

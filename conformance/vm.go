@@ -3,9 +3,11 @@ package conformance
 // Flow of a boot:
 //   1. Prepare finds the kernel that install.sh unpacked into the cache and,
 //      once per kernel, writes beside it an uncompressed ELF vmlinux (PVH
-//      entry: about twice as fast as the bzImage under TCG) and the base
-//      initramfs (busybox, rdma-core userland with its shared libraries, the
-//      rdma_rxe and virtio_net modules in load order, our /init).
+//      entry: about twice as fast as the bzImage under TCG), builds the
+//      verbs agent (agent/agent.c) with the host's cc against libibverbs,
+//      and writes the base initramfs (busybox, rdma-core userland and the
+//      agent with their shared libraries, the rdma_rxe and virtio_net
+//      modules in load order, our /init).
 //   2. Boot appends a second cpio archive holding /cmd.sh to the base
 //      initramfs and starts qemu-system-x86_64 under TCG with the serial
 //      console on stdout and eth0 carried as UDP datagrams on 127.0.0.1.
@@ -20,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -83,7 +86,19 @@ var (
 
 // hostTools are run on the host (qemu, ldd, modprobe for the load order,
 // xz for the vmlinux) or copied into the guest.
-var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo"}
+var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo", "cc"}
+
+// agentSource is the in-VM verbs agent; Prepare compiles it on the host
+// and the guest runs it as AgentPath.
+//
+//go:embed agent/agent.c
+var agentSource []byte
+
+// AgentPath is where the verbs agent (conformance/agent/agent.c) sits in
+// the guest. It runs the script named by its argument (or stdin) and
+// prints one JSON object per line; see the comment at the top of agent.c
+// for the command language.
+const AgentPath = "/usr/bin/rocesim-agent"
 
 // guestBinaries are copied into the guest with the libraries ldd lists.
 var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong"}
@@ -132,10 +147,21 @@ func Prepare() (Images, error) {
 
 	// The name carries a hash of what goes into the image, so a change to
 	// /init or to the lists rebuilds it.
-	sum := sha256.Sum256([]byte(initScript + strings.Join(guestBinaries, " ") + strings.Join(guestModules, " ")))
+	// The agent is named by the hash of its source, so an edit rebuilds it.
+	asum := sha256.Sum256(agentSource)
+	agent := filepath.Join(cache, fmt.Sprintf("agent-%x", asum[:6]))
+	if _, err := os.Stat(agent); err != nil {
+		if err := buildAgent(agent); err != nil {
+			return Images{}, err
+		}
+	}
+
+	// The name carries a hash of what goes into the image, so a change to
+	// /init, to the lists or to the agent rebuilds it.
+	sum := sha256.Sum256([]byte(initScript + strings.Join(guestBinaries, " ") + strings.Join(guestModules, " ") + string(agentSource)))
 	im.Initramfs = filepath.Join(cache, fmt.Sprintf("initramfs-%s-%x.cpio", kv, sum[:6]))
 	if _, err := os.Stat(im.Initramfs); err != nil {
-		if err := buildInitramfs(kdir, kv, im.Initramfs); err != nil {
+		if err := buildInitramfs(kdir, kv, agent, im.Initramfs); err != nil {
 			return Images{}, err
 		}
 	}
@@ -167,6 +193,29 @@ func unpackVmlinux(bz, dst string) error {
 	}
 }
 
+// buildAgent compiles agentSource into dst with the host's cc. A missing
+// verbs.h means libibverbs-dev is not installed.
+func buildAgent(dst string) error {
+	dir, err := os.MkdirTemp("", "rocesim-agent-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "agent.c")
+	if err := os.WriteFile(src, agentSource, 0o644); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
+	out, err := exec.Command("cc", "-O2", "-Wall", "-o", tmp, src, "-libverbs").CombinedOutput()
+	if err != nil {
+		if bytes.Contains(out, []byte("infiniband/verbs.h")) {
+			return fmt.Errorf("%w: libibverbs-dev (infiniband/verbs.h) not found", ErrNotInstalled)
+		}
+		return fmt.Errorf("conformance: building the agent: %v\n%s", err, out)
+	}
+	return os.Rename(tmp, dst)
+}
+
 func writeAtomic(dst string, data []byte, mode os.FileMode) error {
 	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
 	if err := os.WriteFile(tmp, data, mode); err != nil {
@@ -175,8 +224,9 @@ func writeAtomic(dst string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, dst)
 }
 
-// buildInitramfs writes the base initramfs to dst.
-func buildInitramfs(kdir, kv, dst string) error {
+// buildInitramfs writes the base initramfs to dst, with the agent binary
+// at AgentPath.
+func buildInitramfs(kdir, kv, agent, dst string) error {
 	a := newArchive()
 	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "lib/modules"} {
 		a.dir(d)
@@ -211,6 +261,14 @@ func buildInitramfs(kdir, kv, dst string) error {
 		if err := a.withLibs(p); err != nil {
 			return err
 		}
+	}
+	agentData, err := os.ReadFile(agent)
+	if err != nil {
+		return err
+	}
+	a.file(AgentPath, agentData, 0o755)
+	if err := a.addFiles(lddLibs(agent)); err != nil {
+		return err
 	}
 	a.file("etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
 	a.file("etc/nsswitch.conf", []byte("hosts: files\n"), 0o644)
@@ -298,7 +356,12 @@ func (a *archive) file(name string, data []byte, perm uint32) {
 // withLibs adds the host file at path p (at the same path) and the shared
 // libraries ldd reports for it.
 func (a *archive) withLibs(p string) error {
-	paths := []string{p}
+	return a.addFiles(append([]string{p}, lddLibs(p)...))
+}
+
+// lddLibs returns the shared libraries ldd reports for the host file p.
+func lddLibs(p string) []string {
+	var paths []string
 	if out, err := exec.Command("ldd", p).Output(); err == nil {
 		for _, line := range strings.Split(string(out), "\n") {
 			f := strings.Fields(line)
@@ -310,6 +373,11 @@ func (a *archive) withLibs(p string) error {
 			}
 		}
 	}
+	return paths
+}
+
+// addFiles adds the host files at paths, each at the same path.
+func (a *archive) addFiles(paths []string) error {
 	for _, q := range paths {
 		if a.paths[strings.TrimLeft(q, "/")] {
 			continue

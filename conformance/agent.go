@@ -1,0 +1,87 @@
+package conformance
+
+// The verbs agent's side on the host: the guest runs AgentPath on a
+// script (see AgentScript), the agent prints JSON lines on the console,
+// and ParseAgentOutput picks them out of it.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// AgentEvent is one JSON line the agent prints. Event names the command
+// that printed it ("wc" for a work completion, "error" for the failure
+// that stopped the agent); the other fields are set as that event has
+// them.
+type AgentEvent struct {
+	Event string `json:"event"`
+
+	// wc: one work completion, status and opcode by their libibverbs
+	// names (IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, ...). Imm is in
+	// host order, zero when the completion carries none.
+	WRID    uint64 `json:"wr_id"`
+	Status  string `json:"status"`
+	Opcode  string `json:"opcode"`
+	ByteLen uint32 `json:"byte_len"`
+	Imm     uint32 `json:"imm"`
+
+	// info, exchange: a QP's number, initial PSN, GID (8 groups of 4 hex
+	// digits) and its MR's address and rkey.
+	QPN  uint32 `json:"qpn"`
+	PSN  uint32 `json:"psn"`
+	GID  string `json:"gid"`
+	Addr uint64 `json:"addr"`
+	RKey uint32 `json:"rkey"`
+
+	// dump, crc: an MR range, as hex or as its CRC-32 (IEEE).
+	Off   uint64 `json:"off"`
+	Len   uint64 `json:"len"`
+	Hex   string `json:"hex"`
+	CRC32 uint32 `json:"crc32"`
+
+	// error: the script line and command that failed, and why.
+	Line  int    `json:"line"`
+	Cmd   string `json:"cmd"`
+	Error string `json:"error"`
+}
+
+// agentPrefix starts every line the agent prints.
+const agentPrefix = `{"event":`
+
+// ParseAgentOutput returns the agent's events in the console output, in
+// order. Other console lines are skipped; an agent line that does not
+// parse (a kernel message written into the middle of it, say) is an
+// error.
+func ParseAgentOutput(console string) ([]AgentEvent, error) {
+	var evs []AgentEvent
+	for n, line := range strings.Split(console, "\n") {
+		i := strings.Index(line, agentPrefix)
+		if i < 0 {
+			continue
+		}
+		var ev AgentEvent
+		if err := json.Unmarshal([]byte(line[i:]), &ev); err != nil {
+			return evs, fmt.Errorf("conformance: console line %d: %v: %q", n+1, err, line)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+// AgentPattern returns the n bytes the agent's "mr len=n seed=seed" fills
+// its buffer with: byte i is (seed + 7i) mod 256.
+func AgentPattern(seed, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(seed + i*7)
+	}
+	return b
+}
+
+// AgentScript returns a guest shell command that runs the agent on script.
+// The script is expanded by the guest's shell, so it may use $RXE_GID,
+// $rxe_ip and $rxe_peer.
+func AgentScript(script string) string {
+	return "cat > /tmp/agent.script <<ROCESIM_AGENT_EOF\n" + script + "\nROCESIM_AGENT_EOF\n" + AgentPath + " /tmp/agent.script"
+}
