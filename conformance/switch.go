@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -284,7 +283,7 @@ func (s *Switch) handle(i int, frame []byte) {
 		s.stats.Duplicated += uint64(v.Copies)
 		s.send(i, frame, v.String())
 		for c := range v.Copies {
-			s.send(i, frame, "copy "+strconv.Itoa(c+1)+" of "+strconv.Itoa(v.Copies)+" made by rule "+strconv.Itoa(v.Rule)+": "+v.Text)
+			s.send(i, frame, v.CopyNote(c+1))
 		}
 	case faults.Delay:
 		s.stats.Delayed++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/faults"
@@ -60,6 +61,16 @@ func TestActionVerdicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerdictNotes: the capture comments of a verdict and of the copies
+// a dup makes say what happened and which rule did it.
+func TestVerdictNotes(t *testing.T) {
+	v := faults.Verdict{Action: faults.Duplicate, Rule: 3, Copies: 2, Text: "dup n=2 psn=9"}
+	assert.Equal(t, "duplicated by rule 3: dup n=2 psn=9", v.String())
+	assert.Equal(t, "copy 1 of 2 made by rule 3: dup n=2 psn=9", v.CopyNote(1))
+	assert.Equal(t, "copy 2 of 2 made by rule 3: dup n=2 psn=9", v.CopyNote(2))
+	assert.Equal(t, "passed", faults.Verdict{}.String())
 }
 
 // TestCorrupt: corrupt flips exactly one bit, by default in the ICRC, so

@@ -84,6 +84,15 @@ type sent struct {
 	pkt  *pktSpec // nil: not RoCE
 }
 
+// frame builds s's frame and, for RoCE, its decoded view (nil otherwise).
+func (s sent) frame(t testing.TB) ([]byte, *wire.Packet) {
+	if s.pkt == nil {
+		return nonRoCE(), nil
+	}
+	frame := s.pkt.build(t)
+	return frame, decode(t, frame)
+}
+
 const (
 	us = sim.Time(sim.Microsecond)
 	ms = sim.Time(sim.Millisecond)
@@ -120,14 +129,7 @@ func run(t testing.TB, in *faults.Injector, frames []sent) ([]string, []faults.V
 	var hit []string
 	var vs []faults.Verdict
 	for _, s := range frames {
-		var frame []byte
-		var pkt *wire.Packet
-		if s.pkt != nil {
-			frame = s.pkt.build(t)
-			pkt = decode(t, frame)
-		} else {
-			frame = nonRoCE()
-		}
+		frame, pkt := s.frame(t)
 		v := in.Decide(s.now, s.hop, frame, pkt)
 		vs = append(vs, v)
 		if v.Action != faults.Pass {

@@ -63,6 +63,12 @@ func (v Verdict) String() string {
 	return actionPast[v.Action] + " by rule " + strconv.Itoa(v.Rule) + ": " + v.Text
 }
 
+// CopyNote is the comment on the i-th extra copy (from 1) a Duplicate
+// verdict made: "copy 1 of 2 made by rule 3: dup copies=2".
+func (v Verdict) CopyNote(i int) string {
+	return "copy " + strconv.Itoa(i) + " of " + strconv.Itoa(v.Copies) + " made by rule " + strconv.Itoa(v.Rule) + ": " + v.Text
+}
+
 // Injector is the runtime state of one plan on one fabric: the rules'
 // counters, the random stream prob= draws from and the transmission
 // counts of CountTx. It is not safe for concurrent use (nothing in a

@@ -177,14 +177,7 @@ func TestDeterminism(t *testing.T) {
 		var out [][]byte
 		for i := 0; i < 20; i++ {
 			for _, s := range traffic {
-				var frame []byte
-				var pkt *wire.Packet
-				if s.pkt != nil {
-					frame = s.pkt.build(t)
-					pkt = decode(t, frame)
-				} else {
-					frame = nonRoCE()
-				}
+				frame, pkt := s.frame(t)
 				vs = append(vs, in.Decide(s.now, s.hop, frame, pkt))
 				out = append(out, frame)
 			}

@@ -50,7 +50,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		copies := make([]*frameBuf, v.Copies)
 		for i := range copies {
 			copies[i] = f.pool.clone(b)
-			copies[i].fault = "copy " + strconv.Itoa(i+1) + " of " + strconv.Itoa(v.Copies) + " made by rule " + strconv.Itoa(v.Rule) + ": " + v.Text
+			copies[i].fault = v.CopyNote(i + 1)
 		}
 		d.enqueue(b)
 		for _, c := range copies {
