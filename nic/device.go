@@ -58,6 +58,9 @@ type Config struct {
 	// Annotate gives every frame a note saying what it is ("wr 2 SEND,
 	// packet 1 of 4", "ACK of PSN 4"), for captures a person reads.
 	// Notes cost an allocation per frame, so it is off unless asked for.
+	// Frames that exist because of an error or a recovery (NAKs, RNR
+	// NAKs, re-acknowledged duplicates, retransmissions) get their note
+	// also when the device has a trace (SetTrace), for the trace's reader.
 	Annotate bool
 }
 
@@ -198,6 +201,11 @@ func New(cfg Config) *Device {
 // SetTrace makes the device record QP state changes, completions and
 // timer firings in tr.
 func (d *Device) SetTrace(tr *sim.Trace) { d.trace = tr }
+
+// explaining reports whether frames that exist because of an error or a
+// recovery get a note: with Annotate or a trace. Without either, no note
+// is built, so the recovery path allocates nothing either.
+func (d *Device) explaining() bool { return d.cfg.Annotate || d.trace != nil }
 
 // Name returns the device name.
 func (d *Device) Name() string { return d.cfg.Name }

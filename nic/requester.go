@@ -228,7 +228,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 			qp.req.noAck = 0
 		}
 	}
-	note := qp.req.noteFor(f.BTH.PSN)
+	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
 		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:] +
 			", packet " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(w.npkts))
@@ -260,7 +260,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		f.BTH.PSN = w.firstPSN
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
 	}
-	note := qp.req.noteFor(f.BTH.PSN)
+	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
 		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:]
 		if w.wr.Opcode == WRRDMARead {
@@ -278,8 +278,12 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 // PSN below the highest ever sent is a retransmission, numbered by how
 // many go-back-N rounds have covered it (not by rounds of the QP: a PSN
 // first sent during round 2 and resent in round 3 is on its first).
-func (r *requester) noteFor(psn wire.PSN) string {
+// Without explain it only records, and returns "".
+func (r *requester) noteFor(psn wire.PSN, explain bool) string {
 	if psn.Less(r.highest) {
+		if !explain {
+			return ""
+		}
 		return "retransmission #" + strconv.Itoa(r.rounds.covering(psn, r.nRetrans)) + " of PSN " + psn.String() + " " + r.why
 	}
 	r.highest = psn.Next()

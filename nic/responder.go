@@ -152,8 +152,11 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 		if !r.nakSent { // once per gap, as rxe counts it
 			d.counters.Add(CounterOutOfSeqRequest, 1)
 			r.nakSent = true
-			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn,
-				"NAK: PSN "+r.epsn.String()+" expected, PSN "+psn.String()+" received")
+			note := ""
+			if d.explaining() {
+				note = "NAK: PSN " + r.epsn.String() + " expected, PSN " + psn.String() + " received"
+			}
+			d.sendAck(qp, wire.NAKSyndrome(wire.NAKPSNSequenceError), r.epsn, note)
 		}
 		return respDone
 
@@ -505,8 +508,11 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 		// No saved result: dropped silently (counted as a duplicate).
 	default:
 		if p.BTH.AckReq() {
-			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), qp.resp.epsn.Sub(1),
-				"duplicate PSN "+psn.String()+": re-acknowledged, not delivered")
+			note := ""
+			if d.explaining() {
+				note = "duplicate PSN " + psn.String() + ": re-acknowledged, not delivered"
+			}
+			d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), qp.resp.epsn.Sub(1), note)
 		}
 	}
 }
@@ -515,8 +521,11 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 // PSN and the QP's min_rnr_timer (IBTA §9.7.5.2.8).
 func (d *Device) rnr(qp *QP, psn wire.PSN) {
 	d.counters.Add(CounterSendRNRErr, 1)
-	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn,
-		"RNR NAK: no receive posted, retry in "+sim.Duration(wire.RNRDelay(qp.attr.MinRNRTimer)).String())
+	note := ""
+	if d.explaining() {
+		note = "RNR NAK: no receive posted, retry in " + sim.Duration(wire.RNRDelay(qp.attr.MinRNRTimer)).String()
+	}
+	d.sendAck(qp, wire.RNRNAKSyndrome(qp.attr.MinRNRTimer), psn, note)
 	// The expected PSN stays: the packets already behind the refused one
 	// arrive out of sequence and get the usual one NAK per gap, which is
 	// the RNR NAK + sequence NAK pair the real captures show.
@@ -525,7 +534,11 @@ func (d *Device) rnr(qp *QP, psn wire.PSN) {
 // remoteError answers a request the responder cannot execute: a NAK, and
 // the QP to ERR with the async event given.
 func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.PSN, ev AsyncEventType) {
-	d.sendAck(qp, wire.NAKSyndrome(code), psn, "NAK: "+code.String())
+	note := ""
+	if d.explaining() {
+		note = "NAK: " + code.String()
+	}
+	d.sendAck(qp, wire.NAKSyndrome(code), psn, note)
 	d.toError(now, qp, ev, true)
 }
 

@@ -97,3 +97,36 @@ func TestRCStreamZeroAllocs(t *testing.T) {
 		t.Errorf("an RDMA WRITE and its ACK: %v allocs", a)
 	}
 }
+
+// TestRCRecoveryZeroAllocs: go-back-N recovery (NAKs, retransmissions,
+// ACK timeouts) allocates nothing either when nobody reads the notes (no
+// trace, no capture). 4-packet WRITEs lose a request now and then.
+func TestRCRecoveryZeroAllocs(t *testing.T) {
+	w, src, dst := pair(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop class=request prob=0.05\n")})
+	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: dst.mr.Addr, RKey: dst.mr.RKey,
+		SGList: []verbs.SGE{src.mr.SGE(0, 4096)}}}
+	wcs := make([]verbs.WC, 4)
+	step := func() {
+		if _, err := src.qp.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.cq.Poll(wcs); n != 1 || wcs[0].Status != verbs.WCSuccess {
+			t.Fatalf("completion: %d %v", n, wcs[0].Status)
+		}
+	}
+	for range 100 {
+		step()
+	}
+	before, _ := src.ctx.Counters().Get("completer_retry_err")
+	if a := testing.AllocsPerRun(300, step); a != 0 {
+		t.Errorf("a 4-packet WRITE under 5%% request loss: %v allocs", a)
+	}
+	after, _ := src.ctx.Counters().Get("completer_retry_err")
+	if after == before {
+		t.Fatal("no retransmission happened: the test measured nothing")
+	}
+	t.Logf("%d go-back-N rounds measured", after-before)
+}
