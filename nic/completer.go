@@ -102,7 +102,13 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		return compDone
 
 	case compAck:
-		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+		// Only an ACK past the last one acknowledged is progress and
+		// restores the retry budgets (rxe's check_psn drops an older
+		// one before check_ack resets them): a responder re-ACKing a
+		// duplicate must not keep a dead exchange retrying forever.
+		if !r.hasAcked || r.acked.Less(psn) {
+			r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+		}
 		d.ackUpTo(now, qp, psn, true)
 		return compDone
 
@@ -161,8 +167,15 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 // READ response, an atomic ACK), not by NAKs.
 func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	r := &qp.req
-	if incl && (!r.hasAcked || r.acked.Less(psn)) {
-		r.acked, r.hasAcked = psn, true
+	// A NAK or RNR NAK of psn acknowledges everything before it, as an
+	// ACK of psn-1 would (rxe moves comp.psn to it).
+	if top := psn; incl || psn != qp.sq.at(0).firstPSN {
+		if !incl {
+			top = psn.Sub(1)
+		}
+		if !r.hasAcked || r.acked.Less(top) {
+			r.acked, r.hasAcked = top, true
+		}
 	}
 	// What a READ or atomic held back may already be acknowledged.
 	lim, inc := psn, incl
@@ -420,12 +433,19 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 }
 
 // oldestUnacked returns the oldest PSN not acknowledged: the first PSN of
-// the oldest not-done WQE, past the responses a READ already has.
+// the oldest not-done WQE, past the responses a READ already has and past
+// the packets of a SEND or WRITE an ACK already covered (rxe resends from
+// comp.psn, the PSN after the last one acknowledged).
 func (d *Device) oldestUnacked(qp *QP) wire.PSN {
-	for i := 0; i < qp.req.next; i++ {
+	r := &qp.req
+	for i := 0; i < r.next; i++ {
 		if w := qp.sq.at(i); !w.done {
-			return w.firstPSN.Add(w.rdRcvd)
+			psn := w.firstPSN.Add(w.rdRcvd)
+			if r.hasAcked && r.acked.InRange(psn, w.lastPSN()) && r.acked != w.lastPSN() {
+				psn = r.acked.Add(1)
+			}
+			return psn
 		}
 	}
-	return qp.req.psn
+	return r.psn
 }

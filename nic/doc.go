@@ -38,6 +38,19 @@
 //     REM_INV_REQ_ERR (message longer than the buffer) or LOC_QP_OP_ERR
 //     (buffer not writable); the IBTA with LOC_LEN_ERR or LOC_PROT_ERR.
 //     The NAKs are the same: invalid request, remote operational error.
+//   - byte_len of a successful send-side completion: rxe reports the
+//     message length for every opcode (make_send_cqe: wqe->dma.length), so
+//     a 3000-byte SEND completes with 3000 and an atomic with 8; the IBTA
+//     leaves the field undefined there (libibverbs: valid for receives
+//     only), and ProfileSpec reports only what landed in local memory: a
+//     READ's length, an atomic's 8, 0 for a SEND or WRITE. A failed or
+//     flushed send completion has byte_len 0 in both (rxe fills it only
+//     on success).
+//   - A duplicate SEND or WRITE packet (a retransmission of one already
+//     received): rxe re-acknowledges every one, with the PSN before the
+//     expected one (duplicate_request, citing C9-105); ProfileSpec only
+//     those with AckReq set. Found by the conformance runs: after an ACK
+//     timeout rxe answers the resent first packet of a message.
 //
 // Where both agree but a reader might expect otherwise: a CQ's size is
 // rounded up to 2^k-1 entries (rxe_queue_init) and CQE() reports it; MR

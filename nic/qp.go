@@ -331,18 +331,33 @@ func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
 	}
 	wc := WC{WRID: w.wr.WRID, Status: st, Opcode: wcOpcodeOf(w.wr.Opcode), QPNum: qp.num}
 	if st == WCSuccess {
-		switch w.wr.Opcode {
-		case WRRDMARead:
-			wc.ByteLen = uint32(w.length)
-		case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-			wc.ByteLen = 8
-		}
+		wc.ByteLen = sendByteLen(d.cfg.Profile, w)
 	}
 	why := ""
 	if st != WCSuccess && st != WCWRFlushErr {
 		why = w.why
 	}
 	d.pushCQE(now, qp, qp.init.SendCQ, wc, false, true, why)
+}
+
+// sendByteLen is the byte_len of a successful send-side completion. The
+// IBTA leaves it undefined there (libibverbs: valid for receive
+// completions only); ProfileSpec reports the bytes that landed in local
+// memory: a READ's length, an atomic's 8, nothing for a SEND or WRITE.
+// rxe's make_send_cqe (rxe_comp.c) reports the WQE's message length,
+// wqe->dma.length, for every opcode. A failed or flushed completion has 0
+// in both: rxe fills byte_len only on success.
+func sendByteLen(p Profile, w *sendWQE) uint32 {
+	if p == ProfileRXE {
+		return uint32(w.length)
+	}
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		return uint32(w.length)
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		return 8
+	}
+	return 0
 }
 
 // completeRecv posts a receive completion.

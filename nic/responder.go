@@ -507,7 +507,10 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		// No saved result: dropped silently (counted as a duplicate).
 	default:
-		if p.BTH.AckReq() {
+		// rxe re-acknowledges every duplicate SEND or WRITE packet
+		// (duplicate_request, citing C9-105); the model under the spec
+		// profile only those that ask for an ACK.
+		if p.BTH.AckReq() || d.cfg.Profile == ProfileRXE {
 			note := ""
 			if d.explaining() {
 				note = "duplicate PSN " + psn.String() + ": re-acknowledged, not delivered"

@@ -316,7 +316,7 @@ type WC struct {
 	Status       WCStatus
 	Opcode       WCOpcode
 	VendorErr    uint32
-	ByteLen      uint32
+	ByteLen      uint32 // send side: depends on the Profile (see the package doc)
 	ImmData      uint32 // or the invalidated R_Key with WCFlagWithInv
 	QPNum        uint32
 	SrcQP        uint32

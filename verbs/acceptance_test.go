@@ -178,6 +178,66 @@ func TestSendCQOverflowProfiles(t *testing.T) {
 	}
 }
 
+// TestSendByteLenProfiles: the byte_len of send-side completions. rxe
+// (make_send_cqe in rxe_comp.c) reports the message length for every
+// opcode; the IBTA leaves the field undefined there and the spec profile
+// reports only what landed in local memory (a READ's length, an atomic's
+// 8). A failed or flushed send completion has 0 under both: rxe fills
+// byte_len only on success.
+func TestSendByteLenProfiles(t *testing.T) {
+	for _, c := range []struct {
+		prof verbs.Profile
+		want []uint32 // SEND, WRITE_WITH_IMM, WRITE, READ, FETCH_ADD, COMP_SWAP
+	}{
+		{verbs.ProfileRXE, []uint32{3000, 4000, 64, 1000, 8, 8}},
+		{verbs.ProfileSpec, []uint32{0, 0, 0, 1000, 8, 8}},
+	} {
+		t.Run(c.prof.String(), func(t *testing.T) {
+			w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Profile: c.prof})
+			counter, err := b.pd.RegMR(make([]byte, 8), verbs.AccessLocalWrite|verbs.AccessRemoteAtomic)
+			require.NoError(t, err)
+			_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(100, b), recvWR(101, b)})
+			require.NoError(t, err)
+			_, err = a.qp.PostSend([]verbs.SendWR{
+				sendWR(1, a, 3000),
+				{WRID: 2, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, ImmData: 7,
+					RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, SGList: []verbs.SGE{a.mr.SGE(0, 4000)}},
+				{WRID: 3, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, SGList: []verbs.SGE{a.mr.SGE(0, 64)}},
+				{WRID: 4, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, SGList: []verbs.SGE{a.mr.SGE(0, 1000)}},
+				{WRID: 5, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled, CompareAdd: 1,
+					RemoteAddr: counter.Addr, RKey: counter.RKey, SGList: []verbs.SGE{a.mr.SGE(2048, 8)}},
+				{WRID: 6, Opcode: verbs.WRAtomicCmpAndSwp, Flags: verbs.SendSignaled, CompareAdd: 1, Swap: 9,
+					RemoteAddr: counter.Addr, RKey: counter.RKey, SGList: []verbs.SGE{a.mr.SGE(2056, 8)}},
+			})
+			require.NoError(t, err)
+			require.NoError(t, w.Run())
+			wcs := pollAll(a.cq)
+			require.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS", "3:IBV_WC_SUCCESS",
+				"4:IBV_WC_SUCCESS", "5:IBV_WC_SUCCESS", "6:IBV_WC_SUCCESS"}, summary(wcs))
+			var got []uint32
+			for _, wc := range wcs {
+				got = append(got, wc.ByteLen)
+			}
+			assert.Equal(t, c.want, got)
+
+			// A WRITE the responder refuses, and a SEND flushed behind it.
+			_, err = a.qp.PostSend([]verbs.SendWR{
+				{WRID: 7, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					RemoteAddr: b.mr.Addr, RKey: b.mr.RKey ^ 0x100, SGList: []verbs.SGE{a.mr.SGE(0, 64)}},
+				sendWR(8, a, 16),
+			})
+			require.NoError(t, err)
+			require.NoError(t, w.Run())
+			wcs = pollAll(a.cq)
+			require.Equal(t, []string{"7:IBV_WC_REM_ACCESS_ERR", "8:IBV_WC_WR_FLUSH_ERR"}, summary(wcs))
+			assert.Equal(t, uint32(0), wcs[0].ByteLen)
+			assert.Equal(t, uint32(0), wcs[1].ByteLen)
+		})
+	}
+}
+
 // TestPostMisuse: every malformed post returns the errno libibverbs
 // returns, with a message naming the field at fault; memory errors are
 // accepted and complete with LOC_PROT_ERR or LOC_LEN_ERR.

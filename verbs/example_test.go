@@ -130,9 +130,9 @@ func Example_writeWithImm() {
 	}
 	fmt.Println("bytes landed:", ok)
 	a.cq.Poll(wcs)
-	fmt.Println("a:", wcs[0].Status, wcs[0].Opcode)
+	fmt.Printf("a: %v %v byte_len=%d\n", wcs[0].Status, wcs[0].Opcode, wcs[0].ByteLen) // rxe reports the message length
 	// Output:
 	// b: success IBV_WC_RECV_RDMA_WITH_IMM byte_len=3000 imm=0xcafe
 	// bytes landed: true
-	// a: success IBV_WC_RDMA_WRITE
+	// a: success IBV_WC_RDMA_WRITE byte_len=3000
 }

@@ -139,7 +139,8 @@ func TestAckTimeoutRecoversLastPacket(t *testing.T) {
 	require.NoError(t, w.Run())
 	// The timer runs from the transmission of the message; on expiry
 	// go-back-N resends from the oldest unacknowledged PSN, 100 (it asked
-	// for no ACK), then 101.
+	// for no ACK), then 101. The responder re-acknowledges the duplicate
+	// 100 all the same, as rxe does (duplicate_request).
 	var sent []sim.Time
 	for _, e := range tr.Events() {
 		if psn, _ := e.Get("psn"); e.Kind == "frame-tx" && e.Node == "a" && psn == "100" {
@@ -154,12 +155,47 @@ func TestAckTimeoutRecoversLastPacket(t *testing.T) {
 		"a RC_SEND_LAST psn=101 ack DROPPED",
 		"a RC_SEND_FIRST psn=100",
 		"a RC_SEND_LAST psn=101 ack",
+		"b RC_ACKNOWLEDGE psn=100 ACK msn=0",
 		"completion wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=2048",
 		"b RC_ACKNOWLEDGE psn=101 ACK msn=1",
 		"completion wr=2 IBV_WC_SUCCESS IBV_WC_SEND",
 	}, ladder(tr))
 	assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+}
+
+// TestRetryExceededThroughDuplicateACKs: the middle packet of a message
+// never arrives, and every retransmission of the packets before it draws
+// a re-ACK of a duplicate (rxe acknowledges every duplicate). Those ACKs
+// carry nothing new, so they must not restore the retry budget: the
+// requester resends from the first PSN not acknowledged and gives up
+// after retry_cnt timeouts instead of retrying forever.
+func TestRetryExceededThroughDuplicateACKs(t *testing.T) {
+	plan, err := faults.Parse("drop src=a psn=101\n") // every transmission of the 2nd packet
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 100), setup(hb, 200)
+	a.retry = 2
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 4096)}) // PSNs 100-103
+	require.NoError(t, err)
+	w.Scheduler().SetEventLimit(100_000)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"2:IBV_WC_RETRY_EXC_ERR"}, summary(pollAll(a.cq)))
+	// The NAK of PSN 101 acknowledged PSN 100: no retransmission of it.
+	var resent100 int
+	for _, e := range tr.Events() {
+		if psn, _ := e.Get("psn"); e.Kind == "frame-tx" && e.Node == "a" && psn == "100" {
+			resent100++
+		}
+	}
+	assert.Equal(t, 1, resent100, "PSN 100 is sent once")
 }
 
 // TestRetryExceeded: the link is cut (every frame from a lost). With

@@ -24,7 +24,7 @@
 //	2.363µs   ├─ SEND_LAST psn=103 A · retx #1 after NAK ──────────────────▶│
 //	3.452µs   │                                ✔ wr=1 RECV SUCCESS len=4096 ●
 //	3.452µs   │◀──────────────────────────────────────── ACK psn=103 msn=1 ─┤
-//	4.459µs   ● ✔ wr=2 SEND SUCCESS                                         │
+//	4.459µs   ● ✔ wr=2 SEND SUCCESS len=4096                                │
 //
 // Each row is one event, at the time on the left: ├─…▶│ a frame from the
 // sender's column (├) to the receiver's; ● a note at that node. "A" marks

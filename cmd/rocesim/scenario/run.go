@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -76,6 +75,15 @@ type Result struct {
 	// Failed lists the expectations not met, each as
 	// "line N: expect ...: got ..."; empty when the scenario passed.
 	Failed []string `json:"failed,omitempty"`
+	// Memory holds every memory region's bytes at the end of the run (a
+	// copy), in declaration order, so callers can compare memory.
+	Memory []MemoryRegion `json:"-"`
+}
+
+// MemoryRegion is a memory region's contents.
+type MemoryRegion struct {
+	Name  string // "node.mr"
+	Bytes []byte
 }
 
 // Passed reports whether every expectation was met.
@@ -88,7 +96,7 @@ type Completion struct {
 	WRID    uint64 `json:"wr_id"`
 	Status  string `json:"status"`   // IBV_WC_SUCCESS, IBV_WC_RETRY_EXC_ERR, ...
 	Opcode  string `json:"opcode"`   // IBV_WC_SEND, IBV_WC_RECV, ... (as the NIC filled it, also for errors)
-	ByteLen uint32 `json:"byte_len"` // as the NIC filled it (0 for a SEND or WRITE at the requester)
+	ByteLen uint32 `json:"byte_len"` // as the NIC filled it; at the requester the message length under the rxe profile, under spec 0 for a SEND or WRITE; 0 for any error
 	Imm     uint32 `json:"imm"`      // the immediate data, when the completion carries one; else 0
 }
 
@@ -236,25 +244,7 @@ func (r *runState) resources() error {
 		}
 		r.ctxs, r.pds = append(r.ctxs, ctx), append(r.pds, pd)
 		for _, m := range n.mrs {
-			buf := make([]byte, m.size)
-			switch m.fill {
-			case fillSeq:
-				for i := range buf {
-					buf[i] = byte(i)
-				}
-			case fillByte:
-				for i := range buf {
-					buf[i] = m.fillB
-				}
-			case fillRandom:
-				rng := r.rand.Stream("scenario mr " + n.name + "." + m.name)
-				for i := range buf {
-					buf[i] = byte(rng.Uint32())
-				}
-			}
-			if m.u64 != nil {
-				binary.LittleEndian.PutUint64(buf, *m.u64)
-			}
+			buf := m.initial(r.rand)
 			mr, err := pd.RegMR(buf, m.access)
 			if err != nil {
 				return fmt.Errorf("line %d: reg_mr %s.%s: %w", m.line, n.name, m.name, err)
@@ -537,6 +527,14 @@ func (r *runState) finish() *Result {
 	}
 	res.Frames = int(frames)
 	res.VirtualTime = sim.Duration(r.w.Now())
+	res.Memory = make([]MemoryRegion, 0, len(r.s.mrs))
+	for _, m := range r.s.mrs {
+		var b []byte
+		if mr := r.mrs[m.idx]; mr != nil {
+			b = append([]byte{}, mr.Bytes()...)
+		}
+		res.Memory = append(res.Memory, MemoryRegion{Name: m.node.name + "." + m.name, Bytes: b})
+	}
 	return res
 }
 

@@ -142,10 +142,18 @@ func TestGoBackNResult(t *testing.T) {
 	res, err := s.Run(scenario.Options{})
 	require.NoError(t, err)
 	res.Trace = nil
+	// The memory apart (4 KiB each): b.buf received a.buf.
+	require.Len(t, res.Memory, 2)
+	assert.Equal(t, "a.buf", res.Memory[0].Name)
+	assert.Equal(t, "b.buf", res.Memory[1].Name)
+	assert.Equal(t, res.Memory[0].Bytes, res.Memory[1].Bytes)
+	assert.Equal(t, byte(255), res.Memory[1].Bytes[4095])
+	res.Memory = nil
 	assert.Equal(t, &scenario.Result{
 		Scenario: "go-back-n", Seed: 1, Profile: "rxe",
 		Completions: []scenario.Completion{
-			{Node: "a", QPN: 0x11, WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND"},
+			// rxe reports a send-side completion's message length.
+			{Node: "a", QPN: 0x11, WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND", ByteLen: 4096},
 			{Node: "b", QPN: 0x11, WRID: 1, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_RECV", ByteLen: 4096},
 		},
 		AsyncEvents: []scenario.AsyncEvent{},
@@ -471,7 +479,7 @@ func ExampleScenario_Run() {
 	fmt.Println("passed:", res.Passed(), "frames:", res.Frames, "time:", res.VirtualTime)
 	// Output:
 	// A 4-packet RC SEND loses PSN 2 (its 2nd packet) once: one sequence NAK, go-back-N from PSN 2, one cumulative ACK.
-	// a 2 IBV_WC_SUCCESS IBV_WC_SEND 0
+	// a 2 IBV_WC_SUCCESS IBV_WC_SEND 4096
 	// b 1 IBV_WC_SUCCESS IBV_WC_RECV 4096
 	// passed: true frames: 9 time: 4.459µs
 }
