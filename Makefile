@@ -67,7 +67,9 @@ golden: deps
 corpus:
 	$(GO) test ./wire ./wire/rocelayers -run TestWriteFuzzCorpus -corpus
 
-## conformance: boot two real rdma_rxe VMs under QEMU (TCG) and run ibv_rc_pingpong between them (installs qemu, rdma-core and a Debian kernel first; needs root for apt)
+## conformance: real rdma_rxe under QEMU (TCG) against the model: interop matrix, differential runs (writes conformance/RESULTS.md and prints it); installs qemu, rdma-core and a Debian kernel first (needs root for apt)
 conformance:
 	conformance/install.sh
-	ROCESIM_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 20m ./conformance/
+	@start=$$(date +%s); \
+	ROCESIM_RESULTS=$(CURDIR)/conformance/RESULTS.md ROCESIM_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 20m ./conformance/; \
+	rc=$$?; echo; cat conformance/RESULTS.md; echo "make conformance: $$(( $$(date +%s) - start )) s"; exit $$rc

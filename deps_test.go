@@ -26,7 +26,9 @@ var allowed = map[string][]string{
 	"cmd/rocesim/ladder":   {"sim", "wire"},
 	"cmd/rocesim/scenario": {"verbs", "nic", "sim", "sim/fabric", "faults", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
 	"internal/tsharktest":  {},
-	"conformance":          {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	// conformance replays the scenario format's files on real rxe, so it
+	// reads them with the CLI's scenario package.
+	"conformance": {"cmd/rocesim/scenario", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
 }
 
 var external = map[string]string{

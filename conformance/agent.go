@@ -40,7 +40,17 @@ type AgentEvent struct {
 	Hex   string `json:"hex"`
 	CRC32 uint32 `json:"crc32"`
 
-	// error: the script line and command that failed, and why.
+	// mr, cq: the object's name; mr: lkey (rkey and addr above); cq: the
+	// entries the device gave it.
+	Name string `json:"name"`
+	LKey uint32 `json:"lkey"`
+	CQE  int    `json:"cqe"`
+
+	// async: the event's libibverbs name and the QP it concerns.
+	Type string `json:"type"`
+
+	// error, ok: the script line (interactive: the command's sequence
+	// number) and command, and for error why it failed.
 	Line  int    `json:"line"`
 	Cmd   string `json:"cmd"`
 	Error string `json:"error"`

@@ -92,6 +92,7 @@ type Switch struct {
 	held    [2][]heldDatagram
 	timers  []*time.Timer
 	stats   SwitchStats
+	last    time.Time // when the last frame arrived
 	capErr  error
 	readErr error
 }
@@ -135,31 +136,91 @@ func NewSwitch(cfg SwitchConfig) (*Switch, error) {
 		}
 		s.conns[i] = c
 	}
-	if cfg.CapturePath != "" {
-		w, err := capture.Create(cfg.CapturePath, capture.PcapngOptions{
-			Comment: "rocesim conformance switch " + s.link + ", plan:\n" + planText(cfg.Plan)})
-		if err != nil {
-			s.closeConns()
-			return nil, err
-		}
-		names := [2]string{cfg.NameA, cfg.NameB}
-		for i := range 2 {
-			id, err := w.AddInterface(names[i]+"->"+names[1-i],
-				fmt.Sprintf("switch port %d (VM %s) to VM %s", s.Port(i), names[i], names[1-i]))
-			if err != nil {
-				w.Close()
-				s.closeConns()
-				return nil, err
-			}
-			s.ifaces[i] = id
-		}
-		s.capw = w
+	if err := s.openCapture(cfg.CapturePath, cfg.Plan); err != nil {
+		s.closeConns()
+		return nil, err
 	}
 	s.start = time.Now()
 	for i := range 2 {
 		s.wg.Go(func() { s.serve(i) })
 	}
 	return s, nil
+}
+
+// openCapture starts a capture at path (none if path is empty). The
+// caller holds s.mu or has not started serving.
+func (s *Switch) openCapture(path string, plan *faults.Plan) error {
+	s.capw = nil
+	if path == "" {
+		return nil
+	}
+	w, err := capture.Create(path, capture.PcapngOptions{
+		Comment: "rocesim conformance switch " + s.link + ", plan:\n" + planText(plan)})
+	if err != nil {
+		return err
+	}
+	names := [2]string{s.cfg.NameA, s.cfg.NameB}
+	for i := range 2 {
+		id, err := w.AddInterface(names[i]+"->"+names[1-i],
+			fmt.Sprintf("switch port %d (VM %s) to VM %s", s.Port(i), names[i], names[1-i]))
+		if err != nil {
+			w.Close()
+			return err
+		}
+		s.ifaces[i] = id
+	}
+	s.capw = w
+	return nil
+}
+
+// Reset starts over with a new plan, random stream and capture, keeping
+// the ports (the VMs stay connected): frames delayed or held under the
+// old plan are dropped unrecorded, the old capture is closed, the
+// counters and the plan's clock restart at zero. It returns the old
+// capture's first error. rnd nil uses a fixed seed.
+func (s *Switch) Reset(plan *faults.Plan, rnd *rand.Rand, capturePath string) error {
+	if plan != nil {
+		if err := plan.Validate(); err != nil {
+			return fmt.Errorf("conformance: switch plan: %w", err)
+		}
+	}
+	if rnd == nil {
+		rnd = sim.NewSeeds(1).Stream("faults")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("conformance: switch closed")
+	}
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.timers = nil
+	s.held = [2][]heldDatagram{}
+	err := s.capErr
+	s.capErr = nil
+	if s.capw != nil {
+		if cerr := s.capw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	s.cfg.Plan, s.cfg.Rand = plan, rnd
+	s.inj = faults.NewInjector(plan, rnd)
+	s.stats = SwitchStats{}
+	s.start = time.Now()
+	s.last = time.Time{}
+	if cerr := s.openCapture(capturePath, plan); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// LastFrame returns when the switch last received a frame (zero if none
+// since NewSwitch or Reset).
+func (s *Switch) LastFrame() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 func planText(p *faults.Plan) string {
@@ -261,6 +322,7 @@ func (s *Switch) handle(i int, frame []byte) {
 		return
 	}
 	s.stats.Frames++
+	s.last = time.Now()
 	var roce *wire.Packet
 	if s.pkt.DecodeHeaders(frame) == nil {
 		roce = &s.pkt
@@ -271,7 +333,7 @@ func (s *Switch) handle(i int, frame []byte) {
 	if roce != nil {
 		hop.Tx = s.inj.CountTx(hop, roce)
 	}
-	now := sim.Time(time.Since(s.start))
+	now := sim.Time(s.last.Sub(s.start))
 	v := s.inj.Decide(now, hop, frame, roce)
 	switch v.Action {
 	case faults.Pass:

@@ -460,6 +460,12 @@ type VMConfig struct {
 	LogPath string
 	// MemoryMB is the guest's memory (default 512).
 	MemoryMB int
+	// Interactive connects the serial console's input to VM.Send, so the
+	// host can type to Cmd (StartAgent drives the verbs agent this way).
+	Interactive bool
+	// CapturePath, if set, receives QEMU's own pcap of eth0 (filter-dump
+	// on the netdev): every frame the guest sent or received.
+	CapturePath string
 }
 
 // Result is what a guest did.
@@ -481,10 +487,14 @@ type VM struct {
 	start  time.Time
 	dir    string
 
-	mu    sync.Mutex
-	out   bytes.Buffer
-	ready time.Duration
-	done  chan struct{}
+	stdin io.WriteCloser // nil unless Interactive
+
+	mu      sync.Mutex
+	out     bytes.Buffer
+	lines   []string      // the console, line by line
+	changed chan struct{} // closed and replaced when a line arrives
+	ready   time.Duration
+	done    chan struct{}
 }
 
 // Boot starts a guest. The caller must call Wait.
@@ -536,6 +546,9 @@ func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 		"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:%02x:%02x:%02x", ip[1], ip[2], ip[3]),
 		"-serial", "stdio",
 	}
+	if cfg.CapturePath != "" {
+		args = append(args, "-object", "filter-dump,id=d0,netdev=n0,file="+cfg.CapturePath)
+	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	cmd := exec.CommandContext(cctx, "qemu-system-x86_64", args...)
 	stdout, err := cmd.StdoutPipe()
@@ -545,6 +558,14 @@ func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 		return nil, err
 	}
 	cmd.Stderr = cmd.Stdout
+	var stdin io.WriteCloser
+	if cfg.Interactive {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			cancel()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	var logf io.Writer = io.Discard
 	var logFile *os.File
 	if cfg.LogPath != "" {
@@ -555,7 +576,7 @@ func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 		}
 		logf = logFile
 	}
-	vm := &VM{cfg: cfg, cmd: cmd, cancel: cancel, dir: dir, done: make(chan struct{})}
+	vm := &VM{cfg: cfg, cmd: cmd, cancel: cancel, dir: dir, stdin: stdin, done: make(chan struct{}), changed: make(chan struct{})}
 	vm.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		cancel()
@@ -578,6 +599,9 @@ func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 			vm.mu.Lock()
 			vm.out.WriteString(line)
 			vm.out.WriteByte('\n')
+			vm.lines = append(vm.lines, line)
+			close(vm.changed)
+			vm.changed = make(chan struct{})
 			if vm.ready == 0 && strings.Contains(line, markerReady) {
 				vm.ready = time.Since(vm.start)
 			}

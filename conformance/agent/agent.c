@@ -1,69 +1,110 @@
 /*
  * rocesim-agent: the in-VM verbs agent of the real-rxe conformance harness.
  *
- * It reads a script (a file named by the first argument, or stdin), one
- * command per line, and runs each against real libibverbs, printing one
+ * It reads commands, one per line, from a script file named by the first
+ * argument or from stdin, runs each against real libibverbs and prints one
  * JSON object per line on stdout. Blank lines and lines starting with '#'
- * are skipped. Arguments are key=value words; numbers take C syntax
- * (0x... for hex).
+ * are skipped. Arguments are key=value words; numbers take C syntax (0x...
+ * for hex). Objects are named (name=...), so a script can hold several
+ * memory regions and completion queues; one RC QP per agent.
  *
  *   open dev=rxe0                  open the device (default rxe0)
  *   pd                             allocate the protection domain
- *   cq depth=N                     create the completion queue
- *   qp send=N recv=N sge=N inline=N [psn=N]
- *                                  create an RC QP and move it RESET->INIT
- *                                  (port 1, local write/remote write/read);
- *                                  psn is its initial send PSN (default
- *                                  from /dev/urandom)
- *   mr len=N seed=S                register N bytes, byte i = (S + i*7) & 0xff
+ *   cq [name=C] depth=N            create a completion queue (default name cq)
+ *   mr [name=M] len=N [seed=S | fill=zero|seq|byte:V] [access=LIST]
+ *                                  register N bytes (default name buf):
+ *                                  seed=S gives byte i = (S + 7i) & 0xff,
+ *                                  fill=seq byte i = i & 0xff; LIST is
+ *                                  comma-separated lw,rw,rr,ra (default all)
+ *   poke [mr=M] off=N hex=HEX      set bytes of an MR
+ *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
+ *      [access=LIST] [sig_all=0|1] create the RC QP and move it RESET->INIT
+ *                                  (port 1); access defaults to lw,rw,rr,ra;
+ *                                  psn is its initial send PSN (default from
+ *                                  /dev/urandom)
  *   info gid=IDX                   print local qpn, psn, gid, mr addr/rkey
  *   exchange peer=IP port=P role=server|client
  *                                  swap qpn, psn, gid (of the last info),
  *                                  mr addr and rkey with the peer over TCP
  *                                  (the client retries for up to 120 s)
  *   barrier                        one byte each way on the exchange socket
- *   connect gid=IDX [qpn=N psn=N dgid=IP|IPv6] timeout=N retry=N
- *           rnr_retry=N min_rnr=N  INIT->RTR->RTS, path MTU 1024; remote
- *                                  values default to the exchanged ones
- *   post_recv wr_id=N off=N len=N
- *   post_send wr_id=N op=send|send_imm|write|write_imm|read off=N len=N
- *             imm=N roff=N [raddr=N rkey=N]
+ *   connect gid=IDX [qpn=N psn=N dgid=IP|IPv6] [timeout=N retry=N
+ *           rnr_retry=N min_rnr=N mtu=BYTES max_rd_atomic=N
+ *           max_dest_rd_atomic=N]  INIT->RTR->RTS (path MTU default 1024);
+ *                                  remote values default to the exchanged
+ *   post_recv wr_id=N [mr=M] off=N len=N
+ *   post_send wr_id=N op=send|send_imm|write|write_imm|read|cas|faa
+ *             [mr=M] off=N len=N imm=N [roff=N | raddr=N] [rkey=N]
+ *             [compare=N swap=N | add=N] [signaled=0|1] [fence=1]
+ *             [solicited=1] [inline=1]
+ *             [defer=1]
  *                                  raddr defaults to the peer's MR address
- *                                  plus roff, rkey to the peer's rkey
- *   poll n=N timeout_ms=N          poll until N completions, printing each
- *   dump off=N len=N               hex of an MR range
- *   crc off=N len=N                CRC-32 (IEEE) of an MR range
+ *                                  plus roff, rkey to the peer's rkey;
+ *                                  atomics use len=8; defer=1 holds the
+ *                                  work request for post_flush
+ *   post_flush                     post the held work requests as one
+ *                                  list (one ibv_post_send, one doorbell)
+ *   poll [cq=C] n=N timeout_ms=N   poll until N completions, printing each
+ *   drain [cq=C]                   print every completion queued now
+ *   async                          print the asynchronous events queued now
+ *   dump [mr=M] off=N len=N        hex of an MR range
+ *   crc [mr=M] off=N len=N         CRC-32 (IEEE) of an MR range
+ *   quit                           exit 0
  *
- * The first failure prints {"event":"error",...} and exits 1; a poll that
- * times out prints the completions it got, then the error.
+ * From a script the first failure prints {"event":"error",...} and exits
+ * 1. Several commands may share a line, separated by ';': they run back to
+ * back. Interactive (no argument): the agent turns off the terminal's echo,
+ * prints {"event":"hello"}, and ends every line with {"event":"ok"} or
+ * {"event":"error"} carrying the line's sequence number in "line", so a
+ * host driving it over a serial console knows when a line is done;
+ * failures do not stop it. A poll that times out prints the completions it
+ * got, then the error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAXARGS 16
+#define MAXARGS 24
+#define MAXOBJ 16
 #define XCHG_LEN 128
+#define LINE_MAX_LEN 65536
+
+struct mrobj {
+	char name[32];
+	struct ibv_mr *mr;
+	unsigned char *buf;
+	size_t len;
+};
+
+struct cqobj {
+	char name[32];
+	struct ibv_cq *cq;
+};
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
-static struct ibv_cq *cq;
 static struct ibv_qp *qp;
-static struct ibv_mr *mr;
-static unsigned char *buf;
-static size_t buflen;
+static struct mrobj mrs[MAXOBJ];
+static struct cqobj cqs[MAXOBJ];
+static int nmrs, ncqs;
 static uint32_t local_psn;
 static union ibv_gid local_gid;
 static int sock = -1;
 static int lineno;
+static int interactive;
+static jmp_buf failed;
 
 static struct {
 	int have;
@@ -87,6 +128,8 @@ static void fail(const char *cmd, const char *fmt, ...)
 		if (*p == '"' || *p == '\\')
 			*p = '\'';
 	printf("{\"event\":\"error\",\"line\":%d,\"cmd\":\"%s\",\"error\":\"%s\"}\n", lineno, cmd, msg);
+	if (interactive)
+		longjmp(failed, 1);
 	exit(1);
 }
 
@@ -155,19 +198,102 @@ static const char *opcode_name(enum ibv_wc_opcode op)
 	}
 }
 
+static const char *event_name(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
+	case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
+	case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
+	case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
+	case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
+	case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
+	case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
+	case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
+	case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
+	case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
+	case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
+	case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
+	case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
+	case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
+	case IBV_EVENT_SRQ_ERR: return "IBV_EVENT_SRQ_ERR";
+	case IBV_EVENT_SRQ_LIMIT_REACHED: return "IBV_EVENT_SRQ_LIMIT_REACHED";
+	case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
+	case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
+	case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
+	default: return "IBV_EVENT_UNKNOWN";
+	}
+}
+
 static void need(const char *cmd, const void *p, const char *what)
 {
 	if (!p)
 		fail(cmd, "no %s yet", what);
 }
 
-static void range(const char *cmd, uint64_t off, uint64_t len)
+/* lookup_mr returns the MR named by key= (default: the first one). */
+static struct mrobj *lookup_mr(const char *cmd, const char *key)
 {
-	need(cmd, mr, "mr");
-	if (off > buflen || len > buflen - off)
-		fail(cmd, "range %llu+%llu outside the %zu-byte mr",
-		     (unsigned long long)off, (unsigned long long)len, buflen);
+	const char *n = arg(key);
+
+	if (nmrs == 0)
+		fail(cmd, "no mr yet");
+	if (!n)
+		return &mrs[0];
+	for (int i = 0; i < nmrs; i++)
+		if (strcmp(mrs[i].name, n) == 0)
+			return &mrs[i];
+	fail(cmd, "no mr named %s", n);
+	return NULL;
 }
+
+static struct ibv_cq *lookup_cq(const char *cmd, const char *key)
+{
+	const char *n = arg(key);
+
+	if (ncqs == 0)
+		fail(cmd, "no cq yet");
+	if (!n)
+		return cqs[0].cq;
+	for (int i = 0; i < ncqs; i++)
+		if (strcmp(cqs[i].name, n) == 0)
+			return cqs[i].cq;
+	fail(cmd, "no cq named %s", n);
+	return NULL;
+}
+
+static void range(const char *cmd, struct mrobj *m, uint64_t off, uint64_t len)
+{
+	if (off > m->len || len > m->len - off)
+		fail(cmd, "range %llu+%llu outside the %zu-byte mr %s",
+		     (unsigned long long)off, (unsigned long long)len, m->len, m->name);
+}
+
+static int access_flags(const char *cmd, const char *key, int def)
+{
+	const char *v = arg(key);
+	char list[128], *save, *w;
+	int f = 0;
+
+	if (!v)
+		return def;
+	snprintf(list, sizeof list, "%s", v);
+	for (w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (strcmp(w, "lw") == 0)
+			f |= IBV_ACCESS_LOCAL_WRITE;
+		else if (strcmp(w, "rw") == 0)
+			f |= IBV_ACCESS_REMOTE_WRITE;
+		else if (strcmp(w, "rr") == 0)
+			f |= IBV_ACCESS_REMOTE_READ;
+		else if (strcmp(w, "ra") == 0)
+			f |= IBV_ACCESS_REMOTE_ATOMIC;
+		else if (strcmp(w, "none") != 0)
+			fail(cmd, "bad access %s (lw,rw,rr,ra or none)", w);
+	}
+	return f;
+}
+
+#define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
 static uint32_t crc32_ieee(const unsigned char *p, size_t n)
 {
@@ -232,7 +358,7 @@ static void do_exchange(const char *cmd)
 	gid_str(&local_gid, gid);
 	memset(msg, 0, sizeof msg);
 	snprintf(msg, sizeof msg, "%06x %06x %s %016llx %08x", qp->qp_num, local_psn, gid,
-		 (unsigned long long)(uintptr_t)buf, mr ? mr->rkey : 0);
+		 nmrs ? (unsigned long long)(uintptr_t)mrs[0].buf : 0ULL, nmrs ? mrs[0].mr->rkey : 0);
 	full_io(cmd, 1, msg, sizeof msg);
 	full_io(cmd, 0, msg, sizeof msg);
 	msg[sizeof msg - 1] = 0;
@@ -251,6 +377,19 @@ static void do_exchange(const char *cmd)
 	peer.have = 1;
 	printf("{\"event\":\"exchange\",\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\",\"addr\":%llu,\"rkey\":%u}\n",
 	       qpn, psn, gid, addr, rkey);
+}
+
+static enum ibv_mtu mtu_enum(const char *cmd, uint64_t bytes)
+{
+	switch (bytes) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	case 4096: return IBV_MTU_4096;
+	}
+	fail(cmd, "bad mtu=%llu", (unsigned long long)bytes);
+	return IBV_MTU_1024;
 }
 
 static void do_connect(const char *cmd)
@@ -276,10 +415,10 @@ static void do_connect(const char *cmd)
 	}
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
+	a.path_mtu = mtu_enum(cmd, num(cmd, "mtu", 0, 1024));
 	a.dest_qp_num = num(cmd, "qpn", 0, peer.qpn);
 	a.rq_psn = num(cmd, "psn", 0, peer.psn);
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = num(cmd, "max_dest_rd_atomic", 0, 1);
 	a.min_rnr_timer = num(cmd, "min_rnr", 0, 12);
 	a.ah_attr.is_global = 1;
 	a.ah_attr.port_num = 1;
@@ -296,7 +435,7 @@ static void do_connect(const char *cmd)
 	a.retry_cnt = num(cmd, "retry", 0, 7);
 	a.rnr_retry = num(cmd, "rnr_retry", 0, 7);
 	a.sq_psn = local_psn;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = num(cmd, "max_rd_atomic", 0, 1);
 	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (e)
@@ -305,24 +444,59 @@ static void do_connect(const char *cmd)
 	       (unsigned)num(cmd, "qpn", 0, peer.qpn), (unsigned)num(cmd, "psn", 0, peer.psn), local_psn);
 }
 
+/* Work requests held by post_send defer=1 until post_flush. */
+#define MAXDEFER 64
+static struct ibv_send_wr deferred[MAXDEFER];
+static struct ibv_sge deferred_sge[MAXDEFER];
+static int ndeferred;
+
+static void do_post_flush(const char *cmd)
+{
+	struct ibv_send_wr *bad;
+	int e, n = ndeferred;
+
+	if (n == 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		deferred[i].sg_list = &deferred_sge[i];
+		deferred[i].next = i + 1 < n ? &deferred[i + 1] : NULL;
+	}
+	ndeferred = 0;
+	e = ibv_post_send(qp, &deferred[0], &bad);
+	if (e)
+		fail(cmd, "ibv_post_send of %d work requests: %s (at wr_id %llu)", n, strerror(e),
+		     (unsigned long long)bad->wr_id);
+	for (int i = 0; i < n; i++)
+		printf("{\"event\":\"post_send\",\"wr_id\":%llu}\n", (unsigned long long)deferred[i].wr_id);
+}
+
 static void do_post_send(const char *cmd)
 {
 	const char *op = arg("op");
 	uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 1, 0);
+	struct mrobj *m;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
-	int e;
+	int e, atomic = 0;
 
 	need(cmd, qp, "qp");
-	range(cmd, off, len);
+	m = lookup_mr(cmd, "mr");
+	range(cmd, m, off, len);
 	memset(&wr, 0, sizeof wr);
 	wr.wr_id = num(cmd, "wr_id", 1, 0);
 	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	sge.addr = (uintptr_t)buf + off;
+	wr.num_sge = len ? 1 : 0;
+	if (num(cmd, "signaled", 0, 1))
+		wr.send_flags |= IBV_SEND_SIGNALED;
+	if (num(cmd, "fence", 0, 0))
+		wr.send_flags |= IBV_SEND_FENCE;
+	if (num(cmd, "solicited", 0, 0))
+		wr.send_flags |= IBV_SEND_SOLICITED;
+	if (num(cmd, "inline", 0, 0))
+		wr.send_flags |= IBV_SEND_INLINE;
+	sge.addr = (uintptr_t)m->buf + off;
 	sge.length = len;
-	sge.lkey = mr->lkey;
+	sge.lkey = m->mr->lkey;
 	if (!op)
 		fail(cmd, "missing op=");
 	if (strcmp(op, "send") == 0)
@@ -335,15 +509,41 @@ static void do_post_send(const char *cmd)
 		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	else if (strcmp(op, "read") == 0)
 		wr.opcode = IBV_WR_RDMA_READ;
+	else if (strcmp(op, "cas") == 0)
+		wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP, atomic = 1;
+	else if (strcmp(op, "faa") == 0)
+		wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD, atomic = 1;
 	else
 		fail(cmd, "bad op=%s", op);
 	if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htonl(num(cmd, "imm", 1, 0));
 	if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
+		uint64_t raddr;
+		uint32_t rkey;
 		if (!peer.have && !(arg("raddr") && arg("rkey")))
 			fail(cmd, "no exchange: give raddr= rkey=");
-		wr.wr.rdma.remote_addr = num(cmd, "raddr", 0, peer.addr + num(cmd, "roff", 0, 0));
-		wr.wr.rdma.rkey = num(cmd, "rkey", 0, peer.rkey);
+		raddr = num(cmd, "raddr", 0, peer.addr + num(cmd, "roff", 0, 0));
+		rkey = num(cmd, "rkey", 0, peer.rkey);
+		if (atomic) {
+			wr.wr.atomic.remote_addr = raddr;
+			wr.wr.atomic.rkey = rkey;
+			if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+				wr.wr.atomic.compare_add = num(cmd, "compare", 1, 0);
+				wr.wr.atomic.swap = num(cmd, "swap", 1, 0);
+			} else {
+				wr.wr.atomic.compare_add = num(cmd, "add", 1, 0);
+			}
+		} else {
+			wr.wr.rdma.remote_addr = raddr;
+			wr.wr.rdma.rkey = rkey;
+		}
+	}
+	if (num(cmd, "defer", 0, 0)) {
+		if (ndeferred == MAXDEFER)
+			fail(cmd, "more than %d deferred work requests", MAXDEFER);
+		deferred_sge[ndeferred] = sge;
+		deferred[ndeferred++] = wr;
+		return;
 	}
 	e = ibv_post_send(qp, &wr, &bad);
 	if (e)
@@ -351,13 +551,20 @@ static void do_post_send(const char *cmd)
 	printf("{\"event\":\"post_send\",\"wr_id\":%llu}\n", (unsigned long long)wr.wr_id);
 }
 
+static void print_wc(const struct ibv_wc *wc)
+{
+	printf("{\"event\":\"wc\",\"wr_id\":%llu,\"status\":\"%s\",\"opcode\":\"%s\",\"byte_len\":%u,\"imm\":%u,\"qp_num\":%u}\n",
+	       (unsigned long long)wc->wr_id, status_name(wc->status), opcode_name(wc->opcode),
+	       wc->byte_len, (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0, wc->qp_num);
+}
+
 static void do_poll(const char *cmd)
 {
 	int want = num(cmd, "n", 1, 0), got = 0;
 	uint64_t ms = num(cmd, "timeout_ms", 0, 10000);
+	struct ibv_cq *cq = lookup_cq(cmd, "cq");
 	struct timespec t0, t;
 
-	need(cmd, cq, "cq");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (got < want) {
 		struct ibv_wc wc;
@@ -372,16 +579,148 @@ static void do_poll(const char *cmd)
 			continue;
 		}
 		got++;
-		printf("{\"event\":\"wc\",\"wr_id\":%llu,\"status\":\"%s\",\"opcode\":\"%s\",\"byte_len\":%u,\"imm\":%u,\"qp_num\":%u}\n",
-		       (unsigned long long)wc.wr_id, status_name(wc.status), opcode_name(wc.opcode),
-		       wc.byte_len, (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0, wc.qp_num);
+		print_wc(&wc);
 	}
 }
 
+static void do_drain(const char *cmd)
+{
+	struct ibv_cq *cq = lookup_cq(cmd, "cq");
+	struct ibv_wc wc;
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, &wc)) > 0)
+		print_wc(&wc);
+	if (n < 0)
+		fail(cmd, "ibv_poll_cq: %d", n);
+}
+
+static void do_async(const char *cmd)
+{
+	struct ibv_async_event ev;
+	int fl;
+
+	need(cmd, ctx, "device");
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		uint32_t qpn = 0;
+		if (ev.event_type == IBV_EVENT_QP_FATAL || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
+		    ev.event_type == IBV_EVENT_QP_ACCESS_ERR || ev.event_type == IBV_EVENT_COMM_EST ||
+		    ev.event_type == IBV_EVENT_SQ_DRAINED || ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED)
+			qpn = ev.element.qp->qp_num;
+		printf("{\"event\":\"async\",\"type\":\"%s\",\"qpn\":%u}\n", event_name(ev.event_type), qpn);
+		ibv_ack_async_event(&ev);
+	}
+	fcntl(ctx->async_fd, F_SETFL, fl);
+}
+
+static void do_mr(const char *cmd)
+{
+	struct mrobj *m;
+	const char *fill = arg("fill"), *name = arg("name");
+	size_t len = num(cmd, "len", 1, 0);
+
+	need(cmd, pd, "pd");
+	if (nmrs == MAXOBJ)
+		fail(cmd, "too many mrs");
+	m = &mrs[nmrs];
+	snprintf(m->name, sizeof m->name, "%s", name ? name : "buf");
+	for (int i = 0; i < nmrs; i++)
+		if (strcmp(mrs[i].name, m->name) == 0)
+			fail(cmd, "mr %s exists", m->name);
+	m->len = len;
+	if (!(m->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096 + 4096)))
+		fail(cmd, "out of memory");
+	if (arg("seed")) {
+		uint64_t seed = num(cmd, "seed", 1, 0);
+		for (size_t i = 0; i < len; i++)
+			m->buf[i] = (seed + i * 7) & 0xff;
+	} else if (!fill || strcmp(fill, "zero") == 0) {
+		memset(m->buf, 0, len);
+	} else if (strcmp(fill, "seq") == 0) {
+		for (size_t i = 0; i < len; i++)
+			m->buf[i] = i & 0xff;
+	} else if (strncmp(fill, "byte:", 5) == 0) {
+		memset(m->buf, strtoul(fill + 5, NULL, 0), len);
+	} else {
+		fail(cmd, "bad fill=%s", fill);
+	}
+	m->mr = ibv_reg_mr(pd, m->buf, len, access_flags(cmd, "access", ALL_ACCESS));
+	if (!m->mr)
+		fail(cmd, "ibv_reg_mr: %s", strerror(errno));
+	nmrs++;
+	printf("{\"event\":\"mr\",\"name\":\"%s\",\"addr\":%llu,\"len\":%zu,\"lkey\":%u,\"rkey\":%u}\n",
+	       m->name, (unsigned long long)(uintptr_t)m->buf, len, m->mr->lkey, m->mr->rkey);
+}
+
+static void do_poke(const char *cmd)
+{
+	struct mrobj *m = lookup_mr(cmd, "mr");
+	uint64_t off = num(cmd, "off", 0, 0);
+	const char *h = arg("hex");
+	size_t n;
+
+	if (!h || strlen(h) % 2)
+		fail(cmd, "hex= needs an even number of digits");
+	n = strlen(h) / 2;
+	range(cmd, m, off, n);
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		if (sscanf(h + 2 * i, "%2x", &v) != 1)
+			fail(cmd, "bad hex at %zu", 2 * i);
+		m->buf[off + i] = v;
+	}
+	printf("{\"event\":\"poke\",\"off\":%llu,\"len\":%zu}\n", (unsigned long long)off, n);
+}
+
+static void do_qp(const char *cmd)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	int e;
+
+	need(cmd, pd, "pd");
+	if (qp)
+		fail(cmd, "one qp per agent");
+	memset(&ia, 0, sizeof ia);
+	ia.send_cq = lookup_cq(cmd, "send_cq");
+	ia.recv_cq = lookup_cq(cmd, "recv_cq");
+	ia.qp_type = IBV_QPT_RC;
+	ia.sq_sig_all = num(cmd, "sig_all", 0, 0);
+	ia.cap.max_send_wr = num(cmd, "send", 0, 16);
+	ia.cap.max_recv_wr = num(cmd, "recv", 0, 16);
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = num(cmd, "sge", 0, 1);
+	ia.cap.max_inline_data = num(cmd, "inline", 0, 0);
+	if (!(qp = ibv_create_qp(pd, &ia)))
+		fail(cmd, "ibv_create_qp: %s", strerror(errno));
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = access_flags(cmd, "access", ALL_ACCESS) & ~IBV_ACCESS_LOCAL_WRITE;
+	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (e)
+		fail(cmd, "modify to INIT: %s", strerror(e));
+	/*
+	 * Guests boot identically, so pid and time would give both sides one
+	 * PSN; the kernel's entropy differs.
+	 */
+	if (arg("psn")) {
+		local_psn = num(cmd, "psn", 1, 0) & 0xffffff;
+	} else {
+		FILE *r = fopen("/dev/urandom", "r");
+		if (!r || fread(&local_psn, sizeof local_psn, 1, r) != 1)
+			fail(cmd, "/dev/urandom: %s", strerror(errno));
+		fclose(r);
+		local_psn &= 0xffffff;
+	}
+	printf("{\"event\":\"qp\",\"qpn\":%u,\"psn\":%u}\n", qp->qp_num, local_psn);
+}
+
+/* run runs one command (a line holds one or more, separated by ';'). */
 static void run(char *line)
 {
 	char *cmd, *save, *w;
-	struct ibv_qp_attr a;
 	int e;
 
 	nargs = 0;
@@ -411,58 +750,21 @@ static void run(char *line)
 			fail(cmd, "ibv_alloc_pd: %s", strerror(errno));
 		printf("{\"event\":\"pd\"}\n");
 	} else if (strcmp(cmd, "cq") == 0) {
+		const char *name = arg("name");
 		need(cmd, ctx, "device");
-		if (!(cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, NULL, 0)))
+		if (ncqs == MAXOBJ)
+			fail(cmd, "too many cqs");
+		snprintf(cqs[ncqs].name, sizeof cqs[ncqs].name, "%s", name ? name : "cq");
+		if (!(cqs[ncqs].cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, NULL, 0)))
 			fail(cmd, "ibv_create_cq: %s", strerror(errno));
-		printf("{\"event\":\"cq\",\"cqe\":%d}\n", cq->cqe);
+		printf("{\"event\":\"cq\",\"name\":\"%s\",\"cqe\":%d}\n", cqs[ncqs].name, cqs[ncqs].cq->cqe);
+		ncqs++;
 	} else if (strcmp(cmd, "qp") == 0) {
-		struct ibv_qp_init_attr ia;
-		need(cmd, pd, "pd");
-		need(cmd, cq, "cq");
-		memset(&ia, 0, sizeof ia);
-		ia.send_cq = ia.recv_cq = cq;
-		ia.qp_type = IBV_QPT_RC;
-		ia.cap.max_send_wr = num(cmd, "send", 0, 16);
-		ia.cap.max_recv_wr = num(cmd, "recv", 0, 16);
-		ia.cap.max_send_sge = ia.cap.max_recv_sge = num(cmd, "sge", 0, 1);
-		ia.cap.max_inline_data = num(cmd, "inline", 0, 0);
-		if (!(qp = ibv_create_qp(pd, &ia)))
-			fail(cmd, "ibv_create_qp: %s", strerror(errno));
-		memset(&a, 0, sizeof a);
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-		if (e)
-			fail(cmd, "modify to INIT: %s", strerror(e));
-		/*
-		 * Guests boot identically, so pid and time would give both
-		 * sides one PSN; the kernel's entropy differs.
-		 */
-		if (arg("psn")) {
-			local_psn = num(cmd, "psn", 1, 0) & 0xffffff;
-		} else {
-			FILE *r = fopen("/dev/urandom", "r");
-			if (!r || fread(&local_psn, sizeof local_psn, 1, r) != 1)
-				fail(cmd, "/dev/urandom: %s", strerror(errno));
-			fclose(r);
-			local_psn &= 0xffffff;
-		}
-		printf("{\"event\":\"qp\",\"qpn\":%u,\"psn\":%u}\n", qp->qp_num, local_psn);
+		do_qp(cmd);
 	} else if (strcmp(cmd, "mr") == 0) {
-		uint64_t seed = num(cmd, "seed", 0, 0);
-		need(cmd, pd, "pd");
-		buflen = num(cmd, "len", 1, 0);
-		if (!(buf = aligned_alloc(4096, (buflen + 4095) / 4096 * 4096)))
-			fail(cmd, "out of memory");
-		for (size_t i = 0; i < buflen; i++)
-			buf[i] = (seed + i * 7) & 0xff;
-		mr = ibv_reg_mr(pd, buf, buflen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				IBV_ACCESS_REMOTE_READ);
-		if (!mr)
-			fail(cmd, "ibv_reg_mr: %s", strerror(errno));
-		printf("{\"event\":\"mr\",\"addr\":%llu,\"len\":%zu,\"lkey\":%u,\"rkey\":%u}\n",
-		       (unsigned long long)(uintptr_t)buf, buflen, mr->lkey, mr->rkey);
+		do_mr(cmd);
+	} else if (strcmp(cmd, "poke") == 0) {
+		do_poke(cmd);
 	} else if (strcmp(cmd, "info") == 0) {
 		char g[40];
 		need(cmd, qp, "qp");
@@ -471,7 +773,8 @@ static void run(char *line)
 			fail(cmd, "ibv_query_gid: %s", strerror(errno));
 		gid_str(&local_gid, g);
 		printf("{\"event\":\"info\",\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\",\"addr\":%llu,\"rkey\":%u}\n",
-		       qp->qp_num, local_psn, g, (unsigned long long)(uintptr_t)buf, mr ? mr->rkey : 0);
+		       qp->qp_num, local_psn, g, nmrs ? (unsigned long long)(uintptr_t)mrs[0].buf : 0ULL,
+		       nmrs ? mrs[0].mr->rkey : 0);
 	} else if (strcmp(cmd, "exchange") == 0) {
 		do_exchange(cmd);
 	} else if (strcmp(cmd, "barrier") == 0) {
@@ -485,37 +788,52 @@ static void run(char *line)
 		do_connect(cmd);
 	} else if (strcmp(cmd, "post_recv") == 0) {
 		uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 1, 0);
+		struct mrobj *m;
 		struct ibv_sge sge;
 		struct ibv_recv_wr wr, *bad;
 		need(cmd, qp, "qp");
-		range(cmd, off, len);
+		m = lookup_mr(cmd, "mr");
+		range(cmd, m, off, len);
 		memset(&wr, 0, sizeof wr);
 		wr.wr_id = num(cmd, "wr_id", 1, 0);
 		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		sge.addr = (uintptr_t)buf + off;
+		wr.num_sge = len ? 1 : 0; /* an SGE of length 0 would mean 2^31 bytes */
+		sge.addr = (uintptr_t)m->buf + off;
 		sge.length = len;
-		sge.lkey = mr->lkey;
+		sge.lkey = m->mr->lkey;
 		e = ibv_post_recv(qp, &wr, &bad);
 		if (e)
 			fail(cmd, "ibv_post_recv: %s", strerror(e));
 		printf("{\"event\":\"post_recv\",\"wr_id\":%llu}\n", (unsigned long long)wr.wr_id);
 	} else if (strcmp(cmd, "post_send") == 0) {
 		do_post_send(cmd);
+	} else if (strcmp(cmd, "post_flush") == 0) {
+		need(cmd, qp, "qp");
+		do_post_flush(cmd);
 	} else if (strcmp(cmd, "poll") == 0) {
 		do_poll(cmd);
+	} else if (strcmp(cmd, "drain") == 0) {
+		do_drain(cmd);
+	} else if (strcmp(cmd, "async") == 0) {
+		do_async(cmd);
 	} else if (strcmp(cmd, "dump") == 0) {
+		struct mrobj *m = lookup_mr(cmd, "mr");
 		uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 1, 0);
-		range(cmd, off, len);
-		printf("{\"event\":\"dump\",\"off\":%llu,\"hex\":\"", (unsigned long long)off);
+		range(cmd, m, off, len);
+		printf("{\"event\":\"dump\",\"off\":%llu,\"len\":%llu,\"hex\":\"", (unsigned long long)off,
+		       (unsigned long long)len);
 		for (uint64_t i = 0; i < len; i++)
-			printf("%02x", buf[off + i]);
+			printf("%02x", m->buf[off + i]);
 		printf("\"}\n");
 	} else if (strcmp(cmd, "crc") == 0) {
+		struct mrobj *m = lookup_mr(cmd, "mr");
 		uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 1, 0);
-		range(cmd, off, len);
+		range(cmd, m, off, len);
 		printf("{\"event\":\"crc\",\"off\":%llu,\"len\":%llu,\"crc32\":%u}\n",
-		       (unsigned long long)off, (unsigned long long)len, crc32_ieee(buf + off, len));
+		       (unsigned long long)off, (unsigned long long)len, crc32_ieee(m->buf + off, len));
+	} else if (strcmp(cmd, "quit") == 0) {
+		printf("{\"event\":\"ok\",\"line\":%d,\"cmd\":\"quit\"}\n", lineno);
+		exit(0);
 	} else {
 		fail(cmd, "unknown command");
 	}
@@ -523,17 +841,39 @@ static void run(char *line)
 
 int main(int argc, char **argv)
 {
+	static char line[LINE_MAX_LEN];
 	FILE *in = stdin;
-	char line[1024];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && !(in = fopen(argv[1], "r"))) {
 		perror(argv[1]);
 		return 2;
 	}
+	if (argc <= 1) {
+		struct termios t;
+		interactive = 1;
+		/* The host types on the serial console: do not echo it back. */
+		if (tcgetattr(0, &t) == 0) {
+			t.c_lflag &= ~(ECHO | ECHONL);
+			tcsetattr(0, TCSANOW, &t);
+		}
+		printf("{\"event\":\"hello\"}\n");
+	}
 	while (fgets(line, sizeof line, in)) {
+		char *part, *save;
+
 		lineno++;
-		run(line);
+		if (interactive && setjmp(failed))
+			continue;
+		/*
+		 * Commands on one line run back to back, with no round trip to
+		 * the host between them: work requests a scenario posts at
+		 * one instant reach the device together.
+		 */
+		for (part = strtok_r(line, ";", &save); part; part = strtok_r(NULL, ";", &save))
+			run(part);
+		if (interactive)
+			printf("{\"event\":\"ok\",\"line\":%d}\n", lineno);
 	}
 	printf("{\"event\":\"done\"}\n");
 	return 0;

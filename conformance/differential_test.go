@@ -1,0 +1,208 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// warmup is run first on a new rig: one SEND each way, so both guests
+// have resolved each other's MAC before a scenario's plan starts.
+const warmup = `scenario warmup
+node a b
+link a b
+mr a.buf size=64
+mr b.buf size=64
+qp a.q rc peer=b.q psn=1
+qp b.q rc psn=1
+at 0 a.q recv wr=1 len=64
+at 0 b.q recv wr=2 len=64
+at 0 a.q send wr=3 op=send len=64
+at 0 b.q send wr=4 op=send len=64
+`
+
+// TestDifferential runs each conformance scenario on two real rxe guests
+// through the fault switch and in the simulation (rxe profile), and
+// compares the normalised outcomes: completions, memory and the wire
+// sequence of each direction. A difference must be a known deviation
+// (knownDeviations, with its cause); the table is written to
+// $ROCESIM_RESULTS when set (make conformance: conformance/RESULTS.md).
+func TestDifferential(t *testing.T) {
+	needHarness(t)
+	logs := logDir(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	rig, err := StartRig(ctx, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rig.Close()
+	w, err := scenario.Parse("warmup", warmup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.Run(ctx, w, ""); err != nil {
+		t.Fatalf("warm-up: %v\nconsole a:\n%s\nconsole b:\n%s", err, rig.VMs[0].Console(), rig.VMs[1].Console())
+	}
+	t.Logf("rig up in %v", time.Since(t0).Round(time.Millisecond))
+
+	scens, err := Scenarios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []ResultRow
+	for _, s := range scens {
+		if only := os.Getenv("ROCESIM_SCENARIOS"); only != "" && !containsString(strings.Split(only, ","), s.Name) {
+			continue // for debugging: ROCESIM_SCENARIOS=a,b runs only those
+		}
+		t1 := time.Now()
+		model, _, err := ModelOutcome(s, filepath.Join(logs, s.Name+".model.pcapng"))
+		if err != nil {
+			t.Fatalf("%s: simulation: %v", s.Name, err)
+		}
+		real, err := rig.Run(ctx, s, filepath.Join(logs, s.Name+".rxe.pcapng"))
+		if err != nil {
+			t.Fatalf("%s: real rxe: %v", s.Name, err)
+		}
+		if dir := os.Getenv("ROCESIM_WIRE_GOLDENS"); dir != "" {
+			// Real rxe frames as test vectors for wire/ (then make golden).
+			if err := saveRoCEPcap(filepath.Join(logs, s.Name+".rxe.pcapng"), filepath.Join(dir, "rxe_"+strings.ReplaceAll(s.Name, "-", "_")+".pcap")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		row := classify(s.Name, Compare(model, real))
+		rows = append(rows, row)
+		t.Logf("%s: %s (%d differences) in %v", s.Name, row.Verdict, len(row.Diffs), time.Since(t1).Round(time.Millisecond))
+		if row.Verdict == VerdictMismatch {
+			t.Errorf("%s: rxe and the model differ beyond the known deviations:", s.Name)
+			for _, d := range row.Diffs {
+				t.Errorf("  %v", d)
+			}
+		}
+	}
+	doc := RenderResults(rows)
+	t.Logf("\n%s", doc)
+	if p := os.Getenv("ROCESIM_RESULTS"); p != "" {
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("captures and consoles in %s (kept when ROCESIM_CONFORMANCE_LOGS names a directory)", logs)
+	}
+}
+
+// logDir is where a test writes consoles and captures: a fresh directory
+// under $ROCESIM_CONFORMANCE_LOGS, kept, or a temporary one.
+func logDir(t *testing.T) string {
+	base := os.Getenv("ROCESIM_CONFORMANCE_LOGS")
+	if base == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(base, t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// knownDeviation is a difference between rxe and the model that is
+// understood: Diffs whose What starts with what and whose Detail
+// contains detail are explained by cause.
+type knownDeviation struct {
+	what, detail, cause string
+}
+
+// knownDeviations lists, per scenario, the understood differences. Each
+// is also written up in conformance/README.md.
+var knownDeviations = map[string][]knownDeviation{}
+
+// classify gives a scenario's row: match, known deviation (every
+// difference explained) or mismatch.
+func classify(name string, diffs []Diff) ResultRow {
+	row := ResultRow{Scenario: name, Verdict: VerdictMatch, Diffs: diffs}
+	if len(diffs) == 0 {
+		return row
+	}
+	row.Verdict = VerdictKnownDeviation
+	var causes []string
+	for _, d := range diffs {
+		explained := false
+		for _, k := range knownDeviations[name] {
+			if strings.HasPrefix(d.What, k.what) && strings.Contains(d.Detail, k.detail) {
+				explained = true
+				if !containsString(causes, k.cause) {
+					causes = append(causes, k.cause)
+				}
+				break
+			}
+		}
+		if !explained {
+			row.Verdict = VerdictMismatch
+		}
+	}
+	row.Cause = strings.Join(causes, " ")
+	return row
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// saveRoCEPcap copies the RoCE v2 frames of a capture into a classic pcap
+// file (the form wire/testdata holds), comments and other frames left out.
+func saveRoCEPcap(from, to string) error {
+	r, err := capture.Open(from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	w, err := capture.NewPcapWriter(f)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	var rec capture.Record
+	var pkt wire.Packet
+	for {
+		err := r.Next(&rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", from, err)
+		}
+		if pkt.DecodeHeaders(rec.Data) != nil {
+			continue
+		}
+		if err := w.WriteFrame(rec.Time, 0, rec.Data, ""); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,58 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestInteractiveAgent boots one guest with the agent on its console and
+// drives it command by command: a refused command is reported and the
+// agent goes on; quit gives a fresh agent on the same boot.
+func TestInteractiveAgent(t *testing.T) {
+	needHarness(t)
+	ports, err := FreeUDPPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Boot(t.Context(), VMConfig{Name: "solo", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
+		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), "solo.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	a, err := StartAgent(ctx, vm)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	evs, err := a.Script(ctx, "open", "pd", "cq name=c1 depth=4", "mr name=m len=64 fill=seq", "poke mr=m off=2 hex=a0b1", "dump mr=m off=0 len=5")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	last := evs[len(evs)-1]
+	if last.Event != "dump" || last.Hex != "0001a0b104" {
+		t.Errorf("dump = %+v, want hex 0001a0b104", last)
+	}
+	// rxe rounds a CQ of 4 up to 2^k-1 entries; the model says 7.
+	for _, ev := range evs {
+		if ev.Event == "cq" && ev.CQE != 7 {
+			t.Errorf("cq of 4 has %d entries, want 7", ev.CQE)
+		}
+	}
+	if _, err := a.Do(ctx, "dump mr=nope off=0 len=1"); !errors.Is(err, ErrAgent) {
+		t.Errorf("dump of an unknown mr: err %v, want ErrAgent", err)
+	}
+	if _, err := a.Do(ctx, "crc mr=m off=0 len=64"); err != nil {
+		t.Errorf("the agent did not go on after a failure: %v", err)
+	}
+	if err := a.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Do(ctx, "dump off=0 len=1"); !errors.Is(err, ErrAgent) {
+		t.Errorf("a restarted agent still has an mr: %v", err)
+	}
+}
