@@ -83,6 +83,15 @@ func (ch *CompChannel) purge(cq *CQ) {
 	ch.n = kept
 }
 
+// DestroyCompChannel retires ch (ibv_destroy_comp_channel): EINVAL if ch
+// is nil or already destroyed, EBUSY while CQs created on it exist.
+func (d *Device) DestroyCompChannel(ch *CompChannel) error {
+	if ch == nil {
+		return errno(syscall.EINVAL, "destroy_comp_channel: channel is nil")
+	}
+	return ch.destroy()
+}
+
 // destroy retires the channel (ibv_destroy_comp_channel): EBUSY while CQs
 // created on it exist, as libibverbs refuses.
 func (ch *CompChannel) destroy() error {
@@ -120,7 +129,8 @@ type CQ struct {
 	events uint64 // events queued on ch
 	acked  uint64 // events acknowledged with AckEvents
 
-	refs int // QPs whose send or receive CQ this is
+	refs int     // QPs whose send or receive CQ this is
+	dev  *Device // the device that created it (nil for a bare newCQ)
 	dead bool
 }
 

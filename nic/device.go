@@ -62,6 +62,9 @@ type Config struct {
 	// NAKs, re-acknowledged duplicates, retransmissions) get their note
 	// also when the device has a trace (SetTrace), for the trace's reader.
 	Annotate bool
+	// TestHooks plants deliberate bugs, for tests of the tests (see
+	// TestHooks); nil in every real use.
+	TestHooks *TestHooks
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
@@ -147,10 +150,12 @@ type Device struct {
 	rx       wire.Packet
 	// rxErrors counts frames dropped because they did not decode, by
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
-	rxErrors  [wire.NumErrorCodes]uint64
-	qkeyDrops uint64 // UD datagrams with the wrong Q_Key
-	portDown  bool
-	inflight  ring[*QP] // the QP of each frame handed to the port, oldest first
+	rxErrors [wire.NumErrorCodes]uint64
+	// rxDrops counts frames that decoded but were dropped before a QP
+	// processed them, by RxDrop (rxe's hdr_check drops them; see receive.go).
+	rxDrops  [numRxDrops]uint64
+	portDown bool
+	inflight ring[*QP] // the QP of each frame handed to the port, oldest first
 }
 
 // RxErrors returns how many received frames were dropped as malformed,
@@ -162,8 +167,18 @@ func (d *Device) RxErrors(code wire.ErrorCode) uint64 {
 	return d.rxErrors[code]
 }
 
-// QKeyDrops returns how many UD datagrams were dropped for a Q_Key mismatch.
-func (d *Device) QKeyDrops() uint64 { return d.qkeyDrops }
+// QKeyDrops returns how many UD datagrams were dropped for a Q_Key
+// mismatch: RxDrops(DropQKey).
+func (d *Device) QKeyDrops() uint64 { return d.rxDrops[DropQKey] }
+
+// RxDrops returns how many received frames decoded but were dropped
+// before any QP processed them, for the reason given.
+func (d *Device) RxDrops(why RxDrop) uint64 {
+	if why >= numRxDrops {
+		return 0
+	}
+	return d.rxDrops[why]
+}
 
 // errCode returns the wire error code of a decode error.
 func errCode(err error) wire.ErrorCode {
@@ -327,12 +342,16 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
+	cq.dev = d
 	d.cqs++
 	return cq, nil
 }
 
 // DestroyCQ destroys cq: EBUSY while a QP uses it or events are unacknowledged.
 func (d *Device) DestroyCQ(cq *CQ) error {
+	if cq == nil || cq.dev != d {
+		return errno(syscall.EINVAL, "destroy_cq: not a CQ of this device")
+	}
 	if err := cq.destroy(); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@
 //	dev.Drain(func(frame, note) {...}) // frames to put on the wire (note: "retransmission #2")
 //	dev.NextAsyncEvent()               // CQ_ERR, QP_FATAL, COMM_EST, SRQ_LIMIT_REACHED, ...
 //	cq.Poll(wcs)                       // completions
+//	dev.RxErrors(code), dev.RxDrops(why) // frames dropped: malformed, or refused before any QP (receive.go)
 //
 // The device never reads a clock, starts a goroutine or touches a socket,
 // so the same device runs on the simulated fabric (package verbs wires it

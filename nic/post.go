@@ -65,6 +65,11 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	if t == QPTypeUD && (wr.AH == nil || wr.AH.dead) {
 		return errno(syscall.EINVAL, "post_send: a UD send needs wr.ah (an address handle)")
 	}
+	if t == QPTypeUD && wr.AH.pd != qp.pd {
+		// rxe_get_av refuses an AH of another PD ("PDs don't match for
+		// AH and QP"); a simulator says so at post time.
+		return errno(syscall.EINVAL, "post_send: wr.ah is not in the QP's PD")
+	}
 	isInline := wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead && wr.Opcode != WRAtomicCmpAndSwp && wr.Opcode != WRAtomicFetchAndAdd
 	var inlineLen uint64
 	if isInline {

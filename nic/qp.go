@@ -103,6 +103,12 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 		return nil, errno(syscall.EINVAL, "create_qp: qp_type %v not supported (RC, UC or UD)", ia.Type)
 	case ia.SendCQ == nil || ia.RecvCQ == nil:
 		return nil, errno(syscall.EINVAL, "create_qp: send_cq and recv_cq are required")
+	case ia.SendCQ.dead || ia.SendCQ.dev != d:
+		return nil, errno(syscall.EINVAL, "create_qp: send_cq is not a live CQ of this device")
+	case ia.RecvCQ.dead || ia.RecvCQ.dev != d:
+		return nil, errno(syscall.EINVAL, "create_qp: recv_cq is not a live CQ of this device")
+	case ia.SRQ != nil && (ia.SRQ.dead || ia.SRQ.dev != d):
+		return nil, errno(syscall.EINVAL, "create_qp: srq is not a live SRQ of this device")
 	case ia.Cap.MaxSendWR < 1 || int(ia.Cap.MaxSendWR) > d.attr.MaxQPWR:
 		return nil, errno(syscall.EINVAL, "create_qp: cap.max_send_wr %d out of range 1..%d", ia.Cap.MaxSendWR, d.attr.MaxQPWR)
 	case ia.SRQ == nil && (ia.Cap.MaxRecvWR < 1 || int(ia.Cap.MaxRecvWR) > d.attr.MaxQPWR):
@@ -191,6 +197,9 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 	if qp == nil || qp.dead || qp.dev != d {
 		return errno(syscall.EINVAL, "modify_qp: not a live QP of this device")
 	}
+	if attr == nil {
+		return errno(syscall.EINVAL, "modify_qp: attr is nil")
+	}
 	next, err := CheckModify(qp.init.Type, qp.state, attr, mask, Limits{
 		MaxQPRdAtom: uint8(min(d.attr.MaxQPRdAtom, 255)), MaxQPInitRdAtom: uint8(min(d.attr.MaxQPInitRdAtom, 255)),
 		PortCount: 1, PKeyTableLen: 1,
@@ -199,6 +208,9 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 		return err
 	}
 	if mask&QPAttrAV != 0 {
+		if err := d.checkAV("modify_qp", &attr.AHAttr); err != nil {
+			return err
+		}
 		dgid := attr.AHAttr.GRH.DGID.Unmap()
 		if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
 			return errno(syscall.EINVAL, "modify_qp: no route to GID %v (unknown neighbour)", attr.AHAttr.GRH.DGID)
@@ -210,6 +222,21 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 	qp.apply(attr, mask)
 	if mask&QPAttrState != 0 {
 		d.transition(now, qp, next)
+	}
+	return nil
+}
+
+// checkAV checks an address vector's port and source GID index against
+// the device, as the kernel does before it resolves one: modify_qp
+// refuses an AV whose port is not valid (rdma_is_port_valid) and the
+// source GID lookup (rdma_get_gid_attr) an index beyond the GID table,
+// both with EINVAL.
+func (d *Device) checkAV(verb string, ah *AHAttr) error {
+	if ah.PortNum != 1 {
+		return errno(syscall.EINVAL, "%s: ah_attr.port_num %d out of range 1..1", verb, ah.PortNum)
+	}
+	if n := len(d.GIDs()); int(ah.GRH.SGIDIndex) >= n {
+		return errno(syscall.EINVAL, "%s: ah_attr.grh.sgid_index %d out of range 0..%d", verb, ah.GRH.SGIDIndex, n-1)
 	}
 	return nil
 }

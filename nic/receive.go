@@ -6,9 +6,24 @@ import (
 )
 
 // Receive takes one frame from the wire (IBTA Annex A17 receive rules, as
-// rxe applies them): frames that do not decode or fail their ICRC are
-// dropped silently (rxe does not even count them), then the packet goes
-// to its QP's responder (requests) or completer (responses).
+// rxe's rxe_rcv and hdr_check apply them), in order:
+//
+//  1. Frames that do not decode or fail their ICRC are dropped (rxe drops
+//     them silently; rocesim counts them by wire error code, RxErrors).
+//  2. A frame for another IP address is dropped (rxe_chk_dgid).
+//  3. hdr_check: the destination QP exists; the opcode is of the QP's
+//     transport; the QP is ready for it (a request in RTR, RTS, SQD or
+//     SQE, a response in RTS, SQD or SQE: rxe's resp.state and
+//     req.state); the P_Key matches the port's only one, 0xFFFF
+//     (IBTA §9.6.1.1 C9-42, rxe's pkey_match); a UD datagram carries the
+//     QP's Q_Key (§9.6.1.2 C9-49). Each failure is a silent drop, counted
+//     by reason (RxDrops; rxe counts the last two in the port's
+//     bad_pkey_cntr and qkey_viol_cntr).
+//  4. Only then is the frame counted in rcvd_pkts (as rxe counts it) and
+//     handed to its QP's responder (requests) or completer (responses).
+//
+// So every frame given to Receive lands in exactly one of RxErrors,
+// RxDrops and rcvd_pkts.
 func (d *Device) Receive(now sim.Time, frame []byte) {
 	p := &d.rx
 	if err := p.Decode(frame); err != nil {
@@ -16,29 +31,105 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 		return
 	}
 	if !d.isLocal(p.Dst().Unmap()) {
+		d.rxDrops[DropNotLocal]++
 		return
 	}
-	d.counters.Add(CounterRcvdPkts, 1)
 	if p.Info.Transport == wire.TransportCNP {
+		d.counters.Add(CounterRcvdPkts, 1)
 		return
 	}
 	qp := d.qpByNum(p.BTH.DestQP())
-	if qp == nil {
+	if why, ok := d.checkHeaders(qp, p); !ok {
+		d.rxDrops[why]++
 		return
 	}
+	d.counters.Add(CounterRcvdPkts, 1)
 	switch {
 	case qp.init.Type == QPTypeUD:
-		if p.Info.Transport == wire.TransportUD {
-			d.receiveUD(now, qp, p)
+		d.receiveUD(now, qp, p)
+	case p.Info.Kind.IsRequest():
+		d.receiveRequest(now, qp, p)
+	default:
+		d.receiveResponse(now, qp, p)
+	}
+}
+
+// checkHeaders applies step 3 of Receive to a decoded frame for qp (nil
+// if no QP has its number): false and the reason if it is dropped.
+func (d *Device) checkHeaders(qp *QP, p *wire.Packet) (RxDrop, bool) {
+	if qp == nil {
+		return DropNoQP, false
+	}
+	t := p.Info.Transport
+	switch qp.init.Type {
+	case QPTypeRC:
+		if t != wire.TransportRC {
+			return DropQPType, false
 		}
-	case qp.init.Type == QPTypeUC && p.Info.Transport == wire.TransportUC,
-		qp.init.Type == QPTypeRC && p.Info.Transport == wire.TransportRC:
-		if p.Info.Kind.IsRequest() {
-			d.receiveRequest(now, qp, p)
-		} else if qp.init.Type == QPTypeRC {
-			d.receiveResponse(now, qp, p)
+	case QPTypeUC:
+		if t != wire.TransportUC || !p.Info.Kind.IsRequest() {
+			return DropQPType, false
+		}
+	case QPTypeUD:
+		if t != wire.TransportUD {
+			return DropQPType, false
 		}
 	}
+	switch qp.state {
+	case QPStateRTS, QPStateSQD, QPStateSQE:
+	case QPStateRTR:
+		if !p.Info.Kind.IsRequest() {
+			return DropQPState, false // rxe: req.state is not ready before RTS
+		}
+	default:
+		return DropQPState, false // RESET, INIT, ERR
+	}
+	if !pkeyMatch(p.BTH.PKey(), defaultPKey) {
+		return DropPKey, false
+	}
+	if qp.init.Type == QPTypeUD && p.DETH.QKey() != qp.attr.QKey {
+		return DropQKey, false
+	}
+	return 0, true
+}
+
+// defaultPKey is the port's one P_Key, full member of the default
+// partition (index 0 of the P_Key table).
+const defaultPKey = 0xFFFF
+
+// pkeyMatch reports whether a packet's P_Key a matches the port's b (IBTA
+// §10.9.3, as rxe's pkey_match): the same partition, neither the invalid
+// 0, and at least one of the two a full member (bit 15).
+func pkeyMatch(a, b uint16) bool {
+	return a&0x7FFF != 0 && a&0x7FFF == b&0x7FFF && (a|b)&0x8000 != 0
+}
+
+// RxDrop is why a frame that decoded was dropped before any QP processed
+// it (see Receive, step 3).
+type RxDrop uint8
+
+// Reasons for RxDrops.
+const (
+	DropNotLocal RxDrop = iota // IP destination is not the device's (rxe_chk_dgid)
+	DropNoQP                   // no QP has the destination QPN
+	DropQPType                 // the opcode's transport is not the QP's
+	DropQPState                // the QP is not ready for the packet (RESET, INIT, ERR; a response in RTR)
+	DropPKey                   // P_Key mismatch (the port's bad_pkey_cntr)
+	DropQKey                   // UD Q_Key mismatch (the port's qkey_viol_cntr)
+	numRxDrops
+)
+
+// NumRxDrops is the number of RxDrop reasons.
+const NumRxDrops = int(numRxDrops)
+
+var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey"}
+
+// String returns a short kebab-case name for the reason.
+func (r RxDrop) String() string {
+	if r < numRxDrops {
+		return rxDropNames[r]
+	}
+	return "RxDrop(" + itoa(int(r)) + ")"
 }
 
 // grhLen is the GRH area at the start of every UD receive buffer (IBTA
@@ -49,15 +140,7 @@ const grhLen = 40
 // receiveUD handles a UD packet: Q_Key check, a receive WQE, the GRH area
 // then the payload.
 func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
-	switch qp.state {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		return
-	}
-	if p.DETH.QKey() != qp.attr.QKey {
-		d.qkeyDrops++
-		return
-	}
+	// Receive has checked the QP's state and the Q_Key.
 	w := d.takeRecv(qp)
 	if w == nil {
 		return // UD has no RNR: the datagram is lost

@@ -221,6 +221,9 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	if last && w.wr.Flags&SendSolicited != 0 {
 		f.BTH.SolicitedEvent = true
 	}
+	if d.cfg.TestHooks != nil && d.skipRetransmit(qp, f.BTH.PSN) {
+		return true // the planted bug: believed sent, never sent
+	}
 	if qp.init.Type == QPTypeRC {
 		qp.req.noAck++
 		if last || qp.req.noAck >= maxPktPerAck {

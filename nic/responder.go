@@ -22,14 +22,16 @@ import (
 //     FIRST or ONLY.)
 //  3. Opcode sequence and lengths: MIDDLE and LAST only inside a message
 //     of their kind, FIRST and ONLY only outside one; FIRST and MIDDLE
-//     carry exactly one path MTU, LAST 1..PMTU. Violations: NAK invalid
-//     request.
+//     carry exactly one path MTU, LAST 1..PMTU; the operation is enabled
+//     in the QP's access flags (rxe's check_op_valid). Violations: NAK
+//     invalid request.
 //  4. Execute: SEND places data in the receive WQE (RNR NAK if there is
 //     none); WRITE checks the R_Key at FIRST/ONLY and writes; READ and
-//     ATOMIC check the R_Key and answer. Access failures: NAK remote
-//     access error; a SEND longer than its receive buffer: LOC_LEN_ERR at
-//     the responder, NAK remote operational error. Either moves the QP
-//     to ERR.
+//     ATOMIC check the R_Key and answer. R_Key failures: NAK remote
+//     access error; a WRITE whose payload is not its RETH length, or a
+//     misaligned atomic: NAK invalid request; a SEND longer than its
+//     receive buffer: see placeSend. Each moves the QP to ERR (UC: no
+//     NAK; a refused WRITE is dropped and the QP stays).
 //  5. Complete the receive at the end of a SEND (or WRITE with
 //     immediate); MSN counts messages, READ requests and atomics.
 //  6. ACK when the packet asked for one (the ACK carries its PSN: it
@@ -166,7 +168,7 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 		return respDone
 
 	case respCheckOpSeq:
-		if !d.checkSequence(qp, p) {
+		if !d.checkSequence(qp, p) || !opEnabled(qp, p) {
 			d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 			return respDone
 		}
@@ -232,6 +234,28 @@ func (d *Device) checkSequence(qp *QP, p *wire.Packet) bool {
 		}
 		return info.Kind == wire.KindReadRequest || info.Kind == wire.KindCompareSwap || info.Kind == wire.KindFetchAdd || n <= m
 	}
+}
+
+// opEnabled reports whether the QP's qp_access_flags let a peer run the
+// packet's operation at all: RDMA READ needs REMOTE_READ, WRITE
+// REMOTE_WRITE, an atomic REMOTE_ATOMIC. rxe (check_op_valid) refuses one
+// that is not enabled as an unsupported operation, NAK invalid request
+// (class C: REM_INV_REQ_ERR at the requester), before it looks at the
+// length or the R_Key, so even a zero-length WRITE is refused; libibverbs
+// documents REM_INV_REQ_ERR for "the operation is not supported by this
+// receive queue (qp_access_flags)". A failing R_Key is the other error,
+// NAK remote access (placeWrite, answerRead, answerAtomic).
+func opEnabled(qp *QP, p *wire.Packet) bool {
+	var need AccessFlags
+	switch p.Info.Kind {
+	case wire.KindReadRequest:
+		need = AccessRemoteRead
+	case wire.KindWrite:
+		need = AccessRemoteWrite
+	case wire.KindCompareSwap, wire.KindFetchAdd:
+		need = AccessRemoteAtomic
+	}
+	return qp.attr.QPAccessFlags&need == need
 }
 
 // takeRecv takes the next receive WQE from the SRQ or the receive queue.
@@ -334,13 +358,27 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
 		mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteWrite)
 		if !ok || qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
+			if qp.init.Type == QPTypeUC {
+				// UC: the message is dropped, the QP stays (rxe: check_op_valid
+				// drop_msg; an R_Key violation is class E, IBTA §9.9.3).
+				r.ucDrop = pos == wire.PosFirst
+				return false
+			}
 			d.remoteError(now, qp, wire.NAKRemoteAccess, p.BTH.PSN(), EventQPAccessErr)
 			return false
 		}
 		r.wmr, r.wva, r.wlen, r.off = mr, va, length, 0
 		r.inWrite = pos == wire.PosFirst
 	}
-	if r.off+uint64(len(p.Payload)) > r.wlen {
+	if n := r.off + uint64(len(p.Payload)); n > r.wlen || (pos == wire.PosLast || pos == wire.PosOnly) && n != r.wlen {
+		// The message must be exactly the RETH's DMA length: a packet past
+		// it, or a last packet short of it (a pad count that lies), is a
+		// length error, NAK invalid request (rxe's check_rkey:
+		// RESPST_ERR_LENGTH, class C; UC drops the message).
+		if qp.init.Type == QPTypeUC {
+			r.inWrite, r.ucDrop = false, pos != wire.PosLast && pos != wire.PosOnly
+			return false
+		}
 		d.remoteError(now, qp, wire.NAKInvalidRequest, p.BTH.PSN(), EventQPReqErr)
 		return false
 	}
@@ -388,7 +426,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 		return
 	}
 	mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteRead)
-	if length > 0 && (!ok || qp.attr.QPAccessFlags&AccessRemoteRead == 0) {
+	if length > 0 && !ok {
 		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
 		return
 	}
@@ -451,8 +489,16 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 		return
 	}
 	mr, ok, _ := d.mem.remote(qp.pd, a.RKey(), a.VA(), 8, AccessRemoteAtomic)
-	if !ok || a.VA()%8 != 0 || qp.attr.QPAccessFlags&AccessRemoteAtomic == 0 {
+	if !ok {
 		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
+		return
+	}
+	if a.VA()%8 != 0 {
+		// A misaligned target (IBTA §9.4.5: atomics are on naturally
+		// aligned 64-bit words) is refused after the R_Key and range
+		// checks pass, as rxe's atomic_reply does: RESPST_ERR_MISALIGNED_ATOMIC,
+		// NAK invalid request (class C).
+		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
 	// Memory holds the 64-bit value in host (little-endian) order, as a
@@ -537,11 +583,13 @@ func (d *Device) rnr(qp *QP, psn wire.PSN) {
 // remoteError answers a request the responder cannot execute: a NAK, and
 // the QP to ERR with the async event given.
 func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.PSN, ev AsyncEventType) {
-	note := ""
-	if d.explaining() {
-		note = "NAK: " + code.String()
+	if qp.init.Type == QPTypeRC { // UC has no acknowledgements (rxe: do_complete goes to cleanup)
+		note := ""
+		if d.explaining() {
+			note = "NAK: " + code.String()
+		}
+		d.sendAck(qp, wire.NAKSyndrome(code), psn, note)
 	}
-	d.sendAck(qp, wire.NAKSyndrome(code), psn, note)
 	d.toError(now, qp, ev, true)
 }
 

@@ -156,6 +156,9 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 	if !attr.IsGlobal || !attr.GRH.DGID.IsValid() {
 		return nil, errno(syscall.EINVAL, "create_ah: RoCE needs is_global and grh.dgid")
 	}
+	if err := d.checkAV("create_ah", &attr); err != nil {
+		return nil, err
+	}
 	dgid := attr.GRH.DGID.Unmap()
 	if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
 		return nil, errno(syscall.EINVAL, "create_ah: no route to GID %v (unknown neighbour)", attr.GRH.DGID)

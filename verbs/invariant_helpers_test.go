@@ -1,22 +1,25 @@
 package verbs_test
 
-// The model behind TestRCInvariants, in the order a seed is used:
+// The model behind TestSwarm, in the order a seed is used:
 //
-//  1. invDraw draws the case from the seed: topology and link speed, QP
-//     attributes and queue depths of both sides, the workload (send WRs
-//     of both directions, the receives they consume, spare receives, when
-//     each is due) and the memory layout, every byte of which has a
-//     purpose.
+//  1. invDraw draws the case from the seed: topology (2 to 16 nodes, one
+//     link or a switch) and link speed, the RC connections (a random set
+//     of node pairs, a pair possibly joined by several), QP attributes
+//     and queue depths of both sides of each, whether a node's QPs share
+//     their CQs, the workload (send WRs of both directions of every
+//     connection, the receives they consume, spare receives, when each
+//     is due) and the memory layout, every byte of which has a purpose.
 //  2. invDrawPlan draws the fault plan text: a swarm-style random subset
 //     of drop/dup/delay/reorder/corrupt lines (and now and then a link
-//     down or a partition), all inside a safety window that closes, so
-//     that a liveness phase without faults follows.
-//  3. model computes the initial memory images (sentinel bytes
-//     everywhere, message data in the send sources, read sources and
-//     atomic cells) and, by executing each direction's WRs in posting
-//     order against them, the images the run must end with and the
-//     values each atomic must fetch. Only a's WRs touch b's remote MR and
-//     the other way round, so per-direction order is all that matters.
+//     down, a flapping link or a partition), all inside a safety window
+//     that closes, so that a liveness phase without faults follows.
+//  3. model computes, connection by connection, the initial memory
+//     images (sentinel bytes everywhere, message data in the send
+//     sources, read sources and atomic cells) and, by executing each
+//     direction's WRs in posting order against them, the images the run
+//     must end with and the values each atomic must fetch. Each side of
+//     a connection has its own two MRs; only one side's WRs touch the
+//     other's remote MR, so per-direction order is all that matters.
 //
 // Nothing here draws from anything but the seed's stream.
 
@@ -28,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
@@ -42,7 +46,12 @@ const (
 	invMaxInline  = 256
 	invQueueDepth = 64 // max_send_wr and max_recv_wr when every WR of a side fits at once
 	invMaxSpares  = 3  // receives posted beyond what the peer consumes
+	invMaxNodes   = 16
+	invMaxConns   = 8 // RC connections of a seed with more than two nodes
 )
+
+// invNodeName names node i: a, b, c, ...
+func invNodeName(i int) string { return string(rune('a' + i)) }
 
 // invSpan is a byte range of an MR, by offset.
 type invSpan struct{ off, n int }
@@ -155,9 +164,10 @@ func (l *invLayout) describe(off int) string {
 	return "sentinel gap between regions"
 }
 
-// invHost is what one side does.
+// invHost is what one side of a connection (one QP) does.
 type invHost struct {
-	name                 string
+	name                 string // "a.q0": node a, connection 0
+	node                 int
 	lastWrite            *invSend // the latest WRITE, for reading back
 	psn                  uint32
 	timeout, minRNR      uint8
@@ -176,11 +186,33 @@ type invHost struct {
 // invCase is everything one seed decides.
 type invCase struct {
 	seed     uint64
-	sw       bool
-	mtu      verbs.MTU
+	nodes    int  // named a, b, c, ...
+	sw       bool // through a switch "sw"; otherwise one link a-b
+	sharedCQ []bool
 	link     fabric.LinkConfig // zero: the default 100 Gb/s link
-	hosts    [2]*invHost
+	conns    []*invConn
 	planText string
+	// hooks, if set, makes the test hooks of a run (a planted bug; a
+	// fresh set per run, for hooks that keep state).
+	hooks func() *nic.TestHooks
+}
+
+// invConn is one RC connection: a QP on each of two nodes, peers of each
+// other, with the path MTU both use.
+type invConn struct {
+	k     int
+	seed  uint64
+	mtu   verbs.MTU
+	hosts [2]*invHost
+}
+
+// ends calls f for every side of every connection.
+func (c *invCase) ends(f func(k, side int, cn *invConn, h *invHost)) {
+	for k, cn := range c.conns {
+		for side, h := range cn.hosts {
+			f(k, side, cn, h)
+		}
+	}
 }
 
 // invOpWeights are the opcodes of the workload and how often each is
@@ -228,8 +260,11 @@ func invDrawLen(r *rand.Rand, pmtu int) int {
 // invDraw draws the case of one seed.
 func invDraw(seed uint64) *invCase {
 	r := sim.NewSeeds(seed).Stream("swarm/rc-invariants")
-	c := &invCase{seed: seed, sw: r.IntN(2) == 0, mtu: verbs.MTU256 + verbs.MTU(r.IntN(3))}
-	pmtu := c.mtu.Bytes()
+	c := &invCase{seed: seed, nodes: 2}
+	if r.IntN(2) == 0 {
+		c.nodes = 3 + r.IntN(invMaxNodes-2)
+	}
+	c.sw = c.nodes > 2 || r.IntN(2) == 0
 	if r.IntN(4) == 0 {
 		// A slower link, sometimes with a shallow queue that tail-drops
 		// bursts: loss that never stops, not even in the liveness phase.
@@ -239,25 +274,40 @@ func invDraw(seed uint64) *invCase {
 			c.link.QueueBytes = 16<<10 + r.IntN(48<<10)
 		}
 	}
-	for i, name := range []string{"a", "b"} {
-		h := c.newHost(r, i, name)
-		h.timeout, h.minRNR, h.destRd = uint8(1+r.IntN(10)), uint8(1+r.IntN(4)), uint8(1+r.IntN(4))
-		h.psn = r.Uint32N(1 << 24)
-		if r.IntN(4) == 0 {
-			h.psn = 1<<24 - 1 - r.Uint32N(48) // wraps during the run
-		}
+	// Connections: between the two nodes, one or a few; otherwise a
+	// random set of pairs, so that some nodes hold several QPs (to one
+	// peer or to several) and some none.
+	nconn := 1
+	if c.nodes == 2 && r.IntN(3) == 0 {
+		nconn = 2 + r.IntN(2)
+	} else if c.nodes > 2 {
+		nconn = 1 + r.IntN(min(c.nodes, invMaxConns))
 	}
-	for i, h := range c.hosts {
-		// A requester never has more READ/ATOMIC outstanding than the
-		// responder has resources for (as the CM negotiates it).
-		h.rd = uint8(1 + r.IntN(int(c.hosts[1-i].destRd)))
-		if c.link.Bandwidth != 0 {
-			// On a slow link an ACK timeout shorter than a few messages'
-			// serialization makes go-back-N resend the window faster than
-			// the link drains it: congestion collapse, which rxe would
-			// suffer too. 131 µs and up keeps clear of it.
-			h.timeout = uint8(5 + r.IntN(6))
+	for k := range nconn {
+		a := r.IntN(c.nodes)
+		b := (a + 1 + r.IntN(c.nodes-1)) % c.nodes
+		cn := &invConn{k: k, seed: seed, mtu: verbs.MTU256 + verbs.MTU(r.IntN(3))}
+		for side, node := range []int{a, b} {
+			h := cn.newHost(r, side, node)
+			h.timeout, h.minRNR, h.destRd = uint8(1+r.IntN(10)), uint8(1+r.IntN(4)), uint8(1+r.IntN(4))
+			h.psn = r.Uint32N(1 << 24)
+			if r.IntN(4) == 0 {
+				h.psn = 1<<24 - 1 - r.Uint32N(48) // wraps during the run
+			}
 		}
+		for i, h := range cn.hosts {
+			// A requester never has more READ/ATOMIC outstanding than the
+			// responder has resources for (as the CM negotiates it).
+			h.rd = uint8(1 + r.IntN(int(cn.hosts[1-i].destRd)))
+			if c.link.Bandwidth != 0 {
+				// On a slow link an ACK timeout shorter than a few messages'
+				// serialization makes go-back-N resend the window faster than
+				// the link drains it: congestion collapse, which rxe would
+				// suffer too. 131 µs and up keeps clear of it.
+				h.timeout = uint8(5 + r.IntN(6))
+			}
+		}
+		c.conns = append(c.conns, cn)
 	}
 
 	// Swarm: each seed uses a random subset of the opcodes.
@@ -273,9 +323,10 @@ func invDraw(seed uint64) *invCase {
 	if len(ops) == 0 {
 		ops, weights, total = []verbs.WROpcode{verbs.WRSend}, []int{1}, 1
 	}
-	share := 0.1 + 0.8*r.Float64() // fraction of WRs a sends
+	share := 0.1 + 0.8*r.Float64() // fraction of WRs the first side of a connection sends
 	n := invMinWRs + r.IntN(invMaxWRs-invMinWRs+1)
 	for range n {
+		cn := c.conns[r.IntN(len(c.conns))]
 		side := 1
 		if r.Float64() < share {
 			side = 0
@@ -290,11 +341,11 @@ func invDraw(seed uint64) *invCase {
 			k -= w
 		}
 		var s *invSend
-		if w := c.hosts[side].lastWrite; op == verbs.WRRDMARead && w != nil && w.length > 0 && r.IntN(3) == 0 {
+		if w := cn.hosts[side].lastWrite; op == verbs.WRRDMARead && w != nil && w.length > 0 && r.IntN(3) == 0 {
 			o := r.IntN(w.length)
-			s = c.readBack(r, side, w, o, 1+r.IntN(w.length-o))
+			s = cn.readBack(r, side, w, o, 1+r.IntN(w.length-o))
 		} else {
-			s = c.addSend(r, side, op, invDrawLen(r, pmtu))
+			s = cn.addSend(r, side, op, invDrawLen(r, cn.mtu.Bytes()))
 		}
 		if r.IntN(10) == 0 {
 			s.flags &^= verbs.SendSignaled
@@ -308,7 +359,7 @@ func invDraw(seed uint64) *invCase {
 	}
 	// Queues: deep enough for everything, or shallow, so that the
 	// application waits for room and the rings wrap around.
-	for _, h := range c.hosts {
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
 		if r.IntN(2) == 0 {
 			h.sqDepth = 2 + r.IntN(15)
 		}
@@ -316,21 +367,31 @@ func invDraw(seed uint64) *invCase {
 			h.rqDepth = 1 + r.IntN(16)
 		}
 		h.poll = sim.Duration(500 + r.IntN(5000))
+	})
+	// A node's QPs share one send CQ and one receive CQ, or each has its
+	// own pair.
+	c.sharedCQ = make([]bool, c.nodes)
+	for i := range c.sharedCQ {
+		c.sharedCQ[i] = r.IntN(3) == 0
 	}
 	// Spares are posted after every receive the peer consumes, so they
 	// all fit once those are gone; no more, or the application would wait
 	// for room forever.
-	c.addRecvs(r, func(h *invHost) int { return min(r.IntN(invMaxSpares+1), h.rqDepth) }, func(v *invRecv) {
-		if v.msg == nil {
-			v.size = invDrawLen(r, pmtu)
-		} else if v.msg.op != verbs.WRRDMAWriteWithImm && r.IntN(3) != 0 {
-			v.size += r.IntN(200)
-		}
-	})
+	for _, cn := range c.conns {
+		pmtu := cn.mtu.Bytes()
+		cn.addRecvs(r, func(h *invHost) int { return min(r.IntN(invMaxSpares+1), h.rqDepth) }, func(v *invRecv) {
+			if v.msg == nil {
+				v.size = invDrawLen(r, pmtu)
+			} else if v.msg.op != verbs.WRRDMAWriteWithImm && r.IntN(3) != 0 {
+				v.size += r.IntN(200)
+			}
+		})
+	}
 
 	// When things are posted. Sends: all at once, spread out, or in a few
-	// batches. Receives: all before the first send, or some late (RNR).
-	for _, h := range c.hosts {
+	// batches. Receives: all before the first send, or some late (RNR: a
+	// receiver that falls behind).
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
 		var t sim.Duration
 		mode := r.IntN(3)
 		for _, s := range h.sends {
@@ -343,7 +404,7 @@ func invDraw(seed uint64) *invCase {
 			s.at = t
 		}
 		if r.IntN(2) == 0 {
-			continue // all at time 0
+			return // all at time 0
 		}
 		early := r.IntN(len(h.recvs) + 1)
 		t = sim.Duration(r.IntN(100_000))
@@ -351,16 +412,17 @@ func invDraw(seed uint64) *invCase {
 			t += sim.Duration(r.IntN(40_000))
 			v.at = t
 		}
-	}
-	c.planText = invDrawPlan(r, c.sw)
+	})
+	c.planText = invDrawPlan(r, c)
 	c.model()
 	return c
 }
 
-// newHost adds host i with its two atomic cells at the start of its
-// remote MR.
-func (c *invCase) newHost(r *rand.Rand, i int, name string) *invHost {
-	h := &invHost{name: name, timeout: 5, minRNR: 1, rd: 1, destRd: 1, sqDepth: invQueueDepth, rqDepth: invQueueDepth, poll: sim.Microsecond}
+// newHost adds side i of the connection, on node node, with its two
+// atomic cells at the start of its remote MR.
+func (c *invConn) newHost(r *rand.Rand, i, node int) *invHost {
+	h := &invHost{name: fmt.Sprintf("%s.q%d", invNodeName(node), c.k), node: node, timeout: 5, minRNR: 1, rd: 1, destRd: 1,
+		sqDepth: invQueueDepth, rqDepth: invQueueDepth, poll: sim.Microsecond}
 	h.faaCell = h.remote.alloc(r, 8, "FETCH_ADD counter")
 	h.casCell = h.remote.alloc(r, 8, "CMP_AND_SWP cell")
 	h.casInit = r.Uint64()
@@ -371,7 +433,7 @@ func (c *invCase) newHost(r *rand.Rand, i int, name string) *invHost {
 // addSend appends a signaled WR to side's send queue, with its buffers:
 // local SGEs (1..3, none for 0 bytes) and, for WRITE and READ, a fresh
 // region of the peer's remote MR.
-func (c *invCase) addSend(r *rand.Rand, side int, op verbs.WROpcode, length int) *invSend {
+func (c *invConn) addSend(r *rand.Rand, side int, op verbs.WROpcode, length int) *invSend {
 	h, peer := c.hosts[side], c.hosts[1-side]
 	s := &invSend{id: uint64(side+1)<<12 | uint64(len(h.sends)), op: op, imm: r.Uint32(), flags: verbs.SendSignaled, length: length}
 	s.label = fmt.Sprintf("%s#%d", h.name, len(h.sends))
@@ -389,7 +451,7 @@ func (c *invCase) addSend(r *rand.Rand, side int, op verbs.WROpcode, length int)
 		s.local = h.local.spans(r, s.length, s.label+" READ destination")
 	default:
 		s.data = make([]byte, s.length)
-		invPattern(invKey(c.seed, s.id, 1), s.data)
+		invPattern(invKey(c.seed, uint64(c.k), s.id, 1), s.data)
 		s.local = h.local.spans(r, s.length, s.label+" "+op.String()+" source")
 		if op == verbs.WRRDMAWrite || op == verbs.WRRDMAWriteWithImm {
 			s.remote = peer.remote.alloc(r, s.length, s.label+" "+op.String()+" target")
@@ -403,7 +465,7 @@ func (c *invCase) addSend(r *rand.Rand, side int, op verbs.WROpcode, length int)
 // readBack appends a READ of n bytes at offset off of what the earlier
 // WRITE w put in the peer's memory: RC executes them in order, so the
 // READ must see the WRITE.
-func (c *invCase) readBack(r *rand.Rand, side int, w *invSend, off, n int) *invSend {
+func (c *invConn) readBack(r *rand.Rand, side int, w *invSend, off, n int) *invSend {
 	h := c.hosts[side]
 	s := &invSend{id: uint64(side+1)<<12 | uint64(len(h.sends)), op: verbs.WRRDMARead, flags: verbs.SendSignaled,
 		length: n, remote: w.remote + off, raw: w}
@@ -417,7 +479,7 @@ func (c *invCase) readBack(r *rand.Rand, side int, w *invSend, off, n int) *invS
 // consumes one, in the same order and sized to the message, then
 // spares(host) spare receives; adjust may resize each before its buffer
 // is allocated.
-func (c *invCase) addRecvs(r *rand.Rand, spares func(*invHost) int, adjust func(*invRecv)) {
+func (c *invConn) addRecvs(r *rand.Rand, spares func(*invHost) int, adjust func(*invRecv)) {
 	for side, h := range c.hosts {
 		peer := c.hosts[1-side]
 		add := func(msg *invSend) {
@@ -445,8 +507,9 @@ func (c *invCase) addRecvs(r *rand.Rand, spares func(*invHost) int, adjust func(
 
 // invDrawPlan draws the fault plan: each candidate line with probability
 // 0.3, in random order (the first matching rule acts), every line limited
-// to the safety window.
-func invDrawPlan(r *rand.Rand, sw bool) string {
+// to the safety window. Lines that name nodes or links name those of a
+// random connection.
+func invDrawPlan(r *rand.Rand, c *invCase) string {
 	if r.IntN(10) == 0 {
 		return "" // a fault-free run now and then
 	}
@@ -458,6 +521,21 @@ func invDrawPlan(r *rand.Rand, sw bool) string {
 	prob := func(hi float64) string {
 		return strconv.FormatFloat(0.01+r.Float64()*(hi-0.01), 'f', 3, 64)
 	}
+	pair := func() (string, string) {
+		cn := c.conns[r.IntN(len(c.conns))]
+		x, y := invNodeName(cn.hosts[0].node), invNodeName(cn.hosts[1].node)
+		if r.IntN(2) == 0 {
+			x, y = y, x
+		}
+		return x, y
+	}
+	link := func() string {
+		if !c.sw {
+			return "a-b"
+		}
+		x, _ := pair()
+		return x + "-sw"
+	}
 	cands := []func() string{
 		func() string { return "drop prob=" + prob(0.2) },
 		func() string { return "drop class=request prob=" + prob(0.2) },
@@ -467,8 +545,8 @@ func invDrawPlan(r *rand.Rand, sw bool) string {
 		func() string { return "drop class=atomic prob=" + prob(0.3) },
 		func() string { return "drop class=nak prob=" + prob(0.5) },
 		func() string { return "drop class=rnr prob=" + prob(0.5) },
-		func() string { return "drop dir=a->b prob=" + prob(0.2) },
-		func() string { return "drop src=b tx=1 prob=" + prob(0.3) },
+		func() string { x, y := pair(); return "drop dir=" + x + "->" + y + " prob=" + prob(0.2) },
+		func() string { x, _ := pair(); return "drop src=" + x + " tx=1 prob=" + prob(0.3) },
 		func() string { return fmt.Sprintf("dup n=%d prob=%s", 1+r.IntN(2), prob(0.2)) },
 		func() string { return "dup class=response prob=" + prob(0.2) },
 		func() string { return "dup class=request prob=" + prob(0.2) },
@@ -484,10 +562,10 @@ func invDrawPlan(r *rand.Rand, sw bool) string {
 		func() string { return fmt.Sprintf("delay %dus prob=%s", 20+r.IntN(300), prob(0.05)) },
 		func() string { return fmt.Sprintf("reorder n=%d prob=%s", 4+r.IntN(8), prob(0.05)) },
 	}
-	if sw {
+	if c.sw {
 		cands = append(cands,
-			func() string { return "drop link=b-sw prob=" + prob(0.2) },
-			func() string { return "dup link=a-sw prob=" + prob(0.2) },
+			func() string { return "drop link=" + link() + " prob=" + prob(0.2) },
+			func() string { return "dup link=" + link() + " prob=" + prob(0.2) },
 		)
 	}
 	var lines []string
@@ -499,15 +577,24 @@ func invDrawPlan(r *rand.Rand, sw bool) string {
 	r.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
 	if r.IntN(10) == 0 {
 		from := r.IntN(endUS / 2)
-		link := "a-b"
-		if sw {
-			link = []string{"a-sw", "b-sw"}[r.IntN(2)]
+		lines = append(lines, fmt.Sprintf("down link=%s from=%dus to=%dus", link(), from, from+1+r.IntN(endUS-from)))
+	}
+	if r.IntN(10) == 0 {
+		// A flapping link: down and up a few times.
+		l, t := link(), r.IntN(endUS/4)
+		for range 2 + r.IntN(3) {
+			d := 1 + r.IntN(max(1, endUS/10))
+			if t+d > endUS {
+				break
+			}
+			lines = append(lines, fmt.Sprintf("down link=%s from=%dus to=%dus", l, t, t+d))
+			t += d + 1 + r.IntN(max(1, endUS/8))
 		}
-		lines = append(lines, fmt.Sprintf("down link=%s from=%dus to=%dus", link, from, from+1+r.IntN(endUS-from)))
 	}
 	if r.IntN(10) == 0 {
 		from := r.IntN(endUS / 2)
-		lines = append(lines, fmt.Sprintf("partition a|b from=%dus to=%dus", from, from+1+r.IntN(endUS-from)))
+		x, y := pair()
+		lines = append(lines, fmt.Sprintf("partition %s|%s from=%dus to=%dus", x, y, from, from+1+r.IntN(endUS-from)))
 	}
 	if len(lines) == 0 {
 		return ""
@@ -516,13 +603,19 @@ func invDrawPlan(r *rand.Rand, sw bool) string {
 }
 
 // model fills in the initial and expected final memory images and what
-// each atomic fetches.
+// each atomic fetches, connection by connection.
 func (c *invCase) model() {
+	for _, cn := range c.conns {
+		cn.model()
+	}
+}
+
+func (c *invConn) model() {
 	for i, h := range c.hosts {
 		h.localInit = make([]byte, max(h.local.size, 8))
 		h.remoteInit = make([]byte, max(h.remote.size, 8))
-		invPattern(invKey(c.seed, uint64(i), 100), h.localInit)
-		invPattern(invKey(c.seed, uint64(i), 200), h.remoteInit)
+		invPattern(invKey(c.seed, uint64(c.k), uint64(i), 100), h.localInit)
+		invPattern(invKey(c.seed, uint64(c.k), uint64(i), 200), h.remoteInit)
 		binary.LittleEndian.PutUint64(h.remoteInit[h.faaCell:], 0)
 		binary.LittleEndian.PutUint64(h.remoteInit[h.casCell:], h.casInit)
 		for _, s := range h.sends {
@@ -535,7 +628,7 @@ func (c *invCase) model() {
 		h.localWant = append([]byte(nil), h.localInit...)
 		h.remWant = append([]byte(nil), h.remoteInit...)
 	}
-	r := sim.NewSeeds(c.seed).Stream("swarm/rc-invariants/compare")
+	r := sim.NewSeeds(c.seed).Stream("swarm/rc-invariants/compare/" + strconv.Itoa(c.k))
 	for i, h := range c.hosts {
 		peer := c.hosts[1-i]
 		for _, s := range h.sends {
@@ -677,18 +770,23 @@ func (c *invCase) describe() string {
 	var b strings.Builder
 	topo := "one link a-b"
 	if c.sw {
-		topo = "switch (links a-sw, b-sw)"
+		topo = fmt.Sprintf("%d nodes on switch sw (links a-sw, ...)", c.nodes)
 	}
-	fmt.Fprintf(&b, "topology %s, path MTU %d", topo, c.mtu.Bytes())
+	fmt.Fprintf(&b, "topology %s, %d RC connections", topo, len(c.conns))
 	if c.link.Bandwidth != 0 {
 		fmt.Fprintf(&b, ", links of %d Gb/s with %d-byte queues", c.link.Bandwidth/1e9, c.link.QueueBytes)
 	}
-	b.WriteByte('\n')
-	for _, h := range c.hosts {
-		fmt.Fprintf(&b, "%s: sq_psn %#x timeout %d min_rnr_timer %d max_rd_atomic %d max_dest_rd_atomic %d max_send_wr %d max_recv_wr %d, %d sends, %d receives, polls every %v when full\n",
-			h.name, h.psn, h.timeout, h.minRNR, h.rd, h.destRd, h.sqDepth, h.rqDepth, len(h.sends), len(h.recvs), h.poll)
+	for i, sh := range c.sharedCQ {
+		if sh {
+			fmt.Fprintf(&b, ", %s's QPs share CQs", invNodeName(i))
+		}
 	}
-	for _, h := range c.hosts {
+	b.WriteByte('\n')
+	c.ends(func(_, _ int, cn *invConn, h *invHost) {
+		fmt.Fprintf(&b, "%s: path MTU %d sq_psn %#x timeout %d min_rnr_timer %d max_rd_atomic %d max_dest_rd_atomic %d max_send_wr %d max_recv_wr %d, %d sends, %d receives, polls every %v when full\n",
+			h.name, cn.mtu.Bytes(), h.psn, h.timeout, h.minRNR, h.rd, h.destRd, h.sqDepth, h.rqDepth, len(h.sends), len(h.recvs), h.poll)
+	})
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
 		for _, s := range h.sends {
 			fmt.Fprintf(&b, "  %v\n", s)
 		}
@@ -702,7 +800,7 @@ func (c *invCase) describe() string {
 			}
 			b.WriteByte('\n')
 		}
-	}
+	})
 	return b.String()
 }
 
@@ -730,7 +828,7 @@ func (c *invCase) units() []invUnit {
 			us = append(us, invUnit{line: l})
 		}
 	}
-	for _, h := range c.hosts {
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
 		for _, s := range h.sends {
 			us = append(us, invUnit{send: s})
 		}
@@ -739,7 +837,7 @@ func (c *invCase) units() []invUnit {
 				us = append(us, invUnit{spare: v})
 			}
 		}
-	}
+	})
 	return us
 }
 
@@ -768,20 +866,32 @@ func (c *invCase) with(us []invUnit) *invCase {
 	if len(lines) > 0 {
 		n.planText = strings.Join(lines, "\n") + "\n"
 	}
-	for i, h := range c.hosts {
-		nh := *h
-		nh.sends, nh.recvs = nil, nil
-		for _, s := range h.sends {
-			if keepSend[s] {
-				nh.sends = append(nh.sends, s)
+	n.conns = nil
+	for _, cn := range c.conns {
+		ncn := *cn
+		for i, h := range cn.hosts {
+			nh := *h
+			nh.sends, nh.recvs = nil, nil
+			for _, s := range h.sends {
+				if keepSend[s] {
+					nh.sends = append(nh.sends, s)
+				}
 			}
-		}
-		for _, v := range h.recvs {
-			if v.msg != nil && keepSend[v.msg] || v.msg == nil && keepSpare[v] {
-				nh.recvs = append(nh.recvs, v)
+			for _, v := range h.recvs {
+				if v.msg != nil && keepSend[v.msg] || v.msg == nil && keepSpare[v] {
+					nh.recvs = append(nh.recvs, v)
+				}
 			}
+			ncn.hosts[i] = &nh
 		}
-		n.hosts[i] = &nh
+		// A connection left without WRs goes, but for one.
+		if len(ncn.hosts[0].sends)+len(ncn.hosts[0].recvs)+len(ncn.hosts[1].sends)+len(ncn.hosts[1].recvs) > 0 || len(n.conns) == 0 {
+			n.conns = append(n.conns, &ncn)
+		}
+	}
+	if len(n.conns) > 1 && n.conns[0].hosts[0].sends == nil && n.conns[0].hosts[0].recvs == nil &&
+		n.conns[0].hosts[1].sends == nil && n.conns[0].hosts[1].recvs == nil {
+		n.conns = n.conns[1:]
 	}
 	n.model()
 	return &n
@@ -818,9 +928,7 @@ func (c *invCase) shrink(budget int) (*invCase, int) {
 // wrs counts the send and receive WRs of c.
 func (c *invCase) wrs() int {
 	n := 0
-	for _, h := range c.hosts {
-		n += len(h.sends) + len(h.recvs)
-	}
+	c.ends(func(_, _ int, _ *invConn, h *invHost) { n += len(h.sends) + len(h.recvs) })
 	return n
 }
 

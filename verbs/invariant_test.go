@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,10 +28,10 @@ import (
 // -short); `make swarm` asks for thousands with -swarm.seeds=N or
 // ROCESIM_SWARM_SEEDS=N.
 var (
-	invSeeds = flag.Int("swarm.seeds", 0, "TestRCInvariants: number of seeds (default 500, 100 with -short; or $ROCESIM_SWARM_SEEDS)")
-	invStart = flag.Uint64("swarm.start", 0, "TestRCInvariants: first seed")
-	invOnly  = flag.Int64("swarm.seed", -1, "TestRCInvariants: run only this seed")
-	invTrace = flag.Bool("swarm.trace", false, "TestRCInvariants: log the whole trace of a failing seed")
+	invSeeds = flag.Int("swarm.seeds", 0, "TestSwarm: number of seeds (default 500, 100 with -short; or $ROCESIM_SWARM_SEEDS)")
+	invStart = flag.Uint64("swarm.start", 0, "TestSwarm: first seed")
+	invOnly  = flag.Int64("swarm.seed", -1, "TestSwarm: run only this seed")
+	invTrace = flag.Bool("swarm.trace", false, "TestSwarm: log the whole trace of a failing seed")
 )
 
 const (
@@ -41,6 +43,11 @@ const (
 	// A run firing more events than this is taken to be a livelock. The
 	// busiest of 35,000 passing seeds fired 32,382.
 	invEventLimit = 200_000
+	// The liveness watchdog: a run with work left that completes nothing
+	// for invStallLimit of virtual time has stalled. Faults stop at 2 ms
+	// at the latest and the slowest ACK timeout is 4.2 ms.
+	invStallLimit  = 50 * sim.Millisecond
+	invWatchPeriod = 5 * sim.Millisecond
 )
 
 func invSeedRange() (first, n uint64) {
@@ -63,44 +70,65 @@ func invSeedRange() (first, n uint64) {
 // invRepro is the one command that reruns a seed.
 func invRepro(seed uint64) string {
 	if seed < invDefaultSeeds {
-		return fmt.Sprintf("go test ./verbs -run 'TestRCInvariants/seed=%d$' -v", seed)
+		return fmt.Sprintf("go test ./verbs -run 'TestSwarm/seed=%d$' -v", seed)
 	}
-	return fmt.Sprintf("go test ./verbs -run 'TestRCInvariants/seed=%d$' -swarm.seed=%d -v", seed, seed)
+	return fmt.Sprintf("go test ./verbs -run 'TestSwarm/seed=%d$' -swarm.seed=%d -v", seed, seed)
 }
 
-// TestRCInvariants is the randomised invariant test of issue 5. Each seed
-// draws two hosts (one link or a switch; sometimes slower links with
-// shallow, tail-dropping queues), an RC QP pair with random path MTU,
-// ACK timeouts, RNR timer, READ/ATOMIC depths, queue depths and PSNs
-// (some wrapping), 20-60 WRs of every RC opcode in both directions with
+// TestSwarm is the randomised invariant test (swarm testing, issues 5
+// and 8). Each seed draws a topology of 2 to 16 nodes (one link, or a
+// switch; sometimes slower links with shallow, tail-dropping queues), a
+// random set of RC connections between them (a node may hold several
+// QPs, to one peer or to several, with its own CQs per QP or one shared
+// pair), each QP with random path MTU, ACK timeout, RNR timer,
+// READ/ATOMIC depths, queue depths and PSNs (some wrapping), 20-60 WRs
+// of every RC opcode spread over the connections in both directions with
 // 0-3 SGEs, inline or not, a tenth of them unsignaled, receives posted on
-// time or late (RNR), and a fault plan of drops, duplicates, delays,
-// reorders, corruption and link outages that holds only during a safety
-// phase. An application on each host posts the WRs as they fall due and
-// its queues have room, polling its CQs meanwhile. After the run, with
-// the faults healed (the liveness phase):
+// time or late (RNR: receivers that fall behind), and a fault plan drawn
+// from a random subset of drops (of every packet class: ACK loss among
+// them), duplicates, delays, reorders, corruption, truncation, link
+// outages, flapping links and partitions, that holds only during a
+// safety phase. An application per QP posts the WRs as they fall due and
+// its queues have room, polling its CQs meanwhile; a watchdog polls too
+// and stops the run if it stalls once the faults have healed (the
+// liveness phase). After the run:
 //
 //   - every signaled WR completed exactly once, IBV_WC_SUCCESS, in
 //     posting order, on each send queue (an unsignaled one, never); each
 //     message consumed exactly one receive, in posting order, with the
-//     right byte_len and, for the WITH_IMM opcodes, the right immediate;
-//   - both hosts' memory equals the model byte for byte: SENDs in their
+//     right byte_len and, for the WITH_IMM opcodes, the right immediate
+//     (so no WR was lost, and no completion landed on another QP);
+//   - every QP's memory equals the model byte for byte: SENDs in their
 //     receive buffers, WRITEs at their targets, READs in their
 //     destinations, and every other byte (gaps between buffers, spare
 //     receives, the tails of receive buffers) untouched;
-//   - the FETCH_ADD counter ends at the sum of the adds and each fetch
+//   - each FETCH_ADD counter ends at the sum of the adds and each fetch
 //     returned the sum of the adds before it (executed exactly once, in
 //     order); every CMP_AND_SWP fetched what the model says;
-//   - both QPs are still in RTS and no asynchronous error was raised;
-//   - the run ended: nothing left to happen within 10 s of virtual time
-//     and 200,000 events.
+//   - every QP is still in RTS and no asynchronous error was raised;
+//   - the run ended: no stall of 50 ms without a completion while work
+//     was left, nothing left to happen within 10 s of virtual time and
+//     200,000 events.
+//
+// PSN and MSN windows are checked by these end to end: a PSN outside the
+// window executed, or an MSN that acknowledged too much, shows as a lost,
+// duplicated or misordered completion or byte.
 //
 // A failing seed prints the command that reruns it and its fault plan,
-// and (for the first few) writes its workload and trace to a file.
-func TestRCInvariants(t *testing.T) {
+// and (for the first few) shrinks it, writes the shrunk workload and
+// trace to a file and, when the scenario format can say it, the shrunk
+// case as a scenario file for `rocesim run`. The summary line gives
+// seeds, frames, fault decisions and wall time.
+func TestSwarm(t *testing.T) {
 	first, n := invSeedRange()
 	var cov invCoverage
-	t.Cleanup(func() { t.Log(cov.String()) })
+	start := time.Now()
+	t.Cleanup(func() {
+		t.Log(cov.String())
+		// Printed, not logged, so that `make swarm` shows it without -v.
+		fmt.Printf("swarm: %d seeds, %d frames simulated, %d fault decisions (drops, duplicates, delays, reorders, corruptions), %d events, wall time %v\n",
+			cov.seeds, cov.frames, cov.faults, cov.events, time.Since(start).Round(time.Millisecond))
+	})
 	for seed := first; seed < first+n; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
@@ -116,21 +144,62 @@ func TestRCInvariants(t *testing.T) {
 	}
 }
 
-// invEnd is one host's verbs objects and memory, and the completions
-// polled so far.
+// invEnd is one side of a connection: its QP, memory and the
+// completions polled so far.
 type invEnd struct {
-	ctx           *verbs.Context
-	scq, rcq      *verbs.CQ
+	node          *invNode
 	qp            *verbs.QP
 	lmr, rmr      *verbs.MR
 	local, remote []byte
 	swcs, rwcs    []verbs.WC
 }
 
-// invDriver is the application on one host: at each step it polls both
-// CQs, posts the receives and then the sends that are due, as many as
-// the queues take (ENOMEM: the rest wait), and comes back when the next
-// WR falls due, or after the host's polling period while a queue is full.
+// invNode is one host: its device context and CQs, and the ends of
+// connections on it, by QPN, to hand completions to.
+type invNode struct {
+	name string
+	ctx  *verbs.Context
+	pd   *verbs.PD
+	cqs  []invCQ
+	qpn  map[uint32]*invEnd
+	res  *invRun
+}
+
+type invCQ struct {
+	cq   *verbs.CQ
+	recv bool
+}
+
+// poll polls every CQ of the node and hands each completion to the end
+// whose QP it names; it returns how many it polled (none for a node
+// without QPs, which is nil).
+func (n *invNode) poll() int {
+	if n == nil {
+		return 0
+	}
+	got := 0
+	for _, q := range n.cqs {
+		for _, wc := range pollAll(q.cq) {
+			got++
+			e := n.qpn[wc.QPNum]
+			switch {
+			case e == nil:
+				n.res.postErrs = append(n.res.postErrs, fmt.Sprintf("%s: completion %#x names QP %#x, not one of the node's", n.name, wc.WRID, wc.QPNum))
+			case q.recv:
+				e.rwcs = append(e.rwcs, wc)
+			default:
+				e.swcs = append(e.swcs, wc)
+			}
+		}
+	}
+	return got
+}
+
+// invDriver is the application on one side of a connection: at each step
+// it polls its node's CQs, posts the receives and then the sends that are
+// due, as many as the queues take (ENOMEM: the rest wait), and comes back
+// when the next WR falls due, or after the host's polling period while a
+// queue is full.
 type invDriver struct {
 	h                  *invHost
 	e, peer            *invEnd
@@ -141,8 +210,7 @@ type invDriver struct {
 
 // Fire is one step of the application.
 func (d *invDriver) Fire(now sim.Time, _ uint64) {
-	d.e.swcs = append(d.e.swcs, pollAll(d.e.scq)...)
-	d.e.rwcs = append(d.e.rwcs, pollAll(d.e.rcq)...)
+	d.res.progress += d.e.node.poll()
 	full := false
 	var rwrs []verbs.RecvWR
 	for _, v := range d.h.recvs[d.nextRecv:] {
@@ -153,6 +221,7 @@ func (d *invDriver) Fire(now sim.Time, _ uint64) {
 	}
 	if len(rwrs) > 0 {
 		n, err := d.e.qp.PostRecv(rwrs)
+		d.res.recordPosts(now, d.h.recvs[d.nextRecv:d.nextRecv+n])
 		d.nextRecv += n
 		full = full || d.check(now, "post_recv", err)
 	}
@@ -165,6 +234,7 @@ func (d *invDriver) Fire(now sim.Time, _ uint64) {
 	}
 	if len(swrs) > 0 {
 		n, err := d.e.qp.PostSend(swrs)
+		d.res.recordSends(now, d.h.sends[d.nextSend:d.nextSend+n])
 		d.nextSend += n
 		full = full || d.check(now, "post_send", err)
 	}
@@ -183,6 +253,26 @@ func (d *invDriver) Fire(now sim.Time, _ uint64) {
 	}
 }
 
+// done reports whether everything of the side was posted and every
+// completion it must see was polled.
+func (d *invDriver) done() bool {
+	if d.nextRecv < len(d.h.recvs) || d.nextSend < len(d.h.sends) {
+		return false
+	}
+	signaled, consumed := 0, 0
+	for _, s := range d.h.sends {
+		if s.signaled() {
+			signaled++
+		}
+	}
+	for _, v := range d.h.recvs {
+		if v.msg != nil {
+			consumed++
+		}
+	}
+	return len(d.e.swcs) >= signaled && len(d.e.rwcs) >= consumed
+}
+
 // check records a post error other than a full queue and reports whether
 // the queue was full.
 func (d *invDriver) check(now sim.Time, what string, err error) bool {
@@ -197,66 +287,162 @@ func (d *invDriver) check(now sim.Time, what string, err error) bool {
 	return false
 }
 
+// invWatch is the liveness watchdog: every invWatchPeriod of virtual time
+// it polls every node's CQs; while work is left, a stretch of
+// invStallLimit without a single completion is a stall, and it stops the
+// run. Once every side is done it stops coming back, so that a healthy
+// run still goes quiet.
+type invWatch struct {
+	res  *invRun
+	last sim.Time // the last time a completion was seen
+	seen int
+}
+
+// Fire is one look of the watchdog.
+func (w *invWatch) Fire(now sim.Time, _ uint64) {
+	for _, n := range w.res.nodes {
+		w.res.progress += n.poll()
+	}
+	if w.res.progress != w.seen {
+		w.seen, w.last = w.res.progress, now
+	}
+	done := true
+	for _, d := range w.res.drivers {
+		done = done && d.done()
+	}
+	if done {
+		return
+	}
+	if now.Sub(w.last) >= invStallLimit {
+		w.res.stall = fmt.Sprintf("no completion from %v to %v with work outstanding", w.last, now)
+		w.res.w.Scheduler().Stop()
+		return
+	}
+	w.res.w.Scheduler().Schedule(now.Add(invWatchPeriod), w, 0)
+}
+
 // invRun is what a run left behind.
 type invRun struct {
 	w        *verbs.World
-	ends     [2]*invEnd
+	nodes    []*invNode
+	ends     [][2]*invEnd // by connection and side
+	drivers  []*invDriver
 	err      error // the scheduler's: the event limit
 	pending  int   // events still scheduled at the virtual time limit
-	waits    int   // posts that found a queue full
+	stall    string
+	progress int // completions polled so far
+	waits    int // posts that found a queue full
 	postErrs []string
+	// posted records when each WR was posted, for a scenario that replays
+	// the run; nil unless asked for.
+	posted map[any]sim.Time
+}
+
+func (r *invRun) recordPosts(now sim.Time, vs []*invRecv) {
+	if r.posted != nil {
+		for _, v := range vs {
+			r.posted[v] = now
+		}
+	}
+}
+
+func (r *invRun) recordSends(now sim.Time, ss []*invSend) {
+	if r.posted != nil {
+		for _, s := range ss {
+			r.posted[s] = now
+		}
+	}
 }
 
 // run builds the world of the case, posts the workload at its times and
 // runs it to quiescence (or the limits).
 func (c *invCase) run(t require.TestingT, tr *sim.Trace) *invRun {
+	return c.runWith(t, tr, nil)
+}
+
+// runWith is run, recording post times in posted if it is not nil.
+func (c *invCase) runWith(t require.TestingT, tr *sim.Trace, posted map[any]sim.Time) *invRun {
 	plan, err := faults.Parse(c.planText)
 	require.NoError(t, err, "plan:\n%s", c.planText)
-	w := verbs.NewWorld(verbs.WorldConfig{Seed: c.seed, Plan: plan, Trace: tr, Link: c.link})
-	ha, hb := w.AddHost("a"), w.AddHost("b")
+	cfg := verbs.WorldConfig{Seed: c.seed, Plan: plan, Trace: tr, Link: c.link}
+	if c.hooks != nil {
+		cfg.TestHooks = c.hooks()
+	}
+	w := verbs.NewWorld(cfg)
+	res := &invRun{w: w, posted: posted}
+	var hosts []*verbs.Host
+	for i := range c.nodes {
+		hosts = append(hosts, w.AddHost(invNodeName(i)))
+	}
 	if c.sw {
 		require.NoError(t, w.ConnectSwitch())
 	} else {
-		require.NoError(t, w.Connect(ha, hb))
+		require.NoError(t, w.Connect(hosts[0], hosts[1]))
 	}
-	res := &invRun{w: w}
-	for i, host := range []*verbs.Host{ha, hb} {
-		h, e := c.hosts[i], &invEnd{}
-		var err error
-		e.ctx, err = host.GetDeviceList()[0].Open()
+	// A node opens its device only if a connection uses it. A CQ as deep
+	// as the queues it serves cannot overflow: a driver polls its node's
+	// CQs before it posts, so no more WRs can complete between two polls
+	// than the queues hold.
+	res.nodes = make([]*invNode, c.nodes)
+	sq, rq := make([]int, c.nodes), make([]int, c.nodes)
+	c.ends(func(_, _ int, _ *invConn, h *invHost) { sq[h.node] += h.sqDepth; rq[h.node] += h.rqDepth })
+	for i, host := range hosts {
+		if sq[i] == 0 {
+			continue
+		}
+		n := &invNode{name: invNodeName(i), qpn: map[uint32]*invEnd{}, res: res}
+		n.ctx, err = host.GetDeviceList()[0].Open()
 		require.NoError(t, err)
-		pd, err := e.ctx.AllocPD()
+		n.pd, err = n.ctx.AllocPD()
 		require.NoError(t, err)
-		// A CQ as deep as its queue cannot overflow: the driver polls
-		// before it posts, so no more WRs can complete between two polls
-		// than the queue holds.
-		e.scq, err = e.ctx.CreateCQ(h.sqDepth, nil, 0)
-		require.NoError(t, err)
-		e.rcq, err = e.ctx.CreateCQ(h.rqDepth, nil, 0)
-		require.NoError(t, err)
+		if c.sharedCQ[i] {
+			scq, err := n.ctx.CreateCQ(sq[i], nil, 0)
+			require.NoError(t, err)
+			rcq, err := n.ctx.CreateCQ(rq[i], nil, 0)
+			require.NoError(t, err)
+			n.cqs = []invCQ{{scq, false}, {rcq, true}}
+		}
+		res.nodes[i] = n
+	}
+	res.ends = make([][2]*invEnd, len(c.conns))
+	c.ends(func(k, side int, _ *invConn, h *invHost) {
+		n, e := res.nodes[h.node], &invEnd{node: res.nodes[h.node]}
+		var scq, rcq *verbs.CQ
+		if c.sharedCQ[h.node] {
+			scq, rcq = n.cqs[0].cq, n.cqs[1].cq
+		} else {
+			scq, err = n.ctx.CreateCQ(h.sqDepth, nil, 0)
+			require.NoError(t, err)
+			rcq, err = n.ctx.CreateCQ(h.rqDepth, nil, 0)
+			require.NoError(t, err)
+			n.cqs = append(n.cqs, invCQ{scq, false}, invCQ{rcq, true})
+		}
 		e.local = append([]byte(nil), h.localInit...)
 		e.remote = append([]byte(nil), h.remoteInit...)
-		e.lmr, err = pd.RegMR(e.local, verbs.AccessLocalWrite)
+		e.lmr, err = n.pd.RegMR(e.local, verbs.AccessLocalWrite)
 		require.NoError(t, err)
-		e.rmr, err = pd.RegMR(e.remote, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
+		e.rmr, err = n.pd.RegMR(e.remote, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic)
 		require.NoError(t, err)
-		e.qp, err = pd.CreateQP(verbs.QPInitAttr{SendCQ: e.scq, RecvCQ: e.rcq, Type: verbs.QPTypeRC,
+		e.qp, err = n.pd.CreateQP(verbs.QPInitAttr{SendCQ: scq, RecvCQ: rcq, Type: verbs.QPTypeRC,
 			Cap: verbs.QPCap{MaxSendWR: uint32(h.sqDepth), MaxRecvWR: uint32(h.rqDepth), MaxSendSGE: invMaxSGE,
 				MaxRecvSGE: invMaxSGE, MaxInlineData: invMaxInline}})
 		require.NoError(t, err)
-		res.ends[i] = e
-	}
-	for i := range 2 {
-		require.NoError(t, c.connect(res.ends[i], c.hosts[i], res.ends[1-i], c.hosts[1-i]))
-	}
+		n.qpn[e.qp.QPNum] = e
+		res.ends[k][side] = e
+	})
+	c.ends(func(k, side int, cn *invConn, h *invHost) {
+		require.NoError(t, cn.connect(res.ends[k][side], h, res.ends[k][1-side], cn.hosts[1-side]))
+	})
 
-	// One driver per host posts the workload as it falls due and as the
+	// One driver per side posts the workload as it falls due and as the
 	// queues have room, polling the CQs as an application would.
 	s := w.Scheduler()
-	for i, h := range c.hosts {
-		d := &invDriver{h: h, e: res.ends[i], peer: res.ends[1-i], res: res, s: s}
+	c.ends(func(k, side int, _ *invConn, h *invHost) {
+		d := &invDriver{h: h, e: res.ends[k][side], peer: res.ends[k][1-side], res: res, s: s}
+		res.drivers = append(res.drivers, d)
 		s.Schedule(0, d, 0)
-	}
+	})
+	s.Schedule(sim.Time(invWatchPeriod), &invWatch{res: res}, 0)
 	s.SetEventLimit(invEventLimit)
 	res.err = w.RunFor(invVirtualLimit)
 	res.pending = s.Pending()
@@ -288,13 +474,13 @@ func invSendWR(s *invSend, e, peer *invEnd) verbs.SendWR {
 // connect takes e's QP through INIT, RTR and RTS toward the peer with
 // the case's attributes. retry_cnt 7 and rnr_retry 7 never give up
 // (rxe profile), so every WR must succeed however lossy the safety phase.
-func (c *invCase) connect(e *invEnd, h *invHost, pe *invEnd, ph *invHost) error {
+func (c *invConn) connect(e *invEnd, h *invHost, pe *invEnd, ph *invHost) error {
 	if err := e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1,
 		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
 		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags); err != nil {
 		return err
 	}
-	gid, err := pe.ctx.QueryGID(1, 1)
+	gid, err := pe.node.ctx.QueryGID(1, 1)
 	if err != nil {
 		return err
 	}
@@ -314,34 +500,32 @@ func (c *invCase) connect(e *invEnd, h *invHost, pe *invEnd, ph *invHost) error 
 func (c *invCase) check(t assert.TestingT, res *invRun) {
 	assert.NoError(t, res.err, "the run fired %d events without going quiet: a livelock", invEventLimit)
 	assert.Zero(t, res.pending, "events still pending after %v of virtual time: the connection never went quiet", invVirtualLimit)
+	assert.Empty(t, res.stall, "liveness: the run stalled after the faults healed")
 	assert.Empty(t, res.postErrs, "posting the workload")
-	for i, h := range c.hosts {
-		e, pe, ph := res.ends[i], res.ends[1-i], c.hosts[1-i]
+	for _, n := range res.nodes {
+		if n != nil {
+			n.poll()
+		}
+	}
+	// rxe counts rdma_recvs once per successful receive completion,
+	// whatever consumed the receive (SEND or WRITE with immediate).
+	okRecvs := map[*invNode]int{}
+	c.ends(func(k, i int, cn *invConn, h *invHost) {
+		e, pe, ph := res.ends[k][i], res.ends[k][1-i], cn.hosts[1-i]
 
-		e.swcs = append(e.swcs, pollAll(e.scq)...)
-		e.rwcs = append(e.rwcs, pollAll(e.rcq)...)
 		var got []string
 		for _, wc := range e.swcs {
 			got = append(got, invSendLine(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen))
-			assert.Equal(t, e.qp.QPNum, wc.QPNum, "%s: send completion %#x on the wrong QP", h.name, wc.WRID)
 		}
-		assert.Equal(t, h.sendWant(), got, "%s's send CQ: every signaled WR once, IBV_WC_SUCCESS, in posting order", h.name)
+		assert.Equal(t, h.sendWant(), got, "%s's send queue: every signaled WR once, IBV_WC_SUCCESS, in posting order", h.name)
 		got = nil
 		for _, wc := range e.rwcs {
 			got = append(got, invRecvLine(wc))
-			assert.Equal(t, e.qp.QPNum, wc.QPNum, "%s: receive completion %#x on the wrong QP", h.name, wc.WRID)
-		}
-		assert.Equal(t, h.recvWant(), got, "%s's receive CQ: one completion per message from %s, in order, right byte_len and immediate; spares stay posted", h.name, ph.name)
-		// rxe counts rdma_recvs once per successful receive completion,
-		// whatever consumed the receive (SEND or WRITE with immediate).
-		ok := 0
-		for _, wc := range e.rwcs {
 			if wc.Status == verbs.WCSuccess {
-				ok++
+				okRecvs[e.node]++
 			}
 		}
-		recvs, _ := e.ctx.Counters().Get("rdma_recvs")
-		assert.EqualValues(t, ok, recvs, "%s: rdma_recvs against successful receive completions", h.name)
+		assert.Equal(t, h.recvWant(), got, "%s's receive queue: one completion per message from %s, in order, right byte_len and immediate; spares stay posted", h.name, ph.name)
 
 		// Atomics, said explicitly (the image check below also covers them).
 		var wantF, gotF, wantC, gotC []uint64
@@ -371,13 +555,20 @@ func (c *invCase) check(t assert.TestingT, res *invRun) {
 		assert.Empty(t, diffs, "%s's memory must equal the model: SEND data in receive buffers, WRITE data at targets, READ data in destinations, everything else untouched", h.name)
 
 		assert.Equal(t, verbs.QPStateRTS, e.qp.State(), "%s's QP", h.name)
+	})
+	for _, n := range res.nodes {
+		if n == nil {
+			continue
+		}
+		recvs, _ := n.ctx.Counters().Get("rdma_recvs")
+		assert.EqualValues(t, okRecvs[n], recvs, "%s: rdma_recvs against successful receive completions", n.name)
 		for {
-			ev, ok := e.ctx.GetAsyncEvent()
+			ev, ok := n.ctx.GetAsyncEvent()
 			if !ok {
 				break
 			}
 			if s := ev.Type.String(); s != "PORT_ERR" && s != "PORT_ACTIVE" {
-				t.Errorf("%s: unexpected async event %s at %v", h.name, s, ev.Time)
+				t.Errorf("%s: unexpected async event %s at %v", n.name, s, ev.Time)
 			}
 		}
 	}
@@ -385,16 +576,18 @@ func (c *invCase) check(t assert.TestingT, res *invRun) {
 
 // report logs how to reproduce a failed seed and its fault plan. For the
 // first few failing seeds of a run it also shrinks the case to a smaller
-// one that still fails, and writes that one's workload and trace to a
-// file.
-func (c *invCase) report(t *testing.T, res *invRun) {
+// one that still fails, writes that one's workload and trace to a file,
+// and writes it as a scenario file for `rocesim run`. It returns the
+// shrunk case, its scenario and the report (nil and "" for the first two
+// when it did not shrink).
+func (c *invCase) report(t *testing.T, res *invRun) (*invCase, *invReplay, string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d failed; reproduce with:\n    %s\n", c.seed, invRepro(c.seed))
 	fmt.Fprintf(&b, "fault plan:\n%s", invIndent(invOrNone(c.planText)))
 	if invTraced.Add(1) > invMaxTraces && !*invTrace && *invOnly < 0 {
 		b.WriteString("(not shrunk, no trace: only the first failing seeds of a run get them; the command above does)\n")
 		t.Log(b.String())
-		return
+		return nil, nil, b.String()
 	}
 
 	small, runs := c.shrink(invShrinkRuns)
@@ -402,6 +595,23 @@ func (c *invCase) report(t *testing.T, res *invRun) {
 	fmt.Fprintf(&b, "shrunk in %d runs to %d WRs and %d plan lines that still fail:\n", runs, small.wrs(), strings.Count(small.planText, "\n"))
 	fmt.Fprintf(&b, "fault plan:\n%sworkload:\n%s", invIndent(invOrNone(small.planText)), invIndent(small.describe()))
 	fmt.Fprintf(&b, "failures:\n%s", invIndent(strings.Join(msgs[:min(len(msgs), 4)], "\n")))
+	rp, err := small.replay(os.TempDir())
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, "(could not write the shrunk case as a scenario: %v)\n", err)
+	default:
+		how := "it reproduces the failure"
+		if len(rp.failed) == 0 {
+			how = "it does NOT reproduce the failure (the go test command above does)"
+		}
+		if rp.merged > 0 {
+			how += fmt.Sprintf("; %d WRs of several SGEs are written with one", rp.merged)
+		}
+		fmt.Fprintf(&b, "as a scenario (%s): %s\nreproduce with:\n    go run ./cmd/rocesim run %s\n%s", how, rp.path, rp.path, invIndent(rp.text))
+		if len(rp.failed) > 0 {
+			fmt.Fprintf(&b, "the scenario's run:\n%s", invIndent(strings.Join(rp.failed[:min(len(rp.failed), 4)], "\n")))
+		}
+	}
 
 	tr := &sim.Trace{}
 	small.run(t, tr)
@@ -423,6 +633,7 @@ func (c *invCase) report(t *testing.T, res *invRun) {
 		t.Errorf("seed %d is not deterministic: a rerun differs:\n%s\n%s", c.seed, first, second)
 	}
 	t.Log(b.String())
+	return small, rp, b.String()
 }
 
 func (c *invCase) rerunStats() string {
@@ -453,9 +664,20 @@ var invCounters = []string{"completer_retry_err", "rcvd_rnr_err", "rcvd_seq_err"
 
 func (r *invRun) counter(name string) uint64 {
 	var n uint64
-	for _, e := range r.ends {
-		v, _ := e.ctx.Counters().Get(name)
-		n += v
+	for _, nd := range r.nodes {
+		if nd != nil {
+			v, _ := nd.ctx.Counters().Get(name)
+			n += v
+		}
+	}
+	return n
+}
+
+// frames counts the frames serialized onto every link, both ways.
+func (r *invRun) frames() uint64 {
+	var n uint64
+	for _, l := range r.w.Fabric().Links() {
+		n += l.Stats(0).TxFrames + l.Stats(1).TxFrames
 	}
 	return n
 }
@@ -474,6 +696,8 @@ type invCoverage struct {
 	mu                       sync.Mutex
 	seeds, faulty, sw, wraps int
 	slow, waited             int
+	multi, many, shared      int // seeds with more than two nodes, with several connections, with shared CQs
+	frames, faults, events   uint64
 	paths                    map[string]int
 }
 
@@ -484,6 +708,18 @@ func (v *invCoverage) add(c *invCase, r *invRun) {
 		v.paths = map[string]int{}
 	}
 	v.seeds++
+	v.frames += r.frames()
+	v.faults += r.w.Fabric().FaultHits()
+	v.events += r.w.Scheduler().Fired()
+	if c.nodes > 2 {
+		v.multi++
+	}
+	if len(c.conns) > 1 {
+		v.many++
+	}
+	if slices.Contains(c.sharedCQ, true) {
+		v.shared++
+	}
 	if c.planText != "" {
 		v.faulty++
 	}
@@ -496,11 +732,10 @@ func (v *invCoverage) add(c *invCase, r *invRun) {
 	if r.waits > 0 {
 		v.waited++
 	}
-	for _, h := range c.hosts {
-		if h.psn > 1<<24-64 {
-			v.wraps++
-			break
-		}
+	wraps := false
+	c.ends(func(_, _ int, _ *invConn, h *invHost) { wraps = wraps || h.psn > 1<<24-64 })
+	if wraps {
+		v.wraps++
 	}
 	for _, name := range invCounters {
 		if r.counter(name) > 0 {
@@ -512,8 +747,8 @@ func (v *invCoverage) add(c *invCase, r *invRun) {
 func (v *invCoverage) String() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s := fmt.Sprintf("%d seeds: %d with faults, %d through a switch, %d on slow links, %d with a PSN wrap, %d where a post found its queue full; seeds that saw",
-		v.seeds, v.faulty, v.sw, v.slow, v.wraps, v.waited)
+	s := fmt.Sprintf("%d seeds: %d with faults, %d through a switch, %d with 3-16 nodes, %d with several connections, %d with shared CQs, %d on slow links, %d with a PSN wrap, %d where a post found its queue full; seeds that saw",
+		v.seeds, v.faulty, v.sw, v.multi, v.many, v.shared, v.slow, v.wraps, v.waited)
 	for _, name := range invCounters {
 		s += fmt.Sprintf(" %s: %d,", name, v.paths[name])
 	}

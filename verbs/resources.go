@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"syscall"
+
 	"github.com/rocesim/rocesim/nic"
 )
 
@@ -12,6 +14,9 @@ type PD struct {
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (c *Context) AllocPD() (*PD, error) {
+	if err := c.usable("alloc_pd"); err != nil {
+		return nil, err
+	}
 	pd, err := c.dev().AllocPD()
 	if err != nil {
 		return nil, err
@@ -20,7 +25,15 @@ func (c *Context) AllocPD() (*PD, error) {
 }
 
 // Dealloc frees the PD (ibv_dealloc_pd); EBUSY while it is in use.
-func (p *PD) Dealloc() error { return p.c.dev().DeallocPD(p.pd) }
+func (p *PD) Dealloc() error {
+	if p == nil {
+		return nilObject("dealloc_pd", "pd")
+	}
+	if err := p.c.usable("dealloc_pd"); err != nil {
+		return err
+	}
+	return p.c.dev().DeallocPD(p.pd)
+}
 
 // MR is a registered memory region (ibv_mr). Addr is a simulated virtual
 // address, the same on every run; LKey and RKey are the keys work
@@ -37,6 +50,12 @@ type MR struct {
 // RegMR registers buf (ibv_reg_mr). The device reads and writes buf
 // directly, as a NIC does with pinned memory.
 func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
+	if p == nil {
+		return nil, nilObject("reg_mr", "pd")
+	}
+	if err := p.c.usable("reg_mr"); err != nil {
+		return nil, err
+	}
 	mr, err := p.c.dev().RegMR(p.pd, buf, access)
 	if err != nil {
 		return nil, err
@@ -44,14 +63,33 @@ func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
 	return &MR{Addr: mr.Addr, Length: mr.Length, LKey: mr.LKey, RKey: mr.RKey, c: p.c, mr: mr}, nil
 }
 
-// Bytes returns the registered buffer.
-func (m *MR) Bytes() []byte { return m.mr.Bytes() }
+// Bytes returns the registered buffer (nil for a nil MR).
+func (m *MR) Bytes() []byte {
+	if m == nil {
+		return nil
+	}
+	return m.mr.Bytes()
+}
 
 // Dereg deregisters the MR (ibv_dereg_mr).
-func (m *MR) Dereg() error { return m.c.dev().DeregMR(m.mr) }
+func (m *MR) Dereg() error {
+	if m == nil {
+		return nilObject("dereg_mr", "mr")
+	}
+	if err := m.c.usable("dereg_mr"); err != nil {
+		return err
+	}
+	return m.c.dev().DeregMR(m.mr)
+}
 
-// SGE returns a scatter/gather element for bytes [off, off+n) of the MR.
-func (m *MR) SGE(off, n uint64) SGE { return SGE{Addr: m.Addr + off, Length: uint32(n), LKey: m.LKey} }
+// SGE returns a scatter/gather element for bytes [off, off+n) of the MR
+// (the zero SGE, whose L_Key resolves to nothing, for a nil MR).
+func (m *MR) SGE(off, n uint64) SGE {
+	if m == nil {
+		return SGE{}
+	}
+	return SGE{Addr: m.Addr + off, Length: uint32(n), LKey: m.LKey}
+}
 
 // CompChannel is a completion event channel (ibv_comp_channel).
 type CompChannel struct {
@@ -59,9 +97,25 @@ type CompChannel struct {
 	ch *nic.CompChannel
 }
 
-// CreateCompChannel creates a completion channel.
+// CreateCompChannel creates a completion channel (nil on a nil or
+// closed context; CreateCQ takes nil as no channel).
 func (c *Context) CreateCompChannel() *CompChannel {
+	if c.usable("create_comp_channel") != nil {
+		return nil
+	}
 	return &CompChannel{c, c.dev().CreateCompChannel()}
+}
+
+// Destroy destroys the channel (ibv_destroy_comp_channel); EBUSY while
+// CQs created on it exist.
+func (ch *CompChannel) Destroy() error {
+	if ch == nil {
+		return nilObject("destroy_comp_channel", "channel")
+	}
+	if err := ch.c.usable("destroy_comp_channel"); err != nil {
+		return err
+	}
+	return ch.c.dev().DestroyCompChannel(ch.ch)
 }
 
 // CQ is a completion queue (ibv_cq).
@@ -74,8 +128,14 @@ type CQ struct {
 // CreateCQ creates a completion queue of cqe entries (ibv_create_cq); ch
 // may be nil.
 func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
+	if err := c.usable("create_cq"); err != nil {
+		return nil, err
+	}
 	var nch *nic.CompChannel
 	if ch != nil {
+		if err := sameContext("create_cq", "channel", ch.c, c); err != nil {
+			return nil, err
+		}
 		nch = ch.ch
 	}
 	cq, err := c.dev().CreateCQ(cqe, nch, vector)
@@ -87,30 +147,74 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	return v, nil
 }
 
-// CQE returns the CQ's capacity.
-func (q *CQ) CQE() int { return q.cq.CQE() }
+// CQE returns the CQ's capacity (0 for a nil CQ).
+func (q *CQ) CQE() int {
+	if q == nil {
+		return 0
+	}
+	return q.cq.CQE()
+}
 
 // Poll copies up to len(wcs) completions into wcs, oldest first, and
-// returns how many (ibv_poll_cq).
-func (q *CQ) Poll(wcs []WC) int { return q.cq.Poll(wcs) }
+// returns how many (ibv_poll_cq). A nil CQ, or one of a closed context,
+// has none.
+func (q *CQ) Poll(wcs []WC) int {
+	if q == nil || q.c.usable("poll_cq") != nil {
+		return 0
+	}
+	return q.cq.Poll(wcs)
+}
 
 // ReqNotify arms the CQ to signal its channel on the next completion (or
 // the next solicited one) (ibv_req_notify_cq).
-func (q *CQ) ReqNotify(solicitedOnly bool) error { return q.cq.ReqNotify(solicitedOnly) }
+func (q *CQ) ReqNotify(solicitedOnly bool) error {
+	if q == nil {
+		return nilObject("req_notify_cq", "cq")
+	}
+	if err := q.c.usable("req_notify_cq"); err != nil {
+		return err
+	}
+	return q.cq.ReqNotify(solicitedOnly)
+}
 
 // Resize changes the CQ's capacity (ibv_resize_cq).
-func (q *CQ) Resize(cqe int) error { return q.cq.Resize(cqe) }
+func (q *CQ) Resize(cqe int) error {
+	if q == nil {
+		return nilObject("resize_cq", "cq")
+	}
+	if err := q.c.usable("resize_cq"); err != nil {
+		return err
+	}
+	return q.cq.Resize(cqe)
+}
 
-// AckEvents acknowledges n events of this CQ (ibv_ack_cq_events).
-func (q *CQ) AckEvents(n int) { q.cq.AckEvents(n) }
+// AckEvents acknowledges n events of this CQ (ibv_ack_cq_events); it
+// does nothing on a nil CQ.
+func (q *CQ) AckEvents(n int) {
+	if q == nil {
+		return
+	}
+	q.cq.AckEvents(n)
+}
 
 // Destroy destroys the CQ (ibv_destroy_cq); EBUSY while QPs use it or
 // events are unacknowledged.
-func (q *CQ) Destroy() error { return q.c.dev().DestroyCQ(q.cq) }
+func (q *CQ) Destroy() error {
+	if q == nil {
+		return nilObject("destroy_cq", "cq")
+	}
+	if err := q.c.usable("destroy_cq"); err != nil {
+		return err
+	}
+	return q.c.dev().DestroyCQ(q.cq)
+}
 
 // GetCQEvent returns the CQ whose completion event is next on the
 // channel (ibv_get_cq_event); false if none is pending.
 func (ch *CompChannel) GetCQEvent() (*CQ, bool) {
+	if ch == nil || ch.c.usable("get_cq_event") != nil {
+		return nil, false
+	}
 	cq, ok := ch.ch.GetEvent()
 	if !ok {
 		return nil, false
@@ -143,6 +247,22 @@ type QP struct {
 
 // CreateQP creates a queue pair in state RESET (ibv_create_qp).
 func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
+	if p == nil {
+		return nil, nilObject("create_qp", "pd")
+	}
+	if err := p.c.usable("create_qp"); err != nil {
+		return nil, err
+	}
+	for _, o := range []struct {
+		what string
+		c    *Context
+	}{{"send_cq", ia.SendCQ.context()}, {"recv_cq", ia.RecvCQ.context()}, {"srq", ia.SRQ.context()}} {
+		if o.c != nil {
+			if err := sameContext("create_qp", o.what, o.c, p.c); err != nil {
+				return nil, err
+			}
+		}
+	}
 	n := nic.QPInitAttr{Cap: ia.Cap, Type: ia.Type, SQSigAll: ia.SQSigAll}
 	if ia.SendCQ != nil {
 		n.SendCQ = ia.SendCQ.cq
@@ -162,19 +282,44 @@ func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
 
 // Modify changes the QP's attributes and state (ibv_modify_qp).
 func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if q == nil {
+		return nilObject("modify_qp", "qp")
+	}
+	if err := q.c.usable("modify_qp"); err != nil {
+		return err
+	}
 	err := q.c.dev().ModifyQP(q.c.now(), q.qp, attr, mask)
 	q.c.h.pump()
 	return err
 }
 
-// Query returns the QP's attributes (ibv_query_qp).
-func (q *QP) Query() (QPAttr, nic.QPInitAttr) { return q.qp.Query() }
+// Query returns the QP's attributes (ibv_query_qp); zero values for a
+// nil QP.
+func (q *QP) Query() (QPAttr, nic.QPInitAttr) {
+	if q == nil {
+		return QPAttr{}, nic.QPInitAttr{}
+	}
+	return q.qp.Query()
+}
 
-// State returns the QP's current state.
-func (q *QP) State() QPState { return q.qp.State() }
+// State returns the QP's current state (RESET for a nil QP).
+func (q *QP) State() QPState {
+	if q == nil {
+		return QPStateReset
+	}
+	return q.qp.State()
+}
 
 // Destroy destroys the QP (ibv_destroy_qp).
-func (q *QP) Destroy() error { return q.c.dev().DestroyQP(q.qp) }
+func (q *QP) Destroy() error {
+	if q == nil {
+		return nilObject("destroy_qp", "qp")
+	}
+	if err := q.c.usable("destroy_qp"); err != nil {
+		return err
+	}
+	return q.c.dev().DestroyQP(q.qp)
+}
 
 // SendWR is a send work request (ibv_send_wr).
 type SendWR struct {
@@ -195,10 +340,22 @@ type SendWR struct {
 // PostSend posts send work requests (ibv_post_send). It returns the index
 // of the first WR it refused (len(wrs) when all were posted) and why.
 func (q *QP) PostSend(wrs []SendWR) (int, error) {
+	if q == nil {
+		return 0, nilObject("post_send", "qp")
+	}
+	if err := q.c.usable("post_send"); err != nil {
+		return 0, err
+	}
 	var buf [8]nic.SendWR
 	n := buf[:0]
+	var bad error // an AH of another context: the WRs before it are posted
 	for i := range wrs {
 		w := &wrs[i]
+		if w.AH != nil {
+			if bad = sameContext("post_send", "wr.ah", w.AH.c, q.c); bad != nil {
+				break
+			}
+		}
 		nw := nic.SendWR{WRID: w.WRID, SGList: w.SGList, Opcode: w.Opcode, Flags: w.Flags, ImmData: w.ImmData,
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
 			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey}
@@ -209,11 +366,20 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	}
 	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
 	q.c.h.pump()
+	if err == nil && bad != nil {
+		return len(n), bad
+	}
 	return i, err
 }
 
 // PostRecv posts receive work requests (ibv_post_recv).
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if q == nil {
+		return 0, nilObject("post_recv", "qp")
+	}
+	if err := q.c.usable("post_recv"); err != nil {
+		return 0, err
+	}
 	i, err := q.c.dev().PostRecv(q.c.now(), q.qp, wrs)
 	q.c.h.pump()
 	return i, err
@@ -221,29 +387,76 @@ func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 
 // SRQ is a shared receive queue (ibv_srq).
 type SRQ struct {
-	c   *Context
-	srq *nic.SRQ
+	c         *Context
+	srq       *nic.SRQ
+	destroyed bool
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (p *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	if p == nil {
+		return nil, nilObject("create_srq", "pd")
+	}
+	if err := p.c.usable("create_srq"); err != nil {
+		return nil, err
+	}
 	s, err := p.c.dev().CreateSRQ(p.pd, attr)
 	if err != nil {
 		return nil, err
 	}
-	return &SRQ{p.c, s}, nil
+	return &SRQ{c: p.c, srq: s}, nil
 }
 
 // Modify resizes the SRQ or arms its limit (ibv_modify_srq).
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	if s == nil {
+		return nilObject("modify_srq", "srq")
+	}
+	if err := s.c.usable("modify_srq"); err != nil {
+		return err
+	}
 	return s.c.dev().ModifySRQ(s.srq, attr, mask)
 }
 
+// Query returns the SRQ's max_wr, max_sge and armed limit (ibv_query_srq).
+func (s *SRQ) Query() (SRQAttr, error) {
+	if s == nil {
+		return SRQAttr{}, nilObject("query_srq", "srq")
+	}
+	if err := s.c.usable("query_srq"); err != nil {
+		return SRQAttr{}, err
+	}
+	if s.destroyed {
+		return SRQAttr{}, errno(syscall.EINVAL, "query_srq: the SRQ is destroyed")
+	}
+	return s.srq.Query(), nil
+}
+
 // PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv).
-func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) { return s.c.dev().PostSRQRecv(s.srq, wrs) }
+func (s *SRQ) PostRecv(wrs []RecvWR) (int, error) {
+	if s == nil {
+		return 0, nilObject("post_srq_recv", "srq")
+	}
+	if err := s.c.usable("post_srq_recv"); err != nil {
+		return 0, err
+	}
+	return s.c.dev().PostSRQRecv(s.srq, wrs)
+}
 
 // Destroy destroys the SRQ (ibv_destroy_srq).
-func (s *SRQ) Destroy() error { return s.c.dev().DestroySRQ(s.srq) }
+func (s *SRQ) Destroy() error {
+	if s == nil {
+		return nilObject("destroy_srq", "srq")
+	}
+	if err := s.c.usable("destroy_srq"); err != nil {
+		return err
+	}
+	err := s.c.dev().DestroySRQ(s.srq)
+	if err == nil {
+		s.destroyed = true
+	}
+	return err
+}
 
 // AH is an address handle (ibv_ah), for UD sends.
 type AH struct {
@@ -253,6 +466,12 @@ type AH struct {
 
 // CreateAH creates an address handle (ibv_create_ah).
 func (p *PD) CreateAH(attr AHAttr) (*AH, error) {
+	if p == nil {
+		return nil, nilObject("create_ah", "pd")
+	}
+	if err := p.c.usable("create_ah"); err != nil {
+		return nil, err
+	}
 	ah, err := p.c.dev().CreateAH(p.pd, attr)
 	if err != nil {
 		return nil, err
@@ -261,4 +480,28 @@ func (p *PD) CreateAH(attr AHAttr) (*AH, error) {
 }
 
 // Destroy destroys the AH (ibv_destroy_ah).
-func (a *AH) Destroy() error { return a.c.dev().DestroyAH(a.ah) }
+func (a *AH) Destroy() error {
+	if a == nil {
+		return nilObject("destroy_ah", "ah")
+	}
+	if err := a.c.usable("destroy_ah"); err != nil {
+		return err
+	}
+	return a.c.dev().DestroyAH(a.ah)
+}
+
+// context returns the CQ's context, or nil for a nil CQ.
+func (q *CQ) context() *Context {
+	if q == nil {
+		return nil
+	}
+	return q.c
+}
+
+// context returns the SRQ's context, or nil for a nil SRQ.
+func (s *SRQ) context() *Context {
+	if s == nil {
+		return nil
+	}
+	return s.c
+}

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"net/netip"
+	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
@@ -129,8 +130,14 @@ func (h *Host) GetDeviceList() []*Device { return []*Device{h.Dev} }
 // Name returns the device name ("rxe0").
 func (d *Device) Name() string { return d.h.dev.Name() }
 
-// Open opens the device (ibv_open_device).
-func (d *Device) Open() (*Context, error) { return &Context{h: d.h}, nil }
+// Open opens the device (ibv_open_device). Each call opens a new
+// context: objects of one context cannot be used through another.
+func (d *Device) Open() (*Context, error) {
+	if d == nil || d.h == nil {
+		return nil, errno(syscall.ENODEV, "open_device: no device")
+	}
+	return &Context{h: d.h}, nil
+}
 
 // Context is an open device (ibv_context).
 type Context struct {
@@ -142,31 +149,61 @@ func (c *Context) dev() *nic.Device { return c.h.dev }
 
 func (c *Context) now() sim.Time { return c.h.w.sched.Now() }
 
-// QueryDevice returns the device attributes.
-func (c *Context) QueryDevice() DeviceAttr { return c.dev().QueryDevice() }
+// QueryDevice returns the device attributes (the zero value on a nil
+// context).
+func (c *Context) QueryDevice() DeviceAttr {
+	if c == nil {
+		return DeviceAttr{}
+	}
+	return c.dev().QueryDevice()
+}
 
 // QueryPort returns the attributes of port (1).
-func (c *Context) QueryPort(port int) (PortAttr, error) { return c.dev().QueryPort(port) }
+func (c *Context) QueryPort(port int) (PortAttr, error) {
+	if err := c.usable("query_port"); err != nil {
+		return PortAttr{}, err
+	}
+	return c.dev().QueryPort(port)
+}
 
 // QueryGID returns a GID of port 1: index 0 the IPv6 address, index 1 the
 // IPv4 address mapped into IPv6 (rxe's RoCE v2 GIDs).
-func (c *Context) QueryGID(port, index int) (netip.Addr, error) { return c.dev().QueryGID(port, index) }
+func (c *Context) QueryGID(port, index int) (netip.Addr, error) {
+	if err := c.usable("query_gid"); err != nil {
+		return netip.Addr{}, err
+	}
+	return c.dev().QueryGID(port, index)
+}
 
 // QueryPKey returns the P_Key at index (0 is the default 0xFFFF).
-func (c *Context) QueryPKey(port, index int) (uint16, error) { return c.dev().QueryPKey(port, index) }
+func (c *Context) QueryPKey(port, index int) (uint16, error) {
+	if err := c.usable("query_pkey"); err != nil {
+		return 0, err
+	}
+	return c.dev().QueryPKey(port, index)
+}
 
 // AsyncEvent is an asynchronous event (ibv_async_event).
 type AsyncEvent = nic.AsyncEvent
 
 // GetAsyncEvent returns the next asynchronous event, if any (a simulation
 // never blocks: false means none is pending).
-func (c *Context) GetAsyncEvent() (AsyncEvent, bool) { return c.dev().NextAsyncEvent() }
+func (c *Context) GetAsyncEvent() (AsyncEvent, bool) {
+	if c.usable("get_async_event") != nil {
+		return AsyncEvent{}, false
+	}
+	return c.dev().NextAsyncEvent()
+}
 
 // Counters returns the port's counters, with rxe's hw_counters names.
 func (c *Context) Counters() *nic.Counters { return c.dev().Counters() }
 
-// Close closes the context.
+// Close closes the context; every verb on it or on an object opened
+// through it then returns EINVAL, and so does a second Close.
 func (c *Context) Close() error {
+	if err := c.usable("close_device"); err != nil {
+		return err
+	}
 	c.closed = true
 	return nil
 }

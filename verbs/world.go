@@ -26,6 +26,9 @@ type WorldConfig struct {
 	// Link is the configuration of every link; zero means
 	// fabric.DefaultLinkConfig (100 Gb/s, 1 µs, MTU 1500: path MTU 1024).
 	Link fabric.LinkConfig
+	// TestHooks plants deliberate bugs in every device (nic.TestHooks),
+	// for tests of the invariant swarm; nil in every real use.
+	TestHooks *nic.TestHooks
 }
 
 // World is a simulated RDMA cluster: hosts with one RoCE device each, the
@@ -85,7 +88,7 @@ func (w *World) AddHost(name string) *Host {
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: v4, IPv6: v6, Profile: w.cfg.Profile,
 		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32,
-		Annotate: w.cfg.Capture != nil})
+		Annotate: w.cfg.Capture != nil, TestHooks: w.cfg.TestHooks})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
 	h.node.SetTxDone(h.txDone)

@@ -252,3 +252,18 @@ func (f *Fabric) Links() []*Link { return f.links }
 
 // Now returns the fabric's current time.
 func (f *Fabric) Now() sim.Time { return f.sched.Now() }
+
+// FaultHits returns how many decisions the fault plan's rules have made
+// so far, summed over the rules (faults.Injector.Hits): frames dropped,
+// duplicated, delayed, held back for reordering or altered, and frames
+// lost to a down link or a partition.
+func (f *Fabric) FaultHits() uint64 {
+	if f.plan == nil {
+		return 0
+	}
+	var n uint64
+	for i := range f.plan.Rules {
+		n += f.inj.Hits(i + 1)
+	}
+	return n
+}

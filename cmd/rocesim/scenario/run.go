@@ -52,6 +52,9 @@ type Options struct {
 	// MaxEvents bounds the simulation events of the run; 0 means
 	// DefaultMaxEvents.
 	MaxEvents uint64
+	// TestHooks plants deliberate bugs in every device (nic.TestHooks),
+	// for tests that replay a shrunk swarm case; nil in every real use.
+	TestHooks *nic.TestHooks
 }
 
 // Result is what a run produced: the completions in the order polled, the
@@ -158,7 +161,7 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 	}
 	r := &runState{s: s, rand: sim.NewSeeds(seed), ahs: map[[2]int]*verbs.AH{}, nodes: s.nodes,
 		wcs: make([]verbs.WC, 16)}
-	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile, Link: wl})
+	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile, Link: wl, TestHooks: opt.TestHooks})
 	limit := opt.MaxEvents
 	if limit == 0 {
 		limit = DefaultMaxEvents
