@@ -114,7 +114,12 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 
 	case compRNRNAK:
 		d.counters.Add(CounterRcvdRNRErr, 1)
+		asked := r.rereadArmed
 		d.ackUpTo(now, qp, psn, false)
+		if d.headBefore(qp, psn) {
+			d.retryPastLost(now, qp, asked)
+			return compDone
+		}
 		if r.rnrRetries == 0 {
 			d.failHead(now, qp, WCRNRRetryExcErr)
 			d.counters.Add(CounterRetryRNRExceededErr, 1)
@@ -138,7 +143,12 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		return compDone
 
 	case compRemoteError:
+		asked := r.rereadArmed
 		d.ackUpTo(now, qp, psn, false)
+		if d.headBefore(qp, psn) {
+			d.retryPastLost(now, qp, asked)
+			return compDone
+		}
 		switch p.AETH.Syndrome().NAKCode() {
 		case wire.NAKRemoteAccess:
 			d.failHead(now, qp, WCRemAccessErr)
@@ -158,6 +168,45 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		return compDone
 	}
 	panic("nic: completer in state " + st.String() + " for a response")
+}
+
+// headBefore reports, after ackUpTo(psn), whether the oldest outstanding
+// WQE ends before psn, which leaves a READ or atomic whose response has not
+// come, or whether the QP has nothing outstanding or is in ERR. A NAK or
+// a response for a later PSN then says nothing about that WQE: rxe's
+// check_psn turns it into COMPST_ERROR_RETRY, a go-back to the READ or
+// atomic (ackUpTo has already asked again), and neither fails the READ
+// with the NAK's status nor places a later WQE's data before the READ's.
+func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
+	if qp.state == QPStateErr || qp.sq.empty() {
+		return true
+	}
+	return qp.sq.at(0).lastPSN().Less(psn)
+}
+
+// retryPastLost handles a NAK past a READ or atomic whose response has
+// not come (headBefore) as rxe's COMPST_ERROR_RETRY does: go back to that
+// WQE, spending one retry_cnt count, and fail it with RETRY_EXC_ERR when
+// none is left. ackUpTo has already asked again once for free (asked
+// false); a NAK after that spends a count, or a requester that the NAK
+// keeps sending past the READ (a NAK sequence error sends it to the NAK's
+// PSN) would never ask for the lost response again: a livelock the swarm
+// found with an RNR NAK and a NAK sequence error for the same PSN.
+func (d *Device) retryPastLost(now sim.Time, qp *QP, asked bool) {
+	r := &qp.req
+	if qp.state == QPStateErr || qp.sq.empty() || !asked {
+		return
+	}
+	if r.retries == 0 {
+		d.counters.Add(CounterRetryExceededErr, 1)
+		d.failHead(now, qp, WCRetryExcErr)
+		return
+	}
+	if r.retries != 7 || d.cfg.Profile == ProfileSpec {
+		r.retries--
+	}
+	d.rewind(qp, d.oldestUnacked(qp), "after a NAK past a lost response")
+	d.requesterRun(now, qp)
 }
 
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
@@ -328,6 +377,9 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
+		if d.headBefore(qp, w.firstPSN) {
+			return // an earlier READ or atomic still waits for its response
+		}
 		off := uint64(w.rdRcvd) * uint64(qp.pmtu())
 		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
 			d.failHead(now, qp, WCLocProtErr)
@@ -360,6 +412,9 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, psn, false)
+		if d.headBefore(qp, psn) {
+			return // an earlier READ or atomic still waits for its response
+		}
 		if !d.memStillValid(qp, w.sges, true) {
 			d.failHead(now, qp, WCLocProtErr)
 			return

@@ -165,6 +165,9 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		if p.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), wc.WCFlags|WCFlagWithImm
 		}
+		// rxe's do_complete counts every successful receive CQE,
+		// whatever the QP type.
+		d.counters.Add(CounterRDMARecvs, 1)
 	}
 	qp.doneRecv()
 	d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())

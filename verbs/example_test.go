@@ -30,10 +30,12 @@ type endpoint struct {
 	mr    *verbs.MR
 	psn   uint32
 	retry uint8 // retry_cnt at RTS
+	rnr   uint8 // rnr_retry at RTS
+	rd    uint8 // max_rd_atomic and max_dest_rd_atomic (0: 1)
 }
 
 func setup(h *verbs.Host, psn uint32) *endpoint {
-	e := &endpoint{psn: psn, retry: 7}
+	e := &endpoint{psn: psn, retry: 7, rnr: 7}
 	e.ctx, _ = h.GetDeviceList()[0].Open()
 	e.pd, _ = e.ctx.AllocPD()
 	e.cq, _ = e.ctx.CreateCQ(16, nil, 0)
@@ -54,13 +56,13 @@ func (e *endpoint) connect(peer *endpoint) error {
 	}
 	gid, _ := peer.ctx.QueryGID(1, 1)
 	rtr := verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: peer.qp.QPNum,
-		RQPSN: peer.psn, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		RQPSN: peer.psn, MaxDestRdAtomic: max(1, e.rd), MinRNRTimer: 12,
 		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid, HopLimit: 1, SGIDIndex: 1}}}
 	if err := e.qp.Modify(&rtr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
 		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
 		return err
 	}
-	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: 14, RetryCnt: e.retry, RNRRetry: 7, SQPSN: e.psn, MaxRdAtomic: 1}
+	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: 14, RetryCnt: e.retry, RNRRetry: e.rnr, SQPSN: e.psn, MaxRdAtomic: max(1, e.rd)}
 	return e.qp.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
 		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic)
 }

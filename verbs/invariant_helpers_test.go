@@ -9,10 +9,17 @@ package verbs_test
 //     their CQs, the workload (send WRs of both directions of every
 //     connection, the receives they consume, spare receives, when each
 //     is due) and the memory layout, every byte of which has a purpose.
+//     A fifth of the seeds make some connections UC (SENDs and WRITEs
+//     only, every receive big enough for any message) and some a pair of
+//     UD QPs (SENDs of at most the path MTU, through address handles,
+//     receives with room for the GRH), from their own stream, "swarm/uc".
 //  2. invDrawPlan draws the fault plan text: a swarm-style random subset
 //     of drop/dup/delay/reorder/corrupt lines (and now and then a link
 //     down, a flapping link or a partition), all inside a safety window
 //     that closes, so that a liveness phase without faults follows.
+//     drawFinite makes a fifth of the seeds finite (their own stream,
+//     "swarm/finite"): retry_cnt and rnr_retry below 7, a long link
+//     outage, receivers that stop posting.
 //  3. model computes, connection by connection, the initial memory
 //     images (sentinel bytes everywhere, message data in the send
 //     sources, read sources and atomic cells) and, by executing each
@@ -24,12 +31,16 @@ package verbs_test
 // Nothing here draws from anything but the seed's stream.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
@@ -109,6 +120,7 @@ type invRecv struct {
 	size  int
 	at    sim.Duration
 	msg   *invSend // the message it must receive; nil for a spare
+	never bool     // the receiver stopped posting before this one (finite seeds)
 }
 
 // invRegion is a labelled byte range of an MR, for saying where a
@@ -173,6 +185,7 @@ type invHost struct {
 	timeout, minRNR      uint8
 	rd, destRd           uint8
 	sqDepth, rqDepth     int          // max_send_wr, max_recv_wr
+	retryCnt, rnrRetry   uint8        // 7 and 7 (never give up) but in finite seeds
 	poll                 sim.Duration // how often the application looks while a queue is full
 	sends                []*invSend
 	recvs                []*invRecv
@@ -192,6 +205,9 @@ type invCase struct {
 	link     fabric.LinkConfig // zero: the default 100 Gb/s link
 	conns    []*invConn
 	planText string
+	// finite: the QPs give up (retry_cnt and rnr_retry below 7), under
+	// harsher faults, so that some reach ERR (about a fifth of the seeds).
+	finite bool
 	// hooks, if set, makes the test hooks of a run (a planted bug; a
 	// fresh set per run, for hooks that keep state).
 	hooks func() *nic.TestHooks
@@ -203,6 +219,8 @@ type invConn struct {
 	k     int
 	seed  uint64
 	mtu   verbs.MTU
+	uc    bool // a UC connection: SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM only
+	ud    bool // two UD QPs sending datagrams to each other: SEND, SEND_WITH_IMM of at most the path MTU
 	hosts [2]*invHost
 }
 
@@ -310,6 +328,16 @@ func invDraw(seed uint64) *invCase {
 		c.conns = append(c.conns, cn)
 	}
 
+	// A fifth of the seeds make some of their connections UC and some a
+	// pair of UD QPs. This draws from its own stream: the other seeds'
+	// cases stay what they were.
+	if ur := sim.NewSeeds(seed).Stream("swarm/uc"); ur.IntN(5) == 0 {
+		for _, cn := range c.conns {
+			k := ur.IntN(4)
+			cn.uc, cn.ud = k < 2, k == 2
+		}
+	}
+
 	// Swarm: each seed uses a random subset of the opcodes.
 	var ops []verbs.WROpcode
 	var weights []int
@@ -340,17 +368,27 @@ func invDraw(seed uint64) *invCase {
 			}
 			k -= w
 		}
+		if cn.uc && (op == verbs.WRRDMARead || op == verbs.WRAtomicFetchAndAdd || op == verbs.WRAtomicCmpAndSwp) {
+			op = verbs.WRRDMAWrite // UC has no READ or atomics
+		}
+		if cn.ud && op != verbs.WRSend && op != verbs.WRSendWithImm {
+			op = verbs.WRSend // UD has SENDs only
+		}
 		var s *invSend
 		if w := cn.hosts[side].lastWrite; op == verbs.WRRDMARead && w != nil && w.length > 0 && r.IntN(3) == 0 {
 			o := r.IntN(w.length)
 			s = cn.readBack(r, side, w, o, 1+r.IntN(w.length-o))
 		} else {
-			s = cn.addSend(r, side, op, invDrawLen(r, cn.mtu.Bytes()))
+			n := invDrawLen(r, cn.mtu.Bytes())
+			if cn.ud {
+				n = min(n, cn.mtu.Bytes()) // a datagram is one packet
+			}
+			s = cn.addSend(r, side, op, n)
 		}
 		if r.IntN(10) == 0 {
 			s.flags &^= verbs.SendSignaled
 		}
-		if r.IntN(20) == 0 {
+		if r.IntN(20) == 0 && !cn.ud {
 			s.flags |= verbs.SendFence
 		}
 		if s.data != nil && s.length <= invMaxInline && r.IntN(6) == 0 {
@@ -368,6 +406,13 @@ func invDraw(seed uint64) *invCase {
 		}
 		h.poll = sim.Duration(500 + r.IntN(5000))
 	})
+	for _, cn := range c.conns {
+		if cn.uc || cn.ud {
+			// A lost UC message leaves its receive for the next one: the
+			// receive queue holds them all.
+			cn.hosts[0].rqDepth, cn.hosts[1].rqDepth = invQueueDepth, invQueueDepth
+		}
+	}
 	// A node's QPs share one send CQ and one receive CQ, or each has its
 	// own pair.
 	c.sharedCQ = make([]bool, c.nodes)
@@ -384,6 +429,14 @@ func invDraw(seed uint64) *invCase {
 				v.size = invDrawLen(r, pmtu)
 			} else if v.msg.op != verbs.WRRDMAWriteWithImm && r.IntN(3) != 0 {
 				v.size += r.IntN(200)
+			}
+			switch {
+			case cn.uc:
+				// A lost UC message leaves its receive to the next one:
+				// every receive must hold any message.
+				v.size = invMaxLen
+			case cn.ud:
+				v.size = invGRHLen + pmtu // the GRH area, then any datagram
 			}
 		})
 	}
@@ -414,8 +467,40 @@ func invDraw(seed uint64) *invCase {
 		}
 	})
 	c.planText = invDrawPlan(r, c)
+	c.drawFinite(seed)
 	c.model()
 	return c
+}
+
+// drawFinite makes about a fifth of the seeds finite: every QP draws
+// retry_cnt and rnr_retry from 0..6, and the faults get harsh enough that
+// some QPs run out of them: a long link outage, receivers that stop
+// posting. It draws from its own stream, so that the other seeds' cases
+// are what they were before finite seeds existed.
+func (c *invCase) drawFinite(seed uint64) {
+	c.ends(func(_, _ int, _ *invConn, h *invHost) { h.retryCnt, h.rnrRetry = 7, 7 })
+	r := sim.NewSeeds(seed).Stream("swarm/finite")
+	if r.IntN(5) != 0 {
+		return
+	}
+	c.finite = true
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
+		h.retryCnt, h.rnrRetry = uint8(r.IntN(7)), uint8(r.IntN(7))
+		if r.IntN(3) == 0 {
+			for _, v := range h.recvs[r.IntN(len(h.recvs)+1):] {
+				v.never = true
+			}
+		}
+	})
+	if r.IntN(2) == 0 {
+		cn := c.conns[r.IntN(len(c.conns))]
+		l := "a-b"
+		if c.sw {
+			l = invNodeName(cn.hosts[r.IntN(2)].node) + "-sw"
+		}
+		from := r.IntN(500)
+		c.planText += fmt.Sprintf("down link=%s from=%dus to=%dus\n", l, from, from+200+r.IntN(1800))
+	}
 }
 
 // newHost adds side i of the connection, on node node, with its two
@@ -783,8 +868,14 @@ func (c *invCase) describe() string {
 	}
 	b.WriteByte('\n')
 	c.ends(func(_, _ int, cn *invConn, h *invHost) {
-		fmt.Fprintf(&b, "%s: path MTU %d sq_psn %#x timeout %d min_rnr_timer %d max_rd_atomic %d max_dest_rd_atomic %d max_send_wr %d max_recv_wr %d, %d sends, %d receives, polls every %v when full\n",
-			h.name, cn.mtu.Bytes(), h.psn, h.timeout, h.minRNR, h.rd, h.destRd, h.sqDepth, h.rqDepth, len(h.sends), len(h.recvs), h.poll)
+		switch {
+		case cn.uc:
+			b.WriteString("(UC) ")
+		case cn.ud:
+			b.WriteString("(UD) ")
+		}
+		fmt.Fprintf(&b, "%s: path MTU %d sq_psn %#x timeout %d retry_cnt %d rnr_retry %d min_rnr_timer %d max_rd_atomic %d max_dest_rd_atomic %d max_send_wr %d max_recv_wr %d, %d sends, %d receives, polls every %v when full\n",
+			h.name, cn.mtu.Bytes(), h.psn, h.timeout, h.retryCnt, h.rnrRetry, h.minRNR, h.rd, h.destRd, h.sqDepth, h.rqDepth, len(h.sends), len(h.recvs), h.poll)
 	})
 	c.ends(func(_, _ int, _ *invConn, h *invHost) {
 		for _, s := range h.sends {
@@ -794,6 +885,9 @@ func (c *invCase) describe() string {
 			fmt.Fprintf(&b, "  %s receive size=%d sge=%d", v.label, v.size, len(v.sges))
 			if v.at > 0 {
 				fmt.Fprintf(&b, " at=%v", v.at)
+			}
+			if v.never {
+				b.WriteString(" never posted")
 			}
 			if v.msg == nil {
 				b.WriteString(" (spare)")
@@ -979,3 +1073,533 @@ func (r *invRecorder) Errorf(format string, args ...any) {
 }
 
 func (r *invRecorder) FailNow() { panic(invFailNow{}) }
+
+// Error and flush paths. A finite seed's QP may give up; then which WRs
+// took effect is no longer the model's to say in advance: a WRITE whose
+// ACK was lost landed although its requester fails, a SEND cut off after
+// its first packets left part of its data in the receive buffer. What
+// the run did is derived from its completions and its memory, and
+// checked against what the transport allows:
+//
+//   - the requester completed its first k WRs (all before the first error
+//     completion), the error WR completed with RETRY_EXC_ERR or
+//     RNR_RETRY_EXC_ERR (signaled or not), every later WR it was given
+//     with WR_FLUSH_ERR;
+//   - the responder executed the first j WRs, k <= j <= n, exactly once and
+//     in order (RC executes in PSN order), and of WR j at most a prefix of
+//     whole packets (a WRITE's target or a SEND's receive buffer); none
+//     after it;
+//   - the receives the responder completed are exactly those the first j
+//     messages consumed, in order; if its QP is in ERR every other receive
+//     posted to it completes with WR_FLUSH_ERR after them;
+//   - READ data and atomic results landed for the first k WRs, and of the
+//     error WR, if a READ, at most a prefix of whole packets.
+//
+// Without an error, k = j = n: the model's images exactly.
+
+// invOutcome is what one direction of a connection did, as the run shows.
+type invOutcome struct {
+	K  int // WRs the requester completed successfully
+	J  int // WRs the responder executed
+	PJ int // bytes of WR j that landed at the responder (a prefix of whole packets)
+	QK int // bytes of WR k's READ response that landed at the requester
+	s  int // receives the responder completed successfully
+}
+
+func (o invOutcome) String() string {
+	return fmt.Sprintf("{completed %d, executed %d, +%d bytes of the next, %d bytes of a failed READ}", o.K, o.J, o.PJ, o.QK)
+}
+
+// invPrefix returns how many bytes of after landed in got: after's first
+// b bytes, b a multiple of mtu or all of it, the rest still before; -1 if
+// got is no such mix.
+func invPrefix(got, before, after []byte, mtu int) int {
+	if bytes.Equal(got, after) {
+		return len(got)
+	}
+	for b := 0; b < len(got); b += mtu {
+		if bytes.Equal(got[:b], after[:b]) && bytes.Equal(got[b:], before[b:]) {
+			return b
+		}
+	}
+	return -1
+}
+
+// invStrictPrefix is invPrefix short of all of after: the largest b < n,
+// a multiple of mtu, with got after's first b bytes and before's rest; -1
+// if none (0 for an empty one). A message cut off after b bytes may leave
+// memory that equals after in full when its last bytes happen to equal
+// before's.
+func invStrictPrefix(got, before, after []byte, mtu int) int {
+	if len(got) == 0 {
+		return 0
+	}
+	best := -1
+	for b := 0; b < len(got); b += mtu {
+		if bytes.Equal(got[:b], after[:b]) && bytes.Equal(got[b:], before[b:]) {
+			best = b
+		}
+	}
+	return best
+}
+
+// invGather reads n bytes of img through spans.
+func invGather(img []byte, spans []invSpan, n int) []byte {
+	var out []byte
+	for _, s := range spans {
+		out = append(out, img[s.off:s.off+s.n]...)
+	}
+	return out[:n]
+}
+
+// consumes reports whether s consumes a receive at the responder.
+func (s *invSend) consumes() bool {
+	return s.op == verbs.WRSend || s.op == verbs.WRSendWithImm || s.op == verbs.WRRDMAWriteWithImm
+}
+
+// apply writes into the images what direction side of the connection did
+// by o: hl is the requester's local MR, pl and pr the responder's local
+// and remote MRs, all holding their initial contents.
+func (c *invConn) apply(side int, o invOutcome, hl, pl, pr []byte) {
+	h, peer := c.hosts[side], c.hosts[1-side]
+	rem := append([]byte(nil), peer.remoteInit...) // the responder's remote MR as the model runs
+	for idx, s := range h.sends {
+		if idx == o.J {
+			copy(pr, rem)
+			switch s.op {
+			case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+				copy(pr[s.remote:], s.data[:o.PJ])
+			case verbs.WRSend, verbs.WRSendWithImm:
+				invScatter(pl, s.recv.sges, s.data[:o.PJ])
+			}
+		}
+		switch {
+		case idx < o.K && s.op == verbs.WRRDMARead:
+			invScatter(hl, s.local, rem[s.remote:s.remote+s.length])
+		case idx == o.K && s.op == verbs.WRRDMARead:
+			invScatter(hl, s.local, rem[s.remote:s.remote+o.QK])
+		case idx < o.K && (s.op == verbs.WRAtomicFetchAndAdd || s.op == verbs.WRAtomicCmpAndSwp):
+			binary.LittleEndian.PutUint64(hl[s.local[0].off:], s.orig)
+		}
+		switch s.op {
+		case verbs.WRSend, verbs.WRSendWithImm:
+			if idx < o.J {
+				invScatter(pl, s.recv.sges, s.data)
+			}
+		case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+			copy(rem[s.remote:], s.data)
+		case verbs.WRAtomicFetchAndAdd:
+			binary.LittleEndian.PutUint64(rem[s.remote:], s.orig+s.add)
+		case verbs.WRAtomicCmpAndSwp:
+			if s.orig == s.add {
+				binary.LittleEndian.PutUint64(rem[s.remote:], s.swap)
+			}
+		}
+	}
+	if o.J == len(h.sends) {
+		copy(pr, rem)
+	}
+}
+
+// sendWantErr lists the completions a host's send CQ must hold when its
+// first k WRs succeeded, WR k failed with st and posted WRs were posted.
+func (h *invHost) sendWantErr(k int, st verbs.WCStatus, posted int) []string {
+	var out []string
+	for idx, s := range h.sends[:posted] {
+		switch {
+		case idx < k:
+			if s.signaled() {
+				out = append(out, invSendLine(s.id, verbs.WCSuccess, invWCOpcode(s.op), uint32(s.length)))
+			}
+		case idx == k:
+			out = append(out, invSendLine(s.id, st, invWCOpcode(s.op), 0))
+		default:
+			out = append(out, invSendLine(s.id, verbs.WCWRFlushErr, invWCOpcode(s.op), 0))
+		}
+	}
+	return out
+}
+
+// recvWantErr lists the completions a host's receive CQ must hold when
+// its first s receives completed and, if the QP is in ERR, the other
+// posted ones were flushed.
+func (h *invHost) recvWantErr(s, posted int, flushed bool) []string {
+	var out []string
+	out = append(out, h.recvWant()[:s]...)
+	if flushed {
+		for _, v := range h.recvs[s:posted] {
+			out = append(out, invRecvLine(verbs.WC{WRID: v.id, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv}))
+		}
+	}
+	return out
+}
+
+// unexplained says why an error completion of s on h's send queue is not
+// one the case can cause ("" if it is): retry_cnt or rnr_retry that never
+// gives up, a retry error with nothing on the path to cause it (no fault
+// rule, no tail-dropping queue, the peer alive), an RNR error for a WR
+// whose receive the peer posted at once.
+func (c *invCase) unexplained(h, ph *invHost, pe *invEnd, s *invSend, st verbs.WCStatus) string {
+	switch st {
+	case verbs.WCRetryExcErr:
+		switch {
+		case h.retryCnt == 7:
+			return "retry_cnt 7 never gives up"
+		case c.planText == "" && c.link.QueueBytes == 0 && pe.qp.State() != verbs.QPStateErr:
+			return "no fault rule, no tail-dropping queue and the peer not in ERR: nothing lost the packets"
+		}
+	case verbs.WCRNRRetryExcErr:
+		switch {
+		case h.rnrRetry == 7:
+			return "rnr_retry 7 never gives up"
+		case s.recv == nil:
+			return "the WR consumes no receive"
+		case s.recv.at == 0 && !s.recv.never && ph.rqDepth >= len(ph.recvs):
+			return "its receive " + s.recv.label + " was posted at once"
+		}
+	default:
+		return "not an error this workload can cause"
+	}
+	return ""
+}
+
+// outcomes checks every queue's completions against the shapes above and
+// derives each direction's outcome (by connection and requester side).
+func (c *invCase) outcomes(t assert.TestingT, res *invRun) [][2]invOutcome {
+	outs := make([][2]invOutcome, len(c.conns))
+	c.ends(func(k, i int, cn *invConn, h *invHost) {
+		if cn.uc || cn.ud {
+			return // checkUC, checkUD
+		}
+		e, pe, ph := res.ends[k][i], res.ends[k][1-i], cn.hosts[1-i]
+		o := &outs[k][i]
+		n := len(h.sends)
+		o.K = n
+		st := verbs.WCSuccess
+		var got []string
+		for _, wc := range e.swcs {
+			got = append(got, invSendLine(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen))
+			if wc.Status != verbs.WCSuccess && st == verbs.WCSuccess {
+				st = wc.Status
+				o.K = slices.IndexFunc(h.sends, func(s *invSend) bool { return s.id == wc.WRID })
+				if o.K < 0 {
+					o.K = n
+				}
+			}
+		}
+		if o.K == n {
+			assert.Equal(t, h.sendWant(), got, "%s's send queue: every signaled WR once, IBV_WC_SUCCESS, in posting order", h.name)
+			assert.Equal(t, verbs.QPStateRTS, e.qp.State(), "%s's QP: no error completion, so still RTS", h.name)
+		} else {
+			assert.Equal(t, h.sendWantErr(o.K, st, e.drv.nextSend), got, "%s's send queue: the signaled WRs before the first error once, IBV_WC_SUCCESS, in posting order, then the failed one, then every later WR flushed", h.name)
+			if why := c.unexplained(h, ph, pe, h.sends[o.K], st); why != "" {
+				t.Errorf("%s: %s %s on %s is not explained: %s", h.name, h.sends[o.K].label, st.Name(), h.name, why)
+			}
+			assert.Equal(t, verbs.QPStateErr, e.qp.State(), "%s's QP after %s", h.name, st.Name())
+		}
+
+		// The receive queue: the messages of the peer it completed, in
+		// order, then (in ERR) every other receive posted, flushed.
+		got = nil
+		msgs := len(h.recvWant())
+		for _, wc := range e.rwcs {
+			got = append(got, invRecvLine(wc))
+		}
+		s := 0
+		for s < len(e.rwcs) && s < msgs && e.rwcs[s].Status == verbs.WCSuccess {
+			s++
+		}
+		outs[k][1-i].s = s
+		assert.Equal(t, h.recvWantErr(s, e.drv.nextRecv, e.qp.State() == verbs.QPStateErr), got,
+			"%s's receive queue: one completion per message from %s it received, in order, right byte_len and immediate; then, in ERR, every other receive posted flushed; spares stay posted", h.name, ph.name)
+	})
+	// The responder's side of each direction: the largest j at least k
+	// that accounts for its receive completions and its remote MR.
+	c.ends(func(k, i int, cn *invConn, h *invHost) {
+		if cn.uc || cn.ud {
+			return
+		}
+		e, pe, ph := res.ends[k][i], res.ends[k][1-i], cn.hosts[1-i]
+		o := &outs[k][i]
+		pmtu := cn.mtu.Bytes()
+		consumed := make([]int, len(h.sends)+1) // receives the first j WRs consume
+		for idx, s := range h.sends {
+			consumed[idx+1] = consumed[idx]
+			if s.consumes() {
+				consumed[idx+1]++
+			}
+		}
+		pr := make([]byte, len(ph.remoteInit))
+		scratch := append([]byte(nil), h.localInit...)
+		pl := append([]byte(nil), ph.localInit...)
+		found := false
+		for j := len(h.sends); j >= o.K && !found; j-- {
+			if consumed[j] != o.s {
+				continue
+			}
+			pj := 0
+			if j < len(h.sends) {
+				s := h.sends[j]
+				switch s.op {
+				case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+					pj = invStrictPrefix(pe.remote[s.remote:s.remote+s.length], ph.remoteInit[s.remote:s.remote+s.length], s.data, pmtu)
+				case verbs.WRSend, verbs.WRSendWithImm:
+					pj = invStrictPrefix(invGather(pe.local, s.recv.sges, s.length), invGather(ph.localInit, s.recv.sges, s.length), s.data, pmtu)
+				}
+				if pj < 0 {
+					continue // not a strict prefix: WR j executed in full, or garbage
+				}
+			}
+			cand := *o
+			cand.J, cand.PJ = j, pj
+			cn.apply(i, cand, scratch, pl, pr)
+			if bytes.Equal(pr, pe.remote) {
+				*o, found = cand, true
+			}
+		}
+		if !found {
+			t.Errorf("%s -> %s: no model-legal outcome: no j in [%d,%d] with %d receives consumed and %s's remote MR as executing %s's first j WRs (and a packet prefix of the next) leaves it",
+				h.name, ph.name, o.K, len(h.sends), o.s, ph.name, h.name)
+			o.J = o.K
+			for o.J < len(h.sends) && consumed[o.J] < o.s {
+				o.J++
+			}
+		}
+		if o.K < len(h.sends) {
+			if s := h.sends[o.K]; s.op == verbs.WRRDMARead {
+				q := invStrictPrefix(invGather(e.local, s.local, s.length), invGather(h.localInit, s.local, s.length), invGather(h.localWant, s.local, s.length), pmtu)
+				if q < 0 {
+					t.Errorf("%s: the failed READ %s left neither its destination nor a packet prefix of its data there (prefix %d of %d)", h.name, s.label, q, s.length)
+					q = 0
+				}
+				o.QK = q
+			}
+		}
+	})
+	return outs
+}
+
+// UC connections. The requester completes every WR as soon as it is sent
+// (IBV_WC_SUCCESS, in order); the network may lose any packet and the
+// responder then drops the rest of that message (rxe: drop_msg until the
+// next FIRST or ONLY), and a lost message's receive is taken by the next
+// one. So, derived from what a UC responder can do:
+//
+//   - each receive completion, in posting order of the receives, is
+//     IBV_WC_SUCCESS and is one message of the peer, intact: its byte_len,
+//     immediate and opcode, and its data in the receive buffer (a SEND) or
+//     at the target (a WRITE_WITH_IMM);
+//   - the messages delivered come in sending order, each at most once,
+//     unless the fault plan duplicates (then a message may come again:
+//     UC has no duplicate detection) or reorders or delays (then a later
+//     one may overtake);
+//   - every WRITE target holds a packet prefix of its data (all of it for
+//     a WRITE_WITH_IMM delivered); every receive buffer byte past the
+//     message it received is untouched or a byte of a message that
+//     started to land there and was cut off; everything else untouched;
+//   - both QPs stay in RTS.
+
+// invPlanHas reports whether the plan has a rule with one of the actions.
+func invPlanHas(plan string, actions ...string) bool {
+	for _, l := range strings.Split(plan, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && slices.Contains(actions, f[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUC asserts the invariants of UC connection k.
+func (c *invCase) checkUC(t assert.TestingT, res *invRun, k int) {
+	cn := c.conns[k]
+	pmtu := cn.mtu.Bytes()
+	ordered := !invPlanHas(c.planText, "dup", "reorder", "delay")
+	dups := invPlanHas(c.planText, "dup")
+	for i, h := range cn.hosts {
+		e, ph := res.ends[k][i], cn.hosts[1-i]
+		var got []string
+		for _, wc := range e.swcs {
+			got = append(got, invSendLine(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen))
+		}
+		assert.Equal(t, h.sendWant(), got, "%s's send queue (UC): every signaled WR once, IBV_WC_SUCCESS, in posting order", h.name)
+		assert.Equal(t, verbs.QPStateRTS, e.qp.State(), "%s's QP (UC)", h.name)
+
+		var msgs []*invSend // the peer's messages that consume a receive, in sending order
+		for _, s := range ph.sends {
+			if s.consumes() {
+				msgs = append(msgs, s)
+			}
+		}
+		local := append([]byte(nil), h.localInit...)
+		remote := append([]byte(nil), h.remoteInit...)
+		delivered := map[*invSend]int{}
+		next := 0
+		for idx, wc := range e.rwcs {
+			if idx >= len(h.recvs) || wc.WRID != h.recvs[idx].id || wc.Status != verbs.WCSuccess {
+				t.Errorf("%s (UC): receive completion %d is %s: want IBV_WC_SUCCESS for the receives in posting order", h.name, idx, invRecvLine(wc))
+				continue
+			}
+			v := h.recvs[idx]
+			match := func(m *invSend) bool {
+				if int(wc.ByteLen) != m.length || (wc.WCFlags&verbs.WCFlagWithImm != 0) != (m.op != verbs.WRSend) ||
+					m.op != verbs.WRSend && wc.ImmData != m.imm || (wc.Opcode == verbs.WCRecvRDMAWithImm) != (m.op == verbs.WRRDMAWriteWithImm) {
+					return false
+				}
+				if m.op == verbs.WRRDMAWriteWithImm {
+					return bytes.Equal(e.remote[m.remote:m.remote+m.length], m.data)
+				}
+				return bytes.Equal(invGather(e.local, v.sges, m.length), m.data)
+			}
+			from := 0
+			if ordered {
+				from = next
+			}
+			// Messages alike (two empty SENDs) are told apart by taking
+			// the first one not delivered yet.
+			j := slices.IndexFunc(msgs[from:], func(m *invSend) bool { return delivered[m] == 0 && match(m) })
+			if j < 0 {
+				j = slices.IndexFunc(msgs[from:], match)
+			}
+			if j < 0 {
+				t.Errorf("%s (UC): receive %s completed (%s) with no message of %s that matches it in order (byte_len, immediate, data)", h.name, v.label, invRecvLine(wc), ph.name)
+				continue
+			}
+			m := msgs[from+j]
+			next = max(next, from+j+1)
+			if delivered[m]++; delivered[m] > 1 && !dups {
+				t.Errorf("%s (UC): %s delivered %d times, and the plan duplicates nothing", h.name, m.label, delivered[m])
+			}
+			if m.op != verbs.WRRDMAWriteWithImm {
+				invScatter(local, v.sges, m.data)
+			}
+		}
+		// Receive buffers: past what they received, untouched or cut-off
+		// message data, packet by packet.
+		for _, v := range h.recvs {
+			buf, exp := invGather(e.local, v.sges, v.size), invGather(local, v.sges, v.size)
+			for off := 0; off < v.size; off += pmtu {
+				end := min(off+pmtu, v.size)
+				if bytes.Equal(buf[off:end], exp[off:end]) {
+					continue
+				}
+				// One cut-off message wrote this packet's bytes from its
+				// start (the message this receive completed may have
+				// written over its first ones).
+				for _, m := range msgs {
+					if m.op == verbs.WRRDMAWriteWithImm || m.length <= off {
+						continue
+					}
+					ok := true
+					for b := off; b < end && ok; b++ {
+						ok = buf[b] == exp[b] || b < m.length && buf[b] == m.data[b]
+					}
+					if ok {
+						copy(exp[off:end], buf[off:end])
+						break
+					}
+				}
+			}
+			invScatter(local, v.sges, exp)
+		}
+		// WRITE targets: a packet prefix each.
+		for _, s := range ph.sends {
+			if s.op != verbs.WRRDMAWrite && s.op != verbs.WRRDMAWriteWithImm {
+				continue
+			}
+			p := invPrefix(e.remote[s.remote:s.remote+s.length], h.remoteInit[s.remote:s.remote+s.length], s.data, pmtu)
+			switch {
+			case p < 0:
+				t.Errorf("%s (UC): the target of %s holds neither its data nor a packet prefix of it", h.name, s.label)
+			case delivered[s] > 0 && p != s.length:
+				t.Errorf("%s (UC): %s was delivered but only %d of its %d bytes landed", h.name, s.label, p, s.length)
+			default:
+				copy(remote[s.remote:], s.data[:p])
+			}
+		}
+		diffs := invDiff(h.name+".local", e.local, local, &h.local)
+		diffs = append(diffs, invDiff(h.name+".remote", e.remote, remote, &h.remote)...)
+		assert.Empty(t, diffs, "%s's memory (UC): delivered messages intact, WRITE targets packet prefixes, cut-off data only in receive buffers, everything else untouched", h.name)
+	}
+}
+
+// UD pairs. Each datagram is one packet; the requester completes it once
+// sent; the network may lose, duplicate or reorder it and the responder
+// checks nothing of order (no PSN check for UD). So:
+//
+//   - every signaled send completes IBV_WC_SUCCESS, in posting order;
+//   - each receive completion, in posting order of the receives, is
+//     IBV_WC_SUCCESS with the GRH flag, the sender's QPN as src_qp, and
+//     one datagram of the peer, intact: byte_len 40 plus its length, its
+//     immediate, and in the buffer the 40-byte GRH area (an IPv4 header in
+//     its last 20 bytes: RoCE v2) followed by its data;
+//   - each datagram is delivered at most once and in sending order,
+//     unless the plan duplicates (at most once fails) or reorders or
+//     delays (order fails);
+//   - every other byte untouched; both QPs in RTS.
+
+// invGRHLen is the GRH area at the start of a UD receive buffer.
+const invGRHLen = 40
+
+// invQKey is the Q_Key of the swarm's UD QPs (the scenario format's
+// default).
+const invQKey = 0x11111111
+
+// checkUD asserts the invariants of UD pair k.
+func (c *invCase) checkUD(t assert.TestingT, res *invRun, k int) {
+	cn := c.conns[k]
+	ordered := !invPlanHas(c.planText, "dup", "reorder", "delay")
+	dups := invPlanHas(c.planText, "dup")
+	for i, h := range cn.hosts {
+		e, pe, ph := res.ends[k][i], res.ends[k][1-i], cn.hosts[1-i]
+		var got []string
+		for _, wc := range e.swcs {
+			got = append(got, invSendLine(wc.WRID, wc.Status, wc.Opcode, wc.ByteLen))
+		}
+		assert.Equal(t, h.sendWant(), got, "%s's send queue (UD): every signaled WR once, IBV_WC_SUCCESS, in posting order", h.name)
+		assert.Equal(t, verbs.QPStateRTS, e.qp.State(), "%s's QP (UD)", h.name)
+
+		local := append([]byte(nil), h.localInit...)
+		delivered := map[*invSend]int{}
+		next := 0
+		for idx, wc := range e.rwcs {
+			if idx >= len(h.recvs) || wc.WRID != h.recvs[idx].id || wc.Status != verbs.WCSuccess ||
+				wc.WCFlags&verbs.WCFlagGRH == 0 || wc.SrcQP != pe.qp.QPNum || wc.Opcode != verbs.WCRecv {
+				t.Errorf("%s (UD): receive completion %d is %s flags %#x src_qp %#x: want IBV_WC_SUCCESS, IBV_WC_RECV, a GRH, from QP %#x, for the receives in posting order",
+					h.name, idx, invRecvLine(wc), wc.WCFlags, wc.SrcQP, pe.qp.QPNum)
+				continue
+			}
+			v := h.recvs[idx]
+			buf := invGather(e.local, v.sges, v.size)
+			if buf[20] != 0x45 {
+				t.Errorf("%s (UD): receive %s: no IPv4 header in the GRH area (byte 20 is %#x)", h.name, v.label, buf[20])
+			}
+			from := 0
+			if ordered {
+				from = next
+			}
+			match := func(m *invSend) bool {
+				return int(wc.ByteLen) == invGRHLen+m.length && (wc.WCFlags&verbs.WCFlagWithImm != 0) == (m.op == verbs.WRSendWithImm) &&
+					(m.op == verbs.WRSend || wc.ImmData == m.imm) && bytes.Equal(buf[invGRHLen:invGRHLen+m.length], m.data)
+			}
+			// Datagrams alike are told apart by taking the first one not
+			// delivered yet.
+			j := slices.IndexFunc(ph.sends[from:], func(m *invSend) bool { return delivered[m] == 0 && match(m) })
+			if j < 0 {
+				j = slices.IndexFunc(ph.sends[from:], match)
+			}
+			if j < 0 {
+				t.Errorf("%s (UD): receive %s completed (%s) with no datagram of %s that matches it in order (byte_len, immediate, data)", h.name, v.label, invRecvLine(wc), ph.name)
+				continue
+			}
+			m := ph.sends[from+j]
+			next = max(next, from+j+1)
+			if delivered[m]++; delivered[m] > 1 && !dups {
+				t.Errorf("%s (UD): %s delivered %d times, and the plan duplicates nothing", h.name, m.label, delivered[m])
+			}
+			invScatter(local, v.sges, append(append([]byte(nil), buf[:invGRHLen]...), m.data...))
+		}
+		diffs := invDiff(h.name+".local", e.local, local, &h.local)
+		diffs = append(diffs, invDiff(h.name+".remote", e.remote, h.remoteInit, &h.remote)...)
+		assert.Empty(t, diffs, "%s's memory (UD): GRH and datagram in the receive buffers that completed, everything else untouched", h.name)
+	}
+}

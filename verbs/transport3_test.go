@@ -2,11 +2,13 @@ package verbs_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -126,4 +128,68 @@ func TestInlineSend(t *testing.T) {
 	require.NoError(t, w.Run())
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
 	assert.Equal(t, "inline-data!", string(b.buf[:12]))
+}
+
+// TestNAKPastLostReadResponse is a regression test for a bug the swarm
+// found with finite rnr_retry: a READ whose response was lost, then an
+// RNR NAK for a SEND after it. The NAK says nothing about the READ (rxe's
+// check_psn: COMPST_ERROR_RETRY, a go-back to the READ); the completer
+// used to charge it to the oldest outstanding WQE and, with rnr_retry 0,
+// fail the READ with RNR_RETRY_EXC_ERR and flush the SEND. Now the READ
+// is asked again and completes, and the SEND, refused again for want of
+// a receive, is the one that fails.
+func TestNAKPastLostReadResponse(t *testing.T) {
+	plan, err := faults.Parse("drop class=read-response tx=1\n")
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 100), setup(hb, 200)
+	a.rnr = 0
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	copy(b.buf, "remote data")
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+			SGList: []verbs.SGE{a.mr.SGE(0, 11)}},
+		sendWR(2, a, 8),
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_RNR_RETRY_EXC_ERR"}, summary(pollAll(a.cq)), "ladder:\n%s", strings.Join(ladder(tr), "\n"))
+	assert.Equal(t, "remote data", string(a.buf[:11]))
+	assert.Equal(t, verbs.QPStateErr, a.qp.State())
+}
+
+// TestLaterReadWaitsForLostResponse is the other half of the same fix: a
+// response for a READ (or atomic) behind one whose response was lost
+// places nothing (rxe: COMPST_ERROR_RETRY, go back to the first READ).
+// Here the first READ's responses are all lost and retry_cnt is 0: it
+// fails, the second READ is flushed, and its destination, although its
+// response came, is untouched (it used to be written).
+func TestLaterReadWaitsForLostResponse(t *testing.T) {
+	plan, err := faults.Parse("drop psn=100 class=read-response\n")
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 100), setup(hb, 200)
+	a.retry, a.rd, b.rd = 0, 2, 2
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	copy(b.buf, "first second")
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+			SGList: []verbs.SGE{a.mr.SGE(0, 5)}},
+		{WRID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr + 6, RKey: b.mr.RKey,
+			SGList: []verbs.SGE{a.mr.SGE(100, 6)}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	lad := strings.Join(ladder(tr), "\n")
+	assert.Contains(t, lad, "b RC_RDMA_READ_RESPONSE_ONLY psn=101", "the second READ's response came")
+	assert.Equal(t, []string{"1:IBV_WC_RETRY_EXC_ERR", "2:IBV_WC_WR_FLUSH_ERR"}, summary(pollAll(a.cq)), "ladder:\n%s", lad)
+	assert.Equal(t, make([]byte, 6), a.buf[100:106], "a flushed READ's destination")
 }
