@@ -98,8 +98,20 @@ type ruleState struct {
 // returns an invalid plan) or if p uses prob= and rng is nil.
 func NewInjector(p *Plan, rng *rand.Rand) *Injector {
 	in := &Injector{rng: rng, flows: map[flowKey]*txWindow{}}
+	in.SetPlan(p)
+	return in
+}
+
+// SetPlan replaces the plan the injector applies, for a plan changed in
+// the middle of a run. The new rules start with fresh counters (nth=,
+// first=, Hits); the random stream and the transmission counts of CountTx
+// carry on, since they belong to the traffic, not to the plan: a
+// retransmission sent after the change is still tx=2. It panics as
+// NewInjector does on an invalid plan or a prob= rule without rng.
+func (in *Injector) SetPlan(p *Plan) {
+	in.rules, in.texts, in.events, in.frames, in.state = nil, nil, nil, nil, nil
 	if p == nil {
-		return in
+		return
 	}
 	if err := p.Validate(); err != nil {
 		panic(err.Error() + " (check plans built in Go with Plan.Validate)")
@@ -127,11 +139,10 @@ func NewInjector(p *Plan, rng *rand.Rand) *Injector {
 			continue
 		}
 		in.frames = append(in.frames, i)
-		if r.Match.Prob != 0 && rng == nil {
+		if r.Match.Prob != 0 && in.rng == nil {
 			panic("faults: NewInjector: rule " + strconv.Itoa(i+1) + " uses prob= but rng is nil (pass the \"faults\" stream of sim.Seeds)")
 		}
 	}
-	return in
 }
 
 // Decide judges frame as it enters hop.Link at now and returns the
@@ -181,7 +192,17 @@ func (m *Match) inWindow(now sim.Time) bool {
 
 // matches evaluates the deterministic match keys.
 func (r *Rule) matches(now sim.Time, hop *Hop, pkt *wire.Packet) bool {
-	m := &r.Match
+	return r.Match.Matches(now, hop, pkt)
+}
+
+// Matches reports whether the deterministic keys of m (link dir src dst
+// qp op class psn tx from to) hold for a frame on hop at now; pkt is the
+// frame decoded with wire.Packet.DecodeHeaders, or nil if it is not RoCE
+// v2. The stateful keys (nth prob first) are not evaluated: they belong
+// to an Injector. As in a plan, a Match without link= holds only on a
+// frame's first hop. Tools that look back at recorded frames (a test's
+// "how many NAKs did b send?") use it with a Match from ParseMatch.
+func (m *Match) Matches(now sim.Time, hop *Hop, pkt *wire.Packet) bool {
 	if m.Link == "" {
 		if !hop.First {
 			return false

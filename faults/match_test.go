@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,19 @@ func TestMatchKeys(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.keys, func(t *testing.T) {
+			if !stateful.MatchString(c.keys) {
+				// The same keys as a match alone select the same frames.
+				m, err := faults.ParseMatch(c.keys)
+				require.NoError(t, err)
+				var sel []string
+				for _, s := range traffic {
+					_, pkt := s.frame(t)
+					if m.Matches(s.now, &s.hop, pkt) {
+						sel = append(sel, s.name)
+					}
+				}
+				require.Equal(t, c.hit, sel, "ParseMatch(%q).Matches", c.keys)
+			}
 			in := faults.NewInjector(mustParse(t, "drop "+c.keys), newRand(1))
 			hit, vs := run(t, in, traffic)
 			require.Equal(t, c.hit, hit)
@@ -133,4 +147,25 @@ func TestNilPlan(t *testing.T) {
 	}
 	require.Nil(t, (*faults.Plan)(nil).Changes())
 	require.Equal(t, "", (*faults.Plan)(nil).String())
+}
+
+var stateful = regexp.MustCompile(`\b(nth|prob|first)=`)
+
+// TestParseMatchErrors: a match is one line of deterministic keys; what
+// is not is refused with the column of the fault.
+func TestParseMatchErrors(t *testing.T) {
+	for _, c := range []struct{ text, err string }{
+		{"nth=2", "1:1: nth=, prob= and first= count frames"},
+		{"class=nak first=1", "1:1: nth=, prob= and first="},
+		{"psn=2 bogus=1", "1:7: "},
+		{"class=nope", "1:1: "},
+		{"psn=1\npsn=2", "one line of keys"},
+		{"psn=1 # two", "without comments"},
+	} {
+		_, err := faults.ParseMatch(c.text)
+		require.ErrorContains(t, err, c.err, c.text)
+		var pe *faults.ParseError
+		require.ErrorAs(t, err, &pe)
+		require.GreaterOrEqual(t, pe.Col, 1)
+	}
 }

@@ -61,6 +61,39 @@ func Parse(text string) (*Plan, error) {
 	return p, nil
 }
 
+// ParseMatch reads match keys alone, the words a rule has after its
+// verb ("class=nak src=b psn=2"), for tools that select frames rather
+// than act on them. The stateful keys (nth= prob= first=) are refused:
+// selecting recorded frames has no counters. An empty text matches every
+// frame on its first hop. Errors are *ParseError, with columns counted in
+// text.
+func ParseMatch(text string) (Match, error) {
+	if strings.ContainsAny(text, "\n#") {
+		return Match{}, &ParseError{Line: 1, Col: 1, Msg: "a match is one line of keys, without comments"}
+	}
+	const verb = "drop "
+	toks := tokenize(verb + text)
+	for i := range toks {
+		toks[i].col -= len(verb)
+	}
+	r, err := parseRule(1, toks)
+	if err == nil {
+		if msg := r.check(); msg != "" {
+			err = &ParseError{Line: 1, Col: 1, Msg: msg}
+		}
+	}
+	if err != nil {
+		if pe, ok := err.(*ParseError); ok && pe.Col < 1 {
+			pe.Col = 1 // the error points at the verb this function added
+		}
+		return Match{}, err
+	}
+	if m := r.Match; m.Nth != 0 || m.Prob != 0 || m.First != 0 {
+		return Match{}, &ParseError{Line: 1, Col: 1, Msg: "nth=, prob= and first= count frames as a plan acts on them; a match for recorded frames cannot use them"}
+	}
+	return r.Match, nil
+}
+
 type token struct {
 	text string
 	col  int // 1-based, in characters

@@ -280,6 +280,15 @@ func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
 	return &QP{c: p.c, qp: qp, QPNum: qp.Num()}, nil
 }
 
+// Context returns the device context the QP was created on (ibv_qp's
+// context field): a helper that connects a QP finds its GID through it.
+func (q *QP) Context() *Context {
+	if q == nil {
+		return nil
+	}
+	return q.c
+}
+
 // Modify changes the QP's attributes and state (ibv_modify_qp).
 func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if q == nil {

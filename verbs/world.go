@@ -29,6 +29,12 @@ type WorldConfig struct {
 	// TestHooks plants deliberate bugs in every device (nic.TestHooks),
 	// for tests of the invariant swarm; nil in every real use.
 	TestHooks *nic.TestHooks
+	// Observe, if set, sees every frame the fabric records
+	// (fabric.Config.Observe): a test's frame log.
+	Observe func(*fabric.FrameRecord)
+	// CountTx numbers transmissions even without a plan, so a plan set
+	// later with SetPlan can match tx= (fabric.Config.CountTx).
+	CountTx bool
 }
 
 // World is a simulated RDMA cluster: hosts with one RoCE device each, the
@@ -51,7 +57,8 @@ func NewWorld(cfg WorldConfig) *World {
 	s := sim.NewScheduler()
 	w := &World{cfg: cfg, sched: s}
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
-		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged})
+		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
+		Observe: cfg.Observe, CountTx: cfg.CountTx})
 	return w
 }
 
@@ -135,6 +142,12 @@ func (w *World) ConnectSwitch() error {
 	}
 	return nil
 }
+
+// SetPlan replaces the fault plan from now on (fabric.Fabric.SetPlan):
+// a link the new plan holds down goes down now and its hosts see their
+// port go down. It returns an error, and changes nothing, if the plan is
+// invalid (faults.Plan.Validate).
+func (w *World) SetPlan(p *faults.Plan) error { return w.fab.SetPlan(p) }
 
 // Now returns the current virtual time.
 func (w *World) Now() sim.Time { return w.sched.Now() }

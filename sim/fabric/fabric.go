@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
@@ -40,6 +41,37 @@ type Config struct {
 	// LinkHook, if set, is told when the plan takes a link down or up, so
 	// the NICs at its ends can report their port state.
 	LinkHook func(now sim.Time, link string, up bool)
+	// Observe, if set, sees every frame the fabric records, as it writes
+	// its taps (see FrameRecord): test tools that count frames use it.
+	Observe func(*FrameRecord)
+	// CountTx numbers the transmissions of every PSN (tx=) even while the
+	// plan is empty, so that a plan set later with SetPlan counts a
+	// retransmission as one. Without a plan and without CountTx the
+	// fabric skips that work.
+	CountTx bool
+}
+
+// FrameRecord is a frame as the fabric records it: one per frame per
+// link direction it starts onto, and one where the fabric dropped it.
+// Frame and the record itself are valid only during the Observe call.
+type FrameRecord struct {
+	Time sim.Time
+	// Link is the link's name ("a-b") and Dir the direction's ("a->b").
+	Link, Dir string
+	// From is the node that sent the frame and To the node it is
+	// addressed to ("" if no node owns its destination MAC).
+	From, To string
+	// First is true on the sender's own link, the frame's first hop.
+	First bool
+	// Tx is the transmission number of its PSN (faults.Injector.CountTx),
+	// 0 if it is not RoCE or no transmissions are counted.
+	Tx int
+	// Dropped is true when the fabric dropped the frame here.
+	Dropped bool
+	// Comment is the capture comment: why the frame exists and what a
+	// fault did to it.
+	Comment string
+	Frame   []byte
 }
 
 // Errors.
@@ -73,7 +105,11 @@ type Fabric struct {
 	delayH   delayHandler
 	changesH changeHandler
 	changes  []faults.LinkChange
+	changeT  []sim.Timer // the pending change events, cancelled by SetPlan
 	linkHook func(now sim.Time, link string, up bool)
+	observe  func(*FrameRecord)
+	obsRec   FrameRecord // reused for every Observe call
+	countTx  bool
 }
 
 // New returns an empty fabric.
@@ -89,16 +125,63 @@ func New(cfg Config) *Fabric {
 		inj:      faults.NewInjector(cfg.Plan, cfg.Rand),
 		byMAC:    map[wire.MAC]*Port{},
 		linkHook: cfg.LinkHook,
+		observe:  cfg.Observe,
+		countTx:  cfg.CountTx,
 	}
 	f.delayH.f = f
 	f.changesH.f = f
-	if cfg.Plan != nil {
-		f.changes = cfg.Plan.Changes()
-		for i, c := range f.changes {
-			f.sched.Schedule(c.Time, &f.changesH, uint64(i))
+	f.scheduleChanges(-1)
+	return f
+}
+
+// scheduleChanges schedules the plan's link changes later than after.
+func (f *Fabric) scheduleChanges(after sim.Time) {
+	f.changes = f.plan.Changes()
+	f.changeT = f.changeT[:0]
+	for i, c := range f.changes {
+		if c.Time > after {
+			f.changeT = append(f.changeT, f.sched.Schedule(c.Time, &f.changesH, uint64(i)))
 		}
 	}
-	return f
+}
+
+// SetPlan replaces the fault plan from now on, for a test that changes
+// its faults in the middle of a run ("now cut the server's link"). Times
+// in the plan are still virtual times since the start of the run. The new
+// rules start with fresh counters; transmission counts carry on (see
+// faults.Injector.SetPlan). A link the new plan holds down, and the old
+// one did not, goes down now (and the other way round), with the same
+// LinkHook calls and trace events as a change the plan had scheduled; the
+// old plan's later changes are cancelled. Frames already held back by a
+// delay or reorder rule stay held. A nil plan applies none.
+func (f *Fabric) SetPlan(p *faults.Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	now := f.sched.Now()
+	wasUp := make([]bool, len(f.links))
+	for i, l := range f.links {
+		wasUp[i] = f.inj.LinkUp(now, l.name)
+	}
+	f.plan = p
+	f.inj.SetPlan(p)
+	for _, t := range f.changeT {
+		t.Cancel()
+	}
+	f.scheduleChanges(now)
+	if f.trace.Enabled() {
+		text := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(p.String()), "\n", " ; ")), " ")
+		if text == "" {
+			text = "(none)"
+		}
+		f.trace.Add(sim.Event{Time: now, Kind: "plan", Fields: []sim.Field{{Key: "plan", Value: text}}})
+	}
+	for i, l := range f.links {
+		if up := f.inj.LinkUp(now, l.name); up != wasUp[i] {
+			f.linkChange(now, faults.LinkChange{Time: now, Link: l.name, Up: up, Text: "fault plan set at " + now.String()})
+		}
+	}
+	return nil
 }
 
 // PortConfig gives a port its addresses. ARP is not simulated: peers are

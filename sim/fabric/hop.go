@@ -19,7 +19,8 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		f.pool.put(b)
 		return
 	}
-	if f.plan == nil || len(f.plan.Rules) == 0 {
+	judge := f.plan != nil && len(f.plan.Rules) > 0
+	if !judge && !f.countTx {
 		d.enqueue(b) // no plan: nothing to judge, no transmissions to count
 		return
 	}
@@ -32,6 +33,10 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	if first && roce != nil {
 		b.tx = f.inj.CountTx(hop, roce)
 		hop.Tx = b.tx
+	}
+	if !judge {
+		d.enqueue(b)
+		return
 	}
 	v := f.inj.Decide(f.sched.Now(), hop, b.bytes(), roce)
 	if v.Action == faults.Pass {
@@ -149,19 +154,26 @@ type changeHandler struct{ f *Fabric }
 
 // Fire traces change number arg and tells the LinkHook.
 func (h *changeHandler) Fire(now sim.Time, arg uint64) {
-	c := h.f.changes[arg]
-	if h.f.linkHook != nil && !c.Partition {
-		h.f.linkHook(now, c.Link, c.Up)
+	h.f.linkChange(now, h.f.changes[arg])
+}
+
+// linkChange tells the LinkHook about c and traces it.
+func (f *Fabric) linkChange(now sim.Time, c faults.LinkChange) {
+	if f.linkHook != nil && !c.Partition {
+		f.linkHook(now, c.Link, c.Up)
 	}
-	if !h.f.trace.Enabled() {
+	if !f.trace.Enabled() {
 		return
 	}
 	kind := sim.Kind("link-down")
 	if c.Up {
 		kind = "link-up"
 	}
-	h.f.trace.Add(sim.Event{Time: now, Kind: kind, Fields: []sim.Field{
-		{Key: "link", Value: c.Link}, {Key: "rule", Value: strconv.Itoa(c.Rule)}, {Key: "why", Value: c.Text}}})
+	fields := []sim.Field{{Key: "link", Value: c.Link}}
+	if c.Rule > 0 {
+		fields = append(fields, sim.Field{Key: "rule", Value: strconv.Itoa(c.Rule)})
+	}
+	f.trace.Add(sim.Event{Time: now, Kind: kind, Fields: append(fields, sim.Field{Key: "why", Value: c.Text})})
 }
 
 func faultFields(v faults.Verdict) []sim.Field {

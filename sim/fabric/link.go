@@ -231,7 +231,7 @@ func (d *direction) transmit() {
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(b.n)
 	b.left()
-	f.writeTaps(d, b, b.comment())
+	f.writeTaps(d, b, b.comment(), false)
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.link.cfg.SerializationDelay(b.n)
 	d.flight.push(id)

@@ -12,7 +12,7 @@ import (
 // the capture shows it where it vanished.
 func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, why string, rule int) {
 	b.fault = why
-	f.writeTaps(d, b, b.comment())
+	f.writeTaps(d, b, b.comment(), true)
 	var extra []sim.Field
 	if rule > 0 {
 		extra = []sim.Field{{Key: "rule", Value: strconv.Itoa(rule)}}
@@ -20,11 +20,18 @@ func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, why string, ru
 	f.traceFrame(d, b, kind, why, extra...)
 }
 
-func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string) {
+func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bool) {
 	for _, t := range d.tapIDs {
 		// A capture that fails to write must not change the simulation;
 		// the writer reports its error when it is closed.
 		_ = t.tap.WriteFrame(int64(f.sched.Now()), t.id, b.bytes(), comment)
+	}
+	if f.observe != nil {
+		r := &f.obsRec
+		*r = FrameRecord{Time: f.sched.Now(), Link: d.link.name, Dir: d.name, From: b.from, To: b.to,
+			First: d.from.node != nil && d.from.node.name == b.from, Tx: b.tx, Dropped: dropped,
+			Comment: comment, Frame: b.bytes()}
+		f.observe(r)
 	}
 }
 

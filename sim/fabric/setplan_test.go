@@ -1,0 +1,101 @@
+package fabric_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+)
+
+// TestSetPlanMidRun changes the plan twice while frames flow: a link
+// event of the old plan still to come is cancelled, a link the new plan
+// holds down goes down at once (hook and trace), and transmission counts
+// carry across the change, so tx=2 still means the second transmission.
+func TestSetPlanMidRun(t *testing.T) {
+	old, err := faults.Parse("down link=a-b from=50us to=60us\n")
+	require.NoError(t, err)
+	w := &world{sched: sim.NewScheduler(), trace: &sim.Trace{}}
+	var hook []string
+	w.f = fabric.New(fabric.Config{Sched: w.sched, Trace: w.trace, Plan: old, Rand: sim.NewSeeds(1).Stream("faults"),
+		LinkHook: func(now sim.Time, link string, up bool) {
+			hook = append(hook, now.String()+" "+link+map[bool]string{true: " up", false: " down"}[up])
+		}})
+	for i := range 2 {
+		n := w.f.AddNode([]string{"a", "b"}[i], fabric.PortConfig{MAC: mac(byte(i + 1)), IPv4: ip4(byte(i + 1))})
+		s := &sink{}
+		n.SetReceiver(s)
+		w.nodes, w.sinks = append(w.nodes, n), append(w.sinks, s)
+	}
+	_, err = w.f.Connect("a-b", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+
+	set := func(at sim.Duration, text string) {
+		w.sched.Schedule(sim.Time(at), sim.HandlerFunc(func(sim.Time, uint64) {
+			p, err := faults.Parse(text)
+			require.NoError(t, err)
+			require.NoError(t, w.f.SetPlan(p))
+		}), 0)
+	}
+	// PSN 7 goes out at 5 µs (tx=1) and again at 15 µs (tx=2); the plan
+	// set at 10 µs drops only its second transmission. At 20 µs a plan
+	// holding the link down from 0 takes it down at once; at 30 µs an
+	// empty plan brings it back.
+	w.sendAt(t, sim.Time(5*sim.Microsecond), 0, roce(t, 0, 1, 7, 32))
+	set(10*sim.Microsecond, "drop psn=7 tx=2\n")
+	w.sendAt(t, sim.Time(15*sim.Microsecond), 0, roce(t, 0, 1, 7, 32))
+	set(20*sim.Microsecond, "down link=a-b\n")
+	w.sendAt(t, sim.Time(25*sim.Microsecond), 0, roce(t, 0, 1, 8, 32))
+	set(30*sim.Microsecond, "")
+	w.sendAt(t, sim.Time(55*sim.Microsecond), 0, roce(t, 0, 1, 9, 32))
+	require.NoError(t, w.sched.Run())
+
+	assert.Equal(t, []uint32{7, 9}, w.sinks[1].psns(t), "tx=2 of PSN 7 and PSN 8 (link down) lost; PSN 9 passes: the old plan's 50-60 µs outage was cancelled")
+	assert.Equal(t, []string{"20µs a-b down", "30µs a-b up"}, hook)
+	text := w.trace.Text()
+	assert.Contains(t, text, "10µs - plan plan=\"drop psn=7 tx=2\"")
+	assert.Contains(t, text, "20µs - link-down link=a-b why=\"fault plan set at 20µs\"")
+	assert.Contains(t, text, "30µs - plan plan=(none)")
+	assert.NotContains(t, text, "50µs - link-down")
+
+	bad := &faults.Plan{Rules: []faults.Rule{{Action: faults.Drop, Match: faults.Match{Nth: -1}}}}
+	assert.Error(t, w.f.SetPlan(bad), "an invalid plan is refused")
+}
+
+// TestObserveSeesEveryRecordedFrame checks the frame records a test tool
+// gets: one per hop, first hop marked, drops marked, and the addressee.
+func TestObserveSeesEveryRecordedFrame(t *testing.T) {
+	plan, err := faults.Parse("drop psn=1\n")
+	require.NoError(t, err)
+	var recs []fabric.FrameRecord
+	s := sim.NewScheduler()
+	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
+		Observe: func(r *fabric.FrameRecord) {
+			c := *r
+			c.Frame = append([]byte(nil), r.Frame...)
+			recs = append(recs, c)
+		}})
+	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	b.SetReceiver(&sink{})
+	sw := f.AddSwitch("sw", 2)
+	_, err = f.Connect("n0-sw", a.Port(0), sw.Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	_, err = f.Connect("n1-sw", b.Port(0), sw.Port(1), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), "first"))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+	require.NoError(t, s.Run())
+
+	require.Len(t, recs, 3)
+	assert.Equal(t, fabric.FrameRecord{Time: 0, Link: "n0-sw", Dir: "n0->sw", From: "n0", To: "n1", First: true, Tx: 1,
+		Comment: "first", Frame: recs[0].Frame}, recs[0])
+	assert.True(t, recs[1].Dropped, "PSN 1 dropped on its first hop")
+	assert.Contains(t, recs[1].Comment, "dropped by rule 1")
+	assert.Equal(t, "sw->n1", recs[2].Dir)
+	assert.False(t, recs[2].First)
+	assert.Equal(t, 1, recs[2].Tx, "the hop after the switch carries the first hop's count")
+}
