@@ -26,6 +26,10 @@ var allowed = map[string][]string{
 	"cmd/rocesim/ladder":   {"sim", "wire"},
 	"cmd/rocesim/scenario": {"verbs", "nic", "sim", "sim/fabric", "faults", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
 	"internal/tsharktest":  {},
+	// verbstest is for tests: its assertions are testify's.
+	"verbs/verbstest": {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys", "testify", "yaml"},
+	// the worked example is written against package verbs alone.
+	"examples/kvstore": {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with the CLI's scenario package.
 	"conformance": {"cmd/rocesim/scenario", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
@@ -35,6 +39,8 @@ var external = map[string]string{
 	"gopacket": "github.com/gopacket/gopacket",
 	"x/sys":    "golang.org/x/sys",
 	"x/net":    "golang.org/x/net",
+	"testify":  "github.com/stretchr/testify",
+	"yaml":     "go.yaml.in/yaml",
 }
 
 func TestImportGraph(t *testing.T) {

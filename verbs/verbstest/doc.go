@@ -1,0 +1,70 @@
+// Package verbstest builds deterministic RDMA worlds for tests, as
+// net/http/httptest builds servers: a few lines give a test connected
+// RoCE v2 hosts, a fault plan, virtual time it controls, assertions that
+// read like the protocol, and, when it fails, everything needed to look
+// at the run again.
+//
+//	func TestLostWrite(t *testing.T) {
+//		w := verbstest.New(t, verbstest.Options{Faults: "drop op=RC_RDMA_WRITE_ONLY tx=1"})
+//		a, b := w.Pair("a", "b", verbstest.QPOptions{})
+//		src, dst := a.Host.Buffer(512), b.Host.Buffer(512)
+//		a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+//			SGList: []verbs.SGE{src.SGE(0, 512)}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
+//		w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+//		w.RequireFrames(t, "op=RC_RDMA_WRITE_ONLY tx=2", 1) // one retransmission
+//	}
+//
+// # The world
+//
+// New builds the hosts of Options.Nodes (default "a" and "b"), each with
+// its device opened and a protection domain, on one link or through a
+// switch. Pair and Mesh make RC (or UC) QPs and take them to RTS; Connect
+// does the same for QPs the code under test made. Host.Buffer and Host.CQ
+// make the usual resources in one line. Everything is deterministic: the
+// same test and seed give the same frames, trace and capture, byte for
+// byte, in microseconds of wall time.
+//
+// # Time and the application
+//
+// Virtual time moves only inside RunFor, RunUntilIdle, RunUntil, Await
+// and RequireCompletion. Code under test that reacts to completions
+// (a server answering requests) registers its polling loop with Poll; the
+// world runs it after every instant, as a thread spinning on
+// ibv_poll_cq. Poller.Pause stalls it for a while (a receiver that falls
+// behind), Poller.Stop for good. Every wait is bounded by Options.Limit
+// of virtual time, so a QP that retries forever fails the test instead
+// of hanging it.
+//
+// # Faults
+//
+// Options.Faults (text) or Options.Plan (Go) is the initial fault plan of
+// package faults; SetFaults, AddFaults and SetPlan change it in the middle
+// of a test ("now cut the server off": AddFaults("down link=" +
+// server.LinkName())).
+//
+// # Looking at frames
+//
+// Frames, RequireFrames and RequireNoFrames select the frames the fabric
+// recorded with the match keys of a fault plan: "class=nak",
+// "psn=2 tx=2", "src=server op=RC_RDMA_WRITE_MIDDLE". Trace gives the
+// structured event log.
+//
+// # When a test fails
+//
+// Every world writes a pcapng capture, every frame commented, into its
+// own temporary directory. When the test passes the directory is removed
+// (-rocesim.keep keeps it); when it fails the test's log ends with the
+// seed, the fault plan (with every change and when), the go test command
+// that re-runs exactly that test and seed, and the paths of the capture
+// and of the trace:
+//
+//	rocesim: the simulated run of TestClientFallsBehind, to look at or re-run:
+//	  seed:    7
+//	  plan:    from 0s: (none)
+//	  rerun:   go test ./examples/kvstore -run '^TestClientFallsBehind$' -count=1 -rocesim.seed=7
+//	  capture: /tmp/rocesim-TestClientFallsBehind-123/capture.pcapng (31 frames, ...)
+//	  trace:   /tmp/rocesim-TestClientFallsBehind-123/trace.txt (412 events, ended at 10.2s)
+//
+// -rocesim.seed=N runs every world of the test binary with seed N, and
+// Seeds runs a test body over many seeds as subtests.
+package verbstest

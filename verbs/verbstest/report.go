@@ -1,0 +1,138 @@
+package verbstest
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+var (
+	seedFlag = flag.Uint64("rocesim.seed", 0, "run every verbstest world with this seed (and Seeds only this seed); a failure report prints it")
+	keepFlag = flag.Bool("rocesim.keep", false, "keep every verbstest capture, not only those of failed tests, and log where")
+)
+
+// cleanup closes the capture and keeps or removes it.
+func (w *World) cleanup() {
+	err := w.capture.Close()
+	if err != nil {
+		w.t.Errorf("verbstest: closing the capture %s: %v", w.pcap, err)
+	}
+	if !w.t.Failed() {
+		if *keepFlag {
+			w.t.Logf("verbstest: capture kept: %s (%d frames)", w.pcap, len(w.frames))
+			return
+		}
+		os.RemoveAll(w.dir)
+		return
+	}
+	tracePath := filepath.Join(w.dir, "trace.txt")
+	if err := os.WriteFile(tracePath, []byte(w.trace.Text()), 0o644); err != nil {
+		tracePath = "(not written: " + err.Error() + ")"
+	}
+	w.t.Logf("%s", w.failureReport(tracePath))
+}
+
+// failureReport is what a failed test prints: how to see the run again.
+func (w *World) failureReport(tracePath string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rocesim: the simulated run of %s, to look at or re-run:\n", w.t.Name())
+	fmt.Fprintf(&b, "  seed:    %d\n", w.seed)
+	for i, c := range w.history {
+		label := "  plan:    "
+		if i > 0 {
+			label = "           "
+		}
+		lines := strings.Split(c.text, "\n")
+		fmt.Fprintf(&b, "%sfrom %v: %s\n", label, c.at, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "           %*s  %s\n", len("from "+c.at.String()), "", l)
+		}
+	}
+	for i, c := range w.loops {
+		label := "  loops:   "
+		if i > 0 {
+			label = "           "
+		}
+		fmt.Fprintf(&b, "%sat %v: %s\n", label, c.at, c.text)
+	}
+	fmt.Fprintf(&b, "  rerun:   %s\n", w.reproCommand())
+	fmt.Fprintf(&b, "  capture: %s (%d frames, each with a comment saying why it exists)\n", w.pcap, len(w.frames))
+	fmt.Fprintf(&b, "  trace:   %s (%d events, ended at %v)\n", tracePath, len(w.trace.Events()), w.Now())
+	fmt.Fprintf(&b, "  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect %s", w.pcap)
+	return b.String()
+}
+
+// reproCommand is the go test command that runs this test alone with
+// this seed, with the other flags the run was given.
+func (w *World) reproCommand() string {
+	parts := strings.Split(w.t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	cmd := []string{"go", "test", packageDir(), "-run", shellQuote(strings.Join(parts, "/")), "-count=1"}
+	var extra []string
+	flag.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "test.") || f.Name == "rocesim.seed" {
+			return
+		}
+		extra = append(extra, "-"+f.Name+"="+shellQuote(f.Value.String()))
+	})
+	sort.Strings(extra)
+	cmd = append(cmd, extra...)
+	cmd = append(cmd, fmt.Sprintf("-rocesim.seed=%d", w.seed))
+	return strings.Join(cmd, " ")
+}
+
+// packageDir is the test's package directory relative to its module's
+// root ("./examples/kvstore"); a test binary runs in that directory.
+func packageDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, err := filepath.Rel(dir, wd)
+			if err != nil || rel == "." {
+				return "."
+			}
+			return "./" + filepath.ToSlash(rel)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "."
+		}
+		dir = parent
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Seeds runs fn as a subtest ("seed=N") for seeds 1 to n, each with its
+// own seed for Options.Seed; with -rocesim.seed=N it runs seed N alone.
+// A property that must hold whatever the fault timing is checked this
+// way, and a failing seed re-runs by itself.
+func Seeds(t *testing.T, n int, fn func(t *testing.T, seed uint64)) {
+	t.Helper()
+	run := func(seed uint64) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { fn(t, seed) })
+	}
+	if *seedFlag != 0 {
+		run(*seedFlag)
+		return
+	}
+	for s := 1; s <= n; s++ {
+		run(uint64(s))
+	}
+}

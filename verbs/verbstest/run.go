@@ -1,0 +1,160 @@
+package verbstest
+
+import (
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// Running virtual time
+//
+// Each Run, Await and Require method steps the simulation one instant at
+// a time (every event due at that instant), and after each instant calls
+// the world's pollers in the order they were added: the application's
+// busy-polling loops. A method fails the test when its budget of virtual
+// time (Options.Limit) runs out before its condition holds, or when
+// nothing is left to happen and the condition cannot hold any more.
+
+// Poller is an application loop the world runs: a function that polls its
+// CQs and reacts (posts receives, answers requests), as a thread spinning
+// on ibv_poll_cq would. It costs no virtual time.
+type Poller struct {
+	w       *World
+	name    string
+	fn      func()
+	until   sim.Time // paused until then
+	stopped bool
+}
+
+// Poll adds fn as a poller named name (the name appears in the trace
+// when it is paused). fn runs after every instant in which something
+// happened, and once at the start of each Run, Await or Require call.
+func (w *World) Poll(name string, fn func()) *Poller {
+	p := &Poller{w: w, name: name, fn: fn}
+	w.pollers = append(w.pollers, p)
+	return p
+}
+
+// Pause stops the poller for d of virtual time from now, as if its thread
+// were descheduled: whatever it would have done (re-post receives, answer
+// requests) waits. The world wakes at the end of the pause, so the
+// poller runs then even if nothing else happens.
+func (p *Poller) Pause(d sim.Duration) {
+	now := p.w.Now()
+	p.until = now.Add(d)
+	p.w.trace.Add(sim.Event{Time: now, Node: p.name, Kind: "poller-pause",
+		Fields: []sim.Field{{Key: "until", Value: p.until.String()}}})
+	p.w.vw.Scheduler().Schedule(p.until, &p.w.wake, 0)
+	p.w.loops = append(p.w.loops, planChange{now, p.name + " paused for " + d.String()})
+}
+
+// Stop stops the poller for good: a crashed or hung application.
+func (p *Poller) Stop() {
+	p.stopped = true
+	p.w.trace.Add(sim.Event{Time: p.w.Now(), Node: p.name, Kind: "poller-stop"})
+	p.w.loops = append(p.w.loops, planChange{p.w.Now(), p.name + " stopped"})
+}
+
+// wakeHandler is the event that ends a pause; the step loop runs the
+// pollers after it.
+type wakeHandler struct{ w *World }
+
+// Fire does nothing: the instant it makes is enough.
+func (*wakeHandler) Fire(sim.Time, uint64) {}
+
+// poll runs the pollers that are not paused.
+func (w *World) poll() {
+	now := w.Now()
+	for _, p := range w.pollers {
+		if !p.stopped && now >= p.until {
+			p.fn()
+		}
+	}
+}
+
+// eventCap bounds the events one call may fire: a loop that posts work at
+// the same instant forever would otherwise never reach its time limit.
+const eventCap = 50_000_000
+
+// runUntil steps instants until done() holds, nothing is left to happen,
+// or the next event is past deadline; it reports whether done() held.
+// The clock stays at the last instant run.
+func (w *World) runUntil(deadline sim.Time, done func() bool) bool {
+	s := w.vw.Scheduler()
+	start := s.Fired()
+	w.poll()
+	for !done() {
+		if s.Pending() == 0 || s.NextAt() > deadline {
+			return false
+		}
+		if s.Fired()-start > eventCap {
+			w.fatalf("verbstest: %d events at %v without reaching the condition: a loop that never lets time pass?", eventCap, w.Now())
+		}
+		if err := s.RunUntil(s.NextAt()); err != nil {
+			w.fatalf("verbstest: %v", err)
+		}
+		w.poll()
+	}
+	return true
+}
+
+// RunFor runs d of virtual time: every event due by then, the pollers
+// after each instant, and the clock ends exactly d later.
+func (w *World) RunFor(d sim.Duration) {
+	w.t.Helper()
+	end := w.Now().Add(d)
+	w.runUntil(end, func() bool { return false })
+	if err := w.vw.Scheduler().RunUntil(end); err != nil {
+		w.fatalf("verbstest: %v", err)
+	}
+}
+
+// RunUntilIdle runs until nothing is left to happen: no frame in flight,
+// no timer armed, no pause pending. It fails the test if the world is
+// still busy after Options.Limit (a QP retrying forever, say).
+func (w *World) RunUntilIdle() {
+	w.t.Helper()
+	deadline := w.Now().Add(w.limit)
+	s := w.vw.Scheduler()
+	if !w.runUntil(deadline, func() bool { return s.Pending() == 0 }) {
+		w.fatalf("verbstest: RunUntilIdle: still busy at %v after the %v limit (Options.Limit); next event at %v",
+			w.Now(), w.limit, s.NextAt())
+	}
+}
+
+// RunUntil runs until cond holds, and fails the test, saying what, if it
+// does not hold within Options.Limit or before the world falls idle.
+func (w *World) RunUntil(what string, cond func() bool) {
+	w.t.Helper()
+	if !w.runUntil(w.Now().Add(w.limit), cond) {
+		w.fatalf("verbstest: %s: did not happen (%s; the last event ran at %v)", what, w.why(), w.Now())
+	}
+}
+
+// why says why a wait ended without its condition.
+func (w *World) why() string {
+	if w.vw.Scheduler().Pending() == 0 {
+		return "nothing left to happen"
+	}
+	return "its limit of " + w.limit.String() + " of virtual time (Options.Limit) ran out"
+}
+
+// Await runs until n completions can be polled from cq, polls them and
+// returns them in order. It fails the test if they do not come within
+// Options.Limit. Do not Await a CQ that a poller also polls.
+func (w *World) Await(cq *verbs.CQ, n int) []verbs.WC {
+	w.t.Helper()
+	wcs := make([]verbs.WC, 0, n)
+	buf := make([]verbs.WC, n)
+	ok := w.runUntil(w.Now().Add(w.limit), func() bool {
+		if len(wcs) < n {
+			k := cq.Poll(buf[:n-len(wcs)])
+			wcs = append(wcs, buf[:k]...)
+		}
+		return len(wcs) == n
+	})
+	if !ok {
+		w.fatalf("verbstest: Await: %d of %d completions (%s; the last event ran at %v)%s",
+			len(wcs), n, w.why(), w.Now(), describeWCs(wcs))
+	}
+	return wcs
+}

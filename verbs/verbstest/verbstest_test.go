@@ -1,0 +1,205 @@
+package verbstest_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/verbstest"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// write posts a signaled RDMA WRITE of n bytes from src to dst.
+func write(t verbstest.TB, from *verbstest.Endpoint, src, dst *verbs.MR, n int) {
+	t.Helper()
+	_, err := from.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{src.SGE(0, uint64(n))}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
+	require.NoError(t, err)
+}
+
+// TestLostPacketRecovered: a fault plan from the options, a completion
+// awaited, the retransmission counted on the wire, the data checked.
+func TestLostPacketRecovered(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{Faults: "drop op=RC_RDMA_WRITE_MIDDLE tx=1"})
+	a, b := w.Pair("a", "b", verbstest.QPOptions{})
+	src, dst := a.Host.Buffer(3000), b.Host.Buffer(3000)
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i * 7)
+	}
+	write(t, a, src, dst, 3000)
+	wc := w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+	assert.Equal(t, uint64(1), wc.WRID)
+	assert.Equal(t, src.Bytes(), dst.Bytes())
+	w.RequireFrames(t, "op=RC_RDMA_WRITE_MIDDLE", 2)
+	w.RequireFrames(t, "op=RC_RDMA_WRITE_MIDDLE tx=2", 1)
+	nak := w.RequireFrames(t, "class=nak src=b", 1)
+	assert.Equal(t, "NAK(PSN sequence error)", nak[0].Packet.AETH.Syndrome().String())
+	w.RequireNoFrames(t, "class=rnr")
+	assert.Equal(t, 5, len(w.Frames("dst=b")), "FIRST, MIDDLE (dropped), LAST (out of sequence: NAK), MIDDLE and LAST again")
+	assert.Equal(t, 2, len(w.Frames("src=b")), "the NAK and the final ACK")
+}
+
+// TestFaultsChangeMidTest: the plan changes while the test runs; a link
+// cut now fails a WR after exactly its retry budget.
+func TestFaultsChangeMidTest(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{Nodes: []string{"client", "server"}})
+	c, s := w.Pair("client", "server", verbstest.QPOptions{Timeout: 10, RetryCnt: 2})
+	src, dst := c.Host.Buffer(64), s.Host.Buffer(64)
+	write(t, c, src, dst, 64)
+	w.RequireCompletion(t, c.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+
+	w.AddFaults("down link=" + s.Host.LinkName())
+	start := w.Now()
+	write(t, c, src, dst, 64)
+	w.RequireCompletion(t, c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+	timeout := sim.Duration(4096 << 10) // 4.096 µs · 2^10
+	elapsed := w.Now().Sub(start)
+	assert.GreaterOrEqual(t, elapsed, 3*timeout, "three timeouts: the first transmission and two retries")
+	assert.Less(t, elapsed, 4*timeout)
+	w.RequireFrames(t, "src=client op=RC_RDMA_WRITE_ONLY", 4) // 1 + 3 dropped
+	w.RequireFrames(t, "src=client op=RC_RDMA_WRITE_ONLY tx=3", 1)
+	w.RequireQPState(t, c.QP, verbs.QPStateErr)
+	w.RequireQPState(t, s.QP, verbs.QPStateRTS)
+}
+
+// TestPollerPause: an application loop that stops re-posting receives
+// for a while causes RNR NAKs, then the SEND succeeds.
+func TestPollerPause(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{})
+	a, b := w.Pair("a", "b", verbstest.QPOptions{MinRNRTimer: 1}) // 10 µs
+	src, dst := a.Host.Buffer(16), b.Host.Buffer(16)
+	posted := 0
+	recv := w.Poll("b", func() {
+		var wc [4]verbs.WC
+		for n := b.CQ.Poll(wc[:]); n > 0; n = b.CQ.Poll(wc[:]) {
+			posted -= n
+		}
+		for posted < 1 {
+			_, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 9, SGList: []verbs.SGE{dst.SGE(0, 16)}}})
+			require.NoError(t, err)
+			posted++
+		}
+	})
+	send := func() {
+		_, err := a.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{src.SGE(0, 16)}}})
+		require.NoError(t, err)
+	}
+	send()
+	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	w.RunUntil("b's poller re-posts", func() bool { return posted == 1 })
+	recv.Pause(100 * sim.Microsecond)
+	send()
+	send()
+	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	assert.GreaterOrEqual(t, w.Now(), sim.Time(100*sim.Microsecond), "the second SEND waited for the pause to end")
+	assert.NotEmpty(t, w.Frames("class=rnr src=b"))
+	assert.Contains(t, w.Trace().Text(), "b poller-pause")
+}
+
+// TestMesh: one RC QP per peer, each pair exchanging a SEND, through a
+// switch.
+func TestMesh(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{Nodes: []string{"n1", "n2", "n3"}})
+	m := w.Mesh(verbstest.QPOptions{})
+	bufs := map[string]*verbs.MR{}
+	for _, h := range w.Hosts() {
+		bufs[h.Name()] = h.Buffer(64)
+	}
+	names := []string{"n1", "n2", "n3"}
+	for _, from := range names {
+		for _, to := range names {
+			if from == to {
+				continue
+			}
+			e := m.Get(from, to)
+			require.Equal(t, to, e.Peer.Host.Name())
+			_, err := e.Peer.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{bufs[to].SGE(0, 64)}}})
+			require.NoError(t, err)
+			_, err = e.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+				SGList: []verbs.SGE{bufs[from].SGE(0, 8)}}})
+			require.NoError(t, err)
+		}
+	}
+	for _, h := range names {
+		wcs := w.Await(m.CQ(h), 4) // two sends, two receives
+		for _, wc := range wcs {
+			assert.Equal(t, verbs.WCSuccess, wc.Status)
+		}
+	}
+	w.RequireFrames(t, "class=request", 6)
+	assert.Equal(t, 2, len(w.Frames("link=n2-sw dst=n2 class=request")), "through the switch, a frame is recorded on each link it crosses")
+}
+
+// run is one fixed scenario with random faults; it returns the trace
+// and the capture.
+func run(t *testing.T, seed uint64) (string, []byte) {
+	var trace string
+	var pcap []byte
+	var r verbstest.Recorder
+	ok := r.Run(t.Name(), func(tb verbstest.TB) {
+		w := verbstest.New(tb, verbstest.Options{Seed: seed, Faults: "drop prob=0.2 class=request\ndelay 3us prob=0.3 class=ack"})
+		a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8})
+		src, dst := a.Host.Buffer(8192), b.Host.Buffer(8192)
+		for i := range 20 {
+			write(tb, a, src, dst, 1+400*i) // an SGE of length 0 means 2^31 bytes
+		}
+		for _, wc := range w.Await(a.CQ, 20) {
+			require.Equal(tb, verbs.WCSuccess, wc.Status)
+		}
+		w.RunUntilIdle()
+		trace, pcap = w.Trace().Text(), w.CaptureBytes()
+		require.NotEmpty(tb, w.Frames("tx=2"), "the plan made retransmissions")
+	})
+	require.True(t, ok, r.Output())
+	return trace, pcap
+}
+
+// TestSameSeedSameRun: the same seed gives the same trace and the same
+// capture bytes; another seed another run.
+func TestSameSeedSameRun(t *testing.T) {
+	t1, p1 := run(t, 5)
+	t2, p2 := run(t, 5)
+	t3, p3 := run(t, 6)
+	require.Equal(t, t1, t2)
+	require.True(t, bytes.Equal(p1, p2), "same seed, same capture bytes")
+	require.NotEqual(t, t1, t3)
+	require.False(t, bytes.Equal(p1, p3))
+}
+
+// TestCaptureKeptOnFailure: a failing test leaves its capture, and its
+// log names the seed, the plan and how to re-run it.
+func TestCaptureKeptOnFailure(t *testing.T) {
+	var r verbstest.Recorder
+	var path string
+	passed := r.Run("TestBroken/sub case", func(tb verbstest.TB) {
+		w := verbstest.New(tb, verbstest.Options{Seed: 42, Faults: "drop src=a class=request"})
+		a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8, RetryCnt: 1})
+		path = w.PcapngPath()
+		src, dst := a.Host.Buffer(8), b.Host.Buffer(8)
+		write(tb, a, src, dst, 8)
+		w.RequireCompletion(tb, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite) // fails: RETRY_EXC_ERR
+		t.Error("RequireCompletion should have ended the test")
+	})
+	require.False(t, passed)
+	out := r.Output()
+	assert.Contains(t, out, "IBV_WC_RETRY_EXC_ERR")
+	assert.Contains(t, out, "seed:    42")
+	assert.Contains(t, out, "plan:    from 0s: drop src=a class=request")
+	assert.Contains(t, out, "rerun:   go test ./verbs/verbstest -run '^TestBroken$/^sub case$' -count=1 -rocesim.seed=42")
+	assert.Contains(t, out, "capture: "+path)
+	rd, err := capture.Open(path)
+	require.NoError(t, err)
+	defer rd.Close()
+	var rec capture.Record
+	require.NoError(t, rd.Next(&rec))
+	assert.Contains(t, rec.Comments, "wr 1 RDMA_WRITE, packet 1 of 1; dropped by rule 1: drop src=a class=request")
+	require.NoError(t, os.RemoveAll(filepath.Dir(path)))
+}
