@@ -58,12 +58,18 @@
 // that re-runs exactly that test and seed, and the paths of the capture
 // and of the trace:
 //
-//	rocesim: the simulated run of TestClientFallsBehind, to look at or re-run:
+//	rocesim: the simulated run of TestLostWritePacket, to look at or re-run:
 //	  seed:    7
 //	  plan:    from 0s: (none)
-//	  rerun:   go test ./examples/kvstore -run '^TestClientFallsBehind$' -count=1 -rocesim.seed=7
-//	  capture: /tmp/rocesim-TestClientFallsBehind-123/capture.pcapng (31 frames, ...)
-//	  trace:   /tmp/rocesim-TestClientFallsBehind-123/trace.txt (412 events, ended at 10.2s)
+//	           from 2.278µs: drop src=server op=RC_RDMA_WRITE_MIDDLE tx=1 nth=3
+//	  rerun:   go test ./examples/kvstore -run '^TestLostWritePacket$' -count=1 -kvstore.break=repost -rocesim.seed=7
+//	  capture: /tmp/rocesim-TestLostWritePacket-310395302/capture.pcapng (3192 frames, ...)
+//	  trace:   /tmp/rocesim-TestLostWritePacket-310395302/trace.txt (7988 events, ended at 999.643164ms)
+//	  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect /tmp/rocesim-TestLostWritePacket-310395302/capture.pcapng
+//
+// (A "loops:" line lists the pollers paused or stopped, and when.) The
+// rerun command carries the test's other flags (here the example's
+// -kvstore.break, which plants a bug), so it fails the same way.
 //
 // -rocesim.seed=N runs every world of the test binary with seed N, and
 // Seeds runs a test body over many seeds as subtests.

@@ -99,3 +99,43 @@ func ExampleWorld_AddFaults() {
 	// wr 2 IBV_WC_WR_FLUSH_ERR
 	// client QP: ERR
 }
+
+// Three hosts through a switch, one RC QP per peer: each host SENDs a
+// greeting to each other host over that peer's QP.
+func ExampleWorld_Mesh() {
+	var r verbstest.Recorder
+	r.Run("ExampleWorld_Mesh", func(t verbstest.TB) {
+		w := verbstest.New(t, verbstest.Options{Nodes: []string{"x", "y", "z"}})
+		m := w.Mesh(verbstest.QPOptions{})
+		inbox := map[string]*verbs.MR{} // 8 bytes per sender
+		for _, h := range w.Hosts() {
+			inbox[h.Name()] = h.Buffer(8 * len(w.Hosts()))
+		}
+		for i, from := range w.Hosts() {
+			for _, to := range w.Hosts() {
+				if from == to {
+					continue
+				}
+				e := m.Get(from.Name(), to.Name())
+				e.Peer.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{inbox[to.Name()].SGE(uint64(8*i), 8)}}})
+				msg := from.Buffer(8)
+				copy(msg.Bytes(), "from "+from.Name())
+				e.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+					SGList: []verbs.SGE{msg.SGE(0, 6)}}})
+			}
+		}
+		for _, h := range w.Hosts() {
+			w.Await(m.CQ(h.Name()), 4) // two SENDs out, two in
+			fmt.Printf("%s got %q\n", h.Name(), strings.FieldsFunc(string(inbox[h.Name()].Bytes()), func(r rune) bool { return r == 0 }))
+		}
+		fmt.Println("requests:", len(w.Frames("class=request")), "(one per QP)")
+		fmt.Println("frames on link y-sw:", len(w.Frames("link=y-sw")), "(y's two SENDs and ACKs out, two SENDs and ACKs in)")
+	})
+	fmt.Println(r.Output())
+	// Output:
+	// x got ["from y" "from z"]
+	// y got ["from x" "from z"]
+	// z got ["from x" "from y"]
+	// requests: 6 (one per QP)
+	// frames on link y-sw: 8 (y's two SENDs and ACKs out, two SENDs and ACKs in)
+}

@@ -47,6 +47,10 @@ func (f *Frame) String() string {
 
 // observe keeps a copy of every frame the fabric records.
 func (w *World) observe(r *fabric.FrameRecord) {
+	if len(w.frames) == w.maxFrames {
+		w.overflow++
+		return
+	}
 	f := Frame{FrameRecord: *r}
 	f.Frame = append([]byte(nil), r.Frame...)
 	var p wire.Packet
@@ -62,12 +66,17 @@ func (w *World) observe(r *fabric.FrameRecord) {
 // "op=RC_RDMA_WRITE_MIDDLE dir=server->client", "link=a-sw". Without
 // link= it selects a frame on its first hop only; "" selects every frame
 // once. The counting keys (nth= prob= first=) have no meaning here and
-// are refused. A bad filter fails the test.
+// are refused. A bad filter fails the test, and so does a frame log that
+// overflowed Options.MaxFrames.
 func (w *World) Frames(filter string) []Frame {
 	w.t.Helper()
 	m, err := faults.ParseMatch(filter)
 	if err != nil {
 		w.fatalf("verbstest: frame filter %q: %v", filter, err)
+	}
+	if w.overflow > 0 {
+		w.fatalf("verbstest: Frames(%q): the frame log kept the first %d frames and missed %d more; raise Options.MaxFrames",
+			filter, w.maxFrames, w.overflow)
 	}
 	var out []Frame
 	for i := range w.frames {

@@ -203,3 +203,19 @@ func TestCaptureKeptOnFailure(t *testing.T) {
 	assert.Contains(t, rec.Comments, "wr 1 RDMA_WRITE, packet 1 of 1; dropped by rule 1: drop src=a class=request")
 	require.NoError(t, os.RemoveAll(filepath.Dir(path)))
 }
+
+// TestFrameLogLimit: past Options.MaxFrames the log stops, and selecting
+// frames fails rather than count a partial log.
+func TestFrameLogLimit(t *testing.T) {
+	var r verbstest.Recorder
+	passed := r.Run("TestFrameLogLimit", func(tb verbstest.TB) {
+		w := verbstest.New(tb, verbstest.Options{MaxFrames: 3})
+		a, b := w.Pair("a", "b", verbstest.QPOptions{})
+		src, dst := a.Host.Buffer(4096), b.Host.Buffer(4096)
+		write(tb, a, src, dst, 4096) // four packets and an ACK
+		w.RequireCompletion(tb, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+		w.Frames("")
+	})
+	require.False(t, passed)
+	assert.Contains(t, r.Output(), `verbstest: Frames(""): the frame log kept the first 3 frames and missed 2 more; raise Options.MaxFrames`)
+}

@@ -48,6 +48,11 @@ type Options struct {
 	// most one. SetFaults, AddFaults and SetPlan change it later.
 	Faults string
 	Plan   *faults.Plan
+	// MaxFrames is how many frame records the world keeps for Frames
+	// and RequireFrames (each a copy of the frame); 0 means 1<<20. A
+	// test that sends more and selects frames must raise it: once it is
+	// exceeded, Frames fails the test rather than count a partial log.
+	MaxFrames int
 	// Limit bounds the virtual time each Run, Await or Require call may
 	// spend before it fails the test; 0 means 10 s. It is what stops a
 	// test whose QP retries forever (retry_cnt 7 is infinite in rxe).
@@ -86,10 +91,12 @@ type World struct {
 	history []planChange
 	loops   []planChange // pollers paused or stopped
 
-	frames  []Frame
-	pollers []*Poller
-	psn     psnSource
-	wake    wakeHandler
+	frames    []Frame
+	maxFrames int
+	overflow  int // frames recorded after the log was full
+	pollers   []*Poller
+	psn       psnSource
+	wake      wakeHandler
 }
 
 // planChange is one plan the world applied, for the failure report.
@@ -114,6 +121,10 @@ func New(t TB, opts Options) *World {
 	}
 	if w.limit <= 0 {
 		w.limit = 10 * sim.Second
+	}
+	w.maxFrames = opts.MaxFrames
+	if w.maxFrames <= 0 {
+		w.maxFrames = 1 << 20
 	}
 	w.psn = newPSNSource(w.seed)
 	w.wake.w = w
