@@ -15,6 +15,11 @@ func (discard) Receive(sim.Time, int, []byte) {}
 // setupBench is two nodes through a switch with a 10-rule plan that
 // matches nothing, tracing off.
 func setupBench(tb testing.TB) (*sim.Scheduler, *fabric.Node) {
+	return setupBenchConfig(tb, fabric.Config{})
+}
+
+// setupBenchConfig is setupBench with cfg's Observe and CountTx.
+func setupBenchConfig(tb testing.TB, cfg fabric.Config) (*sim.Scheduler, *fabric.Node) {
 	plan, err := faults.Parse(`drop psn=1000000
 drop qp=0x999
 delay 1us class=nak
@@ -30,7 +35,11 @@ down link=nowhere from=1s to=2s
 		tb.Fatal(err)
 	}
 	s := sim.NewScheduler()
-	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults")})
+	if cfg.CountTx {
+		plan = nil // counting transmissions without a plan: what verbstest does
+	}
+	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
+		Observe: cfg.Observe, CountTx: cfg.CountTx})
 	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
 	b := f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
 	b.SetReceiver(discard{})
@@ -61,18 +70,37 @@ func BenchmarkFrameThroughSwitch(b *testing.B) {
 }
 
 func TestFramePathZeroAllocs(t *testing.T) {
-	s, a := setupBench(t)
-	frame := roce(t, 0, 1, 1, 1024)
-	run := func() {
-		if err := a.Send(0, frame, ""); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run() // grow pools
-	if n := testing.AllocsPerRun(100, run); n != 0 {
-		t.Errorf("a frame through the fabric: %v allocs", n)
+	for _, c := range []struct {
+		name string
+		cfg  fabric.Config
+	}{
+		{"plan", fabric.Config{}},
+		// No plan, transmissions counted, an observer: a verbstest world.
+		// Many PSNs, so the counting windows see new ones.
+		{"count-tx-observe", fabric.Config{CountTx: true, Observe: func(*fabric.FrameRecord) {}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, a := setupBenchConfig(t, c.cfg)
+			psn := uint32(0)
+			frames := make([][]byte, 4096)
+			for i := range frames {
+				frames[i] = roce(t, 0, 1, uint32(i), 1024)
+			}
+			run := func() {
+				if err := a.Send(0, frames[psn%4096], ""); err != nil {
+					t.Fatal(err)
+				}
+				psn++
+				if err := s.Run(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 4096 {
+				run() // grow pools and counting windows
+			}
+			if n := testing.AllocsPerRun(1000, run); n != 0 {
+				t.Errorf("a frame through the fabric: %v allocs", n)
+			}
+		})
 	}
 }

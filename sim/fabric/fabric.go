@@ -107,6 +107,7 @@ type Fabric struct {
 	changes  []faults.LinkChange
 	changeT  []sim.Timer // the pending change events, cancelled by SetPlan
 	linkHook func(now sim.Time, link string, up bool)
+	downNow  map[string]bool // links the LinkHook was last told are down (looked up, never iterated)
 	observe  func(*FrameRecord)
 	obsRec   FrameRecord // reused for every Observe call
 	countTx  bool
@@ -125,6 +126,7 @@ func New(cfg Config) *Fabric {
 		inj:      faults.NewInjector(cfg.Plan, cfg.Rand),
 		byMAC:    map[wire.MAC]*Port{},
 		linkHook: cfg.LinkHook,
+		downNow:  map[string]bool{},
 		observe:  cfg.Observe,
 		countTx:  cfg.CountTx,
 	}
@@ -159,10 +161,6 @@ func (f *Fabric) SetPlan(p *faults.Plan) error {
 		return err
 	}
 	now := f.sched.Now()
-	wasUp := make([]bool, len(f.links))
-	for i, l := range f.links {
-		wasUp[i] = f.inj.LinkUp(now, l.name)
-	}
 	f.plan = p
 	f.inj.SetPlan(p)
 	for _, t := range f.changeT {
@@ -176,8 +174,11 @@ func (f *Fabric) SetPlan(p *faults.Plan) error {
 		}
 		f.trace.Add(sim.Event{Time: now, Kind: "plan", Fields: []sim.Field{{Key: "plan", Value: text}}})
 	}
-	for i, l := range f.links {
-		if up := f.inj.LinkUp(now, l.name); up != wasUp[i] {
+	// Compare with what the ends of each link were last told, not with
+	// the old plan's LinkUp(now): a change of the old plan due now may
+	// not have fired yet, and it has just been cancelled.
+	for _, l := range f.links {
+		if up := f.inj.LinkUp(now, l.name); up == f.downNow[l.name] {
 			f.linkChange(now, faults.LinkChange{Time: now, Link: l.name, Up: up, Text: "fault plan set at " + now.String()})
 		}
 	}

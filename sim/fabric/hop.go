@@ -159,8 +159,11 @@ func (h *changeHandler) Fire(now sim.Time, arg uint64) {
 
 // linkChange tells the LinkHook about c and traces it.
 func (f *Fabric) linkChange(now sim.Time, c faults.LinkChange) {
-	if f.linkHook != nil && !c.Partition {
-		f.linkHook(now, c.Link, c.Up)
+	if !c.Partition {
+		f.downNow[c.Link] = !c.Up
+		if f.linkHook != nil {
+			f.linkHook(now, c.Link, c.Up)
+		}
 	}
 	if !f.trace.Enabled() {
 		return

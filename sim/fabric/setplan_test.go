@@ -1,6 +1,7 @@
 package fabric_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,4 +99,29 @@ func TestObserveSeesEveryRecordedFrame(t *testing.T) {
 	assert.Equal(t, "sw->n1", recs[2].Dir)
 	assert.False(t, recs[2].First)
 	assert.Equal(t, 1, recs[2].Tx, "the hop after the switch carries the first hop's count")
+}
+
+// TestSetPlanBeforeDueChange: a plan replaced at the very instant its
+// link change is due, before that change has fired, tells the link's
+// ends nothing: they were never told it went down, so they must not hear
+// that it came back up.
+func TestSetPlanBeforeDueChange(t *testing.T) {
+	s := sim.NewScheduler()
+	var f *fabric.Fabric
+	// Scheduled first, so it runs first at 20 µs.
+	s.Schedule(sim.Time(20*sim.Microsecond), sim.HandlerFunc(func(sim.Time, uint64) {
+		require.NoError(t, f.SetPlan(nil))
+	}), 0)
+	old, err := faults.Parse("down link=a-b from=20us\n")
+	require.NoError(t, err)
+	var hook []string
+	f = fabric.New(fabric.Config{Sched: s, Plan: old, LinkHook: func(now sim.Time, link string, up bool) {
+		hook = append(hook, fmt.Sprint(now, link, up))
+	}})
+	a := f.AddNode("a", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("b", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	_, err = f.Connect("a-b", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	require.NoError(t, s.Run())
+	assert.Empty(t, hook)
 }

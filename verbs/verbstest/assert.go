@@ -13,14 +13,15 @@ import (
 //	wc := w.RequireCompletion(t, client.CQ, verbs.WCRetryExcErr, verbs.WCSend)
 func (w *World) RequireCompletion(t TB, cq *verbs.CQ, status verbs.WCStatus, opcode verbs.WCOpcode) verbs.WC {
 	t.Helper()
-	wc := w.Await(cq, 1)[0]
+	wc := w.await(t, cq, 1)[0]
 	require.Equal(t, status.Name(), wc.Status.Name(), "completion status (%s)", describeWC(wc))
 	require.Equal(t, opcode.String(), wc.Opcode.String(), "completion opcode (%s)", describeWC(wc))
 	return wc
 }
 
-// RequireNoCompletion fails t if cq holds a completion now. It does not
-// run the world: run it first for as long as "nothing" has to last.
+// RequireNoCompletion fails t if cq holds a completion now (it polls one
+// to see: the test fails anyway if there was one). It does not run the
+// world: run it first for as long as "nothing" has to last.
 func (w *World) RequireNoCompletion(t TB, cq *verbs.CQ) {
 	t.Helper()
 	var wc [1]verbs.WC

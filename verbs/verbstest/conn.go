@@ -41,8 +41,12 @@ type QPOptions struct {
 }
 
 func (o QPOptions) withDefaults(w *World) QPOptions {
+	w.t.Helper()
 	if o.Type == 0 {
 		o.Type = verbs.QPTypeRC
+	}
+	if o.Type != verbs.QPTypeRC && o.Type != verbs.QPTypeUC {
+		w.fatalf("verbstest: QPOptions.Type %v: Pair, Mesh and Connect connect RC or UC QPs (a UD QP has no peer: create it and an AH with package verbs)", o.Type)
 	}
 	if o.Depth == 0 {
 		o.Depth = 64

@@ -71,6 +71,7 @@
 // rerun command carries the test's other flags (here the example's
 // -kvstore.break, which plants a bug), so it fails the same way.
 //
-// -rocesim.seed=N runs every world of the test binary with seed N, and
-// Seeds runs a test body over many seeds as subtests.
+// -rocesim.seed=N runs every world that leaves Options.Seed unset with
+// seed N (a test that fixes its seed keeps it), and Seeds runs a test
+// body over many seeds as subtests, or over seed N alone with the flag.
 package verbstest

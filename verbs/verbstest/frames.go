@@ -65,17 +65,24 @@ func (w *World) observe(r *fabric.FrameRecord) {
 // fault plan (package faults): "class=nak src=b", "psn=2 tx=2",
 // "op=RC_RDMA_WRITE_MIDDLE dir=server->client", "link=a-sw". Without
 // link= it selects a frame on its first hop only; "" selects every frame
-// once. The counting keys (nth= prob= first=) have no meaning here and
+// once (but a frame dropped after its first hop, at a switch's egress by
+// a down link or the MTU, is recorded on that later hop: select it with
+// link=). The counting keys (nth= prob= first=) have no meaning here and
 // are refused. A bad filter fails the test, and so does a frame log that
 // overflowed Options.MaxFrames.
 func (w *World) Frames(filter string) []Frame {
 	w.t.Helper()
+	return w.frameList(w.t, filter)
+}
+
+func (w *World) frameList(t TB, filter string) []Frame {
+	t.Helper()
 	m, err := faults.ParseMatch(filter)
 	if err != nil {
-		w.fatalf("verbstest: frame filter %q: %v", filter, err)
+		fail(t, "verbstest: frame filter %q: %v", filter, err)
 	}
 	if w.overflow > 0 {
-		w.fatalf("verbstest: Frames(%q): the frame log kept the first %d frames and missed %d more; raise Options.MaxFrames",
+		fail(t, "verbstest: Frames(%q): the frame log kept the first %d frames and missed %d more; raise Options.MaxFrames",
 			filter, w.maxFrames, w.overflow)
 	}
 	var out []Frame
@@ -93,7 +100,7 @@ func (w *World) Frames(filter string) []Frame {
 // (see Frames), listing the ones that did; it returns them.
 func (w *World) RequireFrames(t TB, filter string, n int) []Frame {
 	t.Helper()
-	got := w.Frames(filter)
+	got := w.frameList(t, filter)
 	if len(got) != n {
 		t.Errorf("verbstest: want %d frames matching %q, got %d:%s", n, filter, len(got), listFrames(got))
 		t.FailNow()

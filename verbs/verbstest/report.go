@@ -18,15 +18,13 @@ var (
 
 // cleanup closes the capture and keeps or removes it.
 func (w *World) cleanup() {
+	w.t.Helper()
 	err := w.capture.Close()
 	if err != nil {
 		w.t.Errorf("verbstest: closing the capture %s: %v", w.pcap, err)
 	}
-	if !w.t.Failed() {
-		if *keepFlag {
-			w.t.Logf("verbstest: capture kept: %s (%d frames)", w.pcap, len(w.frames))
-			return
-		}
+	failed := w.t.Failed()
+	if !failed && !*keepFlag {
 		os.RemoveAll(w.dir)
 		return
 	}
@@ -34,8 +32,18 @@ func (w *World) cleanup() {
 	if err := os.WriteFile(tracePath, []byte(w.trace.Text()), 0o644); err != nil {
 		tracePath = "(not written: " + err.Error() + ")"
 	}
-	w.t.Logf("%s", w.failureReport(tracePath))
+	if failed {
+		w.t.Logf("%s", w.failureReport(tracePath))
+	} else {
+		w.t.Logf("verbstest: kept (-rocesim.keep): %s (%d frames) and %s", w.pcap, len(w.frames), tracePath)
+	}
+	if r, ok := w.t.(*Recorder); ok && !r.KeepFiles {
+		os.RemoveAll(w.dir)
+	}
 }
+
+// maxLoopLines is how many pauses and stops of pollers a report lists.
+const maxLoopLines = 10
 
 // failureReport is what a failed test prints: how to see the run again.
 func (w *World) failureReport(tracePath string) string {
@@ -54,6 +62,10 @@ func (w *World) failureReport(tracePath string) string {
 		}
 	}
 	for i, c := range w.loops {
+		if i == maxLoopLines {
+			fmt.Fprintf(&b, "           ... and %d more (see the trace)\n", len(w.loops)-i)
+			break
+		}
 		label := "  loops:   "
 		if i > 0 {
 			label = "           "
@@ -68,7 +80,8 @@ func (w *World) failureReport(tracePath string) string {
 }
 
 // reproCommand is the go test command that runs this test alone with
-// this seed, with the other flags the run was given.
+// this seed, with the other flags the test binary was given (go test's
+// own -test.* flags aside): the same invocation, narrowed to one test.
 func (w *World) reproCommand() string {
 	parts := strings.Split(w.t.Name(), "/")
 	for i, p := range parts {

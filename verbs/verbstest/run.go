@@ -37,8 +37,12 @@ func (w *World) Poll(name string, fn func()) *Poller {
 // Pause stops the poller for d of virtual time from now, as if its thread
 // were descheduled: whatever it would have done (re-post receives, answer
 // requests) waits. The world wakes at the end of the pause, so the
-// poller runs then even if nothing else happens.
+// poller runs then even if nothing else happens. A d of zero or less does
+// nothing.
 func (p *Poller) Pause(d sim.Duration) {
+	if d <= 0 {
+		return
+	}
 	now := p.w.Now()
 	p.until = now.Add(d)
 	p.w.trace.Add(sim.Event{Time: now, Node: p.name, Kind: "poller-pause",
@@ -71,30 +75,41 @@ func (w *World) poll() {
 	}
 }
 
-// eventCap bounds the events one call may fire: a loop that posts work at
-// the same instant forever would otherwise never reach its time limit.
-const eventCap = 50_000_000
+// instantCap bounds the events one instant of virtual time may fire: a
+// poller that posts work at every instant, or pauses for nothing, would
+// otherwise keep time from moving and never reach the time limit.
+const instantCap = 100_000
 
 // runUntil steps instants until done() holds, nothing is left to happen,
 // or the next event is past deadline; it reports whether done() held.
-// The clock stays at the last instant run.
-func (w *World) runUntil(deadline sim.Time, done func() bool) bool {
+// The clock stays at the last instant run. Errors fail t.
+func (w *World) runUntil(t TB, deadline sim.Time, done func() bool) bool {
+	t.Helper()
 	s := w.vw.Scheduler()
-	start := s.Fired()
+	instant, fired := w.Now(), s.Fired()
 	w.poll()
 	for !done() {
 		if s.Pending() == 0 || s.NextAt() > deadline {
 			return false
 		}
-		if s.Fired()-start > eventCap {
-			w.fatalf("verbstest: %d events at %v without reaching the condition: a loop that never lets time pass?", eventCap, w.Now())
+		if at := s.NextAt(); at != instant {
+			instant, fired = at, s.Fired()
+		} else if s.Fired()-fired > instantCap {
+			fail(t, "verbstest: %d events at %v and time does not move: a poller that posts work at every instant?", instantCap, instant)
 		}
 		if err := s.RunUntil(s.NextAt()); err != nil {
-			w.fatalf("verbstest: %v", err)
+			fail(t, "verbstest: %v", err)
 		}
 		w.poll()
 	}
 	return true
+}
+
+// fail fails t now with a message.
+func fail(t TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf(format, args...)
+	t.FailNow()
 }
 
 // RunFor runs d of virtual time: every event due by then, the pollers
@@ -102,7 +117,7 @@ func (w *World) runUntil(deadline sim.Time, done func() bool) bool {
 func (w *World) RunFor(d sim.Duration) {
 	w.t.Helper()
 	end := w.Now().Add(d)
-	w.runUntil(end, func() bool { return false })
+	w.runUntil(w.t, end, func() bool { return false })
 	if err := w.vw.Scheduler().RunUntil(end); err != nil {
 		w.fatalf("verbstest: %v", err)
 	}
@@ -115,9 +130,9 @@ func (w *World) RunUntilIdle() {
 	w.t.Helper()
 	deadline := w.Now().Add(w.limit)
 	s := w.vw.Scheduler()
-	if !w.runUntil(deadline, func() bool { return s.Pending() == 0 }) {
-		w.fatalf("verbstest: RunUntilIdle: still busy at %v after the %v limit (Options.Limit); next event at %v",
-			w.Now(), w.limit, s.NextAt())
+	if !w.runUntil(w.t, deadline, func() bool { return s.Pending() == 0 }) {
+		w.fatalf("verbstest: RunUntilIdle: still busy when its limit of %v of virtual time (Options.Limit) ran out: the next event is at %v (a QP retrying forever? see the trace)",
+			w.limit, s.NextAt())
 	}
 }
 
@@ -125,7 +140,7 @@ func (w *World) RunUntilIdle() {
 // does not hold within Options.Limit or before the world falls idle.
 func (w *World) RunUntil(what string, cond func() bool) {
 	w.t.Helper()
-	if !w.runUntil(w.Now().Add(w.limit), cond) {
+	if !w.runUntil(w.t, w.Now().Add(w.limit), cond) {
 		w.fatalf("verbstest: %s: did not happen (%s; the last event ran at %v)", what, w.why(), w.Now())
 	}
 }
@@ -143,9 +158,17 @@ func (w *World) why() string {
 // Options.Limit. Do not Await a CQ that a poller also polls.
 func (w *World) Await(cq *verbs.CQ, n int) []verbs.WC {
 	w.t.Helper()
+	return w.await(w.t, cq, n)
+}
+
+func (w *World) await(t TB, cq *verbs.CQ, n int) []verbs.WC {
+	t.Helper()
+	if n < 0 {
+		fail(t, "verbstest: Await: %d completions: n must not be negative", n)
+	}
 	wcs := make([]verbs.WC, 0, n)
 	buf := make([]verbs.WC, n)
-	ok := w.runUntil(w.Now().Add(w.limit), func() bool {
+	ok := w.runUntil(t, w.Now().Add(w.limit), func() bool {
 		if len(wcs) < n {
 			k := cq.Poll(buf[:n-len(wcs)])
 			wcs = append(wcs, buf[:k]...)
@@ -153,7 +176,7 @@ func (w *World) Await(cq *verbs.CQ, n int) []verbs.WC {
 		return len(wcs) == n
 	})
 	if !ok {
-		w.fatalf("verbstest: Await: %d of %d completions (%s; the last event ran at %v)%s",
+		fail(t, "verbstest: Await: %d of %d completions (%s; the last event ran at %v)%s",
 			len(wcs), n, w.why(), w.Now(), describeWCs(wcs))
 	}
 	return wcs

@@ -177,7 +177,7 @@ func TestSameSeedSameRun(t *testing.T) {
 // TestCaptureKeptOnFailure: a failing test leaves its capture, and its
 // log names the seed, the plan and how to re-run it.
 func TestCaptureKeptOnFailure(t *testing.T) {
-	var r verbstest.Recorder
+	r := verbstest.Recorder{KeepFiles: true}
 	var path string
 	passed := r.Run("TestBroken/sub case", func(tb verbstest.TB) {
 		w := verbstest.New(tb, verbstest.Options{Seed: 42, Faults: "drop src=a class=request"})
@@ -218,4 +218,67 @@ func TestFrameLogLimit(t *testing.T) {
 	})
 	require.False(t, passed)
 	assert.Contains(t, r.Output(), `verbstest: Frames(""): the frame log kept the first 3 frames and missed 2 more; raise Options.MaxFrames`)
+}
+
+// TestMisuseFailsClearly: what a test author can get wrong fails the test
+// with a message, never a panic or a hang.
+func TestMisuseFailsClearly(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		body       func(t verbstest.TB, w *verbstest.World)
+	}{
+		{"await-negative", "verbstest: Await: -1 completions: n must not be negative", func(t verbstest.TB, w *verbstest.World) {
+			w.Await(w.Host("a").CQ(4), -1)
+		}},
+		{"time-stands-still", "events at 0s and time does not move", func(t verbstest.TB, w *verbstest.World) {
+			s := w.Verbs().Scheduler()
+			w.Poll("spin", func() { s.Schedule(s.Now(), sim.HandlerFunc(func(sim.Time, uint64) {}), 0) })
+			w.RunFor(sim.Microsecond)
+		}},
+		{"retry-forever", "RunUntilIdle: still busy when its limit of 10ms of virtual time (Options.Limit) ran out", func(t verbstest.TB, w *verbstest.World) {
+			w.SetFaults("drop class=request")
+			a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8}) // retry_cnt 7: forever
+			write(t, a, a.Host.Buffer(8), b.Host.Buffer(8), 8)
+			w.RunUntilIdle()
+		}},
+		{"bad-filter", `verbstest: frame filter "class=nope"`, func(t verbstest.TB, w *verbstest.World) {
+			w.Frames("class=nope")
+		}},
+		{"bad-plan", "verbstest: SetFaults: fault plan line 1:1: ", func(t verbstest.TB, w *verbstest.World) {
+			w.SetFaults("explode psn=1")
+		}},
+		{"ud-pair", "Pair, Mesh and Connect connect RC or UC QPs", func(t verbstest.TB, w *verbstest.World) {
+			w.Pair("a", "b", verbstest.QPOptions{Type: verbs.QPTypeUD})
+		}},
+		{"no-such-host", `verbstest: no host "c" (hosts: a, b)`, func(t verbstest.TB, w *verbstest.World) {
+			w.Host("c")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r verbstest.Recorder
+			passed := r.Run(t.Name(), func(tb verbstest.TB) {
+				w := verbstest.New(tb, verbstest.Options{Limit: 10 * sim.Millisecond})
+				w.Poll("idle", func() {})
+				w.Poll("pause0", func() {}).Pause(0) // does nothing
+				c.body(tb, w)
+			})
+			require.False(t, passed)
+			require.Contains(t, r.Output(), c.want)
+		})
+	}
+}
+
+// TestRequireFailsItsOwnT: a Require given a subtest's T fails that T,
+// not the test that made the world.
+func TestRequireFailsItsOwnT(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{Faults: "drop class=request", Limit: 10 * sim.Millisecond})
+	a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8})
+	write(t, a, a.Host.Buffer(8), b.Host.Buffer(8), 8)
+	var sub verbstest.Recorder
+	passed := sub.Run("sub", func(st verbstest.TB) {
+		w.RequireCompletion(st, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+	})
+	require.False(t, passed)
+	require.Contains(t, sub.Output(), "verbstest: Await: 0 of 1 completions")
+	require.False(t, t.Failed())
 }

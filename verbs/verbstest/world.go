@@ -28,9 +28,11 @@ type TB interface {
 // Options describe a test's world. The zero value is two hosts, "a" and
 // "b", on one 100 Gb/s link, seed 1, the rxe profile and no faults.
 type Options struct {
-	// Seed is the master seed; 0 means 1. The -rocesim.seed flag, when
-	// given, overrides it: that is how a failure report's command re-runs
-	// one seed.
+	// Seed is the master seed. 0 means the -rocesim.seed flag's value,
+	// or 1 without it: a test that leaves the seed alone runs under any
+	// seed the command line asks for, while one that fixes its seed (its
+	// assertions may depend on it) keeps it. Seeds hands out seeds that
+	// the flag picks from.
 	Seed uint64
 	// Profile is the NIC behaviour profile; the zero value is rxe's.
 	Profile verbs.Profile
@@ -115,9 +117,9 @@ func New(t TB, opts Options) *World {
 	w := &World{t: t, opts: opts, seed: opts.Seed, trace: &sim.Trace{}, limit: opts.Limit}
 	if w.seed == 0 {
 		w.seed = 1
-	}
-	if *seedFlag != 0 {
-		w.seed = *seedFlag
+		if *seedFlag != 0 {
+			w.seed = *seedFlag
+		}
 	}
 	if w.limit <= 0 {
 		w.limit = 10 * sim.Second
