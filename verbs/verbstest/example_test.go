@@ -18,7 +18,7 @@ import (
 func Example() {
 	var r verbstest.Recorder
 	r.Run("Example", func(t verbstest.TB) {
-		w := verbstest.New(t, verbstest.Options{Faults: "drop op=RC_RDMA_WRITE_MIDDLE tx=1"})
+		w := verbstest.New(t, verbstest.Options{Seed: 1, Faults: "drop op=RC_RDMA_WRITE_MIDDLE tx=1"})
 		a, b := w.Pair("a", "b", verbstest.QPOptions{})
 		src, dst := a.Host.Buffer(3000), b.Host.Buffer(3000)
 		copy(src.Bytes(), strings.Repeat("rocesim ", 375))
