@@ -81,3 +81,50 @@ func plansEqual(a, b *faults.Plan) bool {
 	}
 	return reflect.DeepEqual(a.Rules, b.Rules)
 }
+
+// FuzzParseMatch feeds arbitrary text to ParseMatch: it must never panic;
+// an error is a positioned *ParseError; a match it accepts has no
+// stateful keys, prints (as a drop rule) to text whose keys parse back to
+// an equal match, and can be evaluated on any frame.
+func FuzzParseMatch(f *testing.F) {
+	for _, text := range []string{"", "class=nak src=b", "psn=2 tx=2", "link=a-sw dir=a->b qp=0x11 op=RC_SEND_ONLY",
+		"from=1ms to=2ms psn=16777200-1", "nth=2", "psn=1 # c", "dst=a\nsrc=b", "op=0x0c class=atomic"} {
+		f.Add(text)
+	}
+	frames := [][]byte{
+		pktSpec{op: wire.OpRCSendOnly, psn: 2, qp: 0x11}.build(f),
+		pktSpec{op: wire.OpRCAcknowledge, psn: 2, qp: 0x11, syn: 0x60}.build(f),
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		m, err := faults.ParseMatch(text)
+		if err != nil {
+			var pe *faults.ParseError
+			if !errors.As(err, &pe) || pe.Line != 1 || pe.Col < 1 || pe.Msg == "" {
+				t.Fatalf("error %v is not a positioned *ParseError", err)
+			}
+			return
+		}
+		if m.Nth != 0 || m.Prob != 0 || m.First != 0 {
+			t.Fatalf("stateful keys accepted: %+v", m)
+		}
+		r := faults.Rule{Action: faults.Drop, Match: m}
+		keys := strings.TrimPrefix(r.String(), "drop")
+		m2, err := faults.ParseMatch(keys)
+		if err != nil {
+			t.Fatalf("the printed keys %q do not parse: %v", keys, err)
+		}
+		if !plansEqual(&faults.Plan{Rules: []faults.Rule{r}}, &faults.Plan{Rules: []faults.Rule{{Action: faults.Drop, Match: m2}}}) {
+			t.Fatalf("round trip changed the match: %q -> %q", text, keys)
+		}
+		for _, fr := range frames {
+			var p wire.Packet
+			if p.DecodeHeaders(fr) != nil {
+				t.Fatal("test frame does not decode")
+			}
+			for _, first := range []bool{true, false} {
+				m.Matches(sim.Time(1000), &faults.Hop{Link: "a-b", From: "a", To: "b", First: first, Tx: 2}, &p)
+				m.Matches(0, &faults.Hop{Link: "a-b", From: "a", To: "b", First: first}, nil)
+			}
+		}
+	})
+}
