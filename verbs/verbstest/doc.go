@@ -55,8 +55,8 @@
 // own temporary directory. When the test passes the directory is removed
 // (-rocesim.keep keeps it); when it fails the test's log ends with the
 // seed, the fault plan (with every change and when), the go test command
-// that re-runs exactly that test and seed, and the paths of the capture
-// and of the trace:
+// that re-runs exactly that test and seed, and the paths of the capture,
+// the trace and the run drawn as a ladder diagram:
 //
 //	rocesim: the simulated run of TestLostWritePacket, to look at or re-run:
 //	  seed:    7
@@ -65,10 +65,14 @@
 //	  rerun:   go test ./examples/kvstore -run '^TestLostWritePacket$' -count=1 -kvstore.break=repost -rocesim.seed=7
 //	  capture: /tmp/rocesim-TestLostWritePacket-310395302/capture.pcapng (3192 frames, ...)
 //	  trace:   /tmp/rocesim-TestLostWritePacket-310395302/trace.txt (7988 events, ended at 999.643164ms)
+//	  ladder:  /tmp/rocesim-TestLostWritePacket-310395302/ladder.txt
+//	           /tmp/rocesim-TestLostWritePacket-310395302/ladder.svg (for a browser)
 //	  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect /tmp/rocesim-TestLostWritePacket-310395302/capture.pcapng
 //
-// (A "loops:" line lists the pollers paused or stopped, and when.) The
-// rerun command carries the test's other flags (here the example's
+// A "loops:" line lists the pollers paused or stopped, and when. The
+// ladder files draw the run as rocesim run does (package
+// cmd/rocesim/ladder): a column per host, an arrow per frame. The rerun
+// command carries the test's other flags (here the example's
 // -kvstore.break, which plants a bug), so it fails the same way.
 //
 // -rocesim.seed=N runs every world that leaves Options.Seed unset with

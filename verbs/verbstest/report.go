@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
 )
 
 var (
@@ -28,14 +31,12 @@ func (w *World) cleanup() {
 		os.RemoveAll(w.dir)
 		return
 	}
-	tracePath := filepath.Join(w.dir, "trace.txt")
-	if err := os.WriteFile(tracePath, []byte(w.trace.Text()), 0o644); err != nil {
-		tracePath = "(not written: " + err.Error() + ")"
-	}
+	files := w.writeFiles()
 	if failed {
-		w.t.Logf("%s", w.failureReport(tracePath))
+		w.t.Logf("%s", w.failureReport(files))
 	} else {
-		w.t.Logf("verbstest: kept (-rocesim.keep): %s (%d frames) and %s", w.pcap, len(w.frames), tracePath)
+		w.t.Logf("verbstest: kept (-rocesim.keep): %s (%d frames), %s, %s and %s", w.pcap, len(w.frames),
+			files.trace, files.ladder, files.svg)
 	}
 	if r, ok := w.t.(*Recorder); ok && !r.KeepFiles {
 		os.RemoveAll(w.dir)
@@ -45,8 +46,52 @@ func (w *World) cleanup() {
 // maxLoopLines is how many pauses and stops of pollers a report lists.
 const maxLoopLines = 10
 
+// keptFiles are the paths of what a failed world leaves beside its
+// capture (or why each could not be written).
+type keptFiles struct{ trace, ladder, svg string }
+
+// writeFiles writes the trace and its ladder diagrams, text and SVG, into
+// the world's directory.
+func (w *World) writeFiles() keptFiles {
+	write := func(name string, fill func(f *os.File) error) string {
+		path := filepath.Join(w.dir, name)
+		f, err := os.Create(path)
+		if err == nil {
+			err = fill(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return "(" + name + " not written: " + err.Error() + ")"
+		}
+		return path
+	}
+	nodes := w.hostNames()
+	files := keptFiles{trace: write("trace.txt", func(f *os.File) error { return w.trace.WriteText(f) })}
+	n := len(w.trace.Events())
+	files.ladder = fmt.Sprintf("(ladder.txt not drawn: %d events, more than %d)", n, maxLadderEvents)
+	if n <= maxLadderEvents {
+		files.ladder = write("ladder.txt", func(f *os.File) error { return ladder.Text(f, w.trace, ladder.Options{Nodes: nodes}) })
+	}
+	files.svg = fmt.Sprintf("(ladder.svg not drawn: %d events, more than %d)", n, maxSVGEvents)
+	if n <= maxSVGEvents {
+		files.svg = write("ladder.svg", func(f *os.File) error {
+			return ladder.SVG(f, w.trace, ladder.Options{Nodes: nodes}, w.t.Name()+", seed "+strconv.FormatUint(w.seed, 10))
+		})
+	}
+	return files
+}
+
+// The largest traces drawn as ladders: a text line, or an SVG element
+// of a few hundred bytes, per event.
+const (
+	maxLadderEvents = 200_000
+	maxSVGEvents    = 20_000
+)
+
 // failureReport is what a failed test prints: how to see the run again.
-func (w *World) failureReport(tracePath string) string {
+func (w *World) failureReport(files keptFiles) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rocesim: the simulated run of %s, to look at or re-run:\n", w.t.Name())
 	fmt.Fprintf(&b, "  seed:    %d\n", w.seed)
@@ -74,7 +119,8 @@ func (w *World) failureReport(tracePath string) string {
 	}
 	fmt.Fprintf(&b, "  rerun:   %s\n", w.reproCommand())
 	fmt.Fprintf(&b, "  capture: %s (%d frames, each with a comment saying why it exists)\n", w.pcap, len(w.frames))
-	fmt.Fprintf(&b, "  trace:   %s (%d events, ended at %v)\n", tracePath, len(w.trace.Events()), w.Now())
+	fmt.Fprintf(&b, "  trace:   %s (%d events, ended at %v)\n", files.trace, len(w.trace.Events()), w.Now())
+	fmt.Fprintf(&b, "  ladder:  %s\n           %s (for a browser)\n", files.ladder, files.svg)
 	fmt.Fprintf(&b, "  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect %s", w.pcap)
 	return b.String()
 }

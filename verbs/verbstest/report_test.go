@@ -61,6 +61,12 @@ func TestFailureReportOfABrokenKVStore(t *testing.T) {
 	assert.Greater(t, rnr, 100, "and shows why it failed: RNR NAKs, the client never posting a receive again")
 	first, err := os.ReadFile(trace)
 	require.NoError(t, err)
+	lad, err := os.ReadFile(filepath.Join(filepath.Dir(trace), "ladder.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(lad), "RNR", "the ladder draws the RNR NAKs")
+	svg, err := os.ReadFile(filepath.Join(filepath.Dir(trace), "ladder.svg"))
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(svg, []byte("<svg")) || bytes.HasPrefix(svg, []byte("<?xml")), "ladder.svg is an SVG")
 
 	// The printed command, run again, fails the same way.
 	args := strings.Fields(strings.TrimPrefix(rerun, "go test "))
