@@ -1,6 +1,8 @@
 package verbs_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
@@ -454,15 +456,36 @@ func TestPortEvents(t *testing.T) {
 	assert.Equal(t, uint64(1), n)
 }
 
-// TestAtomicLength: an atomic whose local buffer is not 8 bytes completes
-// with LOC_LEN_ERR.
+// TestAtomicLength: as rxe's post_send, an atomic whose sg_list holds
+// fewer than 8 bytes is refused with EINVAL (a 0-length SGE counts 0
+// there, not 2^31); one with more succeeds, the original value in its
+// first 8 bytes and the rest untouched, byte_len the whole length.
 func TestAtomicLength(t *testing.T) {
-	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1})
-	_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: 0, RKey: 1,
-		SGList: []verbs.SGE{a.mr.SGE(0, 16)}}})
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1})
+	for _, sges := range [][]verbs.SGE{{a.mr.SGE(0, 4)}, {a.mr.SGE(0, 0)}, {a.mr.SGE(0, 7)}} {
+		n, err := a.qp.PostSend([]verbs.SendWR{{WRID: 4, Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
+			SGList: sges}})
+		require.ErrorIs(t, err, syscall.EINVAL)
+		require.ErrorContains(t, err, "the original value needs 8")
+		require.Zero(t, n)
+	}
+	target := make([]byte, 8)
+	binary.LittleEndian.PutUint64(target, 0x1122334455667788)
+	tmr, err := b.pd.RegMR(target, verbs.AccessLocalWrite|verbs.AccessRemoteAtomic)
+	require.NoError(t, err)
+	for i := range 16 {
+		a.buf[i] = 0xEE
+	}
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 5, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled,
+		RemoteAddr: tmr.Addr, RKey: tmr.RKey, CompareAdd: 1, SGList: []verbs.SGE{a.mr.SGE(0, 16)}}})
 	require.NoError(t, err)
 	require.NoError(t, w.Run())
-	assert.Equal(t, []string{"4:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(a.cq)))
+	wcs := pollAll(a.cq)
+	assert.Equal(t, []string{"5:IBV_WC_SUCCESS"}, summary(wcs))
+	assert.Equal(t, uint32(16), wcs[0].ByteLen)
+	assert.Equal(t, uint64(0x1122334455667788), binary.LittleEndian.Uint64(a.buf))
+	assert.Equal(t, bytes.Repeat([]byte{0xEE}, 8), a.buf[8:16])
+	assert.Equal(t, uint64(0x1122334455667789), binary.LittleEndian.Uint64(target))
 }
 
 // TestCompletionErrorsSayWhy: a completion error found by the memory

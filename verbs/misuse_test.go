@@ -809,6 +809,12 @@ func misuseRows() []misuseRow {
 			wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRAtomicCmpAndSwp, 0x1004, f.b.mr.RKey
 			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
 		}},
+		misuseRow{name: "atomic into 4 bytes", errno: inval, msg: "atomic sg_list holds 4 bytes; the original value needs 8", call: func(t *testing.T, f *misuseFixture) error {
+			wr := f.send(1)
+			wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRAtomicFetchAndAdd, f.b.mr.Addr, f.b.mr.RKey
+			wr.SGList = []verbs.SGE{f.a.mr.SGE(0, 4)}
+			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
+		}},
 		misuseRow{name: "closed context", errno: inval, msg: closed, call: func(t *testing.T, f *misuseFixture) error {
 			return postErr(t, 0)(f.closed(t).qp.PostSend([]verbs.SendWR{f.send(1)}))
 		}},
@@ -1163,7 +1169,6 @@ func TestVerbsMisuseCompletes(t *testing.T) {
 			require.NoError(t, err)
 			return mr.SGE(0, 8)
 		}, verbs.WRRDMARead, "IBV_WC_LOC_PROT_ERR"},
-		{"atomic of 4 bytes", func(f *misuseFixture) verbs.SGE { return f.a.mr.SGE(0, 4) }, verbs.WRAtomicFetchAndAdd, "IBV_WC_LOC_LEN_ERR"},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
