@@ -146,6 +146,10 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		return // UD has no RNR: the datagram is lost
 	}
 	n := uint64(len(p.Payload))
+	if w.status == WCSuccess && grhLen+n > w.length && d.cfg.Profile == ProfileRXE {
+		d.longMessage(now, qp, w, "UD datagram of "+itoa(int(grhLen+n))+" bytes (with the GRH) longer than the receive buffer of "+itoa(int(w.length))+" bytes")
+		return
+	}
 	wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(grhLen + n), QPNum: qp.num,
 		SrcQP: p.DETH.SrcQP(), WCFlags: WCFlagGRH}
 	if w.status != WCSuccess || grhLen+n > w.length {

@@ -1,0 +1,101 @@
+package verbs_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/verbstest"
+)
+
+// TestLongMessageUCUD sends a UC message or a UD datagram longer than
+// the receive buffer, then a short one. rxe (RESPST_ERR_LENGTH on a
+// QP that is not RC) drops the long message and the QP carries on:
+// without an SRQ nothing completes and the receive takes the next
+// message (class D); with an SRQ the receive completes with
+// REM_INV_REQ_ERR (class E). The IBTA profile keeps LOC_LEN_ERR for UD.
+func TestLongMessageUCUD(t *testing.T) {
+	for _, c := range []struct {
+		typ  verbs.QPType
+		srq  bool
+		prof verbs.Profile
+		want []string // the receiver's completions: wr_id:status:byte_len
+	}{
+		{verbs.QPTypeUC, false, verbs.ProfileRXE, []string{"1:IBV_WC_SUCCESS:100"}},
+		{verbs.QPTypeUC, true, verbs.ProfileRXE, []string{"1:IBV_WC_REM_INV_REQ_ERR:0", "2:IBV_WC_SUCCESS:100"}},
+		{verbs.QPTypeUD, false, verbs.ProfileRXE, []string{"1:IBV_WC_SUCCESS:140"}},
+		{verbs.QPTypeUD, true, verbs.ProfileRXE, []string{"1:IBV_WC_REM_INV_REQ_ERR:0", "2:IBV_WC_SUCCESS:140"}},
+		{verbs.QPTypeUD, false, verbs.ProfileSpec, []string{"1:IBV_WC_LOC_LEN_ERR:0", "2:IBV_WC_SUCCESS:140"}},
+	} {
+		t.Run(fmt.Sprintf("%v/srq=%v/%v", c.typ, c.srq, c.prof), func(t *testing.T) {
+			w := verbstest.New(t, verbstest.Options{Profile: c.prof})
+			a, b := w.Host("a"), w.Host("b")
+			acq, bcq := a.CQ(8), b.CQ(8)
+			init := verbs.QPInitAttr{SendCQ: bcq, RecvCQ: bcq, Type: c.typ,
+				Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+			var srq *verbs.SRQ
+			if c.srq {
+				var err error
+				srq, err = b.PD.CreateSRQ(verbs.SRQAttr{MaxWR: 4, MaxSGE: 1})
+				require.NoError(t, err)
+				init.SRQ = srq
+			}
+			qb, err := b.PD.CreateQP(init)
+			require.NoError(t, err)
+			init.SendCQ, init.RecvCQ, init.SRQ = acq, acq, nil
+			qa, err := a.PD.CreateQP(init)
+			require.NoError(t, err)
+
+			send := verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendSignaled}
+			big := 3000
+			if c.typ == verbs.QPTypeUD {
+				big = 1000 // one packet; with the 40-byte GRH area over the 1024-byte buffer
+				for _, q := range []*verbs.QP{qa, qb} {
+					require.NoError(t, q.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QKey: 7},
+						verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey))
+					require.NoError(t, q.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR}, verbs.QPAttrState))
+					require.NoError(t, q.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+				}
+				gid, err := b.Ctx.QueryGID(1, 1)
+				require.NoError(t, err)
+				send.AH, err = a.PD.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
+				require.NoError(t, err)
+				send.RemoteQPN, send.RemoteQKey = qb.QPNum, 7
+			} else {
+				w.Connect(qa, qb, verbstest.QPOptions{Type: verbs.QPTypeUC})
+			}
+
+			rbuf, sbuf := b.Buffer(2*1024), a.Buffer(4096)
+			recvs := []verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{rbuf.SGE(0, 1024)}}, {WRID: 2, SGList: []verbs.SGE{rbuf.SGE(1024, 1024)}}}
+			if srq != nil {
+				_, err = srq.PostRecv(recvs)
+			} else {
+				_, err = qb.PostRecv(recvs)
+			}
+			require.NoError(t, err)
+			long, short := send, send
+			long.WRID, long.SGList = 10, []verbs.SGE{sbuf.SGE(0, uint64(big))}
+			short.WRID, short.SGList = 11, []verbs.SGE{sbuf.SGE(0, 100)}
+			_, err = qa.PostSend([]verbs.SendWR{long, short})
+			require.NoError(t, err)
+			w.RunUntilIdle()
+
+			var got []string
+			for _, wc := range w.Await(bcq, len(c.want)) {
+				got = append(got, fmt.Sprintf("%d:%s:%d", wc.WRID, wc.Status.Name(), wc.ByteLen))
+			}
+			assert.Equal(t, c.want, got)
+			w.RequireNoCompletion(t, bcq)
+			assert.Equal(t, verbs.QPStateRTS, qb.State(), "the receiver's QP carries on")
+			for _, wc := range w.Await(acq, 2) {
+				assert.Equal(t, verbs.WCSuccess, wc.Status, "UC and UD complete on send")
+			}
+			if !c.srq && c.prof == verbs.ProfileRXE {
+				assert.Contains(t, w.Trace().Text(), "message-drop", "a dropped message leaves a trace")
+			}
+		})
+	}
+}
