@@ -65,6 +65,11 @@ type Config struct {
 	// TestHooks plants deliberate bugs, for tests of the tests (see
 	// TestHooks); nil in every real use.
 	TestHooks *TestHooks
+	// CompVectors is the number of completion vectors
+	// (ibv_context.num_comp_vectors; rxe has one per possible CPU); 0
+	// means 1, a one-CPU host. CreateCQ refuses a comp_vector outside
+	// 0..CompVectors-1, as the kernel does.
+	CompVectors int
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
@@ -203,6 +208,9 @@ func New(cfg Config) *Device {
 	if cfg.Node == "" {
 		cfg.Node = cfg.Name
 	}
+	if cfg.CompVectors <= 0 {
+		cfg.CompVectors = 1
+	}
 	base := cfg.AddrBase
 	if base == 0 {
 		base = 0x0000_5600_0000_0000
@@ -330,6 +338,10 @@ func (d *Device) RegMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
 // DeregMR deregisters mr.
 func (d *Device) DeregMR(mr *MR) error { return d.mem.deregister(mr) }
 
+// NumCompVectors returns the number of completion vectors
+// (ibv_context.num_comp_vectors).
+func (d *Device) NumCompVectors() int { return d.cfg.CompVectors }
+
 // CreateCompChannel returns a completion channel.
 func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{} }
 
@@ -337,6 +349,11 @@ func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{} }
 func (d *Device) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	if d.cqs >= d.attr.MaxCQ {
 		return nil, errno(syscall.ENOMEM, "create_cq: %d CQs, the device maximum", d.cqs)
+	}
+	if vector >= d.cfg.CompVectors {
+		// ib_uverbs_create_cq: comp_vector >= num_comp_vectors is EINVAL.
+		return nil, errno(syscall.EINVAL, "create_cq: comp_vector %d out of range: the device has %d completion vector(s), 0..%d",
+			vector, d.cfg.CompVectors, d.cfg.CompVectors-1)
 	}
 	cq, err := newCQ(cqe, ch, vector, d.attr.MaxCQE)
 	if err != nil {

@@ -430,6 +430,10 @@ func misuseRows() []misuseRow {
 			_, err := f.a.ctx.CreateCQ(4, nil, -1)
 			return err
 		}},
+		misuseRow{name: "comp_vector past num_comp_vectors", errno: inval, msg: "comp_vector 1 out of range: the device has 1 completion vector(s), 0..0", call: func(t *testing.T, f *misuseFixture) error {
+			_, err := f.a.ctx.CreateCQ(4, nil, f.a.ctx.NumCompVectors())
+			return err
+		}},
 		misuseRow{name: "destroyed channel", errno: inval, msg: "channel is destroyed", call: func(t *testing.T, f *misuseFixture) error {
 			ch := f.a.ctx.CreateCompChannel()
 			require.NoError(t, ch.Destroy())

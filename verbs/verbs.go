@@ -195,6 +195,16 @@ func (c *Context) GetAsyncEvent() (AsyncEvent, bool) {
 	return c.dev().NextAsyncEvent()
 }
 
+// NumCompVectors returns how many completion vectors CreateCQ's vector
+// may name (ibv_context.num_comp_vectors): one for a simulated host.
+// 0 for a nil context.
+func (c *Context) NumCompVectors() int {
+	if c == nil {
+		return 0
+	}
+	return c.dev().NumCompVectors()
+}
+
 // Counters returns the port's counters, with rxe's hw_counters names.
 func (c *Context) Counters() *nic.Counters { return c.dev().Counters() }
 
