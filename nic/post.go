@@ -71,11 +71,16 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		// AH and QP"); a simulator says so at post time.
 		return errno(syscall.EINVAL, "post_send: wr.ah is not in the QP's PD")
 	}
+	// SEND_INLINE carries data only on SENDs and WRITEs; on a READ or an
+	// atomic the flag is ignored, but rxe's post_send checks the length
+	// against max_inline_data whatever the opcode (validate_send_wr).
+	// Inline data is copied byte for byte: an SGE of length 0 is 0 bytes
+	// here, not 2^31.
 	isInline := wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead && wr.Opcode != WRAtomicCmpAndSwp && wr.Opcode != WRAtomicFetchAndAdd
 	var inlineLen uint64
-	if isInline {
+	if wr.Flags&SendInline != 0 {
 		for _, s := range wr.SGList {
-			inlineLen += sgeLen(s)
+			inlineLen += uint64(s.Length)
 		}
 		if inlineLen > uint64(qp.init.Cap.MaxInlineData) {
 			return errno(syscall.EINVAL, "post_send: inline data of %d bytes over the QP's max_inline_data %d", inlineLen, qp.init.Cap.MaxInlineData)
@@ -164,12 +169,4 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		}
 	}
 	return len(wrs), nil
-}
-
-// sgeLen is an SGE's length in bytes: 0 means 2^31.
-func sgeLen(s SGE) uint64 {
-	if s.Length == 0 {
-		return maxMsg
-	}
-	return uint64(s.Length)
 }

@@ -99,3 +99,20 @@ func TestLongMessageUCUD(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineZeroLengthSGE: inline data is copied as given, so an inline
+// SEND whose SGE has length 0 is an empty message (rxe's post_send sums
+// the lengths as they are), not 2^31 bytes over max_inline_data.
+func TestInlineZeroLengthSGE(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{})
+	a, b := w.Pair("a", "b", verbstest.QPOptions{MaxInline: 64})
+	src, dst := a.Host.Buffer(8), b.Host.Buffer(8)
+	_, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{dst.SGE(0, 8)}}})
+	require.NoError(t, err)
+	_, err = a.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline,
+		SGList: []verbs.SGE{src.SGE(0, 0)}}})
+	require.NoError(t, err)
+	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	wc := w.RequireCompletion(t, b.CQ, verbs.WCSuccess, verbs.WCRecv)
+	assert.Zero(t, wc.ByteLen)
+}

@@ -759,6 +759,12 @@ func misuseRows() []misuseRow {
 			wr.Flags |= verbs.SendInline
 			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
 		}},
+		misuseRow{name: "inline flag on a READ over max_inline_data", errno: inval, msg: "inline data of 8 bytes over the QP's max_inline_data 0", call: func(t *testing.T, f *misuseFixture) error {
+			wr := f.send(1)
+			wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRRDMARead, f.b.mr.Addr, f.b.mr.RKey
+			wr.Flags |= verbs.SendInline
+			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
+		}},
 		misuseRow{name: "more WRs than the queue holds", errno: nomem, msg: "send queue full (16 WRs outstanding, max_send_wr 16)", call: func(t *testing.T, f *misuseFixture) error {
 			wrs := make([]verbs.SendWR, 17)
 			for i := range wrs {
