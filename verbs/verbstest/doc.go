@@ -31,7 +31,8 @@
 // (a server answering requests) registers its polling loop with Poll; the
 // world runs it after every instant, as a thread spinning on
 // ibv_poll_cq. Poller.Pause stalls it for a while (a receiver that falls
-// behind), Poller.Stop for good. Every wait is bounded by Options.Limit
+// behind), Poller.Stop for good. After schedules a step of the workload
+// at a virtual time. Every wait is bounded by Options.Limit
 // of virtual time, so a QP that retries forever fails the test instead
 // of hanging it.
 //

@@ -58,6 +58,15 @@ func (p *Poller) Stop() {
 	p.w.loops = append(p.w.loops, planChange{p.w.Now(), p.name + " stopped"})
 }
 
+// After runs fn once d of virtual time from now has passed (while a Run,
+// Await or Require call moves time): a step of a scripted workload, such
+// as "1 ms from now the server's link goes down" or "at 5 ms the client
+// sends another request". The pollers run after fn's instant as after
+// any other.
+func (w *World) After(d sim.Duration, fn func()) {
+	w.vw.Scheduler().After(d, sim.HandlerFunc(func(sim.Time, uint64) { fn() }), 0)
+}
+
 // wakeHandler is the event that ends a pause; the step loop runs the
 // pollers after it.
 type wakeHandler struct{ w *World }

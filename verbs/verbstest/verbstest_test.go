@@ -282,3 +282,25 @@ func TestRequireFailsItsOwnT(t *testing.T) {
 	require.Contains(t, sub.Output(), "verbstest: Await: 0 of 1 completions")
 	require.False(t, t.Failed())
 }
+
+// TestAfterScriptsAWorkload: steps scheduled in virtual time run at
+// their instant, in order, with the world reacting in between.
+func TestAfterScriptsAWorkload(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{})
+	a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8, RetryCnt: 1})
+	src, dst := a.Host.Buffer(8), b.Host.Buffer(8)
+	var log []string
+	w.After(10*sim.Microsecond, func() {
+		log = append(log, "write at "+w.Now().String())
+		write(t, a, src, dst, 8)
+	})
+	w.After(5*sim.Microsecond, func() {
+		log = append(log, "link down at "+w.Now().String())
+		w.AddFaults("down link=a-b")
+	})
+	w.RequireCompletion(t, a.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+	assert.Equal(t, []string{"link down at 5µs", "write at 10µs"}, log)
+	sent := w.RequireFrames(t, "src=a op=RC_RDMA_WRITE_ONLY", 2) // retry_cnt 1
+	assert.Equal(t, sim.Time(10*sim.Microsecond), sent[0].Time)
+	assert.True(t, sent[0].Dropped && sent[1].Dropped)
+}
