@@ -76,7 +76,8 @@ func (o QPOptions) withDefaults(w *World) QPOptions {
 	return o
 }
 
-// Endpoint is one side of a connection Pair or Mesh made.
+// Endpoint is one side of a connection Pair or Mesh made, or a UD QP
+// (UD), which has no Peer.
 type Endpoint struct {
 	Host *Host
 	QP   *verbs.QP
@@ -215,6 +216,50 @@ func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 	if err := q.Modify(&rts, mask); err != nil {
 		w.fatalf("verbstest: QP 0x%x to RTS: %v", q.QPNum, err)
 	}
+}
+
+// UD makes an unreliable-datagram QP on host, with its own CQ, in RTS
+// with Q_Key qkey (o.Type is ignored; its Depth and MaxInline count).
+// Send to it from another UD endpoint with Datagram.
+func (w *World) UD(host string, qkey uint32, o QPOptions) *Endpoint {
+	w.t.Helper()
+	o.Type = verbs.QPTypeRC // for the defaults; the QP is UD
+	o = o.withDefaults(w)
+	h := w.Host(host)
+	e := &Endpoint{Host: h, CQ: h.CQ(2 * o.Depth)}
+	o.Type = verbs.QPTypeUD
+	e.QP = w.newQP(h, e.CQ, o)
+	steps := []struct {
+		attr verbs.QPAttr
+		mask verbs.QPAttrMask
+	}{
+		{verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QKey: qkey}, verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrQKey},
+		{verbs.QPAttr{QPState: verbs.QPStateRTR}, verbs.QPAttrState},
+		{verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: w.psn.next()}, verbs.QPAttrState | verbs.QPAttrSQPSN},
+	}
+	for _, st := range steps {
+		if err := e.QP.Modify(&st.attr, st.mask); err != nil {
+			w.fatalf("verbstest: UD QP 0x%x to %v: %v", e.QP.QPNum, st.attr.QPState, err)
+		}
+	}
+	return e
+}
+
+// Datagram returns a send work request from UD endpoint e to UD endpoint
+// to, with Q_Key qkey: an address handle (GID index 1 of to's host), the
+// remote QPN and Q_Key filled in; the test adds WRID, flags and SGEs.
+func (e *Endpoint) Datagram(to *Endpoint, qkey uint32) verbs.SendWR {
+	w := e.Host.w
+	w.t.Helper()
+	gid, err := to.Host.Ctx.QueryGID(1, 1)
+	if err != nil {
+		w.fatalf("verbstest: the GID of %s: %v", to.Host.Name(), err)
+	}
+	ah, err := e.Host.PD.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid, HopLimit: 64, SGIDIndex: 1}})
+	if err != nil {
+		w.fatalf("verbstest: create_ah on %s toward %s: %v", e.Host.Name(), to.Host.Name(), err)
+	}
+	return verbs.SendWR{Opcode: verbs.WRSend, AH: ah, RemoteQPN: to.QP.QPNum, RemoteQKey: qkey}
 }
 
 // psnSource draws initial PSNs from the world's seed, so a test meets

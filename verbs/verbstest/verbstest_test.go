@@ -304,3 +304,30 @@ func TestAfterScriptsAWorkload(t *testing.T) {
 	assert.Equal(t, sim.Time(10*sim.Microsecond), sent[0].Time)
 	assert.True(t, sent[0].Dropped && sent[1].Dropped)
 }
+
+// TestUDDatagram: UD endpoints in one call each, and a datagram between
+// them with the GRH area first and the sender's QPN in the completion.
+func TestUDDatagram(t *testing.T) {
+	w := verbstest.New(t, verbstest.Options{})
+	a, b := w.UD("a", 0x1234, verbstest.QPOptions{}), w.UD("b", 0x1234, verbstest.QPOptions{})
+	src, dst := a.Host.Buffer(64), b.Host.Buffer(64+40)
+	copy(src.Bytes(), "datagram")
+	_, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{dst.SGE(0, 64+40)}}})
+	require.NoError(t, err)
+	wr := a.Datagram(b, 0x1234)
+	wr.WRID, wr.Flags, wr.SGList = 2, verbs.SendSignaled, []verbs.SGE{src.SGE(0, 8)}
+	_, err = a.QP.PostSend([]verbs.SendWR{wr})
+	require.NoError(t, err)
+	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	wc := w.RequireCompletion(t, b.CQ, verbs.WCSuccess, verbs.WCRecv)
+	assert.Equal(t, a.QP.QPNum, wc.SrcQP)
+	assert.Equal(t, uint32(40+8), wc.ByteLen)
+	assert.Equal(t, "datagram", string(dst.Bytes()[40:48]))
+	w.RequireFrames(t, "class=ud", 1)
+
+	wr.RemoteQKey = 0x9999 // the wrong Q_Key: dropped by b's NIC
+	_, err = a.QP.PostSend([]verbs.SendWR{wr})
+	require.NoError(t, err)
+	w.RunUntilIdle()
+	w.RequireNoCompletion(t, b.CQ)
+}
