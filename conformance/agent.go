@@ -46,6 +46,9 @@ type AgentEvent struct {
 	LKey uint32 `json:"lkey"`
 	CQE  int    `json:"cqe"`
 
+	// open: the device's completion vectors (num_comp_vectors).
+	CompVectors int `json:"comp_vectors"`
+
 	// async: the event's libibverbs name and the QP it concerns.
 	Type string `json:"type"`
 

@@ -8,9 +8,11 @@
  * for hex). Objects are named (name=...), so a script can hold several
  * memory regions and completion queues; one RC QP per agent.
  *
- *   open dev=rxe0                  open the device (default rxe0)
+ *   open dev=rxe0                  open the device (default rxe0); prints its
+ *                                  number of completion vectors
  *   pd                             allocate the protection domain
- *   cq [name=C] depth=N            create a completion queue (default name cq)
+ *   cq [name=C] depth=N [vector=V] create a completion queue (default name cq,
+ *                                  completion vector 0)
  *   mr [name=M] len=N [seed=S | fill=zero|seq|byte:V] [access=LIST]
  *                                  register N bytes (default name buf):
  *                                  seed=S gives byte i = (S + 7i) & 0xff,
@@ -743,7 +745,7 @@ static void run(char *line)
 				ctx = ibv_open_device(list[i]);
 		if (!ctx)
 			fail(cmd, "cannot open %s", name);
-		printf("{\"event\":\"open\",\"dev\":\"%s\"}\n", name);
+		printf("{\"event\":\"open\",\"dev\":\"%s\",\"comp_vectors\":%d}\n", name, ctx->num_comp_vectors);
 	} else if (strcmp(cmd, "pd") == 0) {
 		need(cmd, ctx, "device");
 		if (!(pd = ibv_alloc_pd(ctx)))
@@ -755,7 +757,7 @@ static void run(char *line)
 		if (ncqs == MAXOBJ)
 			fail(cmd, "too many cqs");
 		snprintf(cqs[ncqs].name, sizeof cqs[ncqs].name, "%s", name ? name : "cq");
-		if (!(cqs[ncqs].cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, NULL, 0)))
+		if (!(cqs[ncqs].cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, NULL, num(cmd, "vector", 0, 0))))
 			fail(cmd, "ibv_create_cq: %s", strerror(errno));
 		printf("{\"event\":\"cq\",\"name\":\"%s\",\"cqe\":%d}\n", cqs[ncqs].name, cqs[ncqs].cq->cqe);
 		ncqs++;

@@ -1,0 +1,124 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/verbstest"
+)
+
+// TestPostChecksMatchRxe posts work requests and creates CQs that the
+// provider and kernel check before anything reaches the wire, on real
+// rxe (one guest, its QP connected to a QP number of its own address
+// that does not exist) and on
+// the model, and requires the same answer from both: accepted, or the
+// same errno. These are the checks of rdma-core's rxe post_send
+// (validate_send_wr) and of ib_uverbs_create_cq that the model follows.
+func TestPostChecksMatchRxe(t *testing.T) {
+	needHarness(t)
+	ports, err := FreeUDPPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Boot(t.Context(), VMConfig{Name: "checks", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
+		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), "checks.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	a, err := StartAgent(ctx, vm)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	evs, err := a.Script(ctx, "open", "pd", "cq depth=16", "mr len=4096 fill=seq", "qp send=16 recv=16 sge=1 inline=16 psn=0",
+		"connect gid=1 qpn=0x99 psn=0 dgid=10.0.0.1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	vectors := evs[0].CompVectors
+	if evs[0].Event != "open" || vectors < 1 {
+		t.Fatalf("open: %+v, want the number of completion vectors", evs[0])
+	}
+
+	w := verbstest.New(t, verbstest.Options{})
+	ma, mb := w.Pair("a", "b", verbstest.QPOptions{MaxInline: 16})
+	src, dst := ma.Host.Buffer(4096), mb.Host.Buffer(4096)
+	post := func(op verbs.WROpcode, raddr uint64, n uint64, flags verbs.SendFlags) error {
+		_, err := ma.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: op, Flags: flags, SGList: []verbs.SGE{src.SGE(0, n)},
+			RemoteAddr: dst.Addr + raddr, RKey: dst.RKey}})
+		return err
+	}
+	for _, c := range []struct {
+		name  string
+		agent string // the agent's command
+		model func() error
+		want  string // "ok" or the errno both must give
+	}{
+		{"atomic into 4 bytes", "post_send wr_id=1 op=faa add=1 len=4 raddr=0x1000 rkey=0x1234", func() error {
+			return post(verbs.WRAtomicFetchAndAdd, 0, 4, 0)
+		}, "EINVAL"},
+		{"atomic into 16 bytes", "post_send wr_id=2 op=faa add=1 len=16 raddr=0x1000 rkey=0x1234", func() error {
+			return post(verbs.WRAtomicFetchAndAdd, 0, 16, 0)
+		}, "ok"},
+		{"atomic at an unaligned address", "post_send wr_id=3 op=cas compare=0 swap=1 len=8 raddr=0x1004 rkey=0x1234", func() error {
+			return post(verbs.WRAtomicCmpAndSwp, 4, 8, 0)
+		}, "EINVAL"},
+		{"inline SEND over max_inline_data", "post_send wr_id=4 op=send len=32 inline=1", func() error {
+			return post(verbs.WRSend, 0, 32, verbs.SendInline)
+		}, "EINVAL"},
+		{"inline flag on a READ over max_inline_data", "post_send wr_id=5 op=read len=32 inline=1 raddr=0x1000 rkey=0x1234", func() error {
+			return post(verbs.WRRDMARead, 0, 32, verbs.SendInline)
+		}, "EINVAL"},
+		{"inline flag on a READ within max_inline_data", "post_send wr_id=6 op=read len=8 inline=1 raddr=0x1000 rkey=0x1234", func() error {
+			return post(verbs.WRRDMARead, 0, 8, verbs.SendInline)
+		}, "ok"},
+		{"CQ on the last completion vector", fmt.Sprintf("cq name=last depth=4 vector=%d", vectors-1), func() error {
+			_, err := ma.Host.Ctx.CreateCQ(4, nil, ma.Host.Ctx.NumCompVectors()-1)
+			return err
+		}, "ok"},
+		{"CQ past the completion vectors", fmt.Sprintf("cq name=past depth=4 vector=%d", vectors), func() error {
+			_, err := ma.Host.Ctx.CreateCQ(4, nil, ma.Host.Ctx.NumCompVectors())
+			return err
+		}, "EINVAL"},
+	} {
+		_, aerr := a.Do(ctx, c.agent)
+		real, model := agentOutcome(aerr), verbOutcome(c.model())
+		if real != c.want || model != c.want {
+			t.Errorf("%s: rxe %s, model %s, want %s", c.name, real, model, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("console:\n%s", vm.Console())
+	}
+}
+
+// agentOutcome is "ok", an errno name, or the agent's error text.
+func agentOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrAgent) && strings.HasSuffix(strings.ToLower(err.Error()), syscall.EINVAL.Error()):
+		return "EINVAL"
+	}
+	return err.Error()
+}
+
+// verbOutcome is "ok", an errno name, or the error text.
+func verbOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, syscall.EINVAL):
+		return "EINVAL"
+	}
+	return err.Error()
+}
