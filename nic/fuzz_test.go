@@ -27,8 +27,8 @@ var writeCorpus = flag.Bool("corpus", false, "rewrite the committed FuzzReceive 
 // exactly once, in RxErrors, RxDrops or rcvd_pkts; every frame the device
 // sends decodes with a valid ICRC and goes to the peer; the MRs no QP may
 // write remotely (REMOTE_READ only, LOCAL_WRITE only, another PD's) are
-// unchanged byte for byte; QP states are legal (RC and UC: RTS or ERR, UD:
-// RTS, the INIT and RESET QPs unchanged).
+// unchanged byte for byte; QP states are legal (RC, UC and UD: RTS or
+// ERR, the INIT and RESET QPs unchanged).
 func FuzzReceive(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -90,13 +90,12 @@ func (r *rig) checkInvariants(t *testing.T) {
 			t.Fatalf("MR %d (access %v) changed", i, mr.Access)
 		}
 	}
-	for _, qp := range []*nic.QP{r.rc, r.uc} {
+	// A datagram longer than the UD QP's receive puts it in ERR too, as
+	// in rxe 6.1 (a malformed WQE, class A).
+	for _, qp := range []*nic.QP{r.rc, r.uc, r.ud} {
 		if s := qp.State(); s != nic.QPStateRTS && s != nic.QPStateErr {
 			t.Fatalf("%v QP in %v", qp.Type(), s)
 		}
-	}
-	if s := r.ud.State(); s != nic.QPStateRTS {
-		t.Fatalf("UD QP in %v", s)
 	}
 	if r.initQP.State() != nic.QPStateInit || r.resetQP.State() != nic.QPStateReset {
 		t.Fatalf("INIT and RESET QPs moved: %v, %v", r.initQP.State(), r.resetQP.State())

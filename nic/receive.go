@@ -146,12 +146,22 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		return // UD has no RNR: the datagram is lost
 	}
 	n := uint64(len(p.Payload))
-	if w.status == WCSuccess && grhLen+n > w.length && d.cfg.Profile == ProfileRXE {
-		d.longMessage(now, qp, w, "UD datagram of "+itoa(int(grhLen+n))+" bytes (with the GRH) longer than the receive buffer of "+itoa(int(w.length))+" bytes")
-		return
-	}
 	wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(grhLen + n), QPNum: qp.num,
 		SrcQP: p.DETH.SrcQP(), WCFlags: WCFlagGRH}
+	if d.cfg.Profile == ProfileRXE && (w.status != WCSuccess || grhLen+n > w.length) {
+		// rxe 6.1 copies a datagram with the same send_data_in as RC and
+		// UC (placeSend): a buffer too small, or one it cannot write, is a
+		// malformed WQE, class A: the receive completes with LOC_QP_OP_ERR
+		// and the QP goes to ERR.
+		why := w.why
+		if w.status == WCSuccess {
+			why = "datagram of " + itoa(int(grhLen+n)) + " bytes (with the GRH) longer than the receive buffer of " + itoa(int(w.length)) + " bytes"
+		}
+		d.completeRecvErr(now, qp, w, WCLocQPOpErr, why)
+		qp.doneRecv()
+		d.toError(now, qp, EventQPFatal, true)
+		return
+	}
 	if w.status != WCSuccess || grhLen+n > w.length {
 		wc.Status, wc.ByteLen = WCLocLenErr, 0
 		if w.status != WCSuccess {

@@ -31,8 +31,7 @@ import (
 //     access error; a WRITE whose payload is not its RETH length, or a
 //     misaligned atomic: NAK invalid request; a SEND longer than its
 //     receive buffer: see placeSend. Each moves the QP to ERR (UC: no
-//     NAK; a refused WRITE is dropped and the QP stays, and so is, under
-//     the rxe profile, a SEND longer than its receive: longMessage).
+//     NAK; a refused WRITE is dropped and the QP stays).
 //  5. Complete the receive at the end of a SEND (or WRITE with
 //     immediate); MSN counts messages, READ requests and atomics.
 //  6. ACK when the packet asked for one (the ACK carries its PSN: it
@@ -301,27 +300,28 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		r.inSend = pos == wire.PosFirst
 	}
 	w := r.rwqe
-	if w.status == WCSuccess && r.off+uint64(len(p.Payload)) > w.length && qp.init.Type == QPTypeUC && d.cfg.Profile == ProfileRXE {
-		d.longMessage(now, qp, w, "UC message longer than the receive buffer of "+itoa(int(w.length))+" bytes")
-		r.inSend, r.ucDrop = false, pos != wire.PosLast && pos != wire.PosOnly
-		return false
-	}
 	if w.status != WCSuccess || r.off+uint64(len(p.Payload)) > w.length {
-		// A receive buffer the device cannot write (rxe: a malformed WQE)
-		// answers NAK remote operational error; a message longer than the
-		// buffer (a length error) NAK invalid request. rxe completes the
-		// receive with LOC_QP_OP_ERR or REM_INV_REQ_ERR; the IBTA with the
-		// local error itself, LOC_PROT_ERR or LOC_LEN_ERR.
+		// A receive buffer the device cannot write is a malformed WQE:
+		// NAK remote operational error. A message longer than the buffer
+		// is a length error, NAK invalid request, in the IBTA (class C)
+		// and in rxe's RESPST_ERR_LENGTH; but rxe 6.1 never gets there:
+		// its copy_data answers an overflow with -EINVAL, which
+		// send_data_in takes for a malformed WQE. So under rxe both
+		// complete the receive with LOC_QP_OP_ERR and NAK remote
+		// operational error (the requester sees REM_OP_ERR), on RC and
+		// UC alike, and the QP goes to ERR (checked against real rxe:
+		// conformance TestLongMessageMatchesRxe). The IBTA profile
+		// completes with the local error itself, LOC_PROT_ERR or
+		// LOC_LEN_ERR.
 		st, why, nak := w.status, w.why, wire.NAKRemoteOperation
 		if st == WCSuccess {
-			st, why, nak = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes", wire.NAKInvalidRequest
+			st, why = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes"
+			if d.cfg.Profile != ProfileRXE {
+				nak = wire.NAKInvalidRequest
+			}
 		}
 		if d.cfg.Profile == ProfileRXE {
-			if nak == wire.NAKInvalidRequest {
-				st = WCRemInvReqErr
-			} else {
-				st = WCLocQPOpErr
-			}
+			st = WCLocQPOpErr
 		}
 		d.completeRecvErr(now, qp, w, st, why)
 		qp.doneRecv()
@@ -354,22 +354,6 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
 	}
 	return true
-}
-
-// longMessage handles a UC or UD message longer than its receive buffer
-// as rxe does (RESPST_ERR_LENGTH, not RC): the message is dropped and
-// the QP carries on. Without an SRQ (class D) nothing completes and the
-// receive WQE waits for the next message (what the buffer already took
-// of this one stays in it); with an SRQ (class E) the receive completes
-// with REM_INV_REQ_ERR.
-func (d *Device) longMessage(now sim.Time, qp *QP, w *recvWQE, why string) {
-	if qp.init.SRQ != nil {
-		d.completeRecvErr(now, qp, w, WCRemInvReqErr, why)
-		qp.doneRecv()
-		return
-	}
-	qp.resp.rwqe = nil
-	d.traceMessageDrop(now, qp, why+"; the receive waits for the next message")
 }
 
 // placeWrite writes a WRITE packet's payload; false if refused.

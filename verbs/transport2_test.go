@@ -160,17 +160,22 @@ func TestRemoteAccessError(t *testing.T) {
 	assert.Equal(t, verbs.QPStateErr, a.qp.State())
 }
 
-// TestMessageLongerThanReceive: a length error. The responder answers
-// NAK invalid request (rxe's RESPST_ERR_LENGTH; IBTA class C), so the
-// requester completes with REM_INV_REQ_ERR. The receive completes with
-// REM_INV_REQ_ERR under rxe and LOC_LEN_ERR under the IBTA profile; both
-// QPs go to ERR. (Issue 5's text says NAK remote operational error and
-// REM_OP_ERR here; rxe and the IBTA say invalid request.)
+// TestMessageLongerThanReceive: a SEND longer than its receive buffer.
+// In the IBTA it is a length error, class C: NAK invalid request, the
+// receive completes with LOC_LEN_ERR, the requester with REM_INV_REQ_ERR.
+// rxe 6.1 takes it for a malformed WQE (its copy_data answers the
+// overflow with -EINVAL), class A: NAK remote operational error, the
+// receive completes with LOC_QP_OP_ERR and the requester with REM_OP_ERR
+// (checked against real rxe: conformance TestLongMessageMatchesRxe).
+// Both QPs go to ERR either way.
 func TestMessageLongerThanReceive(t *testing.T) {
 	for _, c := range []struct {
-		prof verbs.Profile
-		recv string
-	}{{verbs.ProfileRXE, "5:IBV_WC_REM_INV_REQ_ERR"}, {verbs.ProfileSpec, "5:IBV_WC_LOC_LEN_ERR"}} {
+		prof            verbs.Profile
+		recv, send, nak string
+	}{
+		{verbs.ProfileRXE, "5:IBV_WC_LOC_QP_OP_ERR", "6:IBV_WC_REM_OP_ERR", "NAK(remote operational error)"},
+		{verbs.ProfileSpec, "5:IBV_WC_LOC_LEN_ERR", "6:IBV_WC_REM_INV_REQ_ERR", "NAK(invalid request)"},
+	} {
 		tr := &sim.Trace{}
 		w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Profile: c.prof, Trace: tr})
 		_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 5, SGList: []verbs.SGE{b.mr.SGE(0, 100)}}})
@@ -179,8 +184,8 @@ func TestMessageLongerThanReceive(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Run())
 		assert.Equal(t, []string{c.recv}, summary(pollAll(b.cq)), c.prof.String())
-		assert.Equal(t, []string{"6:IBV_WC_REM_INV_REQ_ERR"}, summary(pollAll(a.cq)), c.prof.String())
-		assert.Contains(t, ladder(tr), "b RC_ACKNOWLEDGE psn=100 NAK(invalid request) msn=0")
+		assert.Equal(t, []string{c.send}, summary(pollAll(a.cq)), c.prof.String())
+		assert.Contains(t, ladder(tr), "b RC_ACKNOWLEDGE psn=100 "+c.nak+" msn=0")
 		assert.Equal(t, verbs.QPStateErr, a.qp.State())
 		assert.Equal(t, verbs.QPStateErr, b.qp.State())
 	}

@@ -6,7 +6,7 @@
  * JSON object per line on stdout. Blank lines and lines starting with '#'
  * are skipped. Arguments are key=value words; numbers take C syntax (0x...
  * for hex). Objects are named (name=...), so a script can hold several
- * memory regions and completion queues; one RC QP per agent.
+ * memory regions and completion queues; one RC or UC QP per agent.
  *
  *   open dev=rxe0                  open the device (default rxe0); prints its
  *                                  number of completion vectors
@@ -20,7 +20,10 @@
  *                                  comma-separated lw,rw,rr,ra (default all)
  *   poke [mr=M] off=N hex=HEX      set bytes of an MR
  *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
- *      [access=LIST] [sig_all=0|1] create the RC QP and move it RESET->INIT
+ *      [access=LIST] [sig_all=0|1] [type=rc|uc]
+ *                                  create the QP (RC by default; UC keeps
+ *                                  only remote write access and connects
+ *                                  with UC's masks) and move it RESET->INIT
  *                                  (port 1); access defaults to lw,rw,rr,ra;
  *                                  psn is its initial send PSN (default from
  *                                  /dev/urandom)
@@ -427,8 +430,12 @@ static void do_connect(const char *cmd)
 	a.ah_attr.grh.dgid = dgid;
 	a.ah_attr.grh.sgid_index = num(cmd, "gid", 1, 0);
 	a.ah_attr.grh.hop_limit = 64;
-	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (qp->qp_type == IBV_QPT_UC)
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN);
+	else
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (e)
 		fail(cmd, "modify to RTR: %s", strerror(e));
 	memset(&a, 0, sizeof a);
@@ -438,8 +445,11 @@ static void do_connect(const char *cmd)
 	a.rnr_retry = num(cmd, "rnr_retry", 0, 7);
 	a.sq_psn = local_psn;
 	a.max_rd_atomic = num(cmd, "max_rd_atomic", 0, 1);
-	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	if (qp->qp_type == IBV_QPT_UC)
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	else
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	if (e)
 		fail(cmd, "modify to RTS: %s", strerror(e));
 	printf("{\"event\":\"connect\",\"dest_qpn\":%u,\"rq_psn\":%u,\"sq_psn\":%u}\n",
@@ -689,6 +699,10 @@ static void do_qp(const char *cmd)
 	ia.send_cq = lookup_cq(cmd, "send_cq");
 	ia.recv_cq = lookup_cq(cmd, "recv_cq");
 	ia.qp_type = IBV_QPT_RC;
+	if (arg("type") && strcmp(arg("type"), "uc") == 0)
+		ia.qp_type = IBV_QPT_UC;
+	else if (arg("type") && strcmp(arg("type"), "rc") != 0)
+		fail(cmd, "bad type=%s (rc or uc)", arg("type"));
 	ia.sq_sig_all = num(cmd, "sig_all", 0, 0);
 	ia.cap.max_send_wr = num(cmd, "send", 0, 16);
 	ia.cap.max_recv_wr = num(cmd, "recv", 0, 16);
@@ -700,6 +714,8 @@ static void do_qp(const char *cmd)
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = access_flags(cmd, "access", ALL_ACCESS) & ~IBV_ACCESS_LOCAL_WRITE;
+	if (ia.qp_type == IBV_QPT_UC) /* UC has no READ or atomics */
+		a.qp_access_flags &= IBV_ACCESS_REMOTE_WRITE;
 	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (e)
 		fail(cmd, "modify to INIT: %s", strerror(e));
