@@ -46,6 +46,26 @@ type Outcome struct {
 	// Wire is every frame sent between the nodes' RoCE ports, in capture
 	// order (NormaliseCapture).
 	Wire []WireEvent
+	// Async are the asynchronous events each node read, in order, but for
+	// port events (ComparedAsync).
+	Async []OutcomeAsync
+}
+
+// OutcomeAsync is one asynchronous event of a node.
+type OutcomeAsync struct {
+	Node string
+	Type string // IBV_EVENT_CQ_ERR, ...
+}
+
+// String is the event's type.
+func (a OutcomeAsync) String() string { return a.Type }
+
+// ComparedAsync reports whether an event of this type is compared. Port
+// events are not: the guests' ports come up at boot, and a link the
+// fault plan takes down is a port event in the simulation but only lost
+// frames at the fault switch.
+func ComparedAsync(typ string) bool {
+	return typ != "IBV_EVENT_PORT_ACTIVE" && typ != "IBV_EVENT_PORT_ERR"
 }
 
 // OutcomeWC is one work completion without its QPN.
@@ -286,6 +306,11 @@ func ModelOutcome(s *scenario.Scenario, capturePath string) (*Outcome, *scenario
 					Opcode: c.Opcode, ByteLen: c.ByteLen, Imm: c.Imm})
 			}
 		}
+		for _, a := range res.AsyncEvents {
+			if a.Node == n.Name && ComparedAsync(a.Type) {
+				o.Async = append(o.Async, OutcomeAsync{Node: a.Node, Type: a.Type})
+			}
+		}
 	}
 	return o, res, nil
 }
@@ -345,6 +370,13 @@ func Compare(model, real *Outcome) []Diff {
 			if d, ok := memDiff(m[0].Bytes, r[0].Bytes); ok {
 				out = append(out, Diff{What: "memory " + n, Detail: d})
 			}
+		}
+	}
+	// Asynchronous events per node.
+	node := func(a OutcomeAsync) string { return a.Node }
+	for _, n := range order(model.Async, real.Async, node) {
+		if d, ok := firstDiff(filter(model.Async, n, node), filter(real.Async, n, node), OutcomeAsync.String); ok {
+			out = append(out, Diff{What: "async events " + n, Detail: d})
 		}
 	}
 	// The wire per direction.

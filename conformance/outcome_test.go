@@ -295,6 +295,8 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 			[]Diff{{"memory a.buf", "model 4096 bytes, rxe 10 bytes"}}},
 		{"opcode", func(o *Outcome) { o.Wire[3].Op = "RC_SEND_MIDDLE"; o.Wire[7].Op = "RC_SEND_MIDDLE" },
 			[]Diff{{"wire a->b", "#3: model RC_SEND_LAST psn+3 ackreq, rxe RC_SEND_MIDDLE psn+3 ackreq"}}},
+		{"async event", func(o *Outcome) { o.Async = append(o.Async, OutcomeAsync{Node: "b", Type: "IBV_EVENT_CQ_ERR"}) },
+			[]Diff{{"async events b", "#0: model none (0 in all), rxe IBV_EVENT_CQ_ERR (1 in all)"}}},
 		{"msn", func(o *Outcome) { o.Wire[8].MSN = 2 },
 			[]Diff{{"wire b->a", "#1: model RC_ACKNOWLEDGE psn+3 ACK msn=1, rxe RC_ACKNOWLEDGE psn+3 ACK msn=2"}}},
 		{"syndrome", func(o *Outcome) { o.Wire[4].Syndrome = "RNR" },

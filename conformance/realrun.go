@@ -219,6 +219,11 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	}
 	for _, n := range nodes {
 		out.Completions = append(out.Completions, n.wcs...)
+		for _, typ := range n.async {
+			if ComparedAsync(typ) {
+				out.Async = append(out.Async, OutcomeAsync{Node: n.node.Name, Type: typ})
+			}
+		}
 	}
 	for _, n := range nodes {
 		for j, mr := range n.node.MRs {

@@ -124,7 +124,7 @@ type CQ struct {
 	armed         bool // ReqNotify called and no event since
 	solicitedOnly bool
 	overflowed    bool
-	errRaised     bool // the device has raised IBV_EVENT_CQ_ERR for it (once)
+	errRaised     bool // the device has raised IBV_EVENT_CQ_ERR for it
 
 	events uint64 // events queued on ch
 	acked  uint64 // events acknowledged with AckEvents

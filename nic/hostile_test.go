@@ -307,7 +307,6 @@ func TestHostileFrames(t *testing.T) {
 		counter counterCheck // must read 1 (or, with n, n)
 		n       uint64
 		state   nic.QPState // the RC QP's state after
-		events  string
 		// landed is the first packet of a message accepted before the
 		// violation: it places its payload, as rxe does.
 		landed func(r *rig)
@@ -350,35 +349,35 @@ func TestHostileFrames(t *testing.T) {
 		{name: "RETH length beyond the MR", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteOnly, reth: wire.RETHFields{VA: rw(r, 4000), RKey: r.rw.RKey, DMALength: 200}, payload: ones(200)}}
 		}, want: []string{nak(0, "remote access error")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_ACCESS_ERR]"},
+			state: nic.QPStateErr},
 		// rxe check_op_seq: MIDDLE with no message in progress →
 		// RESPST_ERR_MISSING_OPCODE_FIRST: NAK invalid request (class C),
 		// QP to ERR (IBTA §9.7.5.1.5, C9-93?).
 		{name: "SEND_MIDDLE with no FIRST", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCSendMiddle, payload: ones(1024)}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		{name: "RDMA_WRITE_LAST out of place", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteLast, payload: ones(8)}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// rxe check_op_seq: SEND_FIRST then anything but MIDDLE/LAST →
 		// RESPST_ERR_MISSING_OPCODE_LAST_C: NAK invalid request.
 		{name: "SEND_FIRST then SEND_ONLY", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCSendFirst, payload: ones(1024), noAck: true}, {op: wire.OpRCSendOnly, psn: 1, payload: ones(8)}}
 		}, landed: func(r *rig) { r.landed(r.recv, 0, ones(1024)) }, want: []string{nak(1, "invalid request")}, counter: counter(nic.CounterRcvdPkts), n: 2,
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		{name: "WRITE_FIRST then SEND_LAST", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteFirst, reth: wire.RETHFields{VA: rw(r, 0), RKey: r.rw.RKey, DMALength: 2048}, payload: ones(1024), noAck: true},
 				{op: wire.OpRCSendLast, psn: 1, payload: ones(8)}}
 		}, landed: func(r *rig) { r.landed(r.rw, 0, ones(1024)) }, want: []string{nak(1, "invalid request")}, counter: counter(nic.CounterRcvdPkts), n: 2,
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// rxe check_length: a FIRST shorter than the path MTU → RESPST_ERR_LENGTH,
 		// NAK invalid request.
 		{name: "SEND_FIRST shorter than the MTU", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCSendFirst, payload: ones(100)}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// Pad count larger than the payload and pad area: the transport
 		// length cannot hold it; rxe's rxe_rcv drops on the length check
 		// (payload_size < 0); rocesim's decoder reports ErrPad.
@@ -391,19 +390,19 @@ func TestHostileFrames(t *testing.T) {
 		{name: "pad count makes the WRITE shorter than its RETH", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteOnly, reth: wire.RETHFields{VA: rw(r, 0), RKey: r.rw.RKey, DMALength: 8}, payload: ones(8), padLie: 3}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// A payload longer than the RETH says: the same length error.
 		{name: "WRITE payload beyond its RETH length", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteOnly, reth: wire.RETHFields{VA: rw(r, 0), RKey: r.rw.RKey, DMALength: 4}, payload: ones(8)}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// A zero-length WRITE carrying data: rxe skips check_rkey for a
 		// zero DMA length (C9-88) and would then copy through no MR;
 		// rocesim refuses it as a length error.
 		{name: "zero-length WRITE carrying data", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCWriteOnly, reth: wire.RETHFields{VA: rw(r, 0), RKey: 0xBAD, DMALength: 0}, payload: ones(4)}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// rxe check_keys: the Q_Key differs → drop, port qkey_viol_cntr
 		// (IBTA §9.6.1.2 C9-49?: silently dropped).
 		{name: "UD with the wrong Q_Key", pkts: func(r *rig) []pkt {
@@ -429,20 +428,20 @@ func TestHostileFrames(t *testing.T) {
 			pkts: func(r *rig) []pkt {
 				return []pkt{{op: wire.OpRCReadRequest, reth: wire.RETHFields{VA: rw(r, 0), RKey: r.rw.RKey, DMALength: 8}}}
 			}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// rxe atomic_reply: a misaligned address (R_Key and range good) →
 		// RESPST_ERR_MISALIGNED_ATOMIC: NAK invalid request (class C), QP to
 		// ERR. (post_send refuses one; this is a peer that does not.)
 		{name: "misaligned atomic", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCFetchAdd, atomic: wire.AtomicETHFields{VA: rw(r, 4), RKey: r.rw.RKey, SwapAddData: 1}}}
 		}, want: []string{nak(0, "invalid request")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_REQ_ERR]"},
+			state: nic.QPStateErr},
 		// rxe check_rkey → lookup_mr: the MR lacks REMOTE_ATOMIC →
 		// RESPST_ERR_RKEY_VIOLATION: NAK remote access error.
 		{name: "atomic on an MR without REMOTE_ATOMIC", pkts: func(r *rig) []pkt {
 			return []pkt{{op: wire.OpRCCompareSwap, atomic: wire.AtomicETHFields{VA: r.ro.Addr, RKey: r.ro.RKey, SwapAddData: 1}}}
 		}, want: []string{nak(0, "remote access error")}, counter: counter(nic.CounterRcvdPkts),
-			state: nic.QPStateErr, events: "[QP_ACCESS_ERR]"},
+			state: nic.QPStateErr},
 		// UC: an R_Key violation drops the message silently, the QP stays
 		// in RTS (rxe RESPST_ERR_RKEY_VIOLATION for UC without SRQ: class E,
 		// cleanup; no ACKs exist on UC). Its LAST is dropped with it.
@@ -483,11 +482,10 @@ func TestHostileFrames(t *testing.T) {
 			assert.Equal(t, n, row.counter.get(r), row.counter.name)
 			assert.Equal(t, row.state, r.rc.State(), "RC QP state")
 			assert.Equal(t, nic.QPStateRTS, r.uc.State(), "UC QP state")
-			ev := row.events
-			if ev == "" {
-				ev = "[]"
-			}
-			assert.Equal(t, ev, r.events(), "async events")
+			// rxe 6.1 raises no QP event for a responder error (the IBTA
+			// would raise QP_REQ_ERR or QP_ACCESS_ERR; the spec profile
+			// does, see TestRemoteAccessError in package verbs).
+			assert.Equal(t, "[]", r.events(), "async events")
 			if row.landed != nil {
 				row.landed(r)
 			}

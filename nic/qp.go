@@ -397,8 +397,11 @@ func (d *Device) completeRecvErr(now sim.Time, qp *QP, w *recvWQE, st WCStatus, 
 	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: w.wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false, false, why)
 }
 
-// pushCQE adds wc to cq. On overflow the CQ raises CQ_ERR (once) and the
-// completion is lost. What happens to the QP depends on the profile: IBTA
+// pushCQE adds wc to cq. On overflow the completion is lost and the CQ
+// raises CQ_ERR: once (IBTA: the CQ is then in error), or, under the rxe
+// profile, for every completion lost (rxe_cq_post raises it on each
+// failed post; real rxe raised it three times in the cq-overflow
+// scenario). What happens to the QP depends on the profile: IBTA
 // (spec) moves every QP feeding the CQ to ERR; rxe does so only for a
 // receive completion (its responder fails the QP) and loses a send-side
 // completion silently, leaving the QP running (rxe_comp.c ignores the
@@ -408,7 +411,7 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bo
 	if cq.push(wc, solicited) {
 		return
 	}
-	if !cq.errRaised {
+	if !cq.errRaised || d.cfg.Profile == ProfileRXE {
 		cq.errRaised = true
 		d.raise(AsyncEvent{Type: EventCQErr, CQ: cq, Time: now})
 	}

@@ -159,7 +159,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.completeRecvErr(now, qp, w, WCLocQPOpErr, why)
 		qp.doneRecv()
-		d.toError(now, qp, EventQPFatal, true)
+		d.toError(now, qp, EventQPFatal, false) // rxe raises no event (see remoteError)
 		return
 	}
 	if w.status != WCSuccess || grhLen+n > w.length {

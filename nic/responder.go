@@ -596,7 +596,11 @@ func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.P
 		}
 		d.sendAck(qp, wire.NAKSyndrome(code), psn, note)
 	}
-	d.toError(now, qp, ev, true)
+	// The IBTA has the responder raise an affiliated asynchronous error
+	// (§11.6.3); rxe 6.1 raises none (do_class_ac_error and rxe_qp_error
+	// call no event handler: checked against real rxe in the conformance
+	// differential runs).
+	d.toError(now, qp, ev, d.cfg.Profile != ProfileRXE)
 }
 
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.

@@ -32,7 +32,8 @@ func (l *ackLog) WriteFrame(_ int64, _ int, frame []byte, _ string) error {
 // rights), another neighbour MR and an MR of a second PD, each filled
 // with its own pattern. Each row asserts the requester's completion
 // status, the syndrome of every ACKNOWLEDGE b sent, the state of both
-// QPs and b's async event, and that every MR of b is unchanged byte for
+// QPs, that b raised no async event (rxe 6.1 raises none for a responder
+// error), and that every MR of b is unchanged byte for
 // byte (the control row: changed exactly where it wrote).
 //
 // rxe references (drivers/infiniband/sw/rxe/rxe_resp.c): check_op_valid
@@ -72,7 +73,6 @@ func TestMemoryProtection(t *testing.T) {
 		postErr  string // post_send refuses the WR: the end of its error
 		acks     []string
 		bState   verbs.QPState
-		event    string // b's async event, "" for none
 		changed  func(b target) (off int, data []byte)
 	}{
 		{name: "control: a valid WRITE lands", wr: func(a *endpoint, b target) verbs.SendWR {
@@ -81,28 +81,28 @@ func TestMemoryProtection(t *testing.T) {
 			changed: func(target) (int, []byte) { return 128, bytes.Repeat([]byte{0xAA}, 64) }},
 		{name: "R_Key of another PD", wr: func(a *endpoint, b target) verbs.SendWR {
 			return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.other.Addr, RKey: b.other.RKey}
-		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "R_Key after dereg", dereg: true, wr: func(a *endpoint, b target) verbs.SendWR {
 			return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "WRITE crossing the MR end by one byte", wr: func(a *endpoint, b target) verbs.SendWR {
 			return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr + b.mr.Length - 63, RKey: b.mr.RKey}
-		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "READ crossing the MR end by one byte", wr: func(a *endpoint, b target) verbs.SendWR {
 			return verbs.SendWR{Opcode: verbs.WRRDMARead, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr + b.mr.Length - 63, RKey: b.mr.RKey}
-		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "READ on an MR without REMOTE_READ", mrAccess: verbs.AccessLocalWrite | verbs.AccessRemoteWrite,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRRDMARead, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "WRITE on an MR without REMOTE_WRITE", mrAccess: verbs.AccessRemoteRead,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "atomic on an MR without REMOTE_ATOMIC", mrAccess: verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, CompareAdd: 1}
-			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+			}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		// post_send refuses an unaligned atomic (EINVAL) before anything
 		// reaches the wire; the frame itself, built by hand, is refused by
 		// the responder with NAK invalid request (nic's TestHostileFrames,
@@ -112,19 +112,19 @@ func TestMemoryProtection(t *testing.T) {
 		}, postErr: "not 8-byte aligned (invalid argument)", bState: verbs.QPStateRTS},
 		{name: "atomic on the word past the MR end", wr: func(a *endpoint, b target) verbs.SendWR {
 			return verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr + b.mr.Length, RKey: b.mr.RKey, CompareAdd: 1}
-		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr, event: "QP_ACCESS_ERR"},
+		}, status: accessErr, acks: []string{nakAccess}, bState: verbs.QPStateErr},
 		{name: "WRITE to a QP without REMOTE_WRITE", qpAccess: verbs.AccessRemoteRead | verbs.AccessRemoteAtomic,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr, event: "QP_REQ_ERR"},
+			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr},
 		{name: "READ from a QP without REMOTE_READ", qpAccess: verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRRDMARead, SGList: []verbs.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}
-			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr, event: "QP_REQ_ERR"},
+			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr},
 		{name: "atomic on a QP without REMOTE_ATOMIC", qpAccess: verbs.AccessRemoteWrite | verbs.AccessRemoteRead,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, SGList: []verbs.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey, CompareAdd: 1}
-			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr, event: "QP_REQ_ERR"},
+			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr},
 		// C9-88: a zero-length RDMA operation needs no valid R_Key or VA;
 		// rxe's check_rkey returns early for reth_len == 0.
 		{name: "zero-length WRITE with a bad R_Key", wr: func(a *endpoint, b target) verbs.SendWR {
@@ -137,7 +137,7 @@ func TestMemoryProtection(t *testing.T) {
 		{name: "zero-length WRITE to a QP without REMOTE_WRITE", qpAccess: verbs.AccessRemoteRead,
 			wr: func(a *endpoint, b target) verbs.SendWR {
 				return verbs.SendWR{Opcode: verbs.WRRDMAWrite, RemoteAddr: 0xDEAD0000, RKey: 0xBADBAD}
-			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr, event: "QP_REQ_ERR"},
+			}, status: invReqErr, acks: []string{nakInvReq}, bState: verbs.QPStateErr},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -215,11 +215,10 @@ func TestMemoryProtection(t *testing.T) {
 				}
 				events = append(events, ev.Type.String())
 			}
-			if row.event == "" {
-				assert.Empty(t, events, "b's async events")
-			} else {
-				assert.Equal(t, []string{row.event}, events, "b's async events")
-			}
+			// rxe 6.1 raises no QP event for a responder error (checked
+			// against real rxe); the IBTA profile would raise
+			// QP_ACCESS_ERR or QP_REQ_ERR (TestRemoteAccessError).
+			assert.Empty(t, events, "b's async events")
 			if row.changed != nil {
 				off, data := row.changed(tg)
 				copy(before[1][off:], data)

@@ -186,6 +186,10 @@
 //	expect mem b.ctr u64=42                     8 bytes little-endian at b.ctr+0
 //	expect mem b.buf+512 len=3000 equals=a.buf  two byte ranges are equal
 //
+// Any expect line may end with profile=rxe or profile=spec: the claim
+// then holds only under that behaviour profile (where rxe and the IBTA
+// differ, a scenario states both).
+//
 // # Errors
 //
 // Parse returns a *ParseError whose text is "line:col: message", both

@@ -60,6 +60,10 @@ type expectation struct {
 	nodeName   string // for event(s) lines, resolved in resolve
 	nodeCol    int
 	hasQPInRef bool
+	// profile, if set (profile=rxe or profile=spec at the end of the
+	// line), limits the claim to runs under that behaviour profile: where
+	// rxe and the IBTA differ, a scenario states both.
+	profile string
 }
 
 func (p *parser) expectLine() error {
@@ -69,6 +73,18 @@ func (p *parser) expectLine() error {
 	e := &expectation{line: p.line, text: strings.TrimSpace(p.raw[p.toks[1].off:]), count: -1}
 	if i := strings.IndexByte(e.text, '#'); i >= 0 {
 		e.text = strings.TrimSpace(e.text[:i])
+	}
+	if last := p.toks[len(p.toks)-1]; strings.HasPrefix(last.text, "profile=") {
+		switch v := strings.TrimPrefix(last.text, "profile="); v {
+		case nic.ProfileRXE.String(), nic.ProfileSpec.String():
+			e.profile = v
+		default:
+			return p.errorf(last.col+len("profile="), "bad profile %q: want rxe or spec", v)
+		}
+		p.toks = p.toks[:len(p.toks)-1]
+		if len(p.toks) < 3 {
+			return p.errorf(p.toks[0].col, "expect needs a claim before profile=")
+		}
 	}
 	var err error
 	switch t := p.toks[1]; t.text {
