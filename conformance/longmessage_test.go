@@ -12,7 +12,8 @@ import (
 )
 
 // TestLongMessageMatchesRxe sends a 3000-byte SEND into a 1024-byte
-// receive, then a 100-byte SEND, over RC and over UC, on two rxe guests
+// receive, then a 100-byte SEND, over RC and over UC (over UD a
+// 1000-byte datagram, 1040 bytes with its GRH area), on two rxe guests
 // and on the model, and requires the same completions on both sides and
 // the same bytes in the receiver's buffers.
 //
@@ -22,9 +23,10 @@ import (
 // IBTA: the receive completes with LOC_QP_OP_ERR, the receiver's QP goes
 // to ERR and flushes the next receive, and on RC the NAK is remote
 // operational error, so the requester sees REM_OP_ERR. The first packet's
-// 1024 bytes stay in the buffer.
+// 1024 bytes stay in the buffer (UD: the GRH area, written before the
+// payload was refused).
 func TestLongMessageMatchesRxe(t *testing.T) {
-	for _, typ := range []string{"rc", "uc"} {
+	for _, typ := range []string{"rc", "uc", "ud"} {
 		t.Run(typ, func(t *testing.T) { longMessage(t, typ) })
 	}
 }
@@ -39,12 +41,23 @@ func longMessage(t *testing.T, typ string) {
 		mrLen      = 4096
 		seedA      = 1
 		seedB      = 2
-		longLen    = 3000
 		shortOff   = 3000 // in A's MR
 		shortLen   = 100
 		recvLen    = 1024
 		secondRecv = 2048 // in B's MR
 	)
+	longLen := 3000
+	if typ == "ud" {
+		longLen = 1000 // one datagram; with the 40-byte GRH area over the receive
+	}
+	// The first receive's bytes are compared by CRC, but for a UD
+	// receive's 40-byte GRH area, whose IPv4 header (IP ID, checksum)
+	// differs between any two stacks: of it, only the byte that says an
+	// IPv4 header was written there (0x45 at offset 20) is compared.
+	skip := 0
+	if typ == "ud" {
+		skip = 40
+	}
 	setup := `open dev=rxe0
 pd
 cq depth=16
@@ -68,9 +81,10 @@ barrier
 poll n=1 timeout_ms=60000
 drain
 async
-crc off=0 len=%d
+dump off=20 len=1
 crc off=%d len=%d
-barrier`, recvLen, secondRecv, recvLen, recvLen, secondRecv, recvLen)
+crc off=%d len=%d
+barrier`, recvLen, secondRecv, recvLen, skip, recvLen-skip, secondRecv, recvLen)
 
 	logs := t.TempDir()
 	cfgs := []VMConfig{
@@ -92,39 +106,52 @@ barrier`, recvLen, secondRecv, recvLen, recvLen, secondRecv, recvLen)
 				real = append(real, wcLine(cfg.Name, ev.WRID, ev.Status, ev.Opcode, ev.ByteLen))
 			case "crc":
 				real = append(real, fmt.Sprintf("crc %d+%d %#08x", ev.Off, ev.Len, ev.CRC32))
+			case "dump":
+				real = append(real, "byte 20 "+ev.Hex)
 			}
 		}
 	}
 
 	// The model, with the same memory and the same work requests.
 	w := verbstest.New(t, verbstest.Options{})
-	a, b := w.Host("a"), w.Host("b")
-	acq, bcq := a.CQ(16), b.CQ(16)
-	qpType := verbs.QPTypeRC
-	if typ == "uc" {
-		qpType = verbs.QPTypeUC
-	}
-	mk := func(h *verbstest.Host, cq *verbs.CQ) *verbs.QP {
-		qp, err := h.PD.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: qpType,
-			Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			t.Fatal(err)
+	var qa, qb *verbs.QP
+	var acq, bcq *verbs.CQ
+	var ma, mb *verbs.MR
+	send := verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendSignaled}
+	if typ == "ud" {
+		ea, eb := w.UD("a", 0x11111111, verbstest.QPOptions{}), w.UD("b", 0x11111111, verbstest.QPOptions{})
+		qa, qb, acq, bcq = ea.QP, eb.QP, ea.CQ, eb.CQ
+		send = ea.Datagram(eb, 0x11111111)
+		send.Flags = verbs.SendSignaled
+	} else {
+		a, b := w.Host("a"), w.Host("b")
+		acq, bcq = a.CQ(16), b.CQ(16)
+		qpType := verbs.QPTypeRC
+		if typ == "uc" {
+			qpType = verbs.QPTypeUC
 		}
-		return qp
+		mk := func(h *verbstest.Host, cq *verbs.CQ) *verbs.QP {
+			qp, err := h.PD.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: qpType,
+				Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return qp
+		}
+		qa, qb = mk(a, acq), mk(b, bcq)
+		w.Connect(qa, qb, verbstest.QPOptions{Type: qpType})
 	}
-	qa, qb := mk(a, acq), mk(b, bcq)
-	w.Connect(qa, qb, verbstest.QPOptions{Type: qpType})
-	ma, mb := a.Buffer(mrLen), b.Buffer(mrLen)
+	ma, mb = w.Host("a").Buffer(mrLen), w.Host("b").Buffer(mrLen)
 	copy(ma.Bytes(), AgentPattern(seedA, mrLen))
 	copy(mb.Bytes(), AgentPattern(seedB, mrLen))
 	if _, err := qb.PostRecv([]verbs.RecvWR{{WRID: 101, SGList: []verbs.SGE{mb.SGE(0, recvLen)}},
 		{WRID: 102, SGList: []verbs.SGE{mb.SGE(secondRecv, recvLen)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := qa.PostSend([]verbs.SendWR{
-		{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{ma.SGE(0, longLen)}},
-		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{ma.SGE(shortOff, shortLen)}},
-	}); err != nil {
+	long, short := send, send
+	long.WRID, long.SGList = 1, []verbs.SGE{ma.SGE(0, uint64(longLen))}
+	short.WRID, short.SGList = 2, []verbs.SGE{ma.SGE(shortOff, shortLen)}
+	if _, err := qa.PostSend([]verbs.SendWR{long, short}); err != nil {
 		t.Fatal(err)
 	}
 	w.Await(acq, 0)
@@ -141,8 +168,9 @@ barrier`, recvLen, secondRecv, recvLen, recvLen, secondRecv, recvLen)
 			}
 		}
 	}
-	for _, off := range []int{0, secondRecv} {
-		model = append(model, fmt.Sprintf("crc %d+%d %#08x", off, recvLen, crc32.ChecksumIEEE(mb.Bytes()[off:off+recvLen])))
+	model = append(model, fmt.Sprintf("byte 20 %02x", mb.Bytes()[20]))
+	for _, r := range [][2]int{{skip, recvLen - skip}, {secondRecv, recvLen}} {
+		model = append(model, fmt.Sprintf("crc %d+%d %#08x", r[0], r[1], crc32.ChecksumIEEE(mb.Bytes()[r[0]:r[0]+r[1]])))
 	}
 	if fmt.Sprint(real) != fmt.Sprint(model) {
 		t.Errorf("rxe and the model differ:\nrxe:   %q\nmodel: %q", real, model)

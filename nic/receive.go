@@ -156,6 +156,11 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		why := w.why
 		if w.status == WCSuccess {
 			why = "datagram of " + itoa(int(grhLen+n)) + " bytes (with the GRH) longer than the receive buffer of " + itoa(int(w.length)) + " bytes"
+			if w.length >= grhLen {
+				// rxe copies the GRH area first, and that copy fits; the
+				// payload's copy is the one refused (seen on real rxe).
+				d.mem.scatter(w.sges, 0, udGRH(p))
+			}
 		}
 		d.completeRecvErr(now, qp, w, WCLocQPOpErr, why)
 		qp.doneRecv()
@@ -168,13 +173,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 			wc.Status = w.status
 		}
 	} else {
-		var grh [grhLen]byte
-		if p.IPv4 != nil {
-			copy(grh[20:], p.IPv4)
-		} else {
-			copy(grh[:], p.IPv6)
-		}
-		d.mem.scatter(w.sges, 0, grh[:])
+		d.mem.scatter(w.sges, 0, udGRH(p))
 		d.mem.scatter(w.sges, grhLen, p.Payload)
 		if p.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), wc.WCFlags|WCFlagWithImm
@@ -185,4 +184,16 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 	}
 	qp.doneRecv()
 	d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
+}
+
+// udGRH returns the 40-byte GRH area a UD receive starts with: the IPv4
+// header in its last 20 bytes (RoCE v2 over IPv4), or the IPv6 header.
+func udGRH(p *wire.Packet) []byte {
+	var grh [grhLen]byte
+	if p.IPv4 != nil {
+		copy(grh[20:], p.IPv4)
+	} else {
+		copy(grh[:], p.IPv6)
+	}
+	return grh[:]
 }

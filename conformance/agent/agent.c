@@ -6,7 +6,7 @@
  * JSON object per line on stdout. Blank lines and lines starting with '#'
  * are skipped. Arguments are key=value words; numbers take C syntax (0x...
  * for hex). Objects are named (name=...), so a script can hold several
- * memory regions and completion queues; one RC or UC QP per agent.
+ * memory regions and completion queues; one RC, UC or UD QP per agent.
  *
  *   open dev=rxe0                  open the device (default rxe0); prints its
  *                                  number of completion vectors
@@ -20,10 +20,14 @@
  *                                  comma-separated lw,rw,rr,ra (default all)
  *   poke [mr=M] off=N hex=HEX      set bytes of an MR
  *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
- *      [access=LIST] [sig_all=0|1] [type=rc|uc]
+ *      [access=LIST] [sig_all=0|1] [type=rc|uc|ud] [qkey=N]
  *                                  create the QP (RC by default; UC keeps
  *                                  only remote write access and connects
- *                                  with UC's masks) and move it RESET->INIT
+ *                                  with UC's masks; UD takes a Q_Key,
+ *                                  default 0x11111111, and its connect
+ *                                  makes an address handle to the peer,
+ *                                  which post_send then sends to) and
+ *                                  move it RESET->INIT
  *                                  (port 1); access defaults to lw,rw,rr,ra;
  *                                  psn is its initial send PSN (default from
  *                                  /dev/urandom)
@@ -117,6 +121,10 @@ static struct {
 	uint64_t addr;
 	union ibv_gid gid;
 } peer;
+
+/* A UD QP's destination: set by connect. */
+static struct ibv_ah *ud_ah;
+static uint32_t ud_qpn, ud_qkey;
 
 static char *keys[MAXARGS], *vals[MAXARGS];
 static int nargs;
@@ -418,6 +426,29 @@ static void do_connect(const char *cmd)
 			fail(cmd, "bad dgid=%s", dg);
 		}
 	}
+	if (qp->qp_type == IBV_QPT_UD) {
+		/* No connection: RTR and RTS, and an address handle to the peer. */
+		struct ibv_ah_attr ah;
+		memset(&a, 0, sizeof a);
+		a.qp_state = IBV_QPS_RTR;
+		if ((e = ibv_modify_qp(qp, &a, IBV_QP_STATE)))
+			fail(cmd, "modify to RTR: %s", strerror(e));
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = local_psn;
+		if ((e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)))
+			fail(cmd, "modify to RTS: %s", strerror(e));
+		memset(&ah, 0, sizeof ah);
+		ah.is_global = 1;
+		ah.port_num = 1;
+		ah.grh.dgid = dgid;
+		ah.grh.sgid_index = num(cmd, "gid", 1, 0);
+		ah.grh.hop_limit = 64;
+		if (!(ud_ah = ibv_create_ah(pd, &ah)))
+			fail(cmd, "ibv_create_ah: %s", strerror(errno));
+		ud_qpn = num(cmd, "qpn", 0, peer.qpn);
+		printf("{\"event\":\"connect\",\"dest_qpn\":%u,\"sq_psn\":%u}\n", ud_qpn, local_psn);
+		return;
+	}
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = mtu_enum(cmd, num(cmd, "mtu", 0, 1024));
@@ -529,6 +560,13 @@ static void do_post_send(const char *cmd)
 		fail(cmd, "bad op=%s", op);
 	if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htonl(num(cmd, "imm", 1, 0));
+	if (qp->qp_type == IBV_QPT_UD) {
+		if (!ud_ah)
+			fail(cmd, "UD QP not connected: no address handle");
+		wr.wr.ud.ah = ud_ah;
+		wr.wr.ud.remote_qpn = ud_qpn;
+		wr.wr.ud.remote_qkey = num(cmd, "qkey", 0, ud_qkey);
+	}
 	if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
 		uint64_t raddr;
 		uint32_t rkey;
@@ -701,8 +739,10 @@ static void do_qp(const char *cmd)
 	ia.qp_type = IBV_QPT_RC;
 	if (arg("type") && strcmp(arg("type"), "uc") == 0)
 		ia.qp_type = IBV_QPT_UC;
+	else if (arg("type") && strcmp(arg("type"), "ud") == 0)
+		ia.qp_type = IBV_QPT_UD;
 	else if (arg("type") && strcmp(arg("type"), "rc") != 0)
-		fail(cmd, "bad type=%s (rc or uc)", arg("type"));
+		fail(cmd, "bad type=%s (rc, uc or ud)", arg("type"));
 	ia.sq_sig_all = num(cmd, "sig_all", 0, 0);
 	ia.cap.max_send_wr = num(cmd, "send", 0, 16);
 	ia.cap.max_recv_wr = num(cmd, "recv", 0, 16);
@@ -716,7 +756,11 @@ static void do_qp(const char *cmd)
 	a.qp_access_flags = access_flags(cmd, "access", ALL_ACCESS) & ~IBV_ACCESS_LOCAL_WRITE;
 	if (ia.qp_type == IBV_QPT_UC) /* UC has no READ or atomics */
 		a.qp_access_flags &= IBV_ACCESS_REMOTE_WRITE;
-	e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (ia.qp_type == IBV_QPT_UD) {
+		a.qkey = ud_qkey = num(cmd, "qkey", 0, 0x11111111);
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+	} else
+		e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (e)
 		fail(cmd, "modify to INIT: %s", strerror(e));
 	/*
