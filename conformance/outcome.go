@@ -6,13 +6,14 @@ package conformance
 //      VMs through the fault switch (its pcapng, the agents' completions
 //      and memory dumps).
 //   2. Each side becomes an Outcome: completions per node in poll order,
-//      every region's final bytes, and the frames between the nodes
-//      normalised (NormaliseCapture): QPNs, addresses, keys and times
-//      left out, PSNs as offsets from the stream's base, AETH syndromes as
-//      their class.
+//      every region's final bytes, the asynchronous events per node (but
+//      port events), and the frames between the nodes normalised
+//      (NormaliseCapture): QPNs, addresses, keys and times left out, PSNs
+//      as offsets from the stream's base, AETH syndromes as their class.
 //   3. Compare lists the first difference of each part: completions per
-//      node, memory per region, the wire per direction (the interleaving
-//      of the two directions is timing, not behaviour).
+//      node, memory per region, async events per node, the wire per
+//      direction (the interleaving of the two directions is timing, not
+//      behaviour).
 //   4. RenderResults writes the table of verdicts (RESULTS.md).
 
 import (
@@ -493,8 +494,9 @@ func RenderResults(rows []ResultRow) string {
 	b.WriteString("Each scenario of conformance/scenarios ran in the simulation (two model NICs, rxe profile) and on two\n")
 	b.WriteString("rxe VMs through the fault switch under the same fault plan. Compared, after normalising QPNs, PSN bases,\n")
 	b.WriteString("addresses, keys and times: completions (order, wr_id, status; opcode, byte_len and imm of successes), final\n")
-	b.WriteString("memory, and the wire per direction (opcode, PSN offset, AckReq, AETH syndrome class, MSN, dropped). What is\n")
-	b.WriteString("not compared, and why, and the known deviations with their causes: conformance/README.md.\n\n")
+	b.WriteString("memory, asynchronous events (but port events), and the wire per direction (opcode, PSN offset, AckReq, AETH\n")
+	b.WriteString("syndrome class, MSN, dropped). What is not compared, and why, and the known deviations with their causes:\n")
+	b.WriteString("conformance/README.md.\n\n")
 	b.WriteString("| scenario | verdict | what differed | cause |\n")
 	b.WriteString("|---|---|---|---|\n")
 	for _, r := range rows {

@@ -22,7 +22,7 @@ import (
 // simulation only, and check the normalisation and comparison that the
 // real runs share.
 
-// TestScenariosRunInTheModel: the 11 differential scenarios, in order,
+// TestScenariosRunInTheModel: the 16 differential scenarios, in order,
 // each a Program, each meeting its expectations under the rxe profile,
 // each giving the same Outcome twice.
 func TestScenariosRunInTheModel(t *testing.T) {
@@ -33,7 +33,9 @@ func TestScenariosRunInTheModel(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	require.Equal(t, []string{"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss",
-		"atomic-ack-loss", "rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow"}, names)
+		"atomic-ack-loss", "rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
+		"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
+		"zero-length-write"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)
