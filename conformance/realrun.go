@@ -340,8 +340,12 @@ func (n *rigNode) setup(ctx context.Context) error {
 	if q.SigAll {
 		sig = 1
 	}
-	evs, err := n.a.Do(ctx, fmt.Sprintf("qp send=%d recv=%d sge=%d inline=%d psn=%d send_cq=cq%d recv_cq=cq%d access=%s sig_all=%d",
-		q.MaxSendWR, q.MaxRecvWR, max(q.MaxSGE, 1), q.MaxInline, q.PSN, q.SendCQ, q.RecvCQ, accessList(q.Access), sig))
+	typ := "rc"
+	if q.Type == nic.QPTypeUC {
+		typ = "uc"
+	}
+	evs, err := n.a.Do(ctx, fmt.Sprintf("qp type=%s send=%d recv=%d sge=%d inline=%d psn=%d send_cq=cq%d recv_cq=cq%d access=%s sig_all=%d",
+		typ, q.MaxSendWR, q.MaxRecvWR, max(q.MaxSGE, 1), q.MaxInline, q.PSN, q.SendCQ, q.RecvCQ, accessList(q.Access), sig))
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ type responder struct {
 	// The message in progress.
 	inSend, inWrite bool
 	ucDrop          bool // UC: dropping the rest of a broken message
+	ucBroken        bool // UC, rxe: a message broke mid-way; the next start is dropped too
 	rwqe            *recvWQE
 	srqWQE          recvWQE // a WQE taken from an SRQ
 	off             uint64  // bytes of the message placed so far
@@ -622,21 +623,43 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	pos := p.Info.Position
+	rxe := d.cfg.Profile == ProfileRXE
 	if psn != r.epsn {
 		d.counters.Add(CounterOutOfSeqRequest, 1)
 		if r.inSend || r.inWrite {
 			r.ucDrop = true
 			r.inSend, r.inWrite = false, false
-			if r.rwqe != nil {
+			if rxe {
+				r.ucBroken = true // the WQE waits for the next start (below)
+			} else {
 				r.rwqe = nil // the receive WQE is reused by the next message
 			}
 		}
 	}
 	r.epsn = psn.Next()
-	if r.ucDrop && pos != wire.PosFirst && pos != wire.PosOnly {
+	start := pos == wire.PosFirst || pos == wire.PosOnly
+	if r.ucDrop && !start {
 		return
 	}
 	r.ucDrop = false
+	if r.ucBroken && start {
+		// rxe keeps the broken message's opcode as the last one seen, so
+		// the next message's first packet fails check_op_seq (a LAST is
+		// missing: class D1) and is dropped too, with the rest of its
+		// message; the receive WQE is reset for the message after (seen
+		// on real rxe: differential scenario uc-loss). On an SRQ it is
+		// class E: the broken message's receive completes with
+		// REM_INV_REQ_ERR.
+		r.ucBroken = false
+		if w := r.rwqe; w != nil && qp.init.SRQ != nil {
+			d.completeRecvErr(now, qp, w, WCRemInvReqErr, "UC message broken by a lost packet")
+			qp.doneRecv()
+		}
+		r.rwqe = nil
+		r.ucDrop = pos == wire.PosFirst
+		d.traceMessageDrop(now, qp, "UC: the message after a broken one is dropped (rxe check_op_seq: LAST missing)")
+		return
+	}
 	if !d.checkSequence(qp, p) {
 		r.inSend, r.inWrite, r.ucDrop = false, false, true
 		return

@@ -42,3 +42,13 @@ func (d *Device) traceTimer(now sim.Time, qp *QP, which string) {
 	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "timer",
 		Fields: []sim.Field{{Key: "timer", Value: which}}})
 }
+
+// traceMessageDrop records a message the responder dropped without a
+// completion: nothing else shows that it arrived.
+func (d *Device) traceMessageDrop(now sim.Time, qp *QP, why string) {
+	if !d.trace.Enabled() {
+		return
+	}
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "message-drop",
+		Fields: []sim.Field{{Key: "why", Value: why}}})
+}

@@ -89,11 +89,14 @@ type ProgramCQ struct {
 	Manual bool
 }
 
-// ProgramQP is a node's RC QP with the attributes a Run gives it on the
-// way from RESET to RTS.
+// ProgramQP is a node's RC or UC QP with the attributes a Run gives it
+// on the way from RESET to RTS.
 type ProgramQP struct {
 	// Name is the QP's name on its node ("q" for qp a.q).
 	Name string
+	// Type is RC or UC (a UC QP ignores the RC-only attributes below:
+	// its modify_qp masks leave them out).
+	Type nic.QPType
 	// SendCQ and RecvCQ index the node's CQs.
 	SendCQ, RecvCQ int
 	// PSN is its initial send PSN (sq_psn), which is also the peer's
@@ -167,13 +170,13 @@ type ProgramStep struct {
 
 // Program returns the scenario as plain data for a replay on another
 // implementation. It fails, naming the line and the feature, for a
-// scenario a two-node RC replay cannot express: other than two nodes on
-// one link, a switch, link mtu= or queue=, other than one RC QP per node
-// (UC, UD), QPs not each other's peers or not starting in RTS, modify
-// steps, a numeric rkey=.
+// scenario a two-node replay cannot express: other than two nodes on one
+// link, a switch, link mtu= or queue=, other than one RC or UC QP per node
+// (UD, several QPs), QPs not each other's peers or not starting in RTS,
+// modify steps, a numeric rkey=.
 func (s *Scenario) Program() (*Program, error) {
 	fail := func(line int, format string, args ...any) (*Program, error) {
-		return nil, fmt.Errorf("scenario %s: line %d: not a two-node RC program: %s", s.Name, line, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("scenario %s: line %d: not a two-node program: %s", s.Name, line, fmt.Sprintf(format, args...))
 	}
 	if len(s.nodes) != 2 {
 		line := 1
@@ -211,12 +214,12 @@ func (s *Scenario) Program() (*Program, error) {
 			if len(n.qps) > 1 {
 				line = n.qps[1].line
 			}
-			return fail(line, "%d QPs on node %s (a program has one RC QP per node)", len(n.qps), n.name)
+			return fail(line, "%d QPs on node %s (a program has one RC or UC QP per node)", len(n.qps), n.name)
 		}
 		q := n.qps[0]
 		switch {
-		case q.typ != nic.QPTypeRC:
-			return fail(q.line, "%v QP %s (a program has RC QPs only)", q.typ, q)
+		case q.typ != nic.QPTypeRC && q.typ != nic.QPTypeUC:
+			return fail(q.line, "%v QP %s (a program has RC or UC QPs only)", q.typ, q)
 		case q.state != nic.QPStateRTS:
 			return fail(q.line, "QP %s starting in %v (a program's QPs start in RTS)", q, q.state)
 		case q.peer == nil || q.peer.node == n:
@@ -229,7 +232,7 @@ func (s *Scenario) Program() (*Program, error) {
 		for _, c := range n.cqs {
 			pn.CQs = append(pn.CQs, ProgramCQ{Name: c.name, Size: c.size, Manual: c.manual})
 		}
-		pn.QP = ProgramQP{Name: q.name, SendCQ: indexOf(n.cqs, q.sendCQ), RecvCQ: indexOf(n.cqs, q.recvCQ),
+		pn.QP = ProgramQP{Name: q.name, Type: q.typ, SendCQ: indexOf(n.cqs, q.sendCQ), RecvCQ: indexOf(n.cqs, q.recvCQ),
 			PSN: q.psn, PathMTU: q.mtu.Bytes(), Timeout: q.timeout, RetryCnt: q.retryCnt, RNRRetry: q.rnrRetry,
 			MinRNRTimer: q.minRNRTimer, MaxRdAtomic: q.maxRdAtomic, MaxDestRdAtomic: q.maxDestRdAt,
 			Access: q.access, MaxSendWR: q.maxSendWR, MaxRecvWR: q.maxRecvWR, MaxSGE: q.maxSGE,

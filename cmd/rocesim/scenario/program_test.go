@@ -37,8 +37,8 @@ func TestProgramOfBuiltins(t *testing.T) {
 		{name: "ack-loss", steps: 4, faults: "drop class=ack first=1\n", psnA: 1, psnB: 1, cqsA: 1, cqsB: 1, mrsA: 1, mrsB: 1},
 		{name: "psn-wrap", steps: 2, faults: "drop src=a psn=0 tx=1\n", psnA: 16777214, psnB: 7, cqsA: 1, cqsB: 1, mrsA: 1, mrsB: 1},
 		{name: "unsignaled", steps: 16, psnA: 1, psnB: 1, cqsA: 1, cqsB: 1, mrsA: 1, mrsB: 1},
-		{name: "uc-loss", errSubstring: "line 13: not a two-node RC program: UC QP a.q"},
-		{name: "alltoall", errSubstring: "line 9: not a two-node RC program: 4 nodes"},
+		{name: "uc-loss", steps: 5, faults: "drop src=a op=UC_SEND_MIDDLE\n", psnA: 10, psnB: 1, cqsA: 1, cqsB: 1, mrsA: 1, mrsB: 1},
+		{name: "alltoall", errSubstring: "line 9: not a two-node program: 4 nodes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestProgramGoBackN(t *testing.T) {
 		seq[i] = byte(i)
 	}
 	all := nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
-	qp := scenario.ProgramQP{Name: "q", PSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12,
+	qp := scenario.ProgramQP{Name: "q", Type: nic.QPTypeRC, PSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12,
 		MaxRdAtomic: 1, MaxDestRdAtomic: 1, Access: nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic,
 		MaxSendWR: 64, MaxRecvWR: 64, MaxSGE: 1}
 	want := &scenario.Program{
@@ -156,10 +156,10 @@ deadline 1s
 	assert.Equal(t, sim.Duration(1e9), p.Deadline)
 	a, b := p.Nodes[0], p.Nodes[1]
 	assert.Equal(t, []scenario.ProgramCQ{{Name: "c", Size: 4, Manual: true}}, a.CQs)
-	assert.Equal(t, scenario.ProgramQP{Name: "q", PSN: 16, PathMTU: 512, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+	assert.Equal(t, scenario.ProgramQP{Name: "q", Type: nic.QPTypeRC, PSN: 16, PathMTU: 512, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 		MinRNRTimer: 12, MaxRdAtomic: 1, MaxDestRdAtomic: 1, Access: nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic,
 		MaxSendWR: 64, MaxRecvWR: 64, MaxSGE: 1, SigAll: true}, a.QP)
-	assert.Equal(t, scenario.ProgramQP{Name: "q", PSN: 5, Timeout: 18, RetryCnt: 3, RNRRetry: 2,
+	assert.Equal(t, scenario.ProgramQP{Name: "q", Type: nic.QPTypeRC, PSN: 5, Timeout: 18, RetryCnt: 3, RNRRetry: 2,
 		MinRNRTimer: 30, MaxRdAtomic: 1, MaxDestRdAtomic: 4, Access: nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic,
 		MaxSendWR: 64, MaxRecvWR: 64, MaxSGE: 1, MaxInline: 64}, b.QP)
 	assert.Equal(t, append([]byte{2, 1, 0, 0, 0, 0, 0, 0}, bytes.Repeat([]byte{7}, 56)...), a.MRs[1].Init)
@@ -195,16 +195,16 @@ func TestProgramRefuses(t *testing.T) {
 	tests := []struct {
 		name, text, err string
 	}{
-		{"modify", base + "at 0 a.q modify state=err\n", "line 7: not a two-node RC program: a modify step (a.q modify state=err)"},
-		{"numeric rkey", base + "at 0 a.q send wr=1 op=write len=8 rkey=0x1234\n", "line 7: not a two-node RC program: an explicit rkey=0x1234"},
-		{"two QPs", "node a b\nlink a b\nqp a.q rc peer=b.q\nqp b.q rc\nqp a.r rc peer=b.r\nqp b.r rc\n", "line 5: not a two-node RC program: 2 QPs on node a"},
-		{"no QP", "node a b\nlink a b\n", "line 1: not a two-node RC program: 0 QPs on node a"},
-		{"UD", "node a b\nlink a b\nqp a.q ud\nqp b.q ud\n", "line 3: not a two-node RC program: UD QP a.q"},
-		{"switch", "node a b\nswitch sw a b\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node RC program: switch sw"},
+		{"modify", base + "at 0 a.q modify state=err\n", "line 7: not a two-node program: a modify step (a.q modify state=err)"},
+		{"numeric rkey", base + "at 0 a.q send wr=1 op=write len=8 rkey=0x1234\n", "line 7: not a two-node program: an explicit rkey=0x1234"},
+		{"two QPs", "node a b\nlink a b\nqp a.q rc peer=b.q\nqp b.q rc\nqp a.r rc peer=b.r\nqp b.r rc\n", "line 5: not a two-node program: 2 QPs on node a"},
+		{"no QP", "node a b\nlink a b\n", "line 1: not a two-node program: 0 QPs on node a"},
+		{"UD", "node a b\nlink a b\nqp a.q ud\nqp b.q ud\n", "line 3: not a two-node program: UD QP a.q (a program has RC or UC QPs only)"},
+		{"switch", "node a b\nswitch sw a b\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node program: switch sw"},
 		{"three nodes", "node a b\nnode c\nlink a b\nlink c a\n", ""}, // a parse error: a is already attached
-		{"link mtu", "node a b\nlink a b mtu=9000\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node RC program: link mtu=9000"},
-		{"link queue", "node a b\nlink a b queue=4KiB\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node RC program: link queue=4096"},
-		{"state", "node a b\nlink a b\nqp a.q rc peer=b.q state=init\nqp b.q rc\n", "line 3: not a two-node RC program: QP a.q starting in INIT"},
+		{"link mtu", "node a b\nlink a b mtu=9000\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node program: link mtu=9000"},
+		{"link queue", "node a b\nlink a b queue=4KiB\nqp a.q rc peer=b.q\nqp b.q rc\n", "line 2: not a two-node program: link queue=4096"},
+		{"state", "node a b\nlink a b\nqp a.q rc peer=b.q state=init\nqp b.q rc\n", "line 3: not a two-node program: QP a.q starting in INIT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestProgramRefuses(t *testing.T) {
 	s, err := scenario.Parse("three", "node a b c\nswitch sw a b c\n")
 	require.NoError(t, err)
 	_, err = s.Program()
-	require.ErrorContains(t, err, "line 1: not a two-node RC program: 3 nodes")
+	require.ErrorContains(t, err, "line 1: not a two-node program: 3 nodes")
 }
 
 // TestResultMemory: every region's final bytes, in declaration order.
