@@ -20,12 +20,12 @@ var scenarioFS embed.FS
 // ScenarioNames are the differential scenarios in the order Scenarios
 // returns them (the order of issue 7 and of RESULTS.md), then the
 // memory-protection cases whose NAKs the model first took from rxe's
-// source, then UC.
+// source, then UC ones.
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
-	"zero-length-write", "uc-loss",
+	"zero-length-write", "uc-loss", "uc-write-bad-rkey",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of
