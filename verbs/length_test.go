@@ -115,3 +115,33 @@ func TestInlineZeroLengthSGE(t *testing.T) {
 	wc := w.RequireCompletion(t, b.CQ, verbs.WCSuccess, verbs.WCRecv)
 	assert.Zero(t, wc.ByteLen)
 }
+
+// TestLastWQEReachedOnSRQ: a QP on an SRQ that goes to ERR has no
+// receives of its own to flush. The IBTA has it raise LAST_WQE_REACHED
+// (§11.5.2.5); rxe 6.1 raises nothing (seen on real rxe: conformance
+// TestLongMessageMatchesRxe, rc+srq and uc+srq).
+func TestLastWQEReachedOnSRQ(t *testing.T) {
+	for _, c := range []struct {
+		prof verbs.Profile
+		want []string
+	}{{verbs.ProfileRXE, nil}, {verbs.ProfileSpec, []string{"QP_LAST_WQE_REACHED"}}} {
+		t.Run(c.prof.String(), func(t *testing.T) {
+			w := verbstest.New(t, verbstest.Options{Profile: c.prof})
+			b := w.Host("b")
+			srq, err := b.PD.CreateSRQ(verbs.SRQAttr{MaxWR: 4, MaxSGE: 1})
+			require.NoError(t, err)
+			cq := b.CQ(8)
+			qp, err := b.PD.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq, Type: verbs.QPTypeRC,
+				Cap: verbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+			require.NoError(t, err)
+			require.NoError(t, qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1},
+				verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags))
+			require.NoError(t, qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState))
+			var got []string
+			for ev, ok := b.Ctx.GetAsyncEvent(); ok; ev, ok = b.Ctx.GetAsyncEvent() {
+				got = append(got, ev.Type.String())
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}

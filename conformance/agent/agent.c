@@ -11,6 +11,9 @@
  *   open dev=rxe0                  open the device (default rxe0); prints its
  *                                  number of completion vectors
  *   pd                             allocate the protection domain
+ *   srq [max_wr=N]                 create a shared receive queue (one per
+ *                                  agent); a qp made with srq=1 uses it,
+ *                                  and post_recv then posts to it
  *   cq [name=C] depth=N [vector=V] create a completion queue (default name cq,
  *                                  completion vector 0)
  *   mr [name=M] len=N [seed=S | fill=zero|seq|byte:V] [access=LIST]
@@ -20,7 +23,7 @@
  *                                  comma-separated lw,rw,rr,ra (default all)
  *   poke [mr=M] off=N hex=HEX      set bytes of an MR
  *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
- *      [access=LIST] [sig_all=0|1] [type=rc|uc|ud] [qkey=N]
+ *      [access=LIST] [sig_all=0|1] [type=rc|uc|ud] [qkey=N] [srq=1]
  *                                  create the QP (RC by default; UC keeps
  *                                  only remote write access and connects
  *                                  with UC's masks; UD takes a Q_Key,
@@ -105,6 +108,7 @@ struct cqobj {
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_qp *qp;
+static struct ibv_srq *srq; /* made by "srq"; a QP made with srq=1 receives from it */
 static struct mrobj mrs[MAXOBJ];
 static struct cqobj cqs[MAXOBJ];
 static int nmrs, ncqs;
@@ -748,6 +752,11 @@ static void do_qp(const char *cmd)
 	ia.cap.max_recv_wr = num(cmd, "recv", 0, 16);
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = num(cmd, "sge", 0, 1);
 	ia.cap.max_inline_data = num(cmd, "inline", 0, 0);
+	if (num(cmd, "srq", 0, 0)) {
+		need(cmd, srq, "srq");
+		ia.srq = srq;
+		ia.cap.max_recv_wr = 0;
+	}
 	if (!(qp = ibv_create_qp(pd, &ia)))
 		fail(cmd, "ibv_create_qp: %s", strerror(errno));
 	memset(&a, 0, sizeof a);
@@ -821,6 +830,17 @@ static void run(char *line)
 			fail(cmd, "ibv_create_cq: %s", strerror(errno));
 		printf("{\"event\":\"cq\",\"name\":\"%s\",\"cqe\":%d}\n", cqs[ncqs].name, cqs[ncqs].cq->cqe);
 		ncqs++;
+	} else if (strcmp(cmd, "srq") == 0) {
+		struct ibv_srq_init_attr sa;
+		need(cmd, pd, "pd");
+		if (srq)
+			fail(cmd, "one srq per agent");
+		memset(&sa, 0, sizeof sa);
+		sa.attr.max_wr = num(cmd, "max_wr", 0, 16);
+		sa.attr.max_sge = 1;
+		if (!(srq = ibv_create_srq(pd, &sa)))
+			fail(cmd, "ibv_create_srq: %s", strerror(errno));
+		printf("{\"event\":\"srq\"}\n");
 	} else if (strcmp(cmd, "qp") == 0) {
 		do_qp(cmd);
 	} else if (strcmp(cmd, "mr") == 0) {
@@ -863,7 +883,10 @@ static void run(char *line)
 		sge.addr = (uintptr_t)m->buf + off;
 		sge.length = len;
 		sge.lkey = m->mr->lkey;
-		e = ibv_post_recv(qp, &wr, &bad);
+		if (qp->srq)
+			e = ibv_post_srq_recv(qp->srq, &wr, &bad);
+		else
+			e = ibv_post_recv(qp, &wr, &bad);
 		if (e)
 			fail(cmd, "ibv_post_recv: %s", strerror(e));
 		printf("{\"event\":\"post_recv\",\"wr_id\":%llu}\n", (unsigned long long)wr.wr_id);
