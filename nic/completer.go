@@ -276,7 +276,9 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 			d.sendQueueError(now, qp)
 			return
 		}
-		d.completeSend(now, qp, w, WCSuccess)
+		// Retire the WQE before its completion: a full send CQ under the
+		// spec profile moves the QP to ERR, whose flush must not meet it
+		// again. Its slot keeps its contents until the next post.
 		if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
 			r.rdAtomic--
 		}
@@ -286,6 +288,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 		} else {
 			r.pkt = 0 // the WQE waiting to be sent again is done
 		}
+		d.completeSend(now, qp, w, WCSuccess)
 		if qp.state == QPStateErr {
 			return
 		}
@@ -324,8 +327,8 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 		if first {
 			st = w.status
 		}
+		qp.sq.shift() // first: a CQ overflow may flush the queue (see completeHead)
 		d.completeSend(now, qp, w, st)
-		qp.sq.shift()
 	}
 	qp.req = requester{psn: qp.req.psn, highest: qp.req.highest}
 }

@@ -134,8 +134,9 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	}
 	if qp.state == QPStateErr || qp.state == QPStateSQE {
 		// Accepted, and flushed at once: the queue holds nothing else.
-		d.completeSend(now, qp, w, WCWRFlushErr)
+		// Retired first: a full CQ may move an SQE QP to ERR and flush.
 		qp.sq.size--
+		d.completeSend(now, qp, w, WCWRFlushErr)
 	}
 	return nil
 }
@@ -164,8 +165,8 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
 		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, true)
 		if qp.state == QPStateErr {
-			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
 			qp.rq.size--
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
 		}
 	}
 	return len(wrs), nil

@@ -88,8 +88,11 @@ func (r *ring[T]) grow() *T {
 	return p
 }
 
-// shift drops the oldest element.
+// shift drops the oldest element; the ring must not be empty.
 func (r *ring[T]) shift() {
+	if r.size == 0 {
+		panic("nic: shift of an empty queue (a WQE retired twice)")
+	}
 	r.head = (r.head + 1) % len(r.slots)
 	r.size--
 }
@@ -330,15 +333,15 @@ func (d *Device) flush(now sim.Time, qp *QP) {
 		if w.done && w.status != WCSuccess {
 			st = w.status
 		}
+		qp.sq.shift() // first, as everywhere a WQE completes
 		d.completeSend(now, qp, w, st)
-		qp.sq.shift()
 	}
 	qp.req = requester{psn: qp.req.psn}
 	if qp.init.SRQ == nil {
 		for !qp.rq.empty() {
 			w := qp.rq.at(0)
-			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
 			qp.rq.shift()
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
 		}
 	} else if d.cfg.Profile != ProfileRXE {
 		// A QP on an SRQ has no receives of its own to flush; IBTA
@@ -394,9 +397,14 @@ func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
 	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false, "")
 }
 
-// completeRecvErr posts a failed receive completion saying why.
-func (d *Device) completeRecvErr(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why string) {
-	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: w.wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false, false, why)
+// failRecv retires the receive WQE in use, w, and posts its failed
+// completion saying why. The WQE is retired first: the completion may
+// overflow the CQ and move the QP to ERR, whose flush must not find (and
+// complete, and retire) the same WQE again.
+func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why string) {
+	wrid := w.wrid
+	qp.doneRecv()
+	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false, false, why)
 }
 
 // pushCQE adds wc to cq. On overflow the completion is lost and the CQ

@@ -162,8 +162,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 				d.mem.scatter(w.sges, 0, udGRH(p))
 			}
 		}
-		d.completeRecvErr(now, qp, w, WCLocQPOpErr, why)
-		qp.doneRecv()
+		d.failRecv(now, qp, w, WCLocQPOpErr, why)
 		d.toError(now, qp, EventQPFatal, false) // rxe raises no event (see remoteError)
 		return
 	}

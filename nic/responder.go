@@ -324,15 +324,13 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		if d.cfg.Profile == ProfileRXE {
 			st = WCLocQPOpErr
 		}
-		d.completeRecvErr(now, qp, w, st, why)
-		qp.doneRecv()
+		d.failRecv(now, qp, w, st, why)
 		d.remoteError(now, qp, nak, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
 	if !d.memStillValid(qp, w.sges, true) {
 		// The receive buffer was deregistered while in use.
-		d.completeRecvErr(now, qp, w, WCLocProtErr, "receive buffer deregistered while in use")
-		qp.doneRecv()
+		d.failRecv(now, qp, w, WCLocProtErr, "receive buffer deregistered while in use")
 		d.remoteError(now, qp, wire.NAKRemoteOperation, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
@@ -652,8 +650,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// REM_INV_REQ_ERR.
 		r.ucBroken = false
 		if w := r.rwqe; w != nil && qp.init.SRQ != nil {
-			d.completeRecvErr(now, qp, w, WCRemInvReqErr, "UC message broken by a lost packet")
-			qp.doneRecv()
+			d.failRecv(now, qp, w, WCRemInvReqErr, "UC message broken by a lost packet")
 		}
 		r.rwqe = nil
 		r.ucDrop = pos == wire.PosFirst

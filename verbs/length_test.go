@@ -145,3 +145,51 @@ func TestLastWQEReachedOnSRQ(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedReceiveIntoFullCQ: a receive that fails (a message longer
+// than its buffer) into a full CQ. The lost completion moves the QP to
+// ERR and its flush must not meet the failed receive again (a regression:
+// the receive was retired twice, the queue's count went negative and the
+// next flush never ended). The receives behind it are flushed into the
+// full CQ, lost too, and the QP takes new ones and flushes them.
+func TestFailedReceiveIntoFullCQ(t *testing.T) {
+	for _, typ := range []verbs.QPType{verbs.QPTypeRC, verbs.QPTypeUC} {
+		t.Run(typ.String(), func(t *testing.T) {
+			w := verbstest.New(t, verbstest.Options{})
+			a, b := w.Host("a"), w.Host("b")
+			acq, bcq := a.CQ(16), b.CQ(1)
+			mk := func(h *verbstest.Host, cq *verbs.CQ) *verbs.QP {
+				qp, err := h.PD.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: typ,
+					Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				require.NoError(t, err)
+				return qp
+			}
+			qa, qb := mk(a, acq), mk(b, bcq)
+			w.Connect(qa, qb, verbstest.QPOptions{Type: typ})
+			src, dst := a.Buffer(4096), b.Buffer(4096)
+			var recvs []verbs.RecvWR
+			for i := range 4 {
+				recvs = append(recvs, verbs.RecvWR{WRID: uint64(i + 1), SGList: []verbs.SGE{dst.SGE(uint64(i*1024), 512)}})
+			}
+			_, err := qb.PostRecv(recvs)
+			require.NoError(t, err)
+			_, err = qa.PostSend([]verbs.SendWR{
+				{WRID: 10, Opcode: verbs.WRSend, SGList: []verbs.SGE{src.SGE(0, 100)}},  // fills b's CQ of 1
+				{WRID: 11, Opcode: verbs.WRSend, SGList: []verbs.SGE{src.SGE(0, 1000)}}, // longer than 512: fails, lost
+			})
+			require.NoError(t, err)
+			w.RunUntilIdle()
+			w.RequireQPState(t, qb, verbs.QPStateErr)
+			w.RequireCompletion(t, bcq, verbs.WCSuccess, verbs.WCRecv)
+			w.RequireNoCompletion(t, bcq)
+			// The queue is empty, not negative: another move to ERR (a
+			// flush) ends, and new receives are flushed one by one.
+			require.NoError(t, qb.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState))
+			for i := range 8 {
+				_, err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(100 + i), SGList: []verbs.SGE{dst.SGE(0, 8)}}})
+				require.NoError(t, err)
+				assert.Equal(t, uint64(100+i), w.RequireCompletion(t, bcq, verbs.WCWRFlushErr, verbs.WCRecv).WRID)
+			}
+		})
+	}
+}
