@@ -630,7 +630,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 			if rxe {
 				r.ucBroken = true // the WQE waits for the next start (below)
 			} else {
-				r.rwqe = nil // the receive WQE is reused by the next message
+				d.abandonUCMessage(now, qp, "UC message broken by a lost packet")
 			}
 		}
 	}
@@ -649,15 +649,19 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// class E: the broken message's receive completes with
 		// REM_INV_REQ_ERR.
 		r.ucBroken = false
-		if w := r.rwqe; w != nil && qp.init.SRQ != nil {
-			d.failRecv(now, qp, w, WCRemInvReqErr, "UC message broken by a lost packet")
-		}
-		r.rwqe = nil
+		d.abandonUCMessage(now, qp, "UC message broken by a lost packet")
 		r.ucDrop = pos == wire.PosFirst
 		d.traceMessageDrop(now, qp, "UC: the message after a broken one is dropped (rxe check_op_seq: LAST missing)")
 		return
 	}
 	if !d.checkSequence(qp, p) {
+		// An opcode out of sequence at the expected PSN (a FIRST or ONLY
+		// inside a message, a MIDDLE or LAST outside one): the packet is
+		// dropped with the rest of its message, and a message in progress
+		// is given up (rxe: class D1E).
+		if r.inSend || r.inWrite {
+			d.abandonUCMessage(now, qp, "UC message broken by an opcode out of sequence")
+		}
 		r.inSend, r.inWrite, r.ucDrop = false, false, true
 		return
 	}
@@ -667,4 +671,15 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 	case wire.KindWrite:
 		d.placeWrite(now, qp, p)
 	}
+}
+
+// abandonUCMessage gives up the receive of a UC message that will not
+// complete. Without an SRQ the WQE stays at the head of the receive queue
+// for the next message; on an SRQ it was taken from the shared queue, so
+// it completes with REM_INV_REQ_ERR (rxe's class E) rather than vanish.
+func (d *Device) abandonUCMessage(now sim.Time, qp *QP, why string) {
+	if w := qp.resp.rwqe; w != nil && qp.init.SRQ != nil {
+		d.failRecv(now, qp, w, WCRemInvReqErr, why)
+	}
+	qp.resp.rwqe = nil
 }

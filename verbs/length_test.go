@@ -193,3 +193,55 @@ func TestFailedReceiveIntoFullCQ(t *testing.T) {
 		})
 	}
 }
+
+// TestUCLossWithSRQ: a UC message broken by a lost packet, received from
+// an SRQ. The WQE it took from the shared queue must not vanish: it
+// completes with REM_INV_REQ_ERR (rxe's class E), and every later
+// message takes its own WQE. Under rxe the message right after the
+// broken one is dropped too (TestUCLossDropsRestOfMessage).
+func TestUCLossWithSRQ(t *testing.T) {
+	for _, c := range []struct {
+		prof verbs.Profile
+		want []string // wr_id:status:byte_len
+	}{
+		{verbs.ProfileRXE, []string{"1:IBV_WC_REM_INV_REQ_ERR:0", "2:IBV_WC_SUCCESS:200"}},
+		{verbs.ProfileSpec, []string{"1:IBV_WC_REM_INV_REQ_ERR:0", "2:IBV_WC_SUCCESS:500", "3:IBV_WC_SUCCESS:200"}},
+	} {
+		t.Run(c.prof.String(), func(t *testing.T) {
+			w := verbstest.New(t, verbstest.Options{Profile: c.prof, Faults: "drop src=a op=UC_SEND_MIDDLE"})
+			a, b := w.Host("a"), w.Host("b")
+			acq, bcq := a.CQ(16), b.CQ(16)
+			srq, err := b.PD.CreateSRQ(verbs.SRQAttr{MaxWR: 8, MaxSGE: 1})
+			require.NoError(t, err)
+			qa, err := a.PD.CreateQP(verbs.QPInitAttr{SendCQ: acq, RecvCQ: acq, Type: verbs.QPTypeUC,
+				Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			require.NoError(t, err)
+			qb, err := b.PD.CreateQP(verbs.QPInitAttr{SendCQ: bcq, RecvCQ: bcq, SRQ: srq, Type: verbs.QPTypeUC,
+				Cap: verbs.QPCap{MaxSendWR: 8, MaxSendSGE: 1}})
+			require.NoError(t, err)
+			w.Connect(qa, qb, verbstest.QPOptions{Type: verbs.QPTypeUC})
+			src, dst := a.Buffer(4096), b.Buffer(4*4096)
+			var recvs []verbs.RecvWR
+			for i := range 4 {
+				recvs = append(recvs, verbs.RecvWR{WRID: uint64(i + 1), SGList: []verbs.SGE{dst.SGE(uint64(i*4096), 4096)}})
+			}
+			_, err = srq.PostRecv(recvs)
+			require.NoError(t, err)
+			send := func(id uint64, n uint64) verbs.SendWR {
+				return verbs.SendWR{WRID: id, Opcode: verbs.WRSend, SGList: []verbs.SGE{src.SGE(0, n)}}
+			}
+			_, err = qa.PostSend([]verbs.SendWR{send(10, 3000), send(11, 500), send(12, 200)})
+			require.NoError(t, err)
+			w.RunUntilIdle()
+			var got []string
+			var wc [8]verbs.WC
+			for n := bcq.Poll(wc[:]); n > 0; n = bcq.Poll(wc[:]) {
+				for _, x := range wc[:n] {
+					got = append(got, fmt.Sprintf("%d:%s:%d", x.WRID, x.Status.Name(), x.ByteLen))
+				}
+			}
+			assert.Equal(t, c.want, got)
+			w.RequireQPState(t, qb, verbs.QPStateRTS)
+		})
+	}
+}
