@@ -22,7 +22,7 @@ import (
 // simulation only, and check the normalisation and comparison that the
 // real runs share.
 
-// TestScenariosRunInTheModel: the 18 differential scenarios, in order,
+// TestScenariosRunInTheModel: the 19 differential scenarios, in order,
 // each a Program, each meeting its expectations under the rxe profile,
 // each giving the same Outcome twice.
 func TestScenariosRunInTheModel(t *testing.T) {
@@ -35,7 +35,7 @@ func TestScenariosRunInTheModel(t *testing.T) {
 	require.Equal(t, []string{"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss",
 		"atomic-ack-loss", "rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 		"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
-		"zero-length-write", "uc-loss", "uc-write-bad-rkey"}, names)
+		"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)

@@ -25,7 +25,7 @@ var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
-	"zero-length-write", "uc-loss", "uc-write-bad-rkey",
+	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

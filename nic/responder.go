@@ -46,6 +46,7 @@ type responder struct {
 	inSend, inWrite bool
 	ucDrop          bool // UC: dropping the rest of a broken message
 	ucBroken        bool // UC, rxe: a message broke mid-way; the next start is dropped too
+	ucStuck         bool // UC, rxe: a WRITE broke mid-way; every later message is dropped
 	rwqe            *recvWQE
 	srqWQE          recvWQE // a WQE taken from an SRQ
 	off             uint64  // bytes of the message placed so far
@@ -626,6 +627,9 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		d.counters.Add(CounterOutOfSeqRequest, 1)
 		if r.inSend || r.inWrite {
 			r.ucDrop = true
+			if rxe && r.inWrite {
+				r.ucStuck = true
+			}
 			r.inSend, r.inWrite = false, false
 			if rxe {
 				r.ucBroken = true // the WQE waits for the next start (below)
@@ -640,6 +644,16 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		return
 	}
 	r.ucDrop = false
+	if r.ucStuck {
+		// rxe resets the last opcode seen (to accept a new message) only
+		// when a receive WQE was in use, which a WRITE has none of; so
+		// after a UC WRITE broke mid-way every later message fails
+		// check_op_seq and is dropped, until the QP is reset (seen on
+		// real rxe: differential scenario uc-write-loss).
+		r.ucDrop = pos == wire.PosFirst
+		d.traceMessageDrop(now, qp, "UC: dropped, a WRITE broke earlier (rxe keeps its opcode as the last one seen)")
+		return
+	}
 	if r.ucBroken && start {
 		// rxe keeps the broken message's opcode as the last one seen, so
 		// the next message's first packet fails check_op_seq (a LAST is
@@ -661,6 +675,9 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// is given up (rxe: class D1E).
 		if r.inSend || r.inWrite {
 			d.abandonUCMessage(now, qp, "UC message broken by an opcode out of sequence")
+		}
+		if rxe && r.inWrite {
+			r.ucStuck = true // see above
 		}
 		r.inSend, r.inWrite, r.ucDrop = false, false, true
 		return
