@@ -1,14 +1,11 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/verbs/verbstest"
@@ -22,23 +19,7 @@ import (
 // same errno. These are the checks of rdma-core's rxe post_send
 // (validate_send_wr) and of ib_uverbs_create_cq that the model follows.
 func TestPostChecksMatchRxe(t *testing.T) {
-	needHarness(t)
-	ports, err := FreeUDPPorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm, err := Boot(t.Context(), VMConfig{Name: "checks", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), "checks.log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Stop()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	a, err := StartAgent(ctx, vm)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, vm.Console())
-	}
+	vm, a, ctx := soloAgent(t, "checks")
 	evs, err := a.Script(ctx, "open", "pd", "cq depth=16", "mr len=4096 fill=seq", "qp send=16 recv=16 sge=1 inline=16 psn=0",
 		"connect gid=1 qpn=0x99 psn=0 dgid=10.0.0.1")
 	if err != nil {

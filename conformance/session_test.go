@@ -12,23 +12,7 @@ import (
 // drives it command by command: a refused command is reported and the
 // agent goes on; quit gives a fresh agent on the same boot.
 func TestInteractiveAgent(t *testing.T) {
-	needHarness(t)
-	ports, err := FreeUDPPorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm, err := Boot(t.Context(), VMConfig{Name: "solo", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), "solo.log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vm.Stop()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	a, err := StartAgent(ctx, vm)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, vm.Console())
-	}
+	vm, a, ctx := soloAgent(t, "solo")
 	evs, err := a.Script(ctx, "open", "pd", "cq name=c1 depth=4", "mr name=m len=64 fill=seq", "poke mr=m off=2 hex=a0b1", "dump mr=m off=0 len=5")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, vm.Console())
@@ -55,4 +39,29 @@ func TestInteractiveAgent(t *testing.T) {
 	if _, err := a.Do(ctx, "dump off=0 len=1"); !errors.Is(err, ErrAgent) {
 		t.Errorf("a restarted agent still has an mr: %v", err)
 	}
+}
+
+// soloAgent boots one guest with the interactive agent on its console
+// (stopped when the test ends) and returns it, its agent and a context
+// of two minutes for the commands.
+func soloAgent(t *testing.T, name string) (*VM, *Agent, context.Context) {
+	t.Helper()
+	needHarness(t)
+	ports, err := FreeUDPPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Boot(t.Context(), VMConfig{Name: name, IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
+		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), name+".log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vm.Stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	a, err := StartAgent(ctx, vm)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	return vm, a, ctx
 }
