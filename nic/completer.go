@@ -193,17 +193,11 @@ func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
 // PSN) would never ask for the lost response again: a livelock the swarm
 // found with an RNR NAK and a NAK sequence error for the same PSN.
 func (d *Device) retryPastLost(now sim.Time, qp *QP, asked bool) {
-	r := &qp.req
 	if qp.state == QPStateErr || qp.sq.empty() || !asked {
 		return
 	}
-	if r.retries == 0 {
-		d.counters.Add(CounterRetryExceededErr, 1)
-		d.failHead(now, qp, WCRetryExcErr)
+	if !d.spendRetry(now, qp) {
 		return
-	}
-	if r.retries != 7 || d.cfg.Profile == ProfileSpec {
-		r.retries--
 	}
 	d.rewind(qp, d.oldestUnacked(qp), "after a NAK past a lost response")
 	d.requesterRun(now, qp)
@@ -473,13 +467,8 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 	case compErrorRetry:
 		r.ackDue = sim.Never
 		d.traceTimer(now, qp, "ack-timeout")
-		if r.retries == 0 {
-			d.counters.Add(CounterRetryExceededErr, 1)
-			d.failHead(now, qp, WCRetryExcErr)
+		if !d.spendRetry(now, qp) {
 			return
-		}
-		if r.retries != 7 || d.cfg.Profile == ProfileSpec {
-			r.retries--
 		}
 		if r.next > 0 {
 			d.rewind(qp, d.oldestUnacked(qp), "after ACK timeout")
@@ -488,6 +477,23 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 	default:
 		panic("nic: completer timer in state " + st.String())
 	}
+}
+
+// spendRetry spends one retry_cnt count before a retransmission, or,
+// with none left, fails the oldest WQE with RETRY_EXC_ERR (the QP goes to
+// ERR) and reports false. retry_cnt 7 is never spent under the rxe
+// profile: rxe, like most hardware, takes it for "retry forever".
+func (d *Device) spendRetry(now sim.Time, qp *QP) bool {
+	r := &qp.req
+	if r.retries == 0 {
+		d.counters.Add(CounterRetryExceededErr, 1)
+		d.failHead(now, qp, WCRetryExcErr)
+		return false
+	}
+	if r.retries != 7 || d.cfg.Profile == ProfileSpec {
+		r.retries--
+	}
+	return true
 }
 
 // oldestUnacked returns the oldest PSN not acknowledged: the first PSN of
