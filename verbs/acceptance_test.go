@@ -18,10 +18,19 @@ import (
 
 // pair returns two connected RC endpoints on one link.
 func pair(t *testing.T, cfg verbs.WorldConfig) (*verbs.World, *endpoint, *endpoint) {
+	return pairWith(t, cfg, nil)
+}
+
+// pairWith is pair with tweak applied to both endpoints (retry counts,
+// rd_atomic) before they connect; tweak may be nil.
+func pairWith(t *testing.T, cfg verbs.WorldConfig, tweak func(a, b *endpoint)) (*verbs.World, *endpoint, *endpoint) {
 	w := verbs.NewWorld(cfg)
 	ha, hb := w.AddHost("a"), w.AddHost("b")
 	require.NoError(t, w.Connect(ha, hb))
 	a, b := setup(ha, 100), setup(hb, 200)
+	if tweak != nil {
+		tweak(a, b)
+	}
 	require.NoError(t, a.connect(b))
 	require.NoError(t, b.connect(a))
 	return w, a, b

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -139,18 +138,11 @@ func TestInlineSend(t *testing.T) {
 // is asked again and completes, and the SEND, refused again for want of
 // a receive, is the one that fails.
 func TestNAKPastLostReadResponse(t *testing.T) {
-	plan, err := faults.Parse("drop class=read-response tx=1\n")
-	require.NoError(t, err)
 	tr := &sim.Trace{}
-	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
-	ha, hb := w.AddHost("a"), w.AddHost("b")
-	require.NoError(t, w.Connect(ha, hb))
-	a, b := setup(ha, 100), setup(hb, 200)
-	a.rnr = 0
-	require.NoError(t, a.connect(b))
-	require.NoError(t, b.connect(a))
+	w, a, b := pairWith(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop class=read-response tx=1\n"), Trace: tr},
+		func(a, _ *endpoint) { a.rnr = 0 })
 	copy(b.buf, "remote data")
-	_, err = a.qp.PostSend([]verbs.SendWR{
+	_, err := a.qp.PostSend([]verbs.SendWR{
 		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
 			SGList: []verbs.SGE{a.mr.SGE(0, 11)}},
 		sendWR(2, a, 8),
@@ -169,18 +161,11 @@ func TestNAKPastLostReadResponse(t *testing.T) {
 // fails, the second READ is flushed, and its destination, although its
 // response came, is untouched (it used to be written).
 func TestLaterReadWaitsForLostResponse(t *testing.T) {
-	plan, err := faults.Parse("drop psn=100 class=read-response\n")
-	require.NoError(t, err)
 	tr := &sim.Trace{}
-	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
-	ha, hb := w.AddHost("a"), w.AddHost("b")
-	require.NoError(t, w.Connect(ha, hb))
-	a, b := setup(ha, 100), setup(hb, 200)
-	a.retry, a.rd, b.rd = 0, 2, 2
-	require.NoError(t, a.connect(b))
-	require.NoError(t, b.connect(a))
+	w, a, b := pairWith(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop psn=100 class=read-response\n"), Trace: tr},
+		func(a, b *endpoint) { a.retry, a.rd, b.rd = 0, 2, 2 })
 	copy(b.buf, "first second")
-	_, err = a.qp.PostSend([]verbs.SendWR{
+	_, err := a.qp.PostSend([]verbs.SendWR{
 		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey,
 			SGList: []verbs.SGE{a.mr.SGE(0, 5)}},
 		{WRID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: b.mr.Addr + 6, RKey: b.mr.RKey,

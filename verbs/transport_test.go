@@ -171,17 +171,10 @@ func TestAckTimeoutRecoversLastPacket(t *testing.T) {
 // requester resends from the first PSN not acknowledged and gives up
 // after retry_cnt timeouts instead of retrying forever.
 func TestRetryExceededThroughDuplicateACKs(t *testing.T) {
-	plan, err := faults.Parse("drop src=a psn=101\n") // every transmission of the 2nd packet
-	require.NoError(t, err)
 	tr := &sim.Trace{}
-	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr})
-	ha, hb := w.AddHost("a"), w.AddHost("b")
-	require.NoError(t, w.Connect(ha, hb))
-	a, b := setup(ha, 100), setup(hb, 200)
-	a.retry = 2
-	require.NoError(t, a.connect(b))
-	require.NoError(t, b.connect(a))
-	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	plan := planOf(t, "drop src=a psn=101\n") // every transmission of the 2nd packet
+	w, a, b := pairWith(t, verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr}, func(a, _ *endpoint) { a.retry = 2 })
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
 	require.NoError(t, err)
 	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 4096)}) // PSNs 100-103
 	require.NoError(t, err)
@@ -210,16 +203,9 @@ func TestRetryExceeded(t *testing.T) {
 		retry uint8
 	}{{verbs.ProfileSpec, 7}, {verbs.ProfileRXE, 6}} {
 		t.Run(c.prof.String(), func(t *testing.T) {
-			plan, err := faults.Parse("drop src=a\n")
-			require.NoError(t, err)
 			tr := &sim.Trace{}
-			w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: plan, Trace: tr, Profile: c.prof})
-			ha, hb := w.AddHost("a"), w.AddHost("b")
-			require.NoError(t, w.Connect(ha, hb))
-			a, b := setup(ha, 100), setup(hb, 200)
-			a.retry = c.retry
-			require.NoError(t, a.connect(b))
-			require.NoError(t, b.connect(a))
+			w, a, _ := pairWith(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop src=a\n"), Trace: tr, Profile: c.prof},
+				func(a, _ *endpoint) { a.retry = c.retry })
 			for i := range uint64(3) {
 				_, err := a.qp.PostSend([]verbs.SendWR{sendWR(i+1, a, 64)})
 				require.NoError(t, err)
