@@ -159,7 +159,8 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 			if w.length >= grhLen {
 				// rxe copies the GRH area first, and that copy fits; the
 				// payload's copy is the one refused (seen on real rxe).
-				d.mem.scatter(w.sges, 0, udGRH(p))
+				var grh [grhLen]byte
+				d.mem.scatter(w.sges, 0, udGRH(&grh, p))
 			}
 		}
 		d.failRecv(now, qp, w, WCLocQPOpErr, why)
@@ -172,7 +173,8 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 			wc.Status = w.status
 		}
 	} else {
-		d.mem.scatter(w.sges, 0, udGRH(p))
+		var grh [grhLen]byte
+		d.mem.scatter(w.sges, 0, udGRH(&grh, p))
 		d.mem.scatter(w.sges, grhLen, p.Payload)
 		if p.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), wc.WCFlags|WCFlagWithImm
@@ -185,10 +187,10 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 	d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
 }
 
-// udGRH returns the 40-byte GRH area a UD receive starts with: the IPv4
-// header in its last 20 bytes (RoCE v2 over IPv4), or the IPv6 header.
-func udGRH(p *wire.Packet) []byte {
-	var grh [grhLen]byte
+// udGRH fills grh with the 40-byte GRH area a UD receive starts with:
+// the IPv4 header in its last 20 bytes (RoCE v2 over IPv4), or the IPv6
+// header. The caller's array keeps it off the heap.
+func udGRH(grh *[grhLen]byte, p *wire.Packet) []byte {
 	if p.IPv4 != nil {
 		copy(grh[20:], p.IPv4)
 	} else {

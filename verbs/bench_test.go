@@ -3,6 +3,8 @@ package verbs_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rocesim/rocesim/verbs"
 )
 
@@ -129,4 +131,51 @@ func TestRCRecoveryZeroAllocs(t *testing.T) {
 		t.Fatal("no retransmission happened: the test measured nothing")
 	}
 	t.Logf("%d go-back-N rounds measured", after-before)
+}
+
+// TestUDZeroAllocs: a datagram sent, received (with its GRH area) and
+// its receive re-posted allocates nothing once warm.
+func TestUDZeroAllocs(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.Connect(ha, hb))
+	a, b := setup(ha, 1), setup(hb, 1)
+	for _, e := range []*endpoint{a, b} {
+		var err error
+		e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: verbs.QPTypeUD,
+			Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QKey: 7},
+			verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrQKey))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTR}, verbs.QPAttrState))
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateRTS}, verbs.QPAttrState|verbs.QPAttrSQPSN))
+	}
+	gid, err := b.ctx.QueryGID(1, 1)
+	require.NoError(t, err)
+	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
+	require.NoError(t, err)
+	send := []verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, AH: ah, RemoteQPN: b.qp.QPNum, RemoteQKey: 7,
+		SGList: []verbs.SGE{a.mr.SGE(0, 256)}}}
+	recv := []verbs.RecvWR{{SGList: []verbs.SGE{b.mr.SGE(0, 512)}}}
+	wcs := make([]verbs.WC, 4)
+	step := func() {
+		if _, err := b.qp.PostRecv(recv); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.qp.PostSend(send); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if a.cq.Poll(wcs) != 1 || b.cq.Poll(wcs) != 1 || wcs[0].Status != verbs.WCSuccess {
+			t.Fatal("no completions")
+		}
+	}
+	for range 100 {
+		step()
+	}
+	if n := testing.AllocsPerRun(200, step); n != 0 {
+		t.Errorf("a UD datagram and its receive: %v allocs", n)
+	}
 }
