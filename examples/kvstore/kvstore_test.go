@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/verbs/verbstest"
+	"github.com/rocesim/rocesim/wire/capture"
 )
 
 // The store under faults, tested with verbs/verbstest: each test builds
@@ -152,17 +154,41 @@ func TestManyClients(t *testing.T)       { run(t, "many-clients") }
 
 // TestSameSeedSameTrace runs every scenario twice with the same seed:
 // the traces (every frame, fault, state change and completion, with its
-// virtual time) are identical.
+// virtual time) and the captures' packets (time, link, bytes, comment)
+// are identical. (The files' headers name the test, run1 or run2.)
 func TestSameSeedSameTrace(t *testing.T) {
 	for _, name := range order {
 		var traces [2]string
+		var captures [2][]byte
 		for i := range traces {
 			t.Run(fmt.Sprintf("%s/run%d", name, i+1), func(t *testing.T) {
-				traces[i] = run(t, name).w.Trace().Text()
+				w := run(t, name).w
+				traces[i], captures[i] = w.Trace().Text(), packets(t, w.CaptureBytes())
 			})
 		}
 		require.NotEmpty(t, traces[0], name)
 		require.Equal(t, traces[0], traces[1], "%s: two runs with the same seed differ", name)
+		require.NotEmpty(t, captures[0], name)
+		require.True(t, bytes.Equal(captures[0], captures[1]), "%s: the captures of two runs differ", name)
+	}
+}
+
+// packets flattens a pcapng capture's packets: for each, its time,
+// interface, comments and bytes.
+func packets(t *testing.T, pcapng []byte) []byte {
+	t.Helper()
+	rd, err := capture.NewReader(bytes.NewReader(pcapng))
+	require.NoError(t, err)
+	var out []byte
+	var rec capture.Record
+	for {
+		err := rd.Next(&rec)
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = fmt.Appendf(out, "%d %d %q ", rec.Time, rec.Interface, rec.Comments)
+		out = append(append(out, rec.Data...), '\n')
 	}
 }
 
