@@ -44,7 +44,7 @@ func (w *World) SetPlan(p *faults.Plan) {
 		w.fatalf("verbstest: SetPlan: %v", err)
 	}
 	w.plan = p
-	w.history = append(w.history, planChange{w.Now(), planText(p)})
+	w.history = append(w.history, reportLine{w.Now(), planText(p)})
 }
 
 // Plan returns the plan in force (nil if none).

@@ -48,14 +48,14 @@ func (p *Poller) Pause(d sim.Duration) {
 	p.w.trace.Add(sim.Event{Time: now, Node: p.name, Kind: "poller-pause",
 		Fields: []sim.Field{{Key: "until", Value: p.until.String()}}})
 	p.w.vw.Scheduler().Schedule(p.until, &p.w.wake, 0)
-	p.w.loops = append(p.w.loops, planChange{now, p.name + " paused for " + d.String()})
+	p.w.loops = append(p.w.loops, reportLine{now, p.name + " paused for " + d.String()})
 }
 
 // Stop stops the poller for good: a crashed or hung application.
 func (p *Poller) Stop() {
 	p.stopped = true
 	p.w.trace.Add(sim.Event{Time: p.w.Now(), Node: p.name, Kind: "poller-stop"})
-	p.w.loops = append(p.w.loops, planChange{p.w.Now(), p.name + " stopped"})
+	p.w.loops = append(p.w.loops, reportLine{p.w.Now(), p.name + " stopped"})
 }
 
 // After runs fn once d of virtual time from now has passed (while a Run,

@@ -90,8 +90,8 @@ type World struct {
 	capture capture.Writer
 
 	plan    *faults.Plan
-	history []planChange
-	loops   []planChange // pollers paused or stopped
+	history []reportLine
+	loops   []reportLine // pollers paused or stopped
 
 	frames    []Frame
 	maxFrames int
@@ -101,8 +101,9 @@ type World struct {
 	wake      wakeHandler
 }
 
-// planChange is one plan the world applied, for the failure report.
-type planChange struct {
+// reportLine is something the failure report lists with its time: a plan
+// the world applied, a poller paused or stopped.
+type reportLine struct {
 	at   sim.Time
 	text string
 }
@@ -142,7 +143,7 @@ func New(t TB, opts Options) *World {
 		t.FailNow()
 	}
 	w.plan = plan
-	w.history = append(w.history, planChange{0, planText(plan)})
+	w.history = append(w.history, reportLine{0, planText(plan)})
 
 	dir, err := os.MkdirTemp("", "rocesim-"+fileSafe(t.Name())+"-")
 	if err != nil {
