@@ -431,8 +431,8 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 // timeout or RNR wait of any QP, or sim.Never.
 func (d *Device) NextDeadline() sim.Time {
 	t := sim.Never
-	for _, qp := range d.qps {
-		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
+	for _, qp := range d.qpList {
+		if qp.state == QPStateErr || qp.state == QPStateReset {
 			continue
 		}
 		t = min(t, qp.req.ackDue, qp.req.rnrUntil)
@@ -442,8 +442,8 @@ func (d *Device) NextDeadline() sim.Time {
 
 // Advance runs the timers due at now.
 func (d *Device) Advance(now sim.Time) {
-	for _, qp := range d.qps {
-		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
+	for _, qp := range d.qpList {
+		if qp.state == QPStateErr || qp.state == QPStateReset {
 			continue
 		}
 		r := &qp.req

@@ -73,6 +73,9 @@ type Config struct {
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
+// Every Max… count is enforced as reported: creating one object more than
+// the maximum fails (see pool), counting the objects the kernel itself
+// holds on an rxe device, as rxe's pools do.
 type DeviceAttr struct {
 	FWVer           string
 	NodeGUID        uint64
@@ -90,32 +93,90 @@ type DeviceAttr struct {
 	MaxSRQWR        int
 	MaxSRQSGE       int
 	MaxAH           int
+	MaxMW           int
 	MaxInlineData   int
 	PhysPortCnt     int
 	AtomicCap       string
 }
 
-// rxe's limits (drivers/infiniband/sw/rxe/rxe_param.h).
+// rxeMaxValue is rxe's DEFAULT_MAX_VALUE (1 << 20), the top of most of its
+// object index ranges (rxe_param.h).
+const rxeMaxValue = 1 << 20
+
+// rxe's limits in Debian's 6.1 kernel (rxe_param.h, with the stable fix
+// "RDMA/rxe: Fix inaccurate constants in rxe_type_info" that makes each
+// pool's max_elem the value reported), as `ibv_devinfo -v` prints them in
+// the conformance guest (TestDeviceAttrMatchesRxe holds them there).
 var rxeAttr = DeviceAttr{
 	FWVer:           "0.0.0",
 	MaxMRSize:       ^uint64(0),
-	MaxQP:           0x10000,
-	MaxQPWR:         0x4000,
+	MaxQP:           rxeMaxValue - rxeMinQPIndex, // RXE_MAX_QP: 1048560
+	MaxQPWR:         rxeMaxValue,
 	MaxSGE:          32,
-	MaxCQ:           0x4000,
+	MaxCQ:           rxeMaxValue,
 	MaxCQE:          (1 << 15) - 1,
-	MaxMR:           0x4000,
-	MaxPD:           0x7ffc,
+	MaxMR:           rxeMaxMRIndex - 1, // RXE_MAX_MR: 524287
+	MaxPD:           rxeMaxValue,
 	MaxQPRdAtom:     128,
 	MaxQPInitRdAtom: 128,
-	MaxSRQ:          0x4000,
-	MaxSRQWR:        0x4000,
+	MaxSRQ:          rxeMaxValue - 0x20001, // RXE_MAX_SRQ: indices 0x20001..1<<20
+	MaxSRQWR:        rxeMaxValue,
 	MaxSRQSGE:       27,
-	MaxAH:           0x8000,
+	MaxAH:           (1 << 15) - 1,
+	MaxMW:           rxeMaxValue - (rxeMaxMRIndex + 1), // RXE_MAX_MW: 524287
 	MaxInlineData:   416,
 	PhysPortCnt:     1,
 	AtomicCap:       "ATOMIC_HCA",
 }
+
+// rxe's QP and MR index ranges (rxe_param.h): QP indices (QPNs) run from
+// RXE_MIN_QP_INDEX to DEFAULT_MAX_VALUE, MR indices from 1 to
+// RXE_MAX_MR_INDEX.
+const (
+	rxeMinQPIndex = 16
+	rxeMaxQPIndex = rxeMaxValue
+	rxeMaxMRIndex = rxeMaxValue >> 1
+)
+
+// What the kernel holds on every rxe device before a user opens it, and
+// what `rdma resource show` lists in the conformance guest ("pd 1 cq 1
+// qp 1"): ib_mad's PD, CQ and GSI QP (QP1) of port 1. ib_alloc_pd also
+// registers a DMA MR for that PD (rxe has no local DMA L_Key; restrack
+// does not list it, the PD's local_dma_lkey shows it). rxe's pools count
+// them, so a user gets one PD, CQ, QP and MR fewer than reported; the
+// model holds the same.
+const (
+	kernelPDs = 1
+	kernelCQs = 1
+	kernelQPs = 1
+	kernelMRs = 1
+)
+
+// gsiQPIndex is the pool index of the GSI QP: the first QP index, taken
+// when the device registers. Its QPN is 1 (rxe_qp_init_misc), so user QPs
+// start at index, and QPN, 0x11, as the real captures show.
+const gsiQPIndex = rxeMinQPIndex
+
+// pool counts the live objects of one kind against the device's limit, as
+// rxe_pool.c's num_elem against max_elem. take fails with EINVAL at the
+// limit: __rxe_add_to_pool returns -EINVAL there (err_cnt), and the
+// verbs pass it up unchanged.
+type pool struct {
+	live int // including what the kernel holds
+	max  *int
+}
+
+// take counts one more object, or fails naming the verb and the limit.
+func (p *pool) take(verb, limit string) error {
+	if p.live >= *p.max {
+		return errno(syscall.EINVAL, "%s: the device's %s (%d) reached, counting what the kernel holds as rxe does", verb, limit, *p.max)
+	}
+	p.live++
+	return nil
+}
+
+// put counts one object fewer.
+func (p *pool) put() { p.live-- }
 
 // PortAttr describe the port (ibv_port_attr).
 type PortAttr struct {
@@ -142,9 +203,15 @@ type Device struct {
 	cfg      Config
 	attr     DeviceAttr
 	mem      memTable
-	pds      int
-	qps      []*QP // by QPN - firstQPN; nil when destroyed
-	cqs      int
+	pds      pool
+	cqs      pool
+	srqs     pool
+	ahs      pool
+	mws      pool
+	qpCount  pool
+	qps      map[uint32]*QP // live QPs by QPN
+	qpList   []*QP          // live QPs in creation order, for timers
+	nextQPN  uint32         // where the cyclic QPN search starts
 	events   []AsyncEvent
 	outbox   outbox
 	counters Counters
@@ -193,10 +260,6 @@ func errCode(err error) wire.ErrorCode {
 	return 0
 }
 
-// firstQPN is the first QPN handed out: 0 and 1 are the special QPs, and
-// rxe starts its user QPs at 0x11 (as the real captures show).
-const firstQPN = 0x11
-
 // New returns a device.
 func New(cfg Config) *Device {
 	if cfg.PathMTUMax == 0 {
@@ -215,7 +278,15 @@ func New(cfg Config) *Device {
 	if base == 0 {
 		base = 0x0000_5600_0000_0000
 	}
-	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{}}
+	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{},
+		qps: map[uint32]*QP{}, nextQPN: gsiQPIndex + 1}
+	d.pds = pool{live: kernelPDs, max: &d.attr.MaxPD}
+	d.cqs = pool{live: kernelCQs, max: &d.attr.MaxCQ}
+	d.qpCount = pool{live: kernelQPs, max: &d.attr.MaxQP}
+	d.srqs = pool{max: &d.attr.MaxSRQ}
+	d.ahs = pool{max: &d.attr.MaxAH}
+	d.mws = pool{max: &d.attr.MaxMW}
+	d.mem.maxLive = d.attr.MaxMR - kernelMRs
 	d.attr.NodeGUID = uint64(cfg.MAC[0]^2)<<56 | uint64(cfg.MAC[1])<<48 | uint64(cfg.MAC[2])<<40 | 0xFF<<32 |
 		0xFE<<24 | uint64(cfg.MAC[3])<<16 | uint64(cfg.MAC[4])<<8 | uint64(cfg.MAC[5])
 	return d
@@ -306,13 +377,13 @@ func (d *Device) SetPortState(now sim.Time, up bool) {
 // Counters returns the port counters.
 func (d *Device) Counters() *Counters { return &d.counters }
 
-// AllocPD allocates a protection domain.
+// AllocPD allocates a protection domain: EINVAL once the device holds
+// max_pd (rxe_alloc_pd).
 func (d *Device) AllocPD() (*PD, error) {
-	if d.pds >= d.attr.MaxPD {
-		return nil, errno(syscall.ENOMEM, "alloc_pd: %d PDs, the device maximum", d.pds)
+	if err := d.pds.take("alloc_pd", "max_pd"); err != nil {
+		return nil, err
 	}
-	d.pds++
-	return &PD{dev: d, handle: uint32(d.pds)}, nil
+	return &PD{dev: d}, nil
 }
 
 // DeallocPD frees pd; EBUSY while MRs, QPs, SRQs or AHs still use it.
@@ -324,6 +395,7 @@ func (d *Device) DeallocPD(pd *PD) error {
 		return errno(syscall.EBUSY, "dealloc_pd: %d resources still use the PD", pd.refs)
 	}
 	pd.dead = true
+	d.pds.put()
 	return nil
 }
 
@@ -345,22 +417,23 @@ func (d *Device) NumCompVectors() int { return d.cfg.CompVectors }
 // CreateCompChannel returns a completion channel.
 func (d *Device) CreateCompChannel() *CompChannel { return &CompChannel{} }
 
-// CreateCQ creates a completion queue of at least cqe entries.
+// CreateCQ creates a completion queue of at least cqe entries: EINVAL
+// for a bad cqe, vector or channel, and once the device holds max_cq.
 func (d *Device) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
-	if d.cqs >= d.attr.MaxCQ {
-		return nil, errno(syscall.ENOMEM, "create_cq: %d CQs, the device maximum", d.cqs)
-	}
 	if vector >= d.cfg.CompVectors {
 		// ib_uverbs_create_cq: comp_vector >= num_comp_vectors is EINVAL.
 		return nil, errno(syscall.EINVAL, "create_cq: comp_vector %d out of range: the device has %d completion vector(s), 0..%d",
 			vector, d.cfg.CompVectors, d.cfg.CompVectors-1)
 	}
+	if err := d.cqs.take("create_cq", "max_cq"); err != nil {
+		return nil, err
+	}
 	cq, err := newCQ(cqe, ch, vector, d.attr.MaxCQE)
 	if err != nil {
+		d.cqs.put()
 		return nil, err
 	}
 	cq.dev = d
-	d.cqs++
 	return cq, nil
 }
 
@@ -372,7 +445,7 @@ func (d *Device) DestroyCQ(cq *CQ) error {
 	if err := cq.destroy(); err != nil {
 		return err
 	}
-	d.cqs--
+	d.cqs.put()
 	return nil
 }
 

@@ -31,9 +31,10 @@ const (
 	// user-space heap address on x86-64, so traces read like real ones.
 	mrDefaultBase = 0x0000_5600_0000_0000
 
-	// mrDefaultMax is the number of MRs a device holds at once, and the
-	// largest MR index: rxe's RXE_MAX_MR (256 Ki, indices 1..0x40000).
-	mrDefaultMax = 0x40000
+	// mrDefaultMax is the largest MR index: rxe 6.1's RXE_MAX_MR_INDEX
+	// (indices 1..0x80000). How many MRs may live at once is the device's
+	// max_mr (memTable.maxLive).
+	mrDefaultMax = rxeMaxMRIndex
 
 	// mrMaxIndex keeps index<<8 inside a 32-bit key.
 	mrMaxIndex = 1<<24 - 1
@@ -83,7 +84,10 @@ type memTable struct {
 	slots []mrSlot // slots[i] is MR index i+1
 	next  uint32   // the next index to try
 	live  int      // registered MRs
-	max   int      // most MRs at once, and the largest index
+	max   int      // the largest index
+	// maxLive is the most MRs a user may hold at once: the device's
+	// max_mr less the kernel's DMA MR (see kernelMRs); 0 means max.
+	maxLive int
 
 	nextAddr uint64 // the next free simulated address, page aligned
 }
@@ -123,8 +127,10 @@ func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error)
 	if len(buf) == 0 {
 		return nil, errno(syscall.EINVAL, "reg_mr: length 0")
 	}
-	if t.live >= t.limit() {
-		return nil, errno(syscall.ENOMEM, "reg_mr: %d MRs registered, the device maximum", t.live)
+	if t.live >= t.liveLimit() {
+		// rxe_reg_user_mr: rxe_alloc finds the MR pool at max_elem and
+		// returns NULL, which the verb reports as -ENOMEM.
+		return nil, errno(syscall.ENOMEM, "reg_mr: %d MRs registered, the device maximum (max_mr less the kernel's DMA MR, as rxe counts)", t.live)
 	}
 	length := uint64(len(buf))
 	span := mrSpan(length)
@@ -158,6 +164,14 @@ func (t *memTable) limit() int {
 		return mrMaxIndex
 	}
 	return t.max
+}
+
+// liveLimit is the most MRs registered at once.
+func (t *memTable) liveLimit() int {
+	if t.maxLive <= 0 {
+		return t.limit()
+	}
+	return min(t.maxLive, t.limit())
 }
 
 // allocIndex takes the next free index after the last one handed out,

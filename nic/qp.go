@@ -2,6 +2,7 @@ package nic
 
 import (
 	"net/netip"
+	"slices"
 	"syscall"
 
 	"github.com/rocesim/rocesim/sim"
@@ -122,13 +123,14 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 		return nil, errno(syscall.EINVAL, "create_qp: cap.max_recv_sge %d over the device maximum %d", ia.Cap.MaxRecvSGE, d.attr.MaxSGE)
 	case int(ia.Cap.MaxInlineData) > d.attr.MaxInlineData:
 		return nil, errno(syscall.EINVAL, "create_qp: cap.max_inline_data %d over the device maximum %d", ia.Cap.MaxInlineData, d.attr.MaxInlineData)
-	case len(d.qps) >= d.attr.MaxQP:
-		return nil, errno(syscall.ENOMEM, "create_qp: %d QPs, the device maximum", len(d.qps))
+	}
+	if err := d.qpCount.take("create_qp", "max_qp"); err != nil {
+		return nil, err
 	}
 	if ia.SRQ != nil {
 		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
 	}
-	qp := &QP{dev: d, num: uint32(firstQPN + len(d.qps)), init: ia, pd: pd}
+	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd}
 	qp.sq.init(int(ia.Cap.MaxSendWR))
 	for i := range qp.sq.slots {
 		qp.sq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxSendSGE)
@@ -147,8 +149,30 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	ia.SendCQ.refs++
 	ia.RecvCQ.refs++
 	pd.refs++
-	d.qps = append(d.qps, qp)
+	d.qps[qp.num] = qp
+	d.qpList = append(d.qpList, qp)
 	return qp, nil
+}
+
+// allocQPN returns the first free QPN at or after the one after the last
+// handed out, wrapping from the top of the range to its bottom: rxe's
+// __rxe_add_to_pool takes QP indices (QPNs) with xa_alloc_cyclic over
+// [RXE_MIN_QP_INDEX, RXE_MAX_QP_INDEX], so a destroyed QP's number comes
+// back only after the range has gone round. Index 16 is the GSI QP's (its
+// QPN is 1), so user QPs start at 0x11. Each step past a live QP is paid
+// for by that QP, so an allocation costs O(1) unless nearly every QPN is
+// live. The caller has taken a place in qpCount, so a free QPN exists.
+func (d *Device) allocQPN() uint32 {
+	for {
+		n := d.nextQPN
+		d.nextQPN++
+		if d.nextQPN > rxeMaxQPIndex {
+			d.nextQPN = rxeMinQPIndex
+		}
+		if _, live := d.qps[n]; !live && n != gsiQPIndex {
+			return n
+		}
+	}
 }
 
 // Num returns the QP number.
@@ -168,13 +192,7 @@ func (qp *QP) Query() (QPAttr, QPInitAttr) {
 }
 
 // qpByNum finds a live QP by number.
-func (d *Device) qpByNum(n uint32) *QP {
-	i := int(n) - firstQPN
-	if i < 0 || i >= len(d.qps) || d.qps[i] == nil || d.qps[i].dead {
-		return nil
-	}
-	return d.qps[i]
-}
+func (d *Device) qpByNum(n uint32) *QP { return d.qps[n] }
 
 // DestroyQP destroys qp. Outstanding work requests are discarded without
 // completions, as ibv_destroy_qp does.
@@ -189,7 +207,11 @@ func (d *Device) DestroyQP(qp *QP) error {
 		qp.init.SRQ.refs--
 	}
 	qp.pd.refs--
-	d.qps[int(qp.num)-firstQPN] = nil
+	delete(d.qps, qp.num)
+	// Keep the others in creation order: timers fire in that order.
+	i := slices.Index(d.qpList, qp)
+	d.qpList = slices.Delete(d.qpList, i, i+1)
+	d.qpCount.put()
 	return nil
 }
 

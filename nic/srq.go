@@ -34,6 +34,9 @@ func (d *Device) CreateSRQ(pd *PD, ia SRQInitAttr) (*SRQ, error) {
 	case ia.SRQLimit > ia.MaxWR:
 		return nil, errno(syscall.EINVAL, "create_srq: attr.srq_limit %d over max_wr %d", ia.SRQLimit, ia.MaxWR)
 	}
+	if err := d.srqs.take("create_srq", "max_srq"); err != nil {
+		return nil, err
+	}
 	s := &SRQ{dev: d, pd: pd, maxSGE: ia.MaxSGE, limit: ia.SRQLimit}
 	s.rq.init(int(ia.MaxWR))
 	for i := range s.rq.slots {
@@ -145,6 +148,7 @@ func (d *Device) DestroySRQ(s *SRQ) error {
 	}
 	s.dead = true
 	s.pd.refs--
+	d.srqs.put()
 	return nil
 }
 
@@ -163,6 +167,9 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 	if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
 		return nil, errno(syscall.EINVAL, "create_ah: no route to GID %v (unknown neighbour)", attr.GRH.DGID)
 	}
+	if err := d.ahs.take("create_ah", "max_ah"); err != nil {
+		return nil, err
+	}
 	pd.refs++
 	return &AH{Attr: attr, pd: pd}, nil
 }
@@ -174,5 +181,6 @@ func (d *Device) DestroyAH(ah *AH) error {
 	}
 	ah.dead = true
 	ah.pd.refs--
+	d.ahs.put()
 	return nil
 }

@@ -378,8 +378,7 @@ type AH struct {
 
 // PD is a protection domain (ibv_pd).
 type PD struct {
-	dev    *Device
-	handle uint32
-	refs   int // MRs, QPs, SRQs and AHs created in it
-	dead   bool
+	dev  *Device
+	refs int // MRs, QPs, SRQs and AHs created in it
+	dead bool
 }

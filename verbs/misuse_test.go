@@ -586,11 +586,11 @@ func misuseRows() []misuseRow {
 		}},
 		misuseRow{name: "qp_type invalid", errno: inval, msg: "not supported (RC, UC or UD)",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Type = verbs.QPType(9) })},
-		misuseRow{name: "max_send_wr 0", errno: inval, msg: "max_send_wr 0 out of range 1..16384",
+		misuseRow{name: "max_send_wr 0", errno: inval, msg: "max_send_wr 0 out of range 1..1048576",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxSendWR = 0 })},
-		misuseRow{name: "max_send_wr over the device's", errno: inval, msg: "max_send_wr 16385 out of range 1..16384",
+		misuseRow{name: "max_send_wr over the device's", errno: inval, msg: "max_send_wr 1048577 out of range 1..1048576",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxSendWR = uint32(f.attr.MaxQPWR + 1) })},
-		misuseRow{name: "max_recv_wr over the device's", errno: inval, msg: "max_recv_wr 16385 out of range",
+		misuseRow{name: "max_recv_wr over the device's", errno: inval, msg: "max_recv_wr 1048577 out of range",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxRecvWR = uint32(f.attr.MaxQPWR + 1) })},
 		misuseRow{name: "max_send_sge over the device's", errno: inval, msg: "max_send_sge 33 over the device maximum 32",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxSendSGE = uint32(f.attr.MaxSGE + 1) })},
@@ -878,11 +878,11 @@ func misuseRows() []misuseRow {
 			_, err := f.pd2.CreateSRQ(verbs.SRQAttr{MaxWR: 1})
 			return err
 		}},
-		misuseRow{name: "max_wr 0", errno: inval, msg: "max_wr 0 out of range 1..16384", call: func(t *testing.T, f *misuseFixture) error {
+		misuseRow{name: "max_wr 0", errno: inval, msg: "max_wr 0 out of range 1..1048576", call: func(t *testing.T, f *misuseFixture) error {
 			_, err := f.a.pd.CreateSRQ(verbs.SRQAttr{})
 			return err
 		}},
-		misuseRow{name: "max_wr over the device's", errno: inval, msg: "max_wr 16385 out of range 1..16384", call: func(t *testing.T, f *misuseFixture) error {
+		misuseRow{name: "max_wr over the device's", errno: inval, msg: "max_wr 1048577 out of range 1..1048576", call: func(t *testing.T, f *misuseFixture) error {
 			_, err := f.a.pd.CreateSRQ(verbs.SRQAttr{MaxWR: uint32(f.attr.MaxSRQWR + 1)})
 			return err
 		}},
@@ -915,7 +915,7 @@ func misuseRows() []misuseRow {
 		misuseRow{name: "max_wr 0", errno: inval, msg: "max_wr 0 below the 0 WRs queued or out of range", call: func(t *testing.T, f *misuseFixture) error {
 			return f.srq(t).Modify(verbs.SRQAttr{}, verbs.SRQAttrMaxWR)
 		}},
-		misuseRow{name: "max_wr over the device's", errno: inval, msg: "max_wr 16385 below the 0 WRs queued or out of range", call: func(t *testing.T, f *misuseFixture) error {
+		misuseRow{name: "max_wr over the device's", errno: inval, msg: "max_wr 1048577 below the 0 WRs queued or out of range", call: func(t *testing.T, f *misuseFixture) error {
 			return f.srq(t).Modify(verbs.SRQAttr{MaxWR: uint32(f.attr.MaxSRQWR + 1)}, verbs.SRQAttrMaxWR)
 		}},
 		misuseRow{name: "max_wr below the WRs queued", errno: inval, msg: "max_wr 1 below the 2 WRs queued", call: func(t *testing.T, f *misuseFixture) error {
