@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"slices"
 	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
@@ -206,7 +207,17 @@ func (q *CQ) Destroy() error {
 	if err := q.c.usable("destroy_cq"); err != nil {
 		return err
 	}
-	return q.c.dev().DestroyCQ(q.cq)
+	if err := q.c.dev().DestroyCQ(q.cq); err != nil {
+		return err
+	}
+	// The host's list maps channel events back to CQs; a destroyed CQ
+	// has none left (DestroyCQ purged them), and keeping it would grow
+	// the list with every CQ ever created.
+	cqs := q.c.h.cqs
+	if i := slices.Index(cqs, q); i >= 0 {
+		q.c.h.cqs = slices.Delete(cqs, i, i+1)
+	}
+	return nil
 }
 
 // GetCQEvent returns the CQ whose completion event is next on the
@@ -354,6 +365,15 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	}
 	if err := q.c.usable("post_send"); err != nil {
 		return 0, err
+	}
+	if q.c.h.node.Port(0).Link() == nil {
+		// A host never connected has no wire: a set-up mistake, not a
+		// state of real rxe, whose device always sits on a netdev. Say so
+		// at the call, with the errno a send on a down interface gets.
+		// A link that is down (a fault plan's down) is another matter:
+		// there, as rxe on a netdev without carrier, the post succeeds
+		// and the frames are lost on the wire.
+		return 0, errno(syscall.ENETDOWN, "post_send: host %s has no link: join it with World.Connect or ConnectSwitch before sending", q.c.h.name)
 	}
 	var buf [8]nic.SendWR
 	n := buf[:0]
