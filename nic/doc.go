@@ -31,10 +31,13 @@
 //
 //   - retry_cnt 7: rxe retries forever; the IBTA counts 7 retries.
 //     (rnr_retry 7 is infinite in both.)
-//   - Send-side CQ overflow: rxe raises CQ_ERR and loses the completion
-//     silently, leaving the QP running (its completer ignores the failed
-//     post); the IBTA moves the QP to ERR. A receive-side overflow moves
-//     the QP to ERR in both.
+//   - CQ overflow: rxe raises CQ_ERR for every completion lost and the CQ
+//     takes completions again once polled; a lost send completion leaves
+//     the QP running (its completer ignores the failed post), a lost
+//     receive completion moves the QP to ERR. The IBTA (C11-37, C9-218)
+//     raises CQ_ERR once and keeps the CQ in error; each QP that completes
+//     into it from then on, send or receive side, raises QP_FATAL and goes
+//     to ERR, when it tries (not every QP feeding the CQ at once).
 //   - A receive the responder cannot fill: rxe completes it with
 //     REM_INV_REQ_ERR (message longer than the buffer) or LOC_QP_OP_ERR
 //     (buffer not writable); the IBTA with LOC_LEN_ERR or LOC_PROT_ERR.

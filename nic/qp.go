@@ -430,24 +430,45 @@ func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why str
 }
 
 // pushCQE adds wc to cq. On overflow the completion is lost and the CQ
-// raises CQ_ERR: once (IBTA: the CQ is then in error), or, under the rxe
-// profile, for every completion lost (rxe_cq_post raises it on each
-// failed post; real rxe raised it three times in the cq-overflow
-// scenario). What happens to the QP depends on the profile: IBTA
-// (spec) moves every QP feeding the CQ to ERR; rxe does so only for a
-// receive completion (its responder fails the QP) and loses a send-side
-// completion silently, leaving the QP running (rxe_comp.c ignores the
-// failure of rxe_cq_post).
+// raises CQ_ERR. What follows depends on the profile.
+//
+// ProfileSpec follows IBTA vol. 1 C11-37: "The CI shall generate a CQ
+// Error when a CQ overrun is detected. This condition will result in an
+// Affiliated Asynchronous Error for any associated Work Queues when they
+// attempt to use that CQ. Completions can no longer be added to the CQ."
+// and C9-218 (requester class F: the CQ full when a WQE completes; "the
+// affected QP shall be moved to the error state and affiliated
+// asynchronous errors generated as described in 11.6.3.1"). So one
+// CQ_ERR; the CQ is in error from then on, even once it has room; the QP
+// that tried moves to ERR and raises QP_FATAL (the Local Work Queue
+// Catastrophic Error of §11.6.3.1); every other QP feeding the CQ does the
+// same when, and only when, it next completes into it. (The statements
+// as quoted in Linux commit "IB/{hfi1, qib, rdmavt}: Put qp in error
+// state when cq is full".)
+//
+// ProfileRXE does what rxe does: rxe_cq_post raises CQ_ERR on every failed
+// post (real rxe raised it three times in the cq-overflow scenario) and
+// the CQ takes completions again once polled; a lost receive completion
+// moves the QP to ERR without an event (the responder's
+// RESPST_ERR_CQ_OVERFLOW), a lost send completion is lost silently and
+// the QP runs on (rxe_comp.c ignores the failure of rxe_cq_post).
 func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool, why string) {
 	d.traceCompletion(now, qp, wc, why)
-	if cq.push(wc, solicited) {
+	spec := d.cfg.Profile == ProfileSpec
+	if !(spec && cq.errRaised) && cq.push(wc, solicited) {
 		return
 	}
-	if !cq.errRaised || d.cfg.Profile == ProfileRXE {
+	if !cq.errRaised || !spec {
 		cq.errRaised = true
 		d.raise(AsyncEvent{Type: EventCQErr, CQ: cq, Time: now})
 	}
-	if send && d.cfg.Profile == ProfileRXE {
+	if spec {
+		// The flush that follows completes into the same CQ and fails
+		// again: toError does nothing for a QP already in ERR.
+		d.toError(now, qp, EventQPFatal, true)
+		return
+	}
+	if send {
 		return
 	}
 	if qp.state != QPStateErr {

@@ -114,3 +114,82 @@ func TestCreateDestroyEveryResource(t *testing.T) {
 	require.NoError(t, w.Run())
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
 }
+
+// TestCQOverrunFailsEachQPThatUsesIt: two QPs of host a complete into one
+// send CQ of one entry. qp1 sends twice: the second completion overruns
+// the CQ. Then the CQ is polled empty and qp2 sends once.
+//
+// Under the spec profile (IBTA vol. 1 C11-37, C9-218; see pushCQE): one
+// CQ_ERR; qp1, which attempted the completion, raises QP_FATAL and goes
+// to ERR; qp2 is untouched until it completes into the CQ, which is in
+// error for good: its completion is lost though the CQ has room, and it
+// too raises QP_FATAL and goes to ERR. Before, the spec profile raised no
+// QP event and the CQ took qp2's completion once polled.
+//
+// Under the rxe profile (as real rxe, cq-overflow differential scenario):
+// CQ_ERR, the lost send completion leaves qp1 in RTS, and the polled CQ
+// takes qp2's completion.
+func TestCQOverrunFailsEachQPThatUsesIt(t *testing.T) {
+	for _, c := range []struct {
+		prof             verbs.Profile
+		events           []string
+		qp1, qp2         verbs.QPState
+		afterPoll, qp2wc []string
+	}{
+		{prof: verbs.ProfileSpec, events: []string{"CQ_ERR", "QP_FATAL qp1", "QP_FATAL qp2"},
+			qp1: verbs.QPStateErr, qp2: verbs.QPStateErr, afterPoll: []string{"1:IBV_WC_SUCCESS"}},
+		{prof: verbs.ProfileRXE, events: []string{"CQ_ERR"},
+			qp1: verbs.QPStateRTS, qp2: verbs.QPStateRTS, afterPoll: []string{"1:IBV_WC_SUCCESS"}, qp2wc: []string{"3:IBV_WC_SUCCESS"}},
+	} {
+		t.Run(c.prof.String(), func(t *testing.T) {
+			w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Profile: c.prof})
+			ha, hb := w.AddHost("a"), w.AddHost("b")
+			require.NoError(t, w.Connect(ha, hb))
+			a1, b1, b2 := setup(ha, 1), setup(hb, 1), setup(hb, 2)
+			tiny, err := a1.ctx.CreateCQ(1, nil, 0)
+			require.NoError(t, err)
+			a2 := *a1
+			for _, e := range []*endpoint{a1, &a2} {
+				e.qp, err = e.pd.CreateQP(verbs.QPInitAttr{SendCQ: tiny, RecvCQ: e.cq, Type: verbs.QPTypeRC,
+					Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				require.NoError(t, err)
+			}
+			a2.psn = 2
+			for _, p := range [][2]*endpoint{{a1, b1}, {&a2, b2}} {
+				require.NoError(t, p[0].connect(p[1]))
+				require.NoError(t, p[1].connect(p[0]))
+				_, err = p[1].qp.PostRecv([]verbs.RecvWR{recvWR(100, p[1]), recvWR(101, p[1])})
+				require.NoError(t, err)
+			}
+			_, err = a1.qp.PostSend([]verbs.SendWR{sendWR(1, a1, 16), sendWR(2, a1, 16)})
+			require.NoError(t, err)
+			require.NoError(t, w.Run())
+			assert.Equal(t, c.qp1, a1.qp.State(), "qp1, whose completion overran")
+			assert.Equal(t, verbs.QPStateRTS, a2.qp.State(), "qp2 has not used the CQ yet")
+			assert.Equal(t, c.afterPoll, summary(pollAll(tiny)))
+
+			_, err = a2.qp.PostSend([]verbs.SendWR{sendWR(3, &a2, 16)})
+			require.NoError(t, err)
+			require.NoError(t, w.Run())
+			assert.Equal(t, c.qp2wc, summary(pollAll(tiny)), "qp2's completion")
+			assert.Equal(t, c.qp2, a2.qp.State())
+			var events []string
+			for {
+				ev, ok := a1.ctx.GetAsyncEvent()
+				if !ok {
+					break
+				}
+				s := ev.Type.String()
+				switch {
+				case ev.QP == nil:
+				case ev.QP.Num() == a1.qp.QPNum:
+					s += " qp1"
+				case ev.QP.Num() == a2.qp.QPNum:
+					s += " qp2"
+				}
+				events = append(events, s)
+			}
+			assert.Equal(t, c.events, events)
+		})
+	}
+}
