@@ -46,13 +46,21 @@ func TestInteractiveAgent(t *testing.T) {
 // of two minutes for the commands.
 func soloAgent(t *testing.T, name string) (*VM, *Agent, context.Context) {
 	t.Helper()
+	return soloAgentAfter(t, name, "")
+}
+
+// soloAgentAfter is soloAgent with a shell command run in the guest
+// before the agent starts (its output is on the console before the
+// agent's hello).
+func soloAgentAfter(t *testing.T, name, before string) (*VM, *Agent, context.Context) {
+	t.Helper()
 	needHarness(t)
 	ports, err := FreeUDPPorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vm, err := Boot(t.Context(), VMConfig{Name: name, IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd: AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), name+".log")})
+		Cmd: before + AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), name+".log")})
 	if err != nil {
 		t.Fatal(err)
 	}

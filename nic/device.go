@@ -124,10 +124,15 @@ var rxeAttr = DeviceAttr{
 	MaxSRQSGE:       27,
 	MaxAH:           (1 << 15) - 1,
 	MaxMW:           rxeMaxValue - (rxeMaxMRIndex + 1), // RXE_MAX_MW: 524287
-	MaxInlineData:   416,
+	MaxInlineData:   512,                               // RXE_MAX_INLINE_DATA: 32 SGEs' worth; not in ibv_device_attr, probed by TestDeviceAttrMatchesRxe
 	PhysPortCnt:     1,
 	AtomicCap:       "ATOMIC_HCA",
 }
+
+// RxeAttr returns the attributes of an rxe device (what QueryDevice of a
+// new Device reports but for its NodeGUID), for checks made before there
+// is a device, such as a scenario file's.
+func RxeAttr() DeviceAttr { return rxeAttr }
 
 // rxe's QP and MR index ranges (rxe_param.h): QP indices (QPNs) run from
 // RXE_MIN_QP_INDEX to DEFAULT_MAX_VALUE, MR indices from 1 to
@@ -372,6 +377,20 @@ func (d *Device) SetPortState(now sim.Time, up bool) {
 	}
 	d.counters.Add(CounterLinkDowned, 1)
 	d.raise(AsyncEvent{Type: EventPortErr, Port: 1, Time: now})
+}
+
+// Resources counts the objects a device holds, as `rdma resource show`
+// lists them for an rxe device: the kernel's own included (ib_mad's PD,
+// CQ and GSI QP are there before a user opens the device), but not the
+// DMA MR ib_alloc_pd registers for the kernel's PD, which restrack does
+// not track (it counts against max_mr all the same).
+type Resources struct {
+	PD, CQ, QP, SRQ, AH, MR int
+}
+
+// Resources returns what the device holds now.
+func (d *Device) Resources() Resources {
+	return Resources{PD: d.pds.live, CQ: d.cqs.live, QP: d.qpCount.live, SRQ: d.srqs.live, AH: d.ahs.live, MR: d.mem.live}
 }
 
 // Counters returns the port counters.

@@ -164,18 +164,19 @@ func TestLimitsEnforcedAsReported(t *testing.T) {
 // TestDeviceAttrIsRxe61: the attributes are those `ibv_devinfo -v` prints
 // for rxe0 in the conformance guest (Debian's 6.1.0-56 kernel);
 // conformance's TestDeviceAttrMatchesRxe compares them with the live
-// guest. max_inline_data is not in ibv_device_attr: TestDeviceAttrMatchesRxe
-// finds it by creating QPs.
+// guest; max_inline_data, not in ibv_device_attr, is what rxe accepts in
+// create_qp there (512 is, 513 is not).
 func TestDeviceAttrIsRxe61(t *testing.T) {
 	d, _, _ := resDevice(t)
 	a := d.QueryDevice()
 	got := map[string]int{"max_qp": a.MaxQP, "max_qp_wr": a.MaxQPWR, "max_sge": a.MaxSGE, "max_cq": a.MaxCQ,
 		"max_cqe": a.MaxCQE, "max_mr": a.MaxMR, "max_pd": a.MaxPD, "max_qp_rd_atom": a.MaxQPRdAtom,
 		"max_qp_init_rd_atom": a.MaxQPInitRdAtom, "max_mw": a.MaxMW, "max_ah": a.MaxAH, "max_srq": a.MaxSRQ,
-		"max_srq_wr": a.MaxSRQWR, "max_srq_sge": a.MaxSRQSGE, "phys_port_cnt": a.PhysPortCnt}
+		"max_srq_wr": a.MaxSRQWR, "max_srq_sge": a.MaxSRQSGE, "phys_port_cnt": a.PhysPortCnt,
+		"max_inline_data": a.MaxInlineData}
 	assert.Equal(t, map[string]int{"max_qp": 1048560, "max_qp_wr": 1048576, "max_sge": 32, "max_cq": 1048576,
 		"max_cqe": 32767, "max_mr": 524287, "max_pd": 1048576, "max_qp_rd_atom": 128,
 		"max_qp_init_rd_atom": 128, "max_mw": 524287, "max_ah": 32767, "max_srq": 917503,
-		"max_srq_wr": 1048576, "max_srq_sge": 27, "phys_port_cnt": 1}, got)
+		"max_srq_wr": 1048576, "max_srq_sge": 27, "phys_port_cnt": 1, "max_inline_data": 512}, got)
 	assert.Equal(t, ^uint64(0), a.MaxMRSize)
 }

@@ -596,7 +596,7 @@ func misuseRows() []misuseRow {
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxSendSGE = uint32(f.attr.MaxSGE + 1) })},
 		misuseRow{name: "max_recv_sge over the device's", errno: inval, msg: "max_recv_sge 33 over the device maximum 32",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxRecvSGE = uint32(f.attr.MaxSGE + 1) })},
-		misuseRow{name: "max_inline_data over the device's", errno: inval, msg: "max_inline_data 417 over the device maximum 416",
+		misuseRow{name: "max_inline_data over the device's", errno: inval, msg: "max_inline_data 513 over the device maximum 512",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxInlineData = uint32(f.attr.MaxInlineData + 1) })},
 		misuseRow{name: "closed context", errno: inval, msg: closed, call: func(t *testing.T, f *misuseFixture) error {
 			c := f.closed(t)

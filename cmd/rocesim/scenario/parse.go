@@ -777,10 +777,11 @@ func (p *parser) qpLine() error {
 		q.cqSize = int(s)
 		return err
 	}
-	h["max_send_wr"] = u32("max_send_wr", &q.maxSendWR, 1, 0x4000)
-	h["max_recv_wr"] = u32("max_recv_wr", &q.maxRecvWR, 1, 0x4000)
-	h["max_sge"] = u32("max_sge", &q.maxSGE, 1, 32)
-	h["max_inline"] = u32("max_inline", &q.maxInline, 0, 416)
+	lim := nic.RxeAttr() // the device's own bounds, so a file fails here and not at create_qp
+	h["max_send_wr"] = u32("max_send_wr", &q.maxSendWR, 1, uint64(lim.MaxQPWR))
+	h["max_recv_wr"] = u32("max_recv_wr", &q.maxRecvWR, 1, uint64(lim.MaxQPWR))
+	h["max_sge"] = u32("max_sge", &q.maxSGE, 1, uint64(lim.MaxSGE))
+	h["max_inline"] = u32("max_inline", &q.maxInline, 0, uint64(lim.MaxInlineData))
 	err = p.opts("qp", p.toks[3:], h, map[string]func() error{"sig_all": func() error { q.sigAll = true; return nil }})
 	if err != nil {
 		return err
