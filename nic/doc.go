@@ -61,6 +61,23 @@
 // keys are index<<8 | generation with rkey == lkey; the first user QPN is
 // 0x11; atomic operands sit in memory in host (little-endian) order.
 //
+// # Resources and limits
+//
+// QueryDevice reports rxe 6.1's limits (what `ibv_devinfo -v` prints in
+// the conformance guest) and each max_… count is enforced as reported,
+// the way rxe's pools count: live objects only (a destroyed one frees its
+// place at once), the kernel's own included. The kernel holds ib_mad's
+// PD, CQ and GSI QP and the DMA MR of that PD on every rxe device, so a
+// user gets max_pd-1 PDs, max_cq-1 CQs, max_qp-1 QPs and max_mr-1 MRs
+// (Resources counts them as `rdma resource show` lists them). One past
+// the limit is EINVAL (rxe's __rxe_add_to_pool), ENOMEM for an MR
+// (rxe_alloc). QPNs are handed out cyclically over 0x11..0x100000, as
+// rxe's xa_alloc_cyclic: a destroyed QP's number comes back only after
+// the range has gone round. MR indices go round 1..0x80000 the same way
+// (the model gives the first user MR index 1, where rxe's kernel DMA MR
+// has taken index 1 and the user's first is index 2; the conformance
+// comparison normalises keys).
+//
 // The responder and completer run as explicit named states (respState,
 // compState), after rxe's RESPST_ and COMPST_ steps.
 package nic

@@ -19,7 +19,12 @@
 //
 // Misuse returns the errno libibverbs returns (errors.Is(err,
 // syscall.EINVAL), ENOMEM, EBUSY) with a message naming the field at
-// fault. Memory addresses are simulated virtual addresses allocated in a
+// fault. A send on a host that was never connected (no World.Connect or
+// ConnectSwitch) fails with ENETDOWN: real rxe has no such state, and
+// the call is the place to hear about it. A link that is down is
+// another thing: there, as rxe on a netdev without carrier, sends are
+// accepted and lost on the wire, and the transport retries. Memory
+// addresses are simulated virtual addresses allocated in a
 // fixed order, so the same program and seed give the same frames, trace
 // and capture on every run. See the Example functions for connecting two
 // RC QPs by hand, a SEND/RECV ping-pong and an RDMA WRITE with immediate.
