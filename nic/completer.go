@@ -432,7 +432,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 func (d *Device) NextDeadline() sim.Time {
 	t := sim.Never
 	for _, qp := range d.qpList {
-		if qp.state == QPStateErr || qp.state == QPStateReset {
+		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
 			continue
 		}
 		t = min(t, qp.req.ackDue, qp.req.rnrUntil)
@@ -443,7 +443,7 @@ func (d *Device) NextDeadline() sim.Time {
 // Advance runs the timers due at now.
 func (d *Device) Advance(now sim.Time) {
 	for _, qp := range d.qpList {
-		if qp.state == QPStateErr || qp.state == QPStateReset {
+		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
 			continue
 		}
 		r := &qp.req

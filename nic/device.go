@@ -215,8 +215,9 @@ type Device struct {
 	mws      pool
 	qpCount  pool
 	qps      map[uint32]*QP // live QPs by QPN
-	qpList   []*QP          // live QPs in creation order, for timers
-	nextQPN  uint32         // where the cyclic QPN search starts
+	qpList   []*QP          // live QPs in creation order, for timers; nil: a hole (see unlistQP)
+	qpHoles  int
+	nextQPN  uint32 // where the cyclic QPN search starts
 	events   []AsyncEvent
 	outbox   outbox
 	counters Counters

@@ -2,7 +2,6 @@ package nic
 
 import (
 	"net/netip"
-	"slices"
 	"syscall"
 
 	"github.com/rocesim/rocesim/sim"
@@ -39,6 +38,7 @@ type QP struct {
 
 	skbOut  int  // frames handed to the port and not yet gone from it
 	blocked bool // the requester waits for skbOut to fall to inflightLow
+	listed  int  // index in dev.qpList
 }
 
 // sendWQE is a posted send work request and its progress.
@@ -150,8 +150,31 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	ia.RecvCQ.refs++
 	pd.refs++
 	d.qps[qp.num] = qp
+	qp.listed = len(d.qpList)
 	d.qpList = append(d.qpList, qp)
 	return qp, nil
+}
+
+// unlistQP takes qp out of d.qpList, keeping the others in creation order
+// (timers fire in that order): its place becomes a hole, and the list is
+// compacted once holes are half of it, so a destroy costs O(1) amortised
+// however many QPs live.
+func (d *Device) unlistQP(qp *QP) {
+	d.qpList[qp.listed] = nil
+	d.qpHoles++
+	if d.qpHoles <= len(d.qpList)/2 {
+		return
+	}
+	n := 0
+	for _, q := range d.qpList {
+		if q != nil {
+			q.listed = n
+			d.qpList[n] = q
+			n++
+		}
+	}
+	clear(d.qpList[n:])
+	d.qpList, d.qpHoles = d.qpList[:n], 0
 }
 
 // allocQPN returns the first free QPN at or after the one after the last
@@ -208,9 +231,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 	}
 	qp.pd.refs--
 	delete(d.qps, qp.num)
-	// Keep the others in creation order: timers fire in that order.
-	i := slices.Index(d.qpList, qp)
-	d.qpList = slices.Delete(d.qpList, i, i+1)
+	d.unlistQP(qp)
 	d.qpCount.put()
 	return nil
 }

@@ -68,7 +68,8 @@ func TestQPNumbersCyclic(t *testing.T) {
 		require.NoError(t, d.DestroyQP(qp))
 	}
 	assert.Equal(t, kernelQPs+1, d.qpCount.live)
-	assert.Len(t, d.qpList, 1)
+	assert.Equal(t, []*QP{keep}, listedQPs(d))
+	assert.LessOrEqual(t, len(d.qpList), 3, "holes are compacted")
 
 	// Near the top: the last QPN is 1<<20, then the search wraps to 16
 	// (the GSI QP's), 0x11 (keep's) and gives 0x12.
@@ -179,4 +180,45 @@ func TestDeviceAttrIsRxe61(t *testing.T) {
 		"max_qp_init_rd_atom": 128, "max_mw": 524287, "max_ah": 32767, "max_srq": 917503,
 		"max_srq_wr": 1048576, "max_srq_sge": 27, "phys_port_cnt": 1, "max_inline_data": 512}, got)
 	assert.Equal(t, ^uint64(0), a.MaxMRSize)
+}
+
+// listedQPs returns the live QPs of d.qpList, in its order.
+func listedQPs(d *Device) []*QP {
+	var l []*QP
+	for _, q := range d.qpList {
+		if q != nil {
+			l = append(l, q)
+		}
+	}
+	return l
+}
+
+// TestQPListKeepsCreationOrder: the timers' list of QPs stays in creation
+// order whatever is destroyed, and its holes are compacted, so it stays
+// within twice the live QPs (a destroy costs O(1) amortised).
+func TestQPListKeepsCreationOrder(t *testing.T) {
+	d, pd, cq := resDevice(t)
+	var qps []*QP
+	for range 100 {
+		qps = append(qps, resQP(t, d, pd, cq))
+	}
+	var want []*QP
+	for i, q := range qps {
+		if i%3 == 0 {
+			want = append(want, q)
+			continue
+		}
+		require.NoError(t, d.DestroyQP(q))
+		assert.LessOrEqual(t, len(d.qpList), 2*len(listedQPs(d))+1)
+	}
+	assert.Equal(t, want, listedQPs(d))
+	for i, q := range d.qpList {
+		if q != nil {
+			assert.Equal(t, i, q.listed)
+		}
+	}
+	for _, q := range want {
+		require.NoError(t, d.DestroyQP(q))
+	}
+	assert.Empty(t, listedQPs(d))
 }
