@@ -1,7 +1,6 @@
 package verbs
 
 import (
-	"slices"
 	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
@@ -144,7 +143,7 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 		return nil, err
 	}
 	v := &CQ{c: c, cq: cq, ch: ch}
-	c.h.cqs = append(c.h.cqs, v)
+	c.h.cqs[cq] = v
 	return v, nil
 }
 
@@ -210,13 +209,10 @@ func (q *CQ) Destroy() error {
 	if err := q.c.dev().DestroyCQ(q.cq); err != nil {
 		return err
 	}
-	// The host's list maps channel events back to CQs; a destroyed CQ
+	// The host's map takes channel events back to CQs; a destroyed CQ
 	// has none left (DestroyCQ purged them), and keeping it would grow
-	// the list with every CQ ever created.
-	cqs := q.c.h.cqs
-	if i := slices.Index(cqs, q); i >= 0 {
-		q.c.h.cqs = slices.Delete(cqs, i, i+1)
-	}
+	// the map with every CQ ever created.
+	delete(q.c.h.cqs, q.cq)
 	return nil
 }
 
@@ -230,12 +226,8 @@ func (ch *CompChannel) GetCQEvent() (*CQ, bool) {
 	if !ok {
 		return nil, false
 	}
-	for _, v := range ch.c.h.cqs {
-		if v.cq == cq {
-			return v, true
-		}
-	}
-	return nil, false
+	v, ok := ch.c.h.cqs[cq]
+	return v, ok
 }
 
 // QPInitAttr are the creation attributes of a QP (ibv_qp_init_attr).

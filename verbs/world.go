@@ -70,7 +70,7 @@ type Host struct {
 	Dev     *Device
 	timer   sim.Timer
 	due     sim.Time
-	cqs     []*CQ // the CQs opened on this host, to map channel events back
+	cqs     map[*nic.CQ]*CQ // the live CQs opened on this host, to take channel events back (looked up, never iterated)
 	sendFn  func([]byte, string)
 	pumping bool
 	unsent  uint64 // frames that could not be put on the port
@@ -84,7 +84,7 @@ func (w *World) AddHost(name string) *Host {
 	mac := wire.MAC{0x02, 0, 0, 0, 0, i}
 	v4 := netip.AddrFrom4([4]byte{10, 0, 0, i})
 	v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i})
-	h := &Host{w: w, name: name, due: sim.Never}
+	h := &Host{w: w, name: name, due: sim.Never, cqs: map[*nic.CQ]*CQ{}}
 	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
 	mtu := nic.MTU1024
 	for m := nic.MTU4096; m >= nic.MTU256; m-- {
