@@ -260,6 +260,16 @@ func (cq *CQ) Resize(cqe int) error {
 	return nil
 }
 
+// EventsUnacked returns how many completion events the CQ has queued on
+// its channel that the user has not acknowledged (with AckEvents): the
+// number ibv_destroy_cq waits for.
+func (cq *CQ) EventsUnacked() int {
+	if cq.acked >= cq.events {
+		return 0
+	}
+	return int(cq.events - cq.acked)
+}
+
 // AckEvents acknowledges n events of this CQ read from its channel
 // (ibv_ack_cq_events). destroy waits for every event to be acknowledged.
 func (cq *CQ) AckEvents(n int) {

@@ -47,3 +47,12 @@ func sameContext(verb, what string, got, want *Context) error {
 	}
 	return nil
 }
+
+// destroyed is what a destroy verb returns: err, and when the device
+// destroyed the object (err is nil), the context forgets it.
+func (c *Context) destroyed(slot int, err error) error {
+	if err == nil {
+		c.owned.remove(slot)
+	}
+	return err
+}

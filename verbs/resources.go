@@ -8,8 +8,9 @@ import (
 
 // PD is a protection domain (ibv_pd).
 type PD struct {
-	c  *Context
-	pd *nic.PD
+	c    *Context
+	pd   *nic.PD
+	slot int // in c.owned
 }
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
@@ -21,7 +22,9 @@ func (c *Context) AllocPD() (*PD, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PD{c, pd}, nil
+	v := &PD{c: c, pd: pd}
+	c.owned.add(&v.slot, func() { c.dev().DeallocPD(pd) })
+	return v, nil
 }
 
 // Dealloc frees the PD (ibv_dealloc_pd); EBUSY while it is in use.
@@ -32,7 +35,7 @@ func (p *PD) Dealloc() error {
 	if err := p.c.usable("dealloc_pd"); err != nil {
 		return err
 	}
-	return p.c.dev().DeallocPD(p.pd)
+	return p.c.destroyed(p.slot, p.c.dev().DeallocPD(p.pd))
 }
 
 // MR is a registered memory region (ibv_mr). Addr is a simulated virtual
@@ -45,6 +48,7 @@ type MR struct {
 	RKey   uint32
 	c      *Context
 	mr     *nic.MR
+	slot   int // in c.owned
 }
 
 // RegMR registers buf (ibv_reg_mr). The device reads and writes buf
@@ -60,7 +64,9 @@ func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MR{Addr: mr.Addr, Length: mr.Length, LKey: mr.LKey, RKey: mr.RKey, c: p.c, mr: mr}, nil
+	v := &MR{Addr: mr.Addr, Length: mr.Length, LKey: mr.LKey, RKey: mr.RKey, c: p.c, mr: mr}
+	p.c.owned.add(&v.slot, func() { p.c.dev().DeregMR(mr) })
+	return v, nil
 }
 
 // Bytes returns the registered buffer (nil for a nil MR).
@@ -79,7 +85,7 @@ func (m *MR) Dereg() error {
 	if err := m.c.usable("dereg_mr"); err != nil {
 		return err
 	}
-	return m.c.dev().DeregMR(m.mr)
+	return m.c.destroyed(m.slot, m.c.dev().DeregMR(m.mr))
 }
 
 // SGE returns a scatter/gather element for bytes [off, off+n) of the MR
@@ -93,8 +99,9 @@ func (m *MR) SGE(off, n uint64) SGE {
 
 // CompChannel is a completion event channel (ibv_comp_channel).
 type CompChannel struct {
-	c  *Context
-	ch *nic.CompChannel
+	c    *Context
+	ch   *nic.CompChannel
+	slot int // in c.owned
 }
 
 // CreateCompChannel creates a completion channel (nil on a nil or
@@ -103,7 +110,10 @@ func (c *Context) CreateCompChannel() *CompChannel {
 	if c.usable("create_comp_channel") != nil {
 		return nil
 	}
-	return &CompChannel{c, c.dev().CreateCompChannel()}
+	ch := c.dev().CreateCompChannel()
+	v := &CompChannel{c: c, ch: ch}
+	c.owned.add(&v.slot, func() { c.dev().DestroyCompChannel(ch) })
+	return v
 }
 
 // Destroy destroys the channel (ibv_destroy_comp_channel); EBUSY while
@@ -115,14 +125,15 @@ func (ch *CompChannel) Destroy() error {
 	if err := ch.c.usable("destroy_comp_channel"); err != nil {
 		return err
 	}
-	return ch.c.dev().DestroyCompChannel(ch.ch)
+	return ch.c.destroyed(ch.slot, ch.c.dev().DestroyCompChannel(ch.ch))
 }
 
 // CQ is a completion queue (ibv_cq).
 type CQ struct {
-	c  *Context
-	cq *nic.CQ
-	ch *CompChannel
+	c    *Context
+	cq   *nic.CQ
+	ch   *CompChannel
+	slot int // in c.owned
 }
 
 // CreateCQ creates a completion queue of cqe entries (ibv_create_cq); ch
@@ -144,6 +155,11 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	}
 	v := &CQ{c: c, cq: cq, ch: ch}
 	c.h.cqs[cq] = v
+	c.owned.add(&v.slot, func() {
+		cq.AckEvents(cq.EventsUnacked()) // the kernel does not wait for them on close
+		c.dev().DestroyCQ(cq)
+		delete(c.h.cqs, cq)
+	})
 	return v, nil
 }
 
@@ -213,7 +229,7 @@ func (q *CQ) Destroy() error {
 	// has none left (DestroyCQ purged them), and keeping it would grow
 	// the map with every CQ ever created.
 	delete(q.c.h.cqs, q.cq)
-	return nil
+	return q.c.destroyed(q.slot, nil)
 }
 
 // GetCQEvent returns the CQ whose completion event is next on the
@@ -246,6 +262,7 @@ type QP struct {
 	qp *nic.QP
 	// QPNum is the queue pair number a peer addresses.
 	QPNum uint32
+	slot  int // in c.owned
 }
 
 // CreateQP creates a queue pair in state RESET (ibv_create_qp).
@@ -280,7 +297,9 @@ func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &QP{c: p.c, qp: qp, QPNum: qp.Num()}, nil
+	v := &QP{c: p.c, qp: qp, QPNum: qp.Num()}
+	p.c.owned.add(&v.slot, func() { p.c.dev().DestroyQP(qp) })
+	return v, nil
 }
 
 // Context returns the device context the QP was created on (ibv_qp's
@@ -330,7 +349,7 @@ func (q *QP) Destroy() error {
 	if err := q.c.usable("destroy_qp"); err != nil {
 		return err
 	}
-	return q.c.dev().DestroyQP(q.qp)
+	return q.c.destroyed(q.slot, q.c.dev().DestroyQP(q.qp))
 }
 
 // SendWR is a send work request (ibv_send_wr).
@@ -411,6 +430,7 @@ type SRQ struct {
 	c         *Context
 	srq       *nic.SRQ
 	destroyed bool
+	slot      int // in c.owned
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
@@ -425,7 +445,12 @@ func (p *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SRQ{c: p.c, srq: s}, nil
+	v := &SRQ{c: p.c, srq: s}
+	p.c.owned.add(&v.slot, func() {
+		p.c.dev().DestroySRQ(s)
+		v.destroyed = true
+	})
+	return v, nil
 }
 
 // Modify resizes the SRQ or arms its limit (ibv_modify_srq).
@@ -476,13 +501,14 @@ func (s *SRQ) Destroy() error {
 	if err == nil {
 		s.destroyed = true
 	}
-	return err
+	return s.c.destroyed(s.slot, err)
 }
 
 // AH is an address handle (ibv_ah), for UD sends.
 type AH struct {
-	c  *Context
-	ah *nic.AH
+	c    *Context
+	ah   *nic.AH
+	slot int // in c.owned
 }
 
 // CreateAH creates an address handle (ibv_create_ah).
@@ -497,7 +523,9 @@ func (p *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AH{p.c, ah}, nil
+	v := &AH{c: p.c, ah: ah}
+	p.c.owned.add(&v.slot, func() { p.c.dev().DestroyAH(ah) })
+	return v, nil
 }
 
 // Destroy destroys the AH (ibv_destroy_ah).
@@ -508,7 +536,7 @@ func (a *AH) Destroy() error {
 	if err := a.c.usable("destroy_ah"); err != nil {
 		return err
 	}
-	return a.c.dev().DestroyAH(a.ah)
+	return a.c.destroyed(a.slot, a.c.dev().DestroyAH(a.ah))
 }
 
 // context returns the CQ's context, or nil for a nil CQ.

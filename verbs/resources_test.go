@@ -51,13 +51,16 @@ var cycles = flag.Int("resources.cycles", 0, "create/destroy cycles of TestCreat
 // TestCreateDestroyEveryResource creates and destroys every kind of
 // object — context, completion channel, CQ, PD, MR, SRQ, QP (RC on the
 // SRQ, and UD), AH — a million times over (see cycles), with one QP
-// connected and alive throughout. Nothing may fail
-// (destroyed objects used to keep their place: AllocPD failed at 32,764,
-// CreateQP at 65,536) and the heap after the loop, after a GC, may exceed
-// the heap before it by at most heapSlack: the MR table's slots grow
-// once to rxe's 0x80000 MR indices (16 bytes each) as the cyclic index
-// goes round; anything kept per cycle (the host's CQ list once was)
-// would pass it within the first hundred thousand cycles.
+// connected and alive throughout; then, a tenth as many times, creates
+// them all and only closes the context, which destroys them as the
+// kernel does; then, as many times, creates and destroys them all in one
+// context that stays open. Nothing may fail (destroyed objects used to keep their
+// place: AllocPD failed at 32,764, CreateQP at 65,536) and the heap after
+// each loop, after a GC, may exceed the heap before it by at most
+// heapSlack for the first (the MR table's slots grow once to rxe's
+// 0x80000 MR indices, 16 bytes each, as the cyclic index goes round) and
+// 1 MiB for the others; anything kept per cycle (the host's CQ list once
+// was; a closed context's objects were) passes them, with -short too.
 func TestCreateDestroyEveryResource(t *testing.T) {
 	const heapSlack = 12 << 20
 	n := *cycles
@@ -70,41 +73,65 @@ func TestCreateDestroyEveryResource(t *testing.T) {
 	f := newMisuseFixture(t) // a connected pair, and b's GID
 	w, ha, a, b, gid := f.w, f.ha, f.a, f.b, f.gid
 	buf := make([]byte, 64)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	t0 := time.Now()
-	for i := range n {
-		ctx, err := ha.GetDeviceList()[0].Open()
-		require.NoError(t, err)
-		ch := ctx.CreateCompChannel()
-		cq, err := ctx.CreateCQ(1, ch, 0)
-		require.NoError(t, err, "cycle %d", i)
-		pd, err := ctx.AllocPD()
-		require.NoError(t, err, "cycle %d", i)
-		mr, err := pd.RegMR(buf, verbs.AccessLocalWrite)
-		require.NoError(t, err, "cycle %d", i)
-		srq, err := pd.CreateSRQ(verbs.SRQAttr{MaxWR: 1, MaxSGE: 1})
-		require.NoError(t, err, "cycle %d", i)
-		rc, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq, Type: verbs.QPTypeRC,
-			Cap: verbs.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
-		require.NoError(t, err, "cycle %d", i)
-		ud, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: verbs.QPTypeUD,
-			Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		require.NoError(t, err, "cycle %d", i)
-		ah, err := pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
-		require.NoError(t, err, "cycle %d", i)
-		for _, destroy := range []func() error{ah.Destroy, ud.Destroy, rc.Destroy, srq.Destroy, mr.Dereg, pd.Dealloc, cq.Destroy, ch.Destroy, ctx.Close} {
-			require.NoError(t, destroy(), "cycle %d", i)
+	for _, mode := range []struct {
+		name   string
+		cycles int
+		close  bool // only close the context
+		keep   bool // one context for every cycle, never closed
+		slack  int64
+	}{
+		{"destroy each", n, false, false, heapSlack},
+		// The MR slots have grown (nearly) all they will: a little slack.
+		{"close the context", n / 10, true, false, 1 << 20},
+		{"one context", n / 10, false, true, 1 << 20},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		t0 := time.Now()
+		var err error
+		for i := range mode.cycles {
+			ctx := a.ctx
+			if !mode.keep {
+				ctx, err = ha.GetDeviceList()[0].Open()
+				require.NoError(t, err)
+			}
+			ch := ctx.CreateCompChannel()
+			cq, err := ctx.CreateCQ(1, ch, 0)
+			require.NoError(t, err, "cycle %d", i)
+			pd, err := ctx.AllocPD()
+			require.NoError(t, err, "cycle %d", i)
+			mr, err := pd.RegMR(buf, verbs.AccessLocalWrite)
+			require.NoError(t, err, "cycle %d", i)
+			srq, err := pd.CreateSRQ(verbs.SRQAttr{MaxWR: 1, MaxSGE: 1})
+			require.NoError(t, err, "cycle %d", i)
+			rc, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq, Type: verbs.QPTypeRC,
+				Cap: verbs.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
+			require.NoError(t, err, "cycle %d", i)
+			ud, err := pd.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: verbs.QPTypeUD,
+				Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			require.NoError(t, err, "cycle %d", i)
+			ah, err := pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
+			require.NoError(t, err, "cycle %d", i)
+			destroy := []func() error{ah.Destroy, ud.Destroy, rc.Destroy, srq.Destroy, mr.Dereg, pd.Dealloc, cq.Destroy, ch.Destroy, ctx.Close}
+			switch {
+			case mode.close:
+				destroy = destroy[len(destroy)-1:]
+			case mode.keep:
+				destroy = destroy[:len(destroy)-1]
+			}
+			for _, d := range destroy {
+				require.NoError(t, d(), "cycle %d", i)
+			}
 		}
+		elapsed := time.Since(t0)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		t.Logf("%s: %d cycles of 9 objects in %v; heap %d -> %d bytes (%+d)", mode.name, mode.cycles,
+			elapsed.Round(time.Millisecond), before.HeapAlloc, after.HeapAlloc, growth)
+		assert.LessOrEqual(t, growth, mode.slack, "%s: heap growth over %d cycles", mode.name, mode.cycles)
 	}
-	elapsed := time.Since(t0)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d cycles of 9 objects in %v; heap %d -> %d bytes (%+d)", n, elapsed.Round(time.Millisecond),
-		before.HeapAlloc, after.HeapAlloc, growth)
-	assert.LessOrEqual(t, growth, int64(heapSlack), "heap growth over %d cycles", n)
 
 	// The pair still works.
 	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(100, b)})
@@ -113,6 +140,21 @@ func TestCreateDestroyEveryResource(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Run())
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+}
+
+// TestClosedContextsQPStopsAnswering: closing a context destroys its QP,
+// as the kernel does when the device file closes, so the peer's SEND is
+// never acknowledged and fails with RETRY_EXC_ERR. The QP used to live on
+// in the device and acknowledge it.
+func TestClosedContextsQPStopsAnswering(t *testing.T) {
+	w, a, b := pairWith(t, verbs.WorldConfig{Seed: 1}, func(a, b *endpoint) { b.retry = 1 })
+	_, err := a.qp.PostRecv([]verbs.RecvWR{recvWR(100, a)})
+	require.NoError(t, err)
+	require.NoError(t, a.ctx.Close())
+	_, err = b.qp.PostSend([]verbs.SendWR{sendWR(1, b, 16)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"1:IBV_WC_RETRY_EXC_ERR"}, summary(pollAll(b.cq)))
 }
 
 // TestCQOverrunFailsEachQPThatUsesIt: two QPs of host a complete into one

@@ -143,6 +143,7 @@ func (d *Device) Open() (*Context, error) {
 type Context struct {
 	h      *Host
 	closed bool
+	owned  owned // what was opened through it and not destroyed
 }
 
 func (c *Context) dev() *nic.Device { return c.h.dev }
@@ -208,12 +209,17 @@ func (c *Context) NumCompVectors() int {
 // Counters returns the port's counters, with rxe's hw_counters names.
 func (c *Context) Counters() *nic.Counters { return c.dev().Counters() }
 
-// Close closes the context; every verb on it or on an object opened
-// through it then returns EINVAL, and so does a second Close.
+// Close closes the context (ibv_close_device): every object opened
+// through it and not yet destroyed is destroyed, newest first, as the
+// kernel does when the device file closes (a QP stops answering, a CQ's
+// unacknowledged events are dropped, nothing counts against the device's
+// limits any more). Every verb on the context or on one of its objects
+// then returns EINVAL, and so does a second Close.
 func (c *Context) Close() error {
 	if err := c.usable("close_device"); err != nil {
 		return err
 	}
+	c.owned.closeAll()
 	c.closed = true
 	return nil
 }
