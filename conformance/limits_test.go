@@ -3,6 +3,9 @@ package conformance
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +23,10 @@ import (
 //     (ib_mad's PD, CQ and GSI QP) equals the model's Resources, and the
 //     kernel PD's local_dma_lkey shows the DMA MR that counts against
 //     max_mr too (the model counts it);
+//   - the AH pool, the one small enough to fill in a guest (testdata/
+//     ah-limit.c): rxe makes max_ah AHs, refuses the next with EINVAL (the
+//     errno of __rxe_add_to_pool, shared by the PD, CQ, QP and SRQ
+//     pools) and takes one again once one is destroyed; so does the model;
 //   - the limits the kernel checks at creation, probed with the agent one
 //     past and at the limit: max_sge, max_inline_data (not in
 //     ibv_device_attr), max_qp_wr, max_cqe; the same answer from the model;
@@ -27,13 +34,16 @@ import (
 //     exits, and the next agent's QP gets the next number, not the freed
 //     one; the model gives the same two numbers.
 //
-// The limits on how many objects may live at once (max_pd, max_qp, ...)
-// are too large to exhaust in a guest; nic's TestLimitsEnforcedAsReported
-// holds the model to them, and rxe_pool.c's num_elem/max_elem is what it
-// follows.
+// The other limits on how many objects may live at once (max_pd, max_qp,
+// ...) are too large to exhaust in a guest; nic's
+// TestLimitsEnforcedAsReported holds the model to them, and rxe_pool.c's
+// num_elem/max_elem is what it follows.
 func TestDeviceAttrMatchesRxe(t *testing.T) {
+	needHarness(t)
+	probe := buildProbe(t, "testdata/ah-limit.c")
 	vm, a, ctx := soloAgentAfter(t, "limits",
-		"ibv_devinfo -v -d rxe0; echo RES:$(rdma resource show rxe0); echo PD:$(rdma resource show pd); ")
+		"ibv_devinfo -v -d rxe0; echo RES:$(rdma resource show rxe0); echo PD:$(rdma resource show pd); /usr/bin/ah-limit $rxe_ip $RXE_GID; ",
+		map[string][]byte{"usr/bin/ah-limit": probe})
 	console := vm.Console()
 	defer func() {
 		if t.Failed() {
@@ -89,6 +99,39 @@ func TestDeviceAttrMatchesRxe(t *testing.T) {
 	} else if k, _ := strconv.ParseUint(m[1], 0, 32); k>>8 != 1 {
 		t.Errorf("the kernel PD's DMA MR has lkey %s, want MR index 1 (the first MR)", m[1])
 	}
+
+	// The AH pool, the one small enough to fill in a guest: its count
+	// stops at max_ah (the kernel holds no AH), with the errno of rxe's
+	// __rxe_add_to_pool, which every pool but the MRs' shares (PD, CQ,
+	// QP, SRQ); a destroyed AH frees its place.
+	m := regexp.MustCompile(`AH-LIMIT created=(\d+) errno=(\w+)`).FindStringSubmatch(console)
+	if m == nil {
+		t.Fatalf("ah-limit printed no result")
+	}
+	again := strings.Contains(console, "AH-LIMIT again=1")
+	ahAttr := nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: netip.MustParseAddr("::ffff:10.0.0.1"), HopLimit: 64}} // the model's only GID
+	mpd0, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ahs []*nic.AH
+	var ahErr error
+	for len(ahs) < 40000 {
+		ah, err := dev.CreateAH(mpd0, ahAttr)
+		if err != nil {
+			ahErr = err
+			break
+		}
+		ahs = append(ahs, ah)
+	}
+	modelAgain := len(ahs) > 0 && dev.DestroyAH(ahs[0]) == nil
+	if _, err := dev.CreateAH(mpd0, ahAttr); err != nil {
+		modelAgain = false
+	}
+	if got, want := fmt.Sprint(m[1], " ", m[2], " ", again), fmt.Sprint(len(ahs), " ", verbOutcome(ahErr), " ", modelAgain); got != want {
+		t.Errorf("AHs made before a refusal, its errno, one more after a destroy: rxe %s, model %s", got, want)
+	}
+	t.Logf("AHs: rxe made %s, then %s", m[1], m[2])
 
 	// The same creations on rxe and on the model. mpd and mcq are the
 	// model's; each row's model call creates and keeps its QP or CQ.
@@ -184,4 +227,19 @@ func TestDeviceAttrMatchesRxe(t *testing.T) {
 		t.Errorf("QPNs of a QP and of the next after it was destroyed: rxe %#x, model %#x", rxeQPN, modelQPN)
 	}
 	t.Logf("QPNs: rxe %#x, model %#x; rdma resource show before any user: %s", rxeQPN, modelQPN, res[1])
+}
+
+// buildProbe compiles a C probe of testdata with the host's cc against
+// libibverbs, as the agent is built, and returns the binary.
+func buildProbe(t *testing.T, src string) []byte {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "probe")
+	if out, err := exec.Command("cc", "-O2", "-Wall", "-o", bin, src, "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", src, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -46,13 +46,13 @@ func TestInteractiveAgent(t *testing.T) {
 // of two minutes for the commands.
 func soloAgent(t *testing.T, name string) (*VM, *Agent, context.Context) {
 	t.Helper()
-	return soloAgentAfter(t, name, "")
+	return soloAgentAfter(t, name, "", nil)
 }
 
 // soloAgentAfter is soloAgent with a shell command run in the guest
 // before the agent starts (its output is on the console before the
-// agent's hello).
-func soloAgentAfter(t *testing.T, name, before string) (*VM, *Agent, context.Context) {
+// agent's hello) and files put in the guest for it (VMConfig.Files).
+func soloAgentAfter(t *testing.T, name, before string, files map[string][]byte) (*VM, *Agent, context.Context) {
 	t.Helper()
 	needHarness(t)
 	ports, err := FreeUDPPorts(2)
@@ -60,7 +60,7 @@ func soloAgentAfter(t *testing.T, name, before string) (*VM, *Agent, context.Con
 		t.Fatal(err)
 	}
 	vm, err := Boot(t.Context(), VMConfig{Name: name, IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd: before + AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), name+".log")})
+		Cmd: before + AgentLoop, Interactive: true, LogPath: filepath.Join(t.TempDir(), name+".log"), Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,11 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,6 +468,9 @@ type VMConfig struct {
 	// CapturePath, if set, receives QEMU's own pcap of eth0 (filter-dump
 	// on the netdev): every frame the guest sent or received.
 	CapturePath string
+	// Files are put in the guest beside /cmd.sh, executable: path in the
+	// guest to content (a test's own probe program, say).
+	Files map[string][]byte
 }
 
 // Result is what a guest did.
@@ -525,6 +530,9 @@ func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 	}
 	a := newArchive()
 	a.file("cmd.sh", []byte(cfg.Cmd+"\n"), 0o755)
+	for _, name := range slices.Sorted(maps.Keys(cfg.Files)) {
+		a.file(name, cfg.Files[name], 0o755)
+	}
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, append(base, a.bytes()...), 0o644); err != nil {
 		os.RemoveAll(dir)

@@ -70,8 +70,8 @@
 // PD, CQ and GSI QP and the DMA MR of that PD on every rxe device, so a
 // user gets max_pd-1 PDs, max_cq-1 CQs, max_qp-1 QPs and max_mr-1 MRs
 // (Resources counts them as `rdma resource show` lists them). One past
-// the limit is EINVAL (rxe's __rxe_add_to_pool), ENOMEM for an MR
-// (rxe_alloc). QPNs are handed out cyclically over 0x11..0x100000, as
+// the limit is EINVAL (rxe's __rxe_add_to_pool: real rxe makes 32767
+// AHs, then refuses with EINVAL), ENOMEM for an MR (rxe_alloc). QPNs are handed out cyclically over 0x11..0x100000, as
 // rxe's xa_alloc_cyclic: a destroyed QP's number comes back only after
 // the range has gone round. MR indices go round 1..0x80000 the same way
 // (the model gives the first user MR index 1, where rxe's kernel DMA MR
