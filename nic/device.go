@@ -124,7 +124,7 @@ var rxeAttr = DeviceAttr{
 	MaxSRQSGE:       27,
 	MaxAH:           (1 << 15) - 1,
 	MaxMW:           rxeMaxValue - (rxeMaxMRIndex + 1), // RXE_MAX_MW: 524287
-	MaxInlineData:   512,                               // RXE_MAX_INLINE_DATA: 32 SGEs' worth; not in ibv_device_attr, probed by TestDeviceAttrMatchesRxe
+	MaxInlineData:   512,                               // RXE_MAX_INLINE_DATA (not in ibv_device_attr; probed)
 	PhysPortCnt:     1,
 	AtomicCap:       "ATOMIC_HCA",
 }
@@ -212,7 +212,7 @@ type Device struct {
 	cqs      pool
 	srqs     pool
 	ahs      pool
-	mws      pool
+	mws      pool // memory windows: alloc_mw takes its place here
 	qpCount  pool
 	qps      map[uint32]*QP // live QPs by QPN
 	qpList   []*QP          // live QPs in creation order, for timers; nil: a hole (see unlistQP)
