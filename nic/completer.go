@@ -11,22 +11,28 @@ import (
 // rxe_comp.c), in order:
 //
 //  1. State: responses count in RTS, SQD and SQE (and ERR drops them).
-//  2. Check the PSN: a response for a PSN never sent, or before the
-//     oldest unacknowledged, is a stale duplicate and dropped.
+//  2. Check the PSN: a response before the oldest unacknowledged PSN is
+//     a stale duplicate and dropped; one for a PSN never sent is a ghost
+//     and dropped too, but under the rxe profile, when the oldest WQE is
+//     a READ or atomic still waiting for its response, it is an implied
+//     NAK as any response past that WQE is (rxe's check_psn).
 //  3. Check the ACK: a positive ACK acknowledges every SEND and WRITE up
 //     to its PSN; a READ response or atomic ACK completes its WQE (and
 //     acknowledges everything before it); a NAK PSN sequence error
 //     acknowledges everything before its PSN and rewinds the requester
 //     there (go-back-N); an RNR NAK does the same after the RNR wait; other
 //     NAKs fail the WQE with the matching remote error and move the QP to
-//     ERR.
+//     ERR. A response past a READ or atomic whose response has not come
+//     is an implied NAK: the response was lost, retry from it.
 //  4. Complete, from the head of the send queue, every WQE that is done,
 //     in posting order; a valid response resets the retry counters.
 //
 // The timers: the ACK timeout retransmits from the oldest unacknowledged
 // PSN (error-retry), the RNR timer after an RNR NAK (rnr-retry); each
 // retry spends one count, and an exhausted count fails the head WQE with
-// RETRY_EXC_ERR or RNR_RETRY_EXC_ERR.
+// RETRY_EXC_ERR or RNR_RETRY_EXC_ERR. A NAK sequence error and an implied
+// NAK go through error-retry too (rxe's COMPST_ERROR_RETRY): one count per
+// go-back-N round, and none started while a round runs (startedRetry).
 
 // compState names the completer's states (rxe's COMPST_*), one per step
 // of the flow above; the two timer states run from Advance.
@@ -76,8 +82,17 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		if r.next == 0 {
 			return compDone // nothing outstanding: a stale response
 		}
-		if psn.Less(qp.sq.at(0).firstPSN) || !psn.Less(r.highest) {
-			return compDone // before the oldest unacknowledged, or never sent
+		if psn.Less(qp.sq.at(0).firstPSN) {
+			return compDone // before the oldest unacknowledged
+		}
+		if !psn.Less(r.highest) {
+			// Never sent. rxe's check_psn only compares it with the oldest
+			// WQE: past a READ or atomic still waiting, it is an implied
+			// NAK like any later response.
+			if d.cfg.Profile == ProfileRXE && isRdAtomic(qp.sq.at(0)) && !qp.sq.at(0).done {
+				d.errorRetry(now, qp, false, "after an implied NAK")
+			}
+			return compDone
 		}
 		return compCheckAck
 
@@ -107,18 +122,16 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		// one before check_ack resets them): a responder re-ACKing a
 		// duplicate must not keep a dead exchange retrying forever.
 		if !r.hasAcked || r.acked.Less(psn) {
-			r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+			d.resetRetries(qp)
 		}
 		d.ackUpTo(now, qp, psn, true)
 		return compDone
 
 	case compRNRNAK:
 		d.counters.Add(CounterRcvdRNRErr, 1)
-		asked := r.rereadArmed
 		d.ackUpTo(now, qp, psn, false)
 		if d.headBefore(qp, psn) {
-			d.retryPastLost(now, qp, asked)
-			return compDone
+			return compDone // an implied NAK for the READ or atomic before it
 		}
 		if r.rnrRetries == 0 {
 			d.failHead(now, qp, WCRNRRetryExcErr)
@@ -136,18 +149,16 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 	case compNAKSequence:
 		d.counters.Add(CounterRcvdSeqErr, 1)
 		d.ackUpTo(now, qp, psn, false)
-		if r.rnrUntil == sim.Never {
-			d.rewind(qp, psn, "after NAK")
-			d.requesterRun(now, qp)
+		if d.headBefore(qp, psn) || r.rnrUntil != sim.Never {
+			return compDone // an implied NAK, or the RNR wait resends anyway
 		}
+		d.errorRetry(now, qp, false, "after NAK")
 		return compDone
 
 	case compRemoteError:
-		asked := r.rereadArmed
 		d.ackUpTo(now, qp, psn, false)
 		if d.headBefore(qp, psn) {
-			d.retryPastLost(now, qp, asked)
-			return compDone
+			return compDone // an implied NAK for the READ or atomic before it
 		}
 		switch p.AETH.Syndrome().NAKCode() {
 		case wire.NAKRemoteAccess:
@@ -175,8 +186,9 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 // come, or whether the QP has nothing outstanding or is in ERR. A NAK or
 // a response for a later PSN then says nothing about that WQE: rxe's
 // check_psn turns it into COMPST_ERROR_RETRY, a go-back to the READ or
-// atomic (ackUpTo has already asked again), and neither fails the READ
-// with the NAK's status nor places a later WQE's data before the READ's.
+// atomic (ackUpTo has already called errorRetry), and neither fails the
+// READ with the NAK's status nor places a later WQE's data before the
+// READ's.
 func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
 	if qp.state == QPStateErr || qp.sq.empty() {
 		return true
@@ -184,23 +196,44 @@ func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
 	return qp.sq.at(0).lastPSN().Less(psn)
 }
 
-// retryPastLost handles a NAK past a READ or atomic whose response has
-// not come (headBefore) as rxe's COMPST_ERROR_RETRY does: go back to that
-// WQE, spending one retry_cnt count, and fail it with RETRY_EXC_ERR when
-// none is left. ackUpTo has already asked again once for free (asked
-// false); a NAK after that spends a count, or a requester that the NAK
-// keeps sending past the READ (a NAK sequence error sends it to the NAK's
-// PSN) would never ask for the lost response again: a livelock the swarm
-// found with an RNR NAK and a NAK sequence error for the same PSN.
-func (d *Device) retryPastLost(now sim.Time, qp *QP, asked bool) {
-	if qp.state == QPStateErr || qp.sq.empty() || !asked {
+// errorRetry is rxe's COMPST_ERROR_RETRY, reached from the ACK timeout
+// (timer), a NAK PSN sequence error and an implied NAK (a response past a
+// READ or atomic whose response has not come): go back to the oldest
+// unacknowledged PSN, spending one retry_cnt count, and fail the oldest
+// WQE with RETRY_EXC_ERR when none is left. A NAK or an implied NAK while
+// a round already runs (startedRetry: no valid response since it began)
+// is ignored: the responder answering every packet of one go-back-N round
+// with the same NAK, or the later READs' responses behind one lost READ
+// response, must not start a round each (IBTA vol. 1 §9.7.5.1.4: one
+// retry per NAK-started round).
+func (d *Device) errorRetry(now sim.Time, qp *QP, timer bool, why string) {
+	r := &qp.req
+	if qp.state == QPStateErr || r.next == 0 {
+		return
+	}
+	if r.startedRetry && !timer {
 		return
 	}
 	if !d.spendRetry(now, qp) {
 		return
 	}
-	d.rewind(qp, d.oldestUnacked(qp), "after a NAK past a lost response")
+	r.startedRetry = true
+	d.rewind(qp, d.oldestUnacked(qp), why)
 	d.requesterRun(now, qp)
+}
+
+// resetRetries restores the retry budgets and ends the running go-back-N
+// round on a valid response (rxe's reset_retry_counters).
+func (d *Device) resetRetries(qp *QP) {
+	r := &qp.req
+	r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+	r.startedRetry = false
+}
+
+// isRdAtomic reports whether a WQE is a READ or an atomic: one that
+// completes on its response, not on an ACK.
+func isRdAtomic(w *sendWQE) bool {
+	return w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
 }
 
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
@@ -225,6 +258,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	if r.hasAcked && (psn.Less(r.acked) || psn == r.acked) {
 		lim, inc = r.acked, true
 	}
+	implied := false
 	for i := 0; i < r.next; i++ {
 		w := qp.sq.at(i)
 		if w.done {
@@ -232,23 +266,30 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 		}
 		last := w.lastPSN()
 		if last.Less(lim) || inc && last == lim {
-			if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
-				// Acknowledged past a READ or atomic whose response has not
-				// come: the response was lost (an implied NAK). Ask again
-				// from the first missing response PSN, once.
-				if miss := w.firstPSN.Add(w.rdRcvd); !(r.rereadArmed && r.rereadPSN == miss) {
-					r.rereadArmed, r.rereadPSN = true, miss
-					d.counters.Add(CounterCompleterRetryErr, 1)
-					d.rewind(qp, miss, "after a lost response")
+			if !isRdAtomic(w) {
+				w.done = true
+				// This response lies past the SEND or WRITE: valid for it,
+				// whatever its kind (a NAK too). rxe's check_psn resets the
+				// retry counters before COMPST_COMP_WQE, which ends the
+				// running round: a NAK past it starts the next.
+				if last.Less(psn) || incl && last == psn {
+					d.resetRetries(qp)
 				}
-				break
+				continue
 			}
-			w.done = true
-			continue
+			// This response lies past a READ or atomic whose response has
+			// not come: that one was lost (an implied NAK), retry from the
+			// first missing response PSN (errorRetry, below, once the WQEs
+			// before it are complete). Only this response's own PSN says
+			// so: an older ACK remembered in r.acked has said it already.
+			implied = last.Less(psn) || incl && last == psn
 		}
 		break
 	}
 	d.completeHead(now, qp)
+	if implied {
+		d.errorRetry(now, qp, false, "after a lost response")
+	}
 	d.requesterRun(now, qp) // room for READ/ATOMIC or a fence may have opened
 	if r.next > 0 {
 		d.armAckTimer(now, qp)
@@ -273,7 +314,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 		// Retire the WQE before its completion: a full send CQ under the
 		// spec profile moves the QP to ERR, whose flush must not meet it
 		// again. Its slot keeps its contents until the next post.
-		if w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd {
+		if isRdAtomic(w) {
 			r.rdAtomic--
 		}
 		qp.sq.shift()
@@ -372,11 +413,13 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 			// rxe's check_psn does; the ACK timeout asks for the rest.
 			return
 		}
-		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
 		if d.headBefore(qp, w.firstPSN) {
 			return // an earlier READ or atomic still waits for its response
 		}
+		// Valid only now: rxe's check_psn sends a response past an older
+		// READ to COMPST_ERROR_RETRY before check_ack resets anything.
+		d.resetRetries(qp)
 		off := uint64(w.rdRcvd) * uint64(qp.pmtu())
 		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
 			d.failHead(now, qp, WCLocProtErr)
@@ -384,7 +427,6 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.mem.scatter(w.sges, off, p.Payload)
 		w.rdRcvd++
-		r.rereadArmed = false
 		if p.Info.Position == wire.PosLast || p.Info.Position == wire.PosOnly {
 			w.done = true
 			d.completeHead(now, qp)
@@ -407,11 +449,12 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd {
 			return
 		}
-		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		d.ackUpTo(now, qp, psn, false)
 		if d.headBefore(qp, psn) {
 			return // an earlier READ or atomic still waits for its response
 		}
+		d.resetRetries(qp) // valid only now, as for a READ response
+
 		if !d.memStillValid(qp, w.sges, true) {
 			d.failHead(now, qp, WCLocProtErr)
 			return
@@ -467,13 +510,7 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 	case compErrorRetry:
 		r.ackDue = sim.Never
 		d.traceTimer(now, qp, "ack-timeout")
-		if !d.spendRetry(now, qp) {
-			return
-		}
-		if r.next > 0 {
-			d.rewind(qp, d.oldestUnacked(qp), "after ACK timeout")
-			d.requesterRun(now, qp)
-		}
+		d.errorRetry(now, qp, true, "after ACK timeout")
 	default:
 		panic("nic: completer timer in state " + st.String())
 	}

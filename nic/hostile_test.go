@@ -59,10 +59,12 @@ type rigOptions struct {
 	// outstanding posts a WRITE, a READ and an atomic on the RC QP, so
 	// that responses have something to complete (the fuzzer's).
 	outstanding bool
+	profile     nic.Profile // the device's profile; 0 is rxe's
+	retryCnt    uint8       // the RC QP's retry_cnt; 0 means 7
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
-	r := &rig{dev: nic.New(nic.Config{Name: "rxe0", MAC: rigMAC, IPv4: rigIP})}
+	r := &rig{dev: nic.New(nic.Config{Name: "rxe0", MAC: rigMAC, IPv4: rigIP, Profile: o.profile})}
 	r.dev.AddNeighbour(rigPeerIP, rigPeerMAC)
 	var err error
 	must := func(e error) {
@@ -119,6 +121,9 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		}
 		must(r.dev.ModifyQP(0, qp, &rtr, mask))
 		rts := nic.QPAttr{QPState: nic.QPStateRTS, SQPSN: rigSQPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}
+		if o.retryCnt != 0 {
+			rts.RetryCnt = o.retryCnt
+		}
 		mask = nic.QPAttrState | nic.QPAttrSQPSN
 		if qp.Type() == nic.QPTypeRC {
 			mask |= nic.QPAttrTimeout | nic.QPAttrRetryCnt | nic.QPAttrRNRRetry | nic.QPAttrMaxQPRdAtomic

@@ -47,10 +47,12 @@ type requester struct {
 	highest    wire.PSN // one past the highest PSN ever sent
 	why        string   // why the last go-back-N round started, for notes
 	rounds     roundLog // where each go-back-N round ended, for notes
-	// A READ re-requested after a lost response, not to be asked again
-	// for the same missing PSN until progress is made.
-	rereadArmed bool
-	rereadPSN   wire.PSN
+	// A go-back-N round started by a NAK, an implied NAK or the ACK
+	// timeout, and no valid response since (rxe's comp.started_retry):
+	// another NAK or implied NAK is ignored until one comes, so that one
+	// loss costs one retry (IBTA vol. 1 §9.7.5.1.4); the ACK timeout
+	// retries regardless.
+	startedRetry bool
 	// The highest PSN a positive ACK has covered: WQEs after a READ or
 	// atomic complete with it once the READ or atomic does.
 	acked    wire.PSN
