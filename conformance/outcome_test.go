@@ -36,7 +36,8 @@ func TestScenariosRunInTheModel(t *testing.T) {
 		"atomic-ack-loss", "rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 		"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 		"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
-		"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded"}, names)
+		"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
+		"timer-idle-gap", "timer-ack-loss-stream"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)

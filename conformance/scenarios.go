@@ -21,13 +21,15 @@ var scenarioFS embed.FS
 // returns them (the order of issue 7 and of RESULTS.md), then the
 // memory-protection cases whose NAKs the model first took from rxe's
 // source, then UC ones, then those of issue 14's completer items (several
-// READs and atomics in flight, the implied NAK, NAK-started retries).
+// READs and atomics in flight, the implied NAK, NAK-started retries, the
+// retransmit timer).
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
 	"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
+	"timer-idle-gap", "timer-ack-loss-stream",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

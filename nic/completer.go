@@ -291,11 +291,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 		d.errorRetry(now, qp, false, "after a lost response")
 	}
 	d.requesterRun(now, qp) // room for READ/ATOMIC or a fence may have opened
-	if r.next > 0 {
-		d.armAckTimer(now, qp)
-	} else {
-		r.ackDue = sim.Never
-	}
+	d.armAckTimer(now, qp)
 }
 
 // completeHead completes, in order, the done WQEs at the head of the send

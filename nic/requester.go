@@ -42,11 +42,16 @@ type requester struct {
 	retries    int      // timeout retries left
 	rnrRetries int      // RNR retries left
 	ackDue     sim.Time // ACK timeout deadline, sim.Never when nothing is unacknowledged
-	rnrUntil   sim.Time // end of the RNR wait, sim.Never when not waiting
-	nRetrans   int      // go-back-N rounds so far, for capture notes
-	highest    wire.PSN // one past the highest PSN ever sent
-	why        string   // why the last go-back-N round started, for notes
-	rounds     roundLog // where each go-back-N round ended, for notes
+	// idleDue (rxe profile) is when the retransmit timer, still running
+	// after everything was acknowledged, expires; 0 for none. rxe never
+	// stops its timer: it expires idle, or fires for what was sent since
+	// (see armAckTimer).
+	idleDue  sim.Time
+	rnrUntil sim.Time // end of the RNR wait, sim.Never when not waiting
+	nRetrans int      // go-back-N rounds so far, for capture notes
+	highest  wire.PSN // one past the highest PSN ever sent
+	why      string   // why the last go-back-N round started, for notes
+	rounds   roundLog // where each go-back-N round ended, for notes
 	// A go-back-N round started by a NAK, an implied NAK or the ACK
 	// timeout, and no valid response since (rxe's comp.started_retry):
 	// another NAK or implied NAK is ignored until one comes, so that one
@@ -162,18 +167,36 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		return
 	}
 	if r.next > 0 && r.ackDue == sim.Never {
-		d.armAckTimer(now, qp)
+		if r.idleDue > now {
+			r.ackDue = r.idleDue // rxe: the timer is still pending, not re-armed
+		} else {
+			d.armAckTimer(now, qp)
+		}
+		r.idleDue = 0
 	}
 }
 
 // armAckTimer (re)starts the local ACK timeout: 4.096 µs × 2^timeout, 0
-// meaning none (IBTA §9.7.6.1.3).
+// meaning none (IBTA §9.7.6.1.3), or stops it when nothing is outstanding.
+//
+// rxe arms its retrans_timer when it sends a packet and the timer is not
+// pending (rxe_req.c update_state), pushes it out after each response
+// that leaves something unacknowledged (rxe_comp.c COMPST_EXIT's
+// mod_timer), and never stops it. So under the rxe profile the timer
+// stopped here keeps its expiry in idleDue, and a request sent before
+// then is retried at that expiry, not one timeout after it was sent:
+// measured on real rxe (conformance scenarios timer-idle-gap and
+// timer-ack-loss-stream, conformance/README.md).
 func (d *Device) armAckTimer(now sim.Time, qp *QP) {
-	if qp.attr.Timeout == 0 || qp.req.next == 0 {
-		qp.req.ackDue = sim.Never
+	r := &qp.req
+	if qp.attr.Timeout == 0 || r.next == 0 {
+		if d.cfg.Profile == ProfileRXE && r.ackDue != sim.Never {
+			r.idleDue = r.ackDue
+		}
+		r.ackDue = sim.Never
 		return
 	}
-	qp.req.ackDue = now.Add(ackTimeout(qp.attr.Timeout))
+	r.ackDue = now.Add(ackTimeout(qp.attr.Timeout))
 }
 
 // ackTimeout decodes the 5-bit local ACK timeout.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
 )
 
@@ -151,6 +152,49 @@ func TestGhostResponseImpliedNAK(t *testing.T) {
 			} else {
 				assert.Greater(t, w.Now(), sim.Time(67*sim.Millisecond), "retried at the ACK timeout")
 			}
+		})
+	}
+}
+
+// TestRetransmitTimerAfterIdleGap: a SEND acknowledged at once, then,
+// after an idle gap shorter than the timeout, a SEND lost once. rxe's
+// retransmit timer, armed by the first SEND and never stopped, fires one
+// timeout after that SEND (measured on real rxe: conformance scenario
+// timer-idle-gap, conformance/README.md); the spec profile arms a full
+// timeout when the lost SEND goes out. The old code did the latter under
+// both.
+func TestRetransmitTimerAfterIdleGap(t *testing.T) {
+	timeout := sim.Duration(4096) << 14 // the endpoints' timeout 14
+	const gap = 20 * sim.Millisecond
+	for _, c := range []struct {
+		profile nic.Profile
+		retry   sim.Time // when the lost SEND is sent again
+	}{
+		{nic.ProfileRXE, sim.Time(0).Add(timeout)},
+		{nic.ProfileSpec, sim.Time(gap).Add(timeout)},
+	} {
+		t.Run(c.profile.String(), func(t *testing.T) {
+			var sends []sim.Time
+			cfg := verbs.WorldConfig{Seed: 1, Profile: c.profile, Plan: planOf(t, "drop op=RC_SEND_ONLY tx=1 nth=2 first=1\n"),
+				Observe: func(f *fabric.FrameRecord) {
+					if f.From == "a" && f.First { // a sends nothing but the SENDs
+						sends = append(sends, f.Time)
+					}
+				}}
+			w, a, b := pair(t, cfg)
+			for i := range uint64(2) {
+				_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(10+i, b)})
+				require.NoError(t, err)
+			}
+			_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 64)})
+			require.NoError(t, err)
+			require.NoError(t, w.RunFor(gap))
+			_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 64)})
+			require.NoError(t, err)
+			runBounded(t, w, a, 10)
+			assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+			require.Len(t, sends, 3, "two SENDs and one retry")
+			assert.Equal(t, c.retry, sends[2])
 		})
 	}
 }

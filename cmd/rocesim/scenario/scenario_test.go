@@ -185,7 +185,9 @@ func TestResultJSON(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.ElementsMatch(t, []string{"node", "type", "qpn"}, keys(evs[0]))
 	assert.Equal(t, `"retry-exceeded"`, string(m["scenario"]))
-	assert.Equal(t, `4214304`, string(m["virtual_time_ns"]), "20 µs + 4 timeouts of 1.048576 ms")
+	// rxe's retransmit timer, armed by the SEND at 0 and never stopped,
+	// fires the first retry of the SENDs at 20 µs one timeout after 0.
+	assert.Equal(t, `4194304`, string(m["virtual_time_ns"]), "4 timeouts of 1.048576 ms from the first SEND")
 	assert.Contains(t, string(b), `{"node":"a","qpn":17,"wr_id":2,"status":"IBV_WC_RETRY_EXC_ERR","opcode":"IBV_WC_SEND","byte_len":0,"imm":0}`)
 	assert.Contains(t, string(b), `"async_events":[{"node":"a","type":"IBV_EVENT_PORT_ERR","qpn":0},{"node":"b","type":"IBV_EVENT_PORT_ERR","qpn":0}]`)
 
