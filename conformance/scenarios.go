@@ -29,7 +29,7 @@ var ScenarioNames = []string{
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
 	"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
-	"timer-idle-gap", "timer-ack-loss-stream",
+	"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

@@ -55,6 +55,21 @@
 //     expected one (duplicate_request, citing C9-105); ProfileSpec only
 //     those with AckReq set. Found by the conformance runs: after an ACK
 //     timeout rxe answers the resent first packet of a message.
+//   - A response for a PSN never sent, past a READ or atomic still
+//     waiting for its response: rxe takes it for an implied NAK and
+//     retries at once (check_psn compares it only with the oldest WQE);
+//     the IBTA drops it, and the ACK timeout retries.
+//   - The ACK timer: rxe arms it on a send only when it is not running,
+//     and never stops it when everything is acknowledged, so a request
+//     sent before it runs out is retried when it runs out (measured on
+//     real rxe); ProfileSpec starts a full timeout for the first request
+//     sent after everything was acknowledged. Both push it out after a
+//     response that leaves something unacknowledged.
+//
+// Both profiles spend one retry_cnt count per go-back-N round, whether
+// the ACK timeout, a NAK PSN sequence error or an implied NAK (a response
+// past a READ or atomic whose response was lost) started it; a NAK or
+// implied NAK while a round runs starts none (rxe's comp.started_retry).
 //
 // Where both agree but a reader might expect otherwise: a CQ's size is
 // rounded up to 2^k-1 entries (rxe_queue_init) and CQE() reports it; MR
