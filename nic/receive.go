@@ -21,6 +21,10 @@ import (
 //     bad_pkey_cntr and qkey_viol_cntr).
 //  4. Only then is the frame counted in rcvd_pkts (as rxe counts it) and
 //     handed to its QP's responder (requests) or completer (responses).
+//     An RC request that arrives while the responder is still building
+//     a READ's responses is held (a copy) and run after them, as rxe
+//     queues it in req_pkts; past maxHeld held requests it is dropped
+//     (DropBusy).
 //
 // So every frame given to Receive lands in exactly one of RxErrors,
 // RxDrops and rcvd_pkts.
@@ -41,6 +45,15 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 	qp := d.qpByNum(p.BTH.DestQP())
 	if why, ok := d.checkHeaders(qp, p); !ok {
 		d.rxDrops[why]++
+		return
+	}
+	if p.Info.Kind.IsRequest() && qp.init.Type == QPTypeRC && qp.resp.busy() {
+		// The responder is answering a READ: the request waits its turn.
+		if !d.holdRequest(qp, frame) {
+			d.rxDrops[DropBusy]++
+			return
+		}
+		d.counters.Add(CounterRcvdPkts, 1)
 		return
 	}
 	d.counters.Add(CounterRcvdPkts, 1)
@@ -116,13 +129,14 @@ const (
 	DropQPState                // the QP is not ready for the packet (RESET, INIT, ERR; a response in RTR)
 	DropPKey                   // P_Key mismatch (the port's bad_pkey_cntr)
 	DropQKey                   // UD Q_Key mismatch (the port's qkey_viol_cntr)
+	DropBusy                   // the responder already holds maxHeld requests while it answers a READ
 	numRxDrops
 )
 
 // NumRxDrops is the number of RxDrop reasons.
 const NumRxDrops = int(numRxDrops)
 
-var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey"}
+var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey", "responder-busy"}
 
 // String returns a short kebab-case name for the reason.
 func (r RxDrop) String() string {
