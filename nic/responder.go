@@ -65,6 +65,10 @@ type responder struct {
 	reply    readReply
 	held     []outFrame
 	heldHead int
+	// rdOut (spec profile): for each READ or atomic answered whose
+	// responses have not all left the port, the QP's txBuilt after its
+	// last response; see tooManyRdAtomic.
+	rdOut ring[uint64]
 }
 
 // rdResource is one answered READ or atomic.
@@ -234,6 +238,13 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 // checkSequence applies step 3 to an RC request.
 func (d *Device) checkSequence(qp *QP, p *wire.Packet) bool {
 	r := &qp.resp
+	if p.StrayPayload() && d.cfg.Profile != ProfileRXE {
+		// A READ request or an atomic that carries a payload: "payload
+		// length not consistent with the opcode" is an invalid request
+		// (IBTA vol. 1 §9.9.3, responder errors, class C). rxe never
+		// looks at it and answers the request (Receive, step 1).
+		return false
+	}
 	info := p.Info
 	n := len(p.Payload)
 	m := qp.pmtu()
@@ -443,7 +454,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
-	if qp.attr.MaxDestRdAtomic == 0 {
+	if qp.attr.MaxDestRdAtomic == 0 || !dup && d.tooManyRdAtomic(qp) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
@@ -513,6 +524,9 @@ func (d *Device) readReplyRun(now sim.Time, qp *QP) {
 		d.buildReadResponse(qp, x)
 		x.i++
 		x.active = x.i < x.n
+		if !x.active && !x.dup {
+			d.rdAtomicAnswered(qp)
+		}
 	}
 	d.runHeld(now, qp)
 }
@@ -549,6 +563,46 @@ func (d *Device) buildReadResponse(qp *QP, x *readReply) {
 		note = "READ response " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(x.n))
 	}
 	d.emit(qp, &f, note)
+}
+
+// tooManyRdAtomic reports, under the spec profile, whether a new READ or
+// atomic would exceed the responder's max_dest_rd_atomic: "too many RDMA
+// READ or ATOMIC requests: more requests received and not acknowledged
+// than allowed for the connection" is an invalid request (IBTA vol. 1
+// §9.9.3, responder errors, class C: NAK invalid request, the QP to ERR).
+// The responder counts a READ or atomic as not yet acknowledged until its
+// last response has left the port: a requester that keeps to the limit
+// (max_rd_atomic <= the peer's max_dest_rd_atomic) sends the next one only
+// after a response came back, so it never trips this. rxe 6.1 has no such
+// check and answers them all, reusing its oldest resource (seen on real
+// rxe: differential scenarios read-over-max-dest-rd-atomic and
+// atomic-over-max-dest-rd-atomic), so the rxe profile does too.
+func (d *Device) tooManyRdAtomic(qp *QP) bool {
+	if d.cfg.Profile == ProfileRXE {
+		return false
+	}
+	r := &qp.resp
+	gone := qp.txBuilt - uint64(qp.skbOut)
+	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
+		r.rdOut.shift()
+	}
+	return r.rdOut.size >= int(qp.attr.MaxDestRdAtomic)
+}
+
+// rdAtomicAnswered records, under the spec profile, that a READ or
+// atomic's last response has been built (see tooManyRdAtomic).
+func (d *Device) rdAtomicAnswered(qp *QP) {
+	if d.cfg.Profile == ProfileRXE {
+		return
+	}
+	r := &qp.resp
+	if n := max(1, int(qp.attr.MaxDestRdAtomic)); len(r.rdOut.slots) != n {
+		r.rdOut.init(n)
+	}
+	if r.rdOut.full() {
+		r.rdOut.shift() // cannot happen: tooManyRdAtomic refused the request
+	}
+	*r.rdOut.grow() = qp.txBuilt
 }
 
 // maxHeld bounds the requests one QP holds while it answers a READ
@@ -603,7 +657,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	a := p.AtomicETH
-	if qp.attr.MaxDestRdAtomic == 0 {
+	if qp.attr.MaxDestRdAtomic == 0 || d.tooManyRdAtomic(qp) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
@@ -633,6 +687,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	r.msn = (r.msn + 1) & wire.PSNMask
 	r.epsn = psn.Next()
 	d.sendAtomicAck(qp, psn, orig, "")
+	d.rdAtomicAnswered(qp)
 }
 
 func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
