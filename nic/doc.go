@@ -55,6 +55,20 @@
 //     expected one (duplicate_request, citing C9-105); ProfileSpec only
 //     those with AckReq set. Found by the conformance runs: after an ACK
 //     timeout rxe answers the resent first packet of a message.
+//   - A READ request or atomic that carries a payload: rxe answers it as
+//     if it had none; ProfileSpec NAKs it invalid request (IBTA vol. 1
+//     §9.9.3). A READ response for a WQE that is not a READ fails it with
+//     FATAL_ERR under rxe, BAD_RESP_ERR under ProfileSpec.
+//   - More READs and atomics than max_dest_rd_atomic: rxe answers them
+//     all; ProfileSpec NAKs invalid request one that arrives while
+//     max_dest_rd_atomic earlier ones still have responses in the port
+//     (IBTA §9.9.3, "too many RDMA READ or ATOMIC requests").
+//
+// A READ's responses are built as the port takes them, at most 64 of the
+// QP's frames waiting there (as the requester's packets are), so a READ
+// of any size costs about what a WRITE of that size does and holds a
+// bounded number of frames; requests that arrive meanwhile wait in order
+// (rxe's req_pkts queue), at most 4096 per QP.
 //
 // Where both agree but a reader might expect otherwise: a CQ's size is
 // rounded up to 2^k-1 entries (rxe_queue_init) and CQE() reports it; MR
