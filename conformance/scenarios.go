@@ -26,7 +26,7 @@ var ScenarioNames = []string{
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
-	"read-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
+	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

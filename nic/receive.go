@@ -17,8 +17,10 @@ import (
 //     opcode does not carry (a READ request or an atomic with data,
 //     wire.Packet.StrayPayload) goes on to its QP, whose responder judges
 //     it: rxe's hdr_check and responder never look at a READ request's
-//     length and answer it (seen on real rxe: differential scenario
-//     read-request-with-payload); the spec profile NAKs it invalid
+//     length and answer it (seen on real rxe: differential scenarios
+//     read-request-with-payload, and atomic-request-with-payload, where
+//     the responder's R_Key check is what refuses it); the spec profile
+//     NAKs it invalid
 //     request (checkSequence). A response with a stray payload is still
 //     dropped here (rxe's behaviour for it is not checked).
 //  2. A frame for another IP address is dropped (rxe_chk_dgid).
