@@ -37,7 +37,8 @@ func TestScenariosRunInTheModel(t *testing.T) {
 		"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 		"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
 		"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
-		"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response"}, names)
+		"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
+		"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)

@@ -30,6 +30,7 @@ var ScenarioNames = []string{
 	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
 	"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
 	"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
+	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

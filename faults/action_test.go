@@ -152,6 +152,8 @@ func TestRewrite(t *testing.T) {
 		}},
 		{"rewrite set-msn=7", pktSpec{op: wire.OpRCAcknowledge, psn: 9, qp: 0x12, syn: 0x1F, msn: 4, v6: true}, func(f *wire.Frame) { f.AETH.MSN = 7 }},
 		{"rewrite set-psn=+1", pktSpec{op: wire.OpRCSendOnly, psn: 9, qp: 0x11, v6: true}, func(f *wire.Frame) { f.BTH.PSN = 10 }},
+		{"rewrite set-opcode=RC_SEND_LAST set-psn=3", send, func(f *wire.Frame) { f.BTH.Opcode, f.BTH.PSN = wire.OpRCSendLast, 3 }},
+		{"rewrite set-opcode=RC_RDMA_READ_RESPONSE_ONLY", ack, func(f *wire.Frame) { f.BTH.Opcode = wire.OpRCReadResponseOnly }},
 	}
 	for _, c := range cases {
 		t.Run(c.plan, func(t *testing.T) {

@@ -100,7 +100,9 @@
 //	          | "rewrite" assignment { assignment } { key }
 //	          | "down" "link=" name [ "from=" duration ] [ "to=" duration ]
 //	          | "partition" groups  [ "from=" duration ] [ "to=" duration ] .
-//	assignment = "set-psn=" delta | "set-msn=" delta | "set-syndrome=" syndrome .
+//	assignment = "set-psn=" delta | "set-msn=" delta | "set-syndrome=" syndrome
+//	          | "set-opcode=" opcode .
+//	opcode    = an opcode name (RC_RDMA_READ_REQUEST) | num .  (0..255, reserved ones too)
 //	delta     = num | "+" num | "-" num .            (24 bits; + and - add modulo 2^24)
 //	syndrome  = "ack" | "nak-seq" | "nak-invalid" | "nak-access" | "nak-op"
 //	          | "nak-rd" | "rnr-" 0..31 | num .       (0x1F 0x60 0x61 0x62 0x63 0x64 0x20+N)
@@ -148,9 +150,15 @@
 //	truncate len=N   cut the frame to N bytes (Verdict.Len = N);
 //	truncate cut=N   cut N bytes off its end (Verdict.Len = length - N)
 //	rewrite set-psn=N | set-psn=+N | set-psn=-N | set-syndrome=S | set-msn=N | +N | -N
-//	                 rewrite BTH PSN, AETH syndrome, AETH MSN in place and recompute
-//	                 the ICRC (and a non-zero UDP checksum): a valid ghost frame.
+//	        set-opcode=OP
+//	                 rewrite BTH PSN, AETH syndrome, AETH MSN, BTH opcode in place and
+//	                 recompute the ICRC (and a non-zero UDP checksum): a valid ghost frame.
 //	                 The set- prefix keeps these apart from the psn= match key.
+//	                 set-opcode= moves no byte: the headers and payload that follow
+//	                 the BTH stay, so a WRITE_ONLY made a READ request keeps its
+//	                 RETH and still carries its payload, and a reserved opcode (a
+//	                 number rocesim has no name for) can be sent. It is what the
+//	                 receiver's opcode and length checks are tested with.
 //
 // Link events take only their own keys:
 //

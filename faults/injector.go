@@ -364,6 +364,9 @@ func (in *Injector) act(i int, frame []byte, pkt *wire.Packet) Verdict {
 		case AssignAdd:
 			pkt.AETH.SetMSN((pkt.AETH.MSN() + uint32(r.SetMSN.Value)) & wire.PSNMask)
 		}
+		if r.SetOpcode.Mode == AssignSet {
+			bth.SetOpcode(wire.Opcode(r.SetOpcode.Value))
+		}
 		pkt.UpdateICRC()
 	}
 	return v

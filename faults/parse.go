@@ -151,7 +151,7 @@ var argKeys = []struct {
 	{"reorder", []string{"n"}},
 	{"corrupt", []string{"byte", "bit"}},
 	{"truncate", []string{"len", "cut"}},
-	{"rewrite", []string{"set-psn", "set-syndrome", "set-msn"}},
+	{"rewrite", []string{"set-psn", "set-syndrome", "set-msn", "set-opcode"}},
 }
 
 // takesKey reports whether verb accepts key, and whether any verb does.
@@ -254,8 +254,8 @@ func parseRule(line int, toks []token) (Rule, error) {
 			return fail(vt, "truncate needs len=N or cut=N")
 		}
 	case "rewrite":
-		if r.SetPSN.Mode == AssignNone && r.SetSyndrome.Mode == AssignNone && r.SetMSN.Mode == AssignNone {
-			return fail(vt, "rewrite needs set-psn=, set-syndrome= or set-msn=")
+		if r.SetPSN.Mode == AssignNone && r.SetSyndrome.Mode == AssignNone && r.SetMSN.Mode == AssignNone && r.SetOpcode.Mode == AssignNone {
+			return fail(vt, rewriteRule)
 		}
 	case "down":
 		if r.Match.Link == "" {
@@ -358,6 +358,11 @@ func setKey(r *Rule, key, val string) string {
 		if s, msg = parseSyndrome(val); msg == "" {
 			r.SetSyndrome = Assign{Mode: AssignSet, Value: int32(s)}
 		}
+	case "set-opcode":
+		var op wire.Opcode
+		if op, msg = parseAnyOpcode(val); msg == "" {
+			r.SetOpcode = Assign{Mode: AssignSet, Value: int32(op)}
+		}
 	default:
 		panic("faults: setKey: key " + key + " accepted but not handled")
 	}
@@ -422,14 +427,21 @@ var opcodeByName = func() map[string]wire.Opcode {
 }()
 
 func parseOpcode(s string) (wire.Opcode, string) {
+	op, msg := parseAnyOpcode(s)
+	if msg == "" && !op.Valid() {
+		msg = "not an opcode rocesim knows"
+	}
+	return op, msg
+}
+
+// parseAnyOpcode reads an opcode name or any number 0..255, reserved
+// ones too (set-opcode= writes what it is given).
+func parseAnyOpcode(s string) (wire.Opcode, string) {
 	if op, ok := opcodeByName[strings.ToUpper(s)]; ok {
 		return op, ""
 	}
 	if s[0] >= '0' && s[0] <= '9' {
 		v, msg := parseUint(s, 0xFF)
-		if msg == "" && !wire.Opcode(v).Valid() {
-			msg = "not an opcode rocesim knows"
-		}
 		return wire.Opcode(v), msg
 	}
 	return 0, "want an opcode name such as RC_SEND_ONLY, or its number"

@@ -59,6 +59,8 @@ func TestCanonicalForm(t *testing.T) {
 		{"rewrite set-msn=+0 set-syndrome=96 set-psn=-0", "rewrite set-psn=+0 set-syndrome=nak-seq set-msn=+0\n"},
 		{"rewrite set-syndrome=0x1f", "rewrite set-syndrome=ack\n"},
 		{"rewrite set-syndrome=0x2c", "rewrite set-syndrome=rnr-12\n"},
+		{"rewrite set-opcode=0x0c", "rewrite set-opcode=RC_RDMA_READ_REQUEST\n"},
+		{"rewrite set-opcode=0x1d op=rc_rdma_write_only", "rewrite set-opcode=0x1d op=RC_RDMA_WRITE_ONLY\n"},
 	}
 	for _, c := range cases {
 		require.Equal(t, c.want, mustParse(t, c.in).String(), "input %q", c.in)
@@ -135,7 +137,7 @@ func TestParseErrors(t *testing.T) {
 		{"partition a||c", `1:11: bad partition groups "a||c": group 2 is empty`},
 		{"truncate", `1:1: truncate needs len=N or cut=N`},
 		{"truncate cut=4 len=60", `1:16: truncate takes len= or cut=, not both`},
-		{"rewrite psn=2", `1:1: rewrite needs set-psn=, set-syndrome= or set-msn=`},
+		{"rewrite psn=2", `1:1: rewrite needs set-psn=, set-syndrome=, set-msn= or set-opcode=`},
 		{"rewrite set-syndrome=nak", `1:9: bad set-syndrome "nak": want ack, nak-seq, nak-invalid, nak-access, nak-op, nak-rd, rnr-N or a number 0..255`},
 		{"rewrite set-syndrome=rnr-32", `1:9: bad set-syndrome "rnr-32": want an RNR timer code 0..31`},
 		{"rewrite set-psn=+", `1:9: bad set-psn "+": want N, +N or -N`},
@@ -185,7 +187,7 @@ func TestValidate(t *testing.T) {
 		{faults.Rule{Action: faults.Drop, Copies: 2}, "faults: rule 1: n= does not apply to drop"},
 		{faults.Rule{Action: faults.Delay}, "faults: rule 1: bad delay 0: delay needs a duration > 0"},
 		{faults.Rule{Action: faults.Truncate, Len: 4, Cut: 4}, "faults: rule 1: truncate takes len= or cut=, not both"},
-		{faults.Rule{Action: faults.Rewrite}, "faults: rule 1: rewrite needs set-psn=, set-syndrome= or set-msn="},
+		{faults.Rule{Action: faults.Rewrite}, "faults: rule 1: rewrite needs set-psn=, set-syndrome=, set-msn= or set-opcode="},
 		{faults.Rule{Action: faults.Rewrite, SetSyndrome: faults.Assign{Mode: faults.AssignAdd, Value: 1}}, "faults: rule 1: bad set-syndrome: want AssignSet of a value 0..255"},
 		{faults.Rule{Action: faults.Drop, Match: faults.Match{PSN: faults.PSNs(5, 3)}}, "faults: rule 1: bad psn 5-3: range runs backwards (the last PSN is before the first, or more than 2^23-1 after it)"},
 		{faults.Rule{Action: faults.Drop, Match: faults.Match{QP: 5}}, "faults: rule 1: QP is set but HasQP is false"},

@@ -198,9 +198,11 @@ type Rule struct {
 	Byte    int
 	// Bit is corrupt's bit= (0..7, 0 the least significant).
 	Bit int
-	// SetPSN, SetSyndrome and SetMSN are rewrite's set-psn=, set-syndrome=
-	// and set-msn=. SetSyndrome is only ever AssignSet.
-	SetPSN, SetSyndrome, SetMSN Assign
+	// SetPSN, SetSyndrome, SetMSN and SetOpcode are rewrite's set-psn=,
+	// set-syndrome=, set-msn= and set-opcode=. SetSyndrome and SetOpcode
+	// are only ever AssignSet; SetOpcode may be any byte, a reserved
+	// opcode too.
+	SetPSN, SetSyndrome, SetMSN, SetOpcode Assign
 
 	// Groups are the node groups of a partition (two or more, each
 	// non-empty, no node twice).
@@ -355,10 +357,11 @@ type args struct {
 	hasByte                           bool
 	delay                             sim.Duration
 	setPSN, setSyndrome, setMSN       Assign
+	setOpcode                         Assign
 }
 
 func (r *Rule) args() args {
-	return args{r.Copies, r.Hold, r.Len, r.Cut, r.Byte, r.Bit, r.HasByte, r.Delay, r.SetPSN, r.SetSyndrome, r.SetMSN}
+	return args{r.Copies, r.Hold, r.Len, r.Cut, r.Byte, r.Bit, r.HasByte, r.Delay, r.SetPSN, r.SetSyndrome, r.SetMSN, r.SetOpcode}
 }
 
 // firstKey names the first argument set in a.
@@ -380,6 +383,8 @@ func (a *args) firstKey() string {
 		return "set-psn="
 	case a.setSyndrome != Assign{}:
 		return "set-syndrome="
+	case a.setOpcode != Assign{}:
+		return "set-opcode="
 	default:
 		return "set-msn="
 	}
@@ -428,8 +433,8 @@ func (r *Rule) checkArgs() string {
 		}
 		a.len, a.cut = 0, 0
 	case Rewrite:
-		if r.SetPSN == (Assign{}) && r.SetSyndrome == (Assign{}) && r.SetMSN == (Assign{}) {
-			return "rewrite needs set-psn=, set-syndrome= or set-msn="
+		if r.SetPSN == (Assign{}) && r.SetSyndrome == (Assign{}) && r.SetMSN == (Assign{}) && r.SetOpcode == (Assign{}) {
+			return rewriteRule
 		}
 		for _, f := range [...]struct {
 			key string
@@ -439,11 +444,15 @@ func (r *Rule) checkArgs() string {
 				return msg
 			}
 		}
-		s := r.SetSyndrome
-		if s.Mode == AssignAdd || s.Mode > AssignAdd || (s.Mode == AssignNone && s.Value != 0) || s.Value < 0 || s.Value > 0xFF {
-			return "bad set-syndrome: want AssignSet of a value 0..255"
+		for _, f := range [...]struct {
+			key string
+			a   Assign
+		}{{"set-syndrome", r.SetSyndrome}, {"set-opcode", r.SetOpcode}} {
+			if s := f.a; s.Mode > AssignSet || (s.Mode == AssignNone && s.Value != 0) || s.Value < 0 || s.Value > 0xFF {
+				return "bad " + f.key + ": want AssignSet of a value 0..255"
+			}
 		}
-		a.setPSN, a.setSyndrome, a.setMSN = Assign{}, Assign{}, Assign{}
+		a.setPSN, a.setSyndrome, a.setMSN, a.setOpcode = Assign{}, Assign{}, Assign{}, Assign{}
 	}
 	if a != (args{}) {
 		return a.firstKey() + " does not apply to " + verb
@@ -528,6 +537,7 @@ const (
 	timeRule     = "want a time >= 0"
 	bitRule      = "want a bit number 0..7"
 	windowRule   = "empty time window: to= must be after from="
+	rewriteRule  = "rewrite needs set-psn=, set-syndrome=, set-msn= or set-opcode="
 	psnRangeRule = "range runs backwards (the last PSN is before the first, or more than 2^23-1 after it)"
 )
 

@@ -92,6 +92,10 @@ func (r *Rule) appendArgs(b []byte) []byte {
 			b = appendSyndrome(b, wire.Syndrome(r.SetSyndrome.Value))
 		}
 		b = appendAssign(b, " set-msn=", r.SetMSN)
+		if r.SetOpcode.Mode != AssignNone {
+			b = append(b, " set-opcode="...)
+			b = append(b, opName(wire.Opcode(r.SetOpcode.Value))...)
+		}
 	}
 	return b
 }

@@ -402,6 +402,7 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 			continue
 		}
 		if w.wr.Opcode != WRRDMARead {
+			d.unexpectedResponse(now, qp, w)
 			return
 		}
 		if psn != w.firstPSN.Add(w.rdRcvd) {
@@ -545,4 +546,24 @@ func (d *Device) oldestUnacked(qp *QP) wire.PSN {
 		}
 	}
 	return r.psn
+}
+
+// unexpectedResponse handles a READ response whose PSN falls in a WQE
+// that is not a READ (a responder that took a WRITE for a READ: fault
+// plan rewrite set-opcode=). rxe's check_ack fails that WQE with
+// IBV_WC_FATAL_ERR once it is the oldest (seen on real rxe: differential
+// scenario read-request-with-payload); the IBTA calls a response of the
+// wrong kind a bad response (vol. 1 §9.9.2, requester errors:
+// IBV_WC_BAD_RESP_ERR).
+// Either way the QP goes to ERR.
+func (d *Device) unexpectedResponse(now sim.Time, qp *QP, w *sendWQE) {
+	d.ackUpTo(now, qp, w.firstPSN, false)
+	if d.headBefore(qp, w.firstPSN) || qp.sq.at(0) != w {
+		return // an earlier WQE still waits
+	}
+	st := WCBadRespErr
+	if d.cfg.Profile == ProfileRXE {
+		st = WCFatalErr
+	}
+	d.failHead(now, qp, st)
 }

@@ -226,6 +226,7 @@ type Device struct {
 	trace    *sim.Trace
 	scratch  [4096]byte // one packet's payload while it is gathered
 	rx       wire.Packet
+	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
 	rxErrors [wire.NumErrorCodes]uint64

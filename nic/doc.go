@@ -65,11 +65,25 @@
 //     real rxe); ProfileSpec starts a full timeout for the first request
 //     sent after everything was acknowledged. Both push it out after a
 //     response that leaves something unacknowledged.
+//   - A READ request or atomic that carries a payload: rxe answers it as
+//     if it had none; ProfileSpec NAKs it invalid request (IBTA vol. 1
+//     §9.9.3). A READ response for a WQE that is not a READ fails it with
+//     FATAL_ERR under rxe, BAD_RESP_ERR under ProfileSpec.
+//   - More READs and atomics than max_dest_rd_atomic: rxe answers them
+//     all; ProfileSpec NAKs invalid request one that arrives while
+//     max_dest_rd_atomic earlier ones still have responses in the port
+//     (IBTA §9.9.3, "too many RDMA READ or ATOMIC requests").
 //
 // Both profiles spend one retry_cnt count per go-back-N round, whether
 // the ACK timeout, a NAK PSN sequence error or an implied NAK (a response
 // past a READ or atomic whose response was lost) started it; a NAK or
 // implied NAK while a round runs starts none (rxe's comp.started_retry).
+//
+// A READ's responses are built as the port takes them, at most 64 of the
+// QP's frames waiting there (as the requester's packets are), so a READ
+// of any size costs about what a WRITE of that size does and holds a
+// bounded number of frames; requests that arrive meanwhile wait in order
+// (rxe's req_pkts queue), at most 4096 per QP.
 //
 // Where both agree but a reader might expect otherwise: a CQ's size is
 // rounded up to 2^k-1 entries (rxe_queue_init) and CQE() reports it; MR

@@ -56,6 +56,7 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 	}
 	*d.inflight.grow() = qp
 	qp.skbOut++
+	qp.txBuilt++
 }
 
 // growInflight doubles the in-flight ring, keeping its order.

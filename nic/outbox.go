@@ -59,6 +59,9 @@ func (d *Device) TxDone(now sim.Time) {
 		return
 	}
 	qp.skbOut--
+	if qp.resp.reply.active && qp.skbOut <= inflightLow && !qp.dead {
+		d.readReplyRun(now, qp)
+	}
 	if qp.blocked && qp.skbOut <= inflightLow {
 		qp.blocked = false
 		if !qp.dead {

@@ -36,9 +36,10 @@ type QP struct {
 	req  requester
 	resp responder
 
-	skbOut  int  // frames handed to the port and not yet gone from it
-	blocked bool // the requester waits for skbOut to fall to inflightLow
-	listed  int  // index in dev.qpList
+	skbOut  int    // frames handed to the port and not yet gone from it
+	txBuilt uint64 // frames ever built for the port (txBuilt - skbOut have gone)
+	blocked bool   // the requester waits for skbOut to fall to inflightLow
+	listed  int    // index in dev.qpList
 }
 
 // sendWQE is a posted send work request and its progress.

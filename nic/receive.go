@@ -9,7 +9,20 @@ import (
 // rxe's rxe_rcv and hdr_check apply them), in order:
 //
 //  1. Frames that do not decode or fail their ICRC are dropped (rxe drops
-//     them silently; rocesim counts them by wire error code, RxErrors).
+//     them silently; rocesim counts them by wire error code, RxErrors):
+//     truncated, not RoCE, bad IP header, checksum, lengths or pad, a
+//     reserved or unknown opcode (rxe drops opcode 0x1f silently: seen on
+//     real rxe, differential scenario reserved-opcode), TVer not 0, bad
+//     ICRC. One exception: a request whose only fault is a payload its
+//     opcode does not carry (a READ request or an atomic with data,
+//     wire.Packet.StrayPayload) goes on to its QP, whose responder judges
+//     it: rxe's hdr_check and responder never look at a READ request's
+//     length and answer it (seen on real rxe: differential scenarios
+//     read-request-with-payload, and atomic-request-with-payload, where
+//     the responder's R_Key check is what refuses it); the spec profile
+//     NAKs it invalid
+//     request (checkSequence). A response with a stray payload is still
+//     dropped here (rxe's behaviour for it is not checked).
 //  2. A frame for another IP address is dropped (rxe_chk_dgid).
 //  3. hdr_check: the destination QP exists; the opcode is of the QP's
 //     transport; the QP is ready for it (a request in RTR, RTS, SQD or
@@ -21,12 +34,16 @@ import (
 //     bad_pkey_cntr and qkey_viol_cntr).
 //  4. Only then is the frame counted in rcvd_pkts (as rxe counts it) and
 //     handed to its QP's responder (requests) or completer (responses).
+//     An RC request that arrives while the responder is still building
+//     a READ's responses is held (a copy) and run after them, as rxe
+//     queues it in req_pkts; past maxHeld held requests it is dropped
+//     (DropBusy).
 //
 // So every frame given to Receive lands in exactly one of RxErrors,
 // RxDrops and rcvd_pkts.
 func (d *Device) Receive(now sim.Time, frame []byte) {
 	p := &d.rx
-	if err := p.Decode(frame); err != nil {
+	if err := p.Decode(frame); err != nil && !(p.StrayPayload() && p.Info.Kind.IsRequest()) {
 		d.rxErrors[errCode(err)]++
 		return
 	}
@@ -41,6 +58,15 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 	qp := d.qpByNum(p.BTH.DestQP())
 	if why, ok := d.checkHeaders(qp, p); !ok {
 		d.rxDrops[why]++
+		return
+	}
+	if p.Info.Kind.IsRequest() && qp.init.Type == QPTypeRC && qp.resp.busy() {
+		// The responder is answering a READ: the request waits its turn.
+		if !d.holdRequest(qp, frame) {
+			d.rxDrops[DropBusy]++
+			return
+		}
+		d.counters.Add(CounterRcvdPkts, 1)
 		return
 	}
 	d.counters.Add(CounterRcvdPkts, 1)
@@ -116,13 +142,14 @@ const (
 	DropQPState                // the QP is not ready for the packet (RESET, INIT, ERR; a response in RTR)
 	DropPKey                   // P_Key mismatch (the port's bad_pkey_cntr)
 	DropQKey                   // UD Q_Key mismatch (the port's qkey_viol_cntr)
+	DropBusy                   // the responder already holds maxHeld requests while it answers a READ
 	numRxDrops
 )
 
 // NumRxDrops is the number of RxDrop reasons.
 const NumRxDrops = int(numRxDrops)
 
-var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey"}
+var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey", "responder-busy"}
 
 // String returns a short kebab-case name for the reason.
 func (r RxDrop) String() string {

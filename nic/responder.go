@@ -28,7 +28,9 @@ import (
 //  4. Execute: SEND places data in the receive WQE (RNR NAK if there is
 //     none); WRITE checks the R_Key at FIRST/ONLY and writes; READ and
 //     ATOMIC check the R_Key and answer. R_Key failures: NAK remote
-//     access error; a WRITE whose payload is not its RETH length, or a
+//     access error; a READ's responses are built as the port takes them
+//     (readReply), and requests that arrive meanwhile wait for them; a
+//     WRITE whose payload is not its RETH length, or a
 //     misaligned atomic: NAK invalid request; a SEND longer than its
 //     receive buffer: see placeSend. Each moves the QP to ERR (UC: no
 //     NAK; a refused WRITE is dropped and the QP stays).
@@ -58,6 +60,15 @@ type responder struct {
 	// can be answered again without executing anything twice.
 	res  []rdResource
 	resN int
+	// The READ being answered, and the requests that arrived meanwhile
+	// (copies of their frames, run in order once it is out).
+	reply    readReply
+	held     []outFrame
+	heldHead int
+	// rdOut (spec profile): for each READ or atomic answered whose
+	// responses have not all left the port, the QP's txBuilt after its
+	// last response; see tooManyRdAtomic.
+	rdOut ring[uint64]
 }
 
 // rdResource is one answered READ or atomic.
@@ -120,15 +131,23 @@ func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
 	}
 }
 
+// receives reports whether a QP in state s processes requests: RTR,
+// RTS, SQD and SQE (IBTA §10.3.1; rxe's resp.state ready).
+func (s QPState) receives() bool {
+	switch s {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+		return true
+	}
+	return false
+}
+
 // respond runs one responder state and returns the next.
 func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) respState {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	switch st {
 	case respCheckQPState:
-		switch qp.state {
-		case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-		default:
+		if !qp.state.receives() {
 			return respDone // RESET, INIT, ERR: dropped silently
 		}
 		if qp.state == QPStateRTR && !r.commEst {
@@ -219,6 +238,13 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 // checkSequence applies step 3 to an RC request.
 func (d *Device) checkSequence(qp *QP, p *wire.Packet) bool {
 	r := &qp.resp
+	if p.StrayPayload() && d.cfg.Profile != ProfileRXE {
+		// A READ request or an atomic that carries a payload: "payload
+		// length not consistent with the opcode" is an invalid request
+		// (IBTA vol. 1 §9.9.3, responder errors, class C). rxe never
+		// looks at it and answers the request (Receive, step 1).
+		return false
+	}
 	info := p.Info
 	n := len(p.Payload)
 	m := qp.pmtu()
@@ -421,13 +447,14 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 	return true
 }
 
-// answerRead sends the READ response packets for a request (a replay
-// when dup is set: the PSN is already behind ePSN).
+// answerRead starts the READ response packets for a request (a replay
+// when dup is set: the PSN is already behind ePSN). readReplyRun builds
+// them.
 func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
-	if qp.attr.MaxDestRdAtomic == 0 {
+	if qp.attr.MaxDestRdAtomic == 0 || !dup && d.tooManyRdAtomic(qp) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
@@ -438,50 +465,190 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	}
 	m := uint64(qp.pmtu())
 	npkts := uint32(max(1, (length+m-1)/m))
-	var x *rdResource
+	midStart := false
 	if dup {
-		x = r.find(psn, false)
-	}
-	if !dup {
+		// A replay from the middle of the original READ continues its
+		// response: MIDDLE packets, then LAST (rxe's replay state).
+		x := r.find(psn, false)
+		midStart = x != nil && psn != x.first
+	} else {
 		r.msn = (r.msn + 1) & wire.PSNMask
 		r.epsn = psn.Add(npkts)
 		r.keep(qp, rdResource{used: true, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
-	for i := range npkts {
-		var f wire.Frame
-		d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
-		off := uint64(i) * m
-		n := min(m, length-off)
-		if length > 0 {
-			start := va - mr.Addr + off
-			f.Payload = mr.buf[start : start+n]
+	r.reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
+	d.readReplyRun(now, qp)
+}
+
+// readReply is the READ the responder is answering. Its response packets
+// are built as the port takes them, at most inflightHigh of the QP's
+// frames waiting there (TxDone resumes it below inflightLow, as for the
+// requester), so a READ of any size holds a bounded number of frames in
+// the device and the fabric. The port keeps inflightLow frames queued when
+// it resumes, so the link never idles for it and the wire timing is that
+// of sending every packet at once. rxe's responder likewise builds one
+// response per run of read_reply, re-entering while res->read.resid > 0,
+// and takes no new request (get_req) until the reply is out; requests that
+// arrive meanwhile wait (see holdRequest).
+type readReply struct {
+	active   bool
+	dup      bool // a replay of a resource
+	midStart bool // a replay from the middle: no FIRST packet
+	mr       *MR
+	va       uint64   // address of the READ's first byte
+	length   uint64   // its length
+	psn      wire.PSN // PSN of its first response
+	i, n     uint32   // packets built, packets in all
+}
+
+// readReplyRun builds the current READ's next response packets, then,
+// once the reply is complete, runs the requests held meanwhile.
+func (d *Device) readReplyRun(now sim.Time, qp *QP) {
+	r := &qp.resp
+	x := &r.reply
+	for x.active {
+		if !qp.state.receives() || qp.dead {
+			x.active = false // RESET or ERR: the rest is not sent
+			break
 		}
-		first, last := i == 0, i == npkts-1
-		if dup && x != nil && psn != x.first {
-			// A replay from the middle of the original READ continues its
-			// response: MIDDLE packets, then LAST (rxe's replay state).
-			first = false
+		if qp.skbOut >= inflightHigh {
+			return // TxDone resumes it
 		}
-		switch {
-		case first && last:
-			f.BTH.Opcode = wire.OpRCReadResponseOnly
-		case first:
-			f.BTH.Opcode = wire.OpRCReadResponseFirst
-		case last:
-			f.BTH.Opcode = wire.OpRCReadResponseLast
-		default:
-			f.BTH.Opcode = wire.OpRCReadResponseMiddle
+		if x.length > 0 && x.mr.dead {
+			// rxe rechecks the R_Key's MR for every packet after the first
+			// (rxe_recheck_mr): deregistered meanwhile, the READ fails.
+			x.active = false
+			d.remoteError(now, qp, wire.NAKRemoteAccess, x.psn.Add(x.i), EventQPAccessErr)
+			break
 		}
-		f.BTH.PSN = psn.Add(i)
-		f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: r.msn}
-		note := ""
-		switch {
-		case dup:
-			note = "replayed READ response"
-		case d.cfg.Annotate:
-			note = "READ response " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(npkts))
+		d.buildReadResponse(qp, x)
+		x.i++
+		x.active = x.i < x.n
+		if !x.active && !x.dup {
+			d.rdAtomicAnswered(qp)
 		}
-		d.emit(qp, &f, note)
+	}
+	d.runHeld(now, qp)
+}
+
+// buildReadResponse builds response packet x.i of the READ x.
+func (d *Device) buildReadResponse(qp *QP, x *readReply) {
+	var f wire.Frame
+	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)
+	m := uint64(qp.pmtu())
+	i := x.i
+	off := uint64(i) * m
+	if x.length > 0 {
+		start := x.va - x.mr.Addr + off
+		f.Payload = x.mr.buf[start : start+min(m, x.length-off)]
+	}
+	first, last := i == 0 && !x.midStart, i == x.n-1
+	switch {
+	case first && last:
+		f.BTH.Opcode = wire.OpRCReadResponseOnly
+	case first:
+		f.BTH.Opcode = wire.OpRCReadResponseFirst
+	case last:
+		f.BTH.Opcode = wire.OpRCReadResponseLast
+	default:
+		f.BTH.Opcode = wire.OpRCReadResponseMiddle
+	}
+	f.BTH.PSN = x.psn.Add(i)
+	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: qp.resp.msn}
+	note := ""
+	switch {
+	case x.dup:
+		note = "replayed READ response"
+	case d.cfg.Annotate:
+		note = "READ response " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(x.n))
+	}
+	d.emit(qp, &f, note)
+}
+
+// tooManyRdAtomic reports, under the spec profile, whether a new READ or
+// atomic would exceed the responder's max_dest_rd_atomic: "too many RDMA
+// READ or ATOMIC requests: more requests received and not acknowledged
+// than allowed for the connection" is an invalid request (IBTA vol. 1
+// §9.9.3, responder errors, class C: NAK invalid request, the QP to ERR).
+// The responder counts a READ or atomic as not yet acknowledged until its
+// last response has left the port: a requester that keeps to the limit
+// (max_rd_atomic <= the peer's max_dest_rd_atomic) sends the next one only
+// after a response came back, so it never trips this. rxe 6.1 has no such
+// check and answers them all, reusing its oldest resource (seen on real
+// rxe: differential scenarios read-over-max-dest-rd-atomic and
+// atomic-over-max-dest-rd-atomic), so the rxe profile does too.
+func (d *Device) tooManyRdAtomic(qp *QP) bool {
+	if d.cfg.Profile == ProfileRXE {
+		return false
+	}
+	r := &qp.resp
+	gone := qp.txBuilt - uint64(qp.skbOut)
+	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
+		r.rdOut.shift()
+	}
+	return r.rdOut.size >= int(qp.attr.MaxDestRdAtomic)
+}
+
+// rdAtomicAnswered records, under the spec profile, that a READ or
+// atomic's last response has been built (see tooManyRdAtomic).
+func (d *Device) rdAtomicAnswered(qp *QP) {
+	if d.cfg.Profile == ProfileRXE {
+		return
+	}
+	r := &qp.resp
+	if n := max(1, int(qp.attr.MaxDestRdAtomic)); len(r.rdOut.slots) != n {
+		r.rdOut.init(n)
+	}
+	if r.rdOut.full() {
+		r.rdOut.shift() // cannot happen: tooManyRdAtomic refused the request
+	}
+	*r.rdOut.grow() = qp.txBuilt
+}
+
+// maxHeld bounds the requests one QP holds while it answers a READ
+// (4096 frames of at most maxFrameLen bytes, 17 MiB): a peer's window is
+// far smaller; only a flood (a duplicating fault) reaches it, and then the
+// excess is dropped and counted (DropBusy) rather than held without limit.
+const maxHeld = 4096
+
+// holdRequest keeps a copy of a request frame for qp while its responder
+// is answering a READ (rxe's req_pkts queue); false if the queue is full.
+func (d *Device) holdRequest(qp *QP, frame []byte) bool {
+	r := &qp.resp
+	if len(r.held)-r.heldHead >= maxHeld {
+		return false
+	}
+	buf := d.outbox.buffer()
+	if len(frame) > len(buf) {
+		buf = make([]byte, len(frame)) // larger than any frame the model builds: a foreign jumbo frame
+	}
+	r.held = append(r.held, outFrame{buf: buf, n: copy(buf, frame)})
+	return true
+}
+
+// busy reports whether requests for qp must wait: a READ reply is being
+// built, or earlier requests wait already.
+func (r *responder) busy() bool { return r.reply.active || r.heldHead < len(r.held) }
+
+// runHeld runs the held requests, in order, until one starts a READ reply
+// that has to wait for the port.
+func (d *Device) runHeld(now sim.Time, qp *QP) {
+	r := &qp.resp
+	for !r.reply.active && r.heldHead < len(r.held) {
+		h := r.held[r.heldHead]
+		r.held[r.heldHead].buf = nil
+		r.heldHead++
+		if r.heldHead == len(r.held) {
+			r.held, r.heldHead = r.held[:0], 0
+		}
+		p := &d.rxHeld
+		// Receive decoded it and checked its ICRC and headers already.
+		if p.DecodeHeaders(h.buf[:h.n]) == nil {
+			d.receiveRequest(now, qp, p)
+		}
+		if len(h.buf) == maxFrameLen {
+			d.outbox.free = append(d.outbox.free, h.buf)
+		}
 	}
 }
 
@@ -490,7 +657,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	a := p.AtomicETH
-	if qp.attr.MaxDestRdAtomic == 0 {
+	if qp.attr.MaxDestRdAtomic == 0 || d.tooManyRdAtomic(qp) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
@@ -520,6 +687,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	r.msn = (r.msn + 1) & wire.PSNMask
 	r.epsn = psn.Next()
 	d.sendAtomicAck(qp, psn, orig, "")
+	d.rdAtomicAnswered(qp)
 }
 
 func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {

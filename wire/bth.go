@@ -77,6 +77,11 @@ func (b BTH) PSN() PSN { return PSN(get24(b[bthPSN:])) }
 // SetPSN rewrites the PSN (the ICRC must be recomputed afterwards).
 func (b BTH) SetPSN(p PSN) { put24(b[bthPSN:], uint32(p)) }
 
+// SetOpcode rewrites the opcode (the ICRC must be recomputed afterwards;
+// the headers after the BTH stay where they are, so the frame may then
+// read as a different layout, which is what a fault plan wants to test).
+func (b BTH) SetOpcode(op Opcode) { b[bthOpcode] = byte(op) }
+
 // SetDestQP rewrites the destination QPN.
 func (b BTH) SetDestQP(qpn uint32) { put24(b[bthDestQP:], qpn) }
 

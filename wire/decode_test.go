@@ -87,7 +87,8 @@ func TestDecodeErrors(t *testing.T) {
 			return b
 		}(), wire.ErrLength},
 		{"IPv6 payload length below UDP", func() []byte { b := v6(); b[ip+4], b[ip+5] = 0, 4; return b }(), wire.ErrLength},
-		{"ACK with payload", func() []byte { return setLengths(ack(), 4) }(), wire.ErrLength},
+		{"ACK with payload", func() []byte { return withICRC(setLengths(ack(), 4)) }(), wire.ErrLength},
+		{"ACK with payload, bad ICRC", func() []byte { return setLengths(ack(), 4) }(), wire.ErrICRC},
 		{"reserved RC opcode 0x15", func() []byte { b := sendOnly(8); b[bth] = 0x15; return b }(), wire.ErrUnknownOpcode},
 		{"RD opcode", func() []byte { b := sendOnly(8); b[bth] = 0x44; return b }(), wire.ErrUnknownOpcode},
 		{"manufacturer opcode", func() []byte { b := sendOnly(8); b[bth] = 0xE0; return b }(), wire.ErrUnknownOpcode},
@@ -180,4 +181,42 @@ func TestDecodeErrorClearsLaterViews(t *testing.T) {
 	require.NotNil(t, p.Info)
 	require.Nil(t, p.RETH)
 	require.Nil(t, p.Payload)
+}
+
+// withICRC recomputes the ICRC of a frame whose headers decode.
+func withICRC(frame []byte) []byte {
+	var p wire.Packet
+	_ = p.DecodeHeaders(frame)
+	p.UpdateICRC()
+	return frame
+}
+
+// TestStrayPayload: a READ request that carries a payload (a WRITE_ONLY
+// whose opcode was rewritten) decodes completely, ICRC checked, with
+// ErrLength, so a receiver that acts on it as rxe does can; with a bad
+// ICRC it is a bad ICRC, like any other frame.
+func TestStrayPayload(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	f := testFrame(r, wire.OpRCWriteOnly, false, []byte("0123456789abcdef"))
+	frame := encodeOne(t, &f)
+	var p wire.Packet
+	require.NoError(t, p.Decode(frame))
+	p.BTH.SetOpcode(wire.OpRCReadRequest)
+	p.UpdateICRC()
+
+	require.ErrorIs(t, p.Decode(frame), wire.ErrLength)
+	require.True(t, p.StrayPayload())
+	require.Equal(t, wire.OpRCReadRequest, p.BTH.Opcode())
+	require.Equal(t, f.RETH, p.RETH.Fields())
+	require.Equal(t, "0123456789abcdef", string(p.Payload))
+
+	frame[len(frame)-1] ^= 1
+	require.ErrorIs(t, p.Decode(frame), wire.ErrICRC)
+
+	// A length error of the IP or UDP headers is not a stray payload.
+	g := testFrame(r, wire.OpRCReadRequest, false, nil)
+	short := encodeOne(t, &g)
+	short[wire.EthernetLen+20+5] -= 4 // UDP length
+	require.ErrorIs(t, p.Decode(short), wire.ErrLength)
+	require.False(t, p.StrayPayload())
 }

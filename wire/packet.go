@@ -19,7 +19,8 @@ import (
 //  5. Extension headers as the opcode table says (ErrTruncated), then
 //     payload, pad and ICRC: the transport length is a multiple of 4 and
 //     the pad count fits (ErrPad); no payload on an opcode that has none
-//     (ErrLength).
+//     (ErrLength, but the view is complete, Payload included, and Decode
+//     still checks the ICRC: see StrayPayload).
 //  6. ICRC (ErrICRC), unless DecodeHeaders was called.
 
 // Packet is a reusable, zero-copy view of a decoded RoCE v2 frame. Every
@@ -54,15 +55,29 @@ type Packet struct {
 }
 
 // Decode parses frame and verifies its ICRC. On ErrICRC the view is
-// complete, so a caller can still show the packet.
+// complete, so a caller can still show the packet. So it is on ErrLength
+// when StrayPayload reports true: the frame is whole, its ICRC verifies,
+// and only its payload is one the opcode does not carry.
 func (p *Packet) Decode(frame []byte) error {
-	if err := p.DecodeHeaders(frame); err != nil {
+	err := p.DecodeHeaders(frame)
+	if err != nil && !p.StrayPayload() {
 		return err
 	}
 	if !p.ICRCValid() {
 		return ErrICRC
 	}
-	return nil
+	return err
+}
+
+// StrayPayload reports whether the last decode found everything in order
+// but a payload on an opcode that carries none (a READ request or an
+// atomic with data after its headers, an ACK with bytes after its AETH).
+// The decoder calls that a length error (ErrLength), as the IBTA does
+// (vol. 1 §9.9.3: "payload length not consistent with the opcode"); a
+// receiver may still act on the packet, as rxe's responder does, which
+// never looks at a READ request's length.
+func (p *Packet) StrayPayload() bool {
+	return p.Info != nil && p.ICRC != nil && p.Info.Headers&HasPayload == 0 && len(p.Payload)+len(p.Pad) > 0
 }
 
 // DecodeHeaders parses frame like Decode but does not check the ICRC
@@ -177,11 +192,11 @@ func (p *Packet) DecodeHeaders(frame []byte) error {
 	if len(body)%4 != 0 || pad > len(body) {
 		return p.fail(stepExt, ErrPad)
 	}
-	if len(body) > 0 && h&HasPayload == 0 {
-		return p.fail(stepExt, ErrLength)
-	}
 	p.Payload = body[:len(body)-pad]
 	p.Pad = body[len(body)-pad:]
+	if len(body) > 0 && h&HasPayload == 0 {
+		return ErrLength // the view stays complete: see StrayPayload
+	}
 	return nil
 }
 

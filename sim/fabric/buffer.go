@@ -1,13 +1,19 @@
 package fabric
 
-import "strings"
+import (
+	"math/bits"
+	"strings"
+)
 
 // frameBuf is one frame owned by the fabric, from Send until it is
 // delivered or dropped. Buffers live in a slab and are recycled, so the
-// per-frame path allocates nothing once the slab has grown.
+// per-frame path allocates nothing once the slab has grown. Each buffer's
+// storage is one of a few size classes, the smallest that holds the frame,
+// so a burst of ACKs or of 1 KiB packets does not pin a jumbo frame's
+// worth of memory apiece.
 type frameBuf struct {
 	id   int32
-	data [MaxFrame]byte
+	data []byte // len is the buffer's size class
 	n    int
 	from string // sending node
 	to   string // destination node, "" if unknown
@@ -33,20 +39,37 @@ func (b *frameBuf) comment() string {
 	return strings.Join([]string{b.note, b.fault}, "; ")
 }
 
-type bufPool struct {
-	slab []*frameBuf
-	free []int32
+// Size classes: powers of two from minClassBytes up to the first that
+// holds MaxFrame.
+const (
+	minClassShift = 7 // 128 bytes: an ACK over IPv6 is 94
+	numClasses    = 8 // ... 16384 bytes, the first class >= MaxFrame
+)
+
+// sizeClass returns the class of a frame of n bytes.
+func sizeClass(n int) int {
+	if n <= 1<<minClassShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - minClassShift
 }
 
-func (p *bufPool) get() *frameBuf {
-	if n := len(p.free); n > 0 {
-		id := p.free[n-1]
-		p.free = p.free[:n-1]
+type bufPool struct {
+	slab []*frameBuf
+	free [numClasses][]int32 // ids of free buffers, by size class
+}
+
+// get returns a free buffer that holds n bytes (its n is not set).
+func (p *bufPool) get(n int) *frameBuf {
+	c := sizeClass(n)
+	if k := len(p.free[c]); k > 0 {
+		id := p.free[c][k-1]
+		p.free[c] = p.free[c][:k-1]
 		b := p.slab[id]
 		b.fault = ""
 		return b
 	}
-	b := &frameBuf{id: int32(len(p.slab))}
+	b := &frameBuf{id: int32(len(p.slab)), data: make([]byte, 1<<(c+minClassShift))}
 	p.slab = append(p.slab, b)
 	return b
 }
@@ -56,7 +79,8 @@ func (p *bufPool) at(id int32) *frameBuf { return p.slab[id] }
 func (p *bufPool) put(b *frameBuf) {
 	b.left()
 	b.note, b.fault = "", ""
-	p.free = append(p.free, b.id)
+	c := sizeClass(len(b.data))
+	p.free[c] = append(p.free[c], b.id)
 }
 
 // left tells the sending node, once, that its frame has left its port.
@@ -71,8 +95,8 @@ func (b *frameBuf) left() {
 
 // clone returns a new buffer holding a copy of b.
 func (p *bufPool) clone(b *frameBuf) *frameBuf {
-	c := p.get()
-	c.n = copy(c.data[:], b.bytes())
+	c := p.get(b.n)
+	c.n = copy(c.data, b.bytes())
 	c.from, c.to, c.tx, c.note, c.fault = b.from, b.to, b.tx, b.note, b.fault
 	c.owner = nil // a copy the fabric made was not sent by the node
 	return c
@@ -105,3 +129,6 @@ func (q *fifo) pop() (int32, bool) {
 	q.size--
 	return id, true
 }
+
+// The largest class must hold the largest frame.
+var _ [1<<(numClasses-1+minClassShift) - MaxFrame]struct{}

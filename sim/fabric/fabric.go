@@ -291,8 +291,8 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	}
 	f := n.f
 	f.start()
-	b := f.pool.get()
-	b.n = copy(b.data[:], frame)
+	b := f.pool.get(len(frame))
+	b.n = copy(b.data, frame)
 	b.from = n.name
 	b.to = n.destination(wire.Ethernet(frame).Dst())
 	b.note = note

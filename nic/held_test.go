@@ -1,0 +1,47 @@
+package nic_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// TestRequestsHeldWhileReadReplies: with 64 of its frames waiting at the
+// port (nothing reports them gone), the RC QP's responder starts a 17th
+// READ but builds none of its responses; the requests that arrive
+// meanwhile are held, in order, up to 4096, and the rest are dropped and
+// counted (responder-busy) rather than held without limit. Once the port
+// takes frames again (TxDone), the READ's responses go out first, then
+// the held requests run in arrival order.
+func TestRequestsHeldWhileReadReplies(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	reth := wire.RETHFields{VA: r.rw.Addr, RKey: r.rw.RKey, DMALength: 4096} // 4 responses at 1024
+	for i := range 17 {
+		r.dev.Receive(0, r.frame(t, pkt{op: wire.OpRCReadRequest, psn: uint32(4 * i), reth: reth}))
+	}
+	require.Len(t, r.responses(t), 64, "16 READs answered; the 17th waits for the port")
+
+	const sent = 5000
+	w := wire.RETHFields{VA: r.rw.Addr, RKey: r.rw.RKey, DMALength: 8}
+	for i := range sent {
+		r.dev.Receive(0, r.frame(t, pkt{op: wire.OpRCWriteOnly, psn: uint32(68 + i), reth: w, payload: make([]byte, 8)}))
+	}
+	require.Empty(t, r.responses(t), "nothing answered while the READ waits")
+	require.Equal(t, uint64(sent-4096), r.dev.RxDrops(nic.DropBusy))
+	require.Equal(t, "responder-busy", nic.DropBusy.String())
+
+	for range 48 {
+		r.dev.TxDone(0) // 16 frames left at the port: the READ resumes
+	}
+	out := r.responses(t)
+	require.Len(t, out, 4+4096)
+	for i, op := range []string{"RC_RDMA_READ_RESPONSE_FIRST", "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_LAST"} {
+		require.Contains(t, out[i], fmt.Sprintf("%s psn=%d", op, rigRQPSN+64+i))
+	}
+	require.Contains(t, out[4], fmt.Sprintf("RC_ACKNOWLEDGE psn=%d", rigRQPSN+68))
+	require.Contains(t, out[len(out)-1], fmt.Sprintf("RC_ACKNOWLEDGE psn=%d", rigRQPSN+68+4095))
+}
