@@ -45,7 +45,7 @@ const (
 	mrMaxMessage = 1 << 31
 
 	// mrAccessKnown are the access bits rocesim implements.
-	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
 
 // MR is a registered memory region (ibv_mr): Go bytes at a simulated
@@ -62,6 +62,7 @@ type MR struct {
 
 	buf  []byte
 	pd   *PD
+	mws  int // memory windows bound to it (rxe's num_mw)
 	dead bool
 }
 
@@ -90,6 +91,8 @@ type memTable struct {
 	maxLive int
 
 	nextAddr uint64 // the next free simulated address, page aligned
+
+	mws mwTable // the memory windows (mw.go)
 }
 
 // newMemTable returns an empty table whose first MR lives at base (rounded
@@ -207,6 +210,10 @@ func (t *memTable) deregister(mr *MR) error {
 	idx := mr.LKey >> 8
 	if idx == 0 || int(idx) > len(t.slots) || t.slots[idx-1].mr != mr {
 		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x is not registered on this device", mr.LKey)
+	}
+	if mr.mws > 0 {
+		// IBTA §10.6.7.2.6; rxe_dereg_mr refuses it the same way.
+		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x has %d memory windows bound", mr.LKey, mr.mws)
 	}
 	t.slots[idx-1].mr = nil
 	t.live--
@@ -351,24 +358,35 @@ func (t *memTable) mustLKey(op string, sges []SGE, i int) *MR {
 	return mr
 }
 
-// remote checks an incoming RDMA READ, WRITE or ATOMIC against the
-// responder QP's pd, as rxe's check_rkey does: the R_Key names a
-// live MR of pd, the MR grants every right in need, and [va, va+length)
-// lies inside it. On failure ok is false and msg says why (the responder
-// answers NAK remote access error, 0x62).
+// remote checks an incoming RDMA READ, WRITE or ATOMIC on qp, as rxe's
+// check_rkey does: the R_Key names a live MR of the QP's PD, or a window
+// (see lookupRemote), the MR or window grants every right in need, and
+// [va, va+length) lies inside the range allowed. On failure ok is false
+// and msg says why (the responder answers NAK remote access error, 0x62).
+// The MR returned is the region the bytes are in; VAs stay absolute.
 //
 // A zero-length READ or WRITE needs neither a valid R_Key nor VA (IBTA
 // vol. 1 C9-88, as rxe's check_rkey): length 0 returns (nil, true, "").
 // Atomics always pass length 8.
-func (t *memTable) remote(pd *PD, rkey uint32, va uint64, length uint64, need AccessFlags) (*MR, bool, string) {
+func (t *memTable) remote(qp *QP, rkey uint32, va uint64, length uint64, need AccessFlags) (*MR, bool, string) {
 	if length == 0 {
 		return nil, true, ""
+	}
+	if isMWKey(rkey) {
+		mr, lo, n, why := t.lookupRemote(qp, rkey, need)
+		switch {
+		case mr == nil:
+			return nil, false, why
+		case va < lo || length > n || va-lo > n-length:
+			return nil, false, fmt.Sprintf("rkey %#x: va range outside MW: %#x+%d not within %#x+%d", rkey, va, length, lo, n)
+		}
+		return mr, true, ""
 	}
 	mr := t.byRKey(rkey)
 	switch {
 	case mr == nil:
 		return nil, false, fmt.Sprintf("rkey %#x unknown", rkey)
-	case mr.pd != pd:
+	case mr.pd != qp.pd:
 		return nil, false, fmt.Sprintf("rkey %#x: MR in another PD", rkey)
 	case mr.Access&need != need:
 		return nil, false, fmt.Sprintf("rkey %#x: MR lacks %s", rkey, accessString(need&^mr.Access))
@@ -382,7 +400,7 @@ func (t *memTable) remote(pd *PD, rkey uint32, va uint64, length uint64, need Ac
 // accessString names access flags in libibverbs' words without the
 // IBV_ACCESS_ prefix, e.g. "REMOTE_WRITE|REMOTE_ATOMIC", for messages.
 func accessString(a AccessFlags) string {
-	names := [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC"}
+	names := [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND"}
 	var parts []string
 	for i, name := range names {
 		if a&(1<<i) != 0 {

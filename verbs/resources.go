@@ -366,6 +366,11 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// InvalidateRKey is the R_Key a SEND_WITH_INV or LOCAL_INV
+	// invalidates (invalidate_rkey).
+	InvalidateRKey uint32
+	// BindMW is what an IBV_WR_BIND_MW binds (bind_mw).
+	BindMW BindMWWR
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns the index
@@ -398,9 +403,12 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		}
 		nw := nic.SendWR{WRID: w.WRID, SGList: w.SGList, Opcode: w.Opcode, Flags: w.Flags, ImmData: w.ImmData,
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
-			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey}
+			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey, InvalidateRKey: w.InvalidateRKey}
 		if w.AH != nil {
 			nw.AH = w.AH.ah
+		}
+		if bad = q.nicBindMW(&w.BindMW, &nw.BindMW); bad != nil {
+			break
 		}
 		n = append(n, nw)
 	}
