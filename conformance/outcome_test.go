@@ -35,7 +35,8 @@ func TestScenariosRunInTheModel(t *testing.T) {
 	require.Equal(t, []string{"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss",
 		"atomic-ack-loss", "rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 		"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
-		"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss"}, names)
+		"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
+		"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)

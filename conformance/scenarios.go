@@ -20,12 +20,13 @@ var scenarioFS embed.FS
 // ScenarioNames are the differential scenarios in the order Scenarios
 // returns them (the order of issue 7 and of RESULTS.md), then the
 // memory-protection cases whose NAKs the model first took from rxe's
-// source, then UC ones.
+// source, then UC ones, then memory windows (issue 14, item 7).
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
 	"write-past-mr-end", "read-without-remote-read", "write-without-qp-access", "atomic-without-remote-atomic",
 	"zero-length-write", "uc-loss", "uc-write-bad-rkey", "uc-write-loss",
+	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of
