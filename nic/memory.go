@@ -422,3 +422,80 @@ func accessString(a AccessFlags) string {
 func mrSpan(n uint64) uint64 {
 	return (n+mrPageSize-1)&^(mrPageSize-1) + mrPageSize
 }
+
+// ReregFlags say what ibv_rereg_mr changes (ibv_rereg_mr_flags).
+type ReregFlags uint32
+
+// Rereg flags.
+const (
+	ReregChangeTranslation ReregFlags = 1 << 0 // a new buffer (address and length)
+	ReregChangePD          ReregFlags = 1 << 1
+	ReregChangeAccess      ReregFlags = 1 << 2
+
+	reregKnown = ReregChangeTranslation | ReregChangePD | ReregChangeAccess
+)
+
+// rereg changes mr in place (ibv_rereg_mr): its buffer (given a new
+// simulated address), its PD and/or its access rights, keeping its keys.
+// The checks libibverbs makes before calling the device come first
+// (IBV_REREG_MR_ERR_INPUT, EINVAL): unknown flags, a translation without
+// a buffer. Then, when the device does not support rereg (supported
+// false: rxe 6.1 has no rereg_user_mr, and real rxe answers every call
+// that reaches the kernel with EOPNOTSUPP, checked by conformance
+// TestReregMRMatchesRxe), IBV_REREG_MR_ERR_CMD with EOPNOTSUPP. Else the
+// kernel's checks (IBV_REREG_MR_ERR_CMD, EINVAL): no flag, a dead PD, the
+// access rules of reg_mr. Nothing changes on an error.
+func (t *memTable) rereg(mr *MR, flags ReregFlags, pd *PD, buf []byte, access AccessFlags, supported bool) error {
+	switch {
+	case mr == nil:
+		return errno(syscall.EINVAL, "rereg_mr: mr is nil")
+	case mr.dead:
+		return errno(syscall.EINVAL, "rereg_mr: MR lkey %#x is deregistered", mr.LKey)
+	case flags&^reregKnown != 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_INPUT: flags has unknown bits %#x", uint32(flags&^reregKnown))
+	case flags&ReregChangeTranslation != 0 && len(buf) == 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_INPUT: CHANGE_TRANSLATION needs addr and length")
+	case !supported:
+		return errno(syscall.EOPNOTSUPP, "rereg_mr: IBV_REREG_MR_ERR_CMD: the device does not support rereg (rxe 6.1 has no rereg_user_mr)")
+	case flags == 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: flags is 0")
+	}
+	if flags&ReregChangePD != 0 && (pd == nil || pd.dead) {
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: pd is not a live PD")
+	}
+	if flags&ReregChangeAccess != 0 {
+		if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
+			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access %s requires LOCAL_WRITE", accessString(remote))
+		}
+		if unknown := access &^ mrAccessKnown; unknown != 0 {
+			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access has unknown bits %#x", uint32(unknown))
+		}
+	}
+	if flags&ReregChangeTranslation != 0 {
+		span := mrSpan(uint64(len(buf)))
+		if t.nextAddr > math.MaxUint64-span {
+			return errno(syscall.ENOMEM, "rereg_mr: IBV_REREG_MR_ERR_CMD: simulated address space exhausted")
+		}
+		mr.buf, mr.Addr, mr.Length = buf[:len(buf):len(buf)], t.nextAddr, uint64(len(buf))
+		t.nextAddr += span
+	}
+	if flags&ReregChangePD != 0 {
+		mr.pd.refs--
+		mr.pd = pd
+		pd.refs++
+	}
+	if flags&ReregChangeAccess != 0 {
+		mr.Access = access
+	}
+	return nil
+}
+
+// ReregMR changes mr's buffer, PD and/or access rights (ibv_rereg_mr).
+// Under the rxe profile every call that passes libibverbs' own checks
+// fails with EOPNOTSUPP, as on real rxe 6.1 (see memTable.rereg).
+func (d *Device) ReregMR(mr *MR, flags ReregFlags, pd *PD, buf []byte, access AccessFlags) error {
+	if pd != nil && pd.dev != d {
+		return errno(syscall.EINVAL, "rereg_mr: pd is not of this device")
+	}
+	return d.mem.rereg(mr, flags, pd, buf, access, d.cfg.Profile != ProfileRXE)
+}

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -141,4 +142,58 @@ func TestMWBindChecks(t *testing.T) {
 	require.Empty(t, tab.bindMW(qp, &b))
 	assert.Zero(t, bindable.mws)
 	assert.Contains(t, tab.invalidate(bindable.RKey), "user MR, which cannot be invalidated")
+}
+
+// TestRereg: ibv_rereg_mr's checks in libibverbs' and the kernel's order,
+// rxe 6.1's EOPNOTSUPP for everything that reaches the device, and what a
+// supported rereg changes (the keys stay).
+func TestRereg(t *testing.T) {
+	pd, pd2 := &PD{}, &PD{}
+	rows := []struct {
+		name      string
+		flags     ReregFlags
+		pd        *PD
+		buf       []byte
+		access    AccessFlags
+		supported bool
+		errno     syscall.Errno
+		msg       string
+	}{
+		{"unknown flag (libibverbs)", 8, nil, nil, 0, false, syscall.EINVAL, "IBV_REREG_MR_ERR_INPUT: flags has unknown bits 0x8"},
+		{"translation without a buffer (libibverbs)", ReregChangeTranslation, nil, nil, 0, false, syscall.EINVAL, "CHANGE_TRANSLATION needs addr and length"},
+		{"rxe 6.1: access", ReregChangeAccess, nil, nil, AccessLocalWrite, false, syscall.EOPNOTSUPP, "IBV_REREG_MR_ERR_CMD"},
+		{"rxe 6.1: no flag", 0, nil, nil, 0, false, syscall.EOPNOTSUPP, "IBV_REREG_MR_ERR_CMD"},
+		{"rxe 6.1: bad access still EOPNOTSUPP", ReregChangeAccess, nil, nil, AccessRemoteWrite, false, syscall.EOPNOTSUPP, "does not support rereg"},
+		{"no flag", 0, nil, nil, 0, true, syscall.EINVAL, "flags is 0"},
+		{"remote write without local write", ReregChangeAccess, nil, nil, AccessRemoteWrite, true, syscall.EINVAL, "REMOTE_WRITE requires LOCAL_WRITE"},
+		{"dead PD", ReregChangePD, &PD{dead: true}, nil, 0, true, syscall.EINVAL, "pd is not a live PD"},
+	}
+	for _, r := range rows {
+		tab := newMemTable(memTestBase)
+		mr := memTestReg(t, &tab, pd, 64, 0, AccessLocalWrite)
+		err := tab.rereg(mr, r.flags, r.pd, r.buf, r.access, r.supported)
+		require.Error(t, err, r.name)
+		assert.ErrorIs(t, err, r.errno, r.name)
+		assert.Contains(t, err.Error(), r.msg, r.name)
+		assert.Equal(t, AccessLocalWrite, mr.Access, "%s: nothing changes", r.name)
+		assert.Same(t, pd, mr.pd, r.name)
+	}
+
+	tab := newMemTable(memTestBase)
+	pd = &PD{}
+	mr := memTestReg(t, &tab, pd, 64, 0, AccessLocalWrite)
+	lkey, addr := mr.LKey, mr.Addr
+	buf := make([]byte, 8192)
+	require.NoError(t, tab.rereg(mr, ReregChangeTranslation|ReregChangePD|ReregChangeAccess, pd2, buf,
+		AccessLocalWrite|AccessRemoteRead, true))
+	assert.Equal(t, lkey, mr.LKey)
+	assert.Equal(t, lkey, mr.RKey)
+	assert.NotEqual(t, addr, mr.Addr, "a new buffer, a new simulated address")
+	assert.Equal(t, uint64(8192), mr.Length)
+	assert.Equal(t, AccessLocalWrite|AccessRemoteRead, mr.Access)
+	assert.Equal(t, 0, pd.refs)
+	assert.Equal(t, 1, pd2.refs)
+	got, ok, msg := tab.remote(&QP{pd: pd2}, mr.RKey, mr.Addr+4096, 8, AccessRemoteRead)
+	assert.True(t, ok, msg)
+	assert.Same(t, mr, got)
 }

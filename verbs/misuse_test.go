@@ -1160,6 +1160,33 @@ func mwRows(add func(string, ...misuseRow)) {
 			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRBindMW, BindMW: verbs.BindMWWR{MW: alloc(t, pd, verbs.MWType2)}}}))
 		}},
 	)
+	add("rereg_mr",
+		misuseRow{name: "nil MR", errno: inval, msg: "mr is nil", call: func(t *testing.T, f *misuseFixture) error {
+			var m *verbs.MR
+			return m.Rereg(verbs.ReregChangeAccess, nil, nil, 0)
+		}},
+		misuseRow{name: "deregistered MR", errno: inval, msg: "is deregistered", call: func(t *testing.T, f *misuseFixture) error {
+			require.NoError(t, f.a.mr.Dereg())
+			return f.a.mr.Rereg(verbs.ReregChangeAccess, nil, nil, verbs.AccessLocalWrite)
+		}},
+		misuseRow{name: "unknown flag", errno: inval, msg: "IBV_REREG_MR_ERR_INPUT: flags has unknown bits 0x8", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(8, nil, nil, 0)
+		}},
+		misuseRow{name: "translation without a buffer", errno: inval, msg: "CHANGE_TRANSLATION needs addr and length", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(verbs.ReregChangeTranslation, nil, nil, 0)
+		}},
+		misuseRow{name: "rxe 6.1 does not support it", errno: syscall.EOPNOTSUPP, msg: "IBV_REREG_MR_ERR_CMD", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(verbs.ReregChangeAccess, nil, nil, verbs.AccessLocalWrite)
+		}},
+		misuseRow{name: "PD of another context", errno: inval, msg: "pd belongs to another context", call: func(t *testing.T, f *misuseFixture) error {
+			pd, err := f.ctx2.AllocPD()
+			require.NoError(t, err)
+			return f.a.mr.Rereg(verbs.ReregChangePD, pd, nil, 0)
+		}},
+		misuseRow{name: "closed context", errno: inval, msg: "context is closed", call: func(t *testing.T, f *misuseFixture) error {
+			return f.closed(t).mr.Rereg(verbs.ReregChangeAccess, nil, nil, 0)
+		}},
+	)
 	add("dereg_mr",
 		misuseRow{name: "a window is bound to it", errno: inval, msg: "has 1 memory windows bound", call: func(t *testing.T, f *misuseFixture) error {
 			mr := bindable(t, f)

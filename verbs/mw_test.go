@@ -280,3 +280,50 @@ func TestMWLocalOpsInOrder(t *testing.T) {
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(wcs))
 	assert.Equal(t, verbs.WCBindMW, wcs[1].Opcode)
 }
+
+// TestReregMR: under the spec profile ibv_rereg_mr changes the region in
+// place, and the peer sees the new rights at once; under the rxe profile
+// it fails with EOPNOTSUPP, as on real rxe 6.1 (conformance
+// TestReregMRMatchesRxe), and the region keeps its rights.
+func TestReregMR(t *testing.T) {
+	for _, profile := range []verbs.Profile{verbs.ProfileSpec, verbs.ProfileRXE} {
+		w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Profile: profile})
+		mr, err := b.pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite)
+		require.NoError(t, err)
+		err = mr.Rereg(verbs.ReregChangeAccess, nil, nil, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		got := writeThrough(t, w, a, mr.Addr, mr.RKey, 8)
+		if profile == verbs.ProfileRXE {
+			assert.True(t, errors.Is(err, syscall.EOPNOTSUPP), "%v", err)
+			assert.Contains(t, err.Error(), "IBV_REREG_MR_ERR_CMD")
+			assert.Equal(t, []string{"1:IBV_WC_REM_ACCESS_ERR"}, got, "the region kept its rights")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, got)
+		assert.Equal(t, byte(0xAB), mr.Bytes()[0])
+
+		// A new buffer: new address and length, same keys; the old
+		// address no longer resolves.
+		old, rkey := mr.Addr, mr.RKey
+		buf := make([]byte, 8192)
+		require.NoError(t, mr.Rereg(verbs.ReregChangeTranslation, nil, buf, 0))
+		assert.NotEqual(t, old, mr.Addr)
+		assert.Equal(t, uint64(8192), mr.Length)
+		assert.Equal(t, rkey, mr.RKey)
+		_, err = b.qp.PostRecv([]verbs.RecvWR{{WRID: 31, SGList: []verbs.SGE{mr.SGE(8000, 16)}}})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 16)})
+		require.NoError(t, err)
+		w.Run()
+		assert.Equal(t, []string{"31:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+		assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+		assert.Equal(t, byte(0xAB), buf[8000], "the receive landed in the new buffer")
+
+		// Another PD: b's QP (in the first PD) can no longer reach it.
+		pd2, err := b.ctx.AllocPD()
+		require.NoError(t, err)
+		require.NoError(t, mr.Rereg(verbs.ReregChangePD, pd2, nil, 0))
+		assert.Equal(t, []string{"1:IBV_WC_REM_ACCESS_ERR"}, writeThrough(t, w, a, mr.Addr, mr.RKey, 8))
+		assert.Error(t, pd2.Dealloc(), "the MR holds the new PD")
+	}
+}

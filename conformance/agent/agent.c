@@ -31,6 +31,16 @@
  *                                  ibv_inc_rkey(rkey); either way the
  *                                  window's rkey is the new one after the
  *                                  post (prints it); len=0 binds no MR
+ *   rereg [mr=M] flags=N [access=LIST] [newpd=1] [off=N len=N]
+ *                                  ibv_rereg_mr of MR M with the flags given
+ *                                  (1 CHANGE_TRANSLATION: the MR's buffer
+ *                                  from off for len bytes; 2 CHANGE_PD: a
+ *                                  second PD, made on first use, or the
+ *                                  first again with newpd=0; 4
+ *                                  CHANGE_ACCESS); prints the return value,
+ *                                  errno and the MR's keys, and does not
+ *                                  fail on an error (what is asked is what
+ *                                  rxe does)
  *   poke [mr=M] off=N hex=HEX      set bytes of an MR
  *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
  *      [access=LIST] [sig_all=0|1] [type=rc|uc|ud] [qkey=N] [srq=1]
@@ -826,6 +836,28 @@ static void do_bind(const char *cmd)
 	printf("{\"event\":\"bind\",\"name\":\"%s\",\"rkey\":%u}\n", w->name, w->mw->rkey);
 }
 
+static struct ibv_pd *pd2;
+
+static void do_rereg(const char *cmd)
+{
+	struct mrobj *m = lookup_mr(cmd, "mr");
+	int flags = num(cmd, "flags", 1, 0), ret;
+	uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 0, 0);
+	struct ibv_pd *npd = pd;
+
+	if (num(cmd, "newpd", 0, 1) && (flags & IBV_REREG_MR_CHANGE_PD)) {
+		if (!pd2 && !(pd2 = ibv_alloc_pd(ctx)))
+			fail(cmd, "ibv_alloc_pd: %s", strerror(errno));
+		npd = pd2;
+	}
+	if (off + len > m->len)
+		fail(cmd, "off+len past mr %s", m->name);
+	errno = 0;
+	ret = ibv_rereg_mr(m->mr, flags, npd, m->buf + off, len, access_flags(cmd, "access", 0));
+	printf("{\"event\":\"rereg\",\"ret\":%d,\"errno\":%d,\"lkey\":%u,\"rkey\":%u}\n",
+	       ret, ret ? errno : 0, m->mr->lkey, m->mr->rkey);
+}
+
 static void do_poke(const char *cmd)
 {
 	struct mrobj *m = lookup_mr(cmd, "mr");
@@ -967,6 +999,8 @@ static void run(char *line)
 		do_mw(cmd);
 	} else if (strcmp(cmd, "bind") == 0) {
 		do_bind(cmd);
+	} else if (strcmp(cmd, "rereg") == 0) {
+		do_rereg(cmd);
 	} else if (strcmp(cmd, "poke") == 0) {
 		do_poke(cmd);
 	} else if (strcmp(cmd, "info") == 0) {
