@@ -49,10 +49,10 @@ const (
 	// mwMinIndex is rxe's RXE_MIN_MW_INDEX in 6.1: the index after the
 	// last MR index (RXE_MAX_MR_INDEX, DEFAULT_MAX_VALUE >> 1). Every key
 	// whose index is at least this names a window.
-	mwMinIndex = 1<<19 + 1
+	mwMinIndex = rxeMaxMRIndex + 1
 
 	// mwMaxIndex is RXE_MAX_MW_INDEX: DEFAULT_MAX_VALUE (1 << 20).
-	mwMaxIndex = 1 << 20
+	mwMaxIndex = rxeMaxValue
 
 	// mwAccessKnown are the access rights a window may grant. rxe accepts
 	// the MR bits and ZERO_BASED (RXE_ACCESS_SUPPORTED_MW); rocesim does
@@ -328,16 +328,30 @@ type BindMW struct {
 	mwKey uint32 // the window's key when the WR was posted (rxe: mw_rkey)
 }
 
-// AllocMW allocates a memory window of type t in pd (ibv_alloc_mw).
+// AllocMW allocates a memory window of type t in pd (ibv_alloc_mw); EINVAL
+// once the device holds max_mw windows (rxe_alloc_mw: rxe_add_to_pool).
 func (d *Device) AllocMW(pd *PD, t MWType) (*MW, error) {
 	if pd != nil && pd.dev != d {
 		return nil, errno(syscall.EINVAL, "alloc_mw: pd is not of this device")
 	}
-	return d.mem.allocMW(pd, t)
+	if err := d.mws.take("alloc_mw", "max_mw"); err != nil {
+		return nil, err
+	}
+	w, err := d.mem.allocMW(pd, t)
+	if err != nil {
+		d.mws.put()
+	}
+	return w, err
 }
 
 // DeallocMW frees a memory window (ibv_dealloc_mw).
-func (d *Device) DeallocMW(w *MW) error { return d.mem.deallocMW(w) }
+func (d *Device) DeallocMW(w *MW) error {
+	if err := d.mem.deallocMW(w); err != nil {
+		return err
+	}
+	d.mws.put()
+	return nil
+}
 
 // Bind binds a type 1 window through qp (ibv_bind_mw): as rdma-core's rxe
 // provider, it checks the arguments, posts a BIND_MW work request with the

@@ -197,3 +197,27 @@ func TestRereg(t *testing.T) {
 	assert.True(t, ok, msg)
 	assert.Same(t, mr, got)
 }
+
+// TestMWLimit: max_mw is enforced as reported, a freed window gives its
+// place back, and Resources counts the windows.
+func TestMWLimit(t *testing.T) {
+	d, pd, _ := resDevice(t)
+	d.attr.MaxMW = 2
+	w1, err := d.AllocMW(pd, MWType1)
+	require.NoError(t, err)
+	_, err = d.AllocMW(pd, MWType2)
+	require.NoError(t, err)
+	_, err = d.AllocMW(pd, MWType2)
+	assert.ErrorIs(t, err, syscall.EINVAL)
+	assert.Contains(t, err.Error(), "alloc_mw: the device's max_mw (2) reached")
+	assert.Equal(t, 2, d.Resources().MW)
+	_, err = d.AllocMW(pd, 3)
+	assert.ErrorIs(t, err, syscall.EINVAL, "a bad type at the limit is still the limit")
+	require.NoError(t, d.DeallocMW(w1))
+	assert.Equal(t, 1, d.Resources().MW)
+	_, err = d.AllocMW(pd, 3)
+	assert.ErrorIs(t, err, syscall.EINVAL)
+	assert.Equal(t, 1, d.Resources().MW, "a refused allocation takes no place")
+	_, err = d.AllocMW(pd, MWType1)
+	require.NoError(t, err)
+}

@@ -13,6 +13,7 @@ type MW struct {
 	RKey uint32
 	c    *Context
 	mw   *nic.MW
+	slot int // in c.owned
 }
 
 // BindInfo says what a bind attaches a window to (ibv_mw_bind_info):
@@ -57,7 +58,9 @@ func (p *PD) AllocMW(t MWType) (*MW, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MW{Type: w.Type, RKey: w.RKey, c: p.c, mw: w}, nil
+	v := &MW{Type: w.Type, RKey: w.RKey, c: p.c, mw: w}
+	p.c.owned.add(&v.slot, func() { p.c.dev().DeallocMW(w) })
+	return v, nil
 }
 
 // Dealloc frees the window (ibv_dealloc_mw), unbinding it if bound.
@@ -68,7 +71,7 @@ func (m *MW) Dealloc() error {
 	if err := m.c.usable("dealloc_mw"); err != nil {
 		return err
 	}
-	return m.c.dev().DeallocMW(m.mw)
+	return m.c.destroyed(m.slot, m.c.dev().DeallocMW(m.mw))
 }
 
 // BindMW binds a type 1 window through q (ibv_bind_mw): it posts a
