@@ -453,6 +453,10 @@ func TestMemoryHotPathAllocs(t *testing.T) {
 	buf := make([]byte, 3500)
 	pkt := make([]byte, 1024)
 	qp := &QP{pd: pd}
+	bindable := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite|AccessMWBind)
+	w, err := tab.allocMW(pd, MWType2)
+	require.NoError(t, err)
+	require.Empty(t, mwTestBind(&tab, qp, w, bindable, 0, 64, AccessRemoteWrite))
 	checks := []struct {
 		name string
 		f    func()
@@ -462,6 +466,7 @@ func TestMemoryHotPathAllocs(t *testing.T) {
 		{"gatherAt", func() { tab.gatherAt(sges, 1024, pkt) }},
 		{"scatter", func() { tab.scatter(sges, 2048, pkt) }},
 		{"remote", func() { tab.remote(qp, a.RKey, a.Addr, 4096, AccessRemoteWrite) }},
+		{"remote through a window", func() { tab.remote(qp, w.RKey, bindable.Addr, 64, AccessRemoteWrite) }},
 	}
 	for _, c := range checks {
 		assert.Zero(t, testing.AllocsPerRun(100, c.f), c.name)
