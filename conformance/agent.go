@@ -46,6 +46,11 @@ type AgentEvent struct {
 	LKey uint32 `json:"lkey"`
 	CQE  int    `json:"cqe"`
 
+	// rereg: ibv_rereg_mr's return value (0, or an
+	// IBV_REREG_MR_ERR_* code) and errno, with lkey and rkey above.
+	Ret   int `json:"ret"`
+	Errno int `json:"errno"`
+
 	// open: the device's completion vectors (num_comp_vectors).
 	CompVectors int `json:"comp_vectors"`
 

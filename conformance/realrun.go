@@ -109,13 +109,14 @@ func (r *Rig) Close() {
 
 // rigNode is one side of a run: its agent and what it made.
 type rigNode struct {
-	a     *Agent
-	node  *scenario.ProgramNode
-	qpn   uint32
-	addrs []uint64 // per MR
-	rkeys []uint32
-	wcs   []OutcomeWC
-	async []string
+	a      *Agent
+	node   *scenario.ProgramNode
+	qpn    uint32
+	addrs  []uint64 // per MR
+	rkeys  []uint32
+	mwKeys []uint32 // per MW: its R_Key as the program holds it (a bind moves it to the next)
+	wcs    []OutcomeWC
+	async  []string
 }
 
 // Run runs the scenario on the guests and returns its normalised outcome.
@@ -194,7 +195,7 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 			if err != nil {
 				return nil, fmt.Errorf("conformance: %s: line %d: %w", prog.Name, prog.Steps[i].Line, err)
 			}
-			if prog.Steps[i].Kind == scenario.StepSend {
+			if prog.Steps[i].Kind == scenario.StepSend && prog.Steps[i].Op != "bind" {
 				c[0] += " defer=1"
 				sends = true
 			}
@@ -282,7 +283,8 @@ func accessList(f nic.AccessFlags) string {
 	for _, a := range []struct {
 		f nic.AccessFlags
 		n string
-	}{{nic.AccessLocalWrite, "lw"}, {nic.AccessRemoteWrite, "rw"}, {nic.AccessRemoteRead, "rr"}, {nic.AccessRemoteAtomic, "ra"}} {
+	}{{nic.AccessLocalWrite, "lw"}, {nic.AccessRemoteWrite, "rw"}, {nic.AccessRemoteRead, "rr"}, {nic.AccessRemoteAtomic, "ra"},
+		{nic.AccessMWBind, "mb"}} {
 		if f&a.f != 0 {
 			s = append(s, a.n)
 		}
@@ -334,6 +336,17 @@ func (n *rigNode) setup(ctx context.Context) error {
 				}
 			}
 		}
+	}
+	for j, w := range n.node.MWs {
+		evs, err := n.a.Do(ctx, fmt.Sprintf("mw name=w%d type=%d", j, w.Type))
+		if err != nil {
+			return err
+		}
+		ev := lastEvent(evs, "mw")
+		if ev == nil {
+			return fmt.Errorf("mw %s: no mw event", w.Name)
+		}
+		n.mwKeys = append(n.mwKeys, ev.RKey)
 	}
 	q := &n.node.QP
 	sig := 0
@@ -393,15 +406,31 @@ func (n *rigNode) stepCommands(st *scenario.ProgramStep, peer *rigNode) ([]strin
 	default:
 		return nil, fmt.Errorf("step kind %q", st.Kind)
 	}
+	if st.Op == "bind" {
+		// The agent binds at once (type 1: ibv_bind_mw; type 2: a
+		// BIND_MW work request) and moves the window to the next R_Key,
+		// as the simulation does.
+		c := fmt.Sprintf("bind mw=w%d wr_id=%d%s off=%d len=%d access=%s signaled=%d", st.MW, st.WRID, mrArg(st.LocalMR),
+			st.LocalOff, st.Len, accessList(st.Access), min(1, int(st.Flags&nic.SendSignaled)))
+		n.mwKeys[st.MW] = nic.IncRKey(n.mwKeys[st.MW])
+		return []string{c}, nil
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "post_send wr_id=%d op=%s%s off=%d len=%d", st.WRID, st.Op, mrArg(st.LocalMR), st.LocalOff, st.Len)
 	switch st.Op {
 	case "send_imm", "write_imm":
 		fmt.Fprintf(&b, " imm=%d", st.Imm)
+	case "local_inv":
+		fmt.Fprintf(&b, " inv=%d", n.mwKeys[st.MW])
+	case "send_inv":
+		fmt.Fprintf(&b, " inv=%d", peer.mwKeys[st.MW])
 	}
 	switch st.Op {
 	case "write", "write_imm", "read", "cas", "faa":
 		rkey := uint64(peer.rkeys[st.RemoteMR])
+		if st.MW >= 0 {
+			rkey = uint64(peer.mwKeys[st.MW]) // through the peer's window
+		}
 		if st.BadRKey {
 			rkey = badRKey
 		}

@@ -387,12 +387,12 @@ func (d *Device) SetPortState(now sim.Time, up bool) {
 // DMA MR ib_alloc_pd registers for the kernel's PD, which restrack does
 // not track (it counts against max_mr all the same).
 type Resources struct {
-	PD, CQ, QP, SRQ, AH, MR int
+	PD, CQ, QP, SRQ, AH, MR, MW int
 }
 
 // Resources returns what the device holds now.
 func (d *Device) Resources() Resources {
-	return Resources{PD: d.pds.live, CQ: d.cqs.live, QP: d.qpCount.live, SRQ: d.srqs.live, AH: d.ahs.live, MR: d.mem.live}
+	return Resources{PD: d.pds.live, CQ: d.cqs.live, QP: d.qpCount.live, SRQ: d.srqs.live, AH: d.ahs.live, MR: d.mem.live, MW: d.mws.live}
 }
 
 // Counters returns the port counters.

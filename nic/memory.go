@@ -45,7 +45,7 @@ const (
 	mrMaxMessage = 1 << 31
 
 	// mrAccessKnown are the access bits rocesim implements.
-	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
 
 // MR is a registered memory region (ibv_mr): Go bytes at a simulated
@@ -62,6 +62,7 @@ type MR struct {
 
 	buf  []byte
 	pd   *PD
+	mws  int // memory windows bound to it (rxe's num_mw)
 	dead bool
 }
 
@@ -90,6 +91,8 @@ type memTable struct {
 	maxLive int
 
 	nextAddr uint64 // the next free simulated address, page aligned
+
+	mws mwTable // the memory windows (mw.go)
 }
 
 // newMemTable returns an empty table whose first MR lives at base (rounded
@@ -207,6 +210,10 @@ func (t *memTable) deregister(mr *MR) error {
 	idx := mr.LKey >> 8
 	if idx == 0 || int(idx) > len(t.slots) || t.slots[idx-1].mr != mr {
 		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x is not registered on this device", mr.LKey)
+	}
+	if mr.mws > 0 {
+		// IBTA §10.6.7.2.6; rxe_dereg_mr refuses it the same way.
+		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x has %d memory windows bound", mr.LKey, mr.mws)
 	}
 	t.slots[idx-1].mr = nil
 	t.live--
@@ -351,24 +358,35 @@ func (t *memTable) mustLKey(op string, sges []SGE, i int) *MR {
 	return mr
 }
 
-// remote checks an incoming RDMA READ, WRITE or ATOMIC against the
-// responder QP's pd, as rxe's check_rkey does: the R_Key names a
-// live MR of pd, the MR grants every right in need, and [va, va+length)
-// lies inside it. On failure ok is false and msg says why (the responder
-// answers NAK remote access error, 0x62).
+// remote checks an incoming RDMA READ, WRITE or ATOMIC on qp, as rxe's
+// check_rkey does: the R_Key names a live MR of the QP's PD, or a window
+// (see lookupRemote), the MR or window grants every right in need, and
+// [va, va+length) lies inside the range allowed. On failure ok is false
+// and msg says why (the responder answers NAK remote access error, 0x62).
+// The MR returned is the region the bytes are in; VAs stay absolute.
 //
 // A zero-length READ or WRITE needs neither a valid R_Key nor VA (IBTA
 // vol. 1 C9-88, as rxe's check_rkey): length 0 returns (nil, true, "").
 // Atomics always pass length 8.
-func (t *memTable) remote(pd *PD, rkey uint32, va uint64, length uint64, need AccessFlags) (*MR, bool, string) {
+func (t *memTable) remote(qp *QP, rkey uint32, va uint64, length uint64, need AccessFlags) (*MR, bool, string) {
 	if length == 0 {
 		return nil, true, ""
+	}
+	if isMWKey(rkey) {
+		mr, lo, n, why := t.lookupRemote(qp, rkey, need)
+		switch {
+		case mr == nil:
+			return nil, false, why
+		case va < lo || length > n || va-lo > n-length:
+			return nil, false, fmt.Sprintf("rkey %#x: va range outside MW: %#x+%d not within %#x+%d", rkey, va, length, lo, n)
+		}
+		return mr, true, ""
 	}
 	mr := t.byRKey(rkey)
 	switch {
 	case mr == nil:
 		return nil, false, fmt.Sprintf("rkey %#x unknown", rkey)
-	case mr.pd != pd:
+	case mr.pd != qp.pd:
 		return nil, false, fmt.Sprintf("rkey %#x: MR in another PD", rkey)
 	case mr.Access&need != need:
 		return nil, false, fmt.Sprintf("rkey %#x: MR lacks %s", rkey, accessString(need&^mr.Access))
@@ -382,7 +400,7 @@ func (t *memTable) remote(pd *PD, rkey uint32, va uint64, length uint64, need Ac
 // accessString names access flags in libibverbs' words without the
 // IBV_ACCESS_ prefix, e.g. "REMOTE_WRITE|REMOTE_ATOMIC", for messages.
 func accessString(a AccessFlags) string {
-	names := [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC"}
+	names := [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND"}
 	var parts []string
 	for i, name := range names {
 		if a&(1<<i) != 0 {
@@ -403,4 +421,81 @@ func accessString(a AccessFlags) string {
 // two MRs are adjacent.
 func mrSpan(n uint64) uint64 {
 	return (n+mrPageSize-1)&^(mrPageSize-1) + mrPageSize
+}
+
+// ReregFlags say what ibv_rereg_mr changes (ibv_rereg_mr_flags).
+type ReregFlags uint32
+
+// Rereg flags.
+const (
+	ReregChangeTranslation ReregFlags = 1 << 0 // a new buffer (address and length)
+	ReregChangePD          ReregFlags = 1 << 1
+	ReregChangeAccess      ReregFlags = 1 << 2
+
+	reregKnown = ReregChangeTranslation | ReregChangePD | ReregChangeAccess
+)
+
+// rereg changes mr in place (ibv_rereg_mr): its buffer (given a new
+// simulated address), its PD and/or its access rights, keeping its keys.
+// The checks libibverbs makes before calling the device come first
+// (IBV_REREG_MR_ERR_INPUT, EINVAL): unknown flags, a translation without
+// a buffer. Then, when the device does not support rereg (supported
+// false: rxe 6.1 has no rereg_user_mr, and real rxe answers every call
+// that reaches the kernel with EOPNOTSUPP, checked by conformance
+// TestReregMRMatchesRxe), IBV_REREG_MR_ERR_CMD with EOPNOTSUPP. Else the
+// kernel's checks (IBV_REREG_MR_ERR_CMD, EINVAL): no flag, a dead PD, the
+// access rules of reg_mr. Nothing changes on an error.
+func (t *memTable) rereg(mr *MR, flags ReregFlags, pd *PD, buf []byte, access AccessFlags, supported bool) error {
+	switch {
+	case mr == nil:
+		return errno(syscall.EINVAL, "rereg_mr: mr is nil")
+	case mr.dead:
+		return errno(syscall.EINVAL, "rereg_mr: MR lkey %#x is deregistered", mr.LKey)
+	case flags&^reregKnown != 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_INPUT: flags has unknown bits %#x", uint32(flags&^reregKnown))
+	case flags&ReregChangeTranslation != 0 && len(buf) == 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_INPUT: CHANGE_TRANSLATION needs addr and length")
+	case !supported:
+		return errno(syscall.EOPNOTSUPP, "rereg_mr: IBV_REREG_MR_ERR_CMD: the device does not support rereg (rxe 6.1 has no rereg_user_mr)")
+	case flags == 0:
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: flags is 0")
+	}
+	if flags&ReregChangePD != 0 && (pd == nil || pd.dead) {
+		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: pd is not a live PD")
+	}
+	if flags&ReregChangeAccess != 0 {
+		if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
+			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access %s requires LOCAL_WRITE", accessString(remote))
+		}
+		if unknown := access &^ mrAccessKnown; unknown != 0 {
+			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access has unknown bits %#x", uint32(unknown))
+		}
+	}
+	if flags&ReregChangeTranslation != 0 {
+		span := mrSpan(uint64(len(buf)))
+		if t.nextAddr > math.MaxUint64-span {
+			return errno(syscall.ENOMEM, "rereg_mr: IBV_REREG_MR_ERR_CMD: simulated address space exhausted")
+		}
+		mr.buf, mr.Addr, mr.Length = buf[:len(buf):len(buf)], t.nextAddr, uint64(len(buf))
+		t.nextAddr += span
+	}
+	if flags&ReregChangePD != 0 {
+		mr.pd.refs--
+		mr.pd = pd
+		pd.refs++
+	}
+	if flags&ReregChangeAccess != 0 {
+		mr.Access = access
+	}
+	return nil
+}
+
+// ReregMR changes mr's buffer, PD and/or access rights (ibv_rereg_mr).
+// Under the rxe profile every call that passes libibverbs' own checks
+// fails with EOPNOTSUPP, as on real rxe 6.1 (see memTable.rereg).
+func (d *Device) ReregMR(mr *MR, flags ReregFlags, pd *PD, buf []byte, access AccessFlags) error {
+	if pd != nil && pd.dev != d {
+		return errno(syscall.EINVAL, "rereg_mr: pd is not of this device")
+	}
+	return d.mem.rereg(mr, flags, pd, buf, access, d.cfg.Profile != ProfileRXE)
 }

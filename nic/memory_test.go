@@ -51,7 +51,7 @@ func TestRegisterErrors(t *testing.T) {
 		{"remote write without local write", live, buf, AccessRemoteWrite, "reg_mr: access REMOTE_WRITE requires LOCAL_WRITE"},
 		{"remote atomic without local write", live, buf, AccessRemoteAtomic | AccessRemoteRead, "reg_mr: access REMOTE_ATOMIC requires LOCAL_WRITE"},
 		{"both without local write", live, buf, AccessRemoteWrite | AccessRemoteAtomic, "reg_mr: access REMOTE_WRITE|REMOTE_ATOMIC requires LOCAL_WRITE"},
-		{"unknown access bit", live, buf, AccessLocalWrite | 1<<4, "reg_mr: access has unknown bits 0x10"},
+		{"unknown access bit", live, buf, AccessLocalWrite | 1<<6, "reg_mr: access has unknown bits 0x40"},
 		{"unknown high bit", live, buf, 1 << 31, "reg_mr: access has unknown bits 0x80000000"},
 		{"nil pd", nil, buf, AccessLocalWrite, "reg_mr: pd is nil"},
 		{"dead pd", dead, buf, AccessLocalWrite, "reg_mr: pd is deallocated"},
@@ -415,7 +415,7 @@ func TestRemote(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mr, ok, msg := tab.remote(pd, tc.rkey, tc.va, tc.length, tc.need)
+			mr, ok, msg := tab.remote(&QP{pd: pd}, tc.rkey, tc.va, tc.length, tc.need)
 			assert.Same(t, tc.mr, mr)
 			if tc.msg == "" {
 				assert.True(t, ok, msg)
@@ -452,6 +452,11 @@ func TestMemoryHotPathAllocs(t *testing.T) {
 	sges := []SGE{{Addr: a.Addr + 7, Length: 1500, LKey: a.LKey}, {Addr: b.Addr, Length: 2000, LKey: b.LKey}}
 	buf := make([]byte, 3500)
 	pkt := make([]byte, 1024)
+	qp := &QP{pd: pd}
+	bindable := memTestReg(t, &tab, pd, 4096, 0, AccessLocalWrite|AccessMWBind)
+	w, err := tab.allocMW(pd, MWType2)
+	require.NoError(t, err)
+	require.Empty(t, mwTestBind(&tab, qp, w, bindable, 0, 64, AccessRemoteWrite))
 	checks := []struct {
 		name string
 		f    func()
@@ -460,7 +465,8 @@ func TestMemoryHotPathAllocs(t *testing.T) {
 		{"gather", func() { tab.gather(sges, buf) }},
 		{"gatherAt", func() { tab.gatherAt(sges, 1024, pkt) }},
 		{"scatter", func() { tab.scatter(sges, 2048, pkt) }},
-		{"remote", func() { tab.remote(pd, a.RKey, a.Addr, 4096, AccessRemoteWrite) }},
+		{"remote", func() { tab.remote(qp, a.RKey, a.Addr, 4096, AccessRemoteWrite) }},
+		{"remote through a window", func() { tab.remote(qp, w.RKey, bindable.Addr, 64, AccessRemoteWrite) }},
 	}
 	for _, c := range checks {
 		assert.Zero(t, testing.AllocsPerRun(100, c.f), c.name)

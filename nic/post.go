@@ -52,13 +52,24 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	switch wr.Opcode {
 	case WRSend, WRSendWithImm:
 		ok = true
-	case WRRDMAWrite, WRRDMAWriteWithImm:
+	case WRRDMAWrite, WRRDMAWriteWithImm, WRBindMW:
+		// BIND_MW: RC and UC, as rxe's rxe_wr_opcode_info.
 		ok = t != QPTypeUD
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv:
+		ok = t == QPTypeRC
+	case WRSendWithInv:
+		// Only RC has SEND WITH INVALIDATE opcodes (IBTA §9.2.5); rxe's
+		// table admits the WR on UC and UD too and then fails it when it
+		// finds no opcode (LOC_QP_OP_ERR): refused here instead.
 		ok = t == QPTypeRC
 	}
 	if !ok {
 		return errno(syscall.EINVAL, "post_send: opcode %v is not valid on a %v QP", wr.Opcode, t)
+	}
+	if wr.Opcode == WRBindMW && (wr.BindMW.MW == nil || wr.BindMW.MW.dead) {
+		// The C provider would dereference bind_mw.mw (rxe's
+		// init_send_wqe copies mw->rkey).
+		return errno(syscall.EINVAL, "post_send: wr.bind_mw.mw is not a live memory window")
 	}
 	if len(wr.SGList) > int(qp.init.Cap.MaxSendSGE) {
 		return errno(syscall.EINVAL, "post_send: num_sge %d over the QP's max_send_sge %d", len(wr.SGList), qp.init.Cap.MaxSendSGE)
@@ -110,7 +121,14 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	sges, inline := w.sges[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, signaled: qp.init.SQSigAll || wr.Flags&SendSignaled != 0, isInline: isInline}
 	w.wr.SGList = nil
-	if isInline {
+	if isLocalOp(wr.Opcode) {
+		// No data: what to bind or invalidate is checked when the
+		// requester reaches the WQE (rxe_do_local_ops). The window's
+		// R_Key is taken now, as rxe's provider copies mw->rkey into the
+		// WQE at post time.
+		w.wr.BindMW.mwKey = wr.BindMW.MW.RKeyOrZero()
+		w.sges, w.inline, w.isInline = sges, inline, false
+	} else if isInline {
 		// Inline data is copied now: the buffers need not be registered.
 		w.inline = inline
 		for _, s := range wr.SGList {

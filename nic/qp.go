@@ -399,7 +399,7 @@ func (d *Device) flush(now sim.Time, qp *QP) {
 // completeSend posts the completion of a send WQE, if it is signaled or
 // failed (an error always completes, IBTA §10.7.3.1).
 func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
-	if st == WCSuccess && (w.wr.Opcode == WRSend || w.wr.Opcode == WRSendWithImm) {
+	if st == WCSuccess && (w.wr.Opcode == WRSend || w.wr.Opcode == WRSendWithImm || w.wr.Opcode == WRSendWithInv) {
 		d.counters.Add(CounterRDMASends, 1)
 	}
 	if st == WCSuccess && !w.signaled {

@@ -130,6 +130,29 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 			if rdAtomic && r.rdAtomic >= max(1, int(qp.attr.MaxRdAtomic)) {
 				break
 			}
+			if isLocalOp(w.wr.Opcode) {
+				// rxe_do_local_ops: a BIND_MW or LOCAL_INV runs when the
+				// requester reaches it, without waiting for what is in
+				// flight before it, and takes no PSN; it completes in
+				// order, once everything before it has.
+				w.started, w.firstPSN, w.npkts, w.done = true, r.psn, 0, true
+				if why := d.localOp(qp, w); why != "" {
+					// Failed: it completes with its status once it is the
+					// oldest, and nothing after it is sent (rxe moves the
+					// requester to its error state).
+					w.why = why
+					continue
+				}
+				r.next++
+				r.pkt = 0
+				if qp.sq.at(0) == w {
+					d.completeHead(now, qp)
+					if qp.state != QPStateRTS {
+						return
+					}
+				}
+				continue
+			}
 			w.started, w.firstPSN, w.npkts = true, r.psn, qp.packets(w)
 			r.psn = r.psn.Add(w.npkts)
 			r.pkt = 0
@@ -236,6 +259,9 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	}
 	if info.Has(wire.HasImmDt) {
 		f.ImmDt = w.wr.ImmData
+	}
+	if info.Has(wire.HasIETH) {
+		f.IETH = w.wr.InvalidateRKey
 	}
 	if info.Has(wire.HasDETH) {
 		f.DETH = wire.DETHFields{QKey: w.wr.RemoteQKey, SrcQP: qp.num}
@@ -377,6 +403,16 @@ func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
 	switch op {
 	case WRSend, WRSendWithImm:
 		return base + rcSendOps.pick(first, last, op == WRSendWithImm)
+	case WRSendWithInv:
+		// RC only (post refuses it elsewhere): the IETH rides on the last
+		// packet (IBTA §9.4.1.1, SEND LAST/ONLY WITH INVALIDATE).
+		switch {
+		case first && last:
+			return wire.OpRCSendOnlyWithInvalidate
+		case last:
+			return wire.OpRCSendLastWithInvalidate
+		}
+		return rcSendOps.pick(first, false, false)
 	case WRRDMAWrite, WRRDMAWriteWithImm:
 		return base + rcWriteOps.pick(first, last, op == WRRDMAWriteWithImm)
 	}
@@ -412,4 +448,26 @@ func (s *segmentOps) pick(first, last, imm bool) wire.Opcode {
 		return s.last
 	}
 	return s.middle
+}
+
+// isLocalOp reports whether a send opcode acts on the local device only
+// (rxe's WR_LOCAL_OP_MASK): no packet, no PSN.
+func isLocalOp(op WROpcode) bool { return op == WRBindMW || op == WRLocalInv }
+
+// localOp executes a BIND_MW or LOCAL_INV WQE and sets its status; it
+// returns why it failed, or "". A failed bind completes with MW_BIND_ERR,
+// a failed invalidation with LOC_QP_OP_ERR (rxe_do_local_ops).
+func (d *Device) localOp(qp *QP, w *sendWQE) string {
+	if w.wr.Opcode == WRBindMW {
+		if why := d.mem.bindMW(qp, &w.wr.BindMW); why != "" {
+			w.status = WCMWBindErr
+			return why
+		}
+		return ""
+	}
+	if why := d.mem.invalidate(w.wr.InvalidateRKey); why != "" {
+		w.status = WCLocQPOpErr
+		return "local_inv: " + why
+	}
+	return ""
 }

@@ -365,6 +365,9 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	r.off += uint64(len(p.Payload))
 	if pos == wire.PosLast || pos == wire.PosOnly {
 		r.inSend = false
+		if p.IETH != nil && !d.invalidateForSend(now, qp, w, p) {
+			return false
+		}
 		wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(r.off), QPNum: qp.num}
 		if p.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), WCFlagWithImm
@@ -388,7 +391,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 	pos := p.Info.Position
 	if pos == wire.PosFirst || pos == wire.PosOnly {
 		va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
-		mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteWrite)
+		mr, ok, _ := d.mem.remote(qp, rkey, va, length, AccessRemoteWrite)
 		if !ok || qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
 			if qp.init.Type == QPTypeUC {
 				// UC: the message is dropped, the QP stays (rxe: check_op_valid
@@ -458,7 +461,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
-	mr, ok, _ := d.mem.remote(qp.pd, rkey, va, length, AccessRemoteRead)
+	mr, ok, _ := d.mem.remote(qp, rkey, va, length, AccessRemoteRead)
 	if length > 0 && !ok {
 		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
 		return
@@ -661,7 +664,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 		d.remoteError(now, qp, wire.NAKInvalidRequest, psn, EventQPReqErr)
 		return
 	}
-	mr, ok, _ := d.mem.remote(qp.pd, a.RKey(), a.VA(), 8, AccessRemoteAtomic)
+	mr, ok, _ := d.mem.remote(qp, a.RKey(), a.VA(), 8, AccessRemoteAtomic)
 	if !ok {
 		d.remoteError(now, qp, wire.NAKRemoteAccess, psn, EventQPAccessErr)
 		return

@@ -85,6 +85,10 @@ const (
 	AccessRemoteWrite  AccessFlags = 1 << 1
 	AccessRemoteRead   AccessFlags = 1 << 2
 	AccessRemoteAtomic AccessFlags = 1 << 3
+	// AccessMWBind lets memory windows be bound to the region.
+	AccessMWBind AccessFlags = 1 << 4
+	// AccessZeroBased asks for a zero-based window (not modelled: refused).
+	AccessZeroBased AccessFlags = 1 << 5
 )
 
 // QPAttrMask says which QPAttr fields a Modify call sets (ibv_qp_attr_mask).
@@ -243,8 +247,10 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
-	// SEND_WITH_INV.
+	// SEND_WITH_INV and LOCAL_INV: the R_Key to invalidate.
 	InvalidateRKey uint32
+	// BIND_MW.
+	BindMW BindMW
 }
 
 // RecvWR is a receive work request.

@@ -264,7 +264,7 @@ func TestPostMisuse(t *testing.T) {
 	}{
 		{"too many SGEs", verbs.SendWR{Opcode: verbs.WRSend, SGList: two}, syscall.EINVAL, "num_sge 2 over the QP's max_send_sge 1"},
 		{"inline over max", verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGList: []verbs.SGE{a.mr.SGE(0, 64)}}, syscall.EINVAL, "max_inline_data 0"},
-		{"opcode not for the QP type", verbs.SendWR{Opcode: verbs.WROpcode(7)}, syscall.EINVAL, "opcode IBV_WR_LOCAL_INV is not valid on a RC QP"},
+		{"opcode not for the QP type", verbs.SendWR{Opcode: verbs.WROpcode(10)}, syscall.EINVAL, "opcode WROpcode(10) is not valid on a RC QP"},
 		{"unaligned atomic", verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: 3, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}, syscall.EINVAL, "not 8-byte aligned"},
 	}
 	for _, c := range cases {

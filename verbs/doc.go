@@ -17,6 +17,13 @@
 //	w.Run()                                      // virtual time moves only here
 //	n := cq.Poll(wcs)
 //
+// Memory windows follow libibverbs too: pd.AllocMW(verbs.MWType2), a
+// bind by an IBV_WR_BIND_MW work request (SendWR.BindMW; the user then
+// takes the new R_Key, verbs.IncRKey(mw.RKey)) or, for type 1,
+// qp.BindMW; LOCAL_INV and SEND_WITH_INV name the R_Key in
+// SendWR.InvalidateRKey. mr.Rereg is ibv_rereg_mr: rxe 6.1 refuses it
+// (EOPNOTSUPP) and so does the rxe profile; the spec profile does it.
+//
 // Misuse returns the errno libibverbs returns (errors.Is(err,
 // syscall.EINVAL), ENOMEM, EBUSY) with a message naming the field at
 // fault. A send on a host that was never connected (no World.Connect or

@@ -1045,7 +1045,157 @@ func misuseRows() []misuseRow {
 			return f.closed(t).ah.Destroy()
 		}},
 	)
+	mwRows(add)
 	return rows
+}
+
+// mwRows lists the misuses of the memory window verbs and of the send
+// opcodes that act on windows (issue 14, item 7).
+func mwRows(add func(string, ...misuseRow)) {
+	const inval, perm = syscall.EINVAL, syscall.EPERM
+	bindable := func(t *testing.T, f *misuseFixture) *verbs.MR {
+		mr, err := f.a.pd.RegMR(make([]byte, 4096), verbs.AccessLocalWrite|verbs.AccessMWBind)
+		require.NoError(t, err)
+		return mr
+	}
+	alloc := func(t *testing.T, pd *verbs.PD, typ verbs.MWType) *verbs.MW {
+		mw, err := pd.AllocMW(typ)
+		require.NoError(t, err)
+		return mw
+	}
+	add("alloc_mw",
+		misuseRow{name: "nil PD", errno: inval, msg: "pd is nil", call: func(t *testing.T, f *misuseFixture) error {
+			var p *verbs.PD
+			_, err := p.AllocMW(verbs.MWType2)
+			return err
+		}},
+		misuseRow{name: "deallocated PD", errno: inval, msg: "pd is not a live PD", call: func(t *testing.T, f *misuseFixture) error {
+			require.NoError(t, f.pd2.Dealloc())
+			_, err := f.pd2.AllocMW(verbs.MWType2)
+			return err
+		}},
+		misuseRow{name: "type 3", errno: inval, msg: "type 3 is neither IBV_MW_TYPE_1 nor IBV_MW_TYPE_2", call: func(t *testing.T, f *misuseFixture) error {
+			_, err := f.a.pd.AllocMW(3)
+			return err
+		}},
+		misuseRow{name: "closed context", errno: inval, msg: "context is closed", call: func(t *testing.T, f *misuseFixture) error {
+			_, err := f.closed(t).pd.AllocMW(verbs.MWType1)
+			return err
+		}},
+	)
+	add("dealloc_mw",
+		misuseRow{name: "nil MW", errno: inval, msg: "mw is nil", call: func(t *testing.T, f *misuseFixture) error {
+			var m *verbs.MW
+			return m.Dealloc()
+		}},
+		misuseRow{name: "deallocated twice", errno: inval, msg: "is not allocated on this device", call: func(t *testing.T, f *misuseFixture) error {
+			mw := alloc(t, f.a.pd, verbs.MWType2)
+			require.NoError(t, mw.Dealloc())
+			return mw.Dealloc()
+		}},
+	)
+	add("dealloc_pd",
+		misuseRow{name: "a window is allocated in it", errno: syscall.EBUSY, msg: "still use the PD", call: func(t *testing.T, f *misuseFixture) error {
+			alloc(t, f.pd2, verbs.MWType1)
+			return f.pd2.Dealloc()
+		}},
+	)
+	add("bind_mw",
+		misuseRow{name: "nil QP", errno: inval, msg: "qp is nil", call: func(t *testing.T, f *misuseFixture) error {
+			var q *verbs.QP
+			return q.BindMW(alloc(t, f.a.pd, verbs.MWType1), verbs.MWBind{})
+		}},
+		misuseRow{name: "nil MW", errno: inval, msg: "mw is nil", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.qp.BindMW(nil, verbs.MWBind{})
+		}},
+		misuseRow{name: "type 2 window", errno: inval, msg: "type 2 window; post an IBV_WR_BIND_MW", call: func(t *testing.T, f *misuseFixture) error {
+			mr := bindable(t, f)
+			return f.a.qp.BindMW(alloc(t, f.a.pd, verbs.MWType2), verbs.MWBind{BindInfo: verbs.BindInfo{MR: mr, Addr: mr.Addr, Length: 8}})
+		}},
+		misuseRow{name: "length without MR", errno: inval, msg: "bind_info.mr is nil but addr or length is set", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.qp.BindMW(alloc(t, f.a.pd, verbs.MWType1), verbs.MWBind{BindInfo: verbs.BindInfo{Length: 8}})
+		}},
+		misuseRow{name: "zero based", errno: inval, msg: "cannot be ZERO_BASED", call: func(t *testing.T, f *misuseFixture) error {
+			mr := bindable(t, f)
+			return f.a.qp.BindMW(alloc(t, f.a.pd, verbs.MWType1), verbs.MWBind{BindInfo: verbs.BindInfo{MR: mr, Length: 8,
+				Access: verbs.AccessRemoteRead | verbs.AccessZeroBased}})
+		}},
+		misuseRow{name: "MR of another PD", errno: perm, msg: "bind_info.mr is in another PD", call: func(t *testing.T, f *misuseFixture) error {
+			mr := bindable(t, f)
+			return f.a.qp.BindMW(alloc(t, f.pd2, verbs.MWType1), verbs.MWBind{BindInfo: verbs.BindInfo{MR: mr, Addr: mr.Addr, Length: 8}})
+		}},
+		misuseRow{name: "MW of another context", errno: inval, msg: "mw belongs to another context", call: func(t *testing.T, f *misuseFixture) error {
+			pd, err := f.ctx2.AllocPD()
+			require.NoError(t, err)
+			return f.a.qp.BindMW(alloc(t, pd, verbs.MWType1), verbs.MWBind{})
+		}},
+		misuseRow{name: "deallocated MW", errno: inval, msg: "mw is not a live memory window", call: func(t *testing.T, f *misuseFixture) error {
+			mw := alloc(t, f.a.pd, verbs.MWType1)
+			require.NoError(t, mw.Dealloc())
+			return f.a.qp.BindMW(mw, verbs.MWBind{})
+		}},
+		misuseRow{name: "closed context", errno: inval, msg: "context is closed", call: func(t *testing.T, f *misuseFixture) error {
+			c := f.closed(t)
+			return c.qp.BindMW(&verbs.MW{}, verbs.MWBind{})
+		}},
+	)
+	add("post_send",
+		misuseRow{name: "BIND_MW without a window", errno: inval, msg: "wr.bind_mw.mw is not a live memory window", call: func(t *testing.T, f *misuseFixture) error {
+			return postErr(t, 1)(f.a.qp.PostSend([]verbs.SendWR{f.send(1), {Opcode: verbs.WRBindMW}}))
+		}},
+		misuseRow{name: "BIND_MW on UD", errno: inval, msg: "opcode IBV_WR_BIND_MW is not valid on a UD QP", call: func(t *testing.T, f *misuseFixture) error {
+			return postErr(t, 0)(f.ud(t).PostSend([]verbs.SendWR{{Opcode: verbs.WRBindMW, BindMW: verbs.BindMWWR{MW: alloc(t, f.a.pd, verbs.MWType2)}}}))
+		}},
+		misuseRow{name: "LOCAL_INV on UC", errno: inval, msg: "opcode IBV_WR_LOCAL_INV is not valid on a UC QP", call: func(t *testing.T, f *misuseFixture) error {
+			return postErr(t, 0)(f.uc(t).PostSend([]verbs.SendWR{{Opcode: verbs.WRLocalInv}}))
+		}},
+		misuseRow{name: "SEND_WITH_INV on UD", errno: inval, msg: "opcode IBV_WR_SEND_WITH_INV is not valid on a UD QP", call: func(t *testing.T, f *misuseFixture) error {
+			wr := f.udSend(f.ah(t, f.a.pd))
+			wr.Opcode = verbs.WRSendWithInv
+			return postErr(t, 0)(f.ud(t).PostSend([]verbs.SendWR{wr}))
+		}},
+		misuseRow{name: "BIND_MW window of another context", errno: inval, msg: "wr.bind_mw.mw belongs to another context", call: func(t *testing.T, f *misuseFixture) error {
+			pd, err := f.ctx2.AllocPD()
+			require.NoError(t, err)
+			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRBindMW, BindMW: verbs.BindMWWR{MW: alloc(t, pd, verbs.MWType2)}}}))
+		}},
+	)
+	add("rereg_mr",
+		misuseRow{name: "nil MR", errno: inval, msg: "mr is nil", call: func(t *testing.T, f *misuseFixture) error {
+			var m *verbs.MR
+			return m.Rereg(verbs.ReregChangeAccess, nil, nil, 0)
+		}},
+		misuseRow{name: "deregistered MR", errno: inval, msg: "is deregistered", call: func(t *testing.T, f *misuseFixture) error {
+			require.NoError(t, f.a.mr.Dereg())
+			return f.a.mr.Rereg(verbs.ReregChangeAccess, nil, nil, verbs.AccessLocalWrite)
+		}},
+		misuseRow{name: "unknown flag", errno: inval, msg: "IBV_REREG_MR_ERR_INPUT: flags has unknown bits 0x8", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(8, nil, nil, 0)
+		}},
+		misuseRow{name: "translation without a buffer", errno: inval, msg: "CHANGE_TRANSLATION needs addr and length", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(verbs.ReregChangeTranslation, nil, nil, 0)
+		}},
+		misuseRow{name: "rxe 6.1 does not support it", errno: syscall.EOPNOTSUPP, msg: "IBV_REREG_MR_ERR_CMD", call: func(t *testing.T, f *misuseFixture) error {
+			return f.a.mr.Rereg(verbs.ReregChangeAccess, nil, nil, verbs.AccessLocalWrite)
+		}},
+		misuseRow{name: "PD of another context", errno: inval, msg: "pd belongs to another context", call: func(t *testing.T, f *misuseFixture) error {
+			pd, err := f.ctx2.AllocPD()
+			require.NoError(t, err)
+			return f.a.mr.Rereg(verbs.ReregChangePD, pd, nil, 0)
+		}},
+		misuseRow{name: "closed context", errno: inval, msg: "context is closed", call: func(t *testing.T, f *misuseFixture) error {
+			return f.closed(t).mr.Rereg(verbs.ReregChangeAccess, nil, nil, 0)
+		}},
+	)
+	add("dereg_mr",
+		misuseRow{name: "a window is bound to it", errno: inval, msg: "has 1 memory windows bound", call: func(t *testing.T, f *misuseFixture) error {
+			mr := bindable(t, f)
+			mw := alloc(t, f.a.pd, verbs.MWType1)
+			require.NoError(t, f.a.qp.BindMW(mw, verbs.MWBind{BindInfo: verbs.BindInfo{MR: mr, Addr: mr.Addr, Length: 8, Access: verbs.AccessRemoteRead}}))
+			f.w.Run()
+			return mr.Dereg()
+		}},
+	)
 }
 
 // callSafely runs call and turns a panic into a test failure naming row.

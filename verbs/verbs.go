@@ -33,6 +33,7 @@ type (
 	SRQAttr        = nic.SRQInitAttr
 	SRQAttrMask    = nic.SRQAttrMask
 	Profile        = nic.Profile
+	MWType         = nic.MWType
 )
 
 // Constants, re-exported from package nic (see there for each).
@@ -59,6 +60,11 @@ const (
 	AccessRemoteWrite  = nic.AccessRemoteWrite
 	AccessRemoteRead   = nic.AccessRemoteRead
 	AccessRemoteAtomic = nic.AccessRemoteAtomic
+	AccessMWBind       = nic.AccessMWBind
+	AccessZeroBased    = nic.AccessZeroBased
+
+	MWType1 = nic.MWType1
+	MWType2 = nic.MWType2
 
 	QPAttrState           = nic.QPAttrState
 	QPAttrCurState        = nic.QPAttrCurState
@@ -85,6 +91,9 @@ const (
 	WRRDMARead          = nic.WRRDMARead
 	WRAtomicCmpAndSwp   = nic.WRAtomicCmpAndSwp
 	WRAtomicFetchAndAdd = nic.WRAtomicFetchAndAdd
+	WRLocalInv          = nic.WRLocalInv
+	WRBindMW            = nic.WRBindMW
+	WRSendWithInv       = nic.WRSendWithInv
 
 	SendFence     = nic.SendFence
 	SendSignaled  = nic.SendSignaled
@@ -100,6 +109,8 @@ const (
 	WCRemOpErr       = nic.WCRemOpErr
 	WCRetryExcErr    = nic.WCRetryExcErr
 	WCRNRRetryExcErr = nic.WCRNRRetryExcErr
+	WCMWBindErr      = nic.WCMWBindErr
+	WCLocQPOpErr     = nic.WCLocQPOpErr
 
 	WCSend            = nic.WCSend
 	WCRDMAWrite       = nic.WCRDMAWrite
@@ -108,9 +119,12 @@ const (
 	WCFetchAdd        = nic.WCFetchAdd
 	WCRecv            = nic.WCRecv
 	WCRecvRDMAWithImm = nic.WCRecvRDMAWithImm
+	WCBindMW          = nic.WCBindMW
+	WCLocalInv        = nic.WCLocalInv
 
 	WCFlagGRH     = nic.WCFlagGRH
 	WCFlagWithImm = nic.WCFlagWithImm
+	WCFlagWithInv = nic.WCFlagWithInv
 
 	ProfileRXE  = nic.ProfileRXE
 	ProfileSpec = nic.ProfileSpec

@@ -21,6 +21,26 @@
  *                                  seed=S gives byte i = (S + 7i) & 0xff,
  *                                  fill=seq byte i = i & 0xff; LIST is
  *                                  comma-separated lw,rw,rr,ra (default all)
+ *                                  (mb: IBV_ACCESS_MW_BIND)
+ *   mw name=W type=1|2             allocate a memory window (ibv_alloc_mw);
+ *                                  prints its rkey
+ *   bind mw=W wr_id=N [mr=M] off=N len=N [access=LIST] [signaled=0|1]
+ *                                  bind W over [off, off+len) of MR M: a
+ *                                  type 1 window with ibv_bind_mw, a type 2
+ *                                  one by posting IBV_WR_BIND_MW with
+ *                                  ibv_inc_rkey(rkey); either way the
+ *                                  window's rkey is the new one after the
+ *                                  post (prints it); len=0 binds no MR
+ *   rereg [mr=M] flags=N [access=LIST] [newpd=1] [off=N len=N]
+ *                                  ibv_rereg_mr of MR M with the flags given
+ *                                  (1 CHANGE_TRANSLATION: the MR's buffer
+ *                                  from off for len bytes; 2 CHANGE_PD: a
+ *                                  second PD, made on first use, or the
+ *                                  first again with newpd=0; 4
+ *                                  CHANGE_ACCESS); prints the return value,
+ *                                  errno and the MR's keys, and does not
+ *                                  fail on an error (what is asked is what
+ *                                  rxe does)
  *   poke [mr=M] off=N hex=HEX      set bytes of an MR
  *   qp send=N recv=N sge=N inline=N [psn=N] [send_cq=C recv_cq=C]
  *      [access=LIST] [sig_all=0|1] [type=rc|uc|ud] [qkey=N] [srq=1]
@@ -45,7 +65,8 @@
  *           max_dest_rd_atomic=N]  INIT->RTR->RTS (path MTU default 1024);
  *                                  remote values default to the exchanged
  *   post_recv wr_id=N [mr=M] off=N len=N
- *   post_send wr_id=N op=send|send_imm|write|write_imm|read|cas|faa
+ *   post_send wr_id=N op=send|send_imm|write|write_imm|read|cas|faa|
+ *             send_inv|local_inv [inv=RKEY]
  *             [mr=M] off=N len=N imm=N [roff=N | raddr=N] [rkey=N]
  *             [compare=N swap=N | add=N] [signaled=0|1] [fence=1]
  *             [solicited=1] [inline=1]
@@ -100,6 +121,11 @@ struct mrobj {
 	size_t len;
 };
 
+struct mwobj {
+	char name[32];
+	struct ibv_mw *mw;
+};
+
 struct cqobj {
 	char name[32];
 	struct ibv_cq *cq;
@@ -111,7 +137,8 @@ static struct ibv_qp *qp;
 static struct ibv_srq *srq; /* made by "srq"; a QP made with srq=1 receives from it */
 static struct mrobj mrs[MAXOBJ];
 static struct cqobj cqs[MAXOBJ];
-static int nmrs, ncqs;
+static struct mwobj mws[MAXOBJ];
+static int nmrs, ncqs, nmws;
 static uint32_t local_psn;
 static union ibv_gid local_gid;
 static int sock = -1;
@@ -303,8 +330,10 @@ static int access_flags(const char *cmd, const char *key, int def)
 			f |= IBV_ACCESS_REMOTE_READ;
 		else if (strcmp(w, "ra") == 0)
 			f |= IBV_ACCESS_REMOTE_ATOMIC;
+		else if (strcmp(w, "mb") == 0)
+			f |= IBV_ACCESS_MW_BIND;
 		else if (strcmp(w, "none") != 0)
-			fail(cmd, "bad access %s (lw,rw,rr,ra or none)", w);
+			fail(cmd, "bad access %s (lw,rw,rr,ra,mb or none)", w);
 	}
 	return f;
 }
@@ -560,8 +589,14 @@ static void do_post_send(const char *cmd)
 		wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP, atomic = 1;
 	else if (strcmp(op, "faa") == 0)
 		wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD, atomic = 1;
+	else if (strcmp(op, "send_inv") == 0)
+		wr.opcode = IBV_WR_SEND_WITH_INV;
+	else if (strcmp(op, "local_inv") == 0)
+		wr.opcode = IBV_WR_LOCAL_INV;
 	else
 		fail(cmd, "bad op=%s", op);
+	if (wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV)
+		wr.invalidate_rkey = num(cmd, "inv", 1, 0);
 	if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htonl(num(cmd, "imm", 1, 0));
 	if (qp->qp_type == IBV_QPT_UD) {
@@ -571,7 +606,8 @@ static void do_post_send(const char *cmd)
 		wr.wr.ud.remote_qpn = ud_qpn;
 		wr.wr.ud.remote_qkey = num(cmd, "qkey", 0, ud_qkey);
 	}
-	if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
+	if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM &&
+	    wr.opcode != IBV_WR_SEND_WITH_INV && wr.opcode != IBV_WR_LOCAL_INV) {
 		uint64_t raddr;
 		uint32_t rkey;
 		if (!peer.have && !(arg("raddr") && arg("rkey")))
@@ -706,6 +742,120 @@ static void do_mr(const char *cmd)
 	nmrs++;
 	printf("{\"event\":\"mr\",\"name\":\"%s\",\"addr\":%llu,\"len\":%zu,\"lkey\":%u,\"rkey\":%u}\n",
 	       m->name, (unsigned long long)(uintptr_t)m->buf, len, m->mr->lkey, m->mr->rkey);
+}
+
+static struct mwobj *lookup_mw(const char *cmd)
+{
+	const char *n = arg("mw");
+
+	for (int i = 0; n && i < nmws; i++)
+		if (strcmp(mws[i].name, n) == 0)
+			return &mws[i];
+	fail(cmd, "no mw named %s", n ? n : "(none: give mw=)");
+	return NULL;
+}
+
+/*
+ * Deallocate the memory windows before the process exits: rxe 6.1 refuses
+ * to deregister an MR that a window is bound to (rxe_dereg_mr: -EINVAL),
+ * and the kernel's cleanup of an exiting process that still holds both
+ * then never finishes (the next agent on the guest hung). Registered with
+ * atexit.
+ */
+static void release_mws(void)
+{
+	for (int i = nmws - 1; i >= 0; i--)
+		if (mws[i].mw)
+			ibv_dealloc_mw(mws[i].mw);
+	nmws = 0;
+}
+
+static void do_mw(const char *cmd)
+{
+	struct mwobj *w;
+	const char *name = arg("name");
+	int type = num(cmd, "type", 1, 0);
+
+	need(cmd, pd, "pd");
+	if (nmws == MAXOBJ)
+		fail(cmd, "too many mws");
+	if (!name)
+		fail(cmd, "missing name=");
+	w = &mws[nmws];
+	snprintf(w->name, sizeof w->name, "%s", name);
+	w->mw = ibv_alloc_mw(pd, type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+	if (!w->mw)
+		fail(cmd, "ibv_alloc_mw: %s", strerror(errno));
+	nmws++;
+	printf("{\"event\":\"mw\",\"name\":\"%s\",\"rkey\":%u}\n", w->name, w->mw->rkey);
+}
+
+static void do_bind(const char *cmd)
+{
+	struct mwobj *w = lookup_mw(cmd);
+	uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 0, 0);
+	struct ibv_mw_bind_info info;
+	struct mrobj *m = NULL;
+	int e;
+
+	need(cmd, qp, "qp");
+	memset(&info, 0, sizeof info);
+	if (len) {
+		m = lookup_mr(cmd, "mr");
+		range(cmd, m, off, len);
+		info.mr = m->mr;
+		info.addr = (uintptr_t)m->buf + off;
+		info.length = len;
+	}
+	info.mw_access_flags = access_flags(cmd, "access", 0);
+	if (w->mw->type == IBV_MW_TYPE_1) {
+		struct ibv_mw_bind b;
+
+		memset(&b, 0, sizeof b);
+		b.wr_id = num(cmd, "wr_id", 1, 0);
+		b.send_flags = num(cmd, "signaled", 0, 1) ? IBV_SEND_SIGNALED : 0;
+		b.bind_info = info;
+		e = ibv_bind_mw(qp, w->mw, &b);
+		if (e)
+			fail(cmd, "ibv_bind_mw: %s", strerror(e));
+	} else {
+		struct ibv_send_wr wr, *bad;
+
+		memset(&wr, 0, sizeof wr);
+		wr.wr_id = num(cmd, "wr_id", 1, 0);
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.send_flags = num(cmd, "signaled", 0, 1) ? IBV_SEND_SIGNALED : 0;
+		wr.bind_mw.mw = w->mw;
+		wr.bind_mw.rkey = ibv_inc_rkey(w->mw->rkey);
+		wr.bind_mw.bind_info = info;
+		e = ibv_post_send(qp, &wr, &bad);
+		if (e)
+			fail(cmd, "ibv_post_send: %s", strerror(e));
+		w->mw->rkey = wr.bind_mw.rkey; /* what a program does after a successful bind */
+	}
+	printf("{\"event\":\"bind\",\"name\":\"%s\",\"rkey\":%u}\n", w->name, w->mw->rkey);
+}
+
+static struct ibv_pd *pd2;
+
+static void do_rereg(const char *cmd)
+{
+	struct mrobj *m = lookup_mr(cmd, "mr");
+	int flags = num(cmd, "flags", 1, 0), ret;
+	uint64_t off = num(cmd, "off", 0, 0), len = num(cmd, "len", 0, 0);
+	struct ibv_pd *npd = pd;
+
+	if (num(cmd, "newpd", 0, 1) && (flags & IBV_REREG_MR_CHANGE_PD)) {
+		if (!pd2 && !(pd2 = ibv_alloc_pd(ctx)))
+			fail(cmd, "ibv_alloc_pd: %s", strerror(errno));
+		npd = pd2;
+	}
+	if (off + len > m->len)
+		fail(cmd, "off+len past mr %s", m->name);
+	errno = 0;
+	ret = ibv_rereg_mr(m->mr, flags, npd, m->buf + off, len, access_flags(cmd, "access", 0));
+	printf("{\"event\":\"rereg\",\"ret\":%d,\"errno\":%d,\"lkey\":%u,\"rkey\":%u}\n",
+	       ret, ret ? errno : 0, m->mr->lkey, m->mr->rkey);
 }
 
 static void do_poke(const char *cmd)
@@ -845,6 +995,12 @@ static void run(char *line)
 		do_qp(cmd);
 	} else if (strcmp(cmd, "mr") == 0) {
 		do_mr(cmd);
+	} else if (strcmp(cmd, "mw") == 0) {
+		do_mw(cmd);
+	} else if (strcmp(cmd, "bind") == 0) {
+		do_bind(cmd);
+	} else if (strcmp(cmd, "rereg") == 0) {
+		do_rereg(cmd);
 	} else if (strcmp(cmd, "poke") == 0) {
 		do_poke(cmd);
 	} else if (strcmp(cmd, "info") == 0) {
@@ -929,6 +1085,7 @@ int main(int argc, char **argv)
 	static char line[LINE_MAX_LEN];
 	FILE *in = stdin;
 
+	atexit(release_mws);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && !(in = fopen(argv[1], "r"))) {
 		perror(argv[1]);

@@ -65,6 +65,7 @@
 //	            | "link" node node { linkopt }       (link named "a-b" in fault plans)
 //	            | "switch" name node node { node } { linkopt }   (links named "a-sw", ...)
 //	            | "mr" node "." name "size=" size { mropt }
+//	            | "mw" node "." name "type=" ( "1" | "2" )    (a memory window)
 //	            | "cq" node "." name { cqopt }
 //	            | "qp" node "." name qptype { qpopt }
 //	            | "fault" rule                      (one line of the faults text format)
@@ -91,8 +92,10 @@
 //	            | "rkey=" ( num | "invalid" ) | "imm=" num
 //	            | "compare=" num | "swap=" num | "add=" num
 //	            | "dest=" qpref | "qkey=" num
+//	            | "mw=" ref | "access=" access      (mw=: a window; access=: op=bind only)
 //	            | "signaled" | "unsignaled" | "fence" | "solicited" | "inline" .
-//	op          = "send" | "send_imm" | "write" | "write_imm" | "read" | "cas" | "faa" .
+//	op          = "send" | "send_imm" | "write" | "write_imm" | "read" | "cas" | "faa"
+//	            | "send_inv" | "local_inv" | "bind" .
 //	modopt      = "state=" state | "mtu=" pmtu | "psn=" num | "rq_psn=" num
 //	            | "timeout=" num | "retry_cnt=" num | "rnr_retry=" num | "min_rnr_timer=" num
 //	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num .
@@ -113,7 +116,7 @@
 //	size        = num [ "KiB" | "MiB" | "GiB" ] .
 //	duration    = decimal [ "." decimal ] ( "ns" | "us" | "µs" | "ms" | "s" ) | "0" .
 //	rate        = decimal [ "." decimal ] ( "bps" | "kbps" | "Mbps" | "Gbps" | "Tbps" ) .
-//	access      = "none" | flag { "," flag } .  flag = "local_write" | "remote_write" | "remote_read" | "remote_atomic" .
+//	access      = "none" | flag { "," flag } .  flag = "local_write" | "remote_write" | "remote_read" | "remote_atomic" | "mw_bind" .
 //	fill        = "zero" | "seq" | "random" | num .  (byte i = i mod 256; random: seeded per region)
 //	state       = "reset" | "init" | "rtr" | "rts" | "sqd" | "sqe" | "err" .  (any case)
 //	pmtu        = "256" | "512" | "1024" | "2048" | "4096" .
@@ -156,6 +159,20 @@
 // remote= (default: the first memory region of the peer's node, offset 0)
 // with its R_Key, or rkey=; rkey=invalid is the region's key with another
 // key byte, which names no region. cas takes compare= and swap=, faa add=.
+// Memory windows (IBTA §10.6.7): an mw line allocates a window of type 1
+// or 2 in the node's PD, after its memory regions. op=bind binds mw= (a
+// window of the posting node) over len= bytes at local= (default: the
+// node's first region, offset 0) with the rights of access=: a type 1
+// window through ibv_bind_mw, a type 2 one with an IBV_WR_BIND_MW work
+// request; the region needs access mw_bind. Either way the window takes
+// the next R_Key (ibv_inc_rkey) at the step, as a C program does after a
+// successful bind, and later steps name it by that key. op=local_inv
+// invalidates mw= (a window of the posting node; no len= needed);
+// op=send_inv is a SEND whose IETH carries the R_Key of mw=, a window of
+// the peer's node. A write, read or atomic with mw= (a window of the
+// peer's node) goes through the window: remote= gives the address, the
+// window gives the R_Key.
+//
 // A UD send names its destination QP with dest= (an address handle to
 // that node is made on first use); its Q_Key is the destination's, or
 // qkey=. A recv posts len= bytes at local=. modify calls ibv_modify_qp

@@ -79,6 +79,9 @@ var sendOps = map[string]nic.WROpcode{
 	"read":      nic.WRRDMARead,
 	"cas":       nic.WRAtomicCmpAndSwp,
 	"faa":       nic.WRAtomicFetchAndAdd,
+	"send_inv":  nic.WRSendWithInv,
+	"local_inv": nic.WRLocalInv,
+	"bind":      nic.WRBindMW,
 }
 
 // accessByName are the access flag words of access=.
@@ -87,6 +90,7 @@ var accessByName = map[string]nic.AccessFlags{
 	"remote_write":  nic.AccessRemoteWrite,
 	"remote_read":   nic.AccessRemoteRead,
 	"remote_atomic": nic.AccessRemoteAtomic,
+	"mw_bind":       nic.AccessMWBind,
 }
 
 // lookupUpper looks name up in m as written and in upper case.

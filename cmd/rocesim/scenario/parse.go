@@ -223,6 +223,8 @@ func (p *parser) statement() error {
 		return p.switchLine()
 	case "mr":
 		return p.mrLine()
+	case "mw":
+		return p.mwLine()
 	case "cq":
 		return p.cqLine()
 	case "qp":
@@ -234,7 +236,7 @@ func (p *parser) statement() error {
 	case "expect":
 		return p.expectLine()
 	}
-	return p.errorf(t.col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, cq, qp, fault, at or expect)", t.text)
+	return p.errorf(t.col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at or expect)", t.text)
 }
 
 // once fails if the statement was given before.
@@ -497,7 +499,7 @@ func (p *parser) declName(stmt, example string) (*nodeDecl, string, error) {
 		return nil, "", err
 	}
 	if l, ok := n.names[r.name]; ok {
-		return nil, "", p.errorf(t.col, "%s is already declared on line %d (mr, cq and qp names share one namespace per node)", r, l)
+		return nil, "", p.errorf(t.col, "%s is already declared on line %d (mr, mw, cq and qp names share one namespace per node)", r, l)
 	}
 	n.names[r.name] = p.line
 	return n, r.name, nil
@@ -596,6 +598,37 @@ func (p *parser) mrLine() error {
 	}
 	n.mrs = append(n.mrs, m)
 	p.s.mrs = append(p.s.mrs, m)
+	return nil
+}
+
+// mwLine reads "mw node.name type=1|2": a memory window (ibv_alloc_mw).
+func (p *parser) mwLine() error {
+	n, name, err := p.declName("mw", "mw b.win type=2")
+	if err != nil {
+		return err
+	}
+	w := &mwDecl{node: n, name: name, line: p.line, idx: len(p.s.mws)}
+	err = p.opts("mw", p.toks[2:], map[string]func(string, int) error{
+		"type": func(v string, c int) error {
+			switch v {
+			case "1":
+				w.typ = nic.MWType1
+			case "2":
+				w.typ = nic.MWType2
+			default:
+				return p.errorf(c, "bad type %q: want 1 or 2", v)
+			}
+			return nil
+		},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if w.typ == 0 {
+		return p.errorf(p.toks[0].col, "mw needs type=1 or type=2, e.g. mw %s.%s type=2", n.name, name)
+	}
+	n.mws = append(n.mws, w)
+	p.s.mws = append(p.s.mws, w)
 	return nil
 }
 
@@ -909,7 +942,7 @@ func (p *parser) access(s string, col int) (nic.AccessFlags, error) {
 	for _, w := range strings.Split(s, ",") {
 		f, ok := accessByName[w]
 		if !ok {
-			return 0, p.errorf(c, "bad access %q: want local_write, remote_write, remote_read, remote_atomic (comma-separated) or none", w)
+			return 0, p.errorf(c, "bad access %q: want local_write, remote_write, remote_read, remote_atomic, mw_bind (comma-separated) or none", w)
 		}
 		a |= f
 		c += utf8.RuneCountInString(w) + 1

@@ -60,6 +60,8 @@ type ProgramNode struct {
 	Name string
 	// MRs are the node's memory regions in declaration order.
 	MRs []ProgramMR
+	// MWs are the node's memory windows in declaration order.
+	MWs []ProgramMW
 	// CQs are the node's CQs, explicit and implicit ones, in creation
 	// order (the declared ones, then the QP's own).
 	CQs []ProgramCQ
@@ -77,6 +79,14 @@ type ProgramMR struct {
 	Init []byte
 	// Access is the region's access flags.
 	Access nic.AccessFlags
+}
+
+// ProgramMW is a memory window, allocated after the node's MRs.
+type ProgramMW struct {
+	// Name is the window's name on its node ("win" for mw b.win).
+	Name string
+	// Type is 1 or 2.
+	Type nic.MWType
 }
 
 // ProgramCQ is a completion queue.
@@ -139,7 +149,10 @@ type ProgramStep struct {
 	// WRID is the work request's wr_id (send, recv).
 	WRID uint64
 	// Op is the send's operation: "send", "send_imm", "write",
-	// "write_imm", "read", "cas" or "faa".
+	// "write_imm", "read", "cas", "faa", "send_inv", "local_inv" or
+	// "bind". A bind binds MW over [LocalOff, LocalOff+Len) of LocalMR
+	// with Access (type 1 through ibv_bind_mw, type 2 with a BIND_MW
+	// work request) and moves the window to its next R_Key at once.
 	Op string
 	// Len is the length of the one SGE (0: no SGE).
 	Len uint64
@@ -163,6 +176,13 @@ type ProgramStep struct {
 	// Flags are the send flags (signaled unless unsignaled, fence,
 	// solicited, inline).
 	Flags nic.SendFlags
+	// MW indexes the MWs of the node that owns the window named: the
+	// posting node's for bind and local_inv, the peer's for send_inv
+	// (the R_Key to invalidate) and for a WRITE, READ or atomic through
+	// the window (its R_Key instead of RemoteMR's); -1 for none.
+	MW int
+	// Access is a bind's access flags for the window.
+	Access nic.AccessFlags
 	// PollCQs index the node's CQs to poll, in order; nil means all of
 	// the node's CQs (manual ones too) in creation order.
 	PollCQs []int
@@ -229,6 +249,9 @@ func (s *Scenario) Program() (*Program, error) {
 		for _, m := range n.mrs {
 			pn.MRs = append(pn.MRs, ProgramMR{Name: m.name, Init: m.initial(seeds), Access: m.access})
 		}
+		for _, w := range n.mws {
+			pn.MWs = append(pn.MWs, ProgramMW{Name: w.name, Type: w.typ})
+		}
 		for _, c := range n.cqs {
 			pn.CQs = append(pn.CQs, ProgramCQ{Name: c.name, Size: c.size, Manual: c.manual})
 		}
@@ -251,7 +274,7 @@ func (s *Scenario) Program() (*Program, error) {
 
 // programSteps converts one step; a poll may become one step per node.
 func (s *Scenario) programSteps(st *step) ([]ProgramStep, error) {
-	ps := ProgramStep{At: st.at, Line: st.line, LocalMR: -1, RemoteMR: -1}
+	ps := ProgramStep{At: st.at, Line: st.line, LocalMR: -1, RemoteMR: -1, MW: -1}
 	switch st.kind {
 	case stepModify:
 		return nil, fmt.Errorf("a modify step (%s)", st.text)
@@ -289,6 +312,9 @@ func (s *Scenario) programSteps(st *step) ([]ProgramStep, error) {
 		ps.Imm, ps.Compare, ps.SwapAdd, ps.Flags = st.imm, st.compare, st.swapAdd, st.flags
 		if st.remote.mr != nil {
 			ps.RemoteMR, ps.RemoteOff = indexOf(st.remote.mr.node.mrs, st.remote.mr), st.remote.off
+		}
+		if st.mw != nil {
+			ps.MW, ps.Access = indexOf(st.mw.node.mws, st.mw), st.access
 		}
 	}
 	q := st.qp

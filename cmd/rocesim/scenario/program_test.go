@@ -115,8 +115,8 @@ func TestProgramGoBackN(t *testing.T) {
 				CQs: []scenario.ProgramCQ{{Name: "q/cq", Size: 128}}, QP: qp},
 		},
 		Steps: []scenario.ProgramStep{
-			{Line: 16, Node: 1, Kind: "recv", WRID: 1, Len: 4096, LocalMR: 0, RemoteMR: -1},
-			{Line: 17, Node: 0, Kind: "send", WRID: 2, Op: "send", Len: 4096, LocalMR: 0, RemoteMR: -1, Flags: nic.SendSignaled},
+			{Line: 16, Node: 1, Kind: "recv", WRID: 1, Len: 4096, LocalMR: 0, RemoteMR: -1, MW: -1},
+			{Line: 17, Node: 0, Kind: "send", WRID: 2, Op: "send", Len: 4096, LocalMR: 0, RemoteMR: -1, MW: -1, Flags: nic.SendSignaled},
 		},
 	}
 	// The bytes apart, so that a failure prints a readable diff.
@@ -167,14 +167,14 @@ deadline 1s
 	assert.Equal(t, "drop op=RC_SEND_ONLY\n", p.Faults)
 
 	want := []scenario.ProgramStep{
-		{Line: 11, Node: 0, Kind: "send", WRID: 1, Op: "send_imm", LocalMR: -1, RemoteMR: -1, Imm: 9, Flags: nic.SendSignaled | nic.SendSolicited},
-		{At: 1e6, Line: 12, Node: 1, Kind: "send", WRID: 2, Op: "faa", Len: 8, LocalMR: 0, LocalOff: 8, RemoteMR: 1, SwapAdd: 3, Flags: nic.SendSignaled | nic.SendFence},
-		{At: 2e6, Line: 13, Node: 0, Kind: "send", WRID: 3, Op: "cas", Len: 8, LocalMR: 0, RemoteMR: 0, RemoteOff: 16, Compare: 1, SwapAdd: 2},
-		{At: 3e6, Line: 14, Node: 0, Kind: "send", WRID: 4, Op: "write_imm", Len: 8, LocalMR: 1, LocalOff: 8, RemoteMR: 0, BadRKey: true, Imm: 1, Flags: nic.SendSignaled},
-		{At: 4e6, Line: 15, Node: 0, Kind: "poll", LocalMR: -1, RemoteMR: -1},
-		{At: 4e6, Line: 15, Node: 1, Kind: "poll", LocalMR: -1, RemoteMR: -1},
-		{At: 5e6, Line: 16, Node: 1, Kind: "poll", LocalMR: -1, RemoteMR: -1, PollCQs: []int{0}},
-		{At: 5e6, Line: 16, Node: 0, Kind: "poll", LocalMR: -1, RemoteMR: -1, PollCQs: []int{0, 0}},
+		{Line: 11, Node: 0, Kind: "send", WRID: 1, Op: "send_imm", LocalMR: -1, RemoteMR: -1, MW: -1, Imm: 9, Flags: nic.SendSignaled | nic.SendSolicited},
+		{At: 1e6, Line: 12, Node: 1, Kind: "send", WRID: 2, Op: "faa", Len: 8, LocalMR: 0, LocalOff: 8, RemoteMR: 1, MW: -1, SwapAdd: 3, Flags: nic.SendSignaled | nic.SendFence},
+		{At: 2e6, Line: 13, Node: 0, Kind: "send", WRID: 3, Op: "cas", Len: 8, LocalMR: 0, RemoteMR: 0, MW: -1, RemoteOff: 16, Compare: 1, SwapAdd: 2},
+		{At: 3e6, Line: 14, Node: 0, Kind: "send", WRID: 4, Op: "write_imm", Len: 8, LocalMR: 1, LocalOff: 8, RemoteMR: 0, MW: -1, BadRKey: true, Imm: 1, Flags: nic.SendSignaled},
+		{At: 4e6, Line: 15, Node: 0, Kind: "poll", LocalMR: -1, RemoteMR: -1, MW: -1},
+		{At: 4e6, Line: 15, Node: 1, Kind: "poll", LocalMR: -1, RemoteMR: -1, MW: -1},
+		{At: 5e6, Line: 16, Node: 1, Kind: "poll", LocalMR: -1, RemoteMR: -1, MW: -1, PollCQs: []int{0}},
+		{At: 5e6, Line: 16, Node: 0, Kind: "poll", LocalMR: -1, RemoteMR: -1, MW: -1, PollCQs: []int{0, 0}},
 	}
 	assert.Equal(t, want, p.Steps)
 

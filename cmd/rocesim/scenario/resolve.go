@@ -253,8 +253,13 @@ func (p *parser) resolveStep(st *step) error {
 	if st.destRef.set {
 		return p.errorf(p.at(st.destRef), "dest= is for UD QPs; %s sends to its peer", q)
 	}
+	if st.mwRef.set {
+		if err := p.resolveMW(st, q); err != nil {
+			return err
+		}
+	}
 	switch st.op {
-	case nic.WRSend, nic.WRSendWithImm:
+	case nic.WRSend, nic.WRSendWithImm, nic.WRSendWithInv, nic.WRLocalInv, nic.WRBindMW:
 		return nil
 	}
 	if st.hasRemote {
@@ -276,6 +281,31 @@ func (p *parser) resolveStep(st *step) error {
 	return nil
 }
 
+// resolveMW resolves a send step's mw=: a window of the posting node for
+// bind and local_inv, of the peer's node for send_inv and accesses.
+func (p *parser) resolveMW(st *step, q *qpDecl) error {
+	col := p.at(st.mwRef)
+	n, ok := p.nodes[st.mwRef.node]
+	if ok {
+		for _, w := range n.mws {
+			if w.name == st.mwRef.name {
+				st.mw = w
+			}
+		}
+	}
+	if st.mw == nil {
+		return p.errorf(col, "unknown memory window %s (declare it with mw %s type=2)", st.mwRef, st.mwRef)
+	}
+	local := st.op == nic.WRBindMW || st.op == nic.WRLocalInv
+	switch {
+	case local && st.mw.node != q.node:
+		return p.errorf(col, "op=%s names a window of %s's own node, not %s", opName(st.op), q, st.mwRef)
+	case !local && (q.peer == nil || st.mw.node != q.peer.node):
+		return p.errorf(col, "window %s is not on the node of %s's peer", st.mwRef, q)
+	}
+	return nil
+}
+
 // opName spells a WR opcode as op= takes it.
 func opName(o nic.WROpcode) string {
 	switch o {
@@ -293,6 +323,12 @@ func opName(o nic.WROpcode) string {
 		return "cas"
 	case nic.WRAtomicFetchAndAdd:
 		return "faa"
+	case nic.WRSendWithInv:
+		return "send_inv"
+	case nic.WRLocalInv:
+		return "local_inv"
+	case nic.WRBindMW:
+		return "bind"
 	}
 	return o.String()
 }

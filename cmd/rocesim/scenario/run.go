@@ -119,6 +119,7 @@ type runState struct {
 	ctxs  []*verbs.Context
 	pds   []*verbs.PD
 	mrs   []*verbs.MR
+	mws   []*verbs.MW
 	cqs   []*verbs.CQ
 	qps   []*verbs.QP
 	ahs   map[[2]int]*verbs.AH // (node, destination node) -> AH; lookups only
@@ -230,6 +231,7 @@ func (r *runState) build() error {
 		}
 	}
 	r.mrs = make([]*verbs.MR, len(s.mrs))
+	r.mws = make([]*verbs.MW, len(s.mws))
 	r.cqs = make([]*verbs.CQ, len(s.cqs))
 	r.qps = make([]*verbs.QP, len(s.qps))
 	return r.resources()
@@ -256,6 +258,13 @@ func (r *runState) resources() error {
 				return fmt.Errorf("line %d: reg_mr %s.%s: %w", m.line, n.name, m.name, err)
 			}
 			r.mrs[m.idx] = mr
+		}
+		for _, m := range n.mws {
+			mw, err := pd.AllocMW(m.typ)
+			if err != nil {
+				return fmt.Errorf("line %d: alloc_mw %s.%s: %w", m.line, n.name, m.name, err)
+			}
+			r.mws[m.idx] = mw
 		}
 		for _, c := range n.cqs {
 			cq, err := ctx.CreateCQ(c.size, nil, 0)
@@ -367,6 +376,9 @@ func (r *runState) do(st *step) error {
 		_, err := r.qps[st.qp.idx].PostRecv([]verbs.RecvWR{wr})
 		return err
 	}
+	if st.op == nic.WRBindMW {
+		return r.bind(st)
+	}
 	wr := verbs.SendWR{WRID: st.wrID, Opcode: st.op, Flags: st.flags, ImmData: st.imm}
 	if st.length > 0 {
 		wr.SGList = []verbs.SGE{r.mrs[st.local.mr.idx].SGE(st.local.off, st.length)}
@@ -382,6 +394,11 @@ func (r *runState) do(st *step) error {
 		wr.RKey ^= 0x80
 	case st.hasRKey:
 		wr.RKey = st.rkey
+	}
+	if st.mw != nil {
+		// Through a window, or invalidating one: its R_Key as the
+		// program holds it now.
+		wr.RKey, wr.InvalidateRKey = r.mws[st.mw.idx].RKey, r.mws[st.mw.idx].RKey
 	}
 	switch st.op {
 	case nic.WRAtomicCmpAndSwp:
@@ -400,6 +417,31 @@ func (r *runState) do(st *step) error {
 		}
 	}
 	_, err := r.qps[st.qp.idx].PostSend([]verbs.SendWR{wr})
+	return err
+}
+
+// bind binds a window over the step's local buffer: a type 1 window with
+// ibv_bind_mw, a type 2 one with an IBV_WR_BIND_MW work request. Either
+// way the window takes the next R_Key at once (ibv_bind_mw does so
+// itself; for type 2 the program does what a C program does after a
+// successful bind), so later steps name it by that key even if the bind
+// then fails.
+func (r *runState) bind(st *step) error {
+	mw, qp := r.mws[st.mw.idx], r.qps[st.qp.idx]
+	info := verbs.BindInfo{Access: st.access, Length: st.length}
+	if st.length > 0 {
+		mr := r.mrs[st.local.mr.idx]
+		info.MR, info.Addr = mr, mr.Addr+st.local.off
+	}
+	if mw.Type == verbs.MWType1 {
+		return qp.BindMW(mw, verbs.MWBind{WRID: st.wrID, SendFlags: st.flags, BindInfo: info})
+	}
+	rkey := verbs.IncRKey(mw.RKey)
+	_, err := qp.PostSend([]verbs.SendWR{{WRID: st.wrID, Opcode: nic.WRBindMW, Flags: st.flags,
+		BindMW: verbs.BindMWWR{MW: mw, RKey: rkey, BindInfo: info}}})
+	if err == nil {
+		mw.RKey = rkey
+	}
 	return err
 }
 

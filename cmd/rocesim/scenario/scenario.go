@@ -34,6 +34,7 @@ type Scenario struct {
 	nodes    []*nodeDecl
 	links    []*linkDecl
 	mrs      []*mrDecl // in declaration order; mrDecl.idx indexes this
+	mws      []*mwDecl // in declaration order; mwDecl.idx indexes this
 	cqs      []*cqDecl // in creation order: node by node, declared ones, then the QPs' own
 	qps      []*qpDecl // in declaration order
 	planText string    // the fault rules, one a line, in file order
@@ -69,6 +70,7 @@ type nodeDecl struct {
 	idx      int
 	attached *linkDecl // the link or switch its one port is on
 	mrs      []*mrDecl
+	mws      []*mwDecl
 	cqs      []*cqDecl
 	qps      []*qpDecl
 	names    map[string]int // mr, cq and qp names of the node -> line (lookups only)
@@ -104,6 +106,16 @@ type mrDecl struct {
 	fill   fillKind
 	fillB  byte
 	u64    *uint64 // u64=: the first 8 bytes, little-endian, after the fill
+}
+
+// mwDecl is an "mw node.name type=N": a memory window allocated in the
+// node's PD.
+type mwDecl struct {
+	node *nodeDecl
+	name string
+	line int
+	idx  int
+	typ  nic.MWType
 }
 
 // cqDecl is a completion queue: declared by "cq node.name", or made for

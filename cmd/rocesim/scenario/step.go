@@ -48,6 +48,10 @@ type step struct {
 	qkey      uint32
 	hasQKey   bool
 	flags     nic.SendFlags
+	mwRef     ref             // mw=: the window a bind binds, an invalidation names, or an access goes through
+	mw        *mwDecl         // mwRef resolved
+	access    nic.AccessFlags // access= of op=bind: the window's rights
+	hasAccess bool
 
 	// modify
 	attr nic.QPAttr
@@ -138,7 +142,7 @@ func (p *parser) sendStep(st *step, toks []token) error {
 		"op": func(v string, c int) error {
 			o, ok := sendOps[v]
 			if !ok {
-				return p.errorf(c, "bad op %q: want send, send_imm, write, write_imm, read, cas or faa", v)
+				return p.errorf(c, "bad op %q: want send, send_imm, write, write_imm, read, cas, faa, send_inv, local_inv or bind", v)
 			}
 			st.op = o
 			return nil
@@ -191,6 +195,17 @@ func (p *parser) sendStep(st *step, toks []token) error {
 			st.destRef, err = p.ref(v, c, "a destination QP")
 			return err
 		},
+		"mw": func(v string, c int) error {
+			var err error
+			st.mwRef, err = p.ref(v, c, "a memory window")
+			return err
+		},
+		"access": func(v string, c int) error {
+			var err error
+			st.access, err = p.access(v, c)
+			st.hasAccess = true
+			return err
+		},
 		"qkey": func(v string, c int) error {
 			qkeyCol = c
 			n, err := p.num(v, c, "qkey", math.MaxUint32)
@@ -227,6 +242,9 @@ func (p *parser) sendStep(st *step, toks []token) error {
 		return p.errorf(p.toks[3].col, "send needs wr=, e.g. send wr=1 op=send len=64")
 	}
 	atomic := st.op == nic.WRAtomicCmpAndSwp || st.op == nic.WRAtomicFetchAndAdd
+	if !st.hasLen && st.op == nic.WRLocalInv {
+		st.hasLen = true // no data
+	}
 	if !st.hasLen {
 		if !atomic {
 			return p.errorf(p.toks[3].col, "send needs len= (bytes; 0 for none)")
@@ -245,14 +263,27 @@ func (p *parser) sendStep(st *step, toks []token) error {
 		return misplaced(swapCol, "swap", "op=cas")
 	case addCol > 0 && st.op != nic.WRAtomicFetchAndAdd:
 		return misplaced(addCol, "add", "op=faa")
-	case (st.hasRemote || st.hasRKey) && (st.op == nic.WRSend || st.op == nic.WRSendWithImm):
+	case (st.hasRemote || st.hasRKey) && (st.op == nic.WRSend || st.op == nic.WRSendWithImm || windowOp(st.op)):
 		return p.errorf(p.toks[3].col, "remote= and rkey= apply to write, write_imm, read, cas and faa")
+	case windowOp(st.op) && !st.mwRef.set:
+		return p.errorf(p.toks[3].col, "op=%s needs mw=node.window", opName(st.op))
+	case st.mwRef.set && (st.op == nic.WRSend || st.op == nic.WRSendWithImm):
+		return p.errorf(p.toks[3].col, "mw= applies to bind, local_inv, send_inv and to write, read and atomics through a window")
+	case st.mwRef.set && st.hasRKey:
+		return p.errorf(p.toks[3].col, "mw= gives the window's R_Key: no rkey= with it")
+	case st.hasAccess && st.op != nic.WRBindMW:
+		return p.errorf(p.toks[3].col, "access= applies only to op=bind")
 	case destCol > 0 && st.op != nic.WRSend && st.op != nic.WRSendWithImm:
 		return misplaced(destCol, "dest", "UD sends (op=send, op=send_imm)")
 	case qkeyCol > 0 && destCol == 0:
 		return misplaced(qkeyCol, "qkey", "UD sends with dest=")
 	}
 	return nil
+}
+
+// windowOp reports whether a send opcode names a window with mw=.
+func windowOp(o nic.WROpcode) bool {
+	return o == nic.WRBindMW || o == nic.WRLocalInv || o == nic.WRSendWithInv
 }
 
 // lenOpt parses len= of send and recv: a size up to 2 GiB.
