@@ -119,7 +119,11 @@ func (w *World) failureReport(files keptFiles) string {
 	}
 	fmt.Fprintf(&b, "  rerun:   %s\n", w.reproCommand())
 	fmt.Fprintf(&b, "  capture: %s (%d frames, each with a comment saying why it exists)\n", w.pcap, len(w.frames))
-	fmt.Fprintf(&b, "  trace:   %s (%d events, ended at %v)\n", files.trace, len(w.trace.Events()), w.Now())
+	full := ""
+	if w.trace.Full() {
+		full = ", the first ones: the trace keeps no more"
+	}
+	fmt.Fprintf(&b, "  trace:   %s (%d events%s, ended at %v)\n", files.trace, len(w.trace.Events()), full, w.Now())
 	fmt.Fprintf(&b, "  ladder:  %s\n           %s (for a browser)\n", files.ladder, files.svg)
 	fmt.Fprintf(&b, "  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect %s", w.pcap)
 	return b.String()
