@@ -261,8 +261,8 @@ func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now 
 const maxStalls = 3
 
 // Stalls returns what keeps the run going, worst first: the QPs that
-// retransmit one PSN round after round, or are refused with RNR NAKs
-// (at most three; none if no QP ever retransmitted or was refused).
+// retransmit one PSN round after round, or are refused with RNR NAKs, at
+// least three times (at most three QPs; none if no QP did).
 func (w *World) Stalls() []Stall {
 	sw := &w.watch
 	var out []Stall
@@ -311,11 +311,18 @@ func (w *World) Stalls() []Stall {
 			out[j], out[j-1] = out[j-1], out[j]
 		}
 	}
-	if len(out) > maxStalls {
-		out = out[:maxStalls]
+	// A pattern is something that repeats: a QP that resent once or
+	// twice is not what keeps a run going (a flood of copies may be).
+	n := 0
+	for n < len(out) && weight(&out[n]) >= minStallRepeats {
+		n++
 	}
-	return out
+	return out[:min(n, maxStalls)]
 }
+
+// minStallRepeats is how often a QP must have resent one PSN, or been
+// refused, for Stalls to name it.
+const minStallRepeats = 3
 
 // cause says which attribute of qp lets the stall go on for ever.
 func (w *World) cause(qp *nic.QP, s *Stall) string {
