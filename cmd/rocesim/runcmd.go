@@ -32,7 +32,7 @@ Flags:
   --quiet             print only the summary
   --deadline D        end the run at virtual time D (e.g. 10ms, 2s); it
                       replaces the scenario's deadline line
-  --max-events N      give up after N simulation events (default 500000,
+  --max-events N      give up after N simulation events (default 200000,
                       a few seconds of wall time)
 
 Examples:

@@ -34,7 +34,7 @@ import (
 
 // DefaultMaxEvents bounds the events a run may fire when Options.MaxEvents
 // is 0: a scenario that has not settled by then is taken to be a livelock.
-const DefaultMaxEvents = 500_000
+const DefaultMaxEvents = 200_000
 
 // Options are the knobs of one run.
 type Options struct {
