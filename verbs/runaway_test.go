@@ -73,3 +73,23 @@ func TestSettledRunHasNoStalls(t *testing.T) {
 	require.NoError(t, w.Run())
 	assert.Empty(t, w.Stalls())
 }
+
+// TestProgressEvery65536Events: WorldConfig.Progress is told the virtual
+// time, events and frames every 65536 events of a run, deterministically
+// (the driver, not the world, decides whether to print).
+func TestProgressEvery65536Events(t *testing.T) {
+	var got []verbs.Progress
+	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop src=a\n"), MaxEvents: 140_000,
+		Progress: func(p verbs.Progress) { got = append(got, p) }})
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 4096)})
+	require.NoError(t, err)
+	require.Error(t, w.Run())
+	require.Len(t, got, 2)
+	for i, p := range got {
+		assert.Equal(t, uint64(65536*(i+1)), p.Events)
+		assert.Greater(t, p.Frames, uint64(65536*(i+1)), "four frames a round, one event")
+		if i > 0 {
+			assert.Greater(t, p.Now, got[i-1].Now)
+		}
+	}
+}
