@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,14 @@ func TestRunRunaway(t *testing.T) {
 	assert.Contains(t, errOut, "every 67.108864ms: retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt")
 	assert.Contains(t, errOut, "end it with --deadline, or allow more with --max-events")
 	assert.Contains(t, out, "expectations: not checked: the run did not settle")
+
+	code, out, _ = runCmd("run", dropAllFile(t), "--json", "--max-events", "5000")
+	assert.Equal(t, exitRunaway, code)
+	var res struct {
+		Failed []string `json:"failed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, []string{"not checked: the run did not settle"}, res.Failed)
 }
 
 // TestRunDeadlineFlag: --deadline ends the same run at that virtual time;

@@ -143,7 +143,13 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	var runaway *verbs.RunawayError
 	if errors.As(err, &runaway) && res != nil {
 		res.Failed = []string{"not checked: the run did not settle"}
-		printSummary(stdout, res, wall)
+		if *jsonOut {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(res) // the exit status and stderr say what matters
+		} else {
+			printSummary(stdout, res, wall)
+		}
 		fmt.Fprintf(stderr, "rocesim run: %s: did not settle within %d events (virtual time %v, %d frames): %s\n"+
 			"rocesim run: %s: end it with --deadline, or allow more with --max-events\n",
 			sc.Name, runaway.Events, runaway.At, res.Frames, runaway.Why(), sc.Name)
