@@ -2,7 +2,8 @@
 # make soak: the runs that never settle (issue 14). Each must end within
 # SOAK_SECONDS of wall time (default 10) and SOAK_MB of peak RSS (default
 # 300), with the exit status it documents; the script prints wall time,
-# peak RSS and exit status for each and fails if one is out of bounds.
+# peak RSS and exit status for each (and the CPU time, which tells a slow
+# run from a loaded machine) and fails if one is out of bounds.
 # Every case runs under ulimit -v and timeout, so a regression cannot
 # take the machine down.
 set -u
@@ -23,15 +24,15 @@ failed=0
 one() {
 	name=$1 want=$2
 	shift 2
-	(ulimit -v 4000000; exec /usr/bin/time -f '%e %M' -o "$tmp/time" timeout 60 "$@") >"$tmp/out" 2>&1
+	(ulimit -v 4000000; exec /usr/bin/time -f '%e %M %U %S' -o "$tmp/time" timeout 60 "$@") >"$tmp/out" 2>&1
 	status=$?
 	set -- $(tail -n 1 "$tmp/time")
-	wall=$1 mb=$(($2 / 1024))
+	wall=$1 mb=$(($2 / 1024)) cpu=$(awk "BEGIN{print $3 + $4}")
 	verdict=ok
 	if [ "$status" -ne "$want" ]; then verdict="FAIL: exit status $status, want $want"; fi
 	if awk "BEGIN{exit !($wall > $max_s)}"; then verdict="FAIL: over ${max_s}s"; fi
 	if [ "$mb" -gt "$max_mb" ]; then verdict="FAIL: over ${max_mb} MB"; fi
-	printf '%-34s %6ss %5d MB  exit %d  %s\n' "$name" "$wall" "$mb" "$status" "$verdict"
+	printf '%-34s %6ss wall %6ss cpu %5d MB  exit %d  %s\n' "$name" "$wall" "$cpu" "$mb" "$status" "$verdict"
 	if [ "$verdict" != ok ]; then
 		failed=1
 		sed 's/^/    /' "$tmp/out" | tail -n 20
