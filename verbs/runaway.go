@@ -244,8 +244,9 @@ func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now 
 	if continues {
 		return
 	}
-	// A new go-back-N round (IBTA 9.7.5.1.2: the requester resends from
-	// the oldest unacknowledged PSN).
+	// A new go-back-N round: the requester resends from the oldest
+	// unacknowledged PSN (rxe's req_retry), so the rounds of one stall
+	// start at the same PSN.
 	if f.rounds > 0 && psn == f.round {
 		f.rounds++
 		f.end = now
