@@ -6,9 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
 )
 
 // dropAllFile writes examples/go-back-n.scenario with every frame from a
@@ -54,4 +58,26 @@ func TestRunDeadlineFlag(t *testing.T) {
 	code, _, errOut = runCmd("run", dropAllFile(t), "--deadline", "soon")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `--deadline "soon": want a positive duration`)
+}
+
+// TestProgressLine: the progress callback prints nothing in the first
+// two seconds of wall time, then a line at most every two seconds with
+// the virtual time, the frames and the events per second since the last
+// line (a fake clock: no test waits on the wall clock).
+func TestProgressLine(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	var b strings.Builder
+	p := progressPrinter(&b, "drop-all", start, func() time.Time { return now })
+	step := func(after time.Duration, events uint64) {
+		now = now.Add(after)
+		p(verbs.Progress{Now: sim.Time(events) * sim.Time(sim.Millisecond), Events: events, Frames: 4 * events})
+	}
+	step(time.Second, 65536)
+	assert.Empty(t, b.String(), "quiet for two seconds")
+	step(1500*time.Millisecond, 131072)
+	step(time.Second, 196608)
+	step(1500*time.Millisecond, 262144)
+	assert.Equal(t, "rocesim run: drop-all: still running after 3s: virtual time 2m11.072s, 524288 frames, 131072 events (52429 events/s)\n"+
+		"rocesim run: drop-all: still running after 5s: virtual time 4m22.144s, 1048576 frames, 262144 events (52429 events/s)\n", b.String())
 }

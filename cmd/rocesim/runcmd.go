@@ -132,7 +132,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		opt.Capture = tap
 	}
 	start := time.Now()
-	opt.Progress = progressPrinter(stderr, sc.Name, start)
+	opt.Progress = progressPrinter(stderr, sc.Name, start, time.Now)
 	res, err := sc.Run(opt)
 	wall := time.Since(start)
 	if tap != nil {
@@ -206,13 +206,14 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 // progressPrinter returns a scenario progress callback that prints a
 // line to w every two seconds of wall time once the run has taken two:
 // the virtual time reached, the frames and the events per second. The
-// wall clock is read here, in the driver, never in the simulation.
-func progressPrinter(w io.Writer, name string, start time.Time) func(verbs.Progress) {
+// wall clock (clock: time.Now) is read here, in the driver, never in the
+// simulation.
+func progressPrinter(w io.Writer, name string, start time.Time, clock func() time.Time) func(verbs.Progress) {
 	next := start.Add(2 * time.Second)
 	var lastEvents uint64
 	last := start
 	return func(p verbs.Progress) {
-		now := time.Now()
+		now := clock()
 		if now.Before(next) {
 			return
 		}
