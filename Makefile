@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm conformance
+.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm conformance soak
 
 all: test
 
@@ -56,6 +56,10 @@ bench:
 SEEDS ?= 20000
 swarm:
 	cd verbs && $(GO) test -run '^TestSwarm$$' -count=1 -timeout 60m -swarm.seeds=$(SEEDS)
+
+## soak: the runs that never settle (drop-all, corrupt, dup n=100000000, rnr_retry 7 with no receive, a verbstest world): each must end within 10 s and 300 MB; prints wall time and peak RSS (not part of test)
+soak:
+	@GO=$(GO) tools/soak.sh
 
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps

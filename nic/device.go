@@ -304,9 +304,10 @@ func New(cfg Config) *Device {
 func (d *Device) SetTrace(tr *sim.Trace) { d.trace = tr }
 
 // explaining reports whether frames that exist because of an error or a
-// recovery get a note: with Annotate or a trace. Without either, no note
+// recovery get a note: with Annotate or a trace that still records (a
+// full one keeps no more, sim.Trace.Enabled). Without either, no note
 // is built, so the recovery path allocates nothing either.
-func (d *Device) explaining() bool { return d.cfg.Annotate || d.trace != nil }
+func (d *Device) explaining() bool { return d.cfg.Annotate || d.trace.Enabled() }
 
 // Name returns the device name.
 func (d *Device) Name() string { return d.cfg.Name }

@@ -21,5 +21,9 @@
 //
 // Trace: a *sim.Trace collects sim.Events (time, node, QPN, kind, fields)
 // with a stable one-line text form for golden tests; a nil *Trace records
-// nothing.
+// nothing. A trace keeps its first Trace.Limit events (DefaultTraceLimit,
+// 131072, some 50 MB, unless set) and then reports itself disabled, so
+// emitters stop building events and a run of any length keeps a bounded
+// trace; a Hook still sees every event, to stream the whole log to a
+// file.
 package sim

@@ -82,6 +82,10 @@ func (s *Scheduler) Pending() int { return len(s.heap) }
 // before they fail with ErrEventLimit; 0 means no limit.
 func (s *Scheduler) SetEventLimit(n uint64) { s.limit = n }
 
+// EventLimit returns the limit SetEventLimit set (DefaultEventLimit
+// unless changed; 0 means none).
+func (s *Scheduler) EventLimit() uint64 { return s.limit }
+
 // NextAt returns the time of the earliest pending event, or Never.
 func (s *Scheduler) NextAt() Time {
 	if len(s.heap) == 0 {

@@ -80,21 +80,54 @@ func appendHex24(b []byte, v uint32) []byte {
 	return b
 }
 
+// DefaultTraceLimit is how many events a Trace keeps when its Limit is
+// 0. An event with its fields takes a few hundred bytes, so a full trace
+// holds some tens of megabytes: a run of any length, a runaway included,
+// keeps its memory bounded (Hook still sees every event, to stream the
+// whole log to a file).
+const DefaultTraceLimit = 1 << 17
+
 // Trace is the structured log of a simulation. A nil *Trace records
 // nothing, so emitters can call Add unconditionally and pay nothing when
 // tracing is off (check Enabled before building fields).
+//
+// A Trace keeps the first Limit events it is given and drops the rest
+// (Full says so): the start of a run is what a ladder draws and a reader
+// follows, and a run that never settles must not grow without bound.
 type Trace struct {
 	events []Event
-	// Hook, if set, sees each event as it is added (a live ladder view).
+	// Hook, if set, sees each event as it is added (a live ladder view,
+	// or a stream to a file), kept or not.
 	Hook func(*Event)
+	// Limit is how many events the trace keeps: 0 means
+	// DefaultTraceLimit, a negative value no limit (the caller bounds the
+	// run).
+	Limit int
 }
 
-// Enabled reports whether t records events.
-func (t *Trace) Enabled() bool { return t != nil }
+// Enabled reports whether t records events: false for a nil trace, and
+// for a full one without a Hook (it would only count them), so that
+// emitters stop building events nobody keeps.
+func (t *Trace) Enabled() bool {
+	return t != nil && (t.Hook != nil || t.Limit < 0 || len(t.events) < t.limit())
+}
 
-// Add records e.
+func (t *Trace) limit() int {
+	if t.Limit == 0 {
+		return DefaultTraceLimit
+	}
+	return t.Limit
+}
+
+// Add records e, unless the trace is Full; the Hook sees it either way.
 func (t *Trace) Add(e Event) {
 	if t == nil {
+		return
+	}
+	if t.Full() {
+		if t.Hook != nil {
+			t.Hook(&e)
+		}
 		return
 	}
 	t.events = append(t.events, e)
@@ -103,8 +136,14 @@ func (t *Trace) Add(e Event) {
 	}
 }
 
-// Events returns the recorded events in order. The slice is the trace's
-// own; do not modify it.
+// Full reports whether the trace holds Limit events and records no more.
+func (t *Trace) Full() bool {
+	return t != nil && t.Limit >= 0 && len(t.events) >= t.limit()
+}
+
+// Events returns the recorded events in order: the first Limit, when
+// Full. The slice is the trace's own; do not
+// modify it.
 func (t *Trace) Events() []Event {
 	if t == nil {
 		return nil
@@ -112,12 +151,22 @@ func (t *Trace) Events() []Event {
 	return t.events
 }
 
-// WriteText writes one line per event, in the text form of AppendText.
+// WriteText writes one line per event kept, in the text form of
+// AppendText, and, if the trace is Full, a last line starting with '#'
+// that says so.
 func (t *Trace) WriteText(w io.Writer) error {
 	var b []byte
 	for i := range t.Events() {
 		b = t.events[i].AppendText(b[:0])
 		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	if t.Full() {
+		b = append(b[:0], "# the trace is full: it keeps its first "...)
+		b = strconv.AppendInt(b, int64(len(t.events)), 10)
+		b = append(b, " events and recorded no later ones\n"...)
 		if _, err := w.Write(b); err != nil {
 			return err
 		}

@@ -35,4 +35,13 @@
 // fixed order, so the same program and seed give the same frames, trace
 // and capture on every run. See the Example functions for connecting two
 // RC QPs by hand, a SEND/RECV ping-pong and an RDMA WRITE with immediate.
+//
+// A run that never settles (rxe's retry_cnt 7 and rnr_retry 7 retry
+// forever) ends when it has fired WorldConfig.MaxEvents events (the
+// scheduler's limit) with a *RunawayError that says what kept it going:
+// the QP, the PSN it resends and how often, the RNR NAKs it was sent, the
+// attribute that makes it go on, and what the fault plan did. The world
+// keeps a few numbers per flow for this (runaway.go) and nothing that
+// grows per event; Stalls and Diagnose give the same diagnosis at any
+// time, and WorldConfig.Progress lets a driver show progress.
 package verbs

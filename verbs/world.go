@@ -34,6 +34,16 @@ type WorldConfig struct {
 	// CountTx numbers transmissions even without a plan, so a plan set
 	// later with SetPlan can match tx= (fabric.Config.CountTx).
 	CountTx bool
+	// MaxEvents bounds the events Run, RunFor, RunUntil and RunTo may
+	// fire in all (the scheduler's event limit); 0 leaves
+	// sim.DefaultEventLimit. A run that spends it ends with a
+	// *RunawayError that says what kept it going.
+	MaxEvents uint64
+	// Progress, if set, is called every 65536 events of a run: a driver
+	// that shows progress (it may read the wall clock; the world does not).
+	Progress func(Progress)
+	// QPName, if set, names a QP in a RunawayError's message ("a.q").
+	QPName func(host string, qpn uint32) string
 }
 
 // World is a simulated RDMA cluster: hosts with one RoCE device each, the
@@ -46,6 +56,7 @@ type World struct {
 	fab   *fabric.Fabric
 	hosts []*Host
 	sw    *fabric.Switch
+	watch stallWatch
 }
 
 // NewWorld returns an empty world at time 0.
@@ -54,10 +65,14 @@ func NewWorld(cfg WorldConfig) *World {
 		cfg.Link = fabric.DefaultLinkConfig()
 	}
 	s := sim.NewScheduler()
-	w := &World{cfg: cfg, sched: s}
+	if cfg.MaxEvents != 0 {
+		s.SetEventLimit(cfg.MaxEvents)
+	}
+	w := &World{cfg: cfg, sched: s, watch: stallWatch{reqIdx: map[flowKey]int32{}, rnrIdx: map[flowKey]int32{},
+		hostIx: map[string]int32{}}}
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
-		Observe: cfg.Observe, CountTx: cfg.CountTx})
+		Observe: w.observe, CountTx: cfg.CountTx})
 	return w
 }
 
@@ -109,6 +124,7 @@ func (w *World) AddHost(name string) *Host {
 	}
 	h.Dev = &Device{h: h}
 	h.sendFn = h.send
+	w.watch.hostIx[name] = int32(len(w.hosts))
 	w.hosts = append(w.hosts, h)
 	return h
 }
@@ -159,11 +175,13 @@ func (w *World) Scheduler() *sim.Scheduler { return w.sched }
 // Fabric returns the fabric, for its link statistics.
 func (w *World) Fabric() *fabric.Fabric { return w.fab }
 
-// Run runs the simulation until nothing is left to happen.
-func (w *World) Run() error { return w.sched.Run() }
+// Run runs the simulation until nothing is left to happen (see RunTo for
+// the event budget).
+func (w *World) Run() error { return w.RunTo(sim.Never) }
 
-// RunFor runs the simulation for d of virtual time.
-func (w *World) RunFor(d sim.Duration) error { return w.sched.RunUntil(w.sched.Now().Add(d)) }
+// RunFor runs the simulation for d of virtual time (see RunTo for the
+// event budget).
+func (w *World) RunFor(d sim.Duration) error { return w.RunTo(w.sched.Now().Add(d)) }
 
 // RunUntil runs until cond holds (checked after every event) or nothing is
 // left to happen; it reports whether cond held.
@@ -172,7 +190,7 @@ func (w *World) RunUntil(cond func() bool) (bool, error) {
 		if w.sched.Pending() == 0 {
 			return false, nil
 		}
-		if err := w.sched.RunUntil(w.sched.NextAt()); err != nil {
+		if err := w.RunTo(w.sched.NextAt()); err != nil {
 			return false, err
 		}
 	}

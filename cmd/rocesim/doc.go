@@ -13,8 +13,16 @@
 // completions per status, counters that changed, virtual and wall time,
 // and whether the scenario's expectations held. --pcap writes an
 // annotated pcapng, --svg the ladder as SVG, --json a machine-readable
-// result (scenario.Result is its schema). Exit status: 0 when the expectations
-// hold, 1 when one fails, 2 for a usage or I/O error.
+// result (scenario.Result is its schema). --deadline ends the run at a
+// virtual time; --max-events (default 200000) bounds its events, and a run
+// that spends them without settling stops with a message naming what kept
+// it going (the QP, the PSN it resends, how often, and the attribute, such
+// as rxe's infinite retry_cnt 7). A run longer than two seconds of wall
+// time prints progress to standard error. Memory is bounded whatever the
+// run's length: the trace (and the ladder) keeps its first 131072 events,
+// --pcap streams to its file. Exit status: 0 when the expectations hold,
+// 1 when one fails, 2 for a usage or I/O error, 3 when the run did not
+// settle within --max-events.
 //
 // inspect decodes every frame with package wire, verifies each RoCE v2
 // ICRC (which Wireshark does not), and prints one line per frame: index,

@@ -13,6 +13,9 @@ const (
 	exitOK    = 0 // success
 	exitBad   = 1 // inspect: a RoCE frame is malformed or fails its ICRC
 	exitUsage = 2 // bad command line, or a file that cannot be read
+	// exitRunaway: run: the scenario did not settle within its event
+	// budget (--max-events); the message says what kept it going.
+	exitRunaway = 3
 )
 
 const usage = `rocesim: a pure-Go RoCE v2 soft-RDMA simulator
@@ -25,7 +28,8 @@ Usage:
   rocesim help [COMMAND]          show this help, or a command's
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
-RoCE frame is malformed or fails its ICRC (inspect); 2 usage or I/O error.
+RoCE frame is malformed or fails its ICRC (inspect); 2 usage or I/O error;
+3 a run did not settle within its event budget (run --max-events).
 
 Examples:
   rocesim scenarios

@@ -24,7 +24,12 @@
 // frames are still written to the capture, at the sender's side, with a
 // comment naming the rule ("dropped by rule 3: drop psn=2 tx=1"); altered,
 // duplicated, delayed and reordered frames say so too, and so do frames
-// whose sender gave a note ("retransmission #2").
+// whose sender gave a note ("retransmission #2"). A duplicate's copies
+// are made one at a time while its egress queue has room; the copies it
+// has no room for are tail drops, counted in DirStats.QueueDrops and
+// traced as one queue-drop event (the capture holds only the copies the
+// queue took), so "dup n=100000000" costs a queue's worth of frames. With an unlimited queue (QueueBytes 0) every
+// copy is made: memory then grows with n.
 //
 // Nothing here reads the wall clock, starts a goroutine or iterates a map
 // where the order could reach output; frame buffers are pooled, so the

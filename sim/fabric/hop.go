@@ -52,15 +52,26 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		d.stats.Duplicated += uint64(v.Copies)
 		b.fault = v.String()
 		f.traceFrame(d, b, "frame-dup", b.fault, faultFields(v)...)
-		copies := make([]*frameBuf, v.Copies)
-		for i := range copies {
-			copies[i] = f.pool.clone(b)
-			copies[i].fault = v.CopyNote(i + 1)
-		}
+		// The copies are made one at a time from a template, not all at
+		// once: "dup n=100000000" must cost what the queue can hold, not
+		// a buffer per copy. Nothing leaves the queue while they are
+		// enqueued (no event runs), so once one copy is tail-dropped all
+		// later ones would be: they are counted as queue drops together.
+		tmpl := f.pool.clone(b)
 		d.enqueue(b)
-		for _, c := range copies {
+		for i := 1; i <= v.Copies; i++ {
+			if q := d.link.cfg.QueueBytes; q > 0 && d.qBytes+tmpl.n > q && i > 1 {
+				rest := v.Copies - i + 1
+				d.stats.QueueDrops += uint64(rest)
+				f.traceFrame(d, tmpl, "queue-drop", fmt.Sprintf("dropped: copies %d to %d of rule %d: egress queue of %s full (%d of %d bytes queued)",
+					i, v.Copies, v.Rule, d.name, d.qBytes, q), faultFields(v)...)
+				break
+			}
+			c := f.pool.clone(tmpl)
+			c.fault = v.CopyNote(i)
 			d.enqueue(c)
 		}
+		f.pool.put(tmpl)
 	case faults.Delay:
 		b.fault = v.String()
 		f.traceFrame(d, b, "frame-delay", b.fault, faultFields(v)...)

@@ -33,8 +33,15 @@
 // ibv_poll_cq. Poller.Pause stalls it for a while (a receiver that falls
 // behind), Poller.Stop for good. After schedules a step of the workload
 // at a virtual time. Every wait is bounded by Options.Limit
-// of virtual time, so a QP that retries forever fails the test instead
-// of hanging it.
+// of virtual time and by Options.MaxEvents simulation events (250000,
+// well under a second of wall time), so a QP that retries forever fails
+// the test instead of hanging it, with a message that names the pattern
+// (the QP, the PSN it resends and how often, the RNR NAKs, the attribute
+// that keeps it going). The budgets decide deterministically; a
+// wall-clock watchdog is only a backstop. Memory is bounded too: the
+// trace keeps its first 131072 events, the frame log its first
+// Options.MaxFrames frames (65536), and the capture is streamed to its
+// file.
 //
 // # Faults
 //

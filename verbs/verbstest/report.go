@@ -1,8 +1,10 @@
 package verbstest
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,7 +37,7 @@ func (w *World) cleanup() {
 	if failed {
 		w.t.Logf("%s", w.failureReport(files))
 	} else {
-		w.t.Logf("verbstest: kept (-rocesim.keep): %s (%d frames), %s, %s and %s", w.pcap, len(w.frames),
+		w.t.Logf("verbstest: kept (-rocesim.keep): %s (%d frames), %s, %s and %s", w.pcap, len(w.frames)+w.overflow,
 			files.trace, files.ladder, files.svg)
 	}
 	if r, ok := w.t.(*Recorder); ok && !r.KeepFiles {
@@ -53,11 +55,15 @@ type keptFiles struct{ trace, ladder, svg string }
 // writeFiles writes the trace and its ladder diagrams, text and SVG, into
 // the world's directory.
 func (w *World) writeFiles() keptFiles {
-	write := func(name string, fill func(f *os.File) error) string {
+	write := func(name string, fill func(w io.Writer) error) string {
 		path := filepath.Join(w.dir, name)
 		f, err := os.Create(path)
 		if err == nil {
-			err = fill(f)
+			bw := bufio.NewWriter(f) // a trace writes a line per call
+			err = fill(bw)
+			if ferr := bw.Flush(); err == nil {
+				err = ferr
+			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -68,15 +74,15 @@ func (w *World) writeFiles() keptFiles {
 		return path
 	}
 	nodes := w.hostNames()
-	files := keptFiles{trace: write("trace.txt", func(f *os.File) error { return w.trace.WriteText(f) })}
+	files := keptFiles{trace: write("trace.txt", func(f io.Writer) error { return w.trace.WriteText(f) })}
 	n := len(w.trace.Events())
 	files.ladder = fmt.Sprintf("(ladder.txt not drawn: %d events, more than %d)", n, maxLadderEvents)
 	if n <= maxLadderEvents {
-		files.ladder = write("ladder.txt", func(f *os.File) error { return ladder.Text(f, w.trace, ladder.Options{Nodes: nodes}) })
+		files.ladder = write("ladder.txt", func(f io.Writer) error { return ladder.Text(f, w.trace, ladder.Options{Nodes: nodes}) })
 	}
 	files.svg = fmt.Sprintf("(ladder.svg not drawn: %d events, more than %d)", n, maxSVGEvents)
 	if n <= maxSVGEvents {
-		files.svg = write("ladder.svg", func(f *os.File) error {
+		files.svg = write("ladder.svg", func(f io.Writer) error {
 			return ladder.SVG(f, w.trace, ladder.Options{Nodes: nodes}, w.t.Name()+", seed "+strconv.FormatUint(w.seed, 10))
 		})
 	}
@@ -84,9 +90,11 @@ func (w *World) writeFiles() keptFiles {
 }
 
 // The largest traces drawn as ladders: a text line, or an SVG element
-// of a few hundred bytes, per event.
+// of a few hundred bytes, per event, and some kilobytes of layout in
+// memory while drawing (a full trace, sim.DefaultTraceLimit events, would
+// take more memory to draw than the run itself).
 const (
-	maxLadderEvents = 200_000
+	maxLadderEvents = 30_000
 	maxSVGEvents    = 20_000
 )
 
@@ -118,8 +126,12 @@ func (w *World) failureReport(files keptFiles) string {
 		fmt.Fprintf(&b, "%sat %v: %s\n", label, c.at, c.text)
 	}
 	fmt.Fprintf(&b, "  rerun:   %s\n", w.reproCommand())
-	fmt.Fprintf(&b, "  capture: %s (%d frames, each with a comment saying why it exists)\n", w.pcap, len(w.frames))
-	fmt.Fprintf(&b, "  trace:   %s (%d events, ended at %v)\n", files.trace, len(w.trace.Events()), w.Now())
+	fmt.Fprintf(&b, "  capture: %s (%d frames, each with a comment saying why it exists)\n", w.pcap, len(w.frames)+w.overflow)
+	full := ""
+	if w.trace.Full() {
+		full = ", the first ones: the trace keeps no more"
+	}
+	fmt.Fprintf(&b, "  trace:   %s (%d events%s, ended at %v)\n", files.trace, len(w.trace.Events()), full, w.Now())
 	fmt.Fprintf(&b, "  ladder:  %s\n           %s (for a browser)\n", files.ladder, files.svg)
 	fmt.Fprintf(&b, "  inspect: go run github.com/rocesim/rocesim/cmd/rocesim inspect %s", w.pcap)
 	return b.String()

@@ -1,6 +1,8 @@
 package verbstest
 
 import (
+	"time"
+
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -84,6 +86,12 @@ func (w *World) poll() {
 	}
 }
 
+// watchdog is the wall time one wait may take before it fails the test
+// whatever its budgets say: a backstop for a world that Limit and
+// MaxEvents do not catch (a poller that spins in Go code, not in
+// events). The budgets decide deterministically; this never should.
+const watchdog = 60 * time.Second
+
 // instantCap bounds the events one instant of virtual time may fire: a
 // poller that posts work at every instant, or pauses for nothing, would
 // otherwise keep time from moving and never reach the time limit.
@@ -96,6 +104,8 @@ func (w *World) runUntil(t TB, deadline sim.Time, done func() bool) bool {
 	t.Helper()
 	s := w.vw.Scheduler()
 	instant, fired := w.Now(), s.Fired()
+	budget := fired + w.maxEvents
+	start, steps := time.Now(), 0
 	w.poll()
 	for !done() {
 		if s.Pending() == 0 || s.NextAt() > deadline {
@@ -105,6 +115,14 @@ func (w *World) runUntil(t TB, deadline sim.Time, done func() bool) bool {
 			instant, fired = at, s.Fired()
 		} else if s.Fired()-fired > instantCap {
 			fail(t, "verbstest: %d events at %v and time does not move: a poller that posts work at every instant?", instantCap, instant)
+		}
+		if s.Fired() >= budget {
+			fail(t, "verbstest: still busy after %d events (Options.MaxEvents) at virtual time %v, %d frames: %s",
+				w.maxEvents, w.Now(), w.vw.Frames(), w.vw.Diagnose(nil))
+		}
+		if steps++; steps%4096 == 0 && time.Since(start) > watchdog {
+			fail(t, "verbstest: still busy after %v of wall time (the watchdog; Options.MaxEvents should have stopped it first) at virtual time %v, %d events: %s",
+				watchdog, w.Now(), s.Fired(), w.vw.Diagnose(nil))
 		}
 		if err := s.RunUntil(s.NextAt()); err != nil {
 			fail(t, "verbstest: %v", err)
@@ -140,8 +158,8 @@ func (w *World) RunUntilIdle() {
 	deadline := w.Now().Add(w.limit)
 	s := w.vw.Scheduler()
 	if !w.runUntil(w.t, deadline, func() bool { return s.Pending() == 0 }) {
-		w.fatalf("verbstest: RunUntilIdle: still busy when its limit of %v of virtual time (Options.Limit) ran out: the next event is at %v (a QP retrying forever? see the trace)",
-			w.limit, s.NextAt())
+		w.fatalf("verbstest: RunUntilIdle: still busy when its limit of %v of virtual time (Options.Limit) ran out: the next event is at %v: %s",
+			w.limit, s.NextAt(), w.vw.Diagnose(nil))
 	}
 }
 
@@ -159,7 +177,7 @@ func (w *World) why() string {
 	if w.vw.Scheduler().Pending() == 0 {
 		return "nothing left to happen"
 	}
-	return "its limit of " + w.limit.String() + " of virtual time (Options.Limit) ran out"
+	return "its limit of " + w.limit.String() + " of virtual time (Options.Limit) ran out: " + w.vw.Diagnose(nil)
 }
 
 // Await runs until n completions can be polled from cq, polls them and

@@ -51,15 +51,29 @@ type Options struct {
 	Faults string
 	Plan   *faults.Plan
 	// MaxFrames is how many frame records the world keeps for Frames
-	// and RequireFrames (each a copy of the frame); 0 means 1<<20. A
-	// test that sends more and selects frames must raise it: once it is
-	// exceeded, Frames fails the test rather than count a partial log.
+	// and RequireFrames (each a copy of the frame, up to about 1.5 KB);
+	// 0 means 1<<16, some 100 MB at most. A test that sends more and
+	// selects frames must raise it: once it is exceeded, Frames fails the
+	// test rather than count a partial log.
 	MaxFrames int
 	// Limit bounds the virtual time each Run, Await or Require call may
 	// spend before it fails the test; 0 means 10 s. It is what stops a
 	// test whose QP retries forever (retry_cnt 7 is infinite in rxe).
 	Limit sim.Duration
+	// MaxEvents bounds the simulation events each Run, Await or Require
+	// call may fire before it fails the test, saying what kept the world
+	// busy (the QP, the PSN it retransmits and how often, the RNR NAKs);
+	// 0 means DefaultMaxEvents. Where Limit bounds virtual time, this
+	// bounds the work: a QP refused with RNR NAKs every 10 µs, or a fault
+	// plan that copies every frame, stays busy for a long wall time
+	// within a little virtual time. It is deterministic: the same test
+	// fails at the same event whatever the machine's load.
+	MaxEvents uint64
 }
+
+// DefaultMaxEvents is the event budget of each wait when
+// Options.MaxEvents is 0: a fraction of a second of wall time.
+const DefaultMaxEvents = 250_000
 
 // Link describes the links of a world.
 type Link struct {
@@ -84,6 +98,8 @@ type World struct {
 	hosts []*Host
 	trace *sim.Trace
 	limit sim.Duration
+	// maxEvents is Options.MaxEvents or its default.
+	maxEvents uint64
 
 	dir     string // where the capture (and, on failure, the trace) is kept
 	pcap    string
@@ -127,7 +143,11 @@ func New(t TB, opts Options) *World {
 	}
 	w.maxFrames = opts.MaxFrames
 	if w.maxFrames <= 0 {
-		w.maxFrames = 1 << 20
+		w.maxFrames = 1 << 16
+	}
+	w.maxEvents = opts.MaxEvents
+	if w.maxEvents == 0 {
+		w.maxEvents = DefaultMaxEvents
 	}
 	w.psn = newPSNSource(w.seed)
 	w.wake.w = w

@@ -44,9 +44,13 @@
 //
 // Each step is recorded in the trace as a "step" event (fields line= and
 // step=, the step as written). A run that fires more than
-// Options.MaxEvents events fails (a livelock: rxe's retry_cnt 7 on a dead
-// link retries forever; use a deadline for such scenarios). The same
-// scenario, seed and profile give an identical Result and trace.
+// Options.MaxEvents events (DefaultMaxEvents, 200000, unless set)
+// fails with a *verbs.RunawayError that names the QP that keeps it going
+// and why (a livelock: rxe's retry_cnt 7 on a dead link retries forever;
+// use a deadline for such scenarios). The trace keeps its first
+// sim.DefaultTraceLimit events, so a run's memory is bounded whatever its
+// length. The same scenario, seed and profile give an identical Result
+// and trace.
 //
 // # Grammar
 //

@@ -34,7 +34,7 @@ import (
 
 // DefaultMaxEvents bounds the events a run may fire when Options.MaxEvents
 // is 0: a scenario that has not settled by then is taken to be a livelock.
-const DefaultMaxEvents = 10_000_000
+const DefaultMaxEvents = 200_000
 
 // Options are the knobs of one run.
 type Options struct {
@@ -50,8 +50,15 @@ type Options struct {
 	// is Result.Trace.
 	Trace *sim.Trace
 	// MaxEvents bounds the simulation events of the run; 0 means
-	// DefaultMaxEvents.
+	// DefaultMaxEvents. A run that spends them fails with a
+	// *verbs.RunawayError saying what kept it going, its QPs named as
+	// the scenario names them ("a.q").
 	MaxEvents uint64
+	// Deadline, if not 0, ends the run at this virtual time, as a
+	// deadline line does (it replaces the scenario's own).
+	Deadline sim.Duration
+	// Progress, if set, is called every 65536 events (verbs.WorldConfig.Progress).
+	Progress func(verbs.Progress)
 	// TestHooks plants deliberate bugs in every device (nic.TestHooks),
 	// for tests that replay a shrunk swarm case; nil in every real use.
 	TestHooks *nic.TestHooks
@@ -162,21 +169,23 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 	}
 	r := &runState{s: s, rand: sim.NewSeeds(seed), ahs: map[[2]int]*verbs.AH{}, nodes: s.nodes,
 		wcs: make([]verbs.WC, 16)}
-	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile, Link: wl, TestHooks: opt.TestHooks})
 	limit := opt.MaxEvents
 	if limit == 0 {
 		limit = DefaultMaxEvents
 	}
-	r.w.Scheduler().SetEventLimit(limit)
+	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile,
+		Link: wl, TestHooks: opt.TestHooks, MaxEvents: limit, Progress: opt.Progress, QPName: r.qpName})
 	r.res = &Result{Scenario: s.Name, Seed: seed, Profile: opt.Profile.String(), Completions: []Completion{},
 		AsyncEvents: []AsyncEvent{}, Counters: map[string]map[string]uint64{}, Trace: tr}
 
 	if err := r.build(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	sched := r.w.Scheduler()
 	for _, st := range s.steps {
-		if err := sched.RunUntil(sim.Time(st.at)); err != nil {
+		if opt.Deadline != 0 && st.at > opt.Deadline {
+			break // the run ends before this step
+		}
+		if err := r.w.RunTo(sim.Time(st.at)); err != nil {
 			return r.finish(), fmt.Errorf("scenario %s: before the step of line %d: %w", s.Name, st.line, err)
 		}
 		r.poll(false, nil)
@@ -186,10 +195,13 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		r.poll(false, nil)
 	}
 	var err error
-	if s.hasDeadline {
-		err = sched.RunUntil(sim.Time(s.deadline))
-	} else {
-		err = sched.Run()
+	switch {
+	case opt.Deadline != 0:
+		err = r.w.RunTo(sim.Time(opt.Deadline))
+	case s.hasDeadline:
+		err = r.w.RunTo(sim.Time(s.deadline))
+	default:
+		err = r.w.Run()
 	}
 	res := r.finish()
 	if err != nil {
@@ -204,6 +216,17 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// qpName names QP qpn of host as the scenario does ("a.q"), or "" if
+// the scenario did not declare it.
+func (r *runState) qpName(host string, qpn uint32) string {
+	for _, q := range r.s.qps {
+		if q.node.name == host && q.idx < len(r.qps) && r.qps[q.idx] != nil && r.qps[q.idx].QPNum == qpn {
+			return host + "." + q.name
+		}
+	}
+	return ""
 }
 
 // build makes the hosts, links, resources and connections.

@@ -1,0 +1,498 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// What keeps a run going
+//
+// A run that never settles is a normal thing to write: rxe's retry_cnt 7
+// retries forever, rnr_retry 7 too, a link may stay down, a test may
+// forget a receive. The world watches every frame the fabric records
+// (first hops only, so a frame through a switch counts once) and keeps,
+// per flow (sending host, destination QPN), a few numbers and no more:
+//
+//  1. for requests: the next PSN never sent yet; a request below it is a
+//     retransmission, and one that does not continue the previous one
+//     (PSN+1) starts a go-back-N round. Rounds that start at the same
+//     PSN are counted, with the time of the first and the last, so the
+//     interval between them is known (the ACK timeout, or the RNR timer).
+//  2. for responses: how many RNR NAKs the host sent to that QP.
+//
+// When a run is cut off (its event budget spent, or a test's wait),
+// Diagnose turns the worst flows into Stalls, each named by the QP that
+// keeps retrying, and says which of its attributes makes it go on. The
+// state is one small record per flow, found through a map that is only
+// looked up (never iterated: the records sit in a slice in the order they
+// were first seen), so the diagnosis is deterministic.
+
+// Stall is one pattern that keeps a run going: a QP that retransmits the
+// same PSN round after round, or one that is refused with RNR NAKs.
+type Stall struct {
+	// Host and QPN name the requester QP that retries (QPN 0 if the
+	// world could not find it); Peer and PeerQPN its destination.
+	Host    string
+	QPN     uint32
+	Peer    string
+	PeerQPN uint32
+	// Retransmits is how many go-back-N rounds started at PSN, and
+	// Interval the mean time between them.
+	PSN         wire.PSN
+	Retransmits uint64
+	Interval    sim.Duration
+	// RNRNAKs is how many RNR NAKs the peer sent to the QP.
+	RNRNAKs uint64
+	// Cause says what keeps it going and how to end it ("retry_cnt 7
+	// retries forever under the rxe profile; set a deadline or a finite
+	// retry_cnt").
+	Cause string
+}
+
+// Describe is the stall as a sentence, with the QP called name ("a.q");
+// "" names it by host and QPN ("a QP 0x000011").
+func (s *Stall) Describe(name string) string {
+	if name == "" {
+		name = fmt.Sprintf("%s QP 0x%06x", s.Host, s.QPN)
+		if s.QPN == 0 {
+			name = fmt.Sprintf("%s's QP to %s QP 0x%06x", s.Host, s.Peer, s.PeerQPN)
+		}
+	}
+	var what string
+	if s.RNRNAKs >= s.Retransmits && s.RNRNAKs > 0 {
+		what = fmt.Sprintf("%s was refused with %d RNR NAKs by %s", name, s.RNRNAKs, s.Peer)
+		if s.Retransmits > 1 {
+			what += fmt.Sprintf(", resending PSN %v every %v", s.PSN, s.Interval)
+		}
+	} else {
+		what = fmt.Sprintf("%s retransmitted PSN %v %d times", name, s.PSN, s.Retransmits)
+		if s.Retransmits > 1 {
+			what += fmt.Sprintf(", every %v", s.Interval)
+		}
+		if s.RNRNAKs > 0 {
+			what += fmt.Sprintf(" (%d RNR NAKs from %s)", s.RNRNAKs, s.Peer)
+		}
+	}
+	if s.Cause != "" {
+		what += ": " + s.Cause
+	}
+	return what
+}
+
+// RunawayError is what Run, RunFor, RunUntil and RunTo return when the
+// world's event budget (WorldConfig.MaxEvents, or the scheduler's event
+// limit) runs out before the run settles. It wraps sim.ErrEventLimit.
+type RunawayError struct {
+	// Events is how many events had fired, At the virtual time reached,
+	// Pending how many events were still scheduled.
+	Events  uint64
+	At      sim.Time
+	Pending int
+	// Stalls are the patterns found, worst first (at most three).
+	Stalls []Stall
+	// Faults summarises what the fault plan did ("the fault plan dropped
+	// 12 frames"), or is "".
+	Faults string
+	// Name, if set, names a QP in Error's message ("a.q"); nil or "" falls
+	// back to Stall.Describe's host and QPN.
+	Name func(host string, qpn uint32) string
+}
+
+// Error says that the budget ran out and what kept the run going.
+func (e *RunawayError) Error() string {
+	return fmt.Sprintf("%v: %d events fired by %v, %d still pending; %s", sim.ErrEventLimit, e.Events, e.At, e.Pending, e.Why())
+}
+
+// Why is the diagnosis alone: what kept the run going.
+func (e *RunawayError) Why() string {
+	return describe(e.Stalls, e.Faults, e.Name)
+}
+
+// Unwrap makes errors.Is(err, sim.ErrEventLimit) hold.
+func (e *RunawayError) Unwrap() error { return sim.ErrEventLimit }
+
+func describe(stalls []Stall, faults string, name func(string, uint32) string) string {
+	var parts []string
+	for i := range stalls {
+		n := ""
+		if name != nil && stalls[i].QPN != 0 {
+			n = name(stalls[i].Host, stalls[i].QPN)
+		}
+		parts = append(parts, stalls[i].Describe(n))
+	}
+	if faults != "" {
+		parts = append(parts, faults)
+	}
+	if len(parts) == 0 {
+		return "no QP retransmits and no RNR NAK was sent: something else keeps scheduling events (a link held down? a workload step?)"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// flowKey names a flow: the host a frame leaves (requests) or reaches
+// (responses, so both name the requester's side), and the QPN it is for.
+type flowKey struct {
+	host int32
+	qpn  uint32
+}
+
+// reqFlow is what the world keeps about one requester's flow of requests
+// (keyed by sender and destination QPN) and the RNR NAKs it was sent.
+type reqFlow struct {
+	from, to   int32 // host indexes
+	destQPN    uint32
+	next       wire.PSN // one past the highest request PSN sent
+	seen       bool
+	last       wire.PSN // the last retransmitted PSN (a round continues at last+1)
+	retrans    bool     // the last request was a retransmission
+	round      wire.PSN // the PSN the current run of rounds starts at
+	rounds     uint64
+	first, end sim.Time
+	// best is the longest run of rounds at one PSN so far.
+	bestPSN    wire.PSN
+	bestRounds uint64
+	bestFirst  sim.Time
+	bestEnd    sim.Time
+}
+
+// rnrFlow counts RNR NAKs sent to a requester QP (keyed by the requester's
+// host and its own QPN, which the NAK carries).
+type rnrFlow struct {
+	host, peer int32
+	qpn        uint32
+	naks       uint64
+}
+
+// stallWatch is the world's per-flow record of retransmissions and RNR
+// NAKs (see the comment at the top of this file).
+type stallWatch struct {
+	reqIdx map[flowKey]int32 // looked up only
+	reqs   []reqFlow
+	rnrIdx map[flowKey]int32 // looked up only
+	rnrs   []rnrFlow
+	hostIx map[string]int32 // host name -> index; looked up only
+	pkt    wire.Packet
+}
+
+// observe is the fabric's Observe: it feeds the watch, then the
+// configured observer.
+func (w *World) observe(r *fabric.FrameRecord) {
+	w.watch.frame(r)
+	if w.cfg.Observe != nil {
+		w.cfg.Observe(r)
+	}
+}
+
+func (sw *stallWatch) host(name string) int32 {
+	if i, ok := sw.hostIx[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// frame records one frame on its first hop.
+func (sw *stallWatch) frame(r *fabric.FrameRecord) {
+	if !r.First || sw.pkt.DecodeHeaders(r.Frame) != nil || sw.pkt.BTH == nil || sw.pkt.Info == nil {
+		return
+	}
+	p := &sw.pkt
+	if p.Info.Transport != wire.TransportRC && p.Info.Transport != wire.TransportUC {
+		return
+	}
+	from, to := sw.host(r.From), sw.host(r.To)
+	kind := p.Info.Kind
+	switch {
+	case kind.IsRequest():
+		if strings.Contains(r.Comment, " made by rule ") {
+			return // a copy the fault plan made is not the sender's retransmission
+		}
+		sw.request(from, to, p.BTH.DestQP(), p.BTH.PSN(), r.Time)
+	case kind == wire.KindAck && p.AETH != nil && p.AETH.Syndrome().IsRNRNAK():
+		k := flowKey{to, p.BTH.DestQP()}
+		i, ok := sw.rnrIdx[k]
+		if !ok {
+			i = int32(len(sw.rnrs))
+			sw.rnrIdx[k] = i
+			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: from, qpn: k.qpn})
+		}
+		sw.rnrs[i].naks++
+	}
+}
+
+// request records a request of flow (from, destQPN) with PSN psn.
+func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now sim.Time) {
+	k := flowKey{from, destQPN}
+	i, ok := sw.reqIdx[k]
+	if !ok {
+		i = int32(len(sw.reqs))
+		sw.reqIdx[k] = i
+		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN})
+	}
+	f := &sw.reqs[i]
+	if !f.seen || !psn.Less(f.next) {
+		f.next, f.seen, f.retrans = psn.Next(), true, false
+		return
+	}
+	continues := f.retrans && psn == f.last.Next()
+	f.last, f.retrans = psn, true
+	if continues {
+		return
+	}
+	// A new go-back-N round: the requester resends from the oldest
+	// unacknowledged PSN (rxe's req_retry), so the rounds of one stall
+	// start at the same PSN.
+	if f.rounds > 0 && psn == f.round {
+		f.rounds++
+		f.end = now
+	} else {
+		f.round, f.rounds, f.first, f.end = psn, 1, now, now
+	}
+	if f.rounds > f.bestRounds {
+		f.bestPSN, f.bestRounds, f.bestFirst, f.bestEnd = f.round, f.rounds, f.first, f.end
+	}
+}
+
+// maxStalls is how many stalls a diagnosis names.
+const maxStalls = 3
+
+// Stalls returns what keeps the run going, worst first: the QPs that
+// retransmit one PSN round after round, or are refused with RNR NAKs, at
+// least three times (at most three QPs; none if no QP did).
+func (w *World) Stalls() []Stall {
+	sw := &w.watch
+	var out []Stall
+	for i := range sw.reqs {
+		f := &sw.reqs[i]
+		if f.bestRounds == 0 {
+			continue
+		}
+		s := Stall{Host: w.hostName(f.from), Peer: w.hostName(f.to), PeerQPN: f.destQPN,
+			PSN: f.bestPSN, Retransmits: f.bestRounds}
+		if f.bestRounds > 1 {
+			s.Interval = f.bestEnd.Sub(f.bestFirst) / sim.Duration(f.bestRounds-1)
+		}
+		qp := w.requesterQP(f.from, f.to, f.destQPN)
+		if qp != nil {
+			s.QPN = qp.Num()
+		}
+		for j := range sw.rnrs {
+			if r := &sw.rnrs[j]; r.host == f.from && qp != nil && r.qpn == qp.Num() {
+				s.RNRNAKs = r.naks
+			}
+		}
+		s.Cause = w.cause(qp, &s)
+		out = append(out, s)
+	}
+	for j := range sw.rnrs {
+		r := &sw.rnrs[j]
+		known := false
+		for i := range out {
+			if out[i].Host == w.hostName(r.host) && out[i].QPN == r.qpn {
+				known = true
+			}
+		}
+		if known {
+			continue
+		}
+		s := Stall{Host: w.hostName(r.host), QPN: r.qpn, Peer: w.hostName(r.peer), RNRNAKs: r.naks}
+		s.Cause = w.cause(w.qpByNum(r.host, r.qpn), &s)
+		out = append(out, s)
+	}
+	// Worst first: the most rounds or RNR NAKs; a stable insertion sort
+	// keeps first-seen order among equals.
+	weight := func(s *Stall) uint64 { return max(s.Retransmits, s.RNRNAKs) }
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && weight(&out[j]) > weight(&out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	// A pattern is something that repeats: a QP that resent once or
+	// twice is not what keeps a run going (a flood of copies may be).
+	n := 0
+	for n < len(out) && weight(&out[n]) >= minStallRepeats {
+		n++
+	}
+	return out[:min(n, maxStalls)]
+}
+
+// minStallRepeats is how often a QP must have resent one PSN, or been
+// refused, for Stalls to name it.
+const minStallRepeats = 3
+
+// cause says which attribute of qp lets the stall go on for ever.
+func (w *World) cause(qp *nic.QP, s *Stall) string {
+	if qp == nil {
+		return ""
+	}
+	attr, _ := qp.Query()
+	if s.RNRNAKs > 0 && s.RNRNAKs >= s.Retransmits {
+		if attr.RNRRetry == 7 {
+			return fmt.Sprintf("rnr_retry 7 retries forever and %s never has a receive posted for it; post a receive, set a deadline or a finite rnr_retry", s.Peer)
+		}
+		return fmt.Sprintf("rnr_retry %d", attr.RNRRetry)
+	}
+	if attr.RetryCnt == 7 && w.cfg.Profile == nic.ProfileRXE {
+		return "retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt"
+	}
+	return fmt.Sprintf("retry_cnt %d, state %v: %s never acknowledges it", attr.RetryCnt, qp.State(), s.Peer)
+}
+
+// requesterQP finds the QP on host from whose destination is destQPN on
+// host to (the same QPN may exist on several hosts: the GID tells).
+func (w *World) requesterQP(from, to int32, destQPN uint32) *nic.QP {
+	if from < 0 || int(from) >= len(w.hosts) {
+		return nil
+	}
+	var gids []string
+	if to >= 0 && int(to) < len(w.hosts) {
+		for _, g := range w.hosts[to].dev.GIDs() {
+			gids = append(gids, g.Unmap().String())
+		}
+	}
+	var found *nic.QP
+	w.hosts[from].dev.EachQP(func(qp *nic.QP) {
+		if found != nil {
+			return
+		}
+		attr, _ := qp.Query()
+		if attr.DestQPNum != destQPN {
+			return
+		}
+		dgid := attr.AHAttr.GRH.DGID.Unmap().String()
+		for _, g := range gids {
+			if g == dgid {
+				found = qp
+			}
+		}
+		if len(gids) == 0 {
+			found = qp
+		}
+	})
+	return found
+}
+
+// qpByNum finds QP qpn on host h.
+func (w *World) qpByNum(h int32, qpn uint32) *nic.QP {
+	if h < 0 || int(h) >= len(w.hosts) {
+		return nil
+	}
+	var found *nic.QP
+	w.hosts[h].dev.EachQP(func(qp *nic.QP) {
+		if qp.Num() == qpn {
+			found = qp
+		}
+	})
+	return found
+}
+
+func (w *World) hostName(i int32) string {
+	if i < 0 || int(i) >= len(w.hosts) {
+		return "?"
+	}
+	return w.hosts[i].name
+}
+
+// FaultSummary says what the fault plan did to the frames so far ("the
+// fault plan dropped 12 frames, duplicated 3"), or "" if nothing.
+func (w *World) FaultSummary() string {
+	var drops, dups, alters, queue uint64
+	for _, l := range w.fab.Links() {
+		for dir := range 2 {
+			st := l.Stats(dir)
+			drops += st.FaultDrops
+			dups += st.Duplicated
+			alters += st.Altered
+			queue += st.QueueDrops
+		}
+	}
+	var parts []string
+	if drops > 0 {
+		parts = append(parts, fmt.Sprintf("dropped %d frames", drops))
+	}
+	if alters > 0 {
+		parts = append(parts, fmt.Sprintf("corrupted, truncated or rewrote %d", alters))
+	}
+	if dups > 0 {
+		parts = append(parts, fmt.Sprintf("made %d extra copies", dups))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := "the fault plan " + strings.Join(parts, ", ")
+	if queue > 0 {
+		s += fmt.Sprintf(" (%d frames tail-dropped at full queues)", queue)
+	}
+	return s
+}
+
+// Diagnose says what keeps the run going: Stalls and FaultSummary as one
+// line, with QPs named by name (nil: by host and QPN).
+func (w *World) Diagnose(name func(host string, qpn uint32) string) string {
+	return describe(w.Stalls(), w.FaultSummary(), name)
+}
+
+// runaway builds the error for a run whose budget ran out.
+func (w *World) runaway() error {
+	return &RunawayError{Events: w.sched.Fired(), At: w.sched.Now(), Pending: w.sched.Pending(),
+		Stalls: w.Stalls(), Faults: w.FaultSummary(), Name: w.cfg.QPName}
+}
+
+// Progress is what WorldConfig.Progress is told while a run goes on.
+type Progress struct {
+	Now    sim.Time // virtual time reached
+	Events uint64   // events fired so far
+	Frames uint64   // frames put on a link or dropped so far, per hop
+}
+
+// progressEvery is how many events pass between calls of
+// WorldConfig.Progress (a few milliseconds of wall time).
+const progressEvery = 1 << 16
+
+// Frames returns how many frames the fabric put on a link or dropped so
+// far, per hop (a frame through a switch counts twice).
+func (w *World) Frames() uint64 {
+	var n uint64
+	for _, l := range w.fab.Links() {
+		for dir := range 2 {
+			st := l.Stats(dir)
+			n += st.TxFrames + st.QueueDrops + st.FaultDrops + st.MTUDrops
+		}
+	}
+	return n
+}
+
+// RunTo runs every event due at or before t, then moves the clock to t
+// (unless t is sim.Never). It fails with a *RunawayError when the event
+// budget (WorldConfig.MaxEvents, or the scheduler's event limit) runs out
+// first; WorldConfig.Progress is called every 65536 events meanwhile.
+func (w *World) RunTo(t sim.Time) error {
+	s := w.sched
+	total := s.EventLimit()
+	for {
+		end, final := s.Fired()+progressEvery, false
+		if total != 0 && total <= end {
+			end, final = total, true
+		}
+		s.SetEventLimit(end)
+		err := s.RunUntil(t)
+		s.SetEventLimit(total)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sim.ErrEventLimit) {
+			return err
+		}
+		if final {
+			return w.runaway()
+		}
+		if w.cfg.Progress != nil {
+			w.cfg.Progress(Progress{Now: s.Now(), Events: s.Fired(), Frames: w.Frames()})
+		}
+	}
+}
