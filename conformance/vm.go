@@ -502,6 +502,9 @@ type VM struct {
 	done    chan struct{}
 }
 
+// Pid is the process ID of the guest's QEMU.
+func (vm *VM) Pid() int { return vm.cmd.Process.Pid }
+
 // Boot starts a guest. The caller must call Wait.
 func Boot(ctx context.Context, cfg VMConfig) (*VM, error) {
 	im, err := Prepare()
