@@ -175,28 +175,27 @@ func (m *cpuWaitMeter) Stop() CPUWait {
 	return m.wait
 }
 
-// stallLimitDefault is the stall limit of a scenario with no ACK timer.
-const stallLimitDefault = 20 * time.Millisecond
+// stallLimitMax is the stall limit of a scenario whose ACK timers are
+// long or absent: still short beside the steps' spacing and the RNR
+// timers of the conformance scenarios (a step "at 100ms" before an RNR
+// retry 327 ms after the NAK), which a longer wait could reorder.
+const stallLimitMax = 20 * time.Millisecond
 
 // StallLimit is the longest wait for a CPU that a real run of p may have
 // and still witness rxe on an idle machine: a quarter of the shortest
 // local ACK timeout of its RC QPs (4.096 µs × 2^timeout, IBTA vol. 1
-// §9.7.6.1.3; 16.8 ms at timeout=14), or stallLimitDefault without one.
-// The quarter leaves room for the waits the meter cannot see (a guest's
-// own softirq backlog, rxe's jiffy rounding) and for waits of both
-// guests adding up on one round trip.
+// §9.7.6.1.3; 16.8 ms at timeout=14), at most stallLimitMax. The quarter
+// leaves room for the waits the meter cannot see (a guest's own softirq
+// backlog, rxe's jiffy rounding) and for waits of both guests adding up
+// on one round trip. A low limit costs only reruns of runs that differed
+// anyway.
 func StallLimit(p *scenario.Program) time.Duration {
-	limit := time.Duration(0)
+	limit := stallLimitMax
 	for _, n := range p.Nodes {
 		if n.QP.Type != nic.QPTypeRC || n.QP.Timeout == 0 || n.QP.Timeout > 31 {
 			continue
 		}
-		if l := (4096 * time.Nanosecond << n.QP.Timeout) / 4; limit == 0 || l < limit {
-			limit = l
-		}
-	}
-	if limit == 0 {
-		return stallLimitDefault
+		limit = min(limit, (4096*time.Nanosecond<<n.QP.Timeout)/4)
 	}
 	return limit
 }

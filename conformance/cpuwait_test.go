@@ -52,8 +52,9 @@ func TestStallLimit(t *testing.T) {
 		want time.Duration
 	}{
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc timeout=18\n", 4096 * time.Nanosecond << 14 / 4},
-		{"qp a.q rc peer=b.q timeout=20\nqp b.q rc timeout=18\n", 4096 * time.Nanosecond << 18 / 4},
-		{"qp a.q uc peer=b.q\nqp b.q uc\n", stallLimitDefault}, // UC arms no ACK timer
+		{"qp a.q rc peer=b.q timeout=12\nqp b.q rc timeout=18\n", 4096 * time.Nanosecond << 12 / 4},
+		{"qp a.q rc peer=b.q timeout=20\nqp b.q rc timeout=18\n", stallLimitMax},
+		{"qp a.q uc peer=b.q\nqp b.q uc\n", stallLimitMax}, // UC arms no ACK timer
 	} {
 		s, err := scenario.Parse("t", "scenario t\nnode a b\nlink a b\nmr a.buf size=64\nmr b.buf size=64\n"+c.qps)
 		if err != nil {

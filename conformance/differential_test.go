@@ -128,9 +128,11 @@ func runReal(ctx context.Context, t *testing.T, rig *Rig, s *scenario.Scenario, 
 		diffs := Compare(model, real)
 		w := rig.LastWait()
 		if !voidRun(diffs, w, limit) || attempt == maxRealAttempts {
-			if len(diffs) > 0 && w.Known && w.Longest >= limit {
+			if voidRun(diffs, w, limit) {
 				t.Logf("%s: still differs after %d runs, each with a wait for a CPU of %v or more (last: %v): the host is too busy to witness rxe",
 					s.Name, attempt, limit, w)
+			} else {
+				t.Logf("%s: run %d judged (%v; limit %v)", s.Name, attempt, w, limit)
 			}
 			return real, diffs, nil
 		}
