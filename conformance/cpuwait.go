@@ -96,10 +96,17 @@ func parseSchedstat(s string) (uint64, bool) {
 	return v, err == nil
 }
 
-// cpuWaitMeter samples the run_delay of every thread of some processes
-// until Stop.
+// meteredProc is a process whose threads the meter samples.
+type meteredProc struct {
+	pid  int
+	tids []int // the threads to sample; nil: all of them
+	who  string
+}
+
+// cpuWaitMeter samples the run_delay of threads of some processes until
+// Stop.
 type cpuWaitMeter struct {
-	procs map[int]string // pid -> name
+	procs []meteredProc
 	stop  chan struct{}
 	done  chan struct{}
 
@@ -107,23 +114,32 @@ type cpuWaitMeter struct {
 	wait CPUWait
 }
 
-// sample reads the run_delay of every thread of the meter's processes,
-// sorted by key; ok is false when none could be read.
+// sample reads the run_delay of the meter's threads, sorted by key; ok
+// is false when none could be read.
 func (m *cpuWaitMeter) sample() ([]threadDelay, bool) {
 	var out []threadDelay
-	for pid, who := range m.procs {
-		dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue
+	for _, p := range m.procs {
+		dir := filepath.Join("/proc", strconv.Itoa(p.pid), "task")
+		var tids []string
+		if p.tids == nil {
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				continue
+			}
+			for _, e := range ents {
+				tids = append(tids, e.Name())
+			}
 		}
-		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name(), "schedstat"))
+		for _, t := range p.tids {
+			tids = append(tids, strconv.Itoa(t))
+		}
+		for _, tid := range tids {
+			b, err := os.ReadFile(filepath.Join(dir, tid, "schedstat"))
 			if err != nil {
 				continue // the thread ended
 			}
 			if d, ok := parseSchedstat(string(b)); ok {
-				out = append(out, threadDelay{key: strconv.Itoa(pid) + "/" + e.Name(), who: who, delay: d})
+				out = append(out, threadDelay{key: strconv.Itoa(p.pid) + "/" + tid, who: p.who, delay: d})
 			}
 		}
 	}
@@ -131,9 +147,9 @@ func (m *cpuWaitMeter) sample() ([]threadDelay, bool) {
 	return out, len(out) > 0
 }
 
-// startCPUWaitMeter starts sampling the processes (pid -> name for
-// messages) every cpuWaitInterval.
-func startCPUWaitMeter(procs map[int]string) *cpuWaitMeter {
+// startCPUWaitMeter starts sampling the processes' threads every
+// cpuWaitInterval.
+func startCPUWaitMeter(procs ...meteredProc) *cpuWaitMeter {
 	m := &cpuWaitMeter{procs: procs, stop: make(chan struct{}), done: make(chan struct{})}
 	prev, ok := m.sample()
 	m.wait.Known = ok

@@ -36,12 +36,18 @@ func TestCPUWaitMeterSeesThisProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skip("no schedstat on this host")
 	}
-	m := startCPUWaitMeter(map[int]string{os.Getpid(): "test"})
+	m := startCPUWaitMeter(meteredProc{pid: os.Getpid(), who: "test"})
 	w := m.Stop()
 	if !w.Known {
 		t.Errorf("meter of this process: %v", w)
 	}
-	if w := startCPUWaitMeter(map[int]string{-1: "none"}).Stop(); w.Known {
+	if w := startCPUWaitMeter(meteredProc{pid: os.Getpid(), tids: []int{gettid()}, who: "test"}).Stop(); !w.Known {
+		t.Errorf("meter of one thread: %v", w)
+	}
+	if w := startCPUWaitMeter(meteredProc{pid: os.Getpid(), tids: []int{}, who: "test"}).Stop(); w.Known {
+		t.Errorf("meter of no thread says %v", w)
+	}
+	if w := startCPUWaitMeter(meteredProc{pid: -1, who: "none"}).Stop(); w.Known {
 		t.Errorf("meter of no process says %v", w)
 	}
 }
@@ -105,6 +111,15 @@ func TestSwitchHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if _, err := os.Stat("/proc/self/schedstat"); err == nil {
+		// The serve loops record their threads as they start.
+		for deadline := time.Now().Add(10 * time.Second); len(s.Threads()) < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if th := s.Threads(); len(th) != 2 || th[0] == th[1] {
+			t.Errorf("switch threads %v, want two", th)
+		}
+	}
 	s.Hold(0)
 	time.Sleep(20 * time.Millisecond)
 	if p := s.PlanTime(); p != 0 {

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -99,6 +100,7 @@ type Switch struct {
 	heldAt  sim.Time
 	heldFor time.Duration
 	judged  sim.Time // plan time of the last frame judged
+	tids    [2]int   // the OS threads of the two serve loops
 	capErr  error
 	readErr error
 }
@@ -291,6 +293,20 @@ func (s *Switch) closeConns() {
 	}
 }
 
+// Threads returns the IDs of the OS threads that receive and forward
+// the frames (none where gettid gives 0).
+func (s *Switch) Threads() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []int{} // not nil: a meteredProc with nil tids means all threads
+	for _, t := range s.tids {
+		if t != 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Port returns the UDP port of side i (0: A, 1: B), where that side's VM
 // sends.
 func (s *Switch) Port(i int) int { return s.conns[i].LocalAddr().(*net.UDPAddr).Port }
@@ -348,6 +364,12 @@ func (s *Switch) Close() error {
 // serve reads the frames side i's VM sends and forwards them to the other
 // side.
 func (s *Switch) serve(i int) {
+	// On a thread of its own, whose waits for a CPU the rig measures
+	// (Threads, cpuwait.go) apart from the rest of the test process.
+	runtime.LockOSThread()
+	s.mu.Lock()
+	s.tids[i] = gettid()
+	s.mu.Unlock()
 	buf := make([]byte, maxFrame)
 	for {
 		n, _, err := s.conns[i].ReadFromUDP(buf)
