@@ -136,7 +136,7 @@ func runReal(ctx context.Context, t *testing.T, rig *Rig, s *scenario.Scenario, 
 			}
 			return real, diffs, nil
 		}
-		t.Logf("%s: run %d void: %d differences (first: %v) while %v (limit %v, a quarter of the shortest ACK timeout); running it again",
+		t.Logf("%s: run %d void: %d differences (first: %v) while %v (StallLimit %v); running it again",
 			s.Name, attempt, len(diffs), diffs[0], w, limit)
 		if err := os.Rename(capPath, filepath.Join(logs, s.Name+".rxe.void"+strconv.Itoa(attempt)+".pcapng")); err != nil {
 			return nil, nil, err
