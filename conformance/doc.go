@@ -48,7 +48,12 @@
 // Switch that applies the same faults.Plan to real frames) runs it on
 // rxe. Both are normalised into an Outcome (completions, memory, the wire
 // per direction with PSNs relative to each QP's initial PSN) and compared
-// (Compare). TestDifferential prints the table (RenderResults), which
+// (Compare). A real run that differs while a QEMU or the switch waited
+// for a CPU for the scenario's StallLimit is void and run again
+// (cpuwait.go): on a busy host rxe's retransmit timer fires before a
+// response that was on its way is processed, which the simulation, a
+// machine that is never busy, does not model. TestDifferential prints
+// the table (RenderResults), which
 // make conformance writes to conformance/RESULTS.md; README.md lists what
 // is compared, what is not, and every known deviation with its cause.
 //

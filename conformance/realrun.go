@@ -12,12 +12,14 @@ package conformance
 //     (RTR, RTS) with the scenario's attributes.
 //  3. Give the switch the scenario's plan, seeded as the simulation seeds
 //     it, and a fresh capture: the plan's clock starts here, as the
-//     simulation's does at time 0.
-//  4. Do each step at its time (wall clock since 3): a node's steps of one
+//     simulation's does at time 0. Start measuring how long the QEMUs and
+//     the switch wait for a CPU (cpuwait.go).
+//  4. Do each step at its time on the plan's clock: a node's steps of one
 //     instant as one console line, its sends as one work request list;
-//     then drain its automatically polled CQs.
-//  5. Wait until the link has been quiet for Rig.Quiet, then drain every
-//     CQ, read the asynchronous events and dump every MR.
+//     then drain its automatically polled CQs. The plan's clock stands
+//     still while a line is being done (Switch.Hold).
+//  5. Wait until the link has been quiet for Rig.Quiet, stop measuring,
+//     then drain every CQ, read the asynchronous events and dump every MR.
 //  6. Close the capture and normalise it with the Program.
 
 import (
@@ -48,9 +50,15 @@ type Rig struct {
 	// scenarios arm).
 	Quiet time.Duration
 
-	gid  [2]string // the RoCE v2 IPv4 GID index of each guest
-	runs int
+	gid      [2]string // the RoCE v2 IPv4 GID index of each guest
+	runs     int
+	lastWait CPUWait
 }
+
+// LastWait returns the longest wait for a CPU of the guests' QEMUs and
+// of the switch during the last Run, from the plan's start until the
+// link went quiet (see cpuwait.go).
+func (r *Rig) LastWait() CPUWait { return r.lastWait }
 
 // rigIPs are the guests' addresses: 10.0.0.(i+1), as in a simulated run.
 var rigIPs = [2]string{"10.0.0.1", "10.0.0.2"}
@@ -173,10 +181,28 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	if err := r.Switch.Reset(plan, sim.NewSeeds(s.Seed()).Stream("faults"), capPath); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
+	// Every thread of the QEMUs, but only the switch's own threads of
+	// this process: the Go runtime's other threads (GC workers, idle
+	// spinning) are runnable on a busy host without delaying a frame.
+	meter := startCPUWaitMeter(meteredProc{pid: r.VMs[0].Pid(), who: "VM a"}, meteredProc{pid: r.VMs[1].Pid(), who: "VM b"},
+		meteredProc{pid: os.Getpid(), tids: r.Switch.Threads(), who: "the switch"})
+	r.lastWait = CPUWait{}
+	defer func() {
+		if meter != nil {
+			meter.Stop()
+		}
+	}()
 	for i := 0; i < len(prog.Steps); {
 		st := &prog.Steps[i]
-		if d := time.Until(t0.Add(time.Duration(st.At))); d > 0 {
+		// Steps are due on the plan's clock, which stands still while a
+		// step is being done (Switch.Hold): a console that is slow on a
+		// busy host delays the rest of the run, not the plan's faults
+		// relative to the steps.
+		for {
+			d := time.Duration(sim.Time(st.At).Sub(r.Switch.PlanTime()))
+			if d <= 0 {
+				break
+			}
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
@@ -205,13 +231,18 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 			cmds = append(cmds, "post_flush")
 		}
 		cmds = append(cmds, n.drainCommands(true)...)
-		if err := n.run(ctx, cmds); err != nil {
+		r.Switch.Hold(sim.Time(st.At))
+		err := n.run(ctx, cmds)
+		r.Switch.Release()
+		if err != nil {
 			return nil, fmt.Errorf("conformance: %s: line %d: %w", prog.Name, st.Line, err)
 		}
 	}
-	if err := r.waitQuiet(ctx, t0, prog); err != nil {
+	if err := r.waitQuiet(ctx, time.Now(), prog); err != nil {
 		return nil, err
 	}
+	r.lastWait = meter.Stop()
+	meter = nil
 	out := &Outcome{}
 	for _, n := range nodes {
 		if err := n.run(ctx, append(n.drainCommands(false), "async")); err != nil {
@@ -249,13 +280,9 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	return out, nil
 }
 
-// waitQuiet waits until every step's time has passed and the link has
-// been silent for r.Quiet.
-func (r *Rig) waitQuiet(ctx context.Context, t0 time.Time, prog *scenario.Program) error {
-	end := t0
-	if n := len(prog.Steps); n > 0 {
-		end = t0.Add(time.Duration(prog.Steps[n-1].At))
-	}
+// waitQuiet waits until the link has been silent for r.Quiet since end
+// (when the last step was done) or since its last frame.
+func (r *Rig) waitQuiet(ctx context.Context, end time.Time, prog *scenario.Program) error {
 	limit := time.Now().Add(2 * time.Minute)
 	for {
 		now := time.Now()

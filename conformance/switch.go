@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -83,16 +84,23 @@ type Switch struct {
 	peers [2]*net.UDPAddr
 	wg    sync.WaitGroup
 
-	mu      sync.Mutex // guards everything below
-	closed  bool
-	inj     *faults.Injector
-	pkt     wire.Packet
-	capw    capture.Writer
-	ifaces  [2]int
-	held    [2][]heldDatagram
-	timers  []*time.Timer
-	stats   SwitchStats
-	last    time.Time // when the last frame arrived
+	mu     sync.Mutex // guards everything below
+	closed bool
+	inj    *faults.Injector
+	pkt    wire.Packet
+	capw   capture.Writer
+	ifaces [2]int
+	held   [2][]heldDatagram
+	timers []*time.Timer
+	stats  SwitchStats
+	last   time.Time // when the last frame arrived
+	// The plan's clock: wall time since start, less the time it was
+	// held (Hold, Release); while held it stands at heldAt.
+	held0   time.Time // when Hold was called; zero when running
+	heldAt  sim.Time
+	heldFor time.Duration
+	judged  sim.Time // plan time of the last frame judged
+	tids    [2]int   // the OS threads of the two serve loops
 	capErr  error
 	readErr error
 }
@@ -209,10 +217,57 @@ func (s *Switch) Reset(plan *faults.Plan, rnd *rand.Rand, capturePath string) er
 	s.stats = SwitchStats{}
 	s.start = time.Now()
 	s.last = time.Time{}
+	s.held0, s.heldAt, s.heldFor, s.judged = time.Time{}, 0, 0, 0
 	if cerr := s.openCapture(capturePath, plan); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// planTime is the plan's clock at wall time now. The caller holds s.mu.
+func (s *Switch) planTime(now time.Time) sim.Time {
+	if !s.held0.IsZero() {
+		return s.heldAt
+	}
+	return sim.Time(now.Sub(s.start) - s.heldFor)
+}
+
+// PlanTime returns the plan's clock: the wall time since NewSwitch or
+// Reset, less the time it was held.
+func (s *Switch) PlanTime() sim.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.planTime(time.Now())
+}
+
+// Hold stops the plan's clock at t, or at the time it has reached if
+// that is earlier, but never before a frame already judged (the clock
+// does not go back), until Release. The rig holds it while a step due at
+// t is typed on a guest's console and done: in the simulation a step
+// takes no time, so the frames it makes must be judged at t however
+// long the console takes on a busy host.
+func (s *Switch) Hold(t sim.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held0.IsZero() {
+		return
+	}
+	now := time.Now()
+	s.heldAt = max(min(t, s.planTime(now)), s.judged)
+	s.held0 = now
+}
+
+// Release restarts the plan's clock from where Hold stopped it.
+func (s *Switch) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held0.IsZero() {
+		return
+	}
+	now := time.Now()
+	// From now on planTime(now) must read heldAt.
+	s.heldFor = now.Sub(s.start) - time.Duration(s.heldAt)
+	s.held0 = time.Time{}
 }
 
 // LastFrame returns when the switch last received a frame (zero if none
@@ -236,6 +291,20 @@ func (s *Switch) closeConns() {
 			c.Close()
 		}
 	}
+}
+
+// Threads returns the IDs of the OS threads that receive and forward
+// the frames (none where gettid gives 0).
+func (s *Switch) Threads() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []int{} // not nil: a meteredProc with nil tids means all threads
+	for _, t := range s.tids {
+		if t != 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Port returns the UDP port of side i (0: A, 1: B), where that side's VM
@@ -295,6 +364,12 @@ func (s *Switch) Close() error {
 // serve reads the frames side i's VM sends and forwards them to the other
 // side.
 func (s *Switch) serve(i int) {
+	// On a thread of its own, whose waits for a CPU the rig measures
+	// (Threads, cpuwait.go) apart from the rest of the test process.
+	runtime.LockOSThread()
+	s.mu.Lock()
+	s.tids[i] = gettid()
+	s.mu.Unlock()
 	buf := make([]byte, maxFrame)
 	for {
 		n, _, err := s.conns[i].ReadFromUDP(buf)
@@ -333,7 +408,8 @@ func (s *Switch) handle(i int, frame []byte) {
 	if roce != nil {
 		hop.Tx = s.inj.CountTx(hop, roce)
 	}
-	now := sim.Time(s.last.Sub(s.start))
+	now := s.planTime(s.last)
+	s.judged = now
 	v := s.inj.Decide(now, hop, frame, roce)
 	switch v.Action {
 	case faults.Pass:
