@@ -1,10 +1,12 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,7 +93,7 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 	}
-	doc := RenderResults(rows)
+	doc := RenderResults(provenance(t), rows)
 	t.Logf("\n%s", doc)
 	if p := os.Getenv("ROCESIM_RESULTS"); p != "" {
 		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
@@ -247,4 +249,25 @@ func saveRoCEPcap(from, to string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// provenance names the commit, kernel and day this run is produced from,
+// for RESULTS.md. The commit is marked dirty when the tree has changes, so
+// a table regenerated from uncommitted code says so.
+func provenance(t *testing.T) Provenance {
+	pv := Provenance{Commit: "unknown", Kernel: "unknown", Date: time.Now().UTC().Format(time.DateOnly)}
+	if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		pv.Commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+			pv.Commit += "-dirty"
+		}
+	} else {
+		t.Logf("provenance: git: %v", err)
+	}
+	if im, err := Prepare(); err == nil {
+		pv.Kernel = im.KernelVersion
+	} else {
+		t.Logf("provenance: %v", err)
+	}
+	return pv
 }

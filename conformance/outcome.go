@@ -485,12 +485,22 @@ type ResultRow struct {
 	Cause string
 }
 
+// Provenance says what a results document was produced from, so that a
+// reader can tell whether it still describes the code in front of them.
+type Provenance struct {
+	Commit string // the model's git commit, "-dirty" appended when the tree had changes
+	Kernel string // the guests' kernel release, e.g. 6.1.0-56-amd64
+	Date   string // the day of the run, YYYY-MM-DD (UTC)
+}
+
 // RenderResults writes the differential results as a markdown document:
-// a title, a table with one row per scenario (scenario, verdict, what
-// differed, cause), then the details of every scenario with differences.
-func RenderResults(rows []ResultRow) string {
+// a title, the provenance line, a table with one row per scenario
+// (scenario, verdict, what differed, cause), then the details of every
+// scenario with differences.
+func RenderResults(pv Provenance, rows []ResultRow) string {
 	var b strings.Builder
 	b.WriteString("# Differential results: rocesim against Linux rxe\n\n")
+	fmt.Fprintf(&b, "Produced from commit %s, on guests running kernel %s, on %s.\n\n", pv.Commit, pv.Kernel, pv.Date)
 	b.WriteString("Each scenario of conformance/scenarios ran in the simulation (two model NICs, rxe profile) and on two\n")
 	b.WriteString("rxe VMs through the fault switch under the same fault plan. Compared, after normalising QPNs, PSN bases,\n")
 	b.WriteString("addresses, keys and times: completions (order, wr_id, status; opcode, byte_len and imm of successes), final\n")

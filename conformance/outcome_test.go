@@ -340,12 +340,13 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 // TestRenderResults: the table, then details of the scenarios that
 // differed.
 func TestRenderResults(t *testing.T) {
-	got := RenderResults([]ResultRow{
+	got := RenderResults(Provenance{Commit: "abc123", Kernel: "6.1.0-56-amd64", Date: "2026-11-24"}, []ResultRow{
 		{Scenario: "go-back-n", Verdict: VerdictMatch},
 		{Scenario: "rnr", Verdict: VerdictKnownDeviation, Cause: "rxe | something",
 			Diffs: []Diff{{"wire b->a", "#0: model a, rxe b"}, {"completions a", "#1: x"}}},
 	})
 	assert.True(t, strings.HasPrefix(got, "# Differential results"), got)
+	assert.Contains(t, got, "\nProduced from commit abc123, on guests running kernel 6.1.0-56-amd64, on 2026-11-24.\n")
 	assert.Contains(t, got, "| scenario | verdict | what differed | cause |\n|---|---|---|---|\n"+
 		"| go-back-n | match |  |  |\n"+
 		"| rnr | known deviation | wire b->a, completions a | rxe \\| something |\n")
