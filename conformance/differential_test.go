@@ -44,6 +44,7 @@ func TestDifferential(t *testing.T) {
 	logs := logDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
+	pv := provenance(t) // before the run, so that a commit made meanwhile is not named
 	t0 := time.Now()
 	rig, err := StartRig(ctx, logs)
 	if err != nil {
@@ -93,7 +94,7 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 	}
-	doc := RenderResults(provenance(t), rows)
+	doc := RenderResults(pv, rows)
 	t.Logf("\n%s", doc)
 	if p := os.Getenv("ROCESIM_RESULTS"); p != "" {
 		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
