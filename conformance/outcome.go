@@ -50,7 +50,19 @@ type Outcome struct {
 	// Async are the asynchronous events each node read, in order, but for
 	// port events (ComparedAsync).
 	Async []OutcomeAsync
+	// Rereg are the answers of the rereg steps, node by node, in step
+	// order.
+	Rereg []OutcomeRereg
 }
+
+// OutcomeRereg is the answer of one ibv_rereg_mr.
+type OutcomeRereg struct {
+	MR     string // "node.mr"
+	Answer string // "ok", or the errno's name (scenario.ErrnoName)
+}
+
+// String is "node.mr answer".
+func (a OutcomeRereg) String() string { return a.MR + " " + a.Answer }
 
 // OutcomeAsync is one asynchronous event of a node.
 type OutcomeAsync struct {
@@ -312,6 +324,11 @@ func ModelOutcome(s *scenario.Scenario, capturePath string) (*Outcome, *scenario
 				o.Async = append(o.Async, OutcomeAsync{Node: a.Node, Type: a.Type})
 			}
 		}
+		for _, a := range res.Rereg {
+			if strings.HasPrefix(a.MR, n.Name+".") {
+				o.Rereg = append(o.Rereg, OutcomeRereg{MR: a.MR, Answer: a.Errno})
+			}
+		}
 	}
 	return o, res, nil
 }
@@ -343,6 +360,7 @@ func (d Diff) String() string { return d.What + ": " + d.Detail }
 //     byte_len, imm;
 //   - memory, region by region, byte for byte (the first differing offset
 //     and how many bytes differ);
+//   - the answers of the rereg steps (ibv_rereg_mr), in order;
 //   - the wire, direction by direction (sender to receiver), in order: op,
 //     PSN offset, AckReq, syndrome class, MSN, dropped. How the two
 //     directions interleave is timing and is not compared.
@@ -379,6 +397,10 @@ func Compare(model, real *Outcome) []Diff {
 		if d, ok := firstDiff(filter(model.Async, n, node), filter(real.Async, n, node), OutcomeAsync.String); ok {
 			out = append(out, Diff{What: "async events " + n, Detail: d})
 		}
+	}
+	// The answers of ibv_rereg_mr, in order.
+	if d, ok := firstDiff(model.Rereg, real.Rereg, OutcomeRereg.String); ok {
+		out = append(out, Diff{What: "rereg", Detail: d})
 	}
 	// The wire per direction.
 	dir := func(e WireEvent) string { return e.From + "->" + e.To }

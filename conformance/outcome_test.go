@@ -39,7 +39,7 @@ func TestScenariosRunInTheModel(t *testing.T) {
 		"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
 		"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
 		"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
-		"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window"}, names)
+		"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)
@@ -303,6 +303,8 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 			[]Diff{{"wire a->b", "#3: model RC_SEND_LAST psn+3 ackreq, rxe RC_SEND_MIDDLE psn+3 ackreq"}}},
 		{"async event", func(o *Outcome) { o.Async = append(o.Async, OutcomeAsync{Node: "b", Type: "IBV_EVENT_CQ_ERR"}) },
 			[]Diff{{"async events b", "#0: model none (0 in all), rxe IBV_EVENT_CQ_ERR (1 in all)"}}},
+		{"rereg answer", func(o *Outcome) { o.Rereg = []OutcomeRereg{{MR: "b.buf", Answer: "EOPNOTSUPP"}} },
+			[]Diff{{"rereg", "#0: model none (0 in all), rxe b.buf EOPNOTSUPP (1 in all)"}}},
 		{"msn", func(o *Outcome) { o.Wire[8].MSN = 2 },
 			[]Diff{{"wire b->a", "#1: model RC_ACKNOWLEDGE psn+3 ACK msn=1, rxe RC_ACKNOWLEDGE psn+3 ACK msn=2"}}},
 		{"syndrome", func(o *Outcome) { o.Wire[4].Syndrome = "RNR" },

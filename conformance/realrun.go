@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
@@ -125,6 +126,10 @@ type rigNode struct {
 	mwKeys []uint32 // per MW: its R_Key as the program holds it (a bind moves it to the next)
 	wcs    []OutcomeWC
 	async  []string
+	// reregs are the node's rereg answers; reregMRs the regions of the
+	// rereg commands sent whose answers have not come yet, in order.
+	reregs   []OutcomeRereg
+	reregMRs []string
 }
 
 // Run runs the scenario on the guests and returns its normalised outcome.
@@ -251,6 +256,7 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	}
 	for _, n := range nodes {
 		out.Completions = append(out.Completions, n.wcs...)
+		out.Rereg = append(out.Rereg, n.reregs...)
 		for _, typ := range n.async {
 			if ComparedAsync(typ) {
 				out.Async = append(out.Async, OutcomeAsync{Node: n.node.Name, Type: typ})
@@ -429,6 +435,16 @@ func (n *rigNode) stepCommands(st *scenario.ProgramStep, peer *rigNode) ([]strin
 			cmds = append(cmds, fmt.Sprintf("drain cq=cq%d", j))
 		}
 		return cmds, nil
+	case scenario.StepRereg:
+		// The agent's rereg reports ibv_rereg_mr's answer and does not
+		// stop on an error, as Run does.
+		newPD := 0
+		if st.OtherPD {
+			newPD = 1
+		}
+		n.reregMRs = append(n.reregMRs, n.node.Name+"."+n.node.MRs[st.LocalMR].Name)
+		return []string{fmt.Sprintf("rereg mr=m%d flags=%d access=%s newpd=%d off=%d len=%d", st.LocalMR, st.Rereg,
+			accessList(st.Access), newPD, st.LocalOff, st.Len)}, nil
 	case scenario.StepSend:
 	default:
 		return nil, fmt.Errorf("step kind %q", st.Kind)
@@ -517,6 +533,16 @@ func (n *rigNode) run(ctx context.Context, cmds []string) error {
 				n.wcs = append(n.wcs, OutcomeWC{Node: n.node.Name, WRID: ev.WRID, Status: ev.Status, Opcode: ev.Opcode, ByteLen: ev.ByteLen, Imm: ev.Imm})
 			case "async":
 				n.async = append(n.async, ev.Type)
+			case "rereg":
+				if len(n.reregMRs) == 0 {
+					return fmt.Errorf("conformance: an answer to no rereg command")
+				}
+				answer := "ok"
+				if ev.Ret != 0 {
+					answer = scenario.ErrnoName(syscall.Errno(ev.Errno))
+				}
+				n.reregs = append(n.reregs, OutcomeRereg{MR: n.reregMRs[0], Answer: answer})
+				n.reregMRs = n.reregMRs[1:]
 			}
 		}
 		if err != nil {

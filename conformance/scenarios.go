@@ -22,7 +22,8 @@ var scenarioFS embed.FS
 // memory-protection cases whose NAKs the model first took from rxe's
 // source, then UC ones, then those of issue 14: the completer items (several
 // READs and atomics in flight, the implied NAK, NAK-started retries, the
-// retransmit timer), malformed and over-limit requests, memory windows.
+// retransmit timer), malformed and over-limit requests, memory windows,
+// ibv_rereg_mr.
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
@@ -31,7 +32,7 @@ var ScenarioNames = []string{
 	"read-multi-middle-loss", "atomic-multi-ack-loss", "read-implied-nak", "nak-seq-retry-exceeded",
 	"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
 	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
-	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window",
+	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

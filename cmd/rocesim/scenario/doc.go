@@ -91,7 +91,8 @@
 //	            | qpref "recv" "wr=" num "len=" size [ "local=" place ]
 //	            | qpref "modify" modopt { modopt }
 //	            | qpref "poll"                      (the QP's CQs)
-//	            | "poll" { ref } .                  (CQs, or QPs' CQs; none: every CQ)
+//	            | "poll" { ref }                    (CQs, or QPs' CQs; none: every CQ)
+//	            | mrref "rereg" reregopt { reregopt } .   (ibv_rereg_mr)
 //	sendopt     = "op=" op | "len=" size | "local=" place | "remote=" place
 //	            | "rkey=" ( num | "invalid" ) | "imm=" num
 //	            | "compare=" num | "swap=" num | "add=" num
@@ -100,6 +101,7 @@
 //	            | "signaled" | "unsignaled" | "fence" | "solicited" | "inline" .
 //	op          = "send" | "send_imm" | "write" | "write_imm" | "read" | "cas" | "faa"
 //	            | "send_inv" | "local_inv" | "bind" .
+//	reregopt    = "access=" access | "pd=" ( "own" | "other" ) | "off=" size | "len=" size .
 //	modopt      = "state=" state | "mtu=" pmtu | "psn=" num | "rq_psn=" num
 //	            | "timeout=" num | "retry_cnt=" num | "rnr_retry=" num | "min_rnr_timer=" num
 //	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num .
@@ -110,10 +112,12 @@
 //	            | "event" ( node | qpref ) event [ "count=" num ]
 //	            | "events" node ( "none" | event { event } )
 //	            | "counter" node "." counter cmp num     (one word: a.rcvd_seq_err>=1)
-//	            | "mem" place ( "u64=" num | "len=" size "equals=" place ) .
+//	            | "mem" place ( "u64=" num | "len=" size "equals=" place )
+//	            | "rereg" mrref answer { answer } .      (answer = "ok" | errno)
 //	cmp         = "=" | "!=" | ">=" | "<=" | ">" | "<" .
 //
-//	qpref, ref  = node "." name .
+//	qpref, mrref, ref = node "." name .
+//	errno       = "EOPNOTSUPP" | "EINVAL" | "ENOMEM" | "EACCES" | "EPERM" | "EFAULT" | "EBUSY" | "ENOSYS" .
 //	place       = node "." mr [ "+" size ] .        (an offset into a memory region)
 //	name        = letter or digit, then letters, digits, '_' and '-' .
 //	num         = decimal | "0x" hex .
@@ -177,6 +181,20 @@
 // peer's node) goes through the window: remote= gives the address, the
 // window gives the R_Key.
 //
+// A rereg step calls ibv_rereg_mr on a memory region of its node (IBTA
+// vol. 1 §11.2.8.3; the keys stay). Its keys make the flags: access=
+// IBV_REREG_MR_CHANGE_ACCESS to those rights, pd= IBV_REREG_MR_CHANGE_PD
+// to the node's PD (own) or to a second PD of the node, allocated on
+// first use (other), len= IBV_REREG_MR_CHANGE_TRANSLATION to bytes
+// [off, off+len) of the region's own buffer (off= defaults to 0). Unlike
+// any other step the verbs refuse, a refused rereg does not end the run:
+// its answer, "ok" or the errno, is in Result.Rereg, and an expect rereg
+// line states it. rxe 6.1 has no rereg_user_mr, so under the rxe profile
+// every rereg step is refused with EOPNOTSUPP (IBV_REREG_MR_ERR_CMD), as
+// on real rxe, and the region keeps its buffer, PD and rights; under the
+// spec profile the rereg happens. Either way mem claims and
+// Result.Memory read the region's declared buffer.
+//
 // A UD send names its destination QP with dest= (an address handle to
 // that node is made on first use); its Q_Key is the destination's, or
 // qkey=. A recv posts len= bytes at local=. modify calls ibv_modify_qp
@@ -210,6 +228,7 @@
 //	expect counter a.rcvd_seq_err=1             an rxe counter of a node at the end (absent means 0)
 //	expect mem b.ctr u64=42                     8 bytes little-endian at b.ctr+0
 //	expect mem b.buf+512 len=3000 equals=a.buf  two byte ranges are equal
+//	expect rereg b.buf EOPNOTSUPP ok             what b.buf's rereg steps returned, exactly, in order
 //
 // Any expect line may end with profile=rxe or profile=spec: the claim
 // then holds only under that behaviour profile (where rxe and the IBTA
@@ -226,6 +245,7 @@
 //	qp a.q rc peer=b.q psn=x       L:24: bad psn "x": expected a number (decimal or 0x hex)
 //	link c a                       L:6: unknown node "c" (declare it first with node c)
 //	fault drop pns=2               L:12: unknown key "pns"
+//	at 0 b.buf rereg pd=mine       L:21: bad pd "mine": want own (the node's PD) or other (a second PD of the node)
 //
 // Errors inside a fault line are the faults parser's, at their column in
 // the scenario line. References to QPs, CQs and memory regions are checked

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,7 @@ const (
 	expectEvents                        // events node ...: the node's whole list
 	expectCounter                       // counter node.name OP N
 	expectMem                           // mem node.mr+off u64=N | len=N equals=node.mr+off
+	expectRereg                         // rereg node.mr ok|ERRNO ...: the answers of the region's rereg steps
 )
 
 // wrStatus is one item of a completions list.
@@ -50,6 +52,7 @@ type expectation struct {
 	event      nic.AsyncEventType
 	count      int // expectEvent: -1 means at least once
 	events     []nic.AsyncEventType
+	answers    []string // expectRereg: "ok" or an errno name, in step order
 	counter    string
 	cmp        string
 	value      uint64
@@ -96,9 +99,11 @@ func (p *parser) expectLine() error {
 		err = p.expectCounter(e)
 	case "mem":
 		err = p.expectMem(e)
+	case "rereg":
+		err = p.expectRereg(e)
 	default:
 		if !strings.Contains(t.text, ".") {
-			return p.errorf(t.col, "expected node.qp, event, events, counter or mem after expect, got %q", t.text)
+			return p.errorf(t.col, "expected node.qp, event, events, counter, mem or rereg after expect, got %q", t.text)
 		}
 		if e.qpRef, err = p.ref(t.text, t.col, "a QP"); err != nil {
 			return err
@@ -268,6 +273,28 @@ func (p *parser) expectEvent(e *expectation) error {
 			return err
 		},
 	}, nil)
+}
+
+// expectRereg reads "rereg node.mr ANSWER { ANSWER }": what the rereg
+// steps of the region returned, in order, each "ok" or an errno name.
+func (p *parser) expectRereg(e *expectation) error {
+	e.kind = expectRereg
+	toks := p.toks[2:]
+	if len(toks) < 2 {
+		return p.errorf(p.toks[1].col, "rereg needs a memory region and the answers of its rereg steps in order, e.g. expect rereg b.buf EOPNOTSUPP")
+	}
+	r, err := p.ref(toks[0].text, toks[0].col, "a memory region")
+	if err != nil {
+		return err
+	}
+	e.mem.ref = r
+	for _, t := range toks[1:] {
+		if t.text != "ok" && !slices.ContainsFunc(errnoNames, func(n errnoEntry) bool { return n.name == t.text }) {
+			return p.errorf(t.col, "bad rereg answer %q: want ok or an errno (EOPNOTSUPP, EINVAL, ENOMEM, EACCES, EPERM, EFAULT, EBUSY, ENOSYS)", t.text)
+		}
+		e.answers = append(e.answers, t.text)
+	}
+	return nil
 }
 
 func (p *parser) expectEvents(e *expectation) error {
@@ -456,8 +483,18 @@ func (e *expectation) check(r *runState, res *Result) string {
 		if !ok {
 			return "got " + strconv.FormatUint(v, 10)
 		}
+	case expectRereg:
+		var got []string
+		for _, a := range res.Rereg {
+			if a.MR == e.mem.ref.String() {
+				got = append(got, a.Errno)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(e.answers, " ") {
+			return "got " + orNone(got)
+		}
 	case expectMem:
-		buf := r.mrs[e.mem.mr.idx].Bytes()
+		buf := r.bufs[e.mem.mr.idx]
 		if e.u64 != nil {
 			if e.mem.off+8 > uint64(len(buf)) {
 				return fmt.Sprintf("%s is %d bytes: no 8 bytes at offset %d", e.mem.ref, len(buf), e.mem.off)
@@ -467,7 +504,7 @@ func (e *expectation) check(r *runState, res *Result) string {
 			}
 			return ""
 		}
-		other := r.mrs[e.equals.mr.idx].Bytes()
+		other := r.bufs[e.equals.mr.idx]
 		if e.mem.off+e.length > uint64(len(buf)) || e.equals.off+e.length > uint64(len(other)) {
 			return fmt.Sprintf("the ranges do not fit in %s (%d bytes) and %s (%d bytes)", e.mem.ref, len(buf), e.equals.ref, len(other))
 		}

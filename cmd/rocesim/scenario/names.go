@@ -1,7 +1,9 @@
 package scenario
 
 import (
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
 )
@@ -100,4 +102,26 @@ func lookupUpper[V any](m map[string]V, name string) (V, bool) {
 	}
 	v, ok := m[strings.ToUpper(name)]
 	return v, ok
+}
+
+// errnoNames are the errnos a rereg step can answer, in the order
+// messages list them: the libibverbs errnos of ibv_rereg_mr(3) and
+// rxe's EOPNOTSUPP.
+var errnoNames = []errnoEntry{{"EOPNOTSUPP", syscall.EOPNOTSUPP}, {"EINVAL", syscall.EINVAL}, {"ENOMEM", syscall.ENOMEM}, {"EACCES", syscall.EACCES},
+	{"EPERM", syscall.EPERM}, {"EFAULT", syscall.EFAULT}, {"EBUSY", syscall.EBUSY}, {"ENOSYS", syscall.ENOSYS}}
+
+// errnoEntry is one errno and its name.
+type errnoEntry struct {
+	name string
+	e    syscall.Errno
+}
+
+// ErrnoName names an errno as a rereg answer does (Rereg.Errno), or "errno N" for another.
+func ErrnoName(e syscall.Errno) string {
+	for _, n := range errnoNames {
+		if n.e == e {
+			return n.name
+		}
+	}
+	return "errno " + strconv.Itoa(int(e))
 }

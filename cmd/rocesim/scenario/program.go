@@ -133,6 +133,12 @@ const (
 	StepSend = "send"
 	StepRecv = "recv"
 	StepPoll = "poll"
+	// StepRereg is ibv_rereg_mr of the node's region LocalMR with the
+	// flags Rereg: CHANGE_ACCESS to Access, CHANGE_PD to the node's PD
+	// or (OtherPD) a second PD of the node made on first use,
+	// CHANGE_TRANSLATION to [LocalOff, LocalOff+Len) of the region's
+	// own buffer. Its answer is compared, not the run stopped by it.
+	StepRereg = "rereg"
 )
 
 // ProgramStep is one step of the workload.
@@ -144,7 +150,7 @@ type ProgramStep struct {
 	// Node indexes Program.Nodes: the node whose QP posts, or whose CQs
 	// are polled.
 	Node int
-	// Kind is StepSend, StepRecv or StepPoll.
+	// Kind is StepSend, StepRecv, StepPoll or StepRereg.
 	Kind string
 	// WRID is the work request's wr_id (send, recv).
 	WRID uint64
@@ -181,8 +187,13 @@ type ProgramStep struct {
 	// (the R_Key to invalidate) and for a WRITE, READ or atomic through
 	// the window (its R_Key instead of RemoteMR's); -1 for none.
 	MW int
-	// Access is a bind's access flags for the window.
+	// Access is a bind's access flags for the window, or a rereg's new
+	// access flags for the region.
 	Access nic.AccessFlags
+	// Rereg is a rereg's flags (IBV_REREG_MR_CHANGE_*).
+	Rereg nic.ReregFlags
+	// OtherPD is a rereg's pd=other: the node's second PD.
+	OtherPD bool
 	// PollCQs index the node's CQs to poll, in order; nil means all of
 	// the node's CQs (manual ones too) in creation order.
 	PollCQs []int
@@ -300,6 +311,13 @@ func (s *Scenario) programSteps(st *step) ([]ProgramStep, error) {
 			last.PollCQs = append(last.PollCQs, indexOf(c.node.cqs, c))
 		}
 		return out, nil
+	case stepRereg:
+		m := st.local.mr
+		ps.Kind, ps.Node, ps.LocalMR, ps.Rereg, ps.OtherPD, ps.Access = StepRereg, m.node.idx, indexOf(m.node.mrs, m), st.rereg, st.otherPD, st.access
+		if st.hasLen {
+			ps.LocalOff, ps.Len = st.reregOff, st.length
+		}
+		return []ProgramStep{ps}, nil
 	case stepRecv:
 		ps.Kind = StepRecv
 	case stepSend:

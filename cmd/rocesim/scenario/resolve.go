@@ -195,6 +195,16 @@ func (p *parser) resolveStep(st *step) error {
 		}
 		return nil
 	}
+	if st.kind == stepRereg {
+		if err := p.lookupMem(&st.local); err != nil {
+			return err
+		}
+		if st.hasLen && st.reregOff+st.length > st.local.mr.size {
+			return p.errorf(p.at(st.local.ref), "rereg off=%d len=%d is past the end of %s (%d bytes): the new translation is a part of the region's buffer",
+				st.reregOff, st.length, st.local.ref, st.local.mr.size)
+		}
+		return nil
+	}
 	q, err := p.lookupQP(st.qpRef)
 	if err != nil {
 		return err
@@ -356,7 +366,7 @@ func (p *parser) resolveExpect(e *expectation) error {
 			return p.errorf(e.nodeCol, "unknown node %q", e.nodeName)
 		}
 		e.node = n
-	case expectMem:
+	case expectMem, expectRereg:
 		if err := p.lookupMem(&e.mem); err != nil {
 			return err
 		}

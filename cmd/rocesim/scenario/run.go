@@ -1,8 +1,10 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"syscall"
 
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/nic"
@@ -85,9 +87,19 @@ type Result struct {
 	// Failed lists the expectations not met, each as
 	// "line N: expect ...: got ..."; empty when the scenario passed.
 	Failed []string `json:"failed,omitempty"`
+	// Rereg is what each rereg step's ibv_rereg_mr returned, in step
+	// order.
+	Rereg []Rereg `json:"rereg,omitempty"`
 	// Memory holds every memory region's bytes at the end of the run (a
 	// copy), in declaration order, so callers can compare memory.
 	Memory []MemoryRegion `json:"-"`
+}
+
+// Rereg is the answer to one rereg step.
+type Rereg struct {
+	Line  int    `json:"line"`  // the step's line
+	MR    string `json:"mr"`    // "node.mr"
+	Errno string `json:"errno"` // "ok", or the errno's name: EOPNOTSUPP, EINVAL, ...
 }
 
 // MemoryRegion is a memory region's contents.
@@ -126,6 +138,8 @@ type runState struct {
 	ctxs  []*verbs.Context
 	pds   []*verbs.PD
 	mrs   []*verbs.MR
+	bufs  [][]byte    // each region's buffer as registered (a rereg's translation is a part of it)
+	pd2s  []*verbs.PD // per node: the second PD of rereg pd=other, made on first use
 	mws   []*verbs.MW
 	cqs   []*verbs.CQ
 	qps   []*verbs.QP
@@ -254,6 +268,8 @@ func (r *runState) build() error {
 		}
 	}
 	r.mrs = make([]*verbs.MR, len(s.mrs))
+	r.bufs = make([][]byte, len(s.mrs))
+	r.pd2s = make([]*verbs.PD, len(s.nodes))
 	r.mws = make([]*verbs.MW, len(s.mws))
 	r.cqs = make([]*verbs.CQ, len(s.cqs))
 	r.qps = make([]*verbs.QP, len(s.qps))
@@ -280,7 +296,7 @@ func (r *runState) resources() error {
 			if err != nil {
 				return fmt.Errorf("line %d: reg_mr %s.%s: %w", m.line, n.name, m.name, err)
 			}
-			r.mrs[m.idx] = mr
+			r.mrs[m.idx], r.bufs[m.idx] = mr, buf
 		}
 		for _, m := range n.mws {
 			mw, err := pd.AllocMW(m.typ)
@@ -383,6 +399,9 @@ func (r *runState) do(st *step) error {
 		if st.qp != nil {
 			e.Node, e.QPN, e.HasQPN = st.qp.node.name, r.qps[st.qp.idx].QPNum, true
 		}
+		if st.kind == stepRereg {
+			e.Node = st.local.mr.node.name
+		}
 		tr.Add(e)
 	}
 	switch st.kind {
@@ -391,6 +410,8 @@ func (r *runState) do(st *step) error {
 		return nil
 	case stepModify:
 		return r.modify(st)
+	case stepRereg:
+		return r.rereg(st)
 	case stepRecv:
 		wr := verbs.RecvWR{WRID: st.wrID}
 		if st.length > 0 {
@@ -441,6 +462,48 @@ func (r *runState) do(st *step) error {
 	}
 	_, err := r.qps[st.qp.idx].PostSend([]verbs.SendWR{wr})
 	return err
+}
+
+// rereg calls ibv_rereg_mr on the step's region and records what it
+// returned in Result.Rereg. A refusal does not end the run, unlike any
+// other step the verbs refuse: rxe 6.1 refuses every rereg
+// (EOPNOTSUPP, IBV_REREG_MR_ERR_CMD), and what a scenario checks is
+// what the region does next; "expect rereg" states the answer.
+func (r *runState) rereg(st *step) error {
+	m := st.local.mr
+	var pd *verbs.PD
+	if st.rereg&nic.ReregChangePD != 0 {
+		pd = r.pds[m.node.idx]
+		if st.otherPD {
+			if r.pd2s[m.node.idx] == nil {
+				p2, err := r.ctxs[m.node.idx].AllocPD()
+				if err != nil {
+					return fmt.Errorf("alloc_pd for rereg pd=other: %w", err)
+				}
+				r.pd2s[m.node.idx] = p2
+			}
+			pd = r.pd2s[m.node.idx]
+		}
+	}
+	var buf []byte
+	if st.hasLen {
+		buf = r.bufs[m.idx][st.reregOff : st.reregOff+st.length]
+	}
+	err := r.mrs[m.idx].Rereg(st.rereg, pd, buf, st.access)
+	res := Rereg{Line: st.line, MR: m.node.name + "." + m.name, Errno: "ok"}
+	if err != nil {
+		var en syscall.Errno
+		if !errors.As(err, &en) {
+			return err
+		}
+		res.Errno = ErrnoName(en)
+	}
+	if tr := r.res.Trace; tr.Enabled() {
+		tr.Add(sim.Event{Time: r.w.Now(), Kind: "rereg", Node: m.node.name, Fields: []sim.Field{
+			{Key: "mr", Value: res.MR}, {Key: "result", Value: res.Errno}}})
+	}
+	r.res.Rereg = append(r.res.Rereg, res)
+	return nil
 }
 
 // bind binds a window over the step's local buffer: a type 1 window with
@@ -601,8 +664,8 @@ func (r *runState) finish() *Result {
 	res.Memory = make([]MemoryRegion, 0, len(r.s.mrs))
 	for _, m := range r.s.mrs {
 		var b []byte
-		if mr := r.mrs[m.idx]; mr != nil {
-			b = append([]byte{}, mr.Bytes()...)
+		if r.mrs[m.idx] != nil {
+			b = append([]byte{}, r.bufs[m.idx]...)
 		}
 		res.Memory = append(res.Memory, MemoryRegion{Name: m.node.name + "." + m.name, Bytes: b})
 	}

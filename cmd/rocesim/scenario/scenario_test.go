@@ -399,7 +399,7 @@ func TestParseErrors(t *testing.T) {
 		{"at 1ms a.p send wr=1 len=8 imm=3", `7:28: imm= applies only to op=send_imm and op=write_imm`},
 		{"at 0 a.p send wr=1 wr=2 len=8", `7:20: duplicate key "wr"`},
 		{"at 0 a.p send wr=1 len=8 signaled unsignaled", `7:35: send is signaled or unsignaled, not both`},
-		{"at 0 a.p jump", `7:10: unknown step "jump" (want send, recv, modify or poll)`},
+		{"at 0 a.p jump", `7:10: unknown step "jump" (want send, recv, modify, poll or rereg)`},
 		{"at 2ms a.p send wr=1 len=8\nat 1ms a.p send wr=2 len=8", `8:4: step at 1ms comes after a step at 2ms: list steps in time order`},
 		{"at 0 a.zz send wr=1 len=8", `7:6: unknown QP a.zz (declare it with qp a.zz rc|uc|ud)`},
 		{"at 0 a.p send wr=1 len=8 local=b.buf", `7:32: local buffer b.buf is not on node a`},

@@ -16,6 +16,7 @@ const (
 	stepRecv                   // ibv_post_recv of one WR
 	stepModify                 // ibv_modify_qp
 	stepPoll                   // poll CQs (manual ones too)
+	stepRereg                  // ibv_rereg_mr of a memory region
 )
 
 // step is one "at" line.
@@ -52,6 +53,12 @@ type step struct {
 	mw        *mwDecl         // mwRef resolved
 	access    nic.AccessFlags // access= of op=bind: the window's rights
 	hasAccess bool
+
+	// rereg: the region is local (local.off is 0); length and reregOff
+	// are the new translation, access the new rights
+	rereg    nic.ReregFlags
+	reregOff uint64
+	otherPD  bool // pd=other: the node's second PD (pd=own: its first)
 
 	// modify
 	attr nic.QPAttr
@@ -95,11 +102,11 @@ func (p *parser) atLine() error {
 		p.s.steps = append(p.s.steps, st)
 		return nil
 	}
-	if st.qpRef, err = p.ref(t.text, t.col, "a QP (or poll)"); err != nil {
+	if st.qpRef, err = p.ref(t.text, t.col, "a QP, a memory region (or poll)"); err != nil {
 		return err
 	}
 	if len(p.toks) < 4 {
-		return p.errorf(t.col+len([]rune(t.text)), "expected send, recv, modify or poll after %s", t.text)
+		return p.errorf(t.col+len([]rune(t.text)), "expected send, recv, modify, poll or rereg after %s", t.text)
 	}
 	verb, rest := p.toks[3], p.toks[4:]
 	switch verb.text {
@@ -109,6 +116,8 @@ func (p *parser) atLine() error {
 		err = p.recvStep(st, rest)
 	case "modify":
 		err = p.modifyStep(st, rest)
+	case "rereg":
+		err = p.reregStep(st, rest)
 	case "poll":
 		st.kind = stepPoll
 		st.pollRefs = []ref{st.qpRef}
@@ -116,7 +125,7 @@ func (p *parser) atLine() error {
 			err = p.errorf(rest[0].col, "unexpected %q: %s poll polls the QP's CQs", rest[0].text, t.text)
 		}
 	default:
-		err = p.errorf(verb.col, "unknown step %q (want send, recv, modify or poll)", verb.text)
+		err = p.errorf(verb.col, "unknown step %q (want send, recv, modify, poll or rereg)", verb.text)
 	}
 	if err != nil {
 		return err
@@ -339,6 +348,62 @@ func (p *parser) modifyStep(st *step, toks []token) error {
 	}
 	if st.mask == 0 {
 		return p.errorf(p.toks[3].col, "modify needs an attribute, e.g. modify state=err")
+	}
+	return nil
+}
+
+// reregStep reads "node.mr rereg [access=A] [pd=own|other] [off=N len=N]":
+// one ibv_rereg_mr of the region. Which keys are given makes the flags
+// (IBV_REREG_MR_CHANGE_ACCESS, _PD, _TRANSLATION), so every rereg a
+// step writes passes libibverbs' own input checks and reaches the
+// device, the call rxe 6.1 refuses (rxe_verbs.c has no rereg_user_mr).
+func (p *parser) reregStep(st *step, toks []token) error {
+	st.kind = stepRereg
+	st.local = memRef{ref: st.qpRef}
+	st.qpRef = ref{}
+	offCol := 0
+	err := p.opts("rereg", toks, map[string]func(string, int) error{
+		"access": func(v string, c int) error {
+			var err error
+			st.access, err = p.access(v, c)
+			st.hasAccess = true
+			st.rereg |= nic.ReregChangeAccess
+			return err
+		},
+		"pd": func(v string, c int) error {
+			switch v {
+			case "own":
+			case "other":
+				st.otherPD = true
+			default:
+				return p.errorf(c, "bad pd %q: want own (the node's PD) or other (a second PD of the node)", v)
+			}
+			st.rereg |= nic.ReregChangePD
+			return nil
+		},
+		"off": func(v string, c int) error {
+			offCol = c
+			var err error
+			st.reregOff, err = p.size(v, c, 1<<31)
+			return err
+		},
+		"len": func(v string, c int) error {
+			var err error
+			st.length, err = p.size(v, c, 1<<31)
+			st.hasLen = true
+			st.rereg |= nic.ReregChangeTranslation
+			return err
+		},
+	}, nil)
+	switch {
+	case err != nil:
+		return err
+	case offCol > 0 && !st.hasLen:
+		return p.errorf(offCol-len("off="), "off= needs len=: the new translation is [off, off+len) of the region's buffer")
+	case st.hasLen && st.length == 0:
+		return p.errorf(p.toks[3].col, "rereg len=0: a translation needs at least one byte")
+	case st.rereg == 0:
+		return p.errorf(p.toks[3].col, "rereg needs access=, pd= or len=, e.g. %s rereg access=local_write,remote_write", st.local.ref)
 	}
 	return nil
 }
