@@ -43,7 +43,8 @@
 // in the order polled: by poll, then node, then CQ in creation order.
 //
 // Each step is recorded in the trace as a "step" event (fields line= and
-// step=, the step as written). A run that fires more than
+// step=, the step as written); a rereg step is followed by a "rereg"
+// event (fields mr= and result=, its answer). A run that fires more than
 // Options.MaxEvents events (DefaultMaxEvents, 200000, unless set)
 // fails with a *verbs.RunawayError that names the QP that keeps it going
 // and why (a livelock: rxe's retry_cnt 7 on a dead link retries forever;
@@ -181,8 +182,9 @@
 // peer's node) goes through the window: remote= gives the address, the
 // window gives the R_Key.
 //
-// A rereg step calls ibv_rereg_mr on a memory region of its node (IBTA
-// vol. 1 §11.2.8.3; the keys stay). Its keys make the flags: access=
+// A rereg step calls ibv_rereg_mr(3) on a memory region of its node (the
+// IBTA's Reregister Memory Region verb; the model keeps the region's
+// keys). Its options make the flags: access=
 // IBV_REREG_MR_CHANGE_ACCESS to those rights, pd= IBV_REREG_MR_CHANGE_PD
 // to the node's PD (own) or to a second PD of the node, allocated on
 // first use (other), len= IBV_REREG_MR_CHANGE_TRANSLATION to bytes
