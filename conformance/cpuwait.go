@@ -4,8 +4,8 @@ package conformance
 // guests' QEMUs (and this test process, whose switch forwards every
 // frame) can sit on a run queue for tens of milliseconds. The guests'
 // clocks keep running meanwhile (TCG follows the host clock), so rxe's
-// retransmit timer, armed for 4.096 µs × 2^timeout (67.1 ms at
-// timeout=14, rxe_req.c update_state), fires before the response that
+// retransmit timer, armed for 4.096 µs × 2^timeout in whole jiffies
+// (64 ms at timeout=14: nic.Profile.ACKTimeout, rxe_req.c update_state), fires before the response that
 // was on its way is processed: rxe resends, the simulation, where the
 // response takes a microsecond, does not. A run in which that can have
 // happened does not witness rxe's behaviour on an idle machine, which is
@@ -200,7 +200,9 @@ const stallLimitMax = 20 * time.Millisecond
 // StallLimit is the longest wait for a CPU that a real run of p may have
 // and still witness rxe on an idle machine: a quarter of the shortest
 // local ACK timeout of its RC QPs (4.096 µs × 2^timeout, IBTA vol. 1
-// §9.7.6.1.3; 16.8 ms at timeout=14), at most stallLimitMax. The quarter
+// §9.7.6.1.3; 16.8 ms at timeout=14), at most stallLimitMax. rxe waits
+// that rounded down to whole jiffies (nic.Profile.ACKTimeout: 64 ms at
+// timeout=14), and, armed mid-jiffy, up to a jiffy less. The quarter
 // leaves room for the waits the meter cannot see (a guest's own softirq
 // backlog, rxe's jiffy rounding) and for waits of both guests adding up
 // on one round trip. A low limit costs only reruns of runs that differed

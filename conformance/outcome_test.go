@@ -51,7 +51,7 @@ func TestScenariosRunInTheModel(t *testing.T) {
 			assert.NotEqual(t, p.Nodes[0].QP.PSN, p.Nodes[1].QP.PSN, "distinct PSN bases catch a normalisation from the wrong side")
 			for _, n := range p.Nodes {
 				assert.Equal(t, 0, n.QP.PathMTU, "the port's MTU: 1024 on the default link")
-				assert.GreaterOrEqual(t, n.QP.Timeout, uint8(14), "real rxe under TCG needs 67 ms or more")
+				assert.GreaterOrEqual(t, n.QP.Timeout, uint8(14), "real rxe under TCG needs 64 ms (16 jiffies) or more")
 			}
 			o1, res, err := ModelOutcome(s, "")
 			require.NoError(t, err)

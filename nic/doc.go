@@ -65,6 +65,13 @@
 //     real rxe); ProfileSpec starts a full timeout for the first request
 //     sent after everything was acknowledged. Both push it out after a
 //     response that leaves something unacknowledged.
+//   - The ACK timeout itself (Profile.ACKTimeout): ProfileSpec waits
+//     4.096 µs × 2^timeout (IBTA vol. 1 §9.7.6.1.3); rxe converts that to
+//     jiffies when the QP is modified, rounding down, at least one
+//     (rxe_qp.c rxe_qp_from_attr), so at Debian 6.1's HZ=250 it waits a
+//     multiple of 4 ms: timeout 14 is 64 ms, not 67.1 ms, and every
+//     timeout up to 10 is 4 ms. Where in a jiffy the timer was armed,
+//     and the timer wheel's slack, are not modelled.
 //   - A READ request or atomic that carries a payload: rxe answers it as
 //     if it had none; ProfileSpec NAKs it invalid request (IBTA vol. 1
 //     §9.9.3). A READ response for a WQE that is not a READ fails it with

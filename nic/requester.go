@@ -199,8 +199,9 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	}
 }
 
-// armAckTimer (re)starts the local ACK timeout: 4.096 µs × 2^timeout, 0
-// meaning none (IBTA §9.7.6.1.3), or stops it when nothing is outstanding.
+// armAckTimer (re)starts the local ACK timeout (Profile.ACKTimeout; 0
+// meaning none, IBTA §9.7.6.1.3, and in rxe_qp_from_attr a timer never
+// armed), or stops it when nothing is outstanding.
 //
 // rxe arms its retrans_timer when it sends a packet and the timer is not
 // pending (rxe_req.c update_state), pushes it out after each response
@@ -219,11 +220,35 @@ func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 		r.ackDue = sim.Never
 		return
 	}
-	r.ackDue = now.Add(ackTimeout(qp.attr.Timeout))
+	r.ackDue = now.Add(d.cfg.Profile.ACKTimeout(qp.attr.Timeout))
 }
 
-// ackTimeout decodes the 5-bit local ACK timeout.
-func ackTimeout(code uint8) sim.Duration { return sim.Duration(4096) << (code & 31) }
+// rxeJiffy is one tick of the kernel clock rxe's timers run on: 4 ms,
+// Debian 6.1's CONFIG_HZ=250 (the conformance kernel's config).
+const rxeJiffy = sim.Second / 250
+
+// ACKTimeout is how long the requester waits for a response under
+// profile p before it retries, for the 5-bit local ACK timeout code
+// (timeout 0, no timer, is the caller's business).
+//
+// ProfileSpec waits the IBTA's 4.096 µs × 2^timeout (vol. 1 §9.7.6.1.3,
+// C9-140). rxe converts that to jiffies once, when the QP is modified
+// (rxe_qp.c rxe_qp_from_attr: nsecs_to_jiffies, which at HZ=250 divides
+// by 4 ms and rounds down, and 1 jiffy where that gives 0), and arms its
+// retrans_timer for that many jiffies (mod_timer in rxe_req.c
+// update_state). So ProfileRXE waits whole jiffies: timeout 14 (67.1 ms)
+// is 16 jiffies, 64 ms; every timeout up to 10 (4.2 ms) is 1 jiffy, 4 ms.
+// The phase of the jiffy clock when the timer is armed is unknowable, so
+// the model takes the full count of jiffies; real rxe fires up to one
+// jiffy earlier, or later by the timer wheel's slack (measured in
+// conformance/README.md).
+func (p Profile) ACKTimeout(code uint8) sim.Duration {
+	exact := sim.Duration(4096) << (code & 31)
+	if p != ProfileRXE {
+		return exact
+	}
+	return max(exact/rxeJiffy, 1) * rxeJiffy
+}
 
 // sendPacket sends packet i of a SEND or WRITE WQE; false if the WQE
 // failed instead (its memory was deregistered since the post).

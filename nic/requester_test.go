@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
 )
 
@@ -49,4 +50,27 @@ func TestRoundLogFull(t *testing.T) {
 	assert.Equal(t, 1, l.covering(wire.PSN(100+n-1), n))
 	// PSN 100 was covered by every round; the log remembers the last 16.
 	assert.Equal(t, roundLogSize, l.covering(wire.PSN(100), n))
+}
+
+// TestACKTimeoutProfiles: the spec profile waits the IBTA's 4.096 µs ×
+// 2^timeout; rxe's rounds that down to whole jiffies of 4 ms (HZ=250),
+// at least one (rxe_qp.c rxe_qp_from_attr). Real rxe resent 59.6 ms after
+// a loss at timeout 14 and 536-575 ms after arming at timeout 17
+// (conformance/README.md), never the exact 67.1 ms and 536.9 ms.
+func TestACKTimeoutProfiles(t *testing.T) {
+	for _, c := range []struct {
+		code      uint8
+		spec, rxe sim.Duration
+	}{
+		{1, 8192, 4 * sim.Millisecond},                // 0 jiffies: rxe takes 1
+		{8, 1_048_576, 4 * sim.Millisecond},           // 1.05 ms
+		{10, 4_194_304, 4 * sim.Millisecond},          // 4.19 ms: 1 jiffy
+		{11, 8_388_608, 8 * sim.Millisecond},          // 8.39 ms: 2 jiffies
+		{14, 67_108_864, 64 * sim.Millisecond},        // 16.8 jiffies: 16
+		{17, 536_870_912, 536 * sim.Millisecond},      // 134.2 jiffies: 134
+		{31, 8_796_093_022_208, 2_199_023 * rxeJiffy}, // 2.4 hours
+	} {
+		assert.Equal(t, c.spec, ProfileSpec.ACKTimeout(c.code), "spec, timeout %d", c.code)
+		assert.Equal(t, c.rxe, ProfileRXE.ACKTimeout(c.code), "rxe, timeout %d", c.code)
+	}
 }

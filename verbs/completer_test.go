@@ -128,7 +128,7 @@ func TestAtomicsInFlightOneRetryPerLoss(t *testing.T) {
 // profile that is an implied NAK (rxe's check_psn: a response past a
 // pending READ goes to COMPST_ERROR_RETRY) and the READ is asked again
 // at once; the spec profile drops it and waits for the ACK timeout
-// (timeout 14: 67.1 ms).
+// (timeout 14: 67.1 ms under the spec profile).
 func TestGhostResponseImpliedNAK(t *testing.T) {
 	for _, c := range []struct {
 		profile nic.Profile
@@ -164,14 +164,15 @@ func TestGhostResponseImpliedNAK(t *testing.T) {
 // timeout when the lost SEND goes out. The old code did the latter under
 // both.
 func TestRetransmitTimerAfterIdleGap(t *testing.T) {
-	timeout := sim.Duration(4096) << 14 // the endpoints' timeout 14
 	const gap = 20 * sim.Millisecond
 	for _, c := range []struct {
 		profile nic.Profile
 		retry   sim.Time // when the lost SEND is sent again
 	}{
-		{nic.ProfileRXE, sim.Time(0).Add(timeout)},
-		{nic.ProfileSpec, sim.Time(gap).Add(timeout)},
+		// The endpoints' timeout 14: 16 jiffies (64 ms) under rxe,
+		// 4.096 µs × 2^14 under the spec.
+		{nic.ProfileRXE, sim.Time(64 * sim.Millisecond)},
+		{nic.ProfileSpec, sim.Time(gap).Add(67_108_864)},
 	} {
 		t.Run(c.profile.String(), func(t *testing.T) {
 			var sends []sim.Time

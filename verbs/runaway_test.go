@@ -15,7 +15,7 @@ import (
 // TestRunawayRetransmitDiagnosis: every frame from a is lost and a's
 // retry_cnt is 7, which rxe's profile retries forever. The run spends its
 // event budget and says which QP keeps it going: it resends PSN 100 every
-// ACK timeout (4.096 µs · 2^14), because of retry_cnt 7.
+// ACK timeout (timeout 14: 16 jiffies, 64 ms), because of retry_cnt 7.
 func TestRunawayRetransmitDiagnosis(t *testing.T) {
 	w, a, _ := pair(t, verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop src=a\n"), MaxEvents: 2000})
 	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 4096)}) // PSNs 100-103
@@ -31,10 +31,10 @@ func TestRunawayRetransmitDiagnosis(t *testing.T) {
 	assert.Equal(t, a.qp.QPNum, s.QPN)
 	assert.Equal(t, "b", s.Peer)
 	assert.Equal(t, wire.PSN(100), s.PSN)
-	assert.Equal(t, sim.Duration(67_108_864), s.Interval)
+	assert.Equal(t, 64*sim.Millisecond, s.Interval)
 	assert.Greater(t, s.Retransmits, uint64(100))
 	assert.Contains(t, err.Error(), "retransmitted PSN 100 ")
-	assert.Contains(t, err.Error(), "every 67.108864ms: retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt")
+	assert.Contains(t, err.Error(), "every 64ms: retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt")
 	assert.Contains(t, err.Error(), "the fault plan dropped")
 }
 

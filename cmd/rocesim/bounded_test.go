@@ -36,7 +36,7 @@ func TestRunRunaway(t *testing.T) {
 	assert.Equal(t, 3, exitRunaway, "documented in the usage and the README")
 	assert.Contains(t, errOut, "rocesim run: go-back-n: did not settle within 5000 events (virtual time ")
 	assert.Contains(t, errOut, "a.q retransmitted PSN 1 ")
-	assert.Contains(t, errOut, "every 67.108864ms: retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt")
+	assert.Contains(t, errOut, "every 64ms: retry_cnt 7 retries forever under the rxe profile; set a deadline or a finite retry_cnt")
 	assert.Contains(t, errOut, "end it with --deadline, or allow more with --max-events")
 	assert.Contains(t, out, "expectations: not checked: the run did not settle")
 

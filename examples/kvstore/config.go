@@ -71,7 +71,9 @@ type Config struct {
 	// default link carries.
 	PathMTU verbs.MTU
 	// Timeout is the local ACK timeout exponent set at RTS: the
-	// requester retries after 4.096 µs × 2^Timeout. Default 14 (67 ms).
+	// requester retries after 4.096 µs × 2^Timeout, under rxe's profile
+	// rounded down to whole 4 ms jiffies (nic.Profile.ACKTimeout).
+	// Default 14 (67.1 ms; 64 ms under rxe).
 	// The IBTA's 0 (wait forever) cannot be asked for.
 	Timeout uint8
 	// RetryCnt is how many times the requester retransmits after a

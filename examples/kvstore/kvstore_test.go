@@ -234,7 +234,7 @@ func lostWritePacket(t *testing.T, r *rig) {
 		require.NoError(t, got.Err(), "GET %d", i)
 		require.Equal(t, value, got.Value(), "GET %d", i)
 	}
-	require.Less(t, r.w.Now().Sub(start), 200*sim.Microsecond, "recovered by NAKs, not by 67 ms ACK timeouts")
+	require.Less(t, r.w.Now().Sub(start), 200*sim.Microsecond, "recovered by NAKs, not by 64 ms ACK timeouts")
 
 	lost := r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_MIDDLE tx=1", 12)
 	resent := r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_MIDDLE tx=2", 4)
@@ -289,7 +289,7 @@ func clientFallsBehind(t *testing.T, r *rig) {
 
 // deadServer: the server's link is cut with three requests in flight.
 // The first request's SEND is retransmitted RetryCnt (3) times, an ACK
-// timeout (4.096 µs · 2^10 ≈ 4.2 ms) apart, and fails with
+// timeout (4.096 µs · 2^10 ≈ 4.2 ms: one 4 ms jiffy under rxe) apart, and fails with
 // RETRY_EXC_ERR after four timeouts; the two behind it are flushed
 // (WR_FLUSH_ERR) and the client's QP is in ERROR.
 func deadServer(t *testing.T, r *rig) {
@@ -308,7 +308,7 @@ func deadServer(t *testing.T, r *rig) {
 	requireWCError(t, ops[1], verbs.WCWRFlushErr, verbs.WCSend)
 	requireWCError(t, ops[2], verbs.WCWRFlushErr, verbs.WCSend)
 
-	timeout := sim.Duration(4096) << 10
+	timeout := verbs.ProfileRXE.ACKTimeout(10) // 4 ms: 4.2 ms rounded down to one jiffy
 	elapsed := r.w.Now().Sub(start)
 	// The first transmission and three retries, each waiting a timeout;
 	// the first wait is shorter: rxe's retransmit timer, armed by the

@@ -154,7 +154,8 @@ func TestConfigInvalid(t *testing.T) {
 }
 
 // lossy is the transport configuration of the failure tests: a short
-// ACK timeout (4.096 µs × 2^8 ≈ 1 ms) and two retries.
+// ACK timeout (4.096 µs × 2^8 ≈ 1 ms, one 4 ms jiffy under rxe) and two
+// retries.
 var lossy = kvstore.Config{Timeout: 8, RetryCnt: 2}
 
 // TestRequestLost loses every transmission of the second of three

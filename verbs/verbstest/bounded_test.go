@@ -31,7 +31,7 @@ func TestRunawayRetryFailsWithItsPattern(t *testing.T) {
 		write(tb, a, a.Host.Buffer(64), b.Host.Buffer(64), 64)
 		w.Await(a.CQ, 1)
 	}, "its limit of 10s of virtual time (Options.Limit) ran out: a QP 0x",
-		"every 67.108864ms: retry_cnt 7 retries forever under the rxe profile", "the fault plan dropped")
+		"every 64ms: retry_cnt 7 retries forever under the rxe profile", "the fault plan dropped")
 }
 
 // rnrForever is a test body whose SEND is refused for ever: b never

@@ -21,8 +21,10 @@ type QPOptions struct {
 	// PathMTU is the path MTU; 0 means the largest the link carries (1024
 	// on the default link).
 	PathMTU verbs.MTU
-	// Timeout is the local ACK timeout exponent (4.096 µs · 2^Timeout); 0
-	// means 14 (67 ms). NoTimeout sets 0, which waits forever.
+	// Timeout is the local ACK timeout exponent (4.096 µs · 2^Timeout,
+	// which rxe's profile rounds down to whole 4 ms jiffies, at least
+	// one: nic.Profile.ACKTimeout); 0 means 14 (67.1 ms, 64 ms under
+	// rxe's profile). NoTimeout sets 0, which waits forever.
 	Timeout   uint8
 	NoTimeout bool
 	// RetryCnt is retry_cnt (7 is infinite in rxe); 0 means 7. ZeroRetry

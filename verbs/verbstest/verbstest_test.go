@@ -58,7 +58,7 @@ func TestFaultsChangeMidTest(t *testing.T) {
 	start := w.Now()
 	write(t, c, src, dst, 64)
 	w.RequireCompletion(t, c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
-	timeout := sim.Duration(4096 << 10) // 4.096 µs · 2^10
+	timeout := verbs.ProfileRXE.ACKTimeout(10) // 4.096 µs · 2^10 = 4.2 ms: 1 jiffy, 4 ms
 	elapsed := w.Now().Sub(start)
 	// Three timeouts: the first transmission and two retries; the first
 	// is shorter, since rxe's retransmit timer, armed by the first WRITE

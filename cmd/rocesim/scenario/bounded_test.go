@@ -35,7 +35,7 @@ func TestRunawayNamesTheQP(t *testing.T) {
 	require.True(t, errors.As(err, &ra), "want a *verbs.RunawayError, got %v", err)
 	require.NotNil(t, res)
 	assert.Contains(t, err.Error(), "a.q retransmitted PSN 1 ")
-	assert.Contains(t, err.Error(), "every 67.108864ms: retry_cnt 7 retries forever under the rxe profile")
+	assert.Contains(t, err.Error(), "every 64ms: retry_cnt 7 retries forever under the rxe profile")
 }
 
 // TestDeadlineEndsARunaway: Options.Deadline ends the same run at that

@@ -149,8 +149,9 @@
 //
 // A QP's options are the ibv_qp_attr fields of the same name, with these
 // defaults: state=rts, psn=1 (its send PSN and its peer's receive PSN),
-// mtu= the port's active MTU, timeout=14 (4.096 µs × 2^14 = 67 ms; 0 turns
-// the ACK timer off), retry_cnt=7 (forever under the rxe profile),
+// mtu= the port's active MTU, timeout=14 (4.096 µs × 2^14 = 67.1 ms, which
+// the rxe profile rounds down to whole 4 ms jiffies, 64 ms; 0 turns the ACK
+// timer off), retry_cnt=7 (forever under the rxe profile),
 // rnr_retry=7 (forever), min_rnr_timer=12 (0.64 ms), max_rd_atomic=1,
 // max_dest_rd_atomic=1, access= remote_write,remote_read,remote_atomic for
 // RC and remote_write for UC, qkey=0x11111111 for UD, max_send_wr=64,

@@ -48,7 +48,7 @@ func (e *ParseError) Error() string {
 // Defaults of a qp line (rxe's and ibv_rc_pingpong's usual values).
 const (
 	defaultPSN         = 1
-	defaultTimeout     = 14 // 4.096 µs × 2^14 = 67.1 ms
+	defaultTimeout     = 14 // 4.096 µs × 2^14 = 67.1 ms; 16 jiffies, 64 ms, under rxe
 	defaultRetryCnt    = 7
 	defaultRNRRetry    = 7
 	defaultMinRNRTimer = 12 // 0.64 ms

@@ -187,7 +187,7 @@ func TestResultJSON(t *testing.T) {
 	assert.Equal(t, `"retry-exceeded"`, string(m["scenario"]))
 	// rxe's retransmit timer, armed by the SEND at 0 and never stopped,
 	// fires the first retry of the SENDs at 20 µs one timeout after 0.
-	assert.Equal(t, `4194304`, string(m["virtual_time_ns"]), "4 timeouts of 1.048576 ms from the first SEND")
+	assert.Equal(t, `16000000`, string(m["virtual_time_ns"]), "4 timeouts of one jiffy (timeout=8: 1.05 ms, rounded to 4 ms) from the first SEND")
 	assert.Contains(t, string(b), `{"node":"a","qpn":17,"wr_id":2,"status":"IBV_WC_RETRY_EXC_ERR","opcode":"IBV_WC_SEND","byte_len":0,"imm":0}`)
 	assert.Contains(t, string(b), `"async_events":[{"node":"a","type":"IBV_EVENT_PORT_ERR","qpn":0},{"node":"b","type":"IBV_EVENT_PORT_ERR","qpn":0}]`)
 
@@ -276,13 +276,17 @@ at 0 a.q send wr=1 len=8
 	require.NoError(t, err)
 	assert.Equal(t, []scenario.Completion{{Node: "a", QPN: 0x11, WRID: 1, Status: "IBV_WC_RETRY_EXC_ERR", Opcode: "IBV_WC_SEND"}}, res.Completions)
 
-	d, err := scenario.Parse("deadline", text+"deadline 1ms\n")
+	d, err := scenario.Parse("deadline", text+"deadline 102ms\n")
 	require.NoError(t, err)
 	res, err = d.Run(scenario.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, sim.Millisecond, res.VirtualTime)
+	assert.Equal(t, 102*sim.Millisecond, res.VirtualTime)
 	assert.Empty(t, res.Completions)
-	assert.Equal(t, uint64(1+122), res.Counters["a"]["sent_pkts"], "a retry every 8.192 µs")
+	// timeout=1 is 8.192 µs, 0 jiffies, which rxe_qp_from_attr makes 1.
+	assert.Equal(t, uint64(1+25), res.Counters["a"]["sent_pkts"], "a retry every jiffy, 4 ms")
+	res, err = d.Run(scenario.Options{Profile: verbs.ProfileSpec})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1+7), res.Counters["a"]["sent_pkts"], "7 retries 8.192 µs apart, then RETRY_EXC_ERR")
 }
 
 // countingTap counts the frames a capture would hold.
