@@ -143,6 +143,7 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		}
 		r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(p.AETH.Syndrome().RNRTimerCode())))
 		r.ackDue = sim.Never
+		d.retime(qp)
 		d.rewind(qp, psn, "after RNR wait")
 		return compDone
 
@@ -362,6 +363,7 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 		d.completeSend(now, qp, w, st)
 	}
 	qp.req = requester{psn: qp.req.psn, highest: qp.req.highest}
+	d.retime(qp)
 }
 
 // rewind points the requester at psn for go-back-N.
@@ -467,45 +469,18 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 	}
 }
 
-// NextDeadline returns when Advance must next be called: the earliest ACK
-// timeout or RNR wait of any QP, or sim.Never.
-func (d *Device) NextDeadline() sim.Time {
-	t := sim.Never
-	for _, qp := range d.qpList {
-		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
-			continue
-		}
-		t = min(t, qp.req.ackDue, qp.req.rnrUntil)
-	}
-	return t
-}
-
-// Advance runs the timers due at now.
-func (d *Device) Advance(now sim.Time) {
-	for _, qp := range d.qpList {
-		if qp == nil || qp.state == QPStateErr || qp.state == QPStateReset {
-			continue
-		}
-		r := &qp.req
-		if r.rnrUntil <= now {
-			d.timerState(now, qp, compRNRRetry)
-		}
-		if r.ackDue <= now && qp.state != QPStateErr {
-			d.timerState(now, qp, compErrorRetry)
-		}
-	}
-}
-
 // timerState runs a completer timer state.
 func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 	r := &qp.req
 	switch st {
 	case compRNRRetry:
 		r.rnrUntil = sim.Never
+		d.retime(qp)
 		d.traceTimer(now, qp, "rnr-timer")
 		d.requesterRun(now, qp)
 	case compErrorRetry:
 		r.ackDue = sim.Never
+		d.retime(qp)
 		d.traceTimer(now, qp, "ack-timeout")
 		d.errorRetry(now, qp, true, "after ACK timeout")
 	default:

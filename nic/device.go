@@ -215,9 +215,12 @@ type Device struct {
 	mws      pool // memory windows: alloc_mw takes its place here
 	qpCount  pool
 	qps      map[uint32]*QP // live QPs by QPN
-	qpList   []*QP          // live QPs in creation order, for timers; nil: a hole (see unlistQP)
+	qpList   []*QP          // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
 	qpHoles  int
-	nextQPN  uint32 // where the cyclic QPN search starts
+	qpSeq    uint64    // the next QP's creation sequence
+	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
+	due      []*QP     // Advance's list of QPs due, kept for its capacity
+	nextQPN  uint32    // where the cyclic QPN search starts
 	events   []AsyncEvent
 	outbox   outbox
 	counters Counters

@@ -36,10 +36,13 @@ type QP struct {
 	req  requester
 	resp responder
 
-	skbOut  int    // frames handed to the port and not yet gone from it
-	txBuilt uint64 // frames ever built for the port (txBuilt - skbOut have gone)
-	blocked bool   // the requester waits for skbOut to fall to inflightLow
-	listed  int    // index in dev.qpList
+	skbOut  int      // frames handed to the port and not yet gone from it
+	txBuilt uint64   // frames ever built for the port (txBuilt - skbOut have gone)
+	blocked bool     // the requester waits for skbOut to fall to inflightLow
+	listed  int      // index in dev.qpList
+	seq     uint64   // creation sequence: timers due together fire in this order
+	slot    int      // index in dev.timers, -1 when no timer is set
+	due     sim.Time // the deadline the QP is filed under in dev.timers
 }
 
 // sendWQE is a posted send work request and its progress.
@@ -131,7 +134,8 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	if ia.SRQ != nil {
 		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
 	}
-	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd}
+	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: -1}
+	d.qpSeq++
 	qp.sq.init(int(ia.Cap.MaxSendWR))
 	for i := range qp.sq.slots {
 		qp.sq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxSendSGE)
@@ -157,7 +161,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 }
 
 // unlistQP takes qp out of d.qpList, keeping the others in creation order
-// (timers fire in that order): its place becomes a hole, and the list is
+// (EachQP reports in that order): its place becomes a hole, and the list is
 // compacted once holes are half of it, so a destroy costs O(1) amortised
 // however many QPs live.
 func (d *Device) unlistQP(qp *QP) {
@@ -233,6 +237,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 	qp.pd.refs--
 	delete(d.qps, qp.num)
 	d.unlistQP(qp)
+	d.retime(qp) // dead: out of the timer heap
 	d.qpCount.put()
 	return nil
 }
@@ -328,6 +333,7 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 func (d *Device) transition(now sim.Time, qp *QP, next QPState) {
 	prev := qp.state
 	qp.state = next
+	d.retime(qp)
 	d.traceState(now, qp, prev, next)
 	switch next {
 	case QPStateReset:
@@ -381,6 +387,7 @@ func (d *Device) flush(now sim.Time, qp *QP) {
 		d.completeSend(now, qp, w, st)
 	}
 	qp.req = requester{psn: qp.req.psn}
+	d.retime(qp)
 	if qp.init.SRQ == nil {
 		for !qp.rq.empty() {
 			w := qp.rq.at(0)

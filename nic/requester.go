@@ -98,6 +98,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	if !r.armed {
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		r.ackDue, r.rnrUntil, r.armed = sim.Never, sim.Never, true
+		d.retime(qp)
 	}
 	if qp.state != QPStateRTS || r.rnrUntil != sim.Never {
 		return
@@ -192,6 +193,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	if r.next > 0 && r.ackDue == sim.Never {
 		if r.idleDue > now {
 			r.ackDue = r.idleDue // rxe: the timer is still pending, not re-armed
+			d.retime(qp)
 		} else {
 			d.armAckTimer(now, qp)
 		}
@@ -218,9 +220,11 @@ func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 			r.idleDue = r.ackDue
 		}
 		r.ackDue = sim.Never
+		d.retime(qp)
 		return
 	}
 	r.ackDue = now.Add(d.cfg.Profile.ACKTimeout(qp.attr.Timeout))
+	d.retime(qp)
 }
 
 // rxeJiffy is one tick of the kernel clock rxe's timers run on: 4 ms,
