@@ -23,6 +23,9 @@
 // handling, RNR, ACK/NAK) and a completer (completer.go: ACK/NAK and read
 // response processing, in-order completion, the ACK timeout and RNR
 // timers). The modify_qp rules are the Linux kernel's table (qpstate.go).
+// The timers of all QPs sit in one min-heap (timers.go) holding only the
+// QPs with a deadline, so NextDeadline and Advance cost the same with one
+// QP or 100,000 idle ones; QPs due together fire in creation order.
 //
 // # Behaviour profiles
 //
