@@ -23,12 +23,12 @@ var allowed = map[string][]string{
 	"wire/rocelayers":      {"wire", "gopacket"},
 	"wire/capture":         {"wire", "gopacket", "x/net", "x/sys"},
 	"cmd/rocesim":          {"*"},
-	"cmd/rocesim/ladder":   {"sim", "wire"},
 	"cmd/rocesim/scenario": {"verbs", "nic", "sim", "sim/fabric", "faults", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
 	"internal/tsharktest":  {},
+	"ladder":               {"sim", "wire"},
 	// verbstest is for tests: its assertions are testify's, and it draws
-	// a failed run's ladder with the CLI's ladder package.
-	"verbs/verbstest": {"cmd/rocesim/ladder", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys", "testify", "yaml"},
+	// a failed run's ladder with package ladder, as the CLI does.
+	"verbs/verbstest": {"ladder", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys", "testify", "yaml"},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
 	// conformance replays the scenario format's files on real rxe, so it

@@ -79,7 +79,7 @@
 //
 // A "loops:" line lists the pollers paused or stopped, and when. The
 // ladder files draw the run as rocesim run does (package
-// cmd/rocesim/ladder): a column per host, an arrow per frame. The rerun
+// ladder): a column per host, an arrow per frame. The rerun
 // command carries the test's other flags (here the example's
 // -kvstore.break, which plants a bug), so it fails the same way.
 //

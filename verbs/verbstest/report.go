@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/ladder"
 )
 
 var (
