@@ -254,4 +254,11 @@
 // the scenario line. References to QPs, CQs and memory regions are checked
 // after the whole file is read (a QP may name a peer declared below it);
 // their errors point at the reference.
+//
+// # Where it lives
+//
+// The format is a library at the module root, not part of the CLI: rocesim
+// run and rocesim scenarios read and run files with it, conformance replays
+// the same files on real rxe, and the swarm test in verbs writes its shrunk
+// failures in it.
 package scenario
