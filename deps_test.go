@@ -16,24 +16,25 @@ const module = "github.com/rocesim/rocesim"
 var allowed = map[string][]string{
 	"sim":                 {},
 	"wire":                {},
-	"faults":              {"wire", "sim"},
-	"sim/fabric":          {"faults", "wire", "sim"},
+	"faults":              {"internal/lineformat", "wire", "sim"},
+	"sim/fabric":          {"faults", "internal/lineformat", "wire", "sim"},
 	"nic":                 {"wire", "sim"},
-	"verbs":               {"nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"verbs":               {"nic", "wire", "sim", "sim/fabric", "faults", "internal/lineformat", "wire/capture", "gopacket", "x/net", "x/sys"},
 	"wire/rocelayers":     {"wire", "gopacket"},
 	"wire/capture":        {"wire", "gopacket", "x/net", "x/sys"},
 	"cmd/rocesim":         {"*"},
 	"internal/tsharktest": {},
+	"internal/lineformat": {},
 	"ladder":              {"sim", "wire"},
-	"scenario":            {"verbs", "nic", "sim", "sim/fabric", "faults", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"scenario":            {"verbs", "nic", "sim", "sim/fabric", "faults", "internal/lineformat", "wire", "wire/capture", "gopacket", "x/net", "x/sys"},
 	// verbstest is for tests: its assertions are testify's, and it draws
 	// a failed run's ladder with package ladder, as the CLI does.
-	"verbs/verbstest": {"ladder", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys", "testify", "yaml"},
+	"verbs/verbstest": {"ladder", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "internal/lineformat", "wire/capture", "gopacket", "x/net", "x/sys", "testify", "yaml"},
 	// the worked example is written against package verbs alone.
-	"examples/kvstore": {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"examples/kvstore": {"verbs", "nic", "wire", "sim", "sim/fabric", "faults", "internal/lineformat", "wire/capture", "gopacket", "x/net", "x/sys"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
-	"conformance": {"scenario", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "wire/capture", "gopacket", "x/net", "x/sys"},
+	"conformance": {"scenario", "verbs", "nic", "wire", "sim", "sim/fabric", "faults", "internal/lineformat", "wire/capture", "gopacket", "x/net", "x/sys"},
 }
 
 var external = map[string]string{
