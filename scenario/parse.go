@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -145,12 +146,9 @@ func (p *parser) opts(stmt string, toks []lineformat.Token, h map[string]func(va
 
 // want lists the keys and flags a statement takes, sorted, for messages.
 func want(h map[string]func(string, int) error, flags map[string]func() error) string {
-	var ks []string
-	for k := range h {
+	ks := slices.Collect(maps.Keys(flags))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
 		ks = append(ks, k+"=")
-	}
-	for k := range flags {
-		ks = append(ks, k)
 	}
 	slices.Sort(ks)
 	return strings.Join(ks, ", ")
