@@ -86,4 +86,8 @@
 // -rocesim.seed=N runs every world that leaves Options.Seed unset with
 // seed N (a test that fixes its seed keeps it), and Seeds runs a test
 // body over many seeds as subtests, or over seed N alone with the flag.
+// The flags are the test binary's to take: importing verbstest defines
+// none, and a test package opts in with
+//
+//	func init() { verbstest.RegisterFlags() }
 package verbstest
