@@ -65,7 +65,7 @@ soak:
 golden: deps
 	$(GO) test ./wire -run TestTsharkGoldensCurrent -update
 	$(GO) test ./cmd/rocesim -run 'Golden|TestRunBuiltins' -update
-	$(GO) test ./cmd/rocesim/ladder -update
+	$(GO) test ./ladder -update
 
 ## corpus: rewrite the committed fuzz seed corpus from the real captures
 corpus:

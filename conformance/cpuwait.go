@@ -30,8 +30,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/scenario"
 )
 
 // cpuWaitInterval is how often the meter samples.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 )
 

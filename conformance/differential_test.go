@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )

@@ -43,7 +43,7 @@
 // # Differential runs
 //
 // scenarios/*.scenario are the eleven fault scenarios, in the format of
-// cmd/rocesim/scenario. ModelOutcome runs one in the simulation (rxe
+// package scenario. ModelOutcome runs one in the simulation (rxe
 // profile); a Rig (two guests with interactive agents, joined through a
 // Switch that applies the same faults.Plan to real frames) runs it on
 // rxe. Both are normalised into an Outcome (completions, memory, the wire

@@ -27,8 +27,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )

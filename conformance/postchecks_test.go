@@ -11,6 +11,9 @@ import (
 	"github.com/rocesim/rocesim/verbs/verbstest"
 )
 
+// The verbstest flags (-rocesim.seed, -rocesim.keep) for this test binary.
+func init() { verbstest.RegisterFlags() }
+
 // TestPostChecksMatchRxe posts work requests and creates CQs that the
 // provider and kernel check before anything reaches the wire, on real
 // rxe (one guest, its QP connected to a QP number of its own address

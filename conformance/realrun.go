@@ -33,9 +33,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 )
 

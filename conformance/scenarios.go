@@ -4,7 +4,7 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 )
 
 // The differential scenarios: two nodes a and b on one link, one RC QP

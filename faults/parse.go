@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
 )
@@ -13,8 +14,8 @@ import (
 //
 //  1. Cut the line at '#' (a comment runs to the end of the line) and split
 //     the rest at white space into tokens; a line with no tokens is skipped.
-//  2. The first token is the verb (an action or a link event).
-//  3. Every other token is key=value, or a bare word where the verb takes
+//  2. The first lineformat.Token is the verb (an action or a link event).
+//  3. Every other lineformat.Token is key=value, or a bare word where the verb takes
 //     one (delay's duration, partition's groups). Each key is checked in
 //     turn: known at all, taken by this verb, not given twice, has a value,
 //     value well formed and in range.
@@ -22,12 +23,12 @@ import (
 //     truncate's len=/cut= exclusive, the time window not empty.
 //
 // The first problem found stops the parse; its position is the 1-based
-// line and the 1-based column (in characters) of the offending token, or
+// line and the 1-based column (in characters) of the offending lineformat.Token, or
 // of the verb when something is missing.
 
 // ParseError is a syntax or value error in a plan's text. Error() formats
 // it as "line:col: message", both 1-based; Col counts characters and
-// points at the offending token.
+// points at the offending lineformat.Token.
 type ParseError struct {
 	Line, Col int
 	Msg       string
@@ -35,7 +36,7 @@ type ParseError struct {
 
 // Error returns the message.
 func (e *ParseError) Error() string {
-	return strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col) + ": " + e.Msg
+	return lineformat.ErrorText(e.Line, e.Col, e.Msg)
 }
 
 // Parse reads a plan from its text form (see the package documentation
@@ -43,7 +44,7 @@ func (e *ParseError) Error() string {
 func Parse(text string) (*Plan, error) {
 	p := &Plan{}
 	for i, line := range strings.Split(text, "\n") {
-		toks := tokenize(line)
+		toks := lineformat.Tokenize(line)
 		if len(toks) == 0 {
 			continue
 		}
@@ -54,7 +55,7 @@ func Parse(text string) (*Plan, error) {
 		// Parse checks everything check does, with positions; this is the
 		// guarantee that Parse never returns a plan Validate rejects.
 		if msg := r.check(); msg != "" {
-			return nil, &ParseError{Line: i + 1, Col: toks[0].col, Msg: msg}
+			return nil, &ParseError{Line: i + 1, Col: toks[0].Col, Msg: msg}
 		}
 		p.Rules = append(p.Rules, r)
 	}
@@ -72,9 +73,9 @@ func ParseMatch(text string) (Match, error) {
 		return Match{}, &ParseError{Line: 1, Col: 1, Msg: "a match is one line of keys, without comments"}
 	}
 	const verb = "drop "
-	toks := tokenize(verb + text)
+	toks := lineformat.Tokenize(verb + text)
 	for i := range toks {
-		toks[i].col -= len(verb)
+		toks[i].Col -= len(verb)
 	}
 	r, err := parseRule(1, toks)
 	if err == nil {
@@ -92,38 +93,6 @@ func ParseMatch(text string) (Match, error) {
 		return Match{}, &ParseError{Line: 1, Col: 1, Msg: "nth=, prob= and first= count frames as a plan acts on them; a match for recorded frames cannot use them"}
 	}
 	return r.Match, nil
-}
-
-type token struct {
-	text string
-	col  int // 1-based, in characters
-}
-
-// tokenize splits line at white space up to a '#'.
-func tokenize(line string) []token {
-	var toks []token
-	start, startCol := -1, 0
-	col := 0
-	for i, c := range line {
-		col++
-		if c == '#' || c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' {
-			if start >= 0 {
-				toks = append(toks, token{line[start:i], startCol})
-				start = -1
-			}
-			if c == '#' {
-				return toks
-			}
-			continue
-		}
-		if start < 0 {
-			start, startCol = i, col
-		}
-	}
-	if start >= 0 {
-		toks = append(toks, token{line[start:], startCol})
-	}
-	return toks
 }
 
 // verbs maps the first word of a line to what it makes.
@@ -174,30 +143,30 @@ func takesKey(verb, key string) (takes, known bool) {
 	return takes, known
 }
 
-func parseRule(line int, toks []token) (Rule, error) {
-	fail := func(t token, msg string) (Rule, error) {
-		return Rule{}, &ParseError{Line: line, Col: t.col, Msg: msg}
+func parseRule(line int, toks []lineformat.Token) (Rule, error) {
+	fail := func(t lineformat.Token, msg string) (Rule, error) {
+		return Rule{}, &ParseError{Line: line, Col: t.Col, Msg: msg}
 	}
 	vt := toks[0]
-	verb := vt.text
+	verb := vt.Text
 	r, ok := verbs[verb]
 	if !ok {
 		return fail(vt, "unknown action "+strconv.Quote(verb)+" (want drop, dup, delay, reorder, corrupt, truncate, rewrite, down or partition)")
 	}
-	seen := map[string]token{}
-	var positional *token
+	seen := map[string]lineformat.Token{}
+	var positional *lineformat.Token
 	for i := 1; i < len(toks); i++ {
 		t := toks[i]
-		key, val, isKV := strings.Cut(t.text, "=")
+		key, val, isKV := strings.Cut(t.Text, "=")
 		if !isKV {
 			if (verb == "delay" || verb == "partition") && positional == nil {
 				positional = &toks[i]
 				continue
 			}
-			return fail(t, "unexpected word "+strconv.Quote(t.text)+" (want key=value)")
+			return fail(t, "unexpected word "+strconv.Quote(t.Text)+" (want key=value)")
 		}
 		if key == "" {
-			return fail(t, "missing key before \"=\" in "+strconv.Quote(t.text))
+			return fail(t, "missing key before \"=\" in "+strconv.Quote(t.Text))
 		}
 		takes, known := takesKey(verb, key)
 		if !known {
@@ -223,21 +192,21 @@ func parseRule(line int, toks []token) (Rule, error) {
 		if positional == nil {
 			return fail(vt, "delay needs a duration, e.g. \"delay 50us\"")
 		}
-		d, msg := parseDuration(positional.text)
+		d, msg := parseDuration(positional.Text)
 		if msg == "" && d == 0 {
 			msg = "want a duration > 0"
 		}
 		if msg != "" {
-			return fail(*positional, "bad delay "+strconv.Quote(positional.text)+": "+msg)
+			return fail(*positional, "bad delay "+strconv.Quote(positional.Text)+": "+msg)
 		}
 		r.Delay = d
 	case "partition":
 		if positional == nil {
 			return fail(vt, "partition needs node groups, e.g. \"partition a,b|c,d\"")
 		}
-		groups, msg := parseGroups(positional.text)
+		groups, msg := parseGroups(positional.Text)
 		if msg != "" {
-			return fail(*positional, "bad partition groups "+strconv.Quote(positional.text)+": "+msg)
+			return fail(*positional, "bad partition groups "+strconv.Quote(positional.Text)+": "+msg)
 		}
 		r.Groups = groups
 	case "reorder":
@@ -268,8 +237,8 @@ func parseRule(line int, toks []token) (Rule, error) {
 	return r, nil
 }
 
-func later(a, b token) token {
-	if a.col > b.col {
+func later(a, b lineformat.Token) lineformat.Token {
+	if a.Col > b.Col {
 		return a
 	}
 	return b

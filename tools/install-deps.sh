@@ -3,7 +3,7 @@
 # Debian's packages, if they are missing. Idempotent; quiet when all is there.
 #
 #   tshark    dissects our frames and the real rxe captures (wire, capture, inspect tests)
-#   chromium  renders the SVG ladder to PNG headless (cmd/rocesim/ladder)
+#   chromium  renders the SVG ladder to PNG headless (ladder/)
 #
 # and then runs conformance/install.sh (QEMU, rdma-core, busybox and a
 # Debian kernel for the real-rxe harness) when it can install packages.

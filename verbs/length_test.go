@@ -11,6 +11,9 @@ import (
 	"github.com/rocesim/rocesim/verbs/verbstest"
 )
 
+// The verbstest flags (-rocesim.seed, -rocesim.keep) for this test binary.
+func init() { verbstest.RegisterFlags() }
+
 // TestLongMessageUCUD sends a UC message or a UD datagram longer than
 // the receive buffer, then a short one. rxe 6.1 treats the overflow as a
 // malformed WQE (see TestMessageLongerThanReceive), whatever the

@@ -1,7 +1,7 @@
 package verbs_test
 
 // A swarm case as a scenario file for `rocesim run` (the format of
-// cmd/rocesim/scenario), so that a shrunk failure can be read, rerun and
+// package scenario), so that a shrunk failure can be read, rerun and
 // kept as a regression test without the swarm:
 //
 //  1. nodes, the link or the switch (with the case's bandwidth and
@@ -59,8 +59,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire"

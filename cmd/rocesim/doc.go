@@ -32,7 +32,11 @@
 // Exit status: 0 when every RoCE frame is well formed with a good ICRC,
 // 1 when one is not, 2 for a usage or I/O error.
 //
-// The logic lives in run (run.go dispatches; runcmd.go is run and
-// scenarios) and inspect (inspect.go, json.go for its JSON schema);
-// main only connects run to the process.
+// The command is thin: the scenario format (parsing, the built-in
+// catalogue, running) is package scenario and the drawings are package
+// ladder, both at the module root, where conformance and verbs/verbstest
+// import them too. What stays here is the command line and its output:
+// run.go dispatches; runcmd.go is run and scenarios (flags, the report,
+// the files written) and inspect (inspect.go, json.go for its JSON
+// schema); main only connects run to the process.
 package main

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/ladder"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire/capture"

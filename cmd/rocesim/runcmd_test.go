@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 )
 
 var wallTime = regexp.MustCompile(`wall time [0-9.]+[a-zµ]+`)

@@ -23,6 +23,9 @@ import (
 // statuses and bytes. Every test is deterministic: TestSameSeedSameTrace
 // runs each twice and compares the traces.
 
+// The verbstest flags (-rocesim.seed, -rocesim.keep) for this test binary.
+func init() { verbstest.RegisterFlags() }
+
 var breakFlag = flag.String("kvstore.break", "", `plant a bug to see how a failing test reads: "repost" (the client never re-posts a receive)`)
 
 // rig is a server and its clients, each on its own host, with their

@@ -79,11 +79,15 @@
 //
 // A "loops:" line lists the pollers paused or stopped, and when. The
 // ladder files draw the run as rocesim run does (package
-// cmd/rocesim/ladder): a column per host, an arrow per frame. The rerun
+// ladder): a column per host, an arrow per frame. The rerun
 // command carries the test's other flags (here the example's
 // -kvstore.break, which plants a bug), so it fails the same way.
 //
 // -rocesim.seed=N runs every world that leaves Options.Seed unset with
 // seed N (a test that fixes its seed keeps it), and Seeds runs a test
 // body over many seeds as subtests, or over seed N alone with the flag.
+// The flags are the test binary's to take: importing verbstest defines
+// none, and a test package opts in with
+//
+//	func init() { verbstest.RegisterFlags() }
 package verbstest

@@ -13,13 +13,55 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/ladder"
 )
 
-var (
-	seedFlag = flag.Uint64("rocesim.seed", 0, "run every verbstest world with this seed (and Seeds only this seed); a failure report prints it")
-	keepFlag = flag.Bool("rocesim.keep", false, "keep every verbstest capture, not only those of failed tests, and log where")
+// The names of the flags RegisterFlags defines.
+const (
+	seedFlagName = "rocesim.seed"
+	keepFlagName = "rocesim.keep"
 )
+
+// RegisterFlags defines verbstest's flags on the test binary's command
+// line (flag.CommandLine): -rocesim.seed=N runs every world that leaves
+// Options.Seed unset with seed N, and Seeds with seed N alone;
+// -rocesim.keep keeps every capture, not only those of failed tests.
+// Importing the package defines no flag (a program's command line is its
+// own); a test package opts in, once, before the flags are parsed:
+//
+//	func init() { verbstest.RegisterFlags() }
+//
+// Calling it again does nothing. Without it the flags are off, and a
+// failure report's rerun command says how to get them.
+func RegisterFlags() {
+	if flag.Lookup(seedFlagName) != nil {
+		return
+	}
+	flag.Uint64(seedFlagName, 0, "run every verbstest world with this seed (and Seeds only this seed); a failure report prints it")
+	flag.Bool(keepFlagName, false, "keep every verbstest capture, not only those of failed tests, and log where")
+}
+
+// flagValue reads a flag of RegisterFlags when it is called, not at
+// import: zero when the test binary did not opt in.
+func flagValue[T uint64 | bool](name string) T {
+	var zero T
+	f := flag.Lookup(name)
+	if f == nil {
+		return zero
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return zero
+	}
+	v, _ := g.Get().(T)
+	return v
+}
+
+// seedFlag is -rocesim.seed's value (0: not given, or not registered).
+func seedFlag() uint64 { return flagValue[uint64](seedFlagName) }
+
+// keepFlag is -rocesim.keep's value.
+func keepFlag() bool { return flagValue[bool](keepFlagName) }
 
 // cleanup closes the capture and keeps or removes it.
 func (w *World) cleanup() {
@@ -29,7 +71,7 @@ func (w *World) cleanup() {
 		w.t.Errorf("verbstest: closing the capture %s: %v", w.pcap, err)
 	}
 	failed := w.t.Failed()
-	if !failed && !*keepFlag {
+	if !failed && !keepFlag() {
 		os.RemoveAll(w.dir)
 		return
 	}
@@ -148,14 +190,18 @@ func (w *World) reproCommand() string {
 	cmd := []string{"go", "test", packageDir(), "-run", shellQuote(strings.Join(parts, "/")), "-count=1"}
 	var extra []string
 	flag.Visit(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Name, "test.") || f.Name == "rocesim.seed" {
+		if strings.HasPrefix(f.Name, "test.") || f.Name == seedFlagName {
 			return
 		}
 		extra = append(extra, "-"+f.Name+"="+shellQuote(f.Value.String()))
 	})
 	sort.Strings(extra)
 	cmd = append(cmd, extra...)
-	cmd = append(cmd, fmt.Sprintf("-rocesim.seed=%d", w.seed))
+	if flag.Lookup(seedFlagName) == nil {
+		// The binary did not opt in: the flag would be refused.
+		return strings.Join(cmd, " ") + fmt.Sprintf("   (seed %d: set Options.Seed, or call verbstest.RegisterFlags for -rocesim.seed)", w.seed)
+	}
+	cmd = append(cmd, fmt.Sprintf("-%s=%d", seedFlagName, w.seed))
 	return strings.Join(cmd, " ")
 }
 
@@ -199,8 +245,8 @@ func Seeds(t *testing.T, n int, fn func(t *testing.T, seed uint64)) {
 	run := func(seed uint64) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { fn(t, seed) })
 	}
-	if *seedFlag != 0 {
-		run(*seedFlag)
+	if s := seedFlag(); s != 0 {
+		run(s)
 		return
 	}
 	for s := 1; s <= n; s++ {

@@ -134,8 +134,8 @@ func New(t TB, opts Options) *World {
 	w := &World{t: t, opts: opts, seed: opts.Seed, trace: &sim.Trace{}, limit: opts.Limit}
 	if w.seed == 0 {
 		w.seed = 1
-		if *seedFlag != 0 {
-			w.seed = *seedFlag
+		if s := seedFlag(); s != 0 {
+			w.seed = s
 		}
 	}
 	if w.limit <= 0 {

@@ -51,4 +51,8 @@
 // They read only the trace's events (the fabric's frame-* and link-*
 // kinds, the NIC's qp-state, completion, timer and async-event); kinds
 // they do not know are left out.
+//
+// The package is a library at the module root, not part of the CLI: rocesim
+// run draws with it, and so does verbs/verbstest for a failed test's world.
+// It depends on sim and wire alone (deps_test.go).
 package ladder

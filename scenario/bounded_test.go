@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/verbs"
 )
 
@@ -18,7 +18,7 @@ import (
 // under rxe's profile retry_cnt 7 retries forever.
 func dropAll(t *testing.T) *scenario.Scenario {
 	t.Helper()
-	text, err := os.ReadFile("../../../examples/go-back-n.scenario")
+	text, err := os.ReadFile("../examples/go-back-n.scenario")
 	require.NoError(t, err)
 	src := strings.Replace(string(text), "fault drop psn=2 tx=1 src=a", "fault drop src=a", 1)
 	require.NotEqual(t, string(text), src)

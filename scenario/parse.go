@@ -2,13 +2,16 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
@@ -42,7 +45,7 @@ type ParseError struct {
 
 // Error returns "line:col: message".
 func (e *ParseError) Error() string {
-	return strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col) + ": " + e.Msg
+	return lineformat.ErrorText(e.Line, e.Col, e.Msg)
 }
 
 // Defaults of a qp line (rxe's and ibv_rc_pingpong's usual values).
@@ -67,7 +70,7 @@ func Parse(name, text string) (*Scenario, error) {
 	for i, l := range lines {
 		p.line = i + 1
 		p.raw = strings.TrimSuffix(l, "\r")
-		p.toks = tokenize(p.raw)
+		p.toks = lineformat.Tokenize(p.raw)
 		if len(p.toks) == 0 {
 			continue
 		}
@@ -85,43 +88,11 @@ func Parse(name, text string) (*Scenario, error) {
 	return s, nil
 }
 
-type token struct {
-	text string
-	col  int // 1-based, in characters
-	off  int // byte offset in the line
-}
-
-// tokenize splits line at white space up to a '#'.
-func tokenize(line string) []token {
-	var toks []token
-	start, startCol, col := -1, 0, 0
-	for i, c := range line {
-		col++
-		if c == '#' || c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' {
-			if start >= 0 {
-				toks = append(toks, token{line[start:i], startCol, start})
-				start = -1
-			}
-			if c == '#' {
-				return toks
-			}
-			continue
-		}
-		if start < 0 {
-			start, startCol = i, col
-		}
-	}
-	if start >= 0 {
-		toks = append(toks, token{line[start:], startCol, start})
-	}
-	return toks
-}
-
 type parser struct {
 	s      *Scenario
 	line   int
 	raw    string
-	toks   []token
+	toks   []lineformat.Token
 	nodes  map[string]*nodeDecl // lookups only
 	seen   map[string]int       // once-only statements -> line
 	faults []faultDecl          // checked against the topology in resolve
@@ -133,47 +104,38 @@ func (p *parser) errorf(col int, format string, args ...any) error {
 	return &ParseError{File: p.s.File, Line: p.line, Col: col, Msg: fmt.Sprintf(format, args...)}
 }
 
-// kv splits key=value; valCol is the column of the value.
-func kv(t token) (key, val string, valCol int, ok bool) {
-	i := strings.IndexByte(t.text, '=')
-	if i < 0 {
-		return t.text, "", 0, false
-	}
-	return t.text[:i], t.text[i+1:], t.col + utf8.RuneCountInString(t.text[:i]) + 1, true
-}
-
 // opts reads the key=value words of toks with the handlers of h, each
 // key at most once; flags are the bare words allowed (nil: none).
-func (p *parser) opts(stmt string, toks []token, h map[string]func(val string, col int) error, flags map[string]func() error) error {
+func (p *parser) opts(stmt string, toks []lineformat.Token, h map[string]func(val string, col int) error, flags map[string]func() error) error {
 	seen := map[string]bool{}
 	for _, t := range toks {
-		key, val, vc, ok := kv(t)
+		key, val, vc, ok := t.KeyValue()
 		if !ok {
-			if f, ok := flags[t.text]; ok {
-				if seen[t.text] {
-					return p.errorf(t.col, "%s given twice", t.text)
+			if f, ok := flags[t.Text]; ok {
+				if seen[t.Text] {
+					return p.errorf(t.Col, "%s given twice", t.Text)
 				}
-				seen[t.text] = true
+				seen[t.Text] = true
 				if err := f(); err != nil {
 					return err
 				}
 				continue
 			}
-			if _, ok := h[t.text]; ok {
-				return p.errorf(t.col, "missing value for %s=", t.text)
+			if _, ok := h[t.Text]; ok {
+				return p.errorf(t.Col, "missing value for %s=", t.Text)
 			}
-			return p.errorf(t.col, "unexpected %q in %s (want %s)", t.text, stmt, want(h, flags))
+			return p.errorf(t.Col, "unexpected %q in %s (want %s)", t.Text, stmt, want(h, flags))
 		}
 		f, known := h[key]
 		if !known {
-			return p.errorf(t.col, "unknown key %q in %s (want %s)", key, stmt, want(h, flags))
+			return p.errorf(t.Col, "unknown key %q in %s (want %s)", key, stmt, want(h, flags))
 		}
 		if seen[key] {
-			return p.errorf(t.col, "duplicate key %q", key)
+			return p.errorf(t.Col, "duplicate key %q", key)
 		}
 		seen[key] = true
 		if val == "" {
-			return p.errorf(t.col, "missing value for %s=", key)
+			return p.errorf(t.Col, "missing value for %s=", key)
 		}
 		if err := f(val, vc); err != nil {
 			return err
@@ -184,29 +146,18 @@ func (p *parser) opts(stmt string, toks []token, h map[string]func(val string, c
 
 // want lists the keys and flags a statement takes, sorted, for messages.
 func want(h map[string]func(string, int) error, flags map[string]func() error) string {
-	var ks []string
-	for k := range h {
+	ks := slices.Collect(maps.Keys(flags))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
 		ks = append(ks, k+"=")
 	}
-	for k := range flags {
-		ks = append(ks, k)
-	}
-	sortStrings(ks)
+	slices.Sort(ks)
 	return strings.Join(ks, ", ")
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // statement dispatches on the first word.
 func (p *parser) statement() error {
 	t := p.toks[0]
-	switch t.text {
+	switch t.Text {
 	case "scenario":
 		return p.scenarioLine()
 	case "description":
@@ -236,7 +187,7 @@ func (p *parser) statement() error {
 	case "expect":
 		return p.expectLine()
 	}
-	return p.errorf(t.col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at or expect)", t.text)
+	return p.errorf(t.Col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at or expect)", t.Text)
 }
 
 // once fails if the statement was given before.
@@ -245,20 +196,20 @@ func (p *parser) once() error {
 	if p.seen == nil {
 		p.seen = map[string]int{}
 	}
-	if l, ok := p.seen[t.text]; ok {
-		return p.errorf(t.col, "%s given twice (first on line %d)", t.text, l)
+	if l, ok := p.seen[t.Text]; ok {
+		return p.errorf(t.Col, "%s given twice (first on line %d)", t.Text, l)
 	}
-	p.seen[t.text] = p.line
+	p.seen[t.Text] = p.line
 	return nil
 }
 
 // args checks the statement has exactly n words after its keyword.
 func (p *parser) args(n int, what string) error {
 	if len(p.toks)-1 < n {
-		return p.errorf(p.toks[0].col, "%s needs %s", p.toks[0].text, what)
+		return p.errorf(p.toks[0].Col, "%s needs %s", p.toks[0].Text, what)
 	}
 	if len(p.toks)-1 > n {
-		return p.errorf(p.toks[n+1].col, "unexpected %q after %s", p.toks[n+1].text, p.toks[0].text+" "+what)
+		return p.errorf(p.toks[n+1].Col, "unexpected %q after %s", p.toks[n+1].Text, p.toks[0].Text+" "+what)
 	}
 	return nil
 }
@@ -271,10 +222,10 @@ func (p *parser) scenarioLine() error {
 		return err
 	}
 	t := p.toks[1]
-	if err := p.checkName(t.text, t.col, "scenario name"); err != nil {
+	if err := p.checkName(t.Text, t.Col, "scenario name"); err != nil {
 		return err
 	}
-	p.s.Name = t.text
+	p.s.Name = t.Text
 	return nil
 }
 
@@ -282,9 +233,9 @@ func (p *parser) descriptionLine() error {
 	if err := p.once(); err != nil {
 		return err
 	}
-	rest := strings.TrimSpace(p.raw[p.toks[0].off+len("description"):])
+	rest := strings.TrimSpace(p.raw[p.toks[0].Off+len("description"):])
 	if rest == "" {
-		return p.errorf(p.toks[0].col, "description needs a line of text")
+		return p.errorf(p.toks[0].Col, "description needs a line of text")
 	}
 	p.s.Description = rest
 	return nil
@@ -297,7 +248,7 @@ func (p *parser) seedLine() error {
 	if err := p.args(1, "a number, e.g. seed 1"); err != nil {
 		return err
 	}
-	v, err := p.num(p.toks[1].text, p.toks[1].col, "seed", math.MaxUint64)
+	v, err := p.num(p.toks[1].Text, p.toks[1].Col, "seed", math.MaxUint64)
 	if err != nil {
 		return err
 	}
@@ -312,15 +263,15 @@ func (p *parser) deadlineLine() error {
 	if err := p.args(1, "a duration, e.g. deadline 10ms"); err != nil {
 		return err
 	}
-	d, err := p.duration(p.toks[1].text, p.toks[1].col)
+	d, err := p.duration(p.toks[1].Text, p.toks[1].Col)
 	if err != nil {
 		return err
 	}
 	if d <= 0 {
-		return p.errorf(p.toks[1].col, "deadline must be after 0")
+		return p.errorf(p.toks[1].Col, "deadline must be after 0")
 	}
 	if len(p.s.steps) > 0 && p.last > d {
-		return p.errorf(p.toks[1].col, "deadline %v is before the step at %v", d, p.last)
+		return p.errorf(p.toks[1].Col, "deadline %v is before the step at %v", d, p.last)
 	}
 	p.s.deadline, p.s.hasDeadline = d, true
 	return nil
@@ -343,22 +294,22 @@ func (p *parser) checkName(s string, col int, what string) error {
 
 func (p *parser) nodeLine() error {
 	if len(p.toks) < 2 {
-		return p.errorf(p.toks[0].col, "node needs a name, e.g. node a")
+		return p.errorf(p.toks[0].Col, "node needs a name, e.g. node a")
 	}
 	for _, t := range p.toks[1:] {
-		if err := p.checkName(t.text, t.col, "node name"); err != nil {
+		if err := p.checkName(t.Text, t.Col, "node name"); err != nil {
 			return err
 		}
-		if n, ok := p.nodes[t.text]; ok {
-			return p.errorf(t.col, "node %q declared twice (first on line %d)", t.text, n.line)
+		if n, ok := p.nodes[t.Text]; ok {
+			return p.errorf(t.Col, "node %q declared twice (first on line %d)", t.Text, n.line)
 		}
 		for _, l := range p.s.links {
-			if l.sw == t.text {
-				return p.errorf(t.col, "%q is the switch of line %d", t.text, l.line)
+			if l.sw == t.Text {
+				return p.errorf(t.Col, "%q is the switch of line %d", t.Text, l.line)
 			}
 		}
-		n := &nodeDecl{name: t.text, line: p.line, idx: len(p.s.nodes), names: map[string]int{}}
-		p.nodes[t.text] = n
+		n := &nodeDecl{name: t.Text, line: p.line, idx: len(p.s.nodes), names: map[string]int{}}
+		p.nodes[t.Text] = n
 		p.s.nodes = append(p.s.nodes, n)
 	}
 	return nil
@@ -384,7 +335,7 @@ func (p *parser) attach(n *nodeDecl, l *linkDecl, col int) error {
 }
 
 // linkOpts are the options of link and switch lines.
-func (p *parser) linkOpts(stmt string, cfg *fabric.LinkConfig, toks []token) error {
+func (p *parser) linkOpts(stmt string, cfg *fabric.LinkConfig, toks []lineformat.Token) error {
 	return p.opts(stmt, toks, map[string]func(string, int) error{
 		"bandwidth": func(v string, c int) error {
 			bw, err := p.rate(v, c)
@@ -424,18 +375,18 @@ const wireOverhead = 20 + 8 + 12 + 28 + 4
 
 func (p *parser) linkLine() error {
 	if len(p.toks) < 3 {
-		return p.errorf(p.toks[0].col, "link needs two nodes, e.g. link a b")
+		return p.errorf(p.toks[0].Col, "link needs two nodes, e.g. link a b")
 	}
 	l := &linkDecl{line: p.line, config: fabric.DefaultLinkConfig()}
 	for _, t := range p.toks[1:3] {
-		n, err := p.node(t.text, t.col)
+		n, err := p.node(t.Text, t.Col)
 		if err != nil {
 			return err
 		}
 		if len(l.nodes) == 1 && l.nodes[0] == n {
-			return p.errorf(t.col, "link joins a node to itself")
+			return p.errorf(t.Col, "link joins a node to itself")
 		}
-		if err := p.attach(n, l, t.col); err != nil {
+		if err := p.attach(n, l, t.Col); err != nil {
 			return err
 		}
 	}
@@ -448,33 +399,33 @@ func (p *parser) linkLine() error {
 
 func (p *parser) switchLine() error {
 	if len(p.toks) < 2 {
-		return p.errorf(p.toks[0].col, "switch needs a name and its nodes, e.g. switch sw a b c")
+		return p.errorf(p.toks[0].Col, "switch needs a name and its nodes, e.g. switch sw a b c")
 	}
 	t := p.toks[1]
-	if err := p.checkName(t.text, t.col, "switch name"); err != nil {
+	if err := p.checkName(t.Text, t.Col, "switch name"); err != nil {
 		return err
 	}
-	if n, ok := p.nodes[t.text]; ok {
-		return p.errorf(t.col, "%q is the node of line %d", t.text, n.line)
+	if n, ok := p.nodes[t.Text]; ok {
+		return p.errorf(t.Col, "%q is the node of line %d", t.Text, n.line)
 	}
 	for _, o := range p.s.links {
-		if o.sw == t.text {
-			return p.errorf(t.col, "switch %q declared twice (first on line %d)", t.text, o.line)
+		if o.sw == t.Text {
+			return p.errorf(t.Col, "switch %q declared twice (first on line %d)", t.Text, o.line)
 		}
 	}
-	l := &linkDecl{line: p.line, sw: t.text, config: fabric.DefaultLinkConfig()}
+	l := &linkDecl{line: p.line, sw: t.Text, config: fabric.DefaultLinkConfig()}
 	i := 2
-	for ; i < len(p.toks) && !strings.Contains(p.toks[i].text, "="); i++ {
-		n, err := p.node(p.toks[i].text, p.toks[i].col)
+	for ; i < len(p.toks) && !strings.Contains(p.toks[i].Text, "="); i++ {
+		n, err := p.node(p.toks[i].Text, p.toks[i].Col)
 		if err != nil {
 			return err
 		}
-		if err := p.attach(n, l, p.toks[i].col); err != nil {
+		if err := p.attach(n, l, p.toks[i].Col); err != nil {
 			return err
 		}
 	}
 	if len(l.nodes) < 2 {
-		return p.errorf(t.col, "switch %s needs at least two nodes", t.text)
+		return p.errorf(t.Col, "switch %s needs at least two nodes", t.Text)
 	}
 	if err := p.linkOpts("switch", &l.config, p.toks[i:]); err != nil {
 		return err
@@ -487,19 +438,19 @@ func (p *parser) switchLine() error {
 // name on its node.
 func (p *parser) declName(stmt, example string) (*nodeDecl, string, error) {
 	if len(p.toks) < 2 {
-		return nil, "", p.errorf(p.toks[0].col, "%s needs node.name, e.g. %s", stmt, example)
+		return nil, "", p.errorf(p.toks[0].Col, "%s needs node.name, e.g. %s", stmt, example)
 	}
 	t := p.toks[1]
-	r, err := p.ref(t.text, t.col, stmt+" name")
+	r, err := p.ref(t.Text, t.Col, stmt+" name")
 	if err != nil {
 		return nil, "", err
 	}
-	n, err := p.node(r.node, t.col)
+	n, err := p.node(r.node, t.Col)
 	if err != nil {
 		return nil, "", err
 	}
 	if l, ok := n.names[r.name]; ok {
-		return nil, "", p.errorf(t.col, "%s is already declared on line %d (mr, mw, cq and qp names share one namespace per node)", r, l)
+		return nil, "", p.errorf(t.Col, "%s is already declared on line %d (mr, mw, cq and qp names share one namespace per node)", r, l)
 	}
 	n.names[r.name] = p.line
 	return n, r.name, nil
@@ -591,10 +542,10 @@ func (p *parser) mrLine() error {
 		return err
 	}
 	if !hasSize {
-		return p.errorf(p.toks[0].col, "mr needs size=, e.g. mr %s.%s size=4096", n.name, name)
+		return p.errorf(p.toks[0].Col, "mr needs size=, e.g. mr %s.%s size=4096", n.name, name)
 	}
 	if m.u64 != nil && m.size < 8 {
-		return p.errorf(p.toks[0].col, "u64= needs an mr of at least 8 bytes")
+		return p.errorf(p.toks[0].Col, "u64= needs an mr of at least 8 bytes")
 	}
 	n.mrs = append(n.mrs, m)
 	p.s.mrs = append(p.s.mrs, m)
@@ -625,7 +576,7 @@ func (p *parser) mwLine() error {
 		return err
 	}
 	if w.typ == 0 {
-		return p.errorf(p.toks[0].col, "mw needs type=1 or type=2, e.g. mw %s.%s type=2", n.name, name)
+		return p.errorf(p.toks[0].Col, "mw needs type=1 or type=2, e.g. mw %s.%s type=2", n.name, name)
 	}
 	n.mws = append(n.mws, w)
 	p.s.mws = append(p.s.mws, w)
@@ -744,13 +695,13 @@ func (p *parser) qpLine() error {
 		return err
 	}
 	if len(p.toks) < 3 {
-		return p.errorf(p.toks[1].col+utf8.RuneCountInString(p.toks[1].text), "expected a QP type: rc, uc or ud")
+		return p.errorf(p.toks[1].Col+utf8.RuneCountInString(p.toks[1].Text), "expected a QP type: rc, uc or ud")
 	}
 	q := &qpDecl{node: n, name: name, line: p.line, idx: len(p.s.qps), psn: defaultPSN, timeout: defaultTimeout,
 		retryCnt: defaultRetryCnt, rnrRetry: defaultRNRRetry, minRNRTimer: defaultMinRNRTimer,
 		maxRdAtomic: defaultMaxRdAtomic, maxDestRdAt: defaultMaxRdAtomic, qkey: defaultQKey, state: nic.QPStateRTS,
 		maxSendWR: defaultQueueDepth, maxRecvWR: defaultQueueDepth, maxSGE: 1}
-	switch t := p.toks[2]; t.text {
+	switch t := p.toks[2]; t.Text {
 	case "rc":
 		q.typ = nic.QPTypeRC
 		q.access = nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
@@ -760,7 +711,7 @@ func (p *parser) qpLine() error {
 	case "ud":
 		q.typ = nic.QPTypeUD
 	default:
-		return p.errorf(t.col, "bad QP type %q: want rc, uc or ud", t.text)
+		return p.errorf(t.Col, "bad QP type %q: want rc, uc or ud", t.Text)
 	}
 	var mask nic.QPAttrMask
 	h := p.attrHandlers(qpAttrOpts{mtu: &q.mtu, psn: &q.psn, qkey: &q.qkey, timeout: &q.timeout, retry: &q.retryCnt,
@@ -831,7 +782,7 @@ func (p *parser) qpLine() error {
 	switch q.state {
 	case nic.QPStateReset, nic.QPStateInit, nic.QPStateRTR, nic.QPStateRTS:
 	default:
-		return p.errorf(p.toks[0].col, "a QP starts in reset, init, rtr or rts; move it on with a modify step")
+		return p.errorf(p.toks[0].Col, "a QP starts in reset, init, rtr or rts; move it on with a modify step")
 	}
 	n.qps = append(n.qps, q)
 	p.s.qps = append(p.s.qps, q)
@@ -840,17 +791,17 @@ func (p *parser) qpLine() error {
 
 func (p *parser) faultLine() error {
 	t := p.toks[0]
-	restOff := t.off + len("fault")
+	restOff := t.Off + len("fault")
 	rest := p.raw[restOff:]
 	plan, err := faults.Parse(rest)
 	if err != nil {
 		if pe, ok := err.(*faults.ParseError); ok {
 			return p.errorf(pe.Col+utf8.RuneCountInString(p.raw[:restOff]), "%s", pe.Msg)
 		}
-		return p.errorf(t.col, "%v", err)
+		return p.errorf(t.Col, "%v", err)
 	}
 	if len(plan.Rules) != 1 {
-		return p.errorf(t.col, "fault needs one rule of the faults text format, e.g. fault drop psn=2 tx=1")
+		return p.errorf(t.Col, "fault needs one rule of the faults text format, e.g. fault drop psn=2 tx=1")
 	}
 	p.faults = append(p.faults, faultDecl{line: p.line, rule: plan.Rules[0], toks: p.toks})
 	if i := strings.IndexByte(rest, '#'); i >= 0 {

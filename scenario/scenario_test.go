@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -65,7 +65,7 @@ func TestLookup(t *testing.T) {
 // byte for byte, and running a file from there gives the built-in's
 // Result and trace.
 func TestExamplesAreTheBuiltins(t *testing.T) {
-	dir := filepath.Join("..", "..", "..", "examples")
+	dir := filepath.Join("..", "examples")
 	paths, err := filepath.Glob(filepath.Join(dir, "*.scenario"))
 	require.NoError(t, err)
 	embedded := scenario.BuiltinFiles()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/sim"
 )
 

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/ladder"
 )
 
 // benchAlltoall: four hosts through a switch, every host sending 16 KiB

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/nic"
 )
 
@@ -382,7 +383,7 @@ func (p *parser) resolveExpect(e *expectation) error {
 type faultDecl struct {
 	line int
 	rule faults.Rule
-	toks []token
+	toks []lineformat.Token
 }
 
 // linkNames returns the names of the scenario's links, as the fabric
@@ -407,11 +408,11 @@ func (p *parser) checkFault(f faultDecl) error {
 	p.line = f.line
 	col := func(key string) int {
 		for _, t := range f.toks {
-			if strings.HasPrefix(t.text, key) {
-				return t.col + len(key)
+			if strings.HasPrefix(t.Text, key) {
+				return t.Col + len(key)
 			}
 		}
-		return f.toks[0].col
+		return f.toks[0].Col
 	}
 	m := f.rule.Match
 	if m.Link != "" {

@@ -3,6 +3,8 @@ package scenario
 import (
 	"embed"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -229,11 +231,7 @@ func BuiltinFiles() map[string]string {
 func Builtin() []*Scenario {
 	builtinOnce.Do(func() {
 		files := BuiltinFiles()
-		names := make([]string, 0, len(files))
-		for n := range files {
-			names = append(names, n)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(files))
 		rank := map[string]int{}
 		for i, n := range catalogueOrder {
 			rank[n+".scenario"] = i + 1

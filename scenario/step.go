@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 )
@@ -72,27 +73,27 @@ type step struct {
 // atLine reads "at DURATION ...".
 func (p *parser) atLine() error {
 	if len(p.toks) < 3 {
-		return p.errorf(p.toks[0].col, "at needs a time and a step, e.g. at 10us a.q send wr=1 len=64")
+		return p.errorf(p.toks[0].Col, "at needs a time and a step, e.g. at 10us a.q send wr=1 len=64")
 	}
-	d, err := p.duration(p.toks[1].text, p.toks[1].col)
+	d, err := p.duration(p.toks[1].Text, p.toks[1].Col)
 	if err != nil {
 		return err
 	}
 	if len(p.s.steps) > 0 && d < p.last {
-		return p.errorf(p.toks[1].col, "step at %v comes after a step at %v: list steps in time order", d, p.last)
+		return p.errorf(p.toks[1].Col, "step at %v comes after a step at %v: list steps in time order", d, p.last)
 	}
 	if p.s.hasDeadline && d > p.s.deadline {
-		return p.errorf(p.toks[1].col, "step at %v is after the deadline %v", d, p.s.deadline)
+		return p.errorf(p.toks[1].Col, "step at %v is after the deadline %v", d, p.s.deadline)
 	}
-	st := &step{at: d, line: p.line, text: strings.TrimSpace(p.raw[p.toks[2].off:])}
+	st := &step{at: d, line: p.line, text: strings.TrimSpace(p.raw[p.toks[2].Off:])}
 	if i := strings.IndexByte(st.text, '#'); i >= 0 {
 		st.text = strings.TrimSpace(st.text[:i])
 	}
 	t := p.toks[2]
-	if t.text == "poll" {
+	if t.Text == "poll" {
 		st.kind = stepPoll
 		for _, r := range p.toks[3:] {
-			rr, err := p.ref(r.text, r.col, "a CQ or QP to poll")
+			rr, err := p.ref(r.Text, r.Col, "a CQ or QP to poll")
 			if err != nil {
 				return err
 			}
@@ -102,14 +103,14 @@ func (p *parser) atLine() error {
 		p.s.steps = append(p.s.steps, st)
 		return nil
 	}
-	if st.qpRef, err = p.ref(t.text, t.col, "a QP, a memory region (or poll)"); err != nil {
+	if st.qpRef, err = p.ref(t.Text, t.Col, "a QP, a memory region (or poll)"); err != nil {
 		return err
 	}
 	if len(p.toks) < 4 {
-		return p.errorf(t.col+len([]rune(t.text)), "expected send, recv, modify, poll or rereg after %s", t.text)
+		return p.errorf(t.Col+len([]rune(t.Text)), "expected send, recv, modify, poll or rereg after %s", t.Text)
 	}
 	verb, rest := p.toks[3], p.toks[4:]
-	switch verb.text {
+	switch verb.Text {
 	case "send":
 		err = p.sendStep(st, rest)
 	case "recv":
@@ -122,10 +123,10 @@ func (p *parser) atLine() error {
 		st.kind = stepPoll
 		st.pollRefs = []ref{st.qpRef}
 		if len(rest) > 0 {
-			err = p.errorf(rest[0].col, "unexpected %q: %s poll polls the QP's CQs", rest[0].text, t.text)
+			err = p.errorf(rest[0].Col, "unexpected %q: %s poll polls the QP's CQs", rest[0].Text, t.Text)
 		}
 	default:
-		err = p.errorf(verb.col, "unknown step %q (want send, recv, modify, poll or rereg)", verb.text)
+		err = p.errorf(verb.Col, "unknown step %q (want send, recv, modify, poll or rereg)", verb.Text)
 	}
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func (p *parser) atLine() error {
 	return nil
 }
 
-func (p *parser) sendStep(st *step, toks []token) error {
+func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 	st.kind = stepSend
 	st.op = nic.WRSend
 	st.flags = nic.SendSignaled
@@ -237,18 +238,18 @@ func (p *parser) sendStep(st *step, toks []token) error {
 	}
 	sig, unsig := 0, 0
 	for _, t := range toks {
-		switch t.text {
+		switch t.Text {
 		case "signaled":
-			sig = t.col
+			sig = t.Col
 		case "unsignaled":
-			unsig = t.col
+			unsig = t.Col
 		}
 	}
 	if sig > 0 && unsig > 0 {
 		return p.errorf(max(sig, unsig), "send is signaled or unsignaled, not both")
 	}
 	if !hasWR {
-		return p.errorf(p.toks[3].col, "send needs wr=, e.g. send wr=1 op=send len=64")
+		return p.errorf(p.toks[3].Col, "send needs wr=, e.g. send wr=1 op=send len=64")
 	}
 	atomic := st.op == nic.WRAtomicCmpAndSwp || st.op == nic.WRAtomicFetchAndAdd
 	if !st.hasLen && st.op == nic.WRLocalInv {
@@ -256,7 +257,7 @@ func (p *parser) sendStep(st *step, toks []token) error {
 	}
 	if !st.hasLen {
 		if !atomic {
-			return p.errorf(p.toks[3].col, "send needs len= (bytes; 0 for none)")
+			return p.errorf(p.toks[3].Col, "send needs len= (bytes; 0 for none)")
 		}
 		st.length, st.hasLen = 8, true
 	}
@@ -273,15 +274,15 @@ func (p *parser) sendStep(st *step, toks []token) error {
 	case addCol > 0 && st.op != nic.WRAtomicFetchAndAdd:
 		return misplaced(addCol, "add", "op=faa")
 	case (st.hasRemote || st.hasRKey) && (st.op == nic.WRSend || st.op == nic.WRSendWithImm || windowOp(st.op)):
-		return p.errorf(p.toks[3].col, "remote= and rkey= apply to write, write_imm, read, cas and faa")
+		return p.errorf(p.toks[3].Col, "remote= and rkey= apply to write, write_imm, read, cas and faa")
 	case windowOp(st.op) && !st.mwRef.set:
-		return p.errorf(p.toks[3].col, "op=%s needs mw=node.window", opName(st.op))
+		return p.errorf(p.toks[3].Col, "op=%s needs mw=node.window", opName(st.op))
 	case st.mwRef.set && (st.op == nic.WRSend || st.op == nic.WRSendWithImm):
-		return p.errorf(p.toks[3].col, "mw= applies to bind, local_inv, send_inv and to write, read and atomics through a window")
+		return p.errorf(p.toks[3].Col, "mw= applies to bind, local_inv, send_inv and to write, read and atomics through a window")
 	case st.mwRef.set && st.hasRKey:
-		return p.errorf(p.toks[3].col, "mw= gives the window's R_Key: no rkey= with it")
+		return p.errorf(p.toks[3].Col, "mw= gives the window's R_Key: no rkey= with it")
 	case st.hasAccess && st.op != nic.WRBindMW:
-		return p.errorf(p.toks[3].col, "access= applies only to op=bind")
+		return p.errorf(p.toks[3].Col, "access= applies only to op=bind")
 	case destCol > 0 && st.op != nic.WRSend && st.op != nic.WRSendWithImm:
 		return misplaced(destCol, "dest", "UD sends (op=send, op=send_imm)")
 	case qkeyCol > 0 && destCol == 0:
@@ -315,7 +316,7 @@ func (p *parser) localOpt(st *step) func(string, int) error {
 	}
 }
 
-func (p *parser) recvStep(st *step, toks []token) error {
+func (p *parser) recvStep(st *step, toks []lineformat.Token) error {
 	st.kind = stepRecv
 	hasWR := false
 	err := p.opts("recv", toks, map[string]func(string, int) error{
@@ -332,12 +333,12 @@ func (p *parser) recvStep(st *step, toks []token) error {
 		return err
 	}
 	if !hasWR || !st.hasLen {
-		return p.errorf(p.toks[3].col, "recv needs wr= and len= (bytes; 0 for none), e.g. recv wr=1 len=4096")
+		return p.errorf(p.toks[3].Col, "recv needs wr= and len= (bytes; 0 for none), e.g. recv wr=1 len=4096")
 	}
 	return nil
 }
 
-func (p *parser) modifyStep(st *step, toks []token) error {
+func (p *parser) modifyStep(st *step, toks []lineformat.Token) error {
 	st.kind = stepModify
 	a := &st.attr
 	h := p.attrHandlers(qpAttrOpts{mtu: &a.PathMTU, psn: &a.SQPSN, rqPSN: &a.RQPSN, qkey: &a.QKey, timeout: &a.Timeout,
@@ -347,7 +348,7 @@ func (p *parser) modifyStep(st *step, toks []token) error {
 		return err
 	}
 	if st.mask == 0 {
-		return p.errorf(p.toks[3].col, "modify needs an attribute, e.g. modify state=err")
+		return p.errorf(p.toks[3].Col, "modify needs an attribute, e.g. modify state=err")
 	}
 	return nil
 }
@@ -357,7 +358,7 @@ func (p *parser) modifyStep(st *step, toks []token) error {
 // (IBV_REREG_MR_CHANGE_ACCESS, _PD, _TRANSLATION), so every rereg a
 // step writes passes libibverbs' own input checks and reaches the
 // device, the call rxe 6.1 refuses (rxe_verbs.c has no rereg_user_mr).
-func (p *parser) reregStep(st *step, toks []token) error {
+func (p *parser) reregStep(st *step, toks []lineformat.Token) error {
 	st.kind = stepRereg
 	st.local = memRef{ref: st.qpRef}
 	st.qpRef = ref{}
@@ -401,9 +402,9 @@ func (p *parser) reregStep(st *step, toks []token) error {
 	case offCol > 0 && !st.hasLen:
 		return p.errorf(offCol-len("off="), "off= needs len=: the new translation is [off, off+len) of the region's buffer")
 	case st.hasLen && st.length == 0:
-		return p.errorf(p.toks[3].col, "rereg len=0: a translation needs at least one byte")
+		return p.errorf(p.toks[3].Col, "rereg len=0: a translation needs at least one byte")
 	case st.rereg == 0:
-		return p.errorf(p.toks[3].col, "rereg needs access=, pd= or len=, e.g. %s rereg access=local_write,remote_write", st.local.ref)
+		return p.errorf(p.toks[3].Col, "rereg needs access=, pd= or len=, e.g. %s rereg access=local_write,remote_write", st.local.ref)
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/scenario"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/verbs"
 )
 

@@ -254,4 +254,12 @@
 // the scenario line. References to QPs, CQs and memory regions are checked
 // after the whole file is read (a QP may name a peer declared below it);
 // their errors point at the reference.
+//
+// # Where it lives
+//
+// The format is a library at the module root, not part of the CLI: rocesim
+// run and rocesim scenarios read and run files with it, conformance replays
+// the same files on real rxe, and the swarm test in verbs writes its shrunk
+// failures in it. Its tokenizer (fields, key=value, positioned errors) is
+// internal/lineformat's, shared with the fault plans of package faults.
 package scenario

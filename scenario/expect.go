@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/nic"
 )
 
@@ -71,26 +72,26 @@ type expectation struct {
 
 func (p *parser) expectLine() error {
 	if len(p.toks) < 3 {
-		return p.errorf(p.toks[0].col, "expect needs a claim, e.g. expect a.q wr=2 IBV_WC_SUCCESS")
+		return p.errorf(p.toks[0].Col, "expect needs a claim, e.g. expect a.q wr=2 IBV_WC_SUCCESS")
 	}
-	e := &expectation{line: p.line, text: strings.TrimSpace(p.raw[p.toks[1].off:]), count: -1}
+	e := &expectation{line: p.line, text: strings.TrimSpace(p.raw[p.toks[1].Off:]), count: -1}
 	if i := strings.IndexByte(e.text, '#'); i >= 0 {
 		e.text = strings.TrimSpace(e.text[:i])
 	}
-	if last := p.toks[len(p.toks)-1]; strings.HasPrefix(last.text, "profile=") {
-		switch v := strings.TrimPrefix(last.text, "profile="); v {
+	if last := p.toks[len(p.toks)-1]; strings.HasPrefix(last.Text, "profile=") {
+		switch v := strings.TrimPrefix(last.Text, "profile="); v {
 		case nic.ProfileRXE.String(), nic.ProfileSpec.String():
 			e.profile = v
 		default:
-			return p.errorf(last.col+len("profile="), "bad profile %q: want rxe or spec", v)
+			return p.errorf(last.Col+len("profile="), "bad profile %q: want rxe or spec", v)
 		}
 		p.toks = p.toks[:len(p.toks)-1]
 		if len(p.toks) < 3 {
-			return p.errorf(p.toks[0].col, "expect needs a claim before profile=")
+			return p.errorf(p.toks[0].Col, "expect needs a claim before profile=")
 		}
 	}
 	var err error
-	switch t := p.toks[1]; t.text {
+	switch t := p.toks[1]; t.Text {
 	case "event":
 		err = p.expectEvent(e)
 	case "events":
@@ -102,10 +103,10 @@ func (p *parser) expectLine() error {
 	case "rereg":
 		err = p.expectRereg(e)
 	default:
-		if !strings.Contains(t.text, ".") {
-			return p.errorf(t.col, "expected node.qp, event, events, counter, mem or rereg after expect, got %q", t.text)
+		if !strings.Contains(t.Text, ".") {
+			return p.errorf(t.Col, "expected node.qp, event, events, counter, mem or rereg after expect, got %q", t.Text)
 		}
-		if e.qpRef, err = p.ref(t.text, t.col, "a QP"); err != nil {
+		if e.qpRef, err = p.ref(t.Text, t.Col, "a QP"); err != nil {
 			return err
 		}
 		err = p.expectQP(e)
@@ -129,60 +130,60 @@ func (p *parser) status(s string, col int) (nic.WCStatus, error) {
 func (p *parser) expectQP(e *expectation) error {
 	toks := p.toks[2:]
 	switch t := toks[0]; {
-	case t.text == "completions":
+	case t.Text == "completions":
 		e.kind = expectCompletions
 		if len(toks) < 2 {
-			return p.errorf(t.col, "completions needs a list of wr:STATUS, or none")
+			return p.errorf(t.Col, "completions needs a list of wr:STATUS, or none")
 		}
-		if toks[1].text == "none" {
+		if toks[1].Text == "none" {
 			if len(toks) > 2 {
-				return p.errorf(toks[2].col, "unexpected %q after none", toks[2].text)
+				return p.errorf(toks[2].Col, "unexpected %q after none", toks[2].Text)
 			}
 			e.list = []wrStatus{}
 			return nil
 		}
 		for _, it := range toks[1:] {
-			i := strings.IndexByte(it.text, ':')
+			i := strings.IndexByte(it.Text, ':')
 			if i < 0 {
-				return p.errorf(it.col, "expected wr:STATUS like 2:IBV_WC_SUCCESS, got %q", it.text)
+				return p.errorf(it.Col, "expected wr:STATUS like 2:IBV_WC_SUCCESS, got %q", it.Text)
 			}
-			wr, err := p.num(it.text[:i], it.col, "wr", math.MaxUint64)
+			wr, err := p.num(it.Text[:i], it.Col, "wr", math.MaxUint64)
 			if err != nil {
 				return err
 			}
-			st, err := p.status(it.text[i+1:], it.col+i+1)
+			st, err := p.status(it.Text[i+1:], it.Col+i+1)
 			if err != nil {
 				return err
 			}
 			e.list = append(e.list, wrStatus{wr, st})
 		}
 		return nil
-	case t.text == "state":
+	case t.Text == "state":
 		e.kind = expectState
 		if len(toks) != 2 {
-			return p.errorf(t.col, "state needs one QP state, e.g. expect a.q state ERR")
+			return p.errorf(t.Col, "state needs one QP state, e.g. expect a.q state ERR")
 		}
-		s, ok := lookupUpper(qpStateByName, toks[1].text)
+		s, ok := lookupUpper(qpStateByName, toks[1].Text)
 		if !ok {
-			return p.errorf(toks[1].col, "bad state %q: want RESET, INIT, RTR, RTS, SQD, SQE or ERR", toks[1].text)
+			return p.errorf(toks[1].Col, "bad state %q: want RESET, INIT, RTR, RTS, SQD, SQE or ERR", toks[1].Text)
 		}
 		e.state = s
 		return nil
-	case strings.HasPrefix(t.text, "wr="):
+	case strings.HasPrefix(t.Text, "wr="):
 		e.kind = expectWR
 		hasStatus := false
 		seen := map[string]bool{}
 		for _, it := range toks {
-			key, val, vc, ok := kv(it)
+			key, val, vc, ok := it.KeyValue()
 			if ok && seen[key] {
-				return p.errorf(it.col, "duplicate key %q", key)
+				return p.errorf(it.Col, "duplicate key %q", key)
 			}
 			seen[key] = true
 			if !ok {
 				if hasStatus {
-					return p.errorf(it.col, "unexpected %q: one status per expectation", it.text)
+					return p.errorf(it.Col, "unexpected %q: one status per expectation", it.Text)
 				}
-				st, err := p.status(it.text, it.col)
+				st, err := p.status(it.Text, it.Col)
 				if err != nil {
 					return err
 				}
@@ -190,7 +191,7 @@ func (p *parser) expectQP(e *expectation) error {
 				continue
 			}
 			if val == "" {
-				return p.errorf(it.col, "missing value for %s=", key)
+				return p.errorf(it.Col, "missing value for %s=", key)
 			}
 			switch key {
 			case "wr":
@@ -217,29 +218,29 @@ func (p *parser) expectQP(e *expectation) error {
 					e.byteLen = &v
 				}
 			default:
-				return p.errorf(it.col, "unknown key %q (want wr=, opcode=, byte_len=, imm= and a status)", key)
+				return p.errorf(it.Col, "unknown key %q (want wr=, opcode=, byte_len=, imm= and a status)", key)
 			}
 		}
 		if !hasStatus {
-			return p.errorf(toks[len(toks)-1].col+len([]rune(toks[len(toks)-1].text)), "expected a completion status like IBV_WC_SUCCESS")
+			return p.errorf(toks[len(toks)-1].Col+len([]rune(toks[len(toks)-1].Text)), "expected a completion status like IBV_WC_SUCCESS")
 		}
 		return nil
 	default:
-		return p.errorf(t.col, "expected wr=N STATUS, completions or state after %s, got %q", e.qpRef, t.text)
+		return p.errorf(t.Col, "expected wr=N STATUS, completions or state after %s, got %q", e.qpRef, t.Text)
 	}
 }
 
 // nodeOrQP reads node or node.qp.
-func (p *parser) nodeOrQP(e *expectation, t token) error {
-	if strings.Contains(t.text, ".") {
-		r, err := p.ref(t.text, t.col, "a QP")
+func (p *parser) nodeOrQP(e *expectation, t lineformat.Token) error {
+	if strings.Contains(t.Text, ".") {
+		r, err := p.ref(t.Text, t.Col, "a QP")
 		e.qpRef, e.hasQPInRef = r, true
 		return err
 	}
-	if err := p.checkName(t.text, t.col, "node name"); err != nil {
+	if err := p.checkName(t.Text, t.Col, "node name"); err != nil {
 		return err
 	}
-	e.nodeName, e.nodeCol = t.text, t.col
+	e.nodeName, e.nodeCol = t.Text, t.Col
 	return nil
 }
 
@@ -256,12 +257,12 @@ func (p *parser) expectEvent(e *expectation) error {
 	e.kind = expectEvent
 	toks := p.toks[2:]
 	if len(toks) < 2 {
-		return p.errorf(p.toks[1].col, "event needs a node (or node.qp) and an event type, e.g. expect event b CQ_ERR")
+		return p.errorf(p.toks[1].Col, "event needs a node (or node.qp) and an event type, e.g. expect event b CQ_ERR")
 	}
 	if err := p.nodeOrQP(e, toks[0]); err != nil {
 		return err
 	}
-	ev, err := p.eventType(toks[1].text, toks[1].col)
+	ev, err := p.eventType(toks[1].Text, toks[1].Col)
 	if err != nil {
 		return err
 	}
@@ -281,18 +282,18 @@ func (p *parser) expectRereg(e *expectation) error {
 	e.kind = expectRereg
 	toks := p.toks[2:]
 	if len(toks) < 2 {
-		return p.errorf(p.toks[1].col, "rereg needs a memory region and the answers of its rereg steps in order, e.g. expect rereg b.buf EOPNOTSUPP")
+		return p.errorf(p.toks[1].Col, "rereg needs a memory region and the answers of its rereg steps in order, e.g. expect rereg b.buf EOPNOTSUPP")
 	}
-	r, err := p.ref(toks[0].text, toks[0].col, "a memory region")
+	r, err := p.ref(toks[0].Text, toks[0].Col, "a memory region")
 	if err != nil {
 		return err
 	}
 	e.mem.ref = r
 	for _, t := range toks[1:] {
-		if t.text != "ok" && !slices.ContainsFunc(errnoNames, func(n errnoEntry) bool { return n.name == t.text }) {
-			return p.errorf(t.col, "bad rereg answer %q: want ok or an errno (EOPNOTSUPP, EINVAL, ENOMEM, EACCES, EPERM, EFAULT, EBUSY, ENOSYS)", t.text)
+		if t.Text != "ok" && !slices.ContainsFunc(errnoNames, func(n errnoEntry) bool { return n.name == t.Text }) {
+			return p.errorf(t.Col, "bad rereg answer %q: want ok or an errno (EOPNOTSUPP, EINVAL, ENOMEM, EACCES, EPERM, EFAULT, EBUSY, ENOSYS)", t.Text)
 		}
-		e.answers = append(e.answers, t.text)
+		e.answers = append(e.answers, t.Text)
 	}
 	return nil
 }
@@ -301,23 +302,23 @@ func (p *parser) expectEvents(e *expectation) error {
 	e.kind = expectEvents
 	toks := p.toks[2:]
 	if len(toks) < 2 {
-		return p.errorf(p.toks[1].col, "events needs a node and its events in order, or none, e.g. expect events a PORT_ERR")
+		return p.errorf(p.toks[1].Col, "events needs a node and its events in order, or none, e.g. expect events a PORT_ERR")
 	}
 	if err := p.nodeOrQP(e, toks[0]); err != nil {
 		return err
 	}
 	if e.hasQPInRef {
-		return p.errorf(toks[0].col, "events lists a node's events: name the node, not a QP")
+		return p.errorf(toks[0].Col, "events lists a node's events: name the node, not a QP")
 	}
 	e.events = []nic.AsyncEventType{}
-	if toks[1].text == "none" {
+	if toks[1].Text == "none" {
 		if len(toks) > 2 {
-			return p.errorf(toks[2].col, "unexpected %q after none", toks[2].text)
+			return p.errorf(toks[2].Col, "unexpected %q after none", toks[2].Text)
 		}
 		return nil
 	}
 	for _, t := range toks[1:] {
-		ev, err := p.eventType(t.text, t.col)
+		ev, err := p.eventType(t.Text, t.Col)
 		if err != nil {
 			return err
 		}
@@ -329,41 +330,41 @@ func (p *parser) expectEvents(e *expectation) error {
 func (p *parser) expectCounter(e *expectation) error {
 	e.kind = expectCounter
 	if len(p.toks) != 3 {
-		return p.errorf(p.toks[1].col, "counter needs node.name=N (or >=, <=, >, <, !=) written without spaces, e.g. expect counter a.rcvd_seq_err=1")
+		return p.errorf(p.toks[1].Col, "counter needs node.name=N (or >=, <=, >, <, !=) written without spaces, e.g. expect counter a.rcvd_seq_err=1")
 	}
 	t := p.toks[2]
-	i := strings.IndexAny(t.text, "=<>!")
+	i := strings.IndexAny(t.Text, "=<>!")
 	if i < 0 {
-		return p.errorf(t.col, "expected node.counter=N, e.g. a.rcvd_seq_err=1, got %q", t.text)
+		return p.errorf(t.Col, "expected node.counter=N, e.g. a.rcvd_seq_err=1, got %q", t.Text)
 	}
-	r, err := p.ref(t.text[:i], t.col, "a counter")
+	r, err := p.ref(t.Text[:i], t.Col, "a counter")
 	if err != nil {
 		return err
 	}
 	if !counterNames[r.name] {
 		var c nic.Counters
-		return p.errorf(t.col+len(r.node)+1, "unknown counter %q (rxe's: %s)", r.name, strings.Join(c.Names(), ", "))
+		return p.errorf(t.Col+len(r.node)+1, "unknown counter %q (rxe's: %s)", r.name, strings.Join(c.Names(), ", "))
 	}
-	rest := t.text[i:]
+	rest := t.Text[i:]
 	for _, op := range []string{">=", "<=", "!=", "=", ">", "<"} {
 		if v, ok := strings.CutPrefix(rest, op); ok {
-			n, err := p.num(v, t.col+i+len(op), "counter value", math.MaxUint64)
+			n, err := p.num(v, t.Col+i+len(op), "counter value", math.MaxUint64)
 			if err != nil {
 				return err
 			}
 			e.counter, e.cmp, e.value = r.name, op, n
-			e.nodeName, e.nodeCol = r.node, t.col
+			e.nodeName, e.nodeCol = r.node, t.Col
 			return nil
 		}
 	}
-	return p.errorf(t.col+i, "expected =, >=, <=, >, < or != after the counter name")
+	return p.errorf(t.Col+i, "expected =, >=, <=, >, < or != after the counter name")
 }
 
 func (p *parser) expectMem(e *expectation) error {
 	e.kind = expectMem
 	toks := p.toks[2:]
 	var err error
-	if e.mem, err = p.memRef(toks[0].text, toks[0].col); err != nil {
+	if e.mem, err = p.memRef(toks[0].Text, toks[0].Col); err != nil {
 		return err
 	}
 	hasLen, hasEq := false, false
@@ -391,9 +392,9 @@ func (p *parser) expectMem(e *expectation) error {
 	}
 	switch {
 	case e.u64 != nil && (hasLen || hasEq):
-		return p.errorf(toks[0].col, "expect mem takes u64= or len= with equals=, not both")
+		return p.errorf(toks[0].Col, "expect mem takes u64= or len= with equals=, not both")
 	case e.u64 == nil && !(hasLen && hasEq):
-		return p.errorf(p.toks[1].col, "expect mem needs u64=N, or len=N and equals=node.mr+off")
+		return p.errorf(p.toks[1].Col, "expect mem needs u64=N, or len=N and equals=node.mr+off")
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rocesim/rocesim/cmd/rocesim/ladder"
+	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/sim"
 )
 
