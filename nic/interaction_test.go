@@ -28,7 +28,7 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 // what it shows. The commands:
 //
 //	new type=rc|uc|ud [profile=rxe|spec] [mtu=256..4096] [apsn=N] [bpsn=N]
-//	    [retry=N] [rnr=N] [timeout=N] [minrnr=N] [rdatomic=N]
+//	    [retry=N] [rnr=N] [timeout=N] [minrnr=N] [rdatomic=N] [srq] [trace]
 //	                     fresh devices, one connected QP each
 //	post a|b OP [len=N] [id=N] [unsig] [off=N] [add=N] [swap=N]
 //	                     OP: send send-imm write write-imm read cas faa
@@ -41,6 +41,9 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	advance [to=N]       moves time to the earliest deadline (or to N ns)
 //	                     and runs the timers due
 //	poll a|b             the completions, then the asynchronous events
+//	port a|b up|down     the port's state changes
+//	trace a|b            the device's trace since the last trace command
+//	                     (new with the trace option)
 //	modify a|b STATE [sqpsn=N] [rqpsn=N]
 //	                     STATE: err reset init rtr rts (rtr and rts take
 //	                     the same attributes as new)
@@ -170,6 +173,9 @@ type side struct {
 	mr   *nic.MR
 	qp   *nic.QP
 	ah   *nic.AH // UD: the address of the other side
+	srq  *nic.SRQ
+	tr   *sim.Trace
+	seen int // trace events already printed
 }
 
 // pair is the two devices of a script and its virtual time.
@@ -216,7 +222,16 @@ func newPair(t *testing.T, o args) *pair {
 		if s.mr, err = s.dev.RegMR(s.pd, buf, all); err != nil {
 			t.Fatal(err)
 		}
-		s.qp, err = s.dev.CreateQP(s.pd, nic.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: h.typ,
+		if _, ok := o["trace"]; ok {
+			s.tr = &sim.Trace{Limit: -1}
+			s.dev.SetTrace(s.tr)
+		}
+		if _, ok := o["srq"]; ok {
+			if s.srq, err = s.dev.CreateSRQ(s.pd, nic.SRQInitAttr{MaxWR: 64, MaxSGE: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.qp, err = s.dev.CreateQP(s.pd, nic.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: h.typ, SRQ: s.srq,
 			Cap: nic.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -325,8 +340,14 @@ func (h *pair) run(t *testing.T, cmd string) string {
 		s, a := h.side(t, f[1]), parseArgs(f[2:])
 		n := a.num(t, "n", 1)
 		for i := range n {
-			_, err := s.dev.PostRecv(h.now, s.qp, []nic.RecvWR{{WRID: a.num(t, "id", 100) + i,
-				SGList: []nic.SGE{{Addr: s.mr.Addr + pairMRLen/2, Length: uint32(a.num(t, "len", 4096)), LKey: s.mr.LKey}}}})
+			wr := []nic.RecvWR{{WRID: a.num(t, "id", 100) + i,
+				SGList: []nic.SGE{{Addr: s.mr.Addr + pairMRLen/2, Length: uint32(a.num(t, "len", 4096)), LKey: s.mr.LKey}}}}
+			var err error
+			if s.srq != nil {
+				_, err = s.dev.PostSRQRecv(s.srq, wr)
+			} else {
+				_, err = s.dev.PostRecv(h.now, s.qp, wr)
+			}
 			if err != nil {
 				return "error: " + err.Error()
 			}
@@ -349,6 +370,21 @@ func (h *pair) run(t *testing.T, cmd string) string {
 		return fmt.Sprintf("t=%v", h.now)
 	case "poll":
 		return h.poll(h.side(t, f[1]))
+	case "port":
+		h.side(t, f[1]).dev.SetPortState(h.now, f[2] == "up")
+		return "ok"
+	case "trace":
+		s := h.side(t, f[1])
+		ev := s.tr.Events()
+		var out []string
+		for _, l := range strings.Split(strings.TrimRight(s.tr.Text(), "\n"), "\n") {
+			out = append(out, l)
+		}
+		if s.seen > len(out) || len(ev) == 0 {
+			return ""
+		}
+		out, s.seen = out[s.seen:], len(out)
+		return strings.Join(out, "\n")
 	case "modify":
 		return h.modify(t, h.side(t, f[1]), f[2], parseArgs(f[3:]))
 	}
