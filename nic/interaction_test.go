@@ -33,11 +33,13 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	post a|b OP [len=N] [id=N] [unsig] [off=N] [add=N] [swap=N]
 //	                     OP: send send-imm write write-imm read cas faa
 //	recv a|b [len=N] [n=N] [id=N]
-//	deliver [drop=i,j,...] [stop]
+//	deliver [drop=i,j,...] [stop] [hold]
 //	                     moves frames between the devices until neither
 //	                     has any left, printing each one (numbered from
 //	                     1 in this command); drop loses those, stop
-//	                     delivers none and ends after the first batch
+//	                     delivers none and ends after the first batch;
+//	                     hold leaves the frames at the port (no TxDone)
+//	txdone a|b [n=N]     the port reports N held frames gone (all if no n)
 //	advance [to=N]       moves time to the earliest deadline (or to N ns)
 //	                     and runs the timers due
 //	poll a|b             the completions, then the asynchronous events
@@ -176,6 +178,7 @@ type side struct {
 	srq  *nic.SRQ
 	tr   *sim.Trace
 	seen int // trace events already printed
+	held int // frames handed to the port that it has not reported gone
 }
 
 // pair is the two devices of a script and its virtual time.
@@ -370,6 +373,14 @@ func (h *pair) run(t *testing.T, cmd string) string {
 		return fmt.Sprintf("t=%v", h.now)
 	case "poll":
 		return h.poll(h.side(t, f[1]))
+	case "txdone":
+		s := h.side(t, f[1])
+		n := int(parseArgs(f[2:]).num(t, "n", uint64(s.held)))
+		for range min(n, s.held) {
+			s.dev.TxDone(h.now)
+		}
+		s.held -= min(n, s.held)
+		return fmt.Sprintf("%d frames still at the port", s.held)
 	case "port":
 		h.side(t, f[1]).dev.SetPortState(h.now, f[2] == "up")
 		return "ok"
@@ -449,6 +460,7 @@ func (h *pair) deliver(t *testing.T, a args) string {
 		}
 	}
 	_, stop := a["stop"]
+	_, hold := a["hold"]
 	var out []string
 	count := 0
 	for rounds := 0; h.a.dev.Pending()+h.b.dev.Pending() > 0; rounds++ {
@@ -458,8 +470,12 @@ func (h *pair) deliver(t *testing.T, a args) string {
 		for _, s := range []*side{h.a, h.b} {
 			var frames [][]byte
 			s.dev.Drain(func(f []byte, _ string) { frames = append(frames, bytes.Clone(f)) })
-			for range frames {
-				s.dev.TxDone(h.now) // the port took it at once
+			if hold {
+				s.held += len(frames)
+			} else {
+				for range frames {
+					s.dev.TxDone(h.now) // the port took it at once
+				}
 			}
 			for _, f := range frames {
 				count++
