@@ -28,9 +28,11 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 // what it shows. The commands:
 //
 //	new type=rc|uc|ud [profile=rxe|spec] [mtu=256..4096] [apsn=N] [bpsn=N]
-//	    [retry=N] [rnr=N] [timeout=N] [minrnr=N] [rdatomic=N] [srq] [trace]
+//	    [retry=N] [rnr=N] [timeout=N] [minrnr=N] [rdatomic=N] [destrd=N]
+//	    [cqe=N] [srq] [trace]
 //	                     fresh devices, one connected QP each
-//	post a|b OP [len=N] [id=N] [unsig] [off=N] [add=N] [swap=N]
+//	post a|b OP [len=N] [id=N] [unsig] [fence] [badkey] [off=N] [loff=N]
+//	    [add=N] [swap=N]
 //	                     OP: send send-imm write write-imm read cas faa
 //	recv a|b [len=N] [n=N] [id=N]
 //	deliver [drop=i,j,...] [stop] [hold]
@@ -214,7 +216,7 @@ func newPair(t *testing.T, o args) *pair {
 		if s.pd, err = s.dev.AllocPD(); err != nil {
 			t.Fatal(err)
 		}
-		if s.cq, err = s.dev.CreateCQ(256, nil, 0); err != nil {
+		if s.cq, err = s.dev.CreateCQ(int(o.num(t, "cqe", 256)), nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		buf := make([]byte, pairMRLen)
@@ -313,7 +315,7 @@ func (h *pair) modify(t *testing.T, s *side, st string, a args) string {
 			mask |= nic.QPAttrAV | nic.QPAttrPathMTU | nic.QPAttrDestQPN | nic.QPAttrRQPSN
 		}
 		if h.typ == nic.QPTypeRC {
-			attr.MaxDestRdAtomic, attr.MinRNRTimer = uint8(get("rdatomic", 4)), uint8(get("minrnr", 1))
+			attr.MaxDestRdAtomic, attr.MinRNRTimer = uint8(get("destrd", get("rdatomic", 4))), uint8(get("minrnr", 1))
 			mask |= nic.QPAttrMaxDestRdAtomic | nic.QPAttrMinRNRTimer
 		}
 	case "rts":
@@ -414,6 +416,9 @@ func (h *pair) post(t *testing.T, s *side, op string, a args) string {
 	}
 	if _, ok := a["unsig"]; ok {
 		wr.Flags = 0
+	}
+	if _, ok := a["fence"]; ok {
+		wr.Flags |= nic.SendFence
 	}
 	if _, ok := a["badkey"]; ok {
 		wr.RKey ^= 0x80000000
