@@ -33,7 +33,10 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	                     fresh devices, one connected QP each
 //	post a|b OP [len=N] [id=N] [unsig] [fence] [badkey] [off=N] [loff=N]
 //	    [add=N] [swap=N]
-//	                     OP: send send-imm write write-imm read cas faa
+//	                     OP: send send-imm write write-imm read cas faa,
+//	                     bind (a type 2 window over the first 4096 bytes
+//	                     of the MR), local-inv and send-inv (of that
+//	                     window; mwkey aims a WRITE or READ at the peer's)
 //	recv a|b [len=N] [n=N] [id=N]
 //	deliver [drop=i,j,...] [stop] [hold]
 //	                     moves frames between the devices until neither
@@ -178,6 +181,7 @@ type side struct {
 	qp   *nic.QP
 	ah   *nic.AH // UD: the address of the other side
 	srq  *nic.SRQ
+	mw   *nic.MW // a type 2 window over the first 4096 bytes of mr, once bound
 	tr   *sim.Trace
 	seen int // trace events already printed
 	held int // frames handed to the port that it has not reported gone
@@ -223,7 +227,7 @@ func newPair(t *testing.T, o args) *pair {
 		for i := range buf {
 			buf[i] = last + byte(i*7)
 		}
-		all := nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
+		all := nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic | nic.AccessMWBind
 		if s.mr, err = s.dev.RegMR(s.pd, buf, all); err != nil {
 			t.Fatal(err)
 		}
@@ -420,6 +424,9 @@ func (h *pair) post(t *testing.T, s *side, op string, a args) string {
 	if _, ok := a["fence"]; ok {
 		wr.Flags |= nic.SendFence
 	}
+	if _, ok := a["mwkey"]; ok {
+		wr.RKey = peer.mw.RKey // the peer's window instead of its MR
+	}
 	if _, ok := a["badkey"]; ok {
 		wr.RKey ^= 0x80000000
 	}
@@ -430,6 +437,21 @@ func (h *pair) post(t *testing.T, s *side, op string, a args) string {
 		wr.Opcode = nic.WRSendWithImm
 	case "write":
 		wr.Opcode = nic.WRRDMAWrite
+	case "send-inv":
+		wr.Opcode, wr.InvalidateRKey = nic.WRSendWithInv, peer.mw.RKey
+	case "local-inv":
+		wr.Opcode, wr.InvalidateRKey, wr.SGList = nic.WRLocalInv, s.mw.RKey, nil
+	case "bind":
+		if s.mw == nil {
+			mw, err := s.dev.AllocMW(s.pd, nic.MWType2)
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			s.mw = mw
+		}
+		wr.Opcode, wr.SGList = nic.WRBindMW, nil
+		wr.BindMW = nic.BindMW{MW: s.mw, RKey: nic.IncRKey(s.mw.RKey), BindInfo: nic.BindInfo{MR: s.mr,
+			Addr: s.mr.Addr, Length: 4096, Access: nic.AccessRemoteWrite | nic.AccessRemoteRead}}
 	case "write-imm":
 		wr.Opcode = nic.WRRDMAWriteWithImm
 	case "read":
@@ -448,6 +470,11 @@ func (h *pair) post(t *testing.T, s *side, op string, a args) string {
 	}
 	if _, err := s.dev.PostSend(h.now, s.qp, []nic.SendWR{wr}); err != nil {
 		return "error: " + err.Error()
+	}
+	if op == "bind" {
+		// As an application does for a type 2 window: the new R_Key is
+		// the one the bind WR named (ibv_inc_rkey on mw->rkey).
+		s.mw.RKey = wr.BindMW.RKey
 	}
 	return "ok"
 }
@@ -539,6 +566,12 @@ func (h *pair) poll(s *side) string {
 			line := fmt.Sprintf("wc id=%d %s %s", wc.WRID, wc.Opcode, wc.Status)
 			if wc.Status == nic.WCSuccess {
 				line += fmt.Sprintf(" len=%d", wc.ByteLen)
+			}
+			if wc.WCFlags&nic.WCFlagWithImm != 0 {
+				line += fmt.Sprintf(" imm=%#x", wc.ImmData)
+			}
+			if wc.WCFlags&nic.WCFlagWithInv != 0 {
+				line += " inv"
 			}
 			out = append(out, line)
 		}
