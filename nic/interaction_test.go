@@ -31,7 +31,7 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	    [retry=N] [rnr=N] [timeout=N] [minrnr=N] [rdatomic=N] [destrd=N]
 //	    [cqe=N] [srq] [trace]
 //	                     fresh devices, one connected QP each
-//	post a|b OP [len=N] [id=N] [unsig] [fence] [badkey] [off=N] [loff=N]
+//	post a|b OP [len=N] [id=N] [unsig] [inline] [fence] [badkey] [off=N] [loff=N]
 //	    [add=N] [swap=N]
 //	                     OP: send send-imm write write-imm read cas faa,
 //	                     bind (a type 2 window over the first 4096 bytes
@@ -48,6 +48,7 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	advance [to=N]       moves time to the earliest deadline (or to N ns)
 //	                     and runs the timers due
 //	poll a|b             the completions, then the asynchronous events
+//	srqlimit a|b n=N     resizes the SRQ to 128 WRs and arms its limit at N
 //	port a|b up|down     the port's state changes
 //	trace a|b            the device's trace since the last trace command
 //	                     (new with the trace option)
@@ -241,7 +242,7 @@ func newPair(t *testing.T, o args) *pair {
 			}
 		}
 		s.qp, err = s.dev.CreateQP(s.pd, nic.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: h.typ, SRQ: s.srq,
-			Cap: nic.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			Cap: nic.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,6 +388,13 @@ func (h *pair) run(t *testing.T, cmd string) string {
 		}
 		s.held -= min(n, s.held)
 		return fmt.Sprintf("%d frames still at the port", s.held)
+	case "srqlimit":
+		s := h.side(t, f[1])
+		lim := uint32(parseArgs(f[2:]).num(t, "n", 0))
+		if err := s.dev.ModifySRQ(s.srq, nic.SRQInitAttr{SRQLimit: lim, MaxWR: 128}, nic.SRQAttrLimit|nic.SRQAttrMaxWR); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
 	case "port":
 		h.side(t, f[1]).dev.SetPortState(h.now, f[2] == "up")
 		return "ok"
@@ -420,6 +428,9 @@ func (h *pair) post(t *testing.T, s *side, op string, a args) string {
 	}
 	if _, ok := a["unsig"]; ok {
 		wr.Flags = 0
+	}
+	if _, ok := a["inline"]; ok {
+		wr.Flags |= nic.SendInline
 	}
 	if _, ok := a["fence"]; ok {
 		wr.Flags |= nic.SendFence
