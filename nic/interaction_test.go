@@ -48,6 +48,9 @@ var rewriteInteraction = flag.Bool("rewrite", false, "rewrite the expected outpu
 //	advance [to=N]       moves time to the earliest deadline (or to N ns)
 //	                     and runs the timers due
 //	poll a|b             the completions, then the asynchronous events
+//	bind1 a|b [write] [id=N]
+//	                     a type 1 window over the first 4096 bytes of the
+//	                     MR, remote read (and write) access, ibv_bind_mw
 //	srqlimit a|b n=N     resizes the SRQ to 128 WRs and arms its limit at N
 //	port a|b up|down     the port's state changes
 //	trace a|b            the device's trace since the last trace command
@@ -388,6 +391,24 @@ func (h *pair) run(t *testing.T, cmd string) string {
 		}
 		s.held -= min(n, s.held)
 		return fmt.Sprintf("%d frames still at the port", s.held)
+	case "bind1":
+		// A type 1 window, bound with ibv_bind_mw (through s's QP).
+		s, a := h.side(t, f[1]), parseArgs(f[2:])
+		mw, err := s.dev.AllocMW(s.pd, nic.MWType1)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.mw = mw
+		acc := nic.AccessRemoteRead
+		if _, ok := a["write"]; ok {
+			acc |= nic.AccessRemoteWrite
+		}
+		err = s.dev.Bind(h.now, s.qp, mw, a.num(t, "id", 60), nic.SendSignaled,
+			nic.BindInfo{MR: s.mr, Addr: s.mr.Addr, Length: 4096, Access: acc})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
 	case "srqlimit":
 		s := h.side(t, f[1])
 		lim := uint32(parseArgs(f[2:]).num(t, "n", 0))
