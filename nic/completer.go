@@ -90,7 +90,7 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 			// WQE: past a READ or atomic still waiting, it is an implied
 			// NAK like any later response.
 			if d.cfg.Profile == ProfileRXE && isRdAtomic(qp.sq.at(0)) && !qp.sq.at(0).done {
-				d.errorRetry(now, qp, false, "after an implied NAK")
+				d.errorRetry(now, qp, retryImpliedNAK)
 			}
 			return compDone
 		}
@@ -124,12 +124,12 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		if !r.hasAcked || r.acked.Less(psn) {
 			d.resetRetries(qp)
 		}
-		d.ackUpTo(now, qp, psn, true)
+		d.ackUpTo(now, qp, psn, ackThrough)
 		return compDone
 
 	case compRNRNAK:
 		d.counters.Add(CounterRcvdRNRErr, 1)
-		d.ackUpTo(now, qp, psn, false)
+		d.ackUpTo(now, qp, psn, ackBefore)
 		if d.headBefore(qp, psn) {
 			return compDone // an implied NAK for the READ or atomic before it
 		}
@@ -144,20 +144,20 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		r.rnrUntil = now.Add(sim.Duration(wire.RNRDelay(p.AETH.Syndrome().RNRTimerCode())))
 		r.ackDue = sim.Never
 		d.retime(qp)
-		d.rewind(qp, psn, "after RNR wait")
+		d.rewind(qp, psn, retryRNR)
 		return compDone
 
 	case compNAKSequence:
 		d.counters.Add(CounterRcvdSeqErr, 1)
-		d.ackUpTo(now, qp, psn, false)
+		d.ackUpTo(now, qp, psn, ackBefore)
 		if d.headBefore(qp, psn) || r.rnrUntil != sim.Never {
 			return compDone // an implied NAK, or the RNR wait resends anyway
 		}
-		d.errorRetry(now, qp, false, "after NAK")
+		d.errorRetry(now, qp, retryNAK)
 		return compDone
 
 	case compRemoteError:
-		d.ackUpTo(now, qp, psn, false)
+		d.ackUpTo(now, qp, psn, ackBefore)
 		if d.headBefore(qp, psn) {
 			return compDone // an implied NAK for the READ or atomic before it
 		}
@@ -207,8 +207,9 @@ func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
 // with the same NAK, or the later READs' responses behind one lost READ
 // response, must not start a round each (IBTA vol. 1 §9.7.5.1.4: one
 // retry per NAK-started round).
-func (d *Device) errorRetry(now sim.Time, qp *QP, timer bool, why string) {
+func (d *Device) errorRetry(now sim.Time, qp *QP, why retryReason) {
 	r := &qp.req
+	timer := why == retryACKTimeout
 	if qp.state == QPStateErr || r.next == 0 {
 		return
 	}
@@ -233,17 +234,17 @@ func (d *Device) resetRetries(qp *QP) {
 
 // isRdAtomic reports whether a WQE is a READ or an atomic: one that
 // completes on its response, not on an ACK.
-func isRdAtomic(w *sendWQE) bool {
-	return w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
-}
+func isRdAtomic(w *sendWQE) bool { return w.wr.Opcode.isRdAtomic() }
 
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
-// before psn (inclusive when incl, else strictly before), completes from
+// before psn (inclusive when bound is ackThrough, strictly before when
+// ackBefore), completes from
 // the head and restarts or stops the ACK timer. The retry counters are
 // reset by the callers that carry a positive acknowledgement (an ACK, a
 // READ response, an atomic ACK), not by NAKs.
-func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
+func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, bound ackBound) {
 	r := &qp.req
+	incl := bound == ackThrough
 	// A NAK or RNR NAK of psn acknowledges everything before it, as an
 	// ACK of psn-1 would (rxe moves comp.psn to it).
 	if top := psn; incl || psn != qp.sq.at(0).firstPSN {
@@ -289,7 +290,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, incl bool) {
 	}
 	d.completeHead(now, qp)
 	if implied {
-		d.errorRetry(now, qp, false, "after a lost response")
+		d.errorRetry(now, qp, retryLostResponse)
 	}
 	d.requesterRun(now, qp) // room for READ/ATOMIC or a fence may have opened
 	d.armAckTimer(now, qp)
@@ -367,7 +368,7 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 }
 
 // rewind points the requester at psn for go-back-N.
-func (d *Device) rewind(qp *QP, psn wire.PSN, why string) {
+func (d *Device) rewind(qp *QP, psn wire.PSN, why retryReason) {
 	r := &qp.req
 	r.why = why
 	for i := 0; i < r.next; i++ {
@@ -383,7 +384,7 @@ func (d *Device) rewind(qp *QP, psn wire.PSN, why string) {
 			r.pkt = uint32(psn.Diff(w.firstPSN))
 			r.nRetrans++
 			r.rounds.start(r.nRetrans, r.highest)
-			if why != "after RNR wait" { // rxe counts timeout and NAK retries, not RNR ones
+			if why != retryRNR { // rxe counts timeout and NAK retries, not RNR ones
 				d.counters.Add(CounterCompleterRetryErr, 1)
 			}
 			return
@@ -412,7 +413,7 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 			// rxe's check_psn does; the ACK timeout asks for the rest.
 			return
 		}
-		d.ackUpTo(now, qp, w.firstPSN, false) // everything before the READ is acknowledged
+		d.ackUpTo(now, qp, w.firstPSN, ackBefore) // everything before the READ is acknowledged
 		if d.headBefore(qp, w.firstPSN) {
 			return // an earlier READ or atomic still waits for its response
 		}
@@ -448,7 +449,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd {
 			return
 		}
-		d.ackUpTo(now, qp, psn, false)
+		d.ackUpTo(now, qp, psn, ackBefore)
 		if d.headBefore(qp, psn) {
 			return // an earlier READ or atomic still waits for its response
 		}
@@ -482,7 +483,7 @@ func (d *Device) timerState(now sim.Time, qp *QP, st compState) {
 		r.ackDue = sim.Never
 		d.retime(qp)
 		d.traceTimer(now, qp, "ack-timeout")
-		d.errorRetry(now, qp, true, "after ACK timeout")
+		d.errorRetry(now, qp, retryACKTimeout)
 	default:
 		panic("nic: completer timer in state " + st.String())
 	}
@@ -532,7 +533,7 @@ func (d *Device) oldestUnacked(qp *QP) wire.PSN {
 // IBV_WC_BAD_RESP_ERR).
 // Either way the QP goes to ERR.
 func (d *Device) unexpectedResponse(now sim.Time, qp *QP, w *sendWQE) {
-	d.ackUpTo(now, qp, w.firstPSN, false)
+	d.ackUpTo(now, qp, w.firstPSN, ackBefore)
 	if d.headBefore(qp, w.firstPSN) || qp.sq.at(0) != w {
 		return // an earlier WQE still waits
 	}

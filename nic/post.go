@@ -97,7 +97,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 			return errno(syscall.EINVAL, "post_send: inline data of %d bytes over the QP's max_inline_data %d", inlineLen, qp.init.Cap.MaxInlineData)
 		}
 	}
-	if wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+	if wr.Opcode.isAtomic() {
 		if wr.RemoteAddr%8 != 0 {
 			return errno(syscall.EINVAL, "post_send: atomic remote_addr 0x%x is not 8-byte aligned", wr.RemoteAddr)
 		}
@@ -138,7 +138,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		w.sges = sges
 	} else {
 		w.sges = append(sges, wr.SGList...)
-		needWrite := wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd
+		needWrite := wr.Opcode.isRdAtomic()
 		total, st, why := d.mem.resolve(qp.pd, w.sges, needWrite)
 		w.length = total
 		switch {
@@ -184,7 +184,7 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, true)
 		if qp.state == QPStateErr {
 			qp.rq.size--
-			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, unsolicited)
 		}
 	}
 	return len(wrs), nil

@@ -392,7 +392,7 @@ func (d *Device) flush(now sim.Time, qp *QP) {
 		for !qp.rq.empty() {
 			w := qp.rq.at(0)
 			qp.rq.shift()
-			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, false)
+			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, unsolicited)
 		}
 	} else if d.cfg.Profile != ProfileRXE {
 		// A QP on an SRQ has no receives of its own to flush; IBTA
@@ -420,7 +420,7 @@ func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
 	if st != WCSuccess && st != WCWRFlushErr {
 		why = w.why
 	}
-	d.pushCQE(now, qp, qp.init.SendCQ, wc, false, true, why)
+	d.pushCQE(now, qp, qp.init.SendCQ, wc, unsolicited, sendSide, why)
 }
 
 // sendByteLen is the byte_len of a successful send-side completion. The
@@ -444,8 +444,8 @@ func sendByteLen(p Profile, w *sendWQE) uint32 {
 }
 
 // completeRecv posts a receive completion.
-func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
-	d.pushCQE(now, qp, qp.init.RecvCQ, wc, solicited, false, "")
+func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, se solicitation) {
+	d.pushCQE(now, qp, qp.init.RecvCQ, wc, se, recvSide, "")
 }
 
 // failRecv retires the receive WQE in use, w, and posts its failed
@@ -455,7 +455,7 @@ func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, solicited bool) {
 func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why string) {
 	wrid := w.wrid
 	qp.doneRecv()
-	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, false, false, why)
+	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, unsolicited, recvSide, why)
 }
 
 // pushCQE adds wc to cq. On overflow the completion is lost and the CQ
@@ -481,10 +481,10 @@ func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why str
 // moves the QP to ERR without an event (the responder's
 // RESPST_ERR_CQ_OVERFLOW), a lost send completion is lost silently and
 // the QP runs on (rxe_comp.c ignores the failure of rxe_cq_post).
-func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bool, why string) {
+func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, side cqSide, why string) {
 	d.traceCompletion(now, qp, wc, why)
 	spec := d.cfg.Profile == ProfileSpec
-	if !(spec && cq.errRaised) && cq.push(wc, solicited) {
+	if !(spec && cq.errRaised) && cq.push(wc, se == solicited) {
 		return
 	}
 	if !cq.errRaised || !spec {
@@ -497,7 +497,7 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, solicited, send bo
 		d.toError(now, qp, EventQPFatal, true)
 		return
 	}
-	if send {
+	if side == sendSide {
 		return
 	}
 	if qp.state != QPStateErr {

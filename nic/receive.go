@@ -211,7 +211,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		d.counters.Add(CounterRDMARecvs, 1)
 	}
 	qp.doneRecv()
-	d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
+	d.completeRecv(now, qp, wc, solicitationOf(p.BTH.SolicitedEvent()))
 }
 
 // udGRH fills grh with the 40-byte GRH area a UD receive starts with:

@@ -47,11 +47,11 @@ type requester struct {
 	// stops its timer: it expires idle, or fires for what was sent since
 	// (see armAckTimer).
 	idleDue  sim.Time
-	rnrUntil sim.Time // end of the RNR wait, sim.Never when not waiting
-	nRetrans int      // go-back-N rounds so far, for capture notes
-	highest  wire.PSN // one past the highest PSN ever sent
-	why      string   // why the last go-back-N round started, for notes
-	rounds   roundLog // where each go-back-N round ended, for notes
+	rnrUntil sim.Time    // end of the RNR wait, sim.Never when not waiting
+	nRetrans int         // go-back-N rounds so far, for capture notes
+	highest  wire.PSN    // one past the highest PSN ever sent
+	why      retryReason // why the last go-back-N round started, for notes
+	rounds   roundLog    // where each go-back-N round ended, for notes
 	// A go-back-N round started by a NAK, an implied NAK or the ACK
 	// timeout, and no valid response since (rxe's comp.started_retry):
 	// another NAK or implied NAK is ignored until one comes, so that one
@@ -123,7 +123,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 			}
 			break
 		}
-		rdAtomic := w.wr.Opcode == WRRDMARead || w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
+		rdAtomic := isRdAtomic(w)
 		if !w.started {
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 				break
@@ -313,7 +313,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	}
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
-		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:] +
+		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.name() +
 			", packet " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(w.npkts))
 	}
 	d.emit(qp, &f, note)
@@ -345,7 +345,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 	}
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
-		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.String()[7:]
+		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.name()
 		if w.wr.Opcode == WRRDMARead {
 			note += " of " + strconv.FormatUint(w.length, 10) + " bytes (" + strconv.Itoa(int(w.npkts)) + " responses)"
 		}
@@ -367,7 +367,7 @@ func (r *requester) noteFor(psn wire.PSN, explain bool) string {
 		if !explain {
 			return ""
 		}
-		return "retransmission #" + strconv.Itoa(r.rounds.covering(psn, r.nRetrans)) + " of PSN " + psn.String() + " " + r.why
+		return "retransmission #" + strconv.Itoa(r.rounds.covering(psn, r.nRetrans)) + " of PSN " + psn.String() + " " + r.why.String()
 	}
 	r.highest = psn.Next()
 	return ""

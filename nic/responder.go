@@ -380,7 +380,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		}
 		qp.doneRecv()
 		d.counters.Add(CounterRDMARecvs, 1)
-		d.completeRecv(now, qp, wc, p.BTH.SolicitedEvent())
+		d.completeRecv(now, qp, wc, solicitationOf(p.BTH.SolicitedEvent()))
 	}
 	return true
 }
@@ -444,7 +444,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 			qp.doneRecv()
 			d.counters.Add(CounterRDMARecvs, 1) // as for a SEND: rxe counts every successful receive CQE
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.off),
-				ImmData: p.ImmDt.Value(), WCFlags: WCFlagWithImm, QPNum: qp.num}, p.BTH.SolicitedEvent())
+				ImmData: p.ImmDt.Value(), WCFlags: WCFlagWithImm, QPNum: qp.num}, solicitationOf(p.BTH.SolicitedEvent()))
 		}
 	}
 	return true

@@ -1,0 +1,97 @@
+package nic
+
+// Named values for what used to be note text or positional booleans. The
+// retransmission notes of the pcapng capture and the ladder are derived
+// from these (retryReason.String), never compared back.
+
+// retryReason is why a go-back-N round started (rewind): the completer
+// decides on it (rxe counts timeout and NAK retries in
+// completer_retry_err, not RNR ones) and the retransmission note names it.
+type retryReason uint8
+
+const (
+	retryNone         retryReason = iota // no round yet: a fresh requester
+	retryACKTimeout                      // the ACK timer ran out (rxe's COMPST_ERROR_RETRY from the timer)
+	retryNAK                             // a NAK PSN sequence error
+	retryImpliedNAK                      // a response past a READ or atomic still unanswered (rxe's check_psn)
+	retryLostResponse                    // a READ response or atomic ACK missing behind a later response
+	retryRNR                             // the RNR NAK timer ran out: resend from the NAKed PSN
+)
+
+// retryReasonNotes are the note texts, byte for byte those the captures
+// and ladders in testdata were made with.
+var retryReasonNotes = [...]string{
+	retryNone:         "",
+	retryACKTimeout:   "after ACK timeout",
+	retryNAK:          "after NAK",
+	retryImpliedNAK:   "after an implied NAK",
+	retryLostResponse: "after a lost response",
+	retryRNR:          "after RNR wait",
+}
+
+// String returns the reason as it appears in a retransmission note.
+func (r retryReason) String() string {
+	if int(r) < len(retryReasonNotes) {
+		return retryReasonNotes[r]
+	}
+	return "retryReason(" + itoa(int(r)) + ")"
+}
+
+// ackBound says whether an acknowledgement of a PSN covers that PSN (an
+// ACK: rxe's check_ack on ACK syndromes) or only the PSNs before it (a
+// NAK or RNR NAK of the PSN, or a response that implies everything before
+// it was received).
+type ackBound uint8
+
+const (
+	ackBefore  ackBound = iota // PSNs strictly before the one named
+	ackThrough                 // the PSN named and every one before it
+)
+
+// cqSide says which queue a completion retires: it decides what a CQ
+// overflow does to the QP under ProfileRXE (see pushCQE).
+type cqSide uint8
+
+const (
+	recvSide cqSide = iota // a receive (or SRQ) WQE: the responder's RESPST_ERR_CQ_OVERFLOW
+	sendSide               // a send WQE: rxe_comp.c ignores the failed post
+)
+
+// solicitation says whether a receive completion carries the Solicited
+// Event bit (IBTA vol. 1 §9.2.2 SE), which wakes a CQ armed for solicited
+// completions only (ibv_req_notify_cq(cq, 1)).
+type solicitation uint8
+
+const (
+	unsolicited solicitation = iota
+	solicited
+)
+
+// isRdAtomic reports whether o is a READ or an atomic: an operation that
+// asks for data back, completes on its response rather than on an ACK,
+// and needs a LOCAL_WRITE destination.
+func (o WROpcode) isRdAtomic() bool {
+	return o == WRRDMARead || o.isAtomic()
+}
+
+// isAtomic reports whether o is one of the two atomic operations.
+func (o WROpcode) isAtomic() bool {
+	return o == WRAtomicCmpAndSwp || o == WRAtomicFetchAndAdd
+}
+
+// name is the opcode's name without the IBV_WR_ prefix, for packet notes
+// ("wr 7 RDMA_WRITE, packet 1 of 3").
+func (o WROpcode) name() string {
+	if int(o) < len(wrOpcodeNames) {
+		return wrOpcodeNames[o]
+	}
+	return o.String()
+}
+
+// solicitationOf names the BTH's SE bit.
+func solicitationOf(se bool) solicitation {
+	if se {
+		return solicited
+	}
+	return unsolicited
+}
