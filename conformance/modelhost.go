@@ -221,7 +221,7 @@ func NewModelHost(cfg ModelHostConfig) (*ModelHost, error) {
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: cfg.Name, MAC: mac, IPv4: ip, Profile: cfg.Profile,
 		// A 1500-byte Ethernet link, as the VM's rxe has.
 		PathMTUMax: nic.MTU1024,
-		AddrBase:   0x0000_5600_0000_0000 + uint64(a[3])<<32,
+		AddrBase:   nic.DefaultAddrBase + uint64(a[3])<<32,
 		Annotate:   true})
 	h.start = time.Now()
 	if cfg.CapturePath != "" {

@@ -27,10 +27,6 @@ const (
 	// starts on a page boundary.
 	mrPageSize = 4096
 
-	// mrDefaultBase is where a device's first MR lives. It looks like a
-	// user-space heap address on x86-64, so traces read like real ones.
-	mrDefaultBase = 0x0000_5600_0000_0000
-
 	// mrDefaultMax is the largest MR index: rxe 6.1's RXE_MAX_MR_INDEX
 	// (indices 1..0x80000). How many MRs may live at once is the device's
 	// max_mr (memTable.maxLive).
@@ -38,11 +34,6 @@ const (
 
 	// mrMaxIndex keeps index<<8 inside a 32-bit key.
 	mrMaxIndex = 1<<24 - 1
-
-	// mrMaxMessage is the largest message a work request may describe
-	// (2^31 bytes, the IBTA's largest message), and the length an SGE of
-	// length 0 stands for.
-	mrMaxMessage = 1 << 31
 
 	// mrAccessKnown are the access bits rocesim implements.
 	mrAccessKnown = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
@@ -101,7 +92,7 @@ type memTable struct {
 // sees the same addresses (and RETH VAs) on every run.
 func newMemTable(base uint64) memTable {
 	if base == 0 {
-		base = mrDefaultBase
+		base = DefaultAddrBase
 	}
 	base = (base + mrPageSize - 1) &^ (mrPageSize - 1)
 	return memTable{next: 1, max: mrDefaultMax, nextAddr: base}
@@ -250,7 +241,7 @@ func (t *memTable) byRKey(k uint32) *MR {
 // 2^31 (see SGE).
 func sgeBytes(s *SGE) uint64 {
 	if s.Length == 0 {
-		return mrMaxMessage
+		return maxMsg
 	}
 	return uint64(s.Length)
 }
@@ -286,7 +277,7 @@ func (t *memTable) resolve(pd *PD, sges []SGE, needWrite bool) (total uint64, st
 			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x: MR lacks LOCAL_WRITE", i, s.LKey)
 		}
 		total += n
-		if total > mrMaxMessage {
+		if total > maxMsg {
 			return 0, WCLocLenErr, fmt.Sprintf("sge[%d]: total length %d over 2^31", i, total)
 		}
 	}

@@ -142,7 +142,7 @@ func TestRegisterAddressesAndKeys(t *testing.T) {
 	assert.Equal(t, uint64(0x2000), mr.Addr)
 	tab = newMemTable(0)
 	mr = memTestReg(t, &tab, &PD{}, 10, 0, 0)
-	assert.Equal(t, uint64(mrDefaultBase), mr.Addr)
+	assert.Equal(t, uint64(DefaultAddrBase), mr.Addr)
 }
 
 func TestRegisterAliasesBuffer(t *testing.T) {

@@ -35,16 +35,6 @@ func (o *outbox) push(buf []byte, n int, note string) {
 	o.frames = append(o.frames, outFrame{buf, n, note})
 }
 
-// Frames handed to the port and not yet gone from it, per QP: rxe stops a
-// QP's requester while more than 64 of its packets sit in the network
-// stack and resumes it below 16 (RXE_INFLIGHT_SKBS_PER_QP_HIGH/LOW). It
-// keeps a retransmission from flooding the port's queue faster than the
-// link drains it.
-const (
-	inflightHigh = 64
-	inflightLow  = 16
-)
-
 // TxDone tells the device that the oldest frame it handed to the port has
 // left it (serialized or dropped there). The port keeps frames in order,
 // so the device knows whose it was.

@@ -23,7 +23,9 @@ import (
 //     a message over 2^31 bytes: LOC_LEN_ERR) are accepted by the post and
 //     complete in order with that status, moving the QP to ERR, as rxe does.
 
-// maxMsg is the largest message: 2^31 bytes.
+// maxMsg is the largest message a work request may describe: 2^31 bytes,
+// the IBTA's largest message. It is also the length an SGE of length 0
+// stands for (memory.go).
 const maxMsg = 1 << 31
 
 // PostSend posts wrs to qp's send queue. It returns the index of the first

@@ -29,10 +29,6 @@ import (
 // always its WQE's first PSN plus its index, so a WQE acknowledged while
 // it waited to be sent again is simply skipped.
 
-// maxPktPerAck is how many packets rxe sends before it asks for an ACK
-// even mid-message (RXE_MAX_PKT_PER_ACK).
-const maxPktPerAck = 64
-
 type requester struct {
 	psn        wire.PSN // the first PSN of the next new WQE
 	next       int      // index (from the head of the SQ) of the WQE being sent

@@ -91,6 +91,12 @@ type Host struct {
 	unsent  uint64 // frames that could not be put on the port
 }
 
+// maxRoCEOverhead is what a RoCE v2 packet adds inside a link MTU around
+// its payload at most: the IPv4, UDP and BTH headers, the largest extended
+// header (AtomicETH) and the ICRC. A path MTU fits a link when its payload
+// plus this does.
+const maxRoCEOverhead = wire.IPv4MinLen + wire.UDPLen + wire.BTHLen + wire.AtomicETHLen + wire.ICRCLen
+
 // AddHost adds a host. Host i (from 1) gets MAC 02:00:00:00:00:0i,
 // IPv4 10.0.0.i and IPv6 fd00::i; every host knows every other's MAC
 // (no ARP is simulated).
@@ -103,13 +109,13 @@ func (w *World) AddHost(name string) *Host {
 	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
 	mtu := nic.MTU1024
 	for m := nic.MTU4096; m >= nic.MTU256; m-- {
-		if m.Bytes() <= w.cfg.Link.MTU-20-8-12-28-4 {
+		if m.Bytes() <= w.cfg.Link.MTU-maxRoCEOverhead {
 			mtu = m
 			break
 		}
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: v4, IPv6: v6, Profile: w.cfg.Profile,
-		PathMTUMax: mtu, AddrBase: 0x0000_5600_0000_0000 + uint64(i)<<32,
+		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(i)<<32,
 		Annotate: w.cfg.Capture != nil, TestHooks: w.cfg.TestHooks})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
