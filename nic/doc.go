@@ -117,6 +117,71 @@
 // has taken index 1 and the user's first is index 2; the conformance
 // comparison normalises keys).
 //
+// # The route of one SEND
+//
+// One signaled RC SEND from host A to host B, and its ACK back, with the
+// file and function of each step (paths from the module root; a test,
+// TestDocRouteExists, checks that each named function exists in the file
+// named). A's side first:
+//
+//   - verbs/resources.go (*QP).PostSend: converts the verbs WRs to nic's and
+//     calls the device, then pumps the host.
+//   - nic/post.go (*Device).PostSend: validates each WR (errno and field
+//     on misuse); postSend queues the WQE on the send queue.
+//   - nic/requester.go (*Device).requesterRun: takes the WQE, gives it its
+//     PSNs and arms the ACK timer (armAckTimer).
+//   - nic/requester.go (*Device).sendPacket: builds one packet per path-MTU
+//     segment (SEND_FIRST/MIDDLE/LAST or SEND_ONLY), AckReq on the last.
+//   - nic/frame.go (*Device).emit: encodes the frame into the outbox and
+//     counts it in flight for its QP.
+//   - verbs/world.go (*Host).pump: drains the outbox (nic/outbox.go
+//     (*Device).Drain) and re-arms the host's timer at NextDeadline.
+//   - verbs/world.go (*Host).send: puts each frame on the host's port.
+//   - sim/fabric/fabric.go (*Node).Send: copies the frame into a pooled
+//     buffer and enters it on the link (hop.go (*Fabric).enter applies the
+//     fault plan, link.go (*direction).enqueue and transmit serialise it);
+//     the port finishing a frame (buffer.go (*frameBuf).left) calls back
+//     verbs/world.go (*Host).txDone, which tells the device
+//     (nic/outbox.go (*Device).TxDone).
+//   - sim/fabric/hop.go (*Fabric).arrive: at the far end of the link, after
+//     serialisation and propagation, hands the bytes to B's receiver.
+//
+// On B:
+//
+//   - verbs/world.go (*Host).Receive: passes the frame to B's device, then
+//     pumps B.
+//   - nic/receive.go (*Device).Receive: decodes and checks the headers
+//     (drops are counted by reason), finds the QP, and sends a request to
+//     the responder.
+//   - nic/responder.go (*Device).receiveRequest: runs the responder's
+//     states (respond: QP state, PSN and opcode sequence, resources).
+//   - nic/responder.go (*Device).placeSend: takes the receive WQE
+//     (takeRecv), copies the payload into its buffer and, on the last
+//     packet, completes it.
+//   - nic/qp.go (*Device).completeRecv: builds the receive completion and
+//     hands it to pushCQE, which adds it to B's CQ (nic/cq.go (*CQ).push;
+//     overflow rules in pushCQE).
+//   - nic/responder.go (*Device).sendAck: the ACK of the last PSN (or of
+//     every 64th packet) goes out through emit, B's pump and the fabric
+//     as above.
+//
+// Back on A:
+//
+//   - nic/completer.go (*Device).receiveResponse: runs the completer's
+//     states (complete) on the ACK.
+//   - nic/completer.go (*Device).ackUpTo: marks the WQEs the ACK covers
+//     done and moves or stops the ACK timer.
+//   - nic/completer.go (*Device).completeHead: completes the done WQEs in
+//     order from the head of the send queue.
+//   - nic/qp.go (*Device).completeSend: builds the send completion and
+//     pushes it on A's CQ (pushCQE).
+//   - verbs/resources.go (*CQ).Poll: the application polls the completions
+//     (nic/cq.go (*CQ).Poll), on B the receive, on A the send.
+//
+// If the ACK does not come, nic/timers.go (*Device).Advance fires the ACK
+// timer at NextDeadline and the completer's errorRetry rewinds the
+// requester (go-back-N), which sends again from requesterRun.
+//
 // The responder and completer run as explicit named states (respState,
 // compState), after rxe's RESPST_ and COMPST_ steps.
 package nic
