@@ -241,7 +241,7 @@ func (t *memTable) byRKey(k uint32) *MR {
 // 2^31 (see SGE).
 func sgeBytes(s *SGE) uint64 {
 	if s.Length == 0 {
-		return maxMsg
+		return MaxMessage
 	}
 	return uint64(s.Length)
 }
@@ -277,7 +277,7 @@ func (t *memTable) resolve(pd *PD, sges []SGE, needWrite bool) (total uint64, st
 			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x: MR lacks LOCAL_WRITE", i, s.LKey)
 		}
 		total += n
-		if total > maxMsg {
+		if total > MaxMessage {
 			return 0, WCLocLenErr, fmt.Sprintf("sge[%d]: total length %d over 2^31", i, total)
 		}
 	}

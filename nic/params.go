@@ -4,7 +4,7 @@ package nic
 // rxe_param.h (and the rxe constants beside them) that the model copies,
 // in one place. They are rxe's choices, not the IBTA's: the IBTA's
 // constants (field widths, the largest message) stay with the code that
-// checks them (qpstate.go's attribute bounds, post.go's maxMsg), and the
+// checks them (qpstate.go's attribute bounds, post.go's MaxMessage), and the
 // model's own choices (DefaultAddrBase, maxHeld) with theirs.
 
 // rxeMaxValue is rxe's DEFAULT_MAX_VALUE (1 << 20), the top of most of its

@@ -23,10 +23,10 @@ import (
 //     a message over 2^31 bytes: LOC_LEN_ERR) are accepted by the post and
 //     complete in order with that status, moving the QP to ERR, as rxe does.
 
-// maxMsg is the largest message a work request may describe: 2^31 bytes,
-// the IBTA's largest message. It is also the length an SGE of length 0
-// stands for (memory.go).
-const maxMsg = 1 << 31
+// MaxMessage is the largest message a work request may describe: 2^31
+// bytes, the IBTA's largest message. It is also the length an SGE of
+// length 0 stands for (memory.go), and the bound of a scenario's len=.
+const MaxMessage = 1 << 31
 
 // PostSend posts wrs to qp's send queue. It returns the index of the first
 // WR it refused (len(wrs) if none) and why.
@@ -146,7 +146,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		switch {
 		case st != WCSuccess:
 			w.status, w.done, w.why = st, true, why
-		case total > maxMsg:
+		case total > MaxMessage:
 			w.status, w.done, w.why = WCLocLenErr, true, "post_send: message of "+itoa(int(total))+" bytes over 2^31"
 		case t == QPTypeUD && total > uint64(d.cfg.PathMTUMax.Bytes()):
 			w.status, w.done, w.why = WCLocLenErr, true, "post_send: UD message of "+itoa(int(total))+" bytes over the path MTU"

@@ -300,7 +300,7 @@ func windowOp(o nic.WROpcode) bool {
 func (p *parser) lenOpt(st *step) func(string, int) error {
 	return func(v string, c int) error {
 		var err error
-		st.length, err = p.size(v, c, 1<<31)
+		st.length, err = p.size(v, c, nic.MaxMessage)
 		st.hasLen = true
 		return err
 	}
@@ -385,12 +385,12 @@ func (p *parser) reregStep(st *step, toks []lineformat.Token) error {
 		"off": func(v string, c int) error {
 			offCol = c
 			var err error
-			st.reregOff, err = p.size(v, c, 1<<31)
+			st.reregOff, err = p.size(v, c, nic.MaxMessage)
 			return err
 		},
 		"len": func(v string, c int) error {
 			var err error
-			st.length, err = p.size(v, c, 1<<31)
+			st.length, err = p.size(v, c, nic.MaxMessage)
 			st.hasLen = true
 			st.rereg |= nic.ReregChangeTranslation
 			return err
