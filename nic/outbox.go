@@ -1,6 +1,9 @@
 package nic
 
-import "github.com/rocesim/rocesim/sim"
+import (
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
 
 // outbox holds the frames the device has built and not yet handed to
 // Drain. Buffers are recycled, so building a frame allocates nothing once
@@ -17,8 +20,10 @@ type outFrame struct {
 }
 
 // maxFrameLen is the largest frame the device builds: 4096 bytes of
-// payload with the largest headers over IPv6.
-const maxFrameLen = 14 + 40 + 8 + 12 + 28 + 4096 + 3 + 4 + 32
+// payload with the largest headers over IPv6, and 32 bytes of headroom
+// the buffers have always had (no header needs them).
+const maxFrameLen = wire.EthernetLen + wire.IPv6Len + wire.UDPLen + wire.BTHLen + wire.MaxExtHdrLen +
+	4096 + wire.MaxPadLen + wire.ICRCLen + 32
 
 // buffer returns a buffer to build the next frame in.
 func (o *outbox) buffer() []byte {

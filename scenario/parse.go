@@ -15,6 +15,7 @@ import (
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/verbs"
 )
 
 // Parsing, in two passes:
@@ -349,8 +350,8 @@ func (p *parser) linkOpts(stmt string, cfg *fabric.LinkConfig, toks []lineformat
 		},
 		"mtu": func(v string, c int) error {
 			n, err := p.num(v, c, "mtu", 9000)
-			if err == nil && n < 256+wireOverhead {
-				err = p.errorf(c, "mtu %d too small: RoCE v2 needs at least %d for a 256-byte path MTU", n, 256+wireOverhead)
+			if err == nil && n < verbs.MinLinkMTU {
+				err = p.errorf(c, "mtu %d too small: RoCE v2 needs at least %d for a 256-byte path MTU", n, verbs.MinLinkMTU)
 			}
 			cfg.MTU = int(n)
 			return err
@@ -367,11 +368,6 @@ func (p *parser) linkOpts(stmt string, cfg *fabric.LinkConfig, toks []lineformat
 		},
 	}, nil)
 }
-
-// wireOverhead is what an IP packet carries besides a RoCE payload: IPv4
-// (20), UDP (8), BTH (12), the largest extension headers (28) and the
-// ICRC (4), as package verbs counts when it picks a host's path MTU.
-const wireOverhead = 20 + 8 + 12 + 28 + 4
 
 func (p *parser) linkLine() error {
 	if len(p.toks) < 3 {

@@ -91,11 +91,10 @@ type Host struct {
 	unsent  uint64 // frames that could not be put on the port
 }
 
-// maxRoCEOverhead is what a RoCE v2 packet adds inside a link MTU around
-// its payload at most: the IPv4, UDP and BTH headers, the largest extended
-// header (AtomicETH) and the ICRC. A path MTU fits a link when its payload
-// plus this does.
-const maxRoCEOverhead = wire.IPv4MinLen + wire.UDPLen + wire.BTHLen + wire.AtomicETHLen + wire.ICRCLen
+// MinLinkMTU is the smallest link (IP) MTU a host can run RoCE v2 over:
+// the smallest path MTU, 256, plus the most a packet carries besides its
+// payload (AddHost picks the largest path MTU that fits the link's).
+const MinLinkMTU = 256 + wire.MaxIPv4Overhead
 
 // AddHost adds a host. Host i (from 1) gets MAC 02:00:00:00:00:0i,
 // IPv4 10.0.0.i and IPv6 fd00::i; every host knows every other's MAC
@@ -109,7 +108,7 @@ func (w *World) AddHost(name string) *Host {
 	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
 	mtu := nic.MTU1024
 	for m := nic.MTU4096; m >= nic.MTU256; m-- {
-		if m.Bytes() <= w.cfg.Link.MTU-maxRoCEOverhead {
+		if m.Bytes() <= w.cfg.Link.MTU-wire.MaxIPv4Overhead {
 			mtu = m
 			break
 		}

@@ -180,6 +180,24 @@ const (
 	CNPPayloadLen = 16
 )
 
+// Bounds derived from the header sizes, for sizing buffers and MTUs.
+const (
+	// MaxExtHdrLen is the most extension-header bytes any opcode carries
+	// after the BTH: the AtomicETH of a compare-and-swap or fetch-and-add
+	// (TestMaxExtHdrLen holds it against the opcode table).
+	MaxExtHdrLen = AtomicETHLen
+
+	// MaxPadLen is the most pad bytes a payload gets to reach a multiple
+	// of 4 (BTH PadCnt, IBTA §9.2.1).
+	MaxPadLen = 3
+
+	// MaxIPv4Overhead is the most a RoCE v2 packet over IPv4 (without
+	// options) carries besides its payload and pad: the IPv4, UDP and
+	// BTH headers, the largest extension headers and the ICRC. A path
+	// MTU fits an IP MTU when the path MTU plus this does.
+	MaxIPv4Overhead = IPv4MinLen + UDPLen + BTHLen + MaxExtHdrLen + ICRCLen
+)
+
 var opTable [256]OpInfo
 
 func defOp(op Opcode, name string, k Kind, pos Position, h Headers) {

@@ -99,3 +99,16 @@ func TestUDPSourcePortMatchesRxe(t *testing.T) {
 		assert.GreaterOrEqual(t, wire.UDPSourcePort(q, 0xABCDEF), uint16(0xC000))
 	}
 }
+
+// TestMaxExtHdrLen checks that no opcode carries more extension-header
+// bytes than MaxExtHdrLen, and that one carries exactly that many: the
+// buffer and MTU bounds derived from it hold for every packet.
+func TestMaxExtHdrLen(t *testing.T) {
+	most := 0
+	for _, op := range wire.AllOpcodes() {
+		most = max(most, op.Info().HdrLen)
+	}
+	if most != wire.MaxExtHdrLen {
+		t.Fatalf("largest extension headers: %d bytes, MaxExtHdrLen says %d", most, wire.MaxExtHdrLen)
+	}
+}
