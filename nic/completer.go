@@ -335,7 +335,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 func (d *Device) failHead(now sim.Time, qp *QP, st WCStatus) {
 	w := qp.sq.at(0)
 	w.done, w.status = true, st
-	d.toError(now, qp, 0, false)
+	d.toError(now, qp)
 }
 
 // sendQueueError handles a WQE that failed at the head of the send
@@ -346,7 +346,7 @@ func (d *Device) failHead(now sim.Time, qp *QP, st WCStatus) {
 func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 	if qp.init.Type == QPTypeRC {
 		if qp.state != QPStateErr {
-			d.toError(now, qp, 0, false) // flush completes it with its own status
+			d.toError(now, qp) // flush completes it with its own status
 		}
 		return
 	}

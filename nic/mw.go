@@ -404,7 +404,7 @@ func (d *Device) invalidateForSend(now sim.Time, qp *QP, w *recvWQE, p *wire.Pac
 		d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), p.BTH.PSN(), "")
 	}
 	if qp.state != QPStateErr {
-		d.toError(now, qp, 0, false)
+		d.toError(now, qp)
 	}
 	return false
 }

@@ -361,15 +361,22 @@ func (qp *QP) reset() {
 }
 
 // toError moves the QP to ERR after a failure the device found itself
-// (retry exhausted, remote error, CQ overflow) and raises ev if not none.
-func (d *Device) toError(now sim.Time, qp *QP, ev AsyncEventType, raise bool) {
+// (retry exhausted, remote error, CQ overflow), raising no event.
+func (d *Device) toError(now sim.Time, qp *QP) {
 	if qp.state == QPStateErr {
 		return
 	}
-	if raise {
+	d.transition(now, qp, QPStateErr)
+}
+
+// toErrorRaising is toError that first raises the affiliated event ev
+// (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR) for the QP, unless it is in ERR
+// already.
+func (d *Device) toErrorRaising(now sim.Time, qp *QP, ev AsyncEventType) {
+	if qp.state != QPStateErr {
 		d.raise(AsyncEvent{Type: ev, QP: qp, Time: now})
 	}
-	d.transition(now, qp, QPStateErr)
+	d.toError(now, qp)
 }
 
 // flush completes every outstanding work request, send queue first, then
@@ -494,7 +501,7 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, s
 	if spec {
 		// The flush that follows completes into the same CQ and fails
 		// again: toError does nothing for a QP already in ERR.
-		d.toError(now, qp, EventQPFatal, true)
+		d.toErrorRaising(now, qp, EventQPFatal)
 		return
 	}
 	if side == sendSide {

@@ -191,7 +191,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 			}
 		}
 		d.failRecv(now, qp, w, WCLocQPOpErr, why)
-		d.toError(now, qp, EventQPFatal, false) // rxe raises no event (see remoteError)
+		d.toError(now, qp) // rxe raises no event (see remoteError)
 		return
 	}
 	if w.status != WCSuccess || grhLen+n > w.length {

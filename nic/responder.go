@@ -771,7 +771,11 @@ func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.P
 	// (§11.6.3); rxe 6.1 raises none (do_class_ac_error and rxe_qp_error
 	// call no event handler: checked against real rxe in the conformance
 	// differential runs).
-	d.toError(now, qp, ev, d.cfg.Profile != ProfileRXE)
+	if d.cfg.Profile == ProfileRXE {
+		d.toError(now, qp)
+		return
+	}
+	d.toErrorRaising(now, qp, ev)
 }
 
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.
