@@ -422,10 +422,7 @@ func (h *pair) run(t *testing.T, cmd string) string {
 	case "trace":
 		s := h.side(t, f[1])
 		ev := s.tr.Events()
-		var out []string
-		for _, l := range strings.Split(strings.TrimRight(s.tr.Text(), "\n"), "\n") {
-			out = append(out, l)
-		}
+		out := strings.Split(strings.TrimRight(s.tr.Text(), "\n"), "\n")
 		if s.seen > len(out) || len(ev) == 0 {
 			return ""
 		}
