@@ -271,14 +271,8 @@ func svgTexts(t *testing.T, doc []byte) []string {
 	}
 }
 
-// TestSVGGoBackN: well-formed, standalone, the labels a reader needs, and
-// the same bytes from two runs.
-func TestSVGGoBackN(t *testing.T) {
-	doc := svg(t, goBackN(t), ladder.Options{}, "go-back-N: PSN 101 lost once")
-	root := validXML(t, doc)
-	assert.Equal(t, "svg", root.Name.Local)
-	assert.Equal(t, "http://www.w3.org/2000/svg", root.Name.Space, "standalone: the SVG namespace")
-	var w, h string
+// svgSize returns the width and height attributes of an SVG root element.
+func svgSize(root xml.StartElement) (w, h string) {
 	for _, a := range root.Attr {
 		switch a.Name.Local {
 		case "width":
@@ -287,6 +281,17 @@ func TestSVGGoBackN(t *testing.T) {
 			h = a.Value
 		}
 	}
+	return w, h
+}
+
+// TestSVGGoBackN: well-formed, standalone, the labels a reader needs, and
+// the same bytes from two runs.
+func TestSVGGoBackN(t *testing.T) {
+	doc := svg(t, goBackN(t), ladder.Options{}, "go-back-N: PSN 101 lost once")
+	root := validXML(t, doc)
+	assert.Equal(t, "svg", root.Name.Local)
+	assert.Equal(t, "http://www.w3.org/2000/svg", root.Name.Space, "standalone: the SVG namespace")
+	w, h := svgSize(root)
 	assert.Regexp(t, `^[0-9]{3,4}(\.[0-9])?$`, w, "a sensible width")
 	assert.Regexp(t, `^[0-9]{3,4}(\.[0-9])?$`, h, "a sensible height")
 
@@ -378,15 +383,7 @@ func TestSVGInChromium(t *testing.T) {
 	svgPath, pngPath := filepath.Join(dir, "go-back-n.svg"), filepath.Join(dir, "go-back-n.png")
 	require.NoError(t, os.WriteFile(svgPath, doc, 0o644))
 	root := validXML(t, doc)
-	var w, h string
-	for _, a := range root.Attr {
-		switch a.Name.Local {
-		case "width":
-			w = a.Value
-		case "height":
-			h = a.Value
-		}
-	}
+	w, h := svgSize(root)
 	w, _, _ = strings.Cut(w, ".")
 	h, _, _ = strings.Cut(h, ".")
 	cmd := exec.Command(browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
