@@ -646,7 +646,7 @@ func (d *Device) runHeld(now sim.Time, qp *QP) {
 		}
 		p := &d.rxHeld
 		// Receive decoded it and checked its ICRC and headers already.
-		if p.DecodeHeaders(h.buf[:h.n]) == nil {
+		if forQP(p.DecodeHeaders(h.buf[:h.n]), p) {
 			d.receiveRequest(now, qp, p)
 		}
 		if len(h.buf) == maxFrameLen {
