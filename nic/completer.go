@@ -89,7 +89,7 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 			// Never sent. rxe's check_psn only compares it with the oldest
 			// WQE: past a READ or atomic still waiting, it is an implied
 			// NAK like any later response.
-			if d.cfg.Profile == ProfileRXE && isRdAtomic(qp.sq.at(0)) && !qp.sq.at(0).done {
+			if d.cfg.Profile == ProfileRXE && qp.sq.at(0).wr.Opcode.isRdAtomic() && !qp.sq.at(0).done {
 				d.errorRetry(now, qp, retryImpliedNAK)
 			}
 			return compDone
@@ -232,10 +232,6 @@ func (d *Device) resetRetries(qp *QP) {
 	r.startedRetry = false
 }
 
-// isRdAtomic reports whether a WQE is a READ or an atomic: one that
-// completes on its response, not on an ACK.
-func isRdAtomic(w *sendWQE) bool { return w.wr.Opcode.isRdAtomic() }
-
 // ackUpTo marks done every started SEND/WRITE WQE whose last PSN is at or
 // before psn (inclusive when bound is ackThrough, strictly before when
 // ackBefore), completes from
@@ -268,7 +264,7 @@ func (d *Device) ackUpTo(now sim.Time, qp *QP, psn wire.PSN, bound ackBound) {
 		}
 		last := w.lastPSN()
 		if last.Less(lim) || inc && last == lim {
-			if !isRdAtomic(w) {
+			if !w.wr.Opcode.isRdAtomic() {
 				w.done = true
 				// This response lies past the SEND or WRITE: valid for it,
 				// whatever its kind (a NAK too). rxe's check_psn resets the
@@ -312,7 +308,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 		// Retire the WQE before its completion: a full send CQ under the
 		// spec profile moves the QP to ERR, whose flush must not meet it
 		// again. Its slot keeps its contents until the next post.
-		if isRdAtomic(w) {
+		if w.wr.Opcode.isRdAtomic() {
 			r.rdAtomic--
 		}
 		qp.sq.shift()
@@ -446,7 +442,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		if w.done || w.firstPSN != psn {
 			continue
 		}
-		if w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd {
+		if !w.wr.Opcode.isAtomic() {
 			return
 		}
 		d.ackUpTo(now, qp, psn, ackBefore)

@@ -57,7 +57,7 @@ const (
 	// mwAccessKnown are the access rights a window may grant. rxe accepts
 	// the MR bits and ZERO_BASED (RXE_ACCESS_SUPPORTED_MW); rocesim does
 	// not model zero-based windows (a bind asking for one fails).
-	mwAccessKnown = mrAccessKnown | AccessMWBind
+	mwAccessKnown = mrAccessKnown
 )
 
 // MW is a memory window (ibv_mw). RKey is the R_Key it opens memory by

@@ -89,7 +89,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	// against max_inline_data whatever the opcode (validate_send_wr).
 	// Inline data is copied byte for byte: an SGE of length 0 is 0 bytes
 	// here, not 2^31.
-	isInline := wr.Flags&SendInline != 0 && wr.Opcode != WRRDMARead && wr.Opcode != WRAtomicCmpAndSwp && wr.Opcode != WRAtomicFetchAndAdd
+	isInline := wr.Flags&SendInline != 0 && !wr.Opcode.isRdAtomic()
 	var inlineLen uint64
 	if wr.Flags&SendInline != 0 {
 		for _, s := range wr.SGList {

@@ -119,7 +119,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 			}
 			break
 		}
-		rdAtomic := isRdAtomic(w)
+		rdAtomic := w.wr.Opcode.isRdAtomic()
 		if !w.started {
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 				break
