@@ -210,10 +210,10 @@ const stallLimitMax = 20 * time.Millisecond
 func StallLimit(p *scenario.Program) time.Duration {
 	limit := stallLimitMax
 	for _, n := range p.Nodes {
-		if n.QP.Type != nic.QPTypeRC || n.QP.Timeout == 0 || n.QP.Timeout > 31 {
+		if n.QP.Type != nic.QPTypeRC || n.QP.Timeout == 0 {
 			continue
 		}
-		limit = min(limit, (4096*time.Nanosecond<<n.QP.Timeout)/4)
+		limit = min(limit, time.Duration(nic.ProfileSpec.ACKTimeout(n.QP.Timeout))/4)
 	}
 	return limit
 }

@@ -130,8 +130,9 @@ func runReal(ctx context.Context, t *testing.T, rig *Rig, s *scenario.Scenario, 
 		}
 		diffs := Compare(model, real)
 		w := rig.LastWait()
-		if !voidRun(diffs, w, limit) || attempt == maxRealAttempts {
-			if voidRun(diffs, w, limit) {
+		void := voidRun(diffs, w, limit)
+		if !void || attempt == maxRealAttempts {
+			if void {
 				t.Logf("%s: still differs after %d runs, each with a wait for a CPU of %v or more (last: %v): the host is too busy to witness rxe",
 					s.Name, attempt, limit, w)
 			} else {

@@ -14,8 +14,8 @@ import (
 //
 //  1. Cut the line at '#' (a comment runs to the end of the line) and split
 //     the rest at white space into tokens; a line with no tokens is skipped.
-//  2. The first lineformat.Token is the verb (an action or a link event).
-//  3. Every other lineformat.Token is key=value, or a bare word where the verb takes
+//  2. The first token is the verb (an action or a link event).
+//  3. Every other token is key=value, or a bare word where the verb takes
 //     one (delay's duration, partition's groups). Each key is checked in
 //     turn: known at all, taken by this verb, not given twice, has a value,
 //     value well formed and in range.
@@ -23,12 +23,12 @@ import (
 //     truncate's len=/cut= exclusive, the time window not empty.
 //
 // The first problem found stops the parse; its position is the 1-based
-// line and the 1-based column (in characters) of the offending lineformat.Token, or
+// line and the 1-based column (in characters) of the offending token, or
 // of the verb when something is missing.
 
 // ParseError is a syntax or value error in a plan's text. Error() formats
 // it as "line:col: message", both 1-based; Col counts characters and
-// points at the offending lineformat.Token.
+// points at the offending token.
 type ParseError struct {
 	Line, Col int
 	Msg       string

@@ -109,7 +109,7 @@ type Trace struct {
 // for a full one without a Hook (it would only count them), so that
 // emitters stop building events nobody keeps.
 func (t *Trace) Enabled() bool {
-	return t != nil && (t.Hook != nil || t.Limit < 0 || len(t.events) < t.limit())
+	return t != nil && (t.Hook != nil || !t.Full())
 }
 
 func (t *Trace) limit() int {
