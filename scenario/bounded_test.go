@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/scenario"
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
 
@@ -65,5 +66,7 @@ func TestRunMemoryBounded(t *testing.T) {
 	t.Logf("heap grew by %d MB; the trace kept %d events", grown>>20, len(res.Trace.Events()))
 	assert.Less(t, grown, int64(120<<20), "retained heap")
 	assert.Greater(t, res.Frames, 500_000)
+	assert.True(t, res.Trace.Full(), "the trace stopped at its limit")
+	assert.Len(t, res.Trace.Events(), sim.DefaultTraceLimit, "and kept exactly that many events")
 	runtime.KeepAlive(res)
 }
