@@ -50,9 +50,9 @@ func TestReadRequestWithPayload(t *testing.T) {
 }
 
 // TestReservedOpcodeDropped: a SEND rewritten into reserved RC opcode
-// 0x1f is dropped by the receiver without an answer, counted as an
-// unknown opcode, and the ACK timeout's retransmission delivers the SEND
-// (as on real rxe: conformance scenario reserved-opcode).
+// 0x1f is dropped by the receiver without an answer and not counted as
+// received, and the ACK timeout's retransmission delivers the SEND (as on
+// real rxe: conformance scenario reserved-opcode).
 func TestReservedOpcodeDropped(t *testing.T) {
 	for _, prof := range []verbs.Profile{verbs.ProfileRXE, verbs.ProfileSpec} {
 		t.Run(prof.String(), func(t *testing.T) {
@@ -68,6 +68,10 @@ func TestReservedOpcodeDropped(t *testing.T) {
 			assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
 			rcvd, _ := b.ctx.Counters().Get("rcvd_pkts")
 			assert.Equal(t, uint64(1), rcvd, "only the retransmission was received")
+			bSent, _ := b.ctx.Counters().Get("sent_pkts")
+			assert.Equal(t, uint64(1), bSent, "one ACK, for the retransmission; no answer to the reserved opcode")
+			aSent, _ := a.ctx.Counters().Get("sent_pkts")
+			assert.Equal(t, uint64(2), aSent, "the SEND and its one retransmission")
 		})
 	}
 }
