@@ -16,13 +16,15 @@ package conformance
 //      what the host made of it (the MAC learnt, a drop as malformed).
 //      Then an ARP request for our IP is answered with our MAC, so the
 //      capture shows the request before the reply.
-//   6. pump: dev.Advance when its deadline has passed, then dev.Drain.
-//      Each frame drained is captured on the send interface (after the
-//      FlipICRC fault, so the capture shows the wire), written as one
-//      datagram to 127.0.0.1:PeerPort, and reported with dev.TxDone: the
-//      socket write is the frame leaving the port.
-//   7. The timer is armed for dev.NextDeadline, so ACK timeouts and RNR
-//      waits fire in real time.
+//   6. pump: dev.Advance when its deadline has passed, then the driver's
+//      loop over dev.Ready (nic/ready.go). Each frame of a batch is
+//      captured on the send interface (after the FlipICRC fault, so the
+//      capture shows the wire) and written as one datagram to
+//      127.0.0.1:PeerPort; the socket write is the frame leaving the
+//      port, so once the batch is out the device hears TxDone for each,
+//      and the loop asks Ready again for what that let it build.
+//   7. The timer is armed for the batch's Deadline, so ACK timeouts and
+//      RNR waits fire in real time.
 // Do runs a caller's function at step 2's place (instead of an input) and
 // pumps after it; Resolve sends its ARP requests through Do.
 
@@ -548,27 +550,34 @@ func (h *ModelHost) sendARP(op uint16, tha wire.MAC, tpa netip.Addr) {
 	h.write(f, comment)
 }
 
-// pump runs the device's due timers, sends what it built and re-arms the
-// timer for its next deadline.
+// pump runs the device's due timers, then applies its batches (sends
+// the frames, then reports them gone) until one is empty, and re-arms
+// the timer for its deadline. The device's asynchronous events are not
+// used by the harness.
 func (h *ModelHost) pump() {
 	if h.now >= h.dev.NextDeadline() {
 		h.dev.Advance(h.now)
 	}
-	if h.dev.Pending() > 0 {
-		h.dev.Drain(h.send)
+	rd := h.dev.Ready()
+	for len(rd.Frames) > 0 {
+		for _, f := range rd.Frames {
+			h.send(f.Bytes, f.Note)
+		}
+		for range rd.Frames {
+			h.dev.TxDone(h.now)
+		}
+		rd = h.dev.Ready()
 	}
-	if due := h.dev.NextDeadline(); due == sim.Never {
+	if rd.Deadline == sim.Never {
 		h.timer.Stop()
 	} else {
 		// A deadline already passed fires at once.
-		h.timer.Reset(time.Duration(max(due-h.now, 0)))
+		h.timer.Reset(time.Duration(max(rd.Deadline-h.now, 0)))
 	}
 }
 
-// send puts one frame from the device on the link, then tells the device
-// it has left the port (also when the socket refused it: dropped at the
-// port). TxDone may let a blocked requester build more frames; the Drain
-// calling send hands them out too.
+// send puts one frame from the device on the link (also when the socket
+// refuses it: dropped at the port, counted in SendErrors).
 func (h *ModelHost) send(frame []byte, note string) {
 	h.count(func(s *ModelHostStats) { s.RoCEOut++ })
 	if h.cfg.FlipICRC {
@@ -580,7 +589,6 @@ func (h *ModelHost) send(frame []byte, note string) {
 		}
 	}
 	h.write(frame, note)
-	h.dev.TxDone(h.now)
 }
 
 // write captures frame on the send interface and sends it to the peer.

@@ -29,6 +29,8 @@ type CompChannel struct {
 	n    int
 	refs int // CQs created on the channel
 	dead bool
+
+	inReady bool // listed in the device's next Ready (ready.go)
 }
 
 // GetEvent returns the CQ of the oldest pending event and removes the
@@ -89,7 +91,11 @@ func (d *Device) DestroyCompChannel(ch *CompChannel) error {
 	if ch == nil {
 		return errno(syscall.EINVAL, "destroy_comp_channel: channel is nil")
 	}
-	return ch.destroy()
+	if err := ch.destroy(); err != nil {
+		return err
+	}
+	d.outbox.forgetChannel(ch)
+	return nil
 }
 
 // destroy retires the channel (ibv_destroy_comp_channel): EBUSY while CQs
@@ -132,6 +138,8 @@ type CQ struct {
 	refs int     // QPs whose send or receive CQ this is
 	dev  *Device // the device that created it (nil for a bare newCQ)
 	dead bool
+
+	inReady bool // listed in the device's next Ready (ready.go)
 }
 
 // cqRing returns the capacity rxe gives a queue asked to hold cqe entries:

@@ -11,15 +11,15 @@ import (
 
 // A Device is driven from outside, raft-style:
 //
-//	dev.PostSend(now, qp, wrs)        // inputs: verbs, frames, time
-//	dev.Receive(now, frame)
-//	dev.Advance(now)                  // when now reaches dev.NextDeadline()
-//	dev.Drain(func(frame, note) {...})// outputs: frames to put on the wire,
-//	dev.NextAsyncEvent()              //          async events,
-//	cq.Poll(wcs)                      //          completions,
-//	dev.NextDeadline()                //          the next timer deadline
+//	dev.PostSend(now, qp, wrs)  // inputs: verbs,
+//	dev.Receive(now, frame)     //         frames from the wire,
+//	dev.Advance(now)            //         time reaching rd.Deadline,
+//	dev.TxDone(now)             //         the port done with a frame
+//	rd := dev.Ready()           // output: everything they caused (ready.go)
+//	cq.Poll(wcs)                // the application takes its completions
 //
-// It never reads a clock, starts a goroutine or touches a socket.
+// It never reads a clock, starts a goroutine or touches a socket, and it
+// never calls its driver: nothing re-enters it.
 
 // Profile selects whose behaviour the device follows where real rxe and
 // the IBTA text differ (the list of differences is in doc.go).
@@ -187,8 +187,7 @@ type Device struct {
 	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
 	due      []*QP     // Advance's list of QPs due, kept for its capacity
 	nextQPN  uint32    // where the cyclic QPN search starts
-	events   []AsyncEvent
-	outbox   outbox
+	outbox   outbox    // what the inputs caused, until Ready (ready.go)
 	counters Counters
 	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
 	ipID     uint16
@@ -436,13 +435,14 @@ func (d *Device) DestroyCQ(cq *CQ) error {
 	if err := cq.destroy(); err != nil {
 		return err
 	}
+	d.outbox.forget(cq)
 	d.cqs.put()
 	return nil
 }
 
-// raise queues an asynchronous event.
+// raise queues an asynchronous event for the next Ready.
 func (d *Device) raise(e AsyncEvent) {
-	d.events = append(d.events, e)
+	d.outbox.events = append(d.outbox.events, e)
 	if d.trace.Enabled() {
 		ev := sim.Event{Time: e.Time, Node: d.cfg.Node, Kind: "async-event", Fields: []sim.Field{{Key: "event", Value: "IBV_EVENT_" + e.Type.String()}}}
 		if e.QP != nil {
@@ -450,16 +450,6 @@ func (d *Device) raise(e AsyncEvent) {
 		}
 		d.trace.Add(ev)
 	}
-}
-
-// NextAsyncEvent returns the oldest unread asynchronous event.
-func (d *Device) NextAsyncEvent() (AsyncEvent, bool) {
-	if len(d.events) == 0 {
-		return AsyncEvent{}, false
-	}
-	e := d.events[0]
-	d.events = d.events[1:]
-	return e, true
 }
 
 // errno returns an error wrapping e with a message.

@@ -1,21 +1,25 @@
 // Package nic is the RDMA NIC model: one RoCE v2 device with its
 // resources (PDs, MRs, CQs, QPs, SRQs, AHs) and the transport, as a pure
-// state machine in the shape of etcd's raft. Every input is a call that
-// takes the current virtual time, and every output is something the
-// caller collects:
+// state machine in the shape of etcd's raft: every input is a call that
+// takes the current virtual time and only changes state; everything the
+// inputs caused comes out of one call, Ready, as one value the driver
+// applies with no call back into the device:
 //
 //	dev := nic.New(nic.Config{Name: "rxe0", MAC: mac, IPv4: ip})
-//	dev.PostSend(now, qp, wrs)         // verbs
-//	dev.Receive(now, frame)            // frames from the wire
-//	dev.Advance(now)                   // at dev.NextDeadline(): ACK timeout, RNR wait
-//	dev.Drain(func(frame, note) {...}) // frames to put on the wire (note: "retransmission #2")
-//	dev.NextAsyncEvent()               // CQ_ERR, QP_FATAL, COMM_EST, SRQ_LIMIT_REACHED, ...
-//	cq.Poll(wcs)                       // completions
+//	dev.PostSend(now, qp, wrs)   // verbs
+//	dev.Receive(now, frame)      // frames from the wire
+//	dev.Advance(now)             // time reached the last batch's Deadline: ACK timeout, RNR wait
+//	dev.TxDone(now)              // the port is done with the oldest frame handed out
+//	rd := dev.Ready()            // rd.Frames (each with a note: "retransmission #2"), rd.Events
+//	                             // (CQ_ERR, QP_FATAL, COMM_EST, …), rd.CQs and rd.Notified (CQs
+//	                             // that took completions, channels that took events), rd.Deadline
+//	cq.Poll(wcs)                 // the application takes its completions
 //	dev.RxErrors(code), dev.RxDrops(why) // frames dropped: malformed, or refused before any QP (receive.go)
 //
-// The device never reads a clock, starts a goroutine or touches a socket,
-// so the same device runs on the simulated fabric (package verbs wires it
-// there) and could run against real frames in real time.
+// ready.go shows the driver's loop. The device never reads a clock,
+// starts a goroutine or touches a socket, so the same device runs on the
+// simulated fabric (verbs/world.go's Host is its driver there) and
+// against real frames in real time (conformance/modelhost.go).
 //
 // Each QP has a requester (requester.go: segmentation by path MTU, PSNs,
 // AckReq, go-back-N rewinds), a responder (responder.go: PSN and opcode
@@ -134,15 +138,17 @@
 //     segment (SEND_FIRST/MIDDLE/LAST or SEND_ONLY), AckReq on the last.
 //   - nic/frame.go (*Device).emit: encodes the frame into the outbox and
 //     counts it in flight for its QP.
-//   - verbs/world.go (*Host).pump: drains the outbox (nic/outbox.go
-//     (*Device).Drain) and re-arms the host's timer at NextDeadline.
+//   - verbs/world.go (*Host).pump: the driver's loop. It takes the batch
+//     (nic/ready.go (*Device).Ready), hands each frame to send, keeps the
+//     batch's events, and re-arms the host's timer at its Deadline.
 //   - verbs/world.go (*Host).send: puts each frame on the host's port.
 //   - sim/fabric/fabric.go (*Node).Send: copies the frame into a pooled
 //     buffer and enters it on the link (hop.go (*Fabric).enter applies the
 //     fault plan, link.go (*direction).enqueue and transmit serialise it);
 //     the port finishing a frame (buffer.go (*frameBuf).left) calls back
 //     verbs/world.go (*Host).txDone, which tells the device
-//     (nic/outbox.go (*Device).TxDone).
+//     (nic/ready.go (*Device).TxDone), after the batch if pump is still
+//     applying it.
 //   - sim/fabric/hop.go (*Fabric).arrive: at the far end of the link, after
 //     serialisation and propagation, hands the bytes to B's receiver.
 //

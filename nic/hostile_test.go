@@ -44,11 +44,12 @@ type rig struct {
 	other   *nic.MR // every right, but in another PD
 	recv    *nic.MR // LOCAL_WRITE: receive buffers
 	mrs     []*nic.MR
-	before  [][]byte // every MR's bytes at the start
-	rc, uc  *nic.QP  // connected, RTS
-	ud      *nic.QP  // RTS
-	initQP  *nic.QP  // RC left in INIT
-	resetQP *nic.QP  // RC left in RESET
+	evs     []nic.AsyncEvent // asynchronous events drained, not yet read
+	before  [][]byte         // every MR's bytes at the start
+	rc, uc  *nic.QP          // connected, RTS
+	ud      *nic.QP          // RTS
+	initQP  *nic.QP          // RC left in INIT
+	resetQP *nic.QP          // RC left in RESET
 	// frames the device sent, decoded views kept as copies
 	out [][]byte
 }
@@ -169,24 +170,18 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	return r
 }
 
-// drain collects the frames the device sent.
-func (r *rig) drain() {
-	r.dev.Drain(func(frame []byte, _ string) { r.out = append(r.out, bytes.Clone(frame)) })
-	for r.dev.Pending() > 0 {
-		r.dev.Drain(func(frame []byte, _ string) { r.out = append(r.out, bytes.Clone(frame)) })
-	}
-}
+// drain collects the frames and asynchronous events the device put out.
+func (r *rig) drain() { r.out, r.evs = takeReady(r.dev, r.out, r.evs) }
 
-// events returns the pending async events, comma-separated.
+// events returns the asynchronous events put out since the last call.
 func (r *rig) events() string {
-	var s []string
-	for {
-		e, ok := r.dev.NextAsyncEvent()
-		if !ok {
-			return fmt.Sprint(s)
-		}
-		s = append(s, e.Type.String())
+	r.drain()
+	s := make([]string, len(r.evs))
+	for i, e := range r.evs {
+		s[i] = e.Type.String()
 	}
+	r.evs = r.evs[:0]
+	return fmt.Sprint(s)
 }
 
 // responses describes the frames sent since the last call, one line

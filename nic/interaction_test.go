@@ -189,6 +189,29 @@ type side struct {
 	tr   *sim.Trace
 	seen int // trace events already printed
 	held int // frames handed to the port that it has not reported gone
+	// What the device's batches held and the script has not yet used:
+	// frames to deliver, asynchronous events to print at the next poll.
+	frames [][]byte
+	events []nic.AsyncEvent
+}
+
+// take applies the device's batches: frames wait for deliver, events for
+// poll.
+func (s *side) take() {
+	s.frames, s.events = takeReady(s.dev, s.frames, s.events)
+}
+
+// takeReady takes the device's batches until it has nothing more, and
+// appends copies of their frames and their events to frames and events.
+func takeReady(d *nic.Device, frames [][]byte, events []nic.AsyncEvent) ([][]byte, []nic.AsyncEvent) {
+	for d.HasReady() {
+		rd := d.Ready()
+		for _, f := range rd.Frames {
+			frames = append(frames, bytes.Clone(f.Bytes))
+		}
+		events = append(events, rd.Events...)
+	}
+	return frames, events
 }
 
 // pair is the two devices of a script and its virtual time.
@@ -524,13 +547,19 @@ func (h *pair) deliver(t *testing.T, a args) string {
 	_, hold := a["hold"]
 	var out []string
 	count := 0
-	for rounds := 0; h.a.dev.Pending()+h.b.dev.Pending() > 0; rounds++ {
+	for rounds := 0; ; rounds++ {
+		h.a.take()
+		h.b.take()
+		if len(h.a.frames)+len(h.b.frames) == 0 {
+			break
+		}
 		if rounds > 10000 {
 			t.Fatal("the devices never go quiet")
 		}
 		for _, s := range []*side{h.a, h.b} {
-			var frames [][]byte
-			s.dev.Drain(func(f []byte, _ string) { frames = append(frames, bytes.Clone(f)) })
+			s.take()
+			frames := s.frames
+			s.frames = nil
 			if hold {
 				s.held += len(frames)
 			} else {
@@ -605,13 +634,11 @@ func (h *pair) poll(s *side) string {
 			out = append(out, line)
 		}
 	}
-	for {
-		e, ok := s.dev.NextAsyncEvent()
-		if !ok {
-			break
-		}
+	s.take()
+	for _, e := range s.events {
 		out = append(out, "event "+e.Type.String())
 	}
+	s.events = s.events[:0]
 	out = append(out, "state "+s.qp.State().String())
 	return strings.Join(out, "\n")
 }

@@ -491,8 +491,16 @@ func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why str
 func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, side cqSide, why string) {
 	d.traceCompletion(now, qp, wc, why)
 	spec := d.cfg.Profile == ProfileSpec
-	if !(spec && cq.errRaised) && cq.push(wc, se == solicited) {
-		return
+	d.outbox.tookCompletion(cq)
+	if !(spec && cq.errRaised) {
+		events := cq.events
+		pushed := cq.push(wc, se == solicited)
+		if cq.events != events {
+			d.outbox.tookEvent(cq.ch)
+		}
+		if pushed {
+			return
+		}
 	}
 	if !cq.errRaised || !spec {
 		cq.errRaised = true

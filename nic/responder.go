@@ -63,7 +63,7 @@ type responder struct {
 	// The READ being answered, and the requests that arrived meanwhile
 	// (copies of their frames, run in order once it is out).
 	reply    readReply
-	held     []outFrame
+	held     [][]byte
 	heldHead int
 	// rdOut (spec profile): for each READ or atomic answered whose
 	// responses have not all left the port, the QP's txBuilt after its
@@ -625,7 +625,7 @@ func (d *Device) holdRequest(qp *QP, frame []byte) bool {
 	if len(frame) > len(buf) {
 		buf = make([]byte, len(frame)) // larger than any frame the model builds: a foreign jumbo frame
 	}
-	r.held = append(r.held, outFrame{buf: buf, n: copy(buf, frame)})
+	r.held = append(r.held, buf[:copy(buf, frame)])
 	return true
 }
 
@@ -639,18 +639,18 @@ func (d *Device) runHeld(now sim.Time, qp *QP) {
 	r := &qp.resp
 	for !r.reply.active && r.heldHead < len(r.held) {
 		h := r.held[r.heldHead]
-		r.held[r.heldHead].buf = nil
+		r.held[r.heldHead] = nil
 		r.heldHead++
 		if r.heldHead == len(r.held) {
 			r.held, r.heldHead = r.held[:0], 0
 		}
 		p := &d.rxHeld
 		// Receive decoded it and checked its ICRC and headers already.
-		if forQP(p.DecodeHeaders(h.buf[:h.n]), p) {
+		if forQP(p.DecodeHeaders(h), p) {
 			d.receiveRequest(now, qp, p)
 		}
-		if len(h.buf) == maxFrameLen {
-			d.outbox.free = append(d.outbox.free, h.buf)
+		if cap(h) == maxFrameLen {
+			d.outbox.free = append(d.outbox.free, h[:maxFrameLen])
 		}
 	}
 }

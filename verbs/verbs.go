@@ -207,7 +207,7 @@ func (c *Context) GetAsyncEvent() (AsyncEvent, bool) {
 	if c.usable("get_async_event") != nil {
 		return AsyncEvent{}, false
 	}
-	return c.dev().NextAsyncEvent()
+	return c.h.events.pop()
 }
 
 // NumCompVectors returns how many completion vectors CreateCQ's vector

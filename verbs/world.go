@@ -76,18 +76,24 @@ func NewWorld(cfg WorldConfig) *World {
 	return w
 }
 
-// Host is a machine in the world with one RDMA device ("rxe0").
+// Host is a machine in the world with one RDMA device ("rxe0"). It is
+// the device's driver on the simulated fabric: it feeds the device its
+// inputs and applies the batches it hands back (pump).
 type Host struct {
-	w       *World
-	name    string
-	node    *fabric.Node
-	dev     *nic.Device
-	Dev     *Device
-	timer   sim.Timer
-	due     sim.Time
-	cqs     map[*nic.CQ]*CQ // the live CQs opened on this host, to take channel events back (looked up, never iterated)
-	sendFn  func([]byte, string)
+	w      *World
+	name   string
+	node   *fabric.Node
+	dev    *nic.Device
+	Dev    *Device
+	timer  sim.Timer
+	due    sim.Time
+	cqs    map[*nic.CQ]*CQ // the live CQs opened on this host, to take channel events back (looked up, never iterated)
+	events eventQueue      // asynchronous events for GetAsyncEvent
+	// pumping is set while pump applies a batch; a frame the port reports
+	// gone meanwhile is counted in txLater and told to the device after
+	// the batch, so the device is never re-entered.
 	pumping bool
+	txLater int
 	unsent  uint64 // frames that could not be put on the port
 }
 
@@ -128,7 +134,6 @@ func (w *World) AddHost(name string) *Host {
 		}
 	}
 	h.Dev = &Device{h: h}
-	h.sendFn = h.send
 	w.watch.hostIx[name] = int32(len(w.hosts))
 	w.hosts = append(w.hosts, h)
 	return h
@@ -208,8 +213,13 @@ func (h *Host) Receive(now sim.Time, port int, frame []byte) {
 	h.pump()
 }
 
-// txDone tells the device a frame it sent has left the port.
+// txDone tells the device a frame it sent has left the port; while a
+// batch is being applied (the port dropped a frame at once), after it.
 func (h *Host) txDone(now sim.Time) {
+	if h.pumping {
+		h.txLater++
+		return
+	}
 	h.dev.TxDone(now)
 	h.pump()
 }
@@ -221,23 +231,36 @@ func (h *Host) Fire(now sim.Time, _ uint64) {
 	h.pump()
 }
 
-// pump sends what the device built and re-arms its timer. The fabric
-// may call back into the host while it sends (TxDone); the nested pump
-// leaves the work to this one.
+// pump is the driver's loop (nic/ready.go): it applies the device's
+// batch (frames onto the port, events into the host's queue, the timer
+// at the deadline), then tells the device about the frames the port
+// finished meanwhile, until a batch leaves nothing behind.
 func (h *Host) pump() {
 	if h.pumping {
-		return
+		return // re-entered from the port: the loop below picks up the output
 	}
 	h.pumping = true
-	if h.dev.Pending() > 0 {
-		h.dev.Drain(h.sendFn)
+	rd := h.dev.Ready()
+	for {
+		for _, f := range rd.Frames {
+			h.send(f.Bytes, f.Note)
+		}
+		h.events.push(rd.Events)
+		if h.txLater == 0 && !h.dev.HasReady() {
+			break
+		}
+		now := h.w.sched.Now()
+		for ; h.txLater > 0; h.txLater-- {
+			h.dev.TxDone(now)
+		}
+		rd = h.dev.Ready()
 	}
 	h.pumping = false
-	if due := h.dev.NextDeadline(); due != h.due {
+	if rd.Deadline != h.due {
 		h.timer.Cancel()
-		h.due = due
-		if due != sim.Never {
-			h.timer = h.w.sched.Schedule(due, h, 0)
+		h.due = rd.Deadline
+		if h.due != sim.Never {
+			h.timer = h.w.sched.Schedule(h.due, h, 0)
 		}
 	}
 }
@@ -255,10 +278,46 @@ func (h *Host) send(frame []byte, note string) {
 		if h.w.cfg.Trace.Enabled() {
 			h.w.cfg.Trace.Add(sim.Event{Time: now, Node: h.name, Kind: "unsent", Fields: []sim.Field{{Key: "error", Value: err.Error()}}})
 		}
-		h.dev.TxDone(now)
+		h.txLater++
 	}
 }
 
 // Unsent returns how many frames the host's device built that could not
 // be put on its port (see send): 0 unless something is misconfigured.
 func (h *Host) Unsent() uint64 { return h.unsent }
+
+// eventQueue holds the device's asynchronous events until the user reads
+// them (ibv_get_async_event), oldest first. Its ring grows by doubling, so
+// a reader that keeps up stops allocating.
+type eventQueue struct {
+	ring []nic.AsyncEvent
+	head int
+	n    int
+}
+
+// push appends a batch's events.
+func (q *eventQueue) push(es []nic.AsyncEvent) {
+	for _, e := range es {
+		if q.n == len(q.ring) {
+			grown := make([]nic.AsyncEvent, max(8, 2*len(q.ring)))
+			for i := range q.n {
+				grown[i] = q.ring[(q.head+i)%len(q.ring)]
+			}
+			q.ring, q.head = grown, 0
+		}
+		q.ring[(q.head+q.n)%len(q.ring)] = e
+		q.n++
+	}
+}
+
+// pop removes and returns the oldest event.
+func (q *eventQueue) pop() (nic.AsyncEvent, bool) {
+	if q.n == 0 {
+		return nic.AsyncEvent{}, false
+	}
+	e := q.ring[q.head]
+	q.ring[q.head] = nic.AsyncEvent{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	return e, true
+}

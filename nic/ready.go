@@ -1,0 +1,205 @@
+package nic
+
+import (
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// The device's output, after etcd's raft.RawNode: every input (a verb, a
+// frame received, Advance, TxDone) only changes state and queues what it
+// caused; Ready hands all of it out as one value, and the driver applies
+// it with no call back into the device:
+//
+//	for {
+//		rd := dev.Ready()
+//		for _, f := range rd.Frames { port.Send(f.Bytes, f.Note) } // copies
+//		events = append(events, rd.Events...)
+//		for _, ch := range rd.Notified { wake(ch) }
+//		timer.Reset(rd.Deadline)
+//		if nothing new came in while applying { break }
+//		// else: feed it (TxDone for frames the port finished, Receive, …) and loop
+//	}
+//
+// A port that reports a frame gone while the driver is still sending the
+// batch (a frame dropped at once) is not passed on to the device there:
+// the driver counts it and calls TxDone after the batch, then asks Ready
+// again. The frames that TxDone lets a blocked QP build then follow the
+// batch on the wire, as they did when the port's report re-entered the
+// device in the middle of a drain.
+
+// Ready is what the device's inputs caused since the last call to Ready:
+// frames for the wire, asynchronous events, the CQs that took completions
+// and the completion channels that took events, and when the device next
+// needs Advance. The slices belong to the device and stay valid until the
+// next Ready; a driver copies what it keeps.
+type Ready struct {
+	// Frames to put on the wire, oldest first. The port reports each one's
+	// departure with TxDone, in the same order.
+	Frames []OutFrame
+	// Events are the asynchronous events raised, oldest first (what
+	// ibv_get_async_event reads).
+	Events []AsyncEvent
+	// CQs took at least one completion (or refused one: overflow), each
+	// listed once, in the order of their first completion; a driver wakes
+	// whoever waits on them.
+	CQs []*CQ
+	// Notified are the completion channels that took at least one event
+	// (an armed CQ fired), each listed once: a real channel's file
+	// descriptor became readable.
+	Notified []*CompChannel
+	// Deadline is when the device next needs Advance: the earliest ACK
+	// timeout or RNR wait of any QP, or sim.Never.
+	Deadline sim.Time
+}
+
+// OutFrame is one frame for the wire and the note saying why it exists
+// (empty unless Config.Annotate, or a trace for a recovery's frames).
+type OutFrame struct {
+	Bytes []byte
+	Note  string
+}
+
+// Empty reports whether the batch has nothing to apply but its deadline.
+func (r *Ready) Empty() bool {
+	return len(r.Frames) == 0 && len(r.Events) == 0 && len(r.CQs) == 0 && len(r.Notified) == 0
+}
+
+// outbox gathers what the device's inputs cause until Ready hands it out.
+// Each list is double-buffered: Ready swaps the gathered list with the one
+// it handed out last time (now applied), so once both have grown to the
+// largest batch, nothing is allocated; frame buffers are recycled the
+// same way.
+type outbox struct {
+	frames, framesOut     []OutFrame
+	free                  [][]byte
+	events, eventsOut     []AsyncEvent
+	cqs, cqsOut           []*CQ
+	notified, notifiedOut []*CompChannel
+}
+
+// maxFrameLen is the largest frame the device builds: 4096 bytes of
+// payload with the largest headers over IPv6, and 32 bytes of headroom
+// the buffers have always had (no header needs them).
+const maxFrameLen = wire.EthernetLen + wire.IPv6Len + wire.UDPLen + wire.BTHLen + wire.MaxExtHdrLen +
+	4096 + wire.MaxPadLen + wire.ICRCLen + 32
+
+// buffer returns a buffer to build the next frame in.
+func (o *outbox) buffer() []byte {
+	if n := len(o.free); n > 0 {
+		b := o.free[n-1]
+		o.free = o.free[:n-1]
+		return b
+	}
+	return make([]byte, maxFrameLen)
+}
+
+// push queues buf[:n] for sending with the note given.
+func (o *outbox) push(buf []byte, n int, note string) {
+	o.frames = append(o.frames, OutFrame{buf[:n], note})
+}
+
+// tookCompletion lists cq in the next batch (once).
+func (o *outbox) tookCompletion(cq *CQ) {
+	if !cq.inReady {
+		cq.inReady = true
+		o.cqs = append(o.cqs, cq)
+	}
+}
+
+// tookEvent lists ch in the next batch (once).
+func (o *outbox) tookEvent(ch *CompChannel) {
+	if !ch.inReady {
+		ch.inReady = true
+		o.notified = append(o.notified, ch)
+	}
+}
+
+// forget takes a destroyed CQ out of the batch being gathered, so a
+// driver is never handed an object the user has already destroyed.
+func (o *outbox) forget(cq *CQ) {
+	if cq.inReady {
+		cq.inReady = false
+		o.cqs = deleteFirst(o.cqs, cq)
+	}
+}
+
+// forgetChannel does for a destroyed channel what forget does for a CQ.
+func (o *outbox) forgetChannel(ch *CompChannel) {
+	if ch.inReady {
+		ch.inReady = false
+		o.notified = deleteFirst(o.notified, ch)
+	}
+}
+
+// deleteFirst removes the first x from s, keeping the order, and clears
+// the slot it frees.
+func deleteFirst[T comparable](s []T, x T) []T {
+	for i, y := range s {
+		if y == x {
+			copy(s[i:], s[i+1:])
+			var zero T
+			s[len(s)-1] = zero
+			return s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+// HasReady reports whether Ready has anything to hand out but a deadline.
+func (d *Device) HasReady() bool {
+	o := &d.outbox
+	return len(o.frames)+len(o.events)+len(o.cqs)+len(o.notified) > 0
+}
+
+// Ready hands out everything the device's inputs caused since the last
+// call (see the top of this file for the driver's loop) and takes back
+// the previous batch's buffers: its frames must have been sent (copied)
+// by now. It allocates nothing once the device has seen its largest batch.
+func (d *Device) Ready() Ready {
+	o := &d.outbox
+	for i := range o.framesOut {
+		f := &o.framesOut[i]
+		o.free = append(o.free, f.Bytes[:cap(f.Bytes)])
+		*f = OutFrame{}
+	}
+	clear(o.eventsOut)
+	clear(o.cqsOut)
+	clear(o.notifiedOut)
+	o.frames, o.framesOut = o.framesOut[:0], o.frames
+	o.events, o.eventsOut = o.eventsOut[:0], o.events
+	o.cqs, o.cqsOut = o.cqsOut[:0], o.cqs
+	o.notified, o.notifiedOut = o.notifiedOut[:0], o.notified
+	for _, cq := range o.cqsOut {
+		cq.inReady = false
+	}
+	for _, ch := range o.notifiedOut {
+		ch.inReady = false
+	}
+	return Ready{Frames: o.framesOut, Events: o.eventsOut, CQs: o.cqsOut, Notified: o.notifiedOut, Deadline: d.NextDeadline()}
+}
+
+// TxDone tells the device that the oldest frame it handed out has left the
+// port (serialized, or dropped there). The port keeps frames in order, so
+// the device knows whose it was. A driver calls it between batches, never
+// while it is still applying one (see Ready).
+func (d *Device) TxDone(now sim.Time) {
+	q := &d.inflight
+	if q.empty() {
+		return
+	}
+	qp := *q.at(0)
+	q.shift()
+	if qp == nil {
+		return
+	}
+	qp.skbOut--
+	if qp.resp.reply.active && qp.skbOut <= inflightLow && !qp.dead {
+		d.readReplyRun(now, qp)
+	}
+	if qp.blocked && qp.skbOut <= inflightLow {
+		qp.blocked = false
+		if !qp.dead {
+			d.requesterRun(now, qp)
+		}
+	}
+}
