@@ -30,8 +30,8 @@ import (
 // Ready is what the device's inputs caused since the last call to Ready:
 // frames for the wire, asynchronous events, the CQs that took completions
 // and the completion channels that took events, and when the device next
-// needs Advance. The slices belong to the device and stay valid until the
-// next Ready; a driver copies what it keeps.
+// needs Advance. It belongs to the device and stays valid until the next
+// Ready; a driver copies what it keeps.
 type Ready struct {
 	// Frames to put on the wire, oldest first. The port reports each one's
 	// departure with TxDone, in the same order.
@@ -70,11 +70,12 @@ func (r *Ready) Empty() bool {
 // largest batch, nothing is allocated; frame buffers are recycled the
 // same way.
 type outbox struct {
-	frames, framesOut     []OutFrame
-	free                  [][]byte
-	events, eventsOut     []AsyncEvent
-	cqs, cqsOut           []*CQ
-	notified, notifiedOut []*CompChannel
+	frames   []OutFrame
+	free     [][]byte
+	events   []AsyncEvent
+	cqs      []*CQ
+	notified []*CompChannel
+	ready    Ready // the batch handed out last
 }
 
 // maxFrameLen is the largest frame the device builds: 4096 bytes of
@@ -154,28 +155,44 @@ func (d *Device) HasReady() bool {
 // Ready hands out everything the device's inputs caused since the last
 // call (see the top of this file for the driver's loop) and takes back
 // the previous batch's buffers: its frames must have been sent (copied)
-// by now. It allocates nothing once the device has seen its largest batch.
-func (d *Device) Ready() Ready {
+// by now. The batch is the device's, valid until the next Ready. It
+// allocates nothing once the device has seen its largest batch.
+func (d *Device) Ready() *Ready {
 	o := &d.outbox
-	for i := range o.framesOut {
-		f := &o.framesOut[i]
+	r := &o.ready
+	if !r.Empty() {
+		o.recycle()
+	}
+	if d.HasReady() {
+		o.frames, r.Frames = r.Frames, o.frames
+		o.events, r.Events = r.Events, o.events
+		o.cqs, r.CQs = r.CQs, o.cqs
+		o.notified, r.Notified = r.Notified, o.notified
+		for _, cq := range r.CQs {
+			cq.inReady = false
+		}
+		for _, ch := range r.Notified {
+			ch.inReady = false
+		}
+	}
+	r.Deadline = d.NextDeadline()
+	return r
+}
+
+// recycle takes back the batch handed out last: frame buffers go to the
+// free list, and each list is emptied (its slots cleared, so the device
+// keeps no pointer to a destroyed object) to gather the batch after next.
+func (o *outbox) recycle() {
+	r := &o.ready
+	for i := range r.Frames {
+		f := &r.Frames[i]
 		o.free = append(o.free, f.Bytes[:cap(f.Bytes)])
 		*f = OutFrame{}
 	}
-	clear(o.eventsOut)
-	clear(o.cqsOut)
-	clear(o.notifiedOut)
-	o.frames, o.framesOut = o.framesOut[:0], o.frames
-	o.events, o.eventsOut = o.eventsOut[:0], o.events
-	o.cqs, o.cqsOut = o.cqsOut[:0], o.cqs
-	o.notified, o.notifiedOut = o.notifiedOut[:0], o.notified
-	for _, cq := range o.cqsOut {
-		cq.inReady = false
-	}
-	for _, ch := range o.notifiedOut {
-		ch.inReady = false
-	}
-	return Ready{Frames: o.framesOut, Events: o.eventsOut, CQs: o.cqsOut, Notified: o.notifiedOut, Deadline: d.NextDeadline()}
+	clear(r.Events)
+	clear(r.CQs)
+	clear(r.Notified)
+	r.Frames, r.Events, r.CQs, r.Notified = r.Frames[:0], r.Events[:0], r.CQs[:0], r.Notified[:0]
 }
 
 // TxDone tells the device that the oldest frame it handed out has left the

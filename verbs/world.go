@@ -245,7 +245,9 @@ func (h *Host) pump() {
 		for _, f := range rd.Frames {
 			h.send(f.Bytes, f.Note)
 		}
-		h.events.push(rd.Events)
+		if len(rd.Events) > 0 {
+			h.events.push(rd.Events)
+		}
 		if h.txLater == 0 && !h.dev.HasReady() {
 			break
 		}
