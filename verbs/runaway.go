@@ -209,7 +209,7 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 	kind := p.Info.Kind
 	switch {
 	case kind.IsRequest():
-		if strings.Contains(r.Comment, " made by rule ") {
+		if r.Copy > 0 {
 			return // a copy the fault plan made is not the sender's retransmission
 		}
 		sw.request(from, to, p.BTH.DestQP(), p.BTH.PSN(), r.Time)

@@ -21,6 +21,9 @@ type frameBuf struct {
 	note string // why the sender sent it
 	// fault is what the fault plan did to it ("corrupted by rule 2: ...").
 	fault string
+	// copy is 0 for a frame a node sent, i for the i-th copy a dup rule
+	// made of one.
+	copy int
 	// owner is the node that sent it, until the frame has left that
 	// node's port (serialized or dropped); then the node's TxDone runs.
 	owner *Node
@@ -66,7 +69,7 @@ func (p *bufPool) get(n int) *frameBuf {
 		id := p.free[c][k-1]
 		p.free[c] = p.free[c][:k-1]
 		b := p.slab[id]
-		b.fault = ""
+		b.fault, b.copy = "", 0
 		return b
 	}
 	b := &frameBuf{id: int32(len(p.slab)), data: make([]byte, 1<<(c+minClassShift))}
@@ -97,7 +100,7 @@ func (b *frameBuf) left() {
 func (p *bufPool) clone(b *frameBuf) *frameBuf {
 	c := p.get(b.n)
 	c.n = copy(c.data, b.bytes())
-	c.from, c.to, c.tx, c.note, c.fault = b.from, b.to, b.tx, b.note, b.fault
+	c.from, c.to, c.tx, c.note, c.fault, c.copy = b.from, b.to, b.tx, b.note, b.fault, b.copy
 	c.owner = nil // a copy the fabric made was not sent by the node
 	return c
 }

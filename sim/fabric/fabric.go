@@ -68,6 +68,9 @@ type FrameRecord struct {
 	Tx int
 	// Dropped is true when the fabric dropped the frame here.
 	Dropped bool
+	// Copy is 0 for a frame a node sent, i for the i-th copy a dup rule
+	// of the fault plan made of one (not a retransmission).
+	Copy int
 	// Comment is the capture comment: why the frame exists and what a
 	// fault did to it.
 	Comment string

@@ -68,7 +68,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 				break
 			}
 			c := f.pool.clone(tmpl)
-			c.fault = v.CopyNote(i)
+			c.fault, c.copy = v.CopyNote(i), i
 			d.enqueue(c)
 		}
 		f.pool.put(tmpl)

@@ -29,7 +29,7 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 	if f.observe != nil {
 		r := &f.obsRec
 		*r = FrameRecord{Time: f.sched.Now(), Link: d.link.name, Dir: d.name, From: b.from, To: b.to,
-			First: d.from.node != nil && d.from.node.name == b.from, Tx: b.tx, Dropped: dropped,
+			First: d.from.node != nil && d.from.node.name == b.from, Tx: b.tx, Dropped: dropped, Copy: b.copy,
 			Comment: comment, Frame: b.bytes()}
 		f.observe(r)
 	}

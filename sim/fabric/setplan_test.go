@@ -101,6 +101,35 @@ func TestObserveSeesEveryRecordedFrame(t *testing.T) {
 	assert.Equal(t, 1, recs[2].Tx, "the hop after the switch carries the first hop's count")
 }
 
+// TestObserveMarksCopies: a copy a dup rule made is marked as one (Copy
+// is its number), so a tool counting retransmissions does not take it
+// for the sender's; the frame it copied is not.
+func TestObserveMarksCopies(t *testing.T) {
+	plan, err := faults.Parse("dup psn=0 n=2\n")
+	require.NoError(t, err)
+	var first []fabric.FrameRecord
+	s := sim.NewScheduler()
+	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
+		Observe: func(r *fabric.FrameRecord) {
+			if r.First {
+				first = append(first, *r)
+			}
+		}})
+	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	b.SetReceiver(&sink{})
+	_, err = f.Connect("n0-n1", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), ""))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+	require.NoError(t, s.Run())
+	var copies []int
+	for _, r := range first {
+		copies = append(copies, r.Copy)
+	}
+	assert.Equal(t, []int{0, 1, 2, 0}, copies, "PSN 0, its two copies, PSN 1")
+}
+
 // TestSetPlanBeforeDueChange: a plan replaced at the very instant its
 // link change is due, before that change has fired, tells the link's
 // ends nothing: they were never told it went down, so they must not hear
