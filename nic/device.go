@@ -443,6 +443,7 @@ func (d *Device) DestroyCQ(cq *CQ) error {
 // raise queues an asynchronous event for the next Ready.
 func (d *Device) raise(e AsyncEvent) {
 	d.outbox.events = append(d.outbox.events, e)
+	d.outbox.gathered = true
 	if d.trace.Enabled() {
 		ev := sim.Event{Time: e.Time, Node: d.cfg.Node, Kind: "async-event", Fields: []sim.Field{{Key: "event", Value: "IBV_EVENT_" + e.Type.String()}}}
 		if e.QP != nil {

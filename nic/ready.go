@@ -76,6 +76,10 @@ type outbox struct {
 	cqs      []*CQ
 	notified []*CompChannel
 	ready    Ready // the batch handed out last
+	// gathered is set when a list above took something, handed when the
+	// last batch held something: the pump of a device with nothing to say
+	// (most of them, on a busy fabric) tests two flags.
+	gathered, handed bool
 }
 
 // maxFrameLen is the largest frame the device builds: 4096 bytes of
@@ -97,6 +101,7 @@ func (o *outbox) buffer() []byte {
 // push queues buf[:n] for sending with the note given.
 func (o *outbox) push(buf []byte, n int, note string) {
 	o.frames = append(o.frames, OutFrame{buf[:n], note})
+	o.gathered = true
 }
 
 // tookCompletion lists cq in the next batch (once).
@@ -104,6 +109,7 @@ func (o *outbox) tookCompletion(cq *CQ) {
 	if !cq.inReady {
 		cq.inReady = true
 		o.cqs = append(o.cqs, cq)
+		o.gathered = true
 	}
 }
 
@@ -112,6 +118,7 @@ func (o *outbox) tookEvent(ch *CompChannel) {
 	if !ch.inReady {
 		ch.inReady = true
 		o.notified = append(o.notified, ch)
+		o.gathered = true
 	}
 }
 
@@ -121,6 +128,7 @@ func (o *outbox) forget(cq *CQ) {
 	if cq.inReady {
 		cq.inReady = false
 		o.cqs = deleteFirst(o.cqs, cq)
+		o.regather()
 	}
 }
 
@@ -129,7 +137,13 @@ func (o *outbox) forgetChannel(ch *CompChannel) {
 	if ch.inReady {
 		ch.inReady = false
 		o.notified = deleteFirst(o.notified, ch)
+		o.regather()
 	}
+}
+
+// regather recomputes gathered after something was taken out of a list.
+func (o *outbox) regather() {
+	o.gathered = len(o.frames)+len(o.events)+len(o.cqs)+len(o.notified) > 0
 }
 
 // deleteFirst removes the first x from s, keeping the order, and clears
@@ -147,10 +161,7 @@ func deleteFirst[T comparable](s []T, x T) []T {
 }
 
 // HasReady reports whether Ready has anything to hand out but a deadline.
-func (d *Device) HasReady() bool {
-	o := &d.outbox
-	return len(o.frames)+len(o.events)+len(o.cqs)+len(o.notified) > 0
-}
+func (d *Device) HasReady() bool { return d.outbox.gathered }
 
 // Ready hands out everything the device's inputs caused since the last
 // call (see the top of this file for the driver's loop) and takes back
@@ -160,10 +171,12 @@ func (d *Device) HasReady() bool {
 func (d *Device) Ready() *Ready {
 	o := &d.outbox
 	r := &o.ready
-	if !r.Empty() {
+	if o.handed {
 		o.recycle()
+		o.handed = false
 	}
-	if d.HasReady() {
+	if o.gathered {
+		o.gathered, o.handed = false, true
 		o.frames, r.Frames = r.Frames, o.frames
 		o.events, r.Events = r.Events, o.events
 		o.cqs, r.CQs = r.CQs, o.cqs
