@@ -44,6 +44,9 @@ var imports = map[string][]string{
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
 	"conformance": {"faults", "nic", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	// the fabric daemon joins processes' NICs: the fabric, its plans, and
+	// sockets (SO_PEERCRED, flock) through x/sys.
+	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder.
 	"cmd/rocesim": {"ladder", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 }

@@ -1,0 +1,287 @@
+package procfabric
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// A process's life on the fabric (the client side):
+//
+//  1. Attach: connect, send attach(node), read attached: the process
+//     runs, at the virtual time the reply gives;
+//  2. while it runs: Send buffers the frames its NIC built;
+//  3. Wait(deadline): flush the frames and wait(deadline), then read the
+//     batch up to now(t): the process runs again, at t;
+//  4. Close: detach and close.
+
+// ErrDetached is returned by Wait when the daemon sent the process away;
+// the error's text says why (the hold limit, the run's deadline).
+var ErrDetached = errors.New("procfabric: detached by the fabric")
+
+// Port is a process's attachment to a fabric node: its NIC's one port.
+// It is not safe for concurrent use.
+type Port struct {
+	c     *net.UnixConn
+	r     reader
+	out   []byte
+	self  int
+	nodes []NodeInfo
+	now   sim.Time
+	in    Inputs
+	arena []byte
+	err   error
+}
+
+// Input is one thing that happened at the node's port: a frame that
+// arrived (Frame, valid until the next Wait) or, if Frame is nil, a frame
+// of the node's that the port finished (the NIC's TxDone).
+type Input struct {
+	At    sim.Time
+	Frame []byte
+}
+
+// Inputs is what one Wait returns: the port's inputs in the order they
+// happened, then the virtual time the process runs at.
+type Inputs struct {
+	Events []Input
+	Now    sim.Time
+}
+
+// Attach attaches this process to the node called node on the fabric
+// called name (socket in SocketDir()). With ErrNoFabric no daemon
+// answers: see Start.
+func Attach(name, node string) (*Port, error) { return AttachDir("", name, node) }
+
+// AttachDir is Attach with the socket directory given ("": SocketDir()).
+func AttachDir(dir, name, node string) (*Port, error) {
+	if err := checkName("fabric name", name); err != nil {
+		return nil, err
+	}
+	if err := checkName("node name", node); err != nil {
+		return nil, err
+	}
+	c, err := dial(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	p := &Port{c: c, r: reader{r: c}}
+	if _, err := c.Write(appendAttach(nil, node)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	t, body, err := p.r.next()
+	if err == nil && t == msgBye {
+		err = fmt.Errorf("%w: attach %s on fabric %s: %s", ErrDetached, node, name, body)
+	} else if err == nil && t != msgAttached {
+		err = protoErr("attach answered by message type %d", t)
+	}
+	if err == nil {
+		p.self, p.now, p.nodes, err = parseAttached(body)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Self returns the node this process attached to: its name and
+// addresses, which the process's NIC takes.
+func (p *Port) Self() NodeInfo { return p.nodes[p.self-1] }
+
+// Index returns the node's index, from 1 (node order on the fabric).
+func (p *Port) Index() int { return p.self }
+
+// Nodes returns every node of the fabric in order, this one included:
+// the NIC's neighbours (ARP is not simulated).
+func (p *Port) Nodes() []NodeInfo { return p.nodes }
+
+// Now returns the virtual time the process runs at.
+func (p *Port) Now() sim.Time { return p.now }
+
+// Send puts a frame the NIC built on the port, at the process's current
+// virtual time; note (at most MaxNote bytes) says why it exists and goes
+// into the capture's comment. The frame is copied.
+func (p *Port) Send(frame []byte, note string) error {
+	if p.err != nil {
+		return p.err
+	}
+	if len(frame) < wire.EthernetLen || len(frame) > fabric.MaxFrame {
+		return fmt.Errorf("procfabric: Send: frame of %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
+	}
+	if len(note) > MaxNote {
+		note = note[:MaxNote]
+	}
+	p.out = appendFrame(p.out, note, frame)
+	if len(p.out) >= 64<<10 {
+		return p.flush()
+	}
+	return nil
+}
+
+func (p *Port) flush() error {
+	if len(p.out) == 0 {
+		return nil
+	}
+	_, err := p.c.Write(p.out)
+	p.out = p.out[:0]
+	if err != nil {
+		p.err = p.why(err)
+	}
+	return p.err
+}
+
+// why returns the reason the daemon gave for closing the connection (its
+// bye, which may sit unread behind the failed write), else err.
+func (p *Port) why(err error) error {
+	p.c.SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		t, body, rerr := p.r.next()
+		if rerr != nil {
+			return err
+		}
+		if t == msgBye {
+			return fmt.Errorf("%w: %s", ErrDetached, body)
+		}
+	}
+}
+
+// Wait says the process waits until deadline (its NIC's next deadline;
+// sim.Never to wait for input only) and blocks until the fabric wakes it:
+// input arrived, or virtual time reached deadline. The result is valid
+// until the next Wait.
+func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	p.out = appendTime(p.out, msgWait, max(deadline, 0))
+	if err := p.flush(); err != nil {
+		return nil, err
+	}
+	p.in.Events, p.arena = p.in.Events[:0], p.arena[:0]
+	for {
+		t, body, err := p.r.next()
+		if err != nil {
+			p.err = err
+			return nil, err
+		}
+		switch t {
+		case msgDeliver:
+			if len(body) < 8+wire.EthernetLen {
+				p.err = protoErr("deliver: %d bytes", len(body))
+				return nil, p.err
+			}
+			at, _ := parseTime(t, body[:8])
+			p.arena = append(p.arena, body[8:]...)
+			p.in.Events = append(p.in.Events, Input{At: at, Frame: body[8:]}) // re-pointed below
+		case msgTxDone:
+			at, err := parseTime(t, body)
+			if err != nil {
+				p.err = err
+				return nil, err
+			}
+			p.in.Events = append(p.in.Events, Input{At: at})
+		case msgNow:
+			now, err := parseTime(t, body)
+			if err != nil {
+				p.err = err
+				return nil, err
+			}
+			p.now, p.in.Now = now, now
+			// The arena may have moved while it grew: point the frames
+			// at their final place.
+			off := 0
+			for i := range p.in.Events {
+				if f := p.in.Events[i].Frame; f != nil {
+					p.in.Events[i].Frame = p.arena[off : off+len(f) : off+len(f)]
+					off += len(f)
+				}
+			}
+			return &p.in, nil
+		case msgBye:
+			p.err = fmt.Errorf("%w: %s", ErrDetached, body)
+			return nil, p.err
+		default:
+			p.err = protoErr("message type %d from the daemon", t)
+			return nil, p.err
+		}
+	}
+}
+
+// Close sends the frames not yet sent, detaches and closes the
+// connection. The node goes silent; its peers see their QPs time out.
+func (p *Port) Close() error {
+	if p.err == nil {
+		p.out = appendEmpty(p.out, msgDetach)
+		p.flush()
+	}
+	p.err = net.ErrClosed
+	return p.c.Close()
+}
+
+// Start starts a daemon for the fabric called name if none answers, by
+// running argv (for instance: the rocesim executable, "fabric", "--name",
+// name, "--exit-when-idle", "--nodes", "a,b"), detached from the
+// caller's session, with its output appended to name.log in the socket
+// directory. It returns once the socket answers, or with the log's end
+// if it does not within timeout. dir "" means SocketDir().
+func Start(dir, name string, argv []string, timeout time.Duration) error {
+	if c, err := dial(dir, name); err == nil {
+		c.Close()
+		return nil
+	}
+	if dir == "" {
+		dir = SocketDir()
+	}
+	if err := privateDir(dir); err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps it whenever it ends
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		if c, err := dial(dir, name); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case err := <-exited:
+			tail, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%w: %s exited (%v); %s says: %s", ErrNoFabric, argv[0], err, logPath, lastLines(tail, 5))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%w: %s did not answer within %v (see %s)", ErrNoFabric, name, timeout, logPath)
+}
+
+func lastLines(b []byte, n int) string {
+	i := len(b)
+	for ; i > 0 && n >= 0; i-- {
+		if b[i-1] == '\n' {
+			n--
+		}
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,605 @@
+package procfabric
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// The daemon's loop, one goroutine (Serve), the only one that touches the
+// scheduler, the fabric and the slots:
+//
+//  1. take one event: a message a reader goroutine parsed off a
+//     connection, a connection that ended, or the hold-limit tick;
+//  2. apply it to the node's slot (attach, hold a frame, wait, detach);
+//  3. if every attached process now waits (round): put the held frames
+//     on the fabric in node order, pick the next instant, fire the
+//     fabric's events up to it, and wake the processes with input then.
+
+// Defaults.
+const (
+	// DefaultHoldLimit is how long a process may run without waiting
+	// before the daemon detaches it (Config.HoldLimit).
+	DefaultHoldLimit = 10 * time.Second
+	// DefaultWriteTimeout bounds one write to a process.
+	DefaultWriteTimeout = 5 * time.Second
+)
+
+// Config describes a fabric daemon.
+type Config struct {
+	// Name names the fabric: its socket is Dir/Name.sock.
+	Name string
+	// Dir is the socket directory; "" means SocketDir().
+	Dir string
+	// Nodes names the fabric's nodes, at least two; node i (from 1) has
+	// MAC 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i. Two nodes
+	// are joined by one link "a-b", more by a switch "sw".
+	Nodes []string
+	// Link configures every link; zero means fabric.DefaultLinkConfig.
+	Link fabric.LinkConfig
+	// Plan is the fault plan; nil for none.
+	Plan *faults.Plan
+	// Seed is the master seed of the plan's random draws.
+	Seed uint64
+	// Tap receives every frame (a wire/capture pcapng writer); nil for none.
+	Tap fabric.Tap
+	// Trace collects the fabric's events (the ladder's input); nil for none.
+	Trace *sim.Trace
+	// HoldLimit is the wall time a process may run without waiting
+	// before it is detached; 0 means DefaultHoldLimit, negative no bound.
+	HoldLimit time.Duration
+	// WriteTimeout bounds one write to a process; 0 means
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Deadline, if not zero, ends the run at that virtual time: every
+	// process is sent bye and detached (a QP that retries forever, as
+	// rxe's retry_cnt 7 does, would otherwise never let the run end).
+	Deadline sim.Time
+	// ExitWhenIdle makes Serve return once every node has attached and
+	// every process has detached again.
+	ExitWhenIdle bool
+	// Log receives one line per refusal, detach and bound hit; nil
+	// discards them.
+	Log io.Writer
+
+	// uid is the UID allowed to attach: os.Getuid() unless a test says.
+	uid int
+}
+
+// Stats counts what the daemon refused and dropped.
+type Stats struct {
+	// Attaches counts successful attaches, Detaches processes that left
+	// or were sent away.
+	Attaches, Detaches uint64
+	// Refused counts connections closed for a malformed or out-of-place
+	// message; RefusedUID those of another user (SO_PEERCRED).
+	Refused, RefusedUID uint64
+	// HeldTooLong counts processes detached by the hold limit.
+	HeldTooLong uint64
+	// Undelivered counts frames that arrived at a node no process holds.
+	Undelivered uint64
+}
+
+// Daemon is a running fabric: see the package documentation.
+type Daemon struct {
+	cfg    Config
+	ln     *net.UnixListener
+	lock   *os.File
+	sched  *sim.Scheduler
+	fab    *fabric.Fabric
+	slots  []*slot
+	events chan event
+	quit   chan struct{}
+	once   sync.Once
+
+	started bool // every node has attached once: the clock may move
+	ended   bool // Config.Deadline was reached
+
+	mu    sync.Mutex // guards stats and conns, which other goroutines touch
+	stats Stats
+	conns map[*conn]bool // open connections, closed at exit (never iterated for output)
+}
+
+// slot is one node of the fabric and the process attached to it, if any.
+type slot struct {
+	d        *Daemon
+	index    int // from 1
+	info     NodeInfo
+	node     *fabric.Node
+	c        *conn // nil: no process
+	attached bool  // ever
+	waiting  bool
+	deadline sim.Time
+	since    time.Time // wall time the process started running
+	pending  []byte    // deliver and txdone messages not yet sent
+	held     []heldFrame
+}
+
+type heldFrame struct {
+	note  string
+	frame []byte
+}
+
+// conn is one connection; slot is set once it has attached.
+type conn struct {
+	c    *net.UnixConn
+	slot *slot
+	gone bool
+}
+
+// event is what a reader goroutine hands the loop.
+type event struct {
+	c    *conn
+	t    msgType
+	body []byte // a copy
+	err  error  // the connection ended; ErrProtocol if it misbehaved
+}
+
+// Listen creates the fabric: it takes the socket (replacing a stale one)
+// and builds the simulated fabric. Serve runs it.
+func Listen(cfg Config) (*Daemon, error) {
+	if err := checkName("fabric name", cfg.Name); err != nil {
+		return nil, err
+	}
+	if len(cfg.Nodes) < 2 || len(cfg.Nodes) > 250 {
+		return nil, fmt.Errorf("procfabric: %d nodes, want 2 to 250", len(cfg.Nodes))
+	}
+	for i, n := range cfg.Nodes {
+		if err := checkName("node name", n); err != nil {
+			return nil, err
+		}
+		for _, m := range cfg.Nodes[:i] {
+			if m == n {
+				return nil, fmt.Errorf("%w: node %q named twice", ErrName, n)
+			}
+		}
+	}
+	if err := cfg.Plan.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = SocketDir()
+	}
+	if cfg.Link.Bandwidth == 0 {
+		cfg.Link = fabric.DefaultLinkConfig()
+	}
+	if cfg.HoldLimit == 0 {
+		cfg.HoldLimit = DefaultHoldLimit
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.uid == 0 {
+		cfg.uid = os.Getuid()
+	}
+	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}}
+	d.sched = sim.NewScheduler()
+	d.sched.SetEventLimit(0) // the daemon runs as long as its processes do
+	d.fab = fabric.New(fabric.Config{Sched: d.sched, Trace: cfg.Trace, Tap: cfg.Tap, Plan: cfg.Plan,
+		Rand: sim.NewSeeds(cfg.Seed).Stream("faults")})
+	for i, name := range cfg.Nodes {
+		b := byte(i + 1)
+		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: NodeInfo{Name: name,
+			MAC:  wire.MAC{0x02, 0, 0, 0, 0, b},
+			IPv4: netip.AddrFrom4([4]byte{10, 0, 0, b}),
+			IPv6: netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b})}}
+		s.node = d.fab.AddNode(name, fabric.PortConfig{MAC: s.info.MAC, IPv4: s.info.IPv4, IPv6: s.info.IPv6})
+		s.node.SetReceiver(s)
+		s.node.SetTxDone(s.txDone)
+		d.slots = append(d.slots, s)
+	}
+	var err error
+	if len(d.slots) == 2 {
+		_, err = d.fab.Connect(cfg.Nodes[0]+"-"+cfg.Nodes[1], d.slots[0].node.Port(0), d.slots[1].node.Port(0), cfg.Link)
+	} else {
+		sw := d.fab.AddSwitch("sw", len(d.slots))
+		for i, s := range d.slots {
+			if _, err = d.fab.Connect(s.info.Name+"-sw", s.node.Port(0), sw.Port(i), cfg.Link); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if d.ln, d.lock, err = listen(cfg.Dir, cfg.Name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Path returns the daemon's socket.
+func (d *Daemon) Path() string { return SocketPath(d.cfg.Dir, d.cfg.Name) }
+
+// Stats returns the daemon's counters so far.
+func (d *Daemon) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// Fabric returns the simulated fabric, for its link statistics once
+// Serve has returned.
+func (d *Daemon) Fabric() *fabric.Fabric { return d.fab }
+
+// Close stops Serve, closes every connection and removes the socket.
+// It may be called from any goroutine, more than once.
+func (d *Daemon) Close() error {
+	d.once.Do(func() { close(d.quit) })
+	return nil
+}
+
+func (d *Daemon) count(f func(*Stats)) {
+	d.mu.Lock()
+	f(&d.stats)
+	d.mu.Unlock()
+}
+
+func (d *Daemon) logf(format string, args ...any) {
+	fmt.Fprintf(d.cfg.Log, "rocesim fabric %s: %s\n", d.cfg.Name, fmt.Sprintf(format, args...))
+}
+
+// Serve runs the fabric until Close, or until it is idle when
+// Config.ExitWhenIdle is set. It returns the virtual time reached.
+func (d *Daemon) Serve() sim.Time {
+	defer d.shutdown()
+	go d.accept()
+	var tick <-chan time.Time
+	if d.cfg.HoldLimit > 0 {
+		t := time.NewTicker(max(d.cfg.HoldLimit/8, time.Millisecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		d.round()
+		if d.cfg.ExitWhenIdle && d.started && d.idle() || d.ended {
+			return d.sched.Now()
+		}
+		select {
+		case ev := <-d.events:
+			d.handle(ev)
+		case <-tick:
+			d.checkHolds()
+		case <-d.quit:
+			return d.sched.Now()
+		}
+	}
+}
+
+// shutdown closes the listener, every connection and the lock.
+func (d *Daemon) shutdown() {
+	d.once.Do(func() { close(d.quit) })
+	d.ln.Close() // removes the socket file
+	d.mu.Lock()
+	for c := range d.conns {
+		c.c.Close()
+	}
+	d.mu.Unlock()
+	d.lock.Close() // releases the flock
+}
+
+// idle reports whether no process is attached.
+func (d *Daemon) idle() bool {
+	for _, s := range d.slots {
+		if s.c != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// accept takes connections until the listener closes: another user's
+// process is refused before it can say anything.
+func (d *Daemon) accept() {
+	for {
+		uc, err := d.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		if uid, err := peerUID(uc); err != nil || uid != d.cfg.uid {
+			d.count(func(s *Stats) { s.RefusedUID++ })
+			d.logf("refused a connection from uid %d (err %v): the fabric belongs to uid %d", uid, err, d.cfg.uid)
+			uc.Close()
+			continue
+		}
+		c := &conn{c: uc}
+		d.mu.Lock()
+		d.conns[c] = true
+		d.mu.Unlock()
+		go d.read(c)
+	}
+}
+
+// read parses c's messages and hands them to the loop, until c ends.
+func (d *Daemon) read(c *conn) {
+	r := reader{r: c.c}
+	for {
+		t, body, err := r.next()
+		ev := event{c: c, t: t, err: err}
+		if err == nil {
+			ev.body = append([]byte(nil), body...)
+		}
+		select {
+		case d.events <- ev:
+		case <-d.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// handle applies one event to its connection's slot.
+func (d *Daemon) handle(ev event) {
+	c := ev.c
+	if c.gone {
+		return
+	}
+	if ev.err != nil {
+		if errors.Is(ev.err, ErrProtocol) {
+			d.refuse(c, ev.err.Error())
+			return
+		}
+		d.drop(c, "")
+		return
+	}
+	s := c.slot
+	switch ev.t {
+	case msgAttach:
+		if s != nil {
+			d.refuse(c, "a second attach")
+			return
+		}
+		d.attach(c, string(ev.body))
+	case msgFrame:
+		if s == nil || s.waiting {
+			d.refuse(c, "a frame from a process that is not running (not attached, or waiting)")
+			return
+		}
+		note, frame, err := parseFrame(ev.body)
+		if err != nil {
+			d.refuse(c, err.Error())
+			return
+		}
+		s.held = append(s.held, heldFrame{note: note, frame: frame})
+	case msgWait:
+		if s == nil || s.waiting {
+			d.refuse(c, "a wait from a process that is not running")
+			return
+		}
+		t, err := parseTime(ev.t, ev.body)
+		if err != nil {
+			d.refuse(c, err.Error())
+			return
+		}
+		s.waiting, s.deadline = true, max(t, d.sched.Now())
+	case msgDetach:
+		if len(ev.body) != 0 {
+			d.refuse(c, "a detach with a body")
+			return
+		}
+		d.drop(c, "")
+	default:
+		d.refuse(c, fmt.Sprintf("message type %d, which only the daemon sends", ev.t))
+	}
+}
+
+// attach gives the process on c the node called name.
+func (d *Daemon) attach(c *conn, name string) {
+	var s *slot
+	for _, o := range d.slots {
+		if o.info.Name == name {
+			s = o
+		}
+	}
+	var why string
+	switch {
+	case checkName("node name", name) != nil:
+		why = fmt.Sprintf("bad node name %q", name)
+	case s == nil:
+		names := make([]string, len(d.slots))
+		for i, o := range d.slots {
+			names[i] = o.info.Name
+		}
+		why = fmt.Sprintf("no node %q on this fabric (its nodes: %s)", name, strings.Join(names, ", "))
+	case s.c != nil:
+		why = fmt.Sprintf("node %q is attached by another process", name)
+	case d.ended:
+		why = "the fabric's run has ended"
+	}
+	if why != "" {
+		d.refuse(c, why)
+		return
+	}
+	c.slot, s.c, s.attached = s, c, true
+	s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
+	d.count(func(st *Stats) { st.Attaches++ })
+	infos := make([]NodeInfo, len(d.slots))
+	for i, o := range d.slots {
+		infos[i] = o.info
+	}
+	if !d.started {
+		d.started = true
+		for _, o := range d.slots {
+			d.started = d.started && o.attached
+		}
+	}
+	d.write(s, appendAttached(nil, s.index, d.sched.Now(), infos))
+}
+
+// refuse counts and logs a misbehaving connection and closes it.
+func (d *Daemon) refuse(c *conn, why string) {
+	d.count(func(s *Stats) { s.Refused++ })
+	who := "an unattached process"
+	if c.slot != nil {
+		who = "node " + c.slot.info.Name
+	}
+	d.logf("refused %s: %s", who, why)
+	if c.slot == nil {
+		// Say why, if the peer listens: best effort, bounded.
+		c.c.SetWriteDeadline(time.Now().Add(d.cfg.WriteTimeout))
+		c.c.Write(appendText(nil, msgBye, why))
+	}
+	d.drop(c, why)
+}
+
+// drop detaches c's process, if any, and closes c. A reason, if given,
+// is sent to the process first (bye). The frames it sent before stay
+// held and go onto the fabric with its round.
+func (d *Daemon) drop(c *conn, reason string) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	if s := c.slot; s != nil {
+		if reason != "" {
+			d.write(s, appendText(nil, msgBye, reason))
+		}
+		s.c, s.waiting, s.deadline, s.pending = nil, false, sim.Never, s.pending[:0]
+		d.count(func(st *Stats) { st.Detaches++ })
+	}
+	d.mu.Lock()
+	delete(d.conns, c)
+	d.mu.Unlock()
+	c.c.Close()
+}
+
+// write sends b to s's process, bounded in wall time; a process that
+// does not take it is detached.
+func (d *Daemon) write(s *slot, b []byte) {
+	c := s.c
+	c.c.SetWriteDeadline(time.Now().Add(d.cfg.WriteTimeout))
+	if _, err := c.c.Write(b); err != nil {
+		if !c.gone {
+			d.logf("detached node %s: %v", s.info.Name, err)
+			d.drop(c, "")
+		}
+	}
+}
+
+// checkHolds detaches processes that have run longer than the hold limit.
+func (d *Daemon) checkHolds() {
+	for _, s := range d.slots {
+		if s.c == nil || s.waiting {
+			continue
+		}
+		if held := time.Since(s.since); held > d.cfg.HoldLimit {
+			why := fmt.Sprintf("node %s held virtual time at %v for %v of wall time without waiting in a verbs call "+
+				"(the hold limit is %v; a program that computes longer between verbs calls needs --hold-limit)",
+				s.info.Name, d.sched.Now(), held.Round(time.Millisecond), d.cfg.HoldLimit)
+			d.logf("detached: %s", why)
+			d.count(func(st *Stats) { st.HeldTooLong++ })
+			d.drop(s.c, why)
+		}
+	}
+}
+
+// round moves virtual time as far as it can: while every attached
+// process waits, it puts their held frames on the fabric, fires the
+// fabric's events up to the next instant anyone cares about, and wakes
+// the processes with input at that instant. It returns when a process
+// runs or nothing is left to happen.
+func (d *Daemon) round() {
+	if !d.started || d.ended {
+		return
+	}
+	for {
+		for _, s := range d.slots {
+			if s.c != nil && !s.waiting {
+				return
+			}
+		}
+		// What processes did at this instant enters the fabric in node
+		// order, then in the order each sent it.
+		for _, s := range d.slots {
+			for _, h := range s.held {
+				// A frame the port refuses is lost (as Host.send does)
+				// and its sender told it left, so its NIC does not stall.
+				if err := s.node.Send(0, h.frame, h.note); err != nil {
+					d.logf("node %s: frame lost: %v", s.info.Name, err)
+					s.txDone(d.sched.Now())
+				}
+			}
+			clear(s.held)
+			s.held = s.held[:0]
+		}
+		now, t, anyone := d.sched.Now(), d.sched.NextAt(), false
+		for _, s := range d.slots {
+			if s.c == nil {
+				continue
+			}
+			anyone = true
+			t = min(t, s.deadline)
+			if len(s.pending) > 0 {
+				t = now
+			}
+		}
+		if !anyone || t == sim.Never {
+			return // nobody to run for, or nothing will ever happen
+		}
+		if d.cfg.Deadline != 0 && t > d.cfg.Deadline {
+			d.end()
+			return
+		}
+		d.sched.RunUntil(t) // no event limit: cannot fail
+		woke := false
+		for _, s := range d.slots {
+			if s.c != nil && (len(s.pending) > 0 || s.deadline <= t) {
+				s.pending = appendTime(s.pending, msgNow, t)
+				s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
+				b := s.pending
+				s.pending = s.pending[:0]
+				d.write(s, b)
+				woke = true
+			}
+		}
+		if woke {
+			return
+		}
+	}
+}
+
+// end detaches every process at Config.Deadline.
+func (d *Daemon) end() {
+	d.ended = true
+	why := fmt.Sprintf("the fabric's run ended at its deadline, virtual time %v", d.cfg.Deadline)
+	d.logf("%s", why)
+	for _, s := range d.slots {
+		if s.c != nil {
+			d.drop(s.c, why)
+		}
+	}
+}
+
+// Receive is the node's fabric receiver: the frame waits for the
+// process's next wake-up.
+func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
+	if s.c == nil {
+		s.d.count(func(st *Stats) { st.Undelivered++ })
+		return
+	}
+	s.pending = appendDeliver(s.pending, now, frame)
+}
+
+// txDone tells the process (at its next wake-up) that its port finished
+// a frame.
+func (s *slot) txDone(now sim.Time) {
+	if s.c != nil {
+		s.pending = appendTime(s.pending, msgTxDone, now)
+	}
+}

@@ -1,0 +1,113 @@
+// Package procfabric joins NICs that live in separate processes on one
+// simulated fabric, in one virtual time: `rocesim fabric` is its daemon,
+// and Attach is the client side a process (the drop-in libibverbs' Go
+// side, or a test) drives its nic.Device with.
+//
+//	d, err := procfabric.Listen(procfabric.Config{Name: "default", Nodes: []string{"a", "b"},
+//		Plan: plan, Tap: pcapng, Trace: tr})
+//	go d.Serve()                               // until Close, or until idle (ExitWhenIdle)
+//
+//	p, err := procfabric.Attach("default", "a")  // in each process
+//	dev := nic.New(nic.Config{MAC: p.Self().MAC, IPv4: p.Self().IPv4, ...})
+//	for {                                      // the driver loop
+//		... the program's verbs (PollCQ, PostSend) at p.Now() ...
+//		rd := dev.Ready()
+//		for _, f := range rd.Frames { p.Send(f.Bytes, f.Note) }
+//		in, err := p.Wait(rd.Deadline)          // blocks: the process waits
+//		for _, e := range in.Events {          // frames and tx-dones, in order
+//			if e.Frame != nil { dev.Receive(e.At, e.Frame) } else { dev.TxDone(e.At) }
+//		}
+//		dev.Advance(in.Now)
+//	}
+//
+// # The daemon
+//
+// The daemon owns what one simulated world owns: a sim.Scheduler, a
+// sim/fabric fabric (one node per name in Config.Nodes, joined by a link
+// when there are two and by a switch "sw" when there are more), the fault
+// plan, the capture (one pcapng, a comment per frame), the trace and so
+// the ladder the command prints at exit. Node i (from 1) has MAC
+// 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i, as in a verbs.World;
+// the attach reply tells a process its own addresses and every other
+// node's, since ARP is not simulated.
+//
+// It listens on a Unix socket NAME.sock in a directory only its user can
+// open: $XDG_RUNTIME_DIR/rocesim, else /tmp/rocesim-UID, created 0700 and
+// refused if it belongs to another user or others can open it. Two
+// fabrics with different names run side by side. The daemon holds an
+// exclusive flock on NAME.lock for its life, so a socket whose lock is
+// free is stale (its daemon died) and is replaced, and two daemons of one
+// name cannot both start. A connecting process of another UID is refused
+// (SO_PEERCRED) and counted.
+//
+// Starting: `rocesim fabric --name X --nodes a,b --faults … --pcap …`
+// starts one explicitly. A client that finds none (Attach returns
+// ErrNoFabric) may start one with Start, which runs the given command
+// (part A's `rocesim exec` passes its own executable with `fabric --name X
+// --exit-when-idle …`), detached from the caller's process group, and
+// waits until its socket answers.
+//
+// # The protocol
+//
+// Every message is [length uint32 BE][version uint8][type uint8][body],
+// length counting version, type and body, at most MaxMessage bytes. A
+// message with a length out of bounds, another version, an unknown type,
+// a body that does not parse, or a type that is out of place (a frame
+// before attach, a second attach) is refused: counted in Stats.Refused,
+// logged, and its connection closed; the daemon goes on. Messages:
+//
+//	process → daemon   attach(node)          → attached(index, now, every node's name, MAC, IPv4, IPv6)
+//	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
+//	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
+//	                   detach                the process is done (closing the socket is the same)
+//	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
+//	                   txdone(at)            the port finished (or dropped) one of the node's frames
+//	                   now(t)                end of a batch: the process runs again, at time t
+//	                   bye(reason)           the daemon detaches the process, and says why
+//
+// # Virtual time across processes
+//
+// There is one clock, the daemon's scheduler. Each attached process is
+// either running (it holds the clock) or waiting until a deadline. A
+// process runs from attach until its first wait, and from each now(t) the
+// daemon sends it until its next wait. The clock moves only when every
+// attached process waits. Then the daemon takes t = the earliest of the
+// fabric's next event and the processes' deadlines, fires the fabric's
+// events up to t (frames arrive at ports, ports finish frames, the plan
+// drops and delays), and wakes, in node order, every process that has
+// input due at t or whose deadline is t: it sends that process its
+// deliveries and tx-dones in the order they happened, then now(t). The
+// woken processes run (the NIC takes its inputs and its timers, the
+// program its completions) and wait again.
+//
+// The frames a process sends while it runs are held, not put on the
+// fabric at once: when every process waits again, the held frames enter
+// the fabric at t in node order, then in the order each process sent
+// them. So what processes do at the same instant reaches the fabric in
+// the same order however the operating system scheduled them, and two
+// runs of the same deterministic programs give the same capture bytes.
+// The clock also stays at 0, and no frame enters the fabric, until every
+// node of Config.Nodes has attached once: otherwise whoever attached
+// first would run alone for a while, as fast as the wall clock let it.
+//
+// A process that exits or is killed (its socket closes) is detached: the
+// frames it sent before are still put on the fabric, frames to its node
+// are dropped and counted (Stats.Undelivered), and its node stays on the
+// fabric as a silent port, so its peers' QPs time out and retry as on a
+// real network where a host died. The same node name may attach again.
+//
+// A process that never waits (a busy loop with no verbs call, a
+// debugger's breakpoint) holds the clock for everyone. The bound is wall
+// time: a process that has run for Config.HoldLimit (default 10 s;
+// `--hold-limit`, 0 for no bound) without waiting is sent bye("held
+// virtual time for … of wall time without waiting …"), detached, and the
+// reason is logged; its Wait returns that message in an ErrDetached. A
+// program that computes for longer between verbs calls needs a larger
+// limit. Writes to a process are bounded by a wall-clock deadline too, so
+// one that stops reading is detached rather than blocking the daemon.
+//
+// The daemon is a driver (see the package graph in STYLE.md): it reads
+// the wall clock only for those two bounds and uses goroutines only to
+// read its sockets; every decision that reaches the fabric is taken in
+// its one loop, in virtual time.
+package procfabric

@@ -1,0 +1,505 @@
+package procfabric
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// The tests re-execute the test binary as client processes: with
+// PROCFABRIC_TEST_ROLE set, TestMain runs the client program it names
+// instead of the tests (see clientMain).
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv("PROCFABRIC_TEST_ROLE"); role != "" {
+		// A client must never outlive its test, whatever happens.
+		time.AfterFunc(2*time.Minute, func() { os.Exit(9) })
+		os.Exit(clientMain(role))
+	}
+	os.Exit(m.Run())
+}
+
+// drive is the driver loop of a NIC on a fabric port: the inputs of each
+// batch in, the program's step, the device's Ready batch out. step runs
+// at each wake-up (and once before the first wait) and says whether the
+// program is done; the frames it caused are sent before drive returns.
+// The port's tx-dones come back as inputs of a later batch, never while
+// the batch is applied, so one Ready per turn is all there is.
+func drive(p *Port, dev *nic.Device, step func(now sim.Time) bool) error {
+	now := p.Now()
+	for {
+		done := step(now)
+		rd := dev.Ready()
+		for _, f := range rd.Frames {
+			if err := p.Send(f.Bytes, f.Note); err != nil {
+				return err
+			}
+		}
+		if done {
+			return nil
+		}
+		in, err := p.Wait(rd.Deadline)
+		if err != nil {
+			return err
+		}
+		for _, e := range in.Events {
+			if e.Frame != nil {
+				dev.Receive(e.At, e.Frame)
+			} else {
+				dev.TxDone(e.At)
+			}
+		}
+		now = in.Now
+		dev.Advance(now)
+	}
+}
+
+// Offsets in each client's one MR.
+const (
+	mrLen     = 1 << 16
+	offRecv   = 0
+	offSend   = 4096
+	offWSrc   = 8192
+	offWDst   = 16384
+	writeLen  = 3000 // three packets at path MTU 1024
+	sendLen   = 64
+	peerRetry = 3
+)
+
+// pattern is what node name's process writes and sends: the receiver
+// checks it came whole.
+func pattern(name string, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = name[0] + byte(i*7)
+	}
+	return b
+}
+
+// clientMain is a client process: it attaches to node $NODE of fabric
+// $FABRIC in $DIR, builds an RC QP toward the other node and runs the
+// program role names. Both clients build the same resources in the same
+// order, so each knows the other's QPN, MR address and R_Key without an
+// exchange (a real program would trade them over TCP). It prints one
+// line of results and returns its exit status.
+func clientMain(role string) int {
+	node := os.Getenv("NODE")
+	p, err := AttachDir(os.Getenv("DIR"), os.Getenv("FABRIC"), node)
+	if err != nil {
+		fmt.Println("attach:", err)
+		return 2
+	}
+	defer p.Close()
+	self := p.Self()
+	var peer NodeInfo
+	for _, n := range p.Nodes() {
+		if n.Name != self.Name {
+			peer = n
+		}
+	}
+	dev := nic.New(nic.Config{Name: "rxe0", Node: self.Name, MAC: self.MAC, IPv4: self.IPv4, IPv6: self.IPv6,
+		PathMTUMax: nic.MTU1024, Annotate: true})
+	dev.AddNeighbour(peer.IPv4, peer.MAC)
+	dev.AddNeighbour(peer.IPv6, peer.MAC)
+	must := func(err error) {
+		if err != nil {
+			fmt.Println("setup:", err)
+			os.Exit(2)
+		}
+	}
+	pd, err := dev.AllocPD()
+	must(err)
+	cq, err := dev.CreateCQ(64, nil, 0)
+	must(err)
+	buf := make([]byte, mrLen)
+	copy(buf[offSend:], pattern(self.Name, sendLen))
+	copy(buf[offWSrc:], pattern(self.Name, writeLen))
+	mr, err := dev.RegMR(pd, buf, nic.AccessLocalWrite|nic.AccessRemoteWrite|nic.AccessRemoteRead)
+	must(err)
+	qp, err := dev.CreateQP(pd, nic.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: nic.QPTypeRC,
+		Cap: nic.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(err)
+	now := p.Now()
+	retry := uint8(7)
+	if role == "victim-peer" {
+		retry = peerRetry
+	}
+	must(dev.ModifyQP(now, qp, &nic.QPAttr{QPState: nic.QPStateInit, PortNum: 1, QPAccessFlags: nic.AccessRemoteWrite | nic.AccessRemoteRead},
+		nic.QPAttrState|nic.QPAttrPKeyIndex|nic.QPAttrPort|nic.QPAttrAccessFlags))
+	must(dev.ModifyQP(now, qp, &nic.QPAttr{QPState: nic.QPStateRTR, PathMTU: nic.MTU1024, DestQPNum: qp.Num(),
+		AHAttr: nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: peer.IPv4, HopLimit: 1}}, MaxDestRdAtomic: 1, MinRNRTimer: 1},
+		nic.QPAttrState|nic.QPAttrAV|nic.QPAttrPathMTU|nic.QPAttrDestQPN|nic.QPAttrRQPSN|nic.QPAttrMaxDestRdAtomic|nic.QPAttrMinRNRTimer))
+	must(dev.ModifyQP(now, qp, &nic.QPAttr{QPState: nic.QPStateRTS, Timeout: 14, RetryCnt: retry, RNRRetry: 7, MaxRdAtomic: 1},
+		nic.QPAttrState|nic.QPAttrSQPSN|nic.QPAttrTimeout|nic.QPAttrRetryCnt|nic.QPAttrRNRRetry|nic.QPAttrMaxQPRdAtomic))
+	post := func(now sim.Time, wr nic.SendWR) {
+		wr.Flags = nic.SendSignaled
+		if _, err := dev.PostSend(now, qp, []nic.SendWR{wr}); err != nil {
+			fmt.Println("post:", err)
+			os.Exit(2)
+		}
+	}
+	_, err = dev.PostRecv(now, qp, []nic.RecvWR{{WRID: 1, SGList: []nic.SGE{{Addr: mr.Addr + offRecv, Length: sendLen, LKey: mr.LKey}}}})
+	must(err)
+	post(now, nic.SendWR{WRID: 2, Opcode: nic.WRSend, SGList: []nic.SGE{{Addr: mr.Addr + offSend, Length: sendLen, LKey: mr.LKey}}})
+
+	if role == "hog" {
+		// Never waits: holds virtual time until the fabric sends it away.
+		for {
+			if _, err := p.Wait(sim.Never); err != nil {
+				fmt.Println("hog:", err)
+				return 0
+			}
+		}
+	}
+
+	var log []string
+	stage := 0
+	wcs := make([]nic.WC, 8)
+	step := func(now sim.Time) bool {
+		for n := cq.Poll(wcs); n > 0; n = cq.Poll(wcs) {
+			for _, wc := range wcs[:n] {
+				log = append(log, fmt.Sprintf("wr%d:%s@%v", wc.WRID, wc.Status, now))
+				if wc.Status != nic.WCSuccess {
+					stage = -100
+				}
+				if wc.WRID == 1 && !bytes.Equal(buf[offRecv:offRecv+sendLen], pattern(peer.Name, sendLen)) {
+					log = append(log, "recv-data-bad")
+				}
+				stage++
+			}
+		}
+		switch {
+		case stage < 0:
+			return true
+		case stage == 2 && role == "victim-peer":
+			// The peer is killed now: this SEND goes unanswered and
+			// the QP retries peerRetry times before it gives up.
+			post(now, nic.SendWR{WRID: 4, Opcode: nic.WRSend, SGList: []nic.SGE{{Addr: mr.Addr + offSend, Length: sendLen, LKey: mr.LKey}}})
+			stage = 10
+		case stage == 2 && role == "victim":
+			fmt.Println("victim: ready") // the test kills it now; it holds time until then
+			time.Sleep(time.Hour)
+		case stage == 2 && self.Name == "a":
+			post(now, nic.SendWR{WRID: 3, Opcode: nic.WRRDMAWrite, SGList: []nic.SGE{{Addr: mr.Addr + offWSrc, Length: writeLen, LKey: mr.LKey}},
+				RemoteAddr: mr.Addr + offWDst, RKey: mr.RKey})
+			stage = 3
+		case stage == 2 && self.Name == "b" && bytes.Equal(buf[offWDst:offWDst+writeLen], pattern(peer.Name, writeLen)):
+			log = append(log, fmt.Sprintf("write-landed@%v", now))
+			return true
+		case stage == 4 || stage == 11: // a's WRITE, or the victim's peer's SEND, completed
+			return true
+		}
+		return false
+	}
+	err = drive(p, dev, step)
+	retries, _ := dev.Counters().Get("completer_retry_err")
+	exceeded, _ := dev.Counters().Get("retry_exceeded_err")
+	fmt.Printf("%s: %s retries=%d exceeded=%d\n", self.Name, strings.Join(log, " "), retries, exceeded)
+	if err != nil {
+		fmt.Println("drive:", err)
+		return 1
+	}
+	return 0
+}
+
+// bound gives a test a wall-time bound: at its end the returned context
+// is cancelled, which kills the test's processes and closes its daemons.
+func bound(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testDaemon starts a daemon in this process, closed at the end of the
+// test or when ctx ends; done closes when Serve has returned.
+func testDaemon(t *testing.T, ctx context.Context, cfg Config) (d *Daemon, done chan struct{}) {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = shortDir(t)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "t"
+	}
+	if cfg.Nodes == nil {
+		cfg.Nodes = []string{"a", "b"}
+	}
+	d, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() { d.Serve(); close(done) }()
+	stop := context.AfterFunc(ctx, func() { d.Close() })
+	t.Cleanup(func() {
+		stop()
+		d.Close()
+		<-done
+	})
+	return d, done
+}
+
+// shortDir is a private socket directory with a short path: a Unix
+// socket's path has at most 107 bytes, and t.TempDir's can be long.
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "pf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir + "/rocesim"
+}
+
+// client starts the test binary as a client process on node of the
+// daemon d; it is killed by its PID when ctx ends or the test does.
+func client(t *testing.T, ctx context.Context, d *Daemon, role, node string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PROCFABRIC_TEST_ROLE="+role, "NODE="+node, "DIR="+d.cfg.Dir, "FABRIC="+d.cfg.Name)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	kill := func() { _ = cmd.Process.Kill() }
+	stop := context.AfterFunc(ctx, kill)
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		stop()
+		kill()
+		<-waited
+		t.Logf("client %s (pid %d, %s): %s", node, pid, role, out.String())
+	})
+	return &proc{cmd: cmd, out: out, exited: waited}
+}
+
+// proc is a client process a test started.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+}
+
+// syncBuffer is a bytes.Buffer a child's output goroutine and the test
+// may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitExit waits for p to exit, at most until ctx ends.
+func waitExit(t *testing.T, ctx context.Context, p *proc) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		t.Fatalf("pid %d did not exit within the test's bound: %s", p.cmd.Process.Pid, p.out)
+	}
+}
+
+// exchange runs the two-process exchange once and returns the capture
+// and both clients' result lines.
+func exchange(t *testing.T, ctx context.Context) (pcap []byte, a, b string, st Stats) {
+	plan, err := faults.Parse("drop src=a op=RC_RDMA_WRITE_MIDDLE tx=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := capture.NewWriter(&buf, capture.FormatPcapng, capture.PcapngOptions{Comment: "procfabric exchange"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, done := testDaemon(t, ctx, Config{Plan: plan, Tap: w, ExitWhenIdle: true})
+	ca := client(t, ctx, d, "exchange", "a")
+	cb := client(t, ctx, d, "exchange", "b")
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the fabric did not go idle within the test's bound; a: %s b: %s", ca.out, cb.out)
+	}
+	waitExit(t, ctx, ca)
+	waitExit(t, ctx, cb)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), ca.out.String(), cb.out.String(), d.Stats()
+}
+
+// TestTwoProcessesExchange: two processes, each a nic.Device on the
+// fabric, do a SEND each way, then a WRITE of three packets whose middle
+// one the plan drops; the receiver gets the data whole after the
+// retransmission, and a second run gives the same capture bytes.
+func TestTwoProcessesExchange(t *testing.T) {
+	ctx := bound(t, 60*time.Second)
+	pcap1, a, b, st := exchange(t, ctx)
+	for _, want := range []string{"wr1:success", "wr2:success", "wr3:success", "retries=1 exceeded=0"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("a: %q lacks %q", a, want)
+		}
+	}
+	if !strings.Contains(b, "write-landed@") || strings.Contains(a+b, "bad") {
+		t.Errorf("b: %q: the WRITE did not land whole", b)
+	}
+	if st.Attaches != 2 || st.Refused != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if !bytes.Contains(pcap1, []byte("dropped by rule 1")) {
+		t.Errorf("the capture has no frame dropped by the plan")
+	}
+	pcap2, a2, b2, _ := exchange(t, ctx)
+	if !bytes.Equal(pcap1, pcap2) {
+		t.Errorf("two runs gave different captures (%d and %d bytes)", len(pcap1), len(pcap2))
+	}
+	if a != a2 || b != b2 {
+		t.Errorf("two runs differ:\n%s%s\n%s%s", a, b, a2, b2)
+	}
+}
+
+// TestKilledClient: the peer process is killed; the other's SEND goes
+// unanswered, its QP retries and fails with retry exceeded, and the
+// daemon goes on serving: the node can be attached again.
+func TestKilledClient(t *testing.T) {
+	ctx := bound(t, 60*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	ca := client(t, ctx, d, "victim-peer", "a")
+	cb := client(t, ctx, d, "victim", "b")
+	for !strings.Contains(cb.out.String(), "victim: ready") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the victim never got ready: %s / %s", ca.out, cb.out)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := cb.cmd.Process.Kill(); err != nil { // by its PID
+		t.Fatal(err)
+	}
+	waitExit(t, ctx, ca)
+	for _, want := range []string{"wr4:transport retry counter exceeded", fmt.Sprintf("retries=%d exceeded=1", peerRetry)} {
+		if !strings.Contains(ca.out.String(), want) {
+			t.Errorf("a: %q lacks %q", ca.out, want)
+		}
+	}
+	if st := d.Stats(); st.Detaches != 2 || st.Undelivered != peerRetry+1 {
+		t.Errorf("stats %+v: want 2 detaches and the SEND's %d transmissions undelivered", st, peerRetry+1)
+	}
+	// Still serving: the dead node can be taken again.
+	p, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
+	if err != nil {
+		t.Fatalf("attach after the kill: %v", err)
+	}
+	p.Close()
+}
+
+// TestHoldLimit: a process that never waits holds virtual time until the
+// hold limit sends it away with a message; the daemon logs it too.
+func TestHoldLimit(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{HoldLimit: 200 * time.Millisecond, Log: &log})
+	hog, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	other, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// b waits; a never does. b is woken only when a has been sent away.
+	in, err := other.Wait(sim.Time(sim.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Now != sim.Time(sim.Millisecond) {
+		t.Errorf("b woke at %v, want 1ms", in.Now)
+	}
+	_, err = hog.Wait(sim.Never)
+	if err == nil || !strings.Contains(err.Error(), "held virtual time at 0s") || !strings.Contains(err.Error(), "hold limit is 200ms") {
+		t.Errorf("the hog's Wait: %v", err)
+	}
+	if !strings.Contains(log.String(), "detached: node a held virtual time") {
+		t.Errorf("log: %q", log.String())
+	}
+	if st := d.Stats(); st.HeldTooLong != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestTimeOrder: in-process clients on three nodes (a switch) see time
+// move only when all wait, and are woken at their own deadlines.
+func TestTimeOrder(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{Nodes: []string{"a", "b", "c"}})
+	var ports []*Port
+	for _, n := range []string{"a", "b", "c"} {
+		p, err := AttachDir(d.cfg.Dir, d.cfg.Name, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ports = append(ports, p)
+	}
+	// Each waits on its own goroutine: c until 3us, b until 2us, a for input.
+	type woke struct {
+		who int
+		now sim.Time
+		err error
+	}
+	ch := make(chan woke, 3)
+	wait := func(i int, deadline sim.Time) {
+		go func() {
+			in, err := ports[i].Wait(deadline)
+			w := woke{who: i, err: err}
+			if in != nil {
+				w.now = in.Now
+			}
+			ch <- w
+		}()
+	}
+	wait(2, sim.Time(3*sim.Microsecond))
+	wait(1, sim.Time(2*sim.Microsecond))
+	select {
+	case w := <-ch:
+		t.Fatalf("node %d woke at %v while a still runs", w.who, w.now)
+	case <-time.After(50 * time.Millisecond):
+	}
+	wait(0, sim.Never)
+	w := <-ch
+	if w.err != nil || w.who != 1 || w.now != sim.Time(2*sim.Microsecond) {
+		t.Fatalf("first wake-up %+v, want b at 2us", w)
+	}
+	select {
+	case w := <-ch:
+		t.Fatalf("node %d woke at %v while b runs", w.who, w.now)
+	case <-time.After(50 * time.Millisecond):
+	}
+	wait(1, sim.Never)
+	if w := <-ch; w.err != nil || w.who != 2 || w.now != sim.Time(3*sim.Microsecond) {
+		t.Fatalf("second wake-up %+v, want c at 3us", w)
+	}
+}

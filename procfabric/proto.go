@@ -1,0 +1,228 @@
+package procfabric
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// A message's life on the socket:
+//
+//  1. the sender appends [length][version][type][body] to its buffer
+//     (append* below), and writes the buffer in one call;
+//  2. the reader reads the 4-byte length, refuses it out of bounds,
+//     reads that many bytes into its reused buffer, and checks the
+//     version and type;
+//  3. parse* reads the body, refusing anything short, long or out of
+//     range.
+
+// Version is the protocol version every message carries.
+const Version = 1
+
+// MaxMessage bounds a message's length field: the largest frame, the
+// largest note and the fixed fields, rounded up.
+const MaxMessage = 16 << 10
+
+// MaxNote is the longest frame note a process may send.
+const MaxNote = 1024
+
+// MaxNodeName is the longest node name.
+const MaxNodeName = 64
+
+// msgType is a message's type byte.
+type msgType uint8
+
+// Message types (see the package documentation).
+const (
+	msgAttach   msgType = 1
+	msgAttached msgType = 2
+	msgFrame    msgType = 3
+	msgWait     msgType = 4
+	msgDeliver  msgType = 5
+	msgTxDone   msgType = 6
+	msgNow      msgType = 7
+	msgBye      msgType = 8
+	msgDetach   msgType = 9
+)
+
+// ErrProtocol is wrapped by every error about a malformed message.
+var ErrProtocol = errors.New("procfabric: protocol error")
+
+func protoErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+}
+
+// header appends a message header with a placeholder length; finish sets
+// it once the body is appended.
+func header(b []byte, t msgType) ([]byte, int) {
+	at := len(b)
+	return append(b, 0, 0, 0, 0, Version, byte(t)), at
+}
+
+func finish(b []byte, at int) []byte {
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
+}
+
+func appendTime(b []byte, t msgType, at sim.Time) []byte {
+	b, h := header(b, t)
+	return finish(binary.BigEndian.AppendUint64(b, uint64(at)), h)
+}
+
+func appendAttach(b []byte, node string) []byte {
+	b, h := header(b, msgAttach)
+	return finish(append(b, node...), h)
+}
+
+func appendFrame(b []byte, note string, frame []byte) []byte {
+	b, h := header(b, msgFrame)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
+	b = append(b, note...)
+	return finish(append(b, frame...), h)
+}
+
+func appendDeliver(b []byte, at sim.Time, frame []byte) []byte {
+	b, h := header(b, msgDeliver)
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	return finish(append(b, frame...), h)
+}
+
+func appendText(b []byte, t msgType, text string) []byte {
+	b, h := header(b, t)
+	return finish(append(b, text...), h)
+}
+
+func appendEmpty(b []byte, t msgType) []byte {
+	b, h := header(b, t)
+	return finish(b, h)
+}
+
+// NodeInfo is one node of the fabric as the attach reply describes it.
+type NodeInfo struct {
+	Name string
+	MAC  wire.MAC
+	IPv4 netip.Addr
+	IPv6 netip.Addr
+}
+
+// nodeInfoLen is a NodeInfo's fixed part: name length, MAC, IPv4, IPv6.
+const nodeInfoLen = 1 + 6 + 4 + 16
+
+func appendAttached(b []byte, index int, now sim.Time, nodes []NodeInfo) []byte {
+	b, h := header(b, msgAttached)
+	b = binary.BigEndian.AppendUint16(b, uint16(index))
+	b = binary.BigEndian.AppendUint64(b, uint64(now))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(nodes)))
+	for _, n := range nodes {
+		b = append(b, byte(len(n.Name)))
+		b = append(b, n.Name...)
+		b = append(b, n.MAC[:]...)
+		v4, v6 := n.IPv4.As4(), n.IPv6.As16()
+		b = append(b, v4[:]...)
+		b = append(b, v6[:]...)
+	}
+	return finish(b, h)
+}
+
+func parseAttached(body []byte) (index int, now sim.Time, nodes []NodeInfo, err error) {
+	if len(body) < 12 {
+		return 0, 0, nil, protoErr("attached: %d bytes", len(body))
+	}
+	index = int(binary.BigEndian.Uint16(body))
+	now = sim.Time(binary.BigEndian.Uint64(body[2:]))
+	n := int(binary.BigEndian.Uint16(body[10:]))
+	body = body[12:]
+	for range n {
+		if len(body) < 1 || len(body) < nodeInfoLen+int(body[0]) {
+			return 0, 0, nil, protoErr("attached: node list cut short")
+		}
+		l := int(body[0])
+		ni := NodeInfo{Name: string(body[1 : 1+l])}
+		body = body[1+l:]
+		copy(ni.MAC[:], body)
+		ni.IPv4 = netip.AddrFrom4([4]byte(body[6:10]))
+		ni.IPv6 = netip.AddrFrom16([16]byte(body[10:26]))
+		nodes = append(nodes, ni)
+		body = body[26:]
+	}
+	if len(body) != 0 || index < 1 || index > len(nodes) {
+		return 0, 0, nil, protoErr("attached: index %d of %d nodes, %d bytes left", index, len(nodes), len(body))
+	}
+	return index, now, nodes, nil
+}
+
+// parseTime reads a body that is one virtual time.
+func parseTime(t msgType, body []byte) (sim.Time, error) {
+	if len(body) != 8 {
+		return 0, protoErr("message type %d: %d bytes, want 8", t, len(body))
+	}
+	at := sim.Time(binary.BigEndian.Uint64(body))
+	if at < 0 {
+		return 0, protoErr("message type %d: negative time %d", t, at)
+	}
+	return at, nil
+}
+
+// parseFrame reads a frame message's body; note and frame alias body.
+func parseFrame(body []byte) (note string, frame []byte, err error) {
+	if len(body) < 2 {
+		return "", nil, protoErr("frame: %d bytes", len(body))
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	if n > MaxNote || 2+n > len(body) {
+		return "", nil, protoErr("frame: note of %d bytes in a body of %d", n, len(body))
+	}
+	frame = body[2+n:]
+	if len(frame) < wire.EthernetLen || len(frame) > fabric.MaxFrame {
+		return "", nil, protoErr("frame: %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
+	}
+	return string(body[2 : 2+n]), frame, nil
+}
+
+// reader reads messages from one stream into a reused buffer.
+type reader struct {
+	r   io.Reader
+	buf []byte
+}
+
+// next reads one message. The body is valid until the next call. An
+// error wrapping ErrProtocol means the peer sent something malformed;
+// any other error is the stream's own (io.EOF when it closed cleanly
+// between messages).
+func (r *reader) next() (msgType, []byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, protoErr("stream ends inside a length field")
+		}
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n < 2 || n > MaxMessage {
+		return 0, nil, protoErr("length %d, want 2 to %d", n, MaxMessage)
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n, MaxMessage)
+	}
+	b := r.buf[:n]
+	if _, err := io.ReadFull(r.r, b); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return 0, nil, protoErr("stream ends inside a %d-byte message", n)
+		}
+		return 0, nil, err
+	}
+	if b[0] != Version {
+		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
+	}
+	t := msgType(b[1])
+	if t < msgAttach || t > msgDetach {
+		return 0, nil, protoErr("unknown message type %d", t)
+	}
+	return t, b[2:], nil
+}
