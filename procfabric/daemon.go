@@ -257,6 +257,7 @@ func (d *Daemon) logf(format string, args ...any) {
 // Config.ExitWhenIdle is set. It returns the virtual time reached.
 func (d *Daemon) Serve() sim.Time {
 	defer d.shutdown()
+	d.logf("serving nodes %s on %s", strings.Join(d.cfg.Nodes, ", "), d.Path())
 	go d.accept()
 	var tick <-chan time.Time
 	if d.cfg.HoldLimit > 0 {

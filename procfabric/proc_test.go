@@ -94,6 +94,15 @@ func pattern(name string, n int) []byte {
 // exchange (a real program would trade them over TCP). It prints one
 // line of results and returns its exit status.
 func clientMain(role string) int {
+	if role == "daemon" { // for TestStart
+		d, err := Listen(Config{Name: os.Getenv("FABRIC"), Dir: os.Getenv("DIR"), Nodes: []string{"a", "b"}, ExitWhenIdle: true, Log: os.Stdout})
+		if err != nil {
+			fmt.Println(err)
+			return 2
+		}
+		d.Serve()
+		return 0
+	}
 	node := os.Getenv("NODE")
 	p, err := AttachDir(os.Getenv("DIR"), os.Getenv("FABRIC"), node)
 	if err != nil {
