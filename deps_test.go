@@ -47,8 +47,9 @@ var imports = map[string][]string{
 	// the fabric daemon joins processes' NICs: the fabric, its plans, and
 	// sockets (SO_PEERCRED, flock) through x/sys.
 	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},
-	// the CLI is thin: flags and output over scenario and ladder.
-	"cmd/rocesim": {"ladder", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// the CLI is thin: flags and output over scenario and ladder, and
+	// over procfabric for the fabric daemon (whose --faults it parses).
+	"cmd/rocesim": {"faults", "ladder", "procfabric", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 }
 
 // external names the modules outside this one that packages may import.

@@ -5,6 +5,7 @@
 //	rocesim scenarios               list the built-in scenarios
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
 //	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
+//	rocesim fabric [flags]          a fabric daemon joining processes' NICs
 //	rocesim help [COMMAND]          usage
 //
 // run executes a built-in scenario (package scenario holds the catalogue
@@ -31,6 +32,15 @@
 // comments. With --json it prints one JSON object per frame instead.
 // Exit status: 0 when every RoCE frame is well formed with a good ICRC,
 // 1 when one is not, 2 for a usage or I/O error.
+//
+// fabric runs package procfabric's daemon: processes attach to its nodes
+// over a Unix socket ($XDG_RUNTIME_DIR/rocesim/NAME.sock, else
+// /tmp/rocesim-UID/NAME.sock, a directory only the user can open) and
+// their NICs meet on one simulated fabric in one virtual time, which
+// advances only while every attached process waits. --faults, --pcap and
+// --trace are as for run; the ladder and a summary are printed at exit
+// (interrupt, --exit-when-idle, --deadline). --hold-limit bounds the wall
+// time a process may hold virtual time without waiting.
 //
 // The command is thin: the scenario format (parsing, the built-in
 // catalogue, running) is package scenario and the drawings are package

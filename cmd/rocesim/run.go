@@ -25,6 +25,7 @@ Usage:
   rocesim scenarios               list the built-in scenarios
   rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
   rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
+  rocesim fabric [flags]          a fabric daemon: processes' NICs meet on one simulated fabric
   rocesim help [COMMAND]          show this help, or a command's
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runRun(rest, stdout, stderr)
 	case "scenarios":
 		return runScenarios(rest, stdout, stderr)
+	case "fabric":
+		return runFabric(rest, stdout, stderr)
 	case "demo":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintf(stderr, "rocesim demo: takes no scenario (it is %s); flags as for run\n", demoScenario)
@@ -111,6 +114,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, scenariosUsage)
 	case len(args) == 1 && args[0] == "demo":
 		fmt.Fprint(stdout, demoUsage)
+	case len(args) == 1 && args[0] == "fabric":
+		fmt.Fprint(stdout, fabricUsage)
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
 	default:
