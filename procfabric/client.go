@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,17 +30,21 @@ import (
 var ErrDetached = errors.New("procfabric: detached by the fabric")
 
 // Port is a process's attachment to a fabric node: its NIC's one port.
-// It is not safe for concurrent use.
+// It is not safe for concurrent use, except that Interrupt may be called
+// from any goroutine.
 type Port struct {
-	c     *net.UnixConn
-	r     reader
-	out   []byte
-	self  int
-	nodes []NodeInfo
-	now   sim.Time
-	in    Inputs
-	arena []byte
-	err   error
+	mu          sync.Mutex // guards writes, waiting and interrupted (Interrupt's state)
+	waiting     bool       // a wait message is out and its now(t) not yet read
+	interrupted bool       // Interrupt came while the process ran: the next Wait returns at once
+	c           *net.UnixConn
+	r           reader
+	out         []byte
+	self        int
+	nodes       []NodeInfo
+	now         sim.Time
+	in          Inputs
+	arena       []byte
+	err         error
 }
 
 // Input is one thing that happened at the node's port: a frame that
@@ -164,10 +169,22 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	p.mu.Lock()
+	if p.interrupted {
+		deadline, p.interrupted = 0, false // the daemon takes it as now
+	}
 	p.out = appendTime(p.out, msgWait, max(deadline, 0))
-	if err := p.flush(); err != nil {
+	err := p.flush()
+	p.waiting = err == nil
+	p.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		p.mu.Lock()
+		p.waiting = false
+		p.mu.Unlock()
+	}()
 	p.in.Events, p.arena = p.in.Events[:0], p.arena[:0]
 	for {
 		t, body, err := p.r.next()
@@ -216,6 +233,21 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 			return nil, p.err
 		}
 	}
+}
+
+// Interrupt ends a Wait blocked in another goroutine: the process runs
+// again at once, at the current virtual time, with whatever input has
+// come (for a program thread that posts while a progress thread waits).
+// Called while the process runs, it makes the next Wait return at once.
+func (p *Port) Interrupt() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.waiting {
+		p.interrupted = true
+		return nil
+	}
+	_, err := p.c.Write(appendEmpty(nil, msgResume))
+	return err
 }
 
 // Close sends the frames not yet sent, detaches and closes the

@@ -389,12 +389,19 @@ func (d *Daemon) handle(ev event) {
 			return
 		}
 		s.waiting, s.deadline = true, max(t, d.sched.Now())
-	case msgDetach:
-		if len(ev.body) != 0 {
-			d.refuse(c, "a detach with a body")
+	case msgDetach, msgResume:
+		if s == nil || len(ev.body) != 0 {
+			d.refuse(c, fmt.Sprintf("message type %d unattached or with a body", ev.t))
 			return
 		}
-		d.drop(c, "")
+		if ev.t == msgDetach {
+			d.drop(c, "")
+		} else if s.waiting {
+			// Another thread of the process has work: it runs now, at
+			// the current instant. A resume that crosses the wake-up
+			// it asked for finds the process running, and does nothing.
+			d.wake(s, d.sched.Now())
+		}
 	default:
 		d.refuse(c, fmt.Sprintf("message type %d, which only the daemon sends", ev.t))
 	}
@@ -561,11 +568,7 @@ func (d *Daemon) round() {
 		woke := false
 		for _, s := range d.slots {
 			if s.c != nil && (len(s.pending) > 0 || s.deadline <= t) {
-				s.pending = appendTime(s.pending, msgNow, t)
-				s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
-				b := s.pending
-				s.pending = s.pending[:0]
-				d.write(s, b)
+				d.wake(s, t)
 				woke = true
 			}
 		}
@@ -573,6 +576,15 @@ func (d *Daemon) round() {
 			return
 		}
 	}
+}
+
+// wake sends s's process its pending input and now(t): it runs.
+func (d *Daemon) wake(s *slot, t sim.Time) {
+	s.pending = appendTime(s.pending, msgNow, t)
+	s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
+	b := s.pending
+	s.pending = s.pending[:0]
+	d.write(s, b)
 }
 
 // end detaches every process at Config.Deadline.

@@ -60,6 +60,7 @@
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
 //	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
 //	                   detach                the process is done (closing the socket is the same)
+//	                   resume                (while waiting) another thread has work: run now
 //	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
 //	                   txdone(at)            the port finished (or dropped) one of the node's frames
 //	                   now(t)                end of a batch: the process runs again, at time t
@@ -89,6 +90,13 @@
 // The clock also stays at 0, and no frame enters the fabric, until every
 // node of Config.Nodes has attached once: otherwise whoever attached
 // first would run alone for a while, as fast as the wall clock let it.
+//
+// A process whose Wait is blocked in one thread while another thread
+// has work (a post from the program's own thread) calls Port.Interrupt:
+// resume makes the daemon wake it at once, at the current instant, with
+// no input; the order of such wake-ups against other processes follows
+// the wall clock, so a program that relies on them is reproducible only
+// as far as its threads are.
 //
 // A process that exits or is killed (its socket closes) is detached: the
 // frames it sent before are still put on the fabric, frames to its node

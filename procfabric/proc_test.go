@@ -512,3 +512,58 @@ func TestTimeOrder(t *testing.T) {
 		t.Fatalf("second wake-up %+v, want c at 3us", w)
 	}
 }
+
+// TestInterrupt: Interrupt ends a Wait blocked in another goroutine at
+// the current instant, and, called while the process runs, makes its next
+// Wait return at once.
+func TestInterrupt(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	go b.Wait(sim.Never)
+	// Both wait for input that never comes: nothing would wake a.
+	got := make(chan sim.Time, 1)
+	go func() {
+		in, err := a.Wait(sim.Never)
+		if err != nil {
+			t.Error(err)
+			got <- -1
+			return
+		}
+		got <- in.Now
+	}()
+	for {
+		a.mu.Lock()
+		w := a.waiting
+		a.mu.Unlock()
+		if w {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case now := <-got:
+		if now != 0 {
+			t.Errorf("interrupted at %v, want 0s", now)
+		}
+	case <-ctx.Done():
+		t.Fatal("Interrupt did not end the Wait")
+	}
+	// While running: the next Wait returns at once.
+	a.Interrupt()
+	if in, err := a.Wait(sim.Never); err != nil || in.Now != 0 {
+		t.Fatalf("Wait after Interrupt: %v %v", in, err)
+	}
+}

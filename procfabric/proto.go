@@ -49,6 +49,7 @@ const (
 	msgNow      msgType = 7
 	msgBye      msgType = 8
 	msgDetach   msgType = 9
+	msgResume   msgType = 10
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -221,7 +222,7 @@ func (r *reader) next() (msgType, []byte, error) {
 		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
 	}
 	t := msgType(b[1])
-	if t < msgAttach || t > msgDetach {
+	if t < msgAttach || t > msgResume {
 		return 0, nil, protoErr("unknown message type %d", t)
 	}
 	return t, b[2:], nil
