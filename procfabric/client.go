@@ -300,6 +300,15 @@ func Start(dir, name string, argv []string, timeout time.Duration) error {
 		}
 		select {
 		case err := <-exited:
+			// Another client's daemon may have won the race for the
+			// lock: this one exits, and the winner answers.
+			for range 100 {
+				if c, derr := dial(dir, name); derr == nil {
+					c.Close()
+					return nil
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			tail, _ := os.ReadFile(logPath)
 			return fmt.Errorf("%w: %s exited (%v); %s says: %s", ErrNoFabric, argv[0], err, logPath, lastLines(tail, 5))
 		case <-time.After(10 * time.Millisecond):

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,10 @@ type Config struct {
 	// MAC 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i. Two nodes
 	// are joined by one link "a-b", more by a switch "sw".
 	Nodes []string
+	// Count, when Nodes is nil, lets the processes name the nodes: the
+	// first Count distinct names attached become the nodes, in the
+	// names' order, and no attach is answered before all Count are.
+	Count int
 	// Link configures every link; zero means fabric.DefaultLinkConfig.
 	Link fabric.LinkConfig
 	// Plan is the fault plan; nil for none.
@@ -103,8 +108,9 @@ type Daemon struct {
 	quit   chan struct{}
 	once   sync.Once
 
-	started bool // every node has attached once: the clock may move
-	ended   bool // Config.Deadline was reached
+	claims  []claim // Count mode: the names attached before the fabric is built
+	started bool    // every node has attached once: the clock may move
+	ended   bool    // Config.Deadline was reached
 
 	mu    sync.Mutex // guards stats and conns, which other goroutines touch
 	stats Stats
@@ -131,6 +137,12 @@ type heldFrame struct {
 	frame []byte
 }
 
+// claim is a process waiting for a Count-mode fabric to be built.
+type claim struct {
+	c    *conn
+	name string
+}
+
 // conn is one connection; slot is set once it has attached.
 type conn struct {
 	c    *net.UnixConn
@@ -152,18 +164,12 @@ func Listen(cfg Config) (*Daemon, error) {
 	if err := checkName("fabric name", cfg.Name); err != nil {
 		return nil, err
 	}
-	if len(cfg.Nodes) < 2 || len(cfg.Nodes) > 250 {
-		return nil, fmt.Errorf("procfabric: %d nodes, want 2 to 250", len(cfg.Nodes))
-	}
-	for i, n := range cfg.Nodes {
-		if err := checkName("node name", n); err != nil {
-			return nil, err
+	if cfg.Nodes == nil && cfg.Count != 0 {
+		if cfg.Count < 2 || cfg.Count > maxNodes {
+			return nil, fmt.Errorf("procfabric: %d nodes, want 2 to %d", cfg.Count, maxNodes)
 		}
-		for _, m := range cfg.Nodes[:i] {
-			if m == n {
-				return nil, fmt.Errorf("%w: node %q named twice", ErrName, n)
-			}
-		}
+	} else if err := checkNodes(cfg.Nodes); err != nil {
+		return nil, err
 	}
 	if err := cfg.Plan.Validate(); err != nil {
 		return nil, err
@@ -189,9 +195,42 @@ func Listen(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}}
 	d.sched = sim.NewScheduler()
 	d.sched.SetEventLimit(0) // the daemon runs as long as its processes do
-	d.fab = fabric.New(fabric.Config{Sched: d.sched, Trace: cfg.Trace, Tap: cfg.Tap, Plan: cfg.Plan,
-		Rand: sim.NewSeeds(cfg.Seed).Stream("faults")})
-	for i, name := range cfg.Nodes {
+	if cfg.Nodes != nil {
+		if err := d.build(cfg.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if d.ln, d.lock, err = listen(cfg.Dir, cfg.Name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// maxNodes bounds a fabric's nodes: node i's addresses end in byte i.
+const maxNodes = 250
+
+// checkNodes checks a list of node names.
+func checkNodes(nodes []string) error {
+	if len(nodes) < 2 || len(nodes) > maxNodes {
+		return fmt.Errorf("procfabric: %d nodes, want 2 to %d", len(nodes), maxNodes)
+	}
+	for i, n := range nodes {
+		if err := checkName("node name", n); err != nil {
+			return err
+		}
+		if slices.Contains(nodes[:i], n) {
+			return fmt.Errorf("%w: node %q named twice", ErrName, n)
+		}
+	}
+	return nil
+}
+
+// build makes the fabric's nodes, in the order of names, and its links.
+func (d *Daemon) build(names []string) error {
+	d.fab = fabric.New(fabric.Config{Sched: d.sched, Trace: d.cfg.Trace, Tap: d.cfg.Tap, Plan: d.cfg.Plan,
+		Rand: sim.NewSeeds(d.cfg.Seed).Stream("faults")})
+	for i, name := range names {
 		b := byte(i + 1)
 		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: NodeInfo{Name: name,
 			MAC:  wire.MAC{0x02, 0, 0, 0, 0, b},
@@ -202,24 +241,17 @@ func Listen(cfg Config) (*Daemon, error) {
 		s.node.SetTxDone(s.txDone)
 		d.slots = append(d.slots, s)
 	}
-	var err error
 	if len(d.slots) == 2 {
-		_, err = d.fab.Connect(cfg.Nodes[0]+"-"+cfg.Nodes[1], d.slots[0].node.Port(0), d.slots[1].node.Port(0), cfg.Link)
-	} else {
-		sw := d.fab.AddSwitch("sw", len(d.slots))
-		for i, s := range d.slots {
-			if _, err = d.fab.Connect(s.info.Name+"-sw", s.node.Port(0), sw.Port(i), cfg.Link); err != nil {
-				break
-			}
+		_, err := d.fab.Connect(names[0]+"-"+names[1], d.slots[0].node.Port(0), d.slots[1].node.Port(0), d.cfg.Link)
+		return err
+	}
+	sw := d.fab.AddSwitch("sw", len(d.slots))
+	for i, s := range d.slots {
+		if _, err := d.fab.Connect(s.info.Name+"-sw", s.node.Port(0), sw.Port(i), d.cfg.Link); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if d.ln, d.lock, err = listen(cfg.Dir, cfg.Name); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return nil
 }
 
 // Path returns the daemon's socket.
@@ -233,7 +265,7 @@ func (d *Daemon) Stats() Stats {
 }
 
 // Fabric returns the simulated fabric, for its link statistics once
-// Serve has returned.
+// Serve has returned; nil while a Count-mode fabric waits for its nodes.
 func (d *Daemon) Fabric() *fabric.Fabric { return d.fab }
 
 // Close stops Serve, closes every connection and removes the socket.
@@ -257,7 +289,11 @@ func (d *Daemon) logf(format string, args ...any) {
 // Config.ExitWhenIdle is set. It returns the virtual time reached.
 func (d *Daemon) Serve() sim.Time {
 	defer d.shutdown()
-	d.logf("serving nodes %s on %s", strings.Join(d.cfg.Nodes, ", "), d.Path())
+	if d.cfg.Nodes != nil {
+		d.logf("serving nodes %s on %s", strings.Join(d.cfg.Nodes, ", "), d.Path())
+	} else {
+		d.logf("serving %d nodes, named as processes attach, on %s", d.cfg.Count, d.Path())
+	}
 	go d.accept()
 	var tick <-chan time.Time
 	if d.cfg.HoldLimit > 0 {
@@ -407,8 +443,44 @@ func (d *Daemon) handle(ev event) {
 	}
 }
 
-// attach gives the process on c the node called name.
+// attach gives the process on c the node called name. On a fabric of
+// Config.Count nodes not yet built, the name is claimed and the answer
+// waits until Count names are: the nodes are then made in the names'
+// order, so their addresses do not depend on who came first.
 func (d *Daemon) attach(c *conn, name string) {
+	if err := checkName("node name", name); err != nil {
+		d.refuse(c, fmt.Sprintf("bad node name %q", name))
+		return
+	}
+	if d.fab == nil {
+		for _, o := range d.claims {
+			if o.name == name {
+				d.refuse(c, fmt.Sprintf("node %q is attached by another process", name))
+				return
+			}
+		}
+		d.claims = append(d.claims, claim{c: c, name: name})
+		if len(d.claims) < d.cfg.Count {
+			return
+		}
+		slices.SortFunc(d.claims, func(a, b claim) int { return strings.Compare(a.name, b.name) })
+		names := make([]string, len(d.claims))
+		for i, o := range d.claims {
+			names[i] = o.name
+		}
+		claims := d.claims
+		d.claims = nil
+		if err := d.build(names); err != nil {
+			panic(fmt.Sprintf("procfabric: building checked nodes %q: %v", names, err)) // names are checked and distinct
+		}
+		d.logf("nodes %s attached: the fabric is built", strings.Join(names, ", "))
+		for _, o := range claims {
+			if !o.c.gone {
+				d.attach(o.c, o.name)
+			}
+		}
+		return
+	}
 	var s *slot
 	for _, o := range d.slots {
 		if o.info.Name == name {
@@ -417,8 +489,6 @@ func (d *Daemon) attach(c *conn, name string) {
 	}
 	var why string
 	switch {
-	case checkName("node name", name) != nil:
-		why = fmt.Sprintf("bad node name %q", name)
 	case s == nil:
 		names := make([]string, len(d.slots))
 		for i, o := range d.slots {
@@ -474,6 +544,7 @@ func (d *Daemon) drop(c *conn, reason string) {
 		return
 	}
 	c.gone = true
+	d.claims = slices.DeleteFunc(d.claims, func(o claim) bool { return o.c == c })
 	if s := c.slot; s != nil {
 		if reason != "" {
 			d.write(s, appendText(nil, msgBye, reason))

@@ -29,7 +29,13 @@
 // the ladder the command prints at exit. Node i (from 1) has MAC
 // 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i, as in a verbs.World;
 // the attach reply tells a process its own addresses and every other
-// node's, since ARP is not simulated.
+// node's, since ARP is not simulated. The fabric's topology is fixed
+// once frames flow (sim/fabric builds switch tables then), so the nodes
+// are known before the clock starts: named in Config.Nodes, or, with
+// Config.Count (`--nodes N`, the command's default 2), named by the first
+// N processes that attach, numbered in the names' order so that the
+// addresses do not depend on which process came first; no attach is
+// answered until all N have come.
 //
 // It listens on a Unix socket NAME.sock in a directory only its user can
 // open: $XDG_RUNTIME_DIR/rocesim, else /tmp/rocesim-UID, created 0700 and
@@ -43,9 +49,12 @@
 // Starting: `rocesim fabric --name X --nodes a,b --faults … --pcap …`
 // starts one explicitly. A client that finds none (Attach returns
 // ErrNoFabric) may start one with Start, which runs the given command
-// (part A's `rocesim exec` passes its own executable with `fabric --name X
-// --exit-when-idle …`), detached from the caller's process group, and
-// waits until its socket answers.
+// (`rocesim exec` passes its own executable with `fabric --name X --nodes
+// N --exit-when-idle`, and --faults/--pcap if its user gave them),
+// detached from the caller's session, and waits until its socket
+// answers; then it attaches. Two clients racing to start one are safe:
+// the loser's daemon finds the lock taken (ErrRunning) and exits, and
+// both attach to the winner.
 //
 // # The protocol
 //

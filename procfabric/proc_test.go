@@ -240,7 +240,7 @@ func testDaemon(t *testing.T, ctx context.Context, cfg Config) (d *Daemon, done 
 	if cfg.Name == "" {
 		cfg.Name = "t"
 	}
-	if cfg.Nodes == nil {
+	if cfg.Nodes == nil && cfg.Count == 0 {
 		cfg.Nodes = []string{"a", "b"}
 	}
 	d, err := Listen(cfg)
@@ -565,5 +565,41 @@ func TestInterrupt(t *testing.T) {
 	a.Interrupt()
 	if in, err := a.Wait(sim.Never); err != nil || in.Now != 0 {
 		t.Fatalf("Wait after Interrupt: %v %v", in, err)
+	}
+}
+
+// TestCountNodes: with Config.Count the processes name the nodes; no
+// attach is answered before all have come, and the nodes are numbered in
+// the names' order whoever came first.
+func TestCountNodes(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	for _, order := range [][]string{{"zeta", "alpha"}, {"alpha", "zeta"}} {
+		d, _ := testDaemon(t, ctx, Config{Count: 2})
+		type res struct {
+			p   *Port
+			err error
+		}
+		first := make(chan res, 1)
+		go func() { p, err := AttachDir(d.cfg.Dir, d.cfg.Name, order[0]); first <- res{p, err} }()
+		select {
+		case r := <-first:
+			t.Fatalf("attach answered before the second node came: %v %v", r.p, r.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		second, err := AttachDir(d.cfg.Dir, d.cfg.Name, order[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-first
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for _, p := range []*Port{r.p, second} {
+			want := map[string]int{"alpha": 1, "zeta": 2}[p.Self().Name]
+			if p.Index() != want || p.Self().IPv4.As4()[3] != byte(want) || len(p.Nodes()) != 2 {
+				t.Errorf("order %v: %s is node %d (%v), want %d", order, p.Self().Name, p.Index(), p.Self().IPv4, want)
+			}
+			p.Close()
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,8 +36,11 @@ other users are refused. A socket left by a daemon that died is replaced.
 Flags:
   --name NAME         the fabric's name (default "default"); fabrics of
                       different names run side by side
-  --nodes A,B,...     the nodes processes attach to (default a,b); node i
-                      has MAC 02:00:00:00:00:i, 10.0.0.i and fd00::i
+  --nodes A,B,...|N   the nodes processes attach to, node i with MAC
+                      02:00:00:00:00:i, 10.0.0.i and fd00::i; a number N
+                      (default 2) lets the first N processes name them:
+                      no attach is answered before all N have come, and
+                      the nodes are numbered in the names' order
   --faults PLAN       a fault plan in the scenario files' format; ';'
                       separates rules; @FILE reads it from FILE
   --seed N            seed of the plan's random draws (default 1)
@@ -66,7 +70,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fabric", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	name := fs.String("name", "default", "fabric name")
-	nodes := fs.String("nodes", "a,b", "node names")
+	nodes := fs.String("nodes", "2", "node names, or how many")
 	plan := fs.String("faults", "", "fault plan")
 	seed := fs.Uint64("seed", 1, "seed")
 	pcap := fs.String("pcap", "", "pcapng output")
@@ -87,8 +91,12 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim fabric: %v\n\n%s", err, fabricUsage)
 		return exitUsage
 	}
-	cfg := procfabric.Config{Name: *name, Nodes: strings.Split(*nodes, ","), Seed: *seed, Trace: &sim.Trace{},
-		HoldLimit: *hold, ExitWhenIdle: *idle, Log: stderr}
+	cfg := procfabric.Config{Name: *name, Seed: *seed, Trace: &sim.Trace{}, HoldLimit: *hold, ExitWhenIdle: *idle, Log: stderr}
+	if n, err := strconv.Atoi(*nodes); err == nil {
+		cfg.Count = n
+	} else {
+		cfg.Nodes = strings.Split(*nodes, ",")
+	}
 	if *hold == 0 {
 		cfg.HoldLimit = -1
 	}

@@ -27,7 +27,7 @@ func TestFabricCommand(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"fabric", "--name", "ct", "--exit-when-idle", "--pcap", pcap, "--quiet",
+		code <- run([]string{"fabric", "--name", "ct", "--nodes", "a,b", "--exit-when-idle", "--pcap", pcap, "--quiet",
 			"--faults", "delay 1us src=a; drop src=b"}, &stdout, &stderr)
 	}()
 	sock := filepath.Join(dir, "rocesim", "ct.sock")
@@ -124,6 +124,8 @@ func TestFabricUsage(t *testing.T) {
 		{[]string{"fabric", "--faults", "lose psn=2"}, exitUsage, `--faults: 1:1: unknown action "lose"`},
 		{[]string{"fabric", "--deadline", "soon"}, exitUsage, `--deadline "soon"`},
 		{[]string{"fabric", "--nodes", "a"}, exitUsage, "1 nodes, want 2 to 250"},
+		{[]string{"fabric", "--nodes", "1"}, exitUsage, "1 nodes, want 2 to 250"},
+		{[]string{"fabric", "--nodes", "a,a"}, exitUsage, `node "a" named twice`},
 		{[]string{"fabric", "--name", "../x"}, exitUsage, `fabric name "../x"`},
 	} {
 		code, out, errOut := runCmd(c.args...)
