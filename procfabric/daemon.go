@@ -33,6 +33,9 @@ const (
 	// DefaultHoldLimit is how long a process may run without waiting
 	// before the daemon detaches it (Config.HoldLimit).
 	DefaultHoldLimit = 10 * time.Second
+	// DefaultIdleLimit is how long a daemon with ExitWhenIdle waits for
+	// a first process (Config.IdleLimit).
+	DefaultIdleLimit = 30 * time.Second
 	// DefaultWriteTimeout bounds one write to a process.
 	DefaultWriteTimeout = 5 * time.Second
 )
@@ -72,15 +75,27 @@ type Config struct {
 	// rxe's retry_cnt 7 does, would otherwise never let the run end).
 	Deadline sim.Time
 	// ExitWhenIdle makes Serve return once every node has attached and
-	// every process has detached again.
+	// every process has detached again, or once no process has been
+	// attached for IdleLimit (a daemon nobody came to).
 	ExitWhenIdle bool
+	// IdleLimit is that wall time; 0 means DefaultIdleLimit.
+	IdleLimit time.Duration
 	// Log receives one line per refusal, detach and bound hit; nil
 	// discards them.
 	Log io.Writer
 
 	// uid is the UID allowed to attach: os.Getuid() unless a test says.
 	uid int
+	// maxHeld bounds the frame bytes a process may send in one turn
+	// (between two waits): DefaultMaxHeld unless a test says.
+	maxHeld int
 }
+
+// DefaultMaxHeld bounds the frame bytes one process may send between two
+// waits: far more than a NIC's send queues hold, so only a process that
+// sends without ever waiting reaches it, and the daemon's memory stays
+// bounded while it holds the clock.
+const DefaultMaxHeld = 64 << 20
 
 // Stats counts what the daemon refused and dropped.
 type Stats struct {
@@ -130,6 +145,8 @@ type slot struct {
 	since    time.Time // wall time the process started running
 	pending  []byte    // deliver and txdone messages not yet sent
 	held     []heldFrame
+	// heldBytes counts the bytes held this turn, bounded by maxHeld.
+	heldBytes int
 }
 
 type heldFrame struct {
@@ -183,6 +200,9 @@ func Listen(cfg Config) (*Daemon, error) {
 	if cfg.HoldLimit == 0 {
 		cfg.HoldLimit = DefaultHoldLimit
 	}
+	if cfg.IdleLimit == 0 {
+		cfg.IdleLimit = DefaultIdleLimit
+	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
@@ -191,6 +211,9 @@ func Listen(cfg Config) (*Daemon, error) {
 	}
 	if cfg.uid == 0 {
 		cfg.uid = os.Getuid()
+	}
+	if cfg.maxHeld == 0 {
+		cfg.maxHeld = DefaultMaxHeld
 	}
 	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}}
 	d.sched = sim.NewScheduler()
@@ -296,14 +319,25 @@ func (d *Daemon) Serve() sim.Time {
 	}
 	go d.accept()
 	var tick <-chan time.Time
-	if d.cfg.HoldLimit > 0 {
-		t := time.NewTicker(max(d.cfg.HoldLimit/8, time.Millisecond))
+	if d.cfg.HoldLimit > 0 || d.cfg.ExitWhenIdle {
+		every := d.cfg.IdleLimit / 8
+		if d.cfg.HoldLimit > 0 && (!d.cfg.ExitWhenIdle || d.cfg.HoldLimit < d.cfg.IdleLimit) {
+			every = d.cfg.HoldLimit / 8
+		}
+		t := time.NewTicker(max(every, time.Millisecond))
 		defer t.Stop()
 		tick = t.C
 	}
+	idleSince := time.Now()
 	for {
 		d.round()
-		if d.cfg.ExitWhenIdle && d.started && d.idle() || d.ended {
+		idle := d.idle() && len(d.claims) == 0
+		if !idle {
+			idleSince = time.Time{}
+		} else if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if d.cfg.ExitWhenIdle && d.started && idle || d.ended {
 			return d.sched.Now()
 		}
 		select {
@@ -311,6 +345,12 @@ func (d *Daemon) Serve() sim.Time {
 			d.handle(ev)
 		case <-tick:
 			d.checkHolds()
+			if d.cfg.ExitWhenIdle && idle && time.Since(idleSince) > d.cfg.IdleLimit {
+				// Nobody came: a daemon started by a client that lost
+				// the race to another's, or whose client died first.
+				d.logf("exiting: no process attached for %v", d.cfg.IdleLimit)
+				return d.sched.Now()
+			}
 		case <-d.quit:
 			return d.sched.Now()
 		}
@@ -411,6 +451,10 @@ func (d *Daemon) handle(ev event) {
 		note, frame, err := parseFrame(ev.body)
 		if err != nil {
 			d.refuse(c, err.Error())
+			return
+		}
+		if s.heldBytes += len(frame) + len(note); s.heldBytes > d.cfg.maxHeld {
+			d.refuse(c, fmt.Sprintf("more than %d bytes of frames sent in one turn without waiting", d.cfg.maxHeld))
 			return
 		}
 		s.held = append(s.held, heldFrame{note: note, frame: frame})
@@ -528,6 +572,11 @@ func (d *Daemon) refuse(c *conn, why string) {
 		who = "node " + c.slot.info.Name
 	}
 	d.logf("refused %s: %s", who, why)
+	if s := c.slot; s != nil {
+		// A misbehaving process's frames of this turn are not sent.
+		clear(s.held)
+		s.held, s.heldBytes = s.held[:0], 0
+	}
 	if c.slot == nil {
 		// Say why, if the peer listens: best effort, bounded.
 		c.c.SetWriteDeadline(time.Now().Add(d.cfg.WriteTimeout))
@@ -615,7 +664,7 @@ func (d *Daemon) round() {
 				}
 			}
 			clear(s.held)
-			s.held = s.held[:0]
+			s.held, s.heldBytes = s.held[:0], 0
 		}
 		now, t, anyone := d.sched.Now(), d.sched.NextAt(), false
 		for _, s := range d.slots {

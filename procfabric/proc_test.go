@@ -3,6 +3,7 @@ package procfabric
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,7 +96,7 @@ func pattern(name string, n int) []byte {
 // line of results and returns its exit status.
 func clientMain(role string) int {
 	if role == "daemon" { // for TestStart
-		d, err := Listen(Config{Name: os.Getenv("FABRIC"), Dir: os.Getenv("DIR"), Nodes: []string{"a", "b"}, ExitWhenIdle: true, Log: os.Stdout})
+		d, err := Listen(Config{Name: os.Getenv("FABRIC"), Dir: os.Getenv("DIR"), Nodes: []string{"a", "b"}, ExitWhenIdle: true, IdleLimit: time.Second, Log: os.Stdout})
 		if err != nil {
 			fmt.Println(err)
 			return 2
@@ -601,5 +602,48 @@ func TestCountNodes(t *testing.T) {
 			}
 			p.Close()
 		}
+	}
+}
+
+// TestDeadline: Config.Deadline ends a run whose processes would go on
+// forever (a QP retrying under rxe's infinite retry_cnt 7): each is sent
+// away with a message saying so.
+func TestDeadline(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, done := testDaemon(t, ctx, Config{Deadline: sim.Time(sim.Second)})
+	var ports []*Port
+	for _, n := range []string{"a", "b"} {
+		p, err := AttachDir(d.cfg.Dir, d.cfg.Name, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ports = append(ports, p)
+	}
+	errs := make(chan error, 1)
+	go func() {
+		// b wakes every 67ms of virtual time, as a retrying QP would.
+		for {
+			in, err := ports[1].Wait(ports[1].Now() + sim.Time(67*sim.Millisecond))
+			if err != nil {
+				errs <- err
+				return
+			}
+			_ = in
+		}
+	}()
+	_, err := ports[0].Wait(sim.Never)
+	for _, e := range []error{err, <-errs} {
+		if !errors.Is(e, ErrDetached) || !strings.Contains(e.Error(), "ended at its deadline, virtual time 1s") {
+			t.Errorf("Wait: %v", e)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Serve did not return at the deadline")
+	}
+	if got := d.sched.Now(); got > sim.Time(sim.Second) {
+		t.Errorf("the clock went to %v, past the deadline", got)
 	}
 }

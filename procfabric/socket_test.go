@@ -52,8 +52,12 @@ func msg(version byte, typ msgType, body []byte) []byte {
 func TestHostileMessages(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	var log syncBuffer
-	d, _ := testDaemon(t, ctx, Config{Log: &log})
+	d, _ := testDaemon(t, ctx, Config{Log: &log, maxHeld: 1000})
 	frame := make([]byte, 60)
+	flood := [][]byte{appendAttach(nil, "a")}
+	for range 20 {
+		flood = append(flood, appendFrame(nil, "", frame))
+	}
 	cases := []struct {
 		name string
 		msgs [][]byte
@@ -74,6 +78,7 @@ func TestHostileMessages(t *testing.T) {
 		{"negative wait", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, -5)}, "negative time"},
 		{"runt frame", [][]byte{appendAttach(nil, "a"), appendFrame(nil, "", frame[:3])}, "frame: 3 bytes"},
 		{"note too long", [][]byte{appendAttach(nil, "a"), msg(Version, msgFrame, []byte{0xff, 0xff, 1})}, "note of 65535 bytes"},
+		{"frames without waiting", flood, "more than 1000 bytes of frames"},
 		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, 0), appendFrame(nil, "", frame)}, "not running"},
 	}
 	for i, c := range cases {
@@ -207,8 +212,16 @@ func TestStart(t *testing.T) {
 	t.Setenv("PROCFABRIC_TEST_ROLE", "daemon")
 	t.Setenv("DIR", dir)
 	t.Setenv("FABRIC", "st")
-	if err := Start(dir, "st", argv, 20*time.Second); err != nil {
-		t.Fatal(err)
+	// Two clients race to start it: one daemon wins the lock, the
+	// other exits, and both calls return once the winner answers.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- Start(dir, "st", argv, 20*time.Second) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 	// It exits when idle: attach both nodes, then leave.
 	a, err := AttachDir(dir, "st", "a")
@@ -231,7 +244,8 @@ func TestStart(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, ErrRunning) || time.Now().After(end) {
-			t.Fatalf("the started daemon did not exit when idle: %v", err)
+			logText, _ := os.ReadFile(filepath.Join(dir, "st.log"))
+			t.Fatalf("the started daemon did not exit when idle: %v; its log: %s", err, logText)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -262,4 +276,20 @@ func FuzzReader(f *testing.F) {
 			parseAttached(body)
 		}
 	})
+}
+
+// TestIdleLimit: a daemon with ExitWhenIdle that nobody attaches to
+// exits after IdleLimit, saying so.
+func TestIdleLimit(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	_, done := testDaemon(t, ctx, Config{ExitWhenIdle: true, IdleLimit: 100 * time.Millisecond, Log: &log})
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the daemon nobody came to did not exit")
+	}
+	if !strings.Contains(log.String(), "exiting: no process attached for 100ms") {
+		t.Errorf("log %q", log.String())
+	}
 }

@@ -52,8 +52,8 @@ Flags:
   --deadline D        end the run at virtual time D (a QP that retries
                       forever, as rxe's retry_cnt 7 does, never ends it)
   --exit-when-idle    exit once every node has attached and every
-                      process has left (how a client that starts the
-                      daemon itself runs it)
+                      process has left, or when no process has come for
+                      30s (how a client that starts the daemon runs it)
 
 It runs until interrupted (SIGINT, SIGTERM), --exit-when-idle or
 --deadline, then prints the ladder and a summary.
