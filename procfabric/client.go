@@ -30,12 +30,13 @@ import (
 var ErrDetached = errors.New("procfabric: detached by the fabric")
 
 // Port is a process's attachment to a fabric node: its NIC's one port.
-// It is not safe for concurrent use, except that Interrupt may be called
-// from any goroutine.
+// It is not safe for concurrent use, except that Interrupt and Close may
+// be called from any goroutine.
 type Port struct {
 	mu          sync.Mutex // guards writes, waiting and interrupted (Interrupt's state)
 	waiting     bool       // a wait message is out and its now(t) not yet read
 	interrupted bool       // Interrupt came while the process ran: the next Wait returns at once
+	closed      bool       // Close was called
 	c           *net.UnixConn
 	r           reader
 	out         []byte
@@ -118,6 +119,11 @@ func (p *Port) Now() sim.Time { return p.now }
 // virtual time; note (at most MaxNote bytes) says why it exists and goes
 // into the capture's comment. The frame is copied.
 func (p *Port) Send(frame []byte, note string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return net.ErrClosed
+	}
 	if p.err != nil {
 		return p.err
 	}
@@ -166,10 +172,15 @@ func (p *Port) why(err error) error {
 // input arrived, or virtual time reached deadline. The result is valid
 // until the next Wait.
 func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
-	if p.err != nil {
-		return nil, p.err
-	}
 	p.mu.Lock()
+	if p.closed || p.err != nil {
+		err := p.err
+		if p.closed {
+			err = net.ErrClosed
+		}
+		p.mu.Unlock()
+		return nil, err
+	}
 	if p.interrupted {
 		deadline, p.interrupted = 0, false // the daemon takes it as now
 	}
@@ -252,12 +263,23 @@ func (p *Port) Interrupt() error {
 
 // Close sends the frames not yet sent, detaches and closes the
 // connection. The node goes silent; its peers see their QPs time out.
+// It may be called from any goroutine: a Wait blocked in another then
+// returns an error.
 func (p *Port) Close() error {
-	if p.err == nil {
-		p.out = appendEmpty(p.out, msgDetach)
-		p.flush()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return net.ErrClosed
 	}
-	p.err = net.ErrClosed
+	p.closed = true
+	if p.waiting {
+		// The owner is blocked reading; its frames went out with its wait.
+		p.c.Write(appendEmpty(nil, msgDetach))
+	} else if p.err == nil {
+		p.out = appendEmpty(p.out, msgDetach)
+		p.c.Write(p.out)
+		p.out = p.out[:0]
+	}
 	return p.c.Close()
 }
 
