@@ -620,10 +620,22 @@ func (d *Daemon) write(s *slot, b []byte) {
 	}
 }
 
-// checkHolds detaches processes that have run longer than the hold limit.
+// checkHolds detaches processes that have held the clock longer than
+// the hold limit: run, without waiting, while the clock runs and another
+// process waits on them. A process that runs while nobody waits holds
+// nobody up (a server blocked in accept() before its client came, two
+// programs trading QP numbers over TCP), so its time restarts.
 func (d *Daemon) checkHolds() {
+	someoneWaits := false
+	for _, s := range d.slots {
+		someoneWaits = someoneWaits || s.c != nil && s.waiting
+	}
 	for _, s := range d.slots {
 		if s.c == nil || s.waiting {
+			continue
+		}
+		if !d.started || !someoneWaits {
+			s.since = time.Now()
 			continue
 		}
 		if held := time.Since(s.since); held > d.cfg.HoldLimit {

@@ -116,12 +116,15 @@
 // A process that never waits (a busy loop with no verbs call, a
 // debugger's breakpoint) holds the clock for everyone. The bound is wall
 // time: a process that has run for Config.HoldLimit (default 10 s;
-// `--hold-limit`, 0 for no bound) without waiting is sent bye("held
-// virtual time for … of wall time without waiting …"), detached, and the
-// reason is logged; its Wait returns that message in an ErrDetached. A
-// program that computes for longer between verbs calls needs a larger
-// limit. Writes to a process are bounded by a wall-clock deadline too, so
-// one that stops reading is detached rather than blocking the daemon.
+// `--hold-limit`, 0 for no bound) without waiting, while the clock runs
+// and another process waits on it, is sent bye("held virtual time for …
+// of wall time without waiting …"), detached, and the reason is logged;
+// its Wait returns that message in an ErrDetached. Running while nobody
+// waits does not count (a server blocked in accept() until its client
+// comes, programs trading QP numbers over TCP). A program that computes
+// for longer between verbs calls needs a larger limit. Writes to a
+// process are bounded by a wall-clock deadline too, so one that stops
+// reading is detached rather than blocking the daemon.
 //
 // The daemon is a driver (see the package graph in STYLE.md): it reads
 // the wall clock only for those two bounds and uses goroutines only to

@@ -647,3 +647,35 @@ func TestDeadline(t *testing.T) {
 		t.Errorf("the clock went to %v, past the deadline", got)
 	}
 }
+
+// TestHoldNotWhileNobodyWaits: processes that run while nobody waits on
+// them (a server in accept() before its client came, both trading QP
+// numbers over TCP) are not detached, however long that takes; the hold
+// limit counts from the moment another process waits.
+func TestHoldNotWhileNobodyWaits(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{HoldLimit: 50 * time.Millisecond})
+	a, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	time.Sleep(300 * time.Millisecond) // a alone: the clock has not started
+	b, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	time.Sleep(300 * time.Millisecond) // both run: nobody waits
+	if st := d.Stats(); st.HeldTooLong != 0 {
+		t.Fatalf("a process was detached while nobody waited on it: %+v", st)
+	}
+	// Now b waits on a, which still runs: a is sent away, and b's
+	// deadline comes.
+	if in, err := b.Wait(sim.Time(sim.Millisecond)); err != nil || in.Now != sim.Time(sim.Millisecond) {
+		t.Fatalf("b's Wait: %v %v", in, err)
+	}
+	if st := d.Stats(); st.HeldTooLong != 1 {
+		t.Errorf("stats %+v, want a detached by the hold limit", st)
+	}
+}
