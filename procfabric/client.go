@@ -283,6 +283,20 @@ func (p *Port) Close() error {
 	return p.c.Close()
 }
 
+// AttachOrStart attaches to node on the fabric called name, starting the
+// fabric first with Start(dir, name, argv, timeout) if no daemon answers:
+// what a client library calls when its user started no fabric.
+func AttachOrStart(dir, name, node string, argv []string, timeout time.Duration) (*Port, error) {
+	p, err := AttachDir(dir, name, node)
+	if !errors.Is(err, ErrNoFabric) {
+		return p, err
+	}
+	if err := Start(dir, name, argv, timeout); err != nil {
+		return nil, err
+	}
+	return AttachDir(dir, name, node)
+}
+
 // Start starts a daemon for the fabric called name if none answers, by
 // running argv (for instance: the rocesim executable, "fabric", "--name",
 // name, "--exit-when-idle", "--nodes", "a,b"), detached from the

@@ -48,7 +48,8 @@
 //
 // Starting: `rocesim fabric --name X --nodes a,b --faults … --pcap …`
 // starts one explicitly. A client that finds none (Attach returns
-// ErrNoFabric) may start one with Start, which runs the given command
+// ErrNoFabric) may start one with Start (AttachOrStart does both), which
+// runs the given command
 // (`rocesim exec` passes its own executable with `fabric --name X --nodes
 // N --exit-when-idle`, and --faults/--pcap if its user gave them),
 // detached from the caller's session, and waits until its socket

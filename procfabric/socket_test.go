@@ -213,27 +213,28 @@ func TestStart(t *testing.T) {
 	t.Setenv("DIR", dir)
 	t.Setenv("FABRIC", "st")
 	// Two clients race to start it: one daemon wins the lock, the
-	// other exits, and both calls return once the winner answers.
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() { errs <- Start(dir, "st", argv, 20*time.Second) }()
+	// other exits (or gives up when nobody comes), and both clients
+	// attach to the winner.
+	type res struct {
+		p   *Port
+		err error
 	}
+	got := make(chan res, 2)
+	for _, node := range []string{"a", "b"} {
+		go func() { p, err := AttachOrStart(dir, "st", node, argv, 20*time.Second); got <- res{p, err} }()
+	}
+	var ports []*Port
 	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
+		ports = append(ports, r.p)
 	}
-	// It exits when idle: attach both nodes, then leave.
-	a, err := AttachDir(dir, "st", "a")
-	if err != nil {
-		t.Fatal(err)
+	// It exits when idle: both nodes came; now both leave.
+	for _, p := range ports {
+		p.Close()
 	}
-	b, err := AttachDir(dir, "st", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	b.Close()
 	// Its lock is released when it exits; a new daemon can then start.
 	end := time.Now().Add(20 * time.Second)
 	for {
