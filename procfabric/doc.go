@@ -49,13 +49,14 @@
 // Starting: `rocesim fabric --name X --nodes a,b --faults … --pcap …`
 // starts one explicitly. A client that finds none (Attach returns
 // ErrNoFabric) may start one with Start (AttachOrStart does both), which
-// runs the given command
-// (`rocesim exec` passes its own executable with `fabric --name X --nodes
-// N --exit-when-idle`, and --faults/--pcap if its user gave them),
-// detached from the caller's session, and waits until its socket
+// runs the given command (`rocesim exec` passes its own executable with
+// `fabric --name X --nodes N --exit-when-idle`, and --faults/--pcap if
+// its user gave them), detached from the caller's session, its output
+// appended to NAME.log beside the socket, and waits until the socket
 // answers; then it attaches. Two clients racing to start one are safe:
-// the loser's daemon finds the lock taken (ErrRunning) and exits, and
-// both attach to the winner.
+// the loser's daemon finds the lock taken (ErrRunning) and exits, or, if
+// it starts after the winner has gone, exits when nobody comes within
+// Config.IdleLimit; both clients attach to the winner.
 //
 // # The protocol
 //
