@@ -67,7 +67,8 @@ type Config struct {
 	// HoldLimit is the wall time a process may run without waiting
 	// before it is detached; 0 means DefaultHoldLimit, negative no bound.
 	HoldLimit time.Duration
-	// WriteTimeout bounds one write to a process; 0 means
+	// WriteTimeout bounds one write to a process, and how long a new
+	// connection may take to send its attach; 0 means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// Deadline, if not zero, ends the run at that virtual time: every
@@ -404,8 +405,17 @@ func (d *Daemon) accept() {
 // read parses c's messages and hands them to the loop, until c ends.
 func (d *Daemon) read(c *conn) {
 	r := reader{r: c.c}
-	for {
+	// A connection that never says attach would hold a goroutine and a
+	// socket for ever: it has WriteTimeout to say it.
+	c.c.SetReadDeadline(time.Now().Add(d.cfg.WriteTimeout))
+	for first := true; ; first = false {
 		t, body, err := r.next()
+		if first && err == nil {
+			c.c.SetReadDeadline(time.Time{})
+		}
+		if first && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = protoErr("no attach within %v of connecting", d.cfg.WriteTimeout)
+		}
 		ev := event{c: c, t: t, err: err}
 		if err == nil {
 			ev.body = append([]byte(nil), body...)

@@ -30,7 +30,7 @@ func hostile(t *testing.T, d *Daemon, msgs ...[]byte) string {
 			break // the daemon may close before it has read everything
 		}
 	}
-	if uc, ok := c.(*net.UnixConn); ok {
+	if uc, ok := c.(*net.UnixConn); ok && len(msgs) > 0 {
 		uc.CloseWrite() // a message cut short ends here
 	}
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -97,6 +97,18 @@ func TestHostileMessages(t *testing.T) {
 		t.Fatalf("attach after the hostile messages: %v", err)
 	}
 	p.Close()
+}
+
+// TestSilentConnection: a connection that never attaches is refused
+// after WriteTimeout, not kept for ever.
+func TestSilentConnection(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{WriteTimeout: 100 * time.Millisecond, Log: &log})
+	hostile(t, d) // sends nothing; returns when the daemon closes it
+	if st := d.Stats(); st.Refused != 1 || !strings.Contains(log.String(), "no attach within 100ms of connecting") {
+		t.Errorf("stats %+v, log %q", st, log.String())
+	}
 }
 
 // TestOtherUserRefused: a peer whose SO_PEERCRED UID is not the daemon's
