@@ -54,6 +54,7 @@ type responder struct {
 	off             uint64  // bytes of the message placed so far
 	wva             uint64  // WRITE: target address of the next byte
 	wmr             *MR
+	wkey            uint32 // WRITE: the R_Key of its first packet, checked again for every later one
 	wlen            uint64
 	// The responder resources (IBTA §9.7.5.1.7, rxe's resp.resources): the
 	// last max_dest_rd_atomic READs and atomics answered, so a duplicate
@@ -402,7 +403,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 			d.remoteError(now, qp, wire.NAKRemoteAccess, p.BTH.PSN(), EventQPAccessErr)
 			return false
 		}
-		r.wmr, r.wva, r.wlen, r.off = mr, va, length, 0
+		r.wmr, r.wkey, r.wva, r.wlen, r.off = mr, rkey, va, length, 0
 		r.inWrite = pos == wire.PosFirst
 	}
 	if n := r.off + uint64(len(p.Payload)); n > r.wlen || (pos == wire.PosLast || pos == wire.PosOnly) && n != r.wlen {
@@ -427,14 +428,23 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		r.rwqe = w
 	}
 	if len(p.Payload) > 0 {
-		if r.wmr == nil || r.wmr.dead {
+		mr := r.wmr
+		if mr != nil && pos != wire.PosFirst && pos != wire.PosOnly {
+			// rxe's check_rkey runs for every packet of a WRITE, with the
+			// R_Key and the next address of the first (qp->resp.rkey,
+			// resp.va): a window invalidated or a region deregistered
+			// since then refuses the rest of the message (seen on real
+			// rxe: differential scenario mw-invalidated-mid-write).
+			mr, _, _ = d.mem.remote(qp, r.wkey, r.wva+r.off, r.wlen-r.off, AccessRemoteWrite)
+		}
+		if mr == nil {
 			// A zero-length WRITE FIRST (no MR checked) followed by data,
-			// or the target deregistered mid-message.
+			// or the R_Key no longer valid mid-message.
 			d.remoteError(now, qp, wire.NAKRemoteAccess, p.BTH.PSN(), EventQPAccessErr)
 			return false
 		}
-		start := r.wva - r.wmr.Addr + r.off
-		copy(r.wmr.buf[start:start+uint64(len(p.Payload))], p.Payload)
+		start := r.wva - mr.Addr + r.off
+		copy(mr.buf[start:start+uint64(len(p.Payload))], p.Payload)
 	}
 	r.off += uint64(len(p.Payload))
 	if pos == wire.PosLast || pos == wire.PosOnly {
