@@ -23,7 +23,8 @@ var scenarioFS embed.FS
 // source, then UC ones, then those of issue 14: the completer items (several
 // READs and atomics in flight, the implied NAK, NAK-started retries, the
 // retransmit timer), malformed and over-limit requests, memory windows,
-// ibv_rereg_mr; then issue 15's window invalidated in the middle of a WRITE.
+// ibv_rereg_mr; then issue 15's window invalidated in the middle of a WRITE
+// and BIND_MW of a bound type 2 window.
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
@@ -33,7 +34,7 @@ var ScenarioNames = []string{
 	"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
 	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access",
-	"mw-invalidated-mid-write",
+	"mw-invalidated-mid-write", "mw-bind-bound",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of
