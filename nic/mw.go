@@ -46,14 +46,6 @@ const (
 )
 
 const (
-	// mwMinIndex is rxe's RXE_MIN_MW_INDEX in 6.1: the index after the
-	// last MR index (RXE_MAX_MR_INDEX, DEFAULT_MAX_VALUE >> 1). Every key
-	// whose index is at least this names a window.
-	mwMinIndex = rxeMaxMRIndex + 1
-
-	// mwMaxIndex is RXE_MAX_MW_INDEX: DEFAULT_MAX_VALUE (1 << 20).
-	mwMaxIndex = rxeMaxValue
-
 	// mwAccessKnown are the access rights a window may grant. rxe accepts
 	// the MR bits and ZERO_BASED (RXE_ACCESS_SUPPORTED_MW); rocesim does
 	// not model zero-based windows (a bind asking for one fails).
@@ -101,8 +93,8 @@ type mwSlot struct {
 
 // mwTable holds the windows of one device, inside its memTable.
 type mwTable struct {
-	slots []mwSlot // slots[i] is index mwMinIndex+i
-	next  uint32   // the next index to try, relative to mwMinIndex
+	slots []mwSlot // slots[i] is index rxeMinMWIndex+i
+	next  uint32   // the next index to try, relative to rxeMinMWIndex
 	live  int
 }
 
@@ -116,7 +108,7 @@ func (t *memTable) allocMW(pd *PD, typ MWType) (*MW, error) {
 		return nil, errno(syscall.EINVAL, "alloc_mw: type %d is neither IBV_MW_TYPE_1 nor IBV_MW_TYPE_2", typ)
 	}
 	m := &t.mws
-	span := uint32(mwMaxIndex - mwMinIndex + 1)
+	span := uint32(rxeMaxMWIndex - rxeMinMWIndex + 1)
 	if m.live >= int(span) {
 		return nil, errno(syscall.ENOMEM, "alloc_mw: %d memory windows allocated, the device maximum", m.live)
 	}
@@ -135,7 +127,7 @@ func (t *memTable) allocMW(pd *PD, typ MWType) (*MW, error) {
 	}
 	s := &m.slots[i]
 	s.gen++
-	key := (mwMinIndex+i)<<8 | uint32(s.gen)
+	key := (rxeMinMWIndex+i)<<8 | uint32(s.gen)
 	w := &MW{Type: typ, RKey: key, pd: pd, key: key, state: mwFree}
 	if typ == MWType1 {
 		w.state = mwValid // rxe_alloc_mw: type 1 starts VALID, with length 0
@@ -156,7 +148,7 @@ func (t *memTable) deallocMW(w *MW) error {
 		return errno(syscall.EINVAL, "dealloc_mw: MW rkey %#x is not allocated on this device", w.RKey)
 	}
 	w.unbind()
-	t.mws.slots[w.key>>8-mwMinIndex].mw = nil
+	t.mws.slots[w.key>>8-rxeMinMWIndex].mw = nil
 	t.mws.live--
 	w.dead = true
 	w.pd.refs--
@@ -167,17 +159,17 @@ func (t *memTable) deallocMW(w *MW) error {
 // its key byte, or nil.
 func (t *memTable) mwByIndex(key uint32) *MW {
 	idx := key >> 8
-	if idx < mwMinIndex || idx > mwMaxIndex || int(idx-mwMinIndex) >= len(t.mws.slots) {
+	if idx < rxeMinMWIndex || idx > rxeMaxMWIndex || int(idx-rxeMinMWIndex) >= len(t.mws.slots) {
 		return nil
 	}
-	return t.mws.slots[idx-mwMinIndex].mw
+	return t.mws.slots[idx-rxeMinMWIndex].mw
 }
 
 // isMWKey reports whether a key names a window rather than a region
 // (rxe's rkey_is_mw: the index lies in the MW range).
 func isMWKey(key uint32) bool {
 	idx := key >> 8
-	return idx >= mwMinIndex && idx <= mwMaxIndex
+	return idx >= rxeMinMWIndex && idx <= rxeMaxMWIndex
 }
 
 // unbind empties the window and lets go of its MR.

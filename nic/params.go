@@ -20,30 +20,36 @@ var rxeAttr = DeviceAttr{
 	MaxMRSize:       ^uint64(0),
 	MaxQP:           rxeMaxValue - rxeMinQPIndex, // RXE_MAX_QP: 1048560
 	MaxQPWR:         rxeMaxValue,
-	MaxSGE:          32,
+	MaxSGE:          32, // RXE_MAX_SGE
 	MaxCQ:           rxeMaxValue,
-	MaxCQE:          (1 << 15) - 1,
+	MaxCQE:          (1 << 15) - 1,     // RXE_MAX_CQE
 	MaxMR:           rxeMaxMRIndex - 1, // RXE_MAX_MR: 524287
 	MaxPD:           rxeMaxValue,
-	MaxQPRdAtom:     128,
-	MaxQPInitRdAtom: 128,
-	MaxSRQ:          rxeMaxValue - 0x20001, // RXE_MAX_SRQ: indices 0x20001..1<<20
+	MaxQPRdAtom:     128,                          // RXE_MAX_QP_RD_ATOM
+	MaxQPInitRdAtom: 128,                          // RXE_MAX_QP_INIT_RD_ATOM
+	MaxSRQ:          rxeMaxValue - rxeMinSRQIndex, // RXE_MAX_SRQ: indices 0x20001..1<<20
 	MaxSRQWR:        rxeMaxValue,
-	MaxSRQSGE:       27,
-	MaxAH:           (1 << 15) - 1,
-	MaxMW:           rxeMaxValue - (rxeMaxMRIndex + 1), // RXE_MAX_MW: 524287
-	MaxInlineData:   512,                               // RXE_MAX_INLINE_DATA (not in ibv_device_attr; probed)
+	MaxSRQSGE:       27,                            // RXE_MAX_SRQ_SGE
+	MaxAH:           (1 << 15) - 1,                 // RXE_MAX_AH
+	MaxMW:           rxeMaxMWIndex - rxeMinMWIndex, // RXE_MAX_MW: 524287
+	MaxInlineData:   512,                           // RXE_MAX_INLINE_DATA (not in ibv_device_attr; probed)
 	PhysPortCnt:     1,
 	AtomicCap:       "ATOMIC_HCA",
 }
 
-// rxe's QP and MR index ranges (rxe_param.h): QP indices (QPNs) run from
+// rxe's object index ranges (rxe_param.h): QP indices (QPNs) run from
 // RXE_MIN_QP_INDEX to DEFAULT_MAX_VALUE, MR indices from 1 to
-// RXE_MAX_MR_INDEX.
+// RXE_MAX_MR_INDEX, SRQ indices from RXE_MIN_SRQ_INDEX, and MW indices
+// from RXE_MIN_MW_INDEX, the index after the last MR one, to
+// RXE_MAX_MW_INDEX: every key whose index is at least rxeMinMWIndex
+// names a window (rxe's rkey_is_mw).
 const (
-	rxeMinQPIndex = 16
-	rxeMaxQPIndex = rxeMaxValue
-	rxeMaxMRIndex = rxeMaxValue >> 1
+	rxeMinQPIndex  = 16
+	rxeMaxQPIndex  = rxeMaxValue
+	rxeMaxMRIndex  = rxeMaxValue >> 1
+	rxeMinSRQIndex = 0x20001
+	rxeMinMWIndex  = rxeMaxMRIndex + 1
+	rxeMaxMWIndex  = rxeMaxValue
 )
 
 // maxPktPerAck is how many packets rxe sends before it asks for an ACK
