@@ -417,7 +417,7 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		// READ to COMPST_ERROR_RETRY before check_ack resets anything.
 		d.resetRetries(qp)
 		off := uint64(w.rdRcvd) * uint64(qp.pmtu())
-		if !d.memStillValid(qp, w.sges, true) || off+uint64(len(p.Payload)) > w.length {
+		if !d.memStillValid(qp, w.sges, intoMemory) || off+uint64(len(p.Payload)) > w.length {
 			d.failHead(now, qp, WCLocProtErr)
 			return
 		}
@@ -451,7 +451,7 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.resetRetries(qp) // valid only now, as for a READ response
 
-		if !d.memStillValid(qp, w.sges, true) {
+		if !d.memStillValid(qp, w.sges, intoMemory) {
 			d.failHead(now, qp, WCLocProtErr)
 			return
 		}

@@ -190,7 +190,7 @@ func (cq *CQ) Channel() *CompChannel { return cq.ch }
 // ReqNotify(true) (ibv_req_notify_cq(3)) — the CQ disarms and queues one
 // event on its channel. It does not allocate once the channel's ring has
 // grown to the number of events pending.
-func (cq *CQ) push(wc WC, solicited bool) bool {
+func (cq *CQ) push(wc WC, se solicitation) bool {
 	if cq.dead {
 		panic("nic: completion pushed to a destroyed CQ")
 	}
@@ -204,7 +204,7 @@ func (cq *CQ) push(wc WC, solicited bool) bool {
 	}
 	cq.ring[i] = wc
 	cq.n++
-	if cq.armed && (!cq.solicitedOnly || solicited || wc.Status != WCSuccess) {
+	if cq.armed && (!cq.solicitedOnly || se == solicited || wc.Status != WCSuccess) {
 		cq.armed = false
 		if cq.ch != nil {
 			cq.ch.post(cq)

@@ -84,7 +84,7 @@ func TestPollOrder(t *testing.T) {
 	wcs := make([]WC, 3)
 	for round := 0; round < 10; round++ {
 		for i := 0; i < 5; i++ {
-			require.True(t, cq.push(cqTestWC(next), false))
+			require.True(t, cq.push(cqTestWC(next), unsolicited))
 			next++
 		}
 		for cq.Len() > 2 {
@@ -106,18 +106,18 @@ func TestCQOverflow(t *testing.T) {
 	cq := cqTestNew(t, 3, nil) // exactly 3 entries
 	require.Equal(t, 3, cq.CQE())
 	for i := uint64(1); i <= 3; i++ {
-		require.True(t, cq.push(cqTestWC(i), false))
+		require.True(t, cq.push(cqTestWC(i), unsolicited))
 	}
 	assert.False(t, cq.Overflowed())
-	assert.False(t, cq.push(cqTestWC(4), false), "full: refused")
-	assert.False(t, cq.push(WC{WRID: 5, Status: WCWRFlushErr}, true))
+	assert.False(t, cq.push(cqTestWC(4), unsolicited), "full: refused")
+	assert.False(t, cq.push(WC{WRID: 5, Status: WCWRFlushErr}, solicited))
 	assert.True(t, cq.Overflowed())
 	assert.Equal(t, 3, cq.Len())
 
 	wcs := make([]WC, 1)
 	require.Equal(t, 1, cq.Poll(wcs))
 	assert.Equal(t, uint64(1), wcs[0].WRID)
-	assert.True(t, cq.push(cqTestWC(6), false), "room again after a poll")
+	assert.True(t, cq.push(cqTestWC(6), unsolicited), "room again after a poll")
 	assert.True(t, cq.Overflowed(), "overflow is sticky")
 	assert.Equal(t, []uint64{2, 3, 6}, cqTestPollIDs(cq), "the earlier entries are intact; 4 and 5 are lost")
 }
@@ -153,7 +153,7 @@ func TestCQNotify(t *testing.T) {
 				require.NoError(t, cq.ReqNotify(s))
 			}
 			for _, p := range tc.pushes {
-				require.True(t, cq.push(p.wc, p.solicited))
+				require.True(t, cq.push(p.wc, solicitationOf(p.solicited)))
 			}
 			assert.Equal(t, tc.events, ch.Pending())
 			for i := 0; i < tc.events; i++ {
@@ -173,29 +173,29 @@ func TestCQNotifyRules(t *testing.T) {
 	cq := cqTestNew(t, 1, ch)
 
 	// Completions already queued do not fire a new arm.
-	require.True(t, cq.push(cqTestWC(1), false))
+	require.True(t, cq.push(cqTestWC(1), unsolicited))
 	require.NoError(t, cq.ReqNotify(false))
 	assert.Equal(t, 0, ch.Pending())
 
 	// A refused (overflowing) completion does not fire either, as in rxe_cq_post.
-	assert.False(t, cq.push(cqTestWC(2), true))
+	assert.False(t, cq.push(cqTestWC(2), solicited))
 	assert.Equal(t, 0, ch.Pending())
 
 	// The arm is still there for the next stored completion.
 	cqTestPollIDs(cq)
-	require.True(t, cq.push(cqTestWC(3), false))
+	require.True(t, cq.push(cqTestWC(3), unsolicited))
 	assert.Equal(t, 1, ch.Pending())
 
 	// Re-arming after the event gives another one.
 	cqTestPollIDs(cq)
 	require.NoError(t, cq.ReqNotify(false))
-	require.True(t, cq.push(cqTestWC(4), false))
+	require.True(t, cq.push(cqTestWC(4), unsolicited))
 	assert.Equal(t, 2, ch.Pending())
 
 	// A CQ without a channel can be armed; the event goes nowhere.
 	lone := cqTestNew(t, 4, nil)
 	require.NoError(t, lone.ReqNotify(false))
-	require.True(t, lone.push(cqTestWC(1), false))
+	require.True(t, lone.push(cqTestWC(1), unsolicited))
 	assert.False(t, lone.armed)
 }
 
@@ -210,7 +210,7 @@ func TestChannelEventOrder(t *testing.T) {
 	var want []*CQ
 	fire := func(cq *CQ) {
 		require.NoError(t, cq.ReqNotify(false))
-		require.True(t, cq.push(cqTestWC(0), false))
+		require.True(t, cq.push(cqTestWC(0), unsolicited))
 		want = append(want, cq)
 	}
 	for i := 0; i < 5; i++ {
@@ -248,11 +248,11 @@ func TestCQResize(t *testing.T) {
 	cq := cqTestNew(t, 4, nil) // 7 entries
 	wcs := make([]WC, 4)
 	for i := uint64(0); i < 7; i++ {
-		require.True(t, cq.push(cqTestWC(i), false))
+		require.True(t, cq.push(cqTestWC(i), unsolicited))
 	}
 	require.Equal(t, 4, cq.Poll(wcs))
 	for i := uint64(7); i < 10; i++ {
-		require.True(t, cq.push(cqTestWC(i), false)) // wraps: entries 4..9 queued
+		require.True(t, cq.push(cqTestWC(i), unsolicited)) // wraps: entries 4..9 queued
 	}
 	require.Equal(t, 6, cq.Len())
 
@@ -277,7 +277,7 @@ func TestCQResize(t *testing.T) {
 	require.NoError(t, cq.Resize(20))
 	assert.Equal(t, 31, cq.CQE())
 	for i := uint64(10); i < 30; i++ {
-		require.True(t, cq.push(cqTestWC(i), false))
+		require.True(t, cq.push(cqTestWC(i), unsolicited))
 	}
 	var want []uint64
 	for i := uint64(4); i < 30; i++ {
@@ -287,8 +287,8 @@ func TestCQResize(t *testing.T) {
 
 	require.NoError(t, cq.Resize(1))
 	assert.Equal(t, 1, cq.CQE())
-	require.True(t, cq.push(cqTestWC(1), false))
-	assert.False(t, cq.push(cqTestWC(2), false))
+	require.True(t, cq.push(cqTestWC(1), unsolicited))
+	assert.False(t, cq.push(cqTestWC(2), unsolicited))
 }
 
 func TestCQDestroy(t *testing.T) {
@@ -310,11 +310,11 @@ func TestCQDestroy(t *testing.T) {
 
 	// Two events: one read, one still queued, interleaved with other's.
 	require.NoError(t, cq.ReqNotify(false))
-	require.True(t, cq.push(cqTestWC(1), false))
+	require.True(t, cq.push(cqTestWC(1), unsolicited))
 	require.NoError(t, other.ReqNotify(false))
-	require.True(t, other.push(cqTestWC(1), false))
+	require.True(t, other.push(cqTestWC(1), unsolicited))
 	require.NoError(t, cq.ReqNotify(true))
-	require.True(t, cq.push(WC{Status: WCWRFlushErr}, false))
+	require.True(t, cq.push(WC{Status: WCWRFlushErr}, unsolicited))
 	got, _ := ch.GetEvent()
 	require.Same(t, cq, got)
 
@@ -338,7 +338,7 @@ func TestCQDestroy(t *testing.T) {
 	wantErr(cq.destroy(), syscall.EINVAL, "destroy_cq: CQ already destroyed")
 	wantErr(cq.ReqNotify(false), syscall.EINVAL, "req_notify_cq: CQ is destroyed")
 	wantErr(cq.Resize(8), syscall.EINVAL, "resize_cq: CQ is destroyed")
-	assert.PanicsWithValue(t, "nic: completion pushed to a destroyed CQ", func() { cq.push(WC{}, false) })
+	assert.PanicsWithValue(t, "nic: completion pushed to a destroyed CQ", func() { cq.push(WC{}, unsolicited) })
 
 	other.AckEvents(1)
 	require.NoError(t, other.destroy())
@@ -353,14 +353,14 @@ func TestCQHotPathAllocs(t *testing.T) {
 	wc := WC{WRID: 7, ByteLen: 100}
 
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
-		cq.push(wc, false)
+		cq.push(wc, unsolicited)
 		cq.Poll(wcs)
 	}), "push and Poll, not armed")
 
 	// Armed, with a reader that keeps up: the channel's ring stops growing.
 	cycle := func() {
 		_ = cq.ReqNotify(false)
-		cq.push(wc, true)
+		cq.push(wc, solicited)
 		cq.Poll(wcs)
 		if _, ok := ch.GetEvent(); ok {
 			cq.AckEvents(1)
@@ -370,7 +370,7 @@ func TestCQHotPathAllocs(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, cycle), "armed push, event read")
 
 	// A full CQ refuses without allocating.
-	for cq.push(wc, false) {
+	for cq.push(wc, unsolicited) {
 	}
-	assert.Zero(t, testing.AllocsPerRun(100, func() { cq.push(wc, false) }), "overflowing push")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { cq.push(wc, unsolicited) }), "overflowing push")
 }

@@ -247,7 +247,7 @@ func sgeBytes(s *SGE) uint64 {
 }
 
 // resolve checks a work request's local SGEs against pd and returns the
-// message length they describe. needWrite is set when the NIC writes into
+// message length they describe. flow is intoMemory when the NIC writes into
 // them (receive buffers, RDMA READ destinations, atomic result buffers).
 //
 // Call it when the WQE is executed, not only when it is posted: the user
@@ -256,11 +256,11 @@ func sgeBytes(s *SGE) uint64 {
 //
 // The first SGE at fault decides, checked in order: WCLocProtErr when its
 // L_Key is unknown or deregistered, its MR is in another PD, its range
-// leaves the MR, or needWrite and the MR lacks LOCAL_WRITE; WCLocLenErr
+// leaves the MR, or flow is intoMemory and the MR lacks LOCAL_WRITE; WCLocLenErr
 // when the running total passes 2^31. An SGE of length 0 (2^31 bytes) on a
 // smaller MR is therefore a protection error, not a length error. msg
 // names the SGE at fault; it is built only on failure.
-func (t *memTable) resolve(pd *PD, sges []SGE, needWrite bool) (total uint64, st WCStatus, msg string) {
+func (t *memTable) resolve(pd *PD, sges []SGE, flow dataFlow) (total uint64, st WCStatus, msg string) {
 	for i := range sges {
 		s := &sges[i]
 		n := sgeBytes(s)
@@ -273,7 +273,7 @@ func (t *memTable) resolve(pd *PD, sges []SGE, needWrite bool) (total uint64, st
 		case !mrCovers(mr, s.Addr, n):
 			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: range %#x+%d outside MR %#x+%d (lkey %#x)",
 				i, s.Addr, n, mr.Addr, mr.Length, s.LKey)
-		case needWrite && mr.Access&AccessLocalWrite == 0:
+		case flow == intoMemory && mr.Access&AccessLocalWrite == 0:
 			return 0, WCLocProtErr, fmt.Sprintf("sge[%d]: lkey %#x: MR lacks LOCAL_WRITE", i, s.LKey)
 		}
 		total += n
@@ -299,20 +299,20 @@ func (t *memTable) gather(sges []SGE, dst []byte) { t.gatherAt(sges, 0, dst) }
 // off+len(dst) is within the total; it panics otherwise, a bug of the
 // caller. It does not allocate.
 func (t *memTable) gatherAt(sges []SGE, off uint64, dst []byte) {
-	t.copyAt("gather", sges, off, dst, false)
+	t.copyAt(sges, off, dst, fromMemory)
 }
 
 // scatter copies src into the SGEs, starting at byte off of the message:
 // the payload of one packet of a message that arrives in pieces. It
-// assumes resolve has just succeeded (with needWrite) and that off+len(src)
+// assumes resolve has just succeeded (with intoMemory) and that off+len(src)
 // is within the total; it panics otherwise, a bug of the caller. It does
 // not allocate.
 func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
-	t.copyAt("scatter", sges, off, src, true)
+	t.copyAt(sges, off, src, intoMemory)
 }
 
-// copyAt moves buf to (toMem) or from the message at byte off.
-func (t *memTable) copyAt(op string, sges []SGE, off uint64, buf []byte, toMem bool) {
+// copyAt moves buf into (intoMemory) or out of the message at byte off.
+func (t *memTable) copyAt(sges []SGE, off uint64, buf []byte, flow dataFlow) {
 	for i := range sges {
 		if len(buf) == 0 {
 			return
@@ -323,10 +323,10 @@ func (t *memTable) copyAt(op string, sges []SGE, off uint64, buf []byte, toMem b
 			off -= n
 			continue
 		}
-		mr := t.mustLKey(op, sges, i)
+		mr := t.mustLKey(flow.String(), sges, i)
 		start := s.Addr - mr.Addr + off
 		k := min(n-off, uint64(len(buf)))
-		if toMem {
+		if flow == intoMemory {
 			copy(mr.buf[start:start+k], buf)
 		} else {
 			copy(buf, mr.buf[start:start+k])
@@ -335,7 +335,7 @@ func (t *memTable) copyAt(op string, sges []SGE, off uint64, buf []byte, toMem b
 		off = 0
 	}
 	if len(buf) != 0 {
-		panic(fmt.Sprintf("nic: %s: %d bytes beyond the end of the SGEs", op, len(buf)))
+		panic(fmt.Sprintf("nic: %s: %d bytes beyond the end of the SGEs", flow, len(buf)))
 	}
 }
 

@@ -247,42 +247,42 @@ func TestResolve(t *testing.T) {
 
 	sge := func(mr *MR, off uint64, n uint32) SGE { return SGE{Addr: mr.Addr + off, Length: n, LKey: mr.LKey} }
 	tests := []struct {
-		name      string
-		sges      []SGE
-		needWrite bool
-		total     uint64
-		st        WCStatus
-		msg       string
+		name  string
+		sges  []SGE
+		flow  dataFlow
+		total uint64
+		st    WCStatus
+		msg   string
 	}{
-		{"no SGEs", nil, false, 0, WCSuccess, ""},
-		{"one SGE", []SGE{sge(w, 0, 100)}, false, 100, WCSuccess, ""},
-		{"whole MR", []SGE{sge(w, 0, 8192)}, true, 8192, WCSuccess, ""},
-		{"ends at MR end", []SGE{sge(w, 8000, 192)}, true, 192, WCSuccess, ""},
-		{"several MRs", []SGE{sge(w, 10, 20), sge(r, 0, 30), sge(w, 100, 5)}, false, 55, WCSuccess, ""},
-		{"read-only MR, no write needed", []SGE{sge(r, 0, 4096)}, false, 4096, WCSuccess, ""},
-		{"unknown lkey", []SGE{sge(w, 0, 1), {Addr: w.Addr, Length: 1, LKey: 0x1234}}, false, 0, WCLocProtErr,
+		{"no SGEs", nil, fromMemory, 0, WCSuccess, ""},
+		{"one SGE", []SGE{sge(w, 0, 100)}, fromMemory, 100, WCSuccess, ""},
+		{"whole MR", []SGE{sge(w, 0, 8192)}, intoMemory, 8192, WCSuccess, ""},
+		{"ends at MR end", []SGE{sge(w, 8000, 192)}, intoMemory, 192, WCSuccess, ""},
+		{"several MRs", []SGE{sge(w, 10, 20), sge(r, 0, 30), sge(w, 100, 5)}, fromMemory, 55, WCSuccess, ""},
+		{"read-only MR, no write needed", []SGE{sge(r, 0, 4096)}, fromMemory, 4096, WCSuccess, ""},
+		{"unknown lkey", []SGE{sge(w, 0, 1), {Addr: w.Addr, Length: 1, LKey: 0x1234}}, fromMemory, 0, WCLocProtErr,
 			"sge[1]: lkey 0x1234 unknown"},
-		{"deregistered lkey", []SGE{sge(gone, 0, 1)}, false, 0, WCLocProtErr, "sge[0]: lkey 0x401 unknown"},
-		{"other PD", []SGE{sge(o, 0, 1)}, false, 0, WCLocProtErr, "sge[0]: lkey 0x301: MR in another PD"},
-		{"crosses MR end", []SGE{sge(w, 8000, 193)}, false, 0, WCLocProtErr,
+		{"deregistered lkey", []SGE{sge(gone, 0, 1)}, fromMemory, 0, WCLocProtErr, "sge[0]: lkey 0x401 unknown"},
+		{"other PD", []SGE{sge(o, 0, 1)}, fromMemory, 0, WCLocProtErr, "sge[0]: lkey 0x301: MR in another PD"},
+		{"crosses MR end", []SGE{sge(w, 8000, 193)}, fromMemory, 0, WCLocProtErr,
 			"sge[0]: range 0x560000001f40+193 outside MR 0x560000000000+8192 (lkey 0x101)"},
-		{"starts before MR", []SGE{{Addr: r.Addr - 1, Length: 2, LKey: r.LKey}}, false, 0, WCLocProtErr,
+		{"starts before MR", []SGE{{Addr: r.Addr - 1, Length: 2, LKey: r.LKey}}, fromMemory, 0, WCLocProtErr,
 			"sge[0]: range 0x560000002fff+2 outside MR 0x560000003000+4096"},
-		{"address wraps", []SGE{{Addr: math.MaxUint64 - 1, Length: 4, LKey: w.LKey}}, false, 0, WCLocProtErr, "outside MR"},
-		{"length 0 is 2^31, beyond a small MR", []SGE{sge(w, 0, 0)}, false, 0, WCLocProtErr,
+		{"address wraps", []SGE{{Addr: math.MaxUint64 - 1, Length: 4, LKey: w.LKey}}, fromMemory, 0, WCLocProtErr, "outside MR"},
+		{"length 0 is 2^31, beyond a small MR", []SGE{sge(w, 0, 0)}, fromMemory, 0, WCLocProtErr,
 			"sge[0]: range 0x560000000000+2147483648 outside MR 0x560000000000+8192"},
-		{"missing LOCAL_WRITE", []SGE{sge(w, 0, 1), sge(r, 0, 1)}, true, 0, WCLocProtErr,
+		{"missing LOCAL_WRITE", []SGE{sge(w, 0, 1), sge(r, 0, 1)}, intoMemory, 0, WCLocProtErr,
 			"sge[1]: lkey 0x201: MR lacks LOCAL_WRITE"},
-		{"length 0 is 2^31 inside a large MR", []SGE{sge(huge, 0, 0)}, true, 1 << 31, WCSuccess, ""},
-		{"exactly 2^31 in two SGEs", []SGE{sge(huge, 0, 1<<30), sge(huge, 1<<30, 1<<30)}, false, 1 << 31, WCSuccess, ""},
-		{"total over 2^31", []SGE{sge(huge, 0, 0), sge(w, 0, 1)}, false, 0, WCLocLenErr,
+		{"length 0 is 2^31 inside a large MR", []SGE{sge(huge, 0, 0)}, intoMemory, 1 << 31, WCSuccess, ""},
+		{"exactly 2^31 in two SGEs", []SGE{sge(huge, 0, 1<<30), sge(huge, 1<<30, 1<<30)}, fromMemory, 1 << 31, WCSuccess, ""},
+		{"total over 2^31", []SGE{sge(huge, 0, 0), sge(w, 0, 1)}, fromMemory, 0, WCLocLenErr,
 			"sge[1]: total length 2147483649 over 2^31"},
-		{"first fault decides: protection before length", []SGE{sge(huge, 0, 0), sge(r, 0, 1)}, true, 0, WCLocProtErr,
+		{"first fault decides: protection before length", []SGE{sge(huge, 0, 0), sge(r, 0, 1)}, intoMemory, 0, WCLocProtErr,
 			"sge[1]: lkey 0x201: MR lacks LOCAL_WRITE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			total, st, msg := tab.resolve(pd, tc.sges, tc.needWrite)
+			total, st, msg := tab.resolve(pd, tc.sges, tc.flow)
 			assert.Equal(t, tc.st, st, "status %s: %s", st.Name(), msg)
 			assert.Equal(t, tc.total, total)
 			if tc.msg == "" {
@@ -304,7 +304,7 @@ func TestGatherScatter(t *testing.T) {
 		{Addr: b.Addr, Length: 3, LKey: b.LKey},
 		{Addr: a.Addr + 60, Length: 4, LKey: a.LKey},
 	}
-	total, st, msg := tab.resolve(pd, sges, true)
+	total, st, msg := tab.resolve(pd, sges, intoMemory)
 	require.Equal(t, WCSuccess, st, msg)
 	require.Equal(t, uint64(12), total)
 	want := []byte{10, 11, 12, 13, 14, 0x80, 0x81, 0x82, 60, 61, 62, 63}
@@ -344,7 +344,7 @@ func TestGatherScatterZeroLengthSGE(t *testing.T) {
 	pd := &PD{}
 	huge := memTestHuge(t, &tab, pd, 16, 1<<31)
 	sges := []SGE{{Addr: huge.Addr, Length: 0, LKey: huge.LKey}}
-	total, st, msg := tab.resolve(pd, sges, true)
+	total, st, msg := tab.resolve(pd, sges, intoMemory)
 	require.Equal(t, WCSuccess, st, msg)
 	require.Equal(t, uint64(1<<31), total)
 
@@ -461,7 +461,7 @@ func TestMemoryHotPathAllocs(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"resolve", func() { tab.resolve(pd, sges, true) }},
+		{"resolve", func() { tab.resolve(pd, sges, intoMemory) }},
 		{"gather", func() { tab.gather(sges, buf) }},
 		{"gatherAt", func() { tab.gatherAt(sges, 1024, pkt) }},
 		{"scatter", func() { tab.scatter(sges, 2048, pkt) }},

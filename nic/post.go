@@ -140,8 +140,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		w.sges = sges
 	} else {
 		w.sges = append(sges, wr.SGList...)
-		needWrite := wr.Opcode.isRdAtomic()
-		total, st, why := d.mem.resolve(qp.pd, w.sges, needWrite)
+		total, st, why := d.mem.resolve(qp.pd, w.sges, wr.Opcode.localFlow())
 		w.length = total
 		switch {
 		case st != WCSuccess:
@@ -183,7 +182,7 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		w := qp.rq.grow()
 		sges := w.sges[:0]
 		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
-		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, true)
+		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, intoMemory)
 		if qp.state == QPStateErr {
 			qp.rq.size--
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, unsolicited)

@@ -494,7 +494,7 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, s
 	d.outbox.tookCompletion(cq)
 	if !(spec && cq.errRaised) {
 		events := cq.events
-		pushed := cq.push(wc, se == solicited)
+		pushed := cq.push(wc, se)
 		if cq.events != events {
 			d.outbox.tookEvent(cq.ch)
 		}

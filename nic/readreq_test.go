@@ -48,8 +48,7 @@ func TestReadRequestChecks(t *testing.T) {
 		// A duplicate READ (its PSN inside one answered) that asks for
 		// bytes outside the original READ is dropped without an answer:
 		// rxe's duplicate_request replays only a request that is the
-		// same as the original or a part of it (IBTA §9.7.5.1.5 lets the
-		// responder re-read only what the original named).
+		// same as the original or a part of it.
 		name: "duplicate READ outside the original",
 		pkts: func(r *rig) []pkt { return []pkt{read(r, 0, 0, 3000), read(r, 1, 3072, 1024)} },
 		want: []string{"RC_RDMA_READ_RESPONSE_FIRST psn=1000 ACK", "RC_RDMA_READ_RESPONSE_MIDDLE psn=1001",

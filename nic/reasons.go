@@ -1,5 +1,7 @@
 package nic
 
+import "github.com/rocesim/rocesim/wire"
+
 // Named values for what used to be note text or positional booleans. The
 // retransmission notes of the pcapng capture and the ladder are derived
 // from these (retryReason.String), never compared back.
@@ -67,11 +69,70 @@ const (
 	solicited
 )
 
+// arrival says whether a request is new, to execute, or a duplicate of
+// one executed already, answered again from what was saved and never
+// executed twice (IBTA vol. 1 §9.7.5.1.3; rxe's duplicate_request).
+type arrival uint8
+
+const (
+	newRequest arrival = iota
+	duplicateRequest
+)
+
+// dataFlow says which way bytes move between a message and the memory
+// its SGEs name: out of it (a SEND or WRITE source, gathered) or into it
+// (a receive buffer, a READ or atomic destination, scattered), which the
+// region must allow with LOCAL_WRITE (IBTA vol. 1 §10.6.3.2; rxe's
+// copy_data takes IB_ACCESS_LOCAL_WRITE for RXE_TO_MR_OBJ).
+type dataFlow uint8
+
+const (
+	fromMemory dataFlow = iota // gathered: the device reads the memory
+	intoMemory                 // scattered: the device writes it
+)
+
+// String names the copy, for messages: gather or scatter.
+func (f dataFlow) String() string {
+	if f == intoMemory {
+		return "scatter"
+	}
+	return "gather"
+}
+
 // isRdAtomic reports whether o is a READ or an atomic: an operation that
 // asks for data back, completes on its response rather than on an ACK,
 // and needs a LOCAL_WRITE destination.
 func (o WROpcode) isRdAtomic() bool {
 	return o == WRRDMARead || o.isAtomic()
+}
+
+// localFlow is which way the WR's local memory is used: a READ or an
+// atomic writes its result into it; every other opcode with SGEs reads it.
+func (o WROpcode) localFlow() dataFlow {
+	if o.isRdAtomic() {
+		return intoMemory
+	}
+	return fromMemory
+}
+
+// hasImm reports whether o's message carries immediate data.
+func (o WROpcode) hasImm() bool {
+	return o == WRSendWithImm || o == WRRDMAWriteWithImm
+}
+
+// segment is the position in its message (IBTA vol. 1 §9.2: FIRST,
+// MIDDLE, LAST or ONLY) of a packet that is, or is not, its message's
+// first and last.
+func segment(first, last bool) wire.Position {
+	switch {
+	case first && last:
+		return wire.PosOnly
+	case first:
+		return wire.PosFirst
+	case last:
+		return wire.PosLast
+	}
+	return wire.PosMiddle
 }
 
 // isAtomic reports whether o is one of the two atomic operations.

@@ -268,15 +268,16 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	payload := d.scratch[:n]
 	if w.isInline {
 		copy(payload, w.inline[off:off+n])
-	} else if !d.memStillValid(qp, w.sges, false) {
+	} else if !d.memStillValid(qp, w.sges, fromMemory) {
 		d.localProtErr(now, qp, w)
 		return false
 	} else {
 		d.mem.gatherAt(w.sges, off, payload)
 	}
 	f.Payload = payload
-	first, last := i == 0, i == w.npkts-1
-	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, first, last)
+	pos := segment(i == 0, i == w.npkts-1)
+	last := pos == wire.PosLast || pos == wire.PosOnly
+	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
 	f.BTH.PSN = w.firstPSN.Add(i)
 	info := f.BTH.Opcode.Info()
 	if info.Has(wire.HasRETH) {
@@ -413,12 +414,12 @@ func (l *roundLog) covering(psn wire.PSN, current int) int {
 	return current
 }
 
-// requestOpcode picks the BTH opcode for a packet of a WR.
-func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
+// requestOpcode picks the BTH opcode for the packet at pos of a WR.
+func requestOpcode(t QPType, op WROpcode, pos wire.Position) wire.Opcode {
 	var base wire.Opcode
 	switch t {
 	case QPTypeUC:
-		base = 0x20
+		base = ucOpcodeBase
 	case QPTypeUD:
 		if op == WRSendWithImm {
 			return wire.OpUDSendOnlyImm
@@ -427,22 +428,27 @@ func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
 	}
 	switch op {
 	case WRSend, WRSendWithImm:
-		return base + rcSendOps.pick(first, last, op == WRSendWithImm)
+		return base + rcSendOps.pick(pos, op)
 	case WRSendWithInv:
 		// RC only (post refuses it elsewhere): the IETH rides on the last
 		// packet (IBTA §9.4.1.1, SEND LAST/ONLY WITH INVALIDATE).
-		switch {
-		case first && last:
+		switch pos {
+		case wire.PosOnly:
 			return wire.OpRCSendOnlyWithInvalidate
-		case last:
+		case wire.PosLast:
 			return wire.OpRCSendLastWithInvalidate
 		}
-		return rcSendOps.pick(first, false, false)
+		return rcSendOps.pick(pos, op)
 	case WRRDMAWrite, WRRDMAWriteWithImm:
-		return base + rcWriteOps.pick(first, last, op == WRRDMAWriteWithImm)
+		return base + rcWriteOps.pick(pos, op)
 	}
 	return base
 }
+
+// ucOpcodeBase is what a UC opcode adds to the RC one of the same
+// operation: the OpCode's top three bits name the transport (IBTA vol. 1
+// §9.2: RC 000, UC 001).
+const ucOpcodeBase = wire.OpUCSendFirst - wire.OpRCSendFirst
 
 // segmentOps are the RC opcodes of one message kind by the packet's place
 // in the message; the UC ones are the same plus 0x20.
@@ -457,19 +463,21 @@ var (
 		wire.OpRCWriteLastImm, wire.OpRCWriteOnly, wire.OpRCWriteOnlyImm}
 )
 
-// pick is the opcode of a packet that is first and/or last of its
-// message; imm says the message carries an immediate (on its last packet).
-func (s *segmentOps) pick(first, last, imm bool) wire.Opcode {
+// pick is the opcode of the packet at pos of a message of opcode op,
+// which says whether the message carries an immediate (on its last
+// packet).
+func (s *segmentOps) pick(pos wire.Position, op WROpcode) wire.Opcode {
+	imm := op.hasImm()
 	switch {
-	case first && last && imm:
+	case pos == wire.PosOnly && imm:
 		return s.onlyImm
-	case first && last:
+	case pos == wire.PosOnly:
 		return s.only
-	case first:
+	case pos == wire.PosFirst:
 		return s.first
-	case last && imm:
+	case pos == wire.PosLast && imm:
 		return s.lastImm
-	case last:
+	case pos == wire.PosLast:
 		return s.last
 	}
 	return s.middle

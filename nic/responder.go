@@ -75,7 +75,7 @@ type responder struct {
 // rdResource is one answered READ or atomic.
 type rdResource struct {
 	used        bool
-	atomic      bool
+	kind        rdKind
 	first, last wire.PSN // the PSNs of the READ's responses (first == last for an atomic)
 	va          uint64   // READ: the address of its first byte
 	length      uint64   // READ: its length
@@ -92,11 +92,19 @@ func (r *responder) keep(qp *QP, x rdResource) {
 	r.resN++
 }
 
-// find returns the resource whose PSNs hold psn, or nil.
-func (r *responder) find(psn wire.PSN, atomic bool) *rdResource {
+// rdKind says what a responder resource answered: a READ or an atomic.
+type rdKind uint8
+
+const (
+	rdRead rdKind = iota
+	rdAtomicOp
+)
+
+// find returns the resource of that kind whose PSNs hold psn, or nil.
+func (r *responder) find(psn wire.PSN, kind rdKind) *rdResource {
 	for i := range r.res {
 		x := &r.res[i]
-		if x.used && x.atomic == atomic && psn.InRange(x.first, x.last) {
+		if x.used && x.kind == kind && psn.InRange(x.first, x.last) {
 			return x
 		}
 	}
@@ -207,7 +215,7 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 				return respDone
 			}
 		case wire.KindReadRequest:
-			d.answerRead(now, qp, p, false) // answers, and updates ePSN and MSN itself
+			d.answerRead(now, qp, p, newRequest) // answers, and updates ePSN and MSN itself
 			return respDone
 		case wire.KindCompareSwap, wire.KindFetchAdd:
 			d.answerAtomic(now, qp, p)
@@ -356,7 +364,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		d.remoteError(now, qp, nak, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
-	if !d.memStillValid(qp, w.sges, true) {
+	if !d.memStillValid(qp, w.sges, intoMemory) {
 		// The receive buffer was deregistered while in use.
 		d.failRecv(now, qp, w, WCLocProtErr, "receive buffer deregistered while in use")
 		d.remoteError(now, qp, wire.NAKRemoteOperation, p.BTH.PSN(), EventQPFatal)
@@ -461,9 +469,10 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 }
 
 // answerRead starts the READ response packets for a request (a replay
-// when dup is set: the PSN is already behind ePSN). readReplyRun builds
+// of a duplicate: its PSN is already behind ePSN). readReplyRun builds
 // them.
-func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
+func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, a arrival) {
+	dup := a == duplicateRequest
 	r := &qp.resp
 	psn := p.BTH.PSN()
 	va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
@@ -482,12 +491,12 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, dup bool) {
 	if dup {
 		// A replay from the middle of the original READ continues its
 		// response: MIDDLE packets, then LAST (rxe's replay state).
-		x := r.find(psn, false)
+		x := r.find(psn, rdRead)
 		midStart = x != nil && psn != x.first
 	} else {
 		r.msn = (r.msn + 1) & wire.PSNMask
 		r.epsn = psn.Add(npkts)
-		r.keep(qp, rdResource{used: true, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
+		r.keep(qp, rdResource{used: true, kind: rdRead, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
 	r.reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
 	d.readReplyRun(now, qp)
@@ -555,13 +564,12 @@ func (d *Device) buildReadResponse(qp *QP, x *readReply) {
 		start := x.va - x.mr.Addr + off
 		f.Payload = x.mr.buf[start : start+min(m, x.length-off)]
 	}
-	first, last := i == 0 && !x.midStart, i == x.n-1
-	switch {
-	case first && last:
+	switch segment(i == 0 && !x.midStart, i == x.n-1) {
+	case wire.PosOnly:
 		f.BTH.Opcode = wire.OpRCReadResponseOnly
-	case first:
+	case wire.PosFirst:
 		f.BTH.Opcode = wire.OpRCReadResponseFirst
-	case last:
+	case wire.PosLast:
 		f.BTH.Opcode = wire.OpRCReadResponseLast
 	default:
 		f.BTH.Opcode = wire.OpRCReadResponseMiddle
@@ -696,7 +704,7 @@ func (d *Device) answerAtomic(now sim.Time, qp *QP, p *wire.Packet) {
 	} else if orig == a.CompareData() {
 		binary.LittleEndian.PutUint64(cell, a.SwapAddData())
 	}
-	r.keep(qp, rdResource{used: true, atomic: true, first: psn, last: psn, orig: orig})
+	r.keep(qp, rdResource{used: true, kind: rdAtomicOp, first: psn, last: psn, orig: orig})
 	r.msn = (r.msn + 1) & wire.PSNMask
 	r.epsn = psn.Next()
 	d.sendAtomicAck(qp, psn, orig, "")
@@ -724,7 +732,7 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 		// Replayed only from a resource that holds it, and only if it asks
 		// for a part of what that READ read (a re-read from a later PSN
 		// asks for the rest); otherwise dropped (rxe's find_resource).
-		x := qp.resp.find(psn, false)
+		x := qp.resp.find(psn, rdRead)
 		if x == nil {
 			return
 		}
@@ -733,9 +741,9 @@ func (d *Device) duplicate(now sim.Time, qp *QP, p *wire.Packet) {
 		if va < x.va+skip || va+n > x.va+x.length {
 			return
 		}
-		d.answerRead(now, qp, p, true)
+		d.answerRead(now, qp, p, duplicateRequest)
 	case wire.KindCompareSwap, wire.KindFetchAdd:
-		if x := qp.resp.find(psn, true); x != nil {
+		if x := qp.resp.find(psn, rdAtomicOp); x != nil {
 			d.sendAtomicAck(qp, psn, x.orig, "replayed atomic result")
 		}
 		// No saved result: dropped silently (counted as a duplicate).

@@ -18,8 +18,8 @@ func (t *memTable) peek(s SGE) []byte {
 // memStillValid re-checks a WQE's SGEs before the device touches them:
 // the user may have deregistered an MR since the post (rxe then completes
 // with LOC_PROT_ERR rather than touch freed memory).
-func (d *Device) memStillValid(qp *QP, sges []SGE, needWrite bool) bool {
-	_, st, _ := d.mem.resolve(qp.pd, sges, needWrite)
+func (d *Device) memStillValid(qp *QP, sges []SGE, flow dataFlow) bool {
+	_, st, _ := d.mem.resolve(qp.pd, sges, flow)
 	return st == WCSuccess
 }
 

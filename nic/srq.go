@@ -114,7 +114,7 @@ func (d *Device) PostSRQRecv(s *SRQ, wrs []RecvWR) (int, error) {
 		w := s.rq.grow()
 		sg := w.sges
 		*w = recvWQE{wrid: wrs[i].WRID, sges: append(sg[:0], wrs[i].SGList...)}
-		w.length, w.status, w.why = d.mem.resolve(s.pd, w.sges, true)
+		w.length, w.status, w.why = d.mem.resolve(s.pd, w.sges, intoMemory)
 	}
 	return len(wrs), nil
 }
