@@ -391,7 +391,7 @@ func (d *Device) invalidateForSend(now sim.Time, qp *QP, w *recvWQE, p *wire.Pac
 	if why == "" {
 		return true
 	}
-	d.failRecv(now, qp, w, WCRemInvReqErr, "send with invalidate: "+why)
+	d.failRecv(now, qp, w, WCRemInvReqErr, wcReason{kind: whySendInvalidate, detail: why})
 	if p.BTH.AckReq() && qp.state != QPStateErr {
 		d.sendAck(qp, wire.ACKSyndrome(wire.CreditsUnlimited), p.BTH.PSN(), "")
 	}

@@ -144,11 +144,11 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		w.length = total
 		switch {
 		case st != WCSuccess:
-			w.status, w.done, w.why = st, true, why
+			w.status, w.done, w.why = st, true, memCheck(why)
 		case total > MaxMessage:
-			w.status, w.done, w.why = WCLocLenErr, true, "post_send: message of "+itoa(int(total))+" bytes over 2^31"
+			w.status, w.done, w.why = WCLocLenErr, true, wcReason{kind: whyMessageOver2G, n: total}
 		case t == QPTypeUD && total > uint64(d.cfg.PathMTUMax.Bytes()):
-			w.status, w.done, w.why = WCLocLenErr, true, "post_send: UD message of "+itoa(int(total))+" bytes over the path MTU"
+			w.status, w.done, w.why = WCLocLenErr, true, wcReason{kind: whyUDOverMTU, n: total}
 		}
 	}
 	if qp.state == QPStateErr || qp.state == QPStateSQE {
@@ -182,7 +182,9 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		w := qp.rq.grow()
 		sges := w.sges[:0]
 		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
-		w.length, w.status, w.why = d.mem.resolve(qp.pd, w.sges, intoMemory)
+		var msg string
+		w.length, w.status, msg = d.mem.resolve(qp.pd, w.sges, intoMemory)
+		w.why = memCheck(msg)
 		if qp.state == QPStateErr {
 			qp.rq.size--
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.num}, unsolicited)

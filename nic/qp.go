@@ -59,7 +59,7 @@ type sendWQE struct {
 	npkts    uint32
 	rdRcvd   uint32   // READ: response packets received in order so far
 	status   WCStatus // a local error found at post time (completes in order)
-	why      string   // what the post-time check found, for the trace
+	why      wcReason // what the post-time check found, for the trace
 	done     bool     // acknowledged (or failed); completes when it reaches the head
 }
 
@@ -69,7 +69,7 @@ type recvWQE struct {
 	sges   []SGE
 	length uint64
 	status WCStatus
-	why    string // what the post-time check found, for the trace
+	why    wcReason // what the post-time check found, for the trace
 }
 
 // ring is a fixed-capacity FIFO whose slots keep their storage.
@@ -423,7 +423,7 @@ func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
 	if st == WCSuccess {
 		wc.ByteLen = sendByteLen(d.cfg.Profile, w)
 	}
-	why := ""
+	var why wcReason
 	if st != WCSuccess && st != WCWRFlushErr {
 		why = w.why
 	}
@@ -452,14 +452,14 @@ func sendByteLen(p Profile, w *sendWQE) uint32 {
 
 // completeRecv posts a receive completion.
 func (d *Device) completeRecv(now sim.Time, qp *QP, wc WC, se solicitation) {
-	d.pushCQE(now, qp, qp.init.RecvCQ, wc, se, recvSide, "")
+	d.pushCQE(now, qp, qp.init.RecvCQ, wc, se, recvSide, wcReason{})
 }
 
 // failRecv retires the receive WQE in use, w, and posts its failed
 // completion saying why. The WQE is retired first: the completion may
 // overflow the CQ and move the QP to ERR, whose flush must not find (and
 // complete, and retire) the same WQE again.
-func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why string) {
+func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why wcReason) {
 	wrid := w.wrid
 	qp.doneRecv()
 	d.pushCQE(now, qp, qp.init.RecvCQ, WC{WRID: wrid, Status: st, Opcode: WCRecv, QPNum: qp.num}, unsolicited, recvSide, why)
@@ -488,7 +488,7 @@ func (d *Device) failRecv(now sim.Time, qp *QP, w *recvWQE, st WCStatus, why str
 // moves the QP to ERR without an event (the responder's
 // RESPST_ERR_CQ_OVERFLOW), a lost send completion is lost silently and
 // the QP runs on (rxe_comp.c ignores the failure of rxe_cq_post).
-func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, side cqSide, why string) {
+func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, side cqSide, why wcReason) {
 	d.traceCompletion(now, qp, wc, why)
 	spec := d.cfg.Profile == ProfileSpec
 	d.outbox.tookCompletion(cq)

@@ -32,11 +32,14 @@ var retryReasonNotes = [...]string{
 }
 
 // String returns the reason as it appears in a retransmission note.
-func (r retryReason) String() string {
-	if int(r) < len(retryReasonNotes) {
-		return retryReasonNotes[r]
+func (r retryReason) String() string { return noteText(retryReasonNotes[:], r, "retryReason") }
+
+// noteText is the note of reason r, or typ(r) for a value without one.
+func noteText[R ~uint8](notes []string, r R, typ string) string {
+	if int(r) < len(notes) {
+		return notes[r]
 	}
-	return "retryReason(" + itoa(int(r)) + ")"
+	return typ + "(" + itoa(int(r)) + ")"
 }
 
 // ackBound says whether an acknowledgement of a PSN covers that PSN (an
@@ -155,4 +158,92 @@ func solicitationOf(se bool) solicitation {
 		return solicited
 	}
 	return unsolicited
+}
+
+// wcReason is why a work request completed in error, as the trace's why=
+// field (and from it the ladder's completion note) words it: a kind
+// naming the check that failed, with the numbers it names, or the words
+// of a memory, bind or invalidation check (detail). The zero value is no
+// reason. String gives the text the traces were made with; nothing
+// compares it back.
+type wcReason struct {
+	kind   wcReasonKind
+	n, max uint64 // lengths: the message's (n) and the buffer's (max)
+	detail string // a check's own words (memTable.resolve, bindMW, invalidate)
+}
+
+// wcReasonKind is the check a wcReason names.
+type wcReasonKind uint8
+
+const (
+	whyNone             wcReasonKind = iota
+	whyMemCheck                      // detail: what a memory or bind check found
+	whyMessageOver2G                 // n: a send message longer than 2^31 bytes (post_send)
+	whyUDOverMTU                     // n: a UD message longer than the path MTU (post_send)
+	whyRecvTooShort                  // max: a message longer than the receive buffer
+	whyDatagramTooLong               // n, max: a datagram (with its GRH) longer than the buffer
+	whyRecvDeregistered              // the receive buffer deregistered mid-message
+	whyUCLostPacket                  // a UC message broken by a lost packet
+	whyUCOpcodeSequence              // a UC message broken by an opcode out of sequence
+	whySendInvalidate                // detail: the IETH's invalidation failed
+	whyLocalInvalidate               // detail: a LOCAL_INV's invalidation failed
+)
+
+// memCheck is the reason for what a memory or bind check found, msg
+// (none when msg is empty: the check passed).
+func memCheck(msg string) wcReason {
+	if msg == "" {
+		return wcReason{}
+	}
+	return wcReason{kind: whyMemCheck, detail: msg}
+}
+
+// String returns the reason as the trace's why= field gives it.
+func (r wcReason) String() string {
+	switch r.kind {
+	case whyNone:
+		return ""
+	case whyMemCheck:
+		return r.detail
+	case whyMessageOver2G:
+		return "post_send: message of " + itoa(int(r.n)) + " bytes over 2^31"
+	case whyUDOverMTU:
+		return "post_send: UD message of " + itoa(int(r.n)) + " bytes over the path MTU"
+	case whyRecvTooShort:
+		return "message longer than the receive buffer of " + itoa(int(r.max)) + " bytes"
+	case whyDatagramTooLong:
+		return "datagram of " + itoa(int(r.n)) + " bytes (with the GRH) longer than the receive buffer of " + itoa(int(r.max)) + " bytes"
+	case whyRecvDeregistered:
+		return "receive buffer deregistered while in use"
+	case whyUCLostPacket:
+		return "UC message broken by a lost packet"
+	case whyUCOpcodeSequence:
+		return "UC message broken by an opcode out of sequence"
+	case whySendInvalidate:
+		return "send with invalidate: " + r.detail
+	case whyLocalInvalidate:
+		return "local_inv: " + r.detail
+	}
+	return "wcReason(" + itoa(int(r.kind)) + ")"
+}
+
+// msgDropReason is why the responder dropped a whole UC message without a
+// completion (traceMessageDrop): nothing else shows that it arrived.
+type msgDropReason uint8
+
+const (
+	dropAfterBrokenWrite msgDropReason = iota // rxe keeps a broken WRITE's opcode: every later message fails check_op_seq
+	dropAfterBrokenMsg                        // the message after a broken one fails check_op_seq (a LAST missing)
+)
+
+// msgDropReasonNotes are the trace texts, byte for byte those the traces
+// were made with.
+var msgDropReasonNotes = [...]string{
+	dropAfterBrokenWrite: "UC: dropped, a WRITE broke earlier (rxe keeps its opcode as the last one seen)",
+	dropAfterBrokenMsg:   "UC: the message after a broken one is dropped (rxe check_op_seq: LAST missing)",
+}
+
+// String returns the reason as the trace's why= field gives it.
+func (r msgDropReason) String() string {
+	return noteText(msgDropReasonNotes[:], r, "msgDropReason")
 }

@@ -182,7 +182,7 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		// and the QP goes to ERR.
 		why := w.why
 		if w.status == WCSuccess {
-			why = "datagram of " + itoa(int(grhLen+n)) + " bytes (with the GRH) longer than the receive buffer of " + itoa(int(w.length)) + " bytes"
+			why = wcReason{kind: whyDatagramTooLong, n: grhLen + n, max: w.length}
 			if w.length >= grhLen {
 				// rxe copies the GRH area first, and that copy fits; the
 				// payload's copy is the one refused (seen on real rxe).

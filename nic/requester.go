@@ -133,7 +133,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 				// flight before it, and takes no PSN; it completes in
 				// order, once everything before it has.
 				w.started, w.firstPSN, w.npkts, w.done = true, r.psn, 0, true
-				if why := d.localOp(qp, w); why != "" {
+				if why := d.localOp(qp, w); why.kind != whyNone {
 					// Failed: it completes with its status once it is the
 					// oldest, and nothing after it is sent (rxe moves the
 					// requester to its error state).
@@ -488,19 +488,19 @@ func (s *segmentOps) pick(pos wire.Position, op WROpcode) wire.Opcode {
 func isLocalOp(op WROpcode) bool { return op == WRBindMW || op == WRLocalInv }
 
 // localOp executes a BIND_MW or LOCAL_INV WQE and sets its status; it
-// returns why it failed, or "". A failed bind completes with MW_BIND_ERR,
-// a failed invalidation with LOC_QP_OP_ERR (rxe_do_local_ops).
-func (d *Device) localOp(qp *QP, w *sendWQE) string {
+// returns why it failed, or no reason. A failed bind completes with
+// MW_BIND_ERR, a failed invalidation with LOC_QP_OP_ERR (rxe_do_local_ops).
+func (d *Device) localOp(qp *QP, w *sendWQE) wcReason {
 	if w.wr.Opcode == WRBindMW {
-		if why := d.mem.bindMW(qp, &w.wr.BindMW); why != "" {
+		why := memCheck(d.mem.bindMW(qp, &w.wr.BindMW))
+		if why.kind != whyNone {
 			w.status = WCMWBindErr
-			return why
 		}
-		return ""
+		return why
 	}
 	if why := d.mem.invalidate(w.wr.InvalidateRKey); why != "" {
 		w.status = WCLocQPOpErr
-		return "local_inv: " + why
+		return wcReason{kind: whyLocalInvalidate, detail: why}
 	}
-	return ""
+	return wcReason{}
 }

@@ -352,7 +352,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		// LOC_LEN_ERR.
 		st, why, nak := w.status, w.why, wire.NAKRemoteOperation
 		if st == WCSuccess {
-			st, why = WCLocLenErr, "message longer than the receive buffer of "+itoa(int(w.length))+" bytes"
+			st, why = WCLocLenErr, wcReason{kind: whyRecvTooShort, max: w.length}
 			if d.cfg.Profile != ProfileRXE {
 				nak = wire.NAKInvalidRequest
 			}
@@ -366,7 +366,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	if !d.memStillValid(qp, w.sges, intoMemory) {
 		// The receive buffer was deregistered while in use.
-		d.failRecv(now, qp, w, WCLocProtErr, "receive buffer deregistered while in use")
+		d.failRecv(now, qp, w, WCLocProtErr, wcReason{kind: whyRecvDeregistered})
 		d.remoteError(now, qp, wire.NAKRemoteOperation, p.BTH.PSN(), EventQPFatal)
 		return false
 	}
@@ -827,7 +827,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 			if rxe {
 				r.ucBroken = true // the WQE waits for the next start (below)
 			} else {
-				d.abandonUCMessage(now, qp, "UC message broken by a lost packet")
+				d.abandonUCMessage(now, qp, whyUCLostPacket)
 			}
 		}
 	}
@@ -844,7 +844,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// check_op_seq and is dropped, until the QP is reset (seen on
 		// real rxe: differential scenario uc-write-loss).
 		r.ucDrop = pos == wire.PosFirst
-		d.traceMessageDrop(now, qp, "UC: dropped, a WRITE broke earlier (rxe keeps its opcode as the last one seen)")
+		d.traceMessageDrop(now, qp, dropAfterBrokenWrite)
 		return
 	}
 	if r.ucBroken && start {
@@ -856,9 +856,9 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// class E: the broken message's receive completes with
 		// REM_INV_REQ_ERR.
 		r.ucBroken = false
-		d.abandonUCMessage(now, qp, "UC message broken by a lost packet")
+		d.abandonUCMessage(now, qp, whyUCLostPacket)
 		r.ucDrop = pos == wire.PosFirst
-		d.traceMessageDrop(now, qp, "UC: the message after a broken one is dropped (rxe check_op_seq: LAST missing)")
+		d.traceMessageDrop(now, qp, dropAfterBrokenMsg)
 		return
 	}
 	if !d.checkSequence(qp, p) {
@@ -867,7 +867,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		// dropped with the rest of its message, and a message in progress
 		// is given up (rxe: class D1E).
 		if r.inSend || r.inWrite {
-			d.abandonUCMessage(now, qp, "UC message broken by an opcode out of sequence")
+			d.abandonUCMessage(now, qp, whyUCOpcodeSequence)
 		}
 		if rxe && r.inWrite {
 			r.ucStuck = true // see above
@@ -887,9 +887,9 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 // complete. Without an SRQ the WQE stays at the head of the receive queue
 // for the next message; on an SRQ it was taken from the shared queue, so
 // it completes with REM_INV_REQ_ERR (rxe's class E) rather than vanish.
-func (d *Device) abandonUCMessage(now sim.Time, qp *QP, why string) {
+func (d *Device) abandonUCMessage(now sim.Time, qp *QP, why wcReasonKind) {
 	if w := qp.resp.rwqe; w != nil && qp.init.SRQ != nil {
-		d.failRecv(now, qp, w, WCRemInvReqErr, why)
+		d.failRecv(now, qp, w, WCRemInvReqErr, wcReason{kind: why})
 	}
 	qp.resp.rwqe = nil
 }

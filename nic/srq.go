@@ -114,7 +114,9 @@ func (d *Device) PostSRQRecv(s *SRQ, wrs []RecvWR) (int, error) {
 		w := s.rq.grow()
 		sg := w.sges
 		*w = recvWQE{wrid: wrs[i].WRID, sges: append(sg[:0], wrs[i].SGList...)}
-		w.length, w.status, w.why = d.mem.resolve(s.pd, w.sges, intoMemory)
+		var msg string
+		w.length, w.status, msg = d.mem.resolve(s.pd, w.sges, intoMemory)
+		w.why = memCheck(msg)
 	}
 	return len(wrs), nil
 }

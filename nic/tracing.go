@@ -16,7 +16,7 @@ func (d *Device) traceState(now sim.Time, qp *QP, from, to QPState) {
 }
 
 // traceCompletion records a completion.
-func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC, why string) {
+func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC, why wcReason) {
 	if !d.trace.Enabled() {
 		return
 	}
@@ -28,8 +28,8 @@ func (d *Device) traceCompletion(now sim.Time, qp *QP, wc WC, why string) {
 	if wc.WCFlags&WCFlagWithImm != 0 {
 		f = append(f, sim.Field{Key: "imm", Value: "0x" + strconv.FormatUint(uint64(wc.ImmData), 16)})
 	}
-	if why != "" {
-		f = append(f, sim.Field{Key: "why", Value: why})
+	if why.kind != whyNone {
+		f = append(f, sim.Field{Key: "why", Value: why.String()})
 	}
 	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "completion", Fields: f})
 }
@@ -45,10 +45,10 @@ func (d *Device) traceTimer(now sim.Time, qp *QP, which string) {
 
 // traceMessageDrop records a message the responder dropped without a
 // completion: nothing else shows that it arrived.
-func (d *Device) traceMessageDrop(now sim.Time, qp *QP, why string) {
+func (d *Device) traceMessageDrop(now sim.Time, qp *QP, why msgDropReason) {
 	if !d.trace.Enabled() {
 		return
 	}
 	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "message-drop",
-		Fields: []sim.Field{{Key: "why", Value: why}}})
+		Fields: []sim.Field{{Key: "why", Value: why.String()}}})
 }
