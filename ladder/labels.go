@@ -170,14 +170,14 @@ func (f *frame) lossTexts() []string {
 	}
 	why := strings.TrimPrefix(f.lostWhy, "dropped: ")
 	short := "dropped"
-	switch {
-	case strings.HasPrefix(why, "egress queue"):
+	switch f.lostCause {
+	case sim.DropQueueFull:
 		short = "queue full"
-	case strings.Contains(why, "exceeds the MTU"):
+	case sim.DropMTU:
 		short = "MTU"
-	case strings.HasPrefix(why, "switch "):
+	case sim.DropNoRoute:
 		short = "no route"
-	case strings.Contains(why, "link went down"):
+	case sim.DropLinkDown:
 		short = "link down"
 	}
 	return []string{why + at, short + at}

@@ -105,6 +105,7 @@ type frame struct {
 	lostHop   int    // links crossed before the drop (0: at the sender)
 	lostRule  string
 	lostWhy   string
+	lostCause sim.DropCause
 	hops      int    // links it entered
 	lastLink  string // the link it last entered
 	marks     []mark
@@ -285,6 +286,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 	k := keyOf(e)
 	why, _ := e.Get("why")
 	rule, _ := e.Get("rule")
+	cause, _ := e.Get("drop")
 	var f *frame
 	switch e.Kind {
 	case "frame-tx":
@@ -318,7 +320,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 		if f == nil {
 			f = b.copyOf(link, k) // a copy lost as it entered the link
 		}
-		if f == nil && strings.HasPrefix(why, "dropped: switch ") {
+		if f == nil && sim.DropCause(cause) == sim.DropNoRoute {
 			f = take(b.flight, link, k, true) // lost on arrival at the switch
 			if f != nil {
 				f.hops++ // count the link it crossed
@@ -328,7 +330,8 @@ func (b *builder) frameEvent(e *sim.Event) {
 			f = b.arrive(e, from, k)
 		}
 		f.lost, f.end, f.lostAt, f.lostHop, f.lostRule, f.lostWhy = true, e.Time, from, f.hops, rule, why
-		if strings.HasPrefix(why, "dropped: switch ") {
+		f.lostCause = sim.DropCause(cause)
+		if f.lostCause == sim.DropNoRoute {
 			f.lostAt = to
 		}
 		if f.origin == from && f.hops == 0 {

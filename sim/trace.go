@@ -12,6 +12,24 @@ import (
 // changes once golden files depend on it.
 type Kind string
 
+// DropCause is why the fabric lost a frame: the drop= field of its
+// frame-drop or queue-drop event, for a reader that must tell the causes
+// apart (the ladder); the why= field says the same for people, with the
+// numbers, and is never parsed.
+type DropCause string
+
+// The causes of a frame-drop or queue-drop event.
+const (
+	DropFault     DropCause = "fault"      // a drop rule of the fault plan
+	DropQueueFull DropCause = "queue-full" // the egress queue had no room
+	DropMTU       DropCause = "mtu"        // the IP packet exceeds the link's MTU
+	DropNoRoute   DropCause = "no-route"   // the switch has no port for the destination MAC
+	DropLinkDown  DropCause = "link-down"  // held back by the fault plan, then its link went down
+)
+
+// Field returns the event field that records c.
+func (c DropCause) Field() Field { return Field{Key: "drop", Value: string(c)} }
+
 // Field is one key=value of a trace event, kept in the order added.
 type Field struct {
 	Key, Value string

@@ -15,7 +15,7 @@ import (
 func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	if mtu := d.link.cfg.MTU; b.n-wire.EthernetLen > mtu {
 		d.stats.MTUDrops++
-		f.record(d, b, "frame-drop", fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.link.name), 0)
+		f.record(d, b, "frame-drop", sim.DropMTU, fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.link.name), 0)
 		f.pool.put(b)
 		return
 	}
@@ -46,7 +46,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	switch v.Action {
 	case faults.Drop:
 		d.stats.FaultDrops++
-		f.record(d, b, "frame-drop", v.String(), v.Rule)
+		f.record(d, b, "frame-drop", sim.DropFault, v.String(), v.Rule)
 		f.pool.put(b)
 	case faults.Duplicate:
 		d.stats.Duplicated += uint64(v.Copies)
@@ -64,7 +64,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 				rest := v.Copies - i + 1
 				d.stats.QueueDrops += uint64(rest)
 				f.traceFrame(d, tmpl, "queue-drop", fmt.Sprintf("dropped: copies %d to %d of rule %d: egress queue of %s full (%d of %d bytes queued)",
-					i, v.Copies, v.Rule, d.name, d.qBytes, q), faultFields(v)...)
+					i, v.Copies, v.Rule, d.name, d.qBytes, q), append([]sim.Field{sim.DropQueueFull.Field()}, faultFields(v)...)...)
 				break
 			}
 			c := f.pool.clone(tmpl)
@@ -107,7 +107,7 @@ func (f *Fabric) arrive(d *direction, b *frameBuf) {
 	out := to.sw.route(wire.Ethernet(b.bytes()).Dst())
 	if out == nil {
 		to.sw.unknown++
-		f.record(d, b, "frame-drop", "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
+		f.record(d, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
 		f.pool.put(b)
 		return
 	}
@@ -153,7 +153,7 @@ func (f *Fabric) requeue(d *direction, b *frameBuf) {
 	now := f.sched.Now()
 	if !f.inj.LinkUp(now, d.link.name) || f.inj.Partitioned(now, b.from, b.to) {
 		d.stats.FaultDrops++
-		f.record(d, b, "frame-drop", "dropped: held back by the fault plan, then its link went down", 0)
+		f.record(d, b, "frame-drop", sim.DropLinkDown, "dropped: held back by the fault plan, then its link went down", 0)
 		f.pool.put(b)
 		return
 	}

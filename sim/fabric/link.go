@@ -175,7 +175,7 @@ func (d *direction) enqueue(b *frameBuf) {
 	f := d.f
 	if d.link.cfg.QueueBytes > 0 && d.qBytes+b.n > d.link.cfg.QueueBytes {
 		d.stats.QueueDrops++
-		f.record(d, b, "queue-drop", fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
+		f.record(d, b, "queue-drop", sim.DropQueueFull, fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
 		f.pool.put(b)
 		return
 	}

@@ -7,15 +7,18 @@ import (
 	"github.com/rocesim/rocesim/wire"
 )
 
-// record traces a frame the fabric did not carry on (dropped) and writes
-// it to the taps at the sender's side with the reason as its comment, so
-// the capture shows it where it vanished.
-func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, why string, rule int) {
+// record traces a frame the fabric did not carry on (dropped: kind, with
+// its cause) and writes it to the taps at the sender's side with the
+// reason as its comment, so the capture shows it where it vanished.
+func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, cause sim.DropCause, why string, rule int) {
 	b.fault = why
 	f.writeTaps(d, b, b.comment(), true)
-	var extra []sim.Field
+	if !f.trace.Enabled() {
+		return
+	}
+	extra := []sim.Field{cause.Field()}
 	if rule > 0 {
-		extra = []sim.Field{{Key: "rule", Value: strconv.Itoa(rule)}}
+		extra = append(extra, sim.Field{Key: "rule", Value: strconv.Itoa(rule)})
 	}
 	f.traceFrame(d, b, kind, why, extra...)
 }
