@@ -346,7 +346,7 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 		}
 		return
 	}
-	if qp.state == QPStateErr || qp.state == QPStateSQE {
+	if qp.state.flushesSends() {
 		return
 	}
 	d.transition(now, qp, QPStateSQE)
@@ -423,7 +423,7 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.mem.scatter(w.sges, off, p.Payload)
 		w.rdRcvd++
-		if p.Info.Position == wire.PosLast || p.Info.Position == wire.PosOnly {
+		if p.Info.Position.Ends() {
 			w.done = true
 			d.completeHead(now, qp)
 			d.requesterRun(now, qp)

@@ -376,9 +376,17 @@ func (d *Device) AllocPD() (*PD, error) {
 	return &PD{dev: d}, nil
 }
 
+// livePD, liveQP and liveSRQ report whether an object a verb was handed
+// is one of this device's, not destroyed: a verb refuses any other with
+// EINVAL (a nil one, another device's, a dead one) rather than panic or
+// adopt it.
+func (d *Device) livePD(pd *PD) bool  { return pd != nil && !pd.dead && pd.dev == d }
+func (d *Device) liveQP(qp *QP) bool  { return qp != nil && !qp.dead && qp.dev == d }
+func (d *Device) liveSRQ(s *SRQ) bool { return s != nil && !s.dead && s.dev == d }
+
 // DeallocPD frees pd; EBUSY while MRs, QPs, SRQs or AHs still use it.
 func (d *Device) DeallocPD(pd *PD) error {
-	if pd == nil || pd.dead || pd.dev != d {
+	if !d.livePD(pd) {
 		return errno(syscall.EINVAL, "dealloc_pd: not a live PD of this device")
 	}
 	if pd.refs > 0 {
@@ -391,7 +399,7 @@ func (d *Device) DeallocPD(pd *PD) error {
 
 // RegMR registers buf in pd with the access given.
 func (d *Device) RegMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
-	if pd == nil || pd.dead || pd.dev != d {
+	if !d.livePD(pd) {
 		return nil, errno(syscall.EINVAL, "reg_mr: not a live PD of this device")
 	}
 	return d.mem.register(pd, buf, access)

@@ -103,14 +103,8 @@ func newMemTable(base uint64) memTable {
 // address space full), checked in the order the kernel checks them: the
 // access flags first, then the PD, then the buffer.
 func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
-	// As the kernel's ib_check_mr_access: remote write or atomic access
-	// needs local write access (the HCA writes the region on the peer's
-	// behalf).
-	if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
-		return nil, errno(syscall.EINVAL, "reg_mr: access %s requires LOCAL_WRITE", accessString(remote))
-	}
-	if unknown := access &^ mrAccessKnown; unknown != 0 {
-		return nil, errno(syscall.EINVAL, "reg_mr: access has unknown bits %#x", uint32(unknown))
+	if err := checkMRAccess("reg_mr", access); err != nil {
+		return nil, err
 	}
 	if pd == nil {
 		return nil, errno(syscall.EINVAL, "reg_mr: pd is nil")
@@ -128,7 +122,7 @@ func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error)
 	}
 	length := uint64(len(buf))
 	span := mrSpan(length)
-	if t.nextAddr > math.MaxUint64-span {
+	if !t.roomFor(span) {
 		return nil, errno(syscall.ENOMEM, "reg_mr: simulated address space exhausted")
 	}
 
@@ -283,6 +277,24 @@ func (t *memTable) resolve(pd *PD, sges []SGE, flow dataFlow) (total uint64, st 
 	}
 	return total, WCSuccess, ""
 }
+
+// checkMRAccess refuses, for the verb op, access flags a region may not
+// have: as the kernel's ib_check_mr_access, remote write or atomic access
+// needs local write access (the HCA writes the region on the peer's
+// behalf), and bits rocesim does not implement are refused.
+func checkMRAccess(op string, access AccessFlags) error {
+	if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
+		return errno(syscall.EINVAL, "%s: access %s requires LOCAL_WRITE", op, accessString(remote))
+	}
+	if unknown := access &^ mrAccessKnown; unknown != 0 {
+		return errno(syscall.EINVAL, "%s: access has unknown bits %#x", op, uint32(unknown))
+	}
+	return nil
+}
+
+// roomFor reports whether the simulated address space still has span
+// bytes above the next address to give.
+func (t *memTable) roomFor(span uint64) bool { return t.nextAddr <= math.MaxUint64-span }
 
 // mrCovers reports whether [va, va+n) lies inside mr, without overflow.
 func mrCovers(mr *MR, va, n uint64) bool {
@@ -455,16 +467,13 @@ func (t *memTable) rereg(mr *MR, flags ReregFlags, pd *PD, buf []byte, access Ac
 		return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: pd is not a live PD")
 	}
 	if flags&ReregChangeAccess != 0 {
-		if remote := access & (AccessRemoteWrite | AccessRemoteAtomic); remote != 0 && access&AccessLocalWrite == 0 {
-			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access %s requires LOCAL_WRITE", accessString(remote))
-		}
-		if unknown := access &^ mrAccessKnown; unknown != 0 {
-			return errno(syscall.EINVAL, "rereg_mr: IBV_REREG_MR_ERR_CMD: access has unknown bits %#x", uint32(unknown))
+		if err := checkMRAccess("rereg_mr: IBV_REREG_MR_ERR_CMD", access); err != nil {
+			return err
 		}
 	}
 	if flags&ReregChangeTranslation != 0 {
 		span := mrSpan(uint64(len(buf)))
-		if t.nextAddr > math.MaxUint64-span {
+		if !t.roomFor(span) {
 			return errno(syscall.ENOMEM, "rereg_mr: IBV_REREG_MR_ERR_CMD: simulated address space exhausted")
 		}
 		mr.buf, mr.Addr, mr.Length = buf[:len(buf):len(buf)], t.nextAddr, uint64(len(buf))

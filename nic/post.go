@@ -31,7 +31,7 @@ const MaxMessage = 1 << 31
 // PostSend posts wrs to qp's send queue. It returns the index of the first
 // WR it refused (len(wrs) if none) and why.
 func (d *Device) PostSend(now sim.Time, qp *QP, wrs []SendWR) (int, error) {
-	if qp == nil || qp.dead || qp.dev != d {
+	if !d.liveQP(qp) {
 		return 0, errno(syscall.EINVAL, "post_send: not a live QP of this device")
 	}
 	for i := range wrs {
@@ -151,7 +151,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 			w.status, w.done, w.why = WCLocLenErr, true, wcReason{kind: whyUDOverMTU, n: total}
 		}
 	}
-	if qp.state == QPStateErr || qp.state == QPStateSQE {
+	if qp.state.flushesSends() {
 		// Accepted, and flushed at once: the queue holds nothing else.
 		// Retired first: a full CQ may move an SQE QP to ERR and flush.
 		qp.sq.size--
@@ -162,7 +162,7 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 
 // PostRecv posts wrs to qp's receive queue.
 func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
-	if qp == nil || qp.dead || qp.dev != d {
+	if !d.liveQP(qp) {
 		return 0, errno(syscall.EINVAL, "post_recv: not a live QP of this device")
 	}
 	if qp.init.SRQ != nil {

@@ -105,7 +105,7 @@ func (r *ring[T]) shift() {
 // CreateQP creates a queue pair in pd, in state RESET.
 func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	switch {
-	case pd == nil || pd.dead || pd.dev != d:
+	case !d.livePD(pd):
 		return nil, errno(syscall.EINVAL, "create_qp: not a live PD of this device")
 	case ia.Type != QPTypeRC && ia.Type != QPTypeUC && ia.Type != QPTypeUD:
 		return nil, errno(syscall.EINVAL, "create_qp: qp_type %v not supported (RC, UC or UD)", ia.Type)
@@ -115,7 +115,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 		return nil, errno(syscall.EINVAL, "create_qp: send_cq is not a live CQ of this device")
 	case ia.RecvCQ.dead || ia.RecvCQ.dev != d:
 		return nil, errno(syscall.EINVAL, "create_qp: recv_cq is not a live CQ of this device")
-	case ia.SRQ != nil && (ia.SRQ.dead || ia.SRQ.dev != d):
+	case ia.SRQ != nil && !d.liveSRQ(ia.SRQ):
 		return nil, errno(syscall.EINVAL, "create_qp: srq is not a live SRQ of this device")
 	case ia.Cap.MaxSendWR < 1 || int(ia.Cap.MaxSendWR) > d.attr.MaxQPWR:
 		return nil, errno(syscall.EINVAL, "create_qp: cap.max_send_wr %d out of range 1..%d", ia.Cap.MaxSendWR, d.attr.MaxQPWR)
@@ -225,7 +225,7 @@ func (d *Device) qpByNum(n uint32) *QP { return d.qps[n] }
 // DestroyQP destroys qp. Outstanding work requests are discarded without
 // completions, as ibv_destroy_qp does.
 func (d *Device) DestroyQP(qp *QP) error {
-	if qp == nil || qp.dead || qp.dev != d {
+	if !d.liveQP(qp) {
 		return errno(syscall.EINVAL, "destroy_qp: not a live QP of this device")
 	}
 	qp.dead = true
@@ -246,7 +246,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 // attr.QPState if mask has QPAttrState. An illegal transition, a missing or
 // extra attribute or a bad value returns EINVAL and changes nothing.
 func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) error {
-	if qp == nil || qp.dead || qp.dev != d {
+	if !d.liveQP(qp) {
 		return errno(syscall.EINVAL, "modify_qp: not a live QP of this device")
 	}
 	if attr == nil {

@@ -276,7 +276,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	}
 	f.Payload = payload
 	pos := segment(i == 0, i == w.npkts-1)
-	last := pos == wire.PosLast || pos == wire.PosOnly
+	last := pos.Ends()
 	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
 	f.BTH.PSN = w.firstPSN.Add(i)
 	info := f.BTH.Opcode.Info()

@@ -140,6 +140,11 @@ func (d *Device) receiveRequest(now sim.Time, qp *QP, p *wire.Packet) {
 	}
 }
 
+// flushesSends reports whether a QP in state s completes its send work
+// requests with WR_FLUSH_ERR instead of executing them: ERR, and SQE (the
+// send queue in error, IBTA vol. 1 §10.3.1).
+func (s QPState) flushesSends() bool { return s == QPStateErr || s == QPStateSQE }
+
 // receives reports whether a QP in state s processes requests: RTR,
 // RTS, SQD and SQE (IBTA §10.3.1; rxe's resp.state ready).
 func (s QPState) receives() bool {
@@ -230,7 +235,7 @@ func (d *Device) respond(now sim.Time, qp *QP, p *wire.Packet, st respState) res
 
 	case respUpdate:
 		r.epsn = r.epsn.Next()
-		if pos := p.Info.Position; pos == wire.PosLast || pos == wire.PosOnly {
+		if p.Info.Position.Ends() {
 			r.msn = (r.msn + 1) & wire.PSNMask
 		}
 		return respAcknowledge
@@ -323,7 +328,7 @@ func (qp *QP) doneRecv() {
 func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	r := &qp.resp
 	pos := p.Info.Position
-	if pos == wire.PosFirst || pos == wire.PosOnly {
+	if pos.Starts() {
 		w := d.takeRecv(qp)
 		if w == nil {
 			if qp.init.Type == QPTypeRC {
@@ -372,7 +377,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	d.mem.scatter(w.sges, r.off, p.Payload)
 	r.off += uint64(len(p.Payload))
-	if pos == wire.PosLast || pos == wire.PosOnly {
+	if pos.Ends() {
 		r.inSend = false
 		if p.IETH != nil && !d.invalidateForSend(now, qp, w, p) {
 			return false
@@ -398,7 +403,7 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 	r := &qp.resp
 	pos := p.Info.Position
-	if pos == wire.PosFirst || pos == wire.PosOnly {
+	if pos.Starts() {
 		va, rkey, length := p.RETH.VA(), p.RETH.RKey(), uint64(p.RETH.DMALength())
 		mr, ok, _ := d.mem.remote(qp, rkey, va, length, AccessRemoteWrite)
 		if !ok || qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
@@ -414,13 +419,13 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		r.wmr, r.wkey, r.wva, r.wlen, r.off = mr, rkey, va, length, 0
 		r.inWrite = pos == wire.PosFirst
 	}
-	if n := r.off + uint64(len(p.Payload)); n > r.wlen || (pos == wire.PosLast || pos == wire.PosOnly) && n != r.wlen {
+	if n := r.off + uint64(len(p.Payload)); n > r.wlen || pos.Ends() && n != r.wlen {
 		// The message must be exactly the RETH's DMA length: a packet past
 		// it, or a last packet short of it (a pad count that lies), is a
 		// length error, NAK invalid request (rxe's check_rkey:
 		// RESPST_ERR_LENGTH, class C; UC drops the message).
 		if qp.init.Type == QPTypeUC {
-			r.inWrite, r.ucDrop = false, pos != wire.PosLast && pos != wire.PosOnly
+			r.inWrite, r.ucDrop = false, !pos.Ends()
 			return false
 		}
 		d.remoteError(now, qp, wire.NAKInvalidRequest, p.BTH.PSN(), EventQPReqErr)
@@ -437,7 +442,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 	}
 	if len(p.Payload) > 0 {
 		mr := r.wmr
-		if mr != nil && pos != wire.PosFirst && pos != wire.PosOnly {
+		if mr != nil && !pos.Starts() {
 			// rxe's check_rkey runs for every packet of a WRITE, with the
 			// R_Key and the next address of the first (qp->resp.rkey,
 			// resp.va): a window invalidated or a region deregistered
@@ -455,7 +460,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 		copy(mr.buf[start:start+uint64(len(p.Payload))], p.Payload)
 	}
 	r.off += uint64(len(p.Payload))
-	if pos == wire.PosLast || pos == wire.PosOnly {
+	if pos.Ends() {
 		r.inWrite = false
 		if p.ImmDt != nil {
 			w := r.rwqe
@@ -832,7 +837,7 @@ func (d *Device) receiveUC(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 	}
 	r.epsn = psn.Next()
-	start := pos == wire.PosFirst || pos == wire.PosOnly
+	start := pos.Starts()
 	if r.ucDrop && !start {
 		return
 	}

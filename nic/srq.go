@@ -25,7 +25,7 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue in pd.
 func (d *Device) CreateSRQ(pd *PD, ia SRQInitAttr) (*SRQ, error) {
 	switch {
-	case pd == nil || pd.dead || pd.dev != d:
+	case !d.livePD(pd):
 		return nil, errno(syscall.EINVAL, "create_srq: not a live PD of this device")
 	case ia.MaxWR < 1 || int(ia.MaxWR) > d.attr.MaxSRQWR:
 		return nil, errno(syscall.EINVAL, "create_srq: attr.max_wr %d out of range 1..%d", ia.MaxWR, d.attr.MaxSRQWR)
@@ -57,7 +57,7 @@ const (
 
 // ModifySRQ resizes the SRQ (SRQAttrMaxWR) or arms its limit (SRQAttrLimit).
 func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
-	if s == nil || s.dead || s.dev != d {
+	if !d.liveSRQ(s) {
 		return errno(syscall.EINVAL, "modify_srq: not a live SRQ of this device")
 	}
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
@@ -101,7 +101,7 @@ func (s *SRQ) Query() SRQInitAttr {
 
 // PostSRQRecv posts receive WRs to the SRQ.
 func (d *Device) PostSRQRecv(s *SRQ, wrs []RecvWR) (int, error) {
-	if s == nil || s.dead || s.dev != d {
+	if !d.liveSRQ(s) {
 		return 0, errno(syscall.EINVAL, "post_srq_recv: not a live SRQ of this device")
 	}
 	for i := range wrs {
@@ -142,7 +142,7 @@ func (s *SRQ) take(d *Device, buf *recvWQE) (*recvWQE, bool) {
 
 // DestroySRQ destroys s: EBUSY while QPs use it.
 func (d *Device) DestroySRQ(s *SRQ) error {
-	if s == nil || s.dead || s.dev != d {
+	if !d.liveSRQ(s) {
 		return errno(syscall.EINVAL, "destroy_srq: not a live SRQ of this device")
 	}
 	if s.refs > 0 {
@@ -156,7 +156,7 @@ func (d *Device) DestroySRQ(s *SRQ) error {
 
 // CreateAH creates an address handle for UD sends.
 func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
-	if pd == nil || pd.dead || pd.dev != d {
+	if !d.livePD(pd) {
 		return nil, errno(syscall.EINVAL, "create_ah: not a live PD of this device")
 	}
 	if !attr.IsGlobal || !attr.GRH.DGID.IsValid() {

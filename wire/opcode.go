@@ -107,6 +107,14 @@ var positionNames = [...]string{"ONLY", "FIRST", "MIDDLE", "LAST"}
 // String returns the name of the Position, for traces and messages.
 func (p Position) String() string { return positionNames[p&3] }
 
+// Starts reports whether a packet at p begins its message (FIRST or
+// ONLY): it carries the RETH of a WRITE and takes a receive WQE.
+func (p Position) Starts() bool { return p == PosFirst || p == PosOnly }
+
+// Ends reports whether a packet at p ends its message (LAST or ONLY): it
+// completes it, and the requester asks for an ACK on it.
+func (p Position) Ends() bool { return p == PosLast || p == PosOnly }
+
 // Kind is the operation an opcode belongs to, independent of transport and
 // position.
 type Kind uint8
