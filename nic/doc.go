@@ -190,4 +190,11 @@
 //
 // The responder and completer run as explicit named states (respState,
 // compState), after rxe's RESPST_ and COMPST_ steps.
+//
+// Why a frame or a completion exists is a typed value, never text that
+// code reads back (reasons.go): a go-back-N round's retryReason, a failed
+// completion's wcReason, a dropped UC message's msgDropReason. Their
+// String methods give the notes the captures and the trace carry; the
+// fabric's drops carry a sim.DropCause the same way, which the ladder
+// reads.
 package nic
