@@ -41,6 +41,7 @@ var imports = map[string][]string{
 	"verbs/verbstest": {"faults", "ladder", "sim", "sim/fabric", "testify", "verbs", "wire", "wire/capture"},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
+	"realnet":          {"nic", "sim", "wire", "x/sys"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
 	"conformance": {"faults", "nic", "scenario", "sim", "wire", "wire/capture", "x/sys"},

@@ -81,6 +81,14 @@ func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[16:20])) }
 // Options returns the option bytes, if any.
 func (h IPv4) Options() []byte { return h[IPv4MinLen:h.HeaderLen()] }
 
+// SetChecksum recomputes the header checksum in place, after a field was
+// rewritten (a driver writing the header a kernel's socket received or
+// will send; the checksum is outside the ICRC, Annex A17.8).
+func (h IPv4) SetChecksum() {
+	h[10], h[11] = 0, 0
+	binary.BigEndian.PutUint16(h[10:], ipChecksum(h[:h.HeaderLen()]))
+}
+
 // checksumOK reports whether the header checksum verifies.
 func (h IPv4) checksumOK() bool { return ipChecksum(h[:h.HeaderLen()]) == 0 }
 

@@ -1,0 +1,82 @@
+//go:build linux
+
+package realnet
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// PacketConfig describes an AF_PACKET endpoint on a network interface.
+type PacketConfig struct {
+	// Interface is the interface's name ("eth0", "veth1", "lo").
+	Interface string
+	// Batch is the most frames one system call reads or writes (0: 32).
+	Batch int
+}
+
+// Packet is a Transport for whole Ethernet frames on a network interface
+// through an AF_PACKET socket (packet(7)): every frame the interface
+// receives, byte-exact, and frames written to it as they are. Opening one
+// needs CAP_NET_RAW. Frames the host itself sends on the interface are
+// not returned (PACKET_IGNORE_OUTGOING); on the loopback interface each
+// datagram is then seen once, with a zero Ethernet header.
+//
+// The kernel's own stack sees the interface's traffic too: a device on an
+// AF_PACKET socket should own an address the host's stack does not (as a
+// NIC with its own MAC on a bridge or veth), or the kernel answers the
+// peer as well (an ICMP port unreachable for UDP 4791).
+type Packet struct {
+	frameConn
+	file *os.File
+}
+
+// NewPacket opens an AF_PACKET socket on the interface.
+func NewPacket(cfg PacketConfig) (*Packet, error) {
+	ifc, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("realnet: packet: %w", err)
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = defaultBatch
+	}
+	proto := int(htons(unix.ETH_P_ALL))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return nil, fmt.Errorf("realnet: packet: %s: %w (needs CAP_NET_RAW)", cfg.Interface, err)
+	}
+	err = unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifc.Index})
+	if err == nil {
+		err = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	}
+	if err == nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, socketBuffer)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, socketBuffer)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("realnet: packet: %s: %w", cfg.Interface, err)
+	}
+	// A non-blocking descriptor in an os.File is registered with Go's
+	// network poller, so SyscallConn's Read and Write park the goroutine
+	// and Close wakes it.
+	f := os.NewFile(uintptr(fd), "packet:"+cfg.Interface)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("realnet: packet: %s: %w", cfg.Interface, err)
+	}
+	bc := newBatchRaw(rc, false, cfg.Batch)
+	bc.link = true
+	return &Packet{frameConn: newFrameConn(bc, netip.AddrPort{}, cfg.Batch), file: f}, nil
+}
+
+// Close implements Transport.
+func (p *Packet) Close() error {
+	p.closed.Store(true)
+	return p.file.Close()
+}

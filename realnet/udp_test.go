@@ -1,0 +1,362 @@
+//go:build linux
+
+package realnet_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/realnet"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// These tests run two model nodes on one machine over the UDP transport:
+// 127.0.0.1 and 127.0.0.2, each bound to its own port 4791 (any address
+// of 127.0.0.0/8 is the loopback interface's on Linux, and binding a port
+// above 1023 needs no privilege, so no root is needed).
+
+// nodeMRLen is the size of each node's memory region.
+const nodeMRLen = 256 << 10
+
+// nodeAccess is every access right, for the MR and the QP.
+const nodeAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
+
+// wallBound bounds each test's real-time part.
+const wallBound = 10 * time.Second
+
+// node is one model node on a UDP transport, with an RC QP.
+type node struct {
+	name string
+	ip   netip.Addr
+	d    *realnet.Driver
+	mr   *nic.MR
+	cq   *nic.CQ
+	qp   *nic.QP
+	qpn  uint32
+	psn  uint32
+
+	mu  sync.Mutex
+	cap capture.Writer // what the node sent, as the transport left it
+	err error
+}
+
+// newNode starts a node at ip:4791 whose sends are captured to capPath
+// (pcapng, one comment per frame: the device's note).
+func newNode(t *testing.T, name, ip string, capPath string) *node {
+	t.Helper()
+	n := &node{name: name, ip: netip.MustParseAddr(ip)}
+	a := n.ip.As4()
+	mac := realnet.StandInMAC(n.ip)
+	tr, err := realnet.NewUDP(realnet.UDPConfig{Addr: netip.AddrPortFrom(n.ip, 0), MAC: mac})
+	if err != nil {
+		t.Fatalf("%s: %v (is another process bound to %s:4791?)", name, err, ip)
+	}
+	w, err := capture.Create(capPath, capture.PcapngOptions{Comment: fmt.Sprintf(
+		"rocesim model node %s at %s:4791 over the UDP transport: the frames it sent, outer headers as the "+
+			"kernel sends them but the UDP checksum (the kernel's, shown as 0); timestamps are the device's "+
+			"time (nanoseconds since the driver started)", name, ip)})
+	if err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	n.cap = w
+	if _, err := w.AddInterface(name+"->net", "frames node "+name+" sent"); err != nil {
+		t.Fatal(err)
+	}
+	dev := nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: n.ip, PathMTUMax: nic.MTU4096,
+		AddrBase: nic.DefaultAddrBase + uint64(a[3])<<32, Annotate: true})
+	n.d, err = realnet.Start(realnet.Config{Device: dev, Transport: tr,
+		Sent: func(now sim.Time, frame []byte, note string, err error) {
+			if err != nil {
+				note += "; refused: " + err.Error()
+			}
+			if werr := w.WriteFrame(int64(now), 0, frame, note); werr != nil && n.err == nil {
+				n.err = werr
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.close(t) })
+	return n
+}
+
+// close stops the node and closes its capture.
+func (n *node) close(t *testing.T) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.d == nil {
+		return
+	}
+	if err := n.d.Close(); err != nil {
+		t.Errorf("%s: %v", n.name, err)
+	}
+	n.d = nil
+	if err := n.cap.Close(); err != nil {
+		t.Errorf("%s: capture: %v", n.name, err)
+	}
+	if n.err != nil {
+		t.Errorf("%s: capture: %v", n.name, n.err)
+	}
+}
+
+// setup creates a PD, an MR filled with a pattern, a CQ and an RC QP.
+func (n *node) setup(t *testing.T, seed byte, psn uint32) {
+	t.Helper()
+	n.psn = psn
+	err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+		pd, err := dev.AllocPD()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, nodeMRLen)
+		for i := range buf {
+			buf[i] = seed + byte(i*7) + byte(i>>11)
+		}
+		if n.mr, err = dev.RegMR(pd, buf, nodeAccess); err != nil {
+			return err
+		}
+		if n.cq, err = dev.CreateCQ(64, nil, 0); err != nil {
+			return err
+		}
+		n.qp, err = dev.CreateQP(pd, nic.QPInitAttr{SendCQ: n.cq, RecvCQ: n.cq, Type: nic.QPTypeRC,
+			Cap: nic.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			return err
+		}
+		n.qpn = n.qp.Num()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: setup: %v", n.name, err)
+	}
+}
+
+// connect takes n's QP through INIT, RTR and RTS to peer's.
+func (n *node) connect(t *testing.T, peer *node) {
+	t.Helper()
+	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+		dev.AddNeighbour(netip.AddrFrom16(peer.ip.As16()), realnet.StandInMAC(peer.ip))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		attr nic.QPAttr
+		mask nic.QPAttrMask
+	}{
+		{nic.QPAttr{QPState: nic.QPStateInit, PKeyIndex: 0, PortNum: 1, QPAccessFlags: nodeAccess},
+			nic.QPAttrState | nic.QPAttrPKeyIndex | nic.QPAttrPort | nic.QPAttrAccessFlags},
+		{nic.QPAttr{QPState: nic.QPStateRTR, PathMTU: nic.MTU4096, DestQPNum: peer.qpn, RQPSN: peer.psn,
+			AHAttr: nic.AHAttr{IsGlobal: true, PortNum: 1,
+				GRH: nic.GRH{DGID: netip.AddrFrom16(peer.ip.As16()), HopLimit: 64}},
+			MaxDestRdAtomic: 16, MinRNRTimer: 12},
+			nic.QPAttrState | nic.QPAttrAV | nic.QPAttrPathMTU | nic.QPAttrDestQPN | nic.QPAttrRQPSN |
+				nic.QPAttrMaxDestRdAtomic | nic.QPAttrMinRNRTimer},
+		{nic.QPAttr{QPState: nic.QPStateRTS, SQPSN: n.psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+			nic.QPAttrState | nic.QPAttrSQPSN | nic.QPAttrTimeout | nic.QPAttrRetryCnt | nic.QPAttrRNRRetry |
+				nic.QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := n.d.Do(func(now sim.Time, dev *nic.Device) error { return dev.ModifyQP(now, n.qp, &s.attr, s.mask) }); err != nil {
+			t.Fatalf("%s: modify_qp to %s: %v", n.name, s.attr.QPState, err)
+		}
+	}
+}
+
+// post posts one signaled send work request.
+func (n *node) post(t *testing.T, wr nic.SendWR) {
+	t.Helper()
+	wr.Flags |= nic.SendSignaled
+	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+		_, err := dev.PostSend(now, n.qp, []nic.SendWR{wr})
+		return err
+	}); err != nil {
+		t.Fatalf("%s: post_send %s: %v", n.name, wr.Opcode, err)
+	}
+}
+
+// postRecv posts one receive of length bytes at off in n's MR.
+func (n *node) postRecv(t *testing.T, wrid uint64, off, length int) {
+	t.Helper()
+	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+		_, err := dev.PostRecv(now, n.qp, []nic.RecvWR{{WRID: wrid,
+			SGList: []nic.SGE{{Addr: n.mr.Addr + uint64(off), Length: uint32(length), LKey: n.mr.LKey}}}})
+		return err
+	}); err != nil {
+		t.Fatalf("%s: post_recv: %v", n.name, err)
+	}
+}
+
+// wait returns n's next completion, waiting for it in real time.
+func (n *node) wait(ctx context.Context, t *testing.T) nic.WC {
+	t.Helper()
+	var wc [1]nic.WC
+	err := n.d.Await(ctx, func(now sim.Time, dev *nic.Device) bool { return n.cq.Poll(wc[:]) == 1 })
+	if err != nil {
+		t.Fatalf("%s: waiting for a completion: %v (driver %+v, transport %+v)", n.name, err, n.d.Stats(),
+			n.d.Transport().Stats())
+	}
+	return wc[0]
+}
+
+// mem returns a copy of n's MR bytes [off, off+length).
+func (n *node) mem(t *testing.T, off, length int) []byte {
+	t.Helper()
+	var b []byte
+	if err := n.d.Do(func(sim.Time, *nic.Device) error {
+		b = append(b, n.mr.Bytes()[off:off+length]...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkWC fails unless wc is a success of the opcode given.
+func checkWC(t *testing.T, who string, wc nic.WC, wrid uint64, op nic.WCOpcode) {
+	t.Helper()
+	if wc.Status != nic.WCSuccess || wc.WRID != wrid || wc.Opcode != op {
+		t.Fatalf("%s: completion %+v, want wr_id %d opcode %d success", who, wc, wrid, op)
+	}
+}
+
+// capDir is where the tests write their captures: $ROCESIM_REALNET_CAPTURES
+// if set (to keep them), else a temporary directory.
+func capDir(t *testing.T) string {
+	if d := os.Getenv("ROCESIM_REALNET_CAPTURES"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// TestUDPTwoNodes runs an RC SEND into a posted receive, an RDMA WRITE
+// and an RDMA READ between two model nodes on 127.0.0.1:4791 and
+// 127.0.0.2:4791 in real time, checks the data, the counters, and the
+// captures of what each sent (every frame a RoCE v2 frame whose ICRC
+// verifies over the outer headers as rewritten for the kernel, with the
+// device's note as its comment).
+func TestUDPTwoNodes(t *testing.T) {
+	dir := capDir(t)
+	a := newNode(t, "a", "127.0.0.1", filepath.Join(dir, "udp-a.pcapng"))
+	b := newNode(t, "b", "127.0.0.2", filepath.Join(dir, "udp-b.pcapng"))
+	exchange(t, a, b)
+	a.close(t)
+	b.close(t)
+	for _, n := range []*node{a, b} {
+		checkCapture(t, filepath.Join(dir, "udp-"+n.name+".pcapng"), n.ip)
+	}
+}
+
+// exchange connects a and b and runs a SEND, a WRITE and a READ between
+// them, checking the data and the counters, within wallBound.
+func exchange(t *testing.T, a, b *node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wallBound)
+	defer cancel()
+	a.setup(t, 1, 0x1000)
+	b.setup(t, 2, 0xFFFFF0) // wraps the 24-bit PSN during the run
+	a.connect(t, b)
+	b.connect(t, a)
+
+	// SEND 10000 bytes (3 packets at path MTU 4096) into a receive at 4096.
+	b.postRecv(t, 100, 4096, 16384)
+	a.post(t, nic.SendWR{WRID: 1, Opcode: nic.WRSend, SGList: []nic.SGE{{Addr: a.mr.Addr, Length: 10000, LKey: a.mr.LKey}}})
+	checkWC(t, "a: SEND", a.wait(ctx, t), 1, nic.WCSend)
+	wc := b.wait(ctx, t)
+	checkWC(t, "b: RECV", wc, 100, nic.WCRecv)
+	if wc.ByteLen != 10000 {
+		t.Fatalf("b: RECV byte_len %d, want 10000", wc.ByteLen)
+	}
+	if !bytes.Equal(b.mem(t, 4096, 10000), a.mem(t, 0, 10000)) {
+		t.Fatal("b: the SEND's bytes differ from a's")
+	}
+
+	// RDMA WRITE 64 KiB + 1 from a's 32768 to b's 131072.
+	const wlen = 64<<10 + 1
+	a.post(t, nic.SendWR{WRID: 2, Opcode: nic.WRRDMAWrite, RemoteAddr: b.mr.Addr + 131072, RKey: b.mr.RKey,
+		SGList: []nic.SGE{{Addr: a.mr.Addr + 32768, Length: wlen, LKey: a.mr.LKey}}})
+	checkWC(t, "a: WRITE", a.wait(ctx, t), 2, nic.WCRDMAWrite)
+	if !bytes.Equal(b.mem(t, 131072, wlen), a.mem(t, 32768, wlen)) {
+		t.Fatal("b: the WRITE's bytes differ from a's")
+	}
+
+	// RDMA READ 20000 bytes of a's 200000 into b's 40000: b is the
+	// requester this time.
+	const rlen = 20000
+	b.post(t, nic.SendWR{WRID: 3, Opcode: nic.WRRDMARead, RemoteAddr: a.mr.Addr + 200000, RKey: a.mr.RKey,
+		SGList: []nic.SGE{{Addr: b.mr.Addr + 40000, Length: rlen, LKey: b.mr.LKey}}})
+	checkWC(t, "b: READ", b.wait(ctx, t), 3, nic.WCRDMARead)
+	if !bytes.Equal(b.mem(t, 40000, rlen), a.mem(t, 200000, rlen)) {
+		t.Fatal("b: the READ's bytes differ from a's")
+	}
+
+	var rx [2]uint64
+	for i, n := range []*node{a, b} {
+		if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+			for c := range wire.NumErrorCodes {
+				rx[i] += dev.RxErrors(wire.ErrorCode(c))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ta, tb := a.d.Transport().Stats(), b.d.Transport().Stats()
+	if rx[0]+rx[1] != 0 || ta.Sent != tb.Received || tb.Sent != ta.Received || ta.Refused+tb.Refused+ta.Garbage+tb.Garbage != 0 {
+		t.Fatalf("device receive errors a %d b %d; transports a %+v, b %+v", rx[0], rx[1], ta, tb)
+	}
+}
+
+// checkCapture checks that every frame in a node's capture is RoCE v2
+// from ip to the other node on port 4791, with the socket's source port
+// 4791, IPv4 ID 0 and DF, a valid ICRC, and a comment.
+func checkCapture(t *testing.T, path string, ip netip.Addr) {
+	t.Helper()
+	r, err := capture.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rec capture.Record
+	var p wire.Packet
+	frames := 0
+	for {
+		err := r.Next(&rec)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames++
+		if err := p.Decode(rec.Data); err != nil {
+			t.Fatalf("%s: frame %d: %v", path, frames, err)
+		}
+		if p.Src() != ip || p.UDP.SrcPort() != wire.UDPPortRoCEv2 || p.IPv4.ID() != 0 || p.IPv4.Flags() != wire.IPv4FlagDF ||
+			len(rec.Comments) == 0 || strings.Join(rec.Comments, "") == "" {
+			t.Fatalf("%s: frame %d: from %v port %d, ID %d, flags %d, comments %q", path, frames, p.Src(),
+				p.UDP.SrcPort(), p.IPv4.ID(), p.IPv4.Flags(), rec.Comments)
+		}
+	}
+	if frames == 0 {
+		t.Fatalf("%s: no frames", path)
+	}
+}
