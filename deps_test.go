@@ -44,7 +44,7 @@ var imports = map[string][]string{
 	"realnet":          {"nic", "sim", "wire", "x/sys"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
-	"conformance": {"faults", "nic", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	"conformance": {"faults", "nic", "realnet", "scenario", "sim", "wire", "wire/capture", "x/sys"},
 	// the fabric daemon joins processes' NICs: the fabric, its plans, and
 	// sockets (SO_PEERCRED, flock) through x/sys.
 	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},

@@ -1,45 +1,41 @@
 package conformance
 
-// Flow through a model host, all on its one loop goroutine:
-//   1. The reader goroutine reads each UDP datagram (one Ethernet frame,
-//      QEMU -netdev dgram) into a pooled buffer and hands it to the loop.
-//   2. The loop reads the clock once per input: now = time since
-//      NewModelHost, the device's sim.Time, so the device's time never
-//      goes backwards.
-//   3. ARP (RFC 826): a request or reply from PeerIP teaches us the
+// Flow through a model host: the device runs on a realnet.Driver over a
+// realnet.Dgram transport (one Ethernet frame per UDP datagram on
+// 127.0.0.1, QEMU -netdev dgram), whose loop goroutine calls the host's
+// hooks:
+//   1. input, per frame from the VM, at the device's time (wall-clock
+//      nanoseconds since NewModelHost):
+//      ARP (RFC 826): a request or reply from PeerIP teaches us the
 //      peer's MAC; so does any IPv4 frame from PeerIP. A newly learnt MAC
 //      goes into the device's neighbour table under the peer's RoCE v2
-//      GID.
-//   4. IPv4 UDP to port 4791 goes to dev.Receive; anything else is counted
-//      as ignored.
-//   5. The frame is captured on the receive interface, its comment saying
-//      what the host made of it (the MAC learnt, a drop as malformed).
-//      Then an ARP request for our IP is answered with our MAC, so the
-//      capture shows the request before the reply.
-//   6. pump: dev.Advance when its deadline has passed, then the driver's
-//      loop over dev.Ready (nic/ready.go). Each frame of a batch is
-//      captured on the send interface (after the FlipICRC fault, so the
-//      capture shows the wire) and written as one datagram to
-//      127.0.0.1:PeerPort; the socket write is the frame leaving the
-//      port, so once the batch is out the device hears TxDone for each,
-//      and the loop asks Ready again for what that let it build.
-//   7. The timer is armed for the batch's Deadline, so ACK timeouts and
-//      RNR waits fire in real time.
-// Do runs a caller's function at step 2's place (instead of an input) and
-// pumps after it; Resolve sends its ARP requests through Do.
+//      GID. IPv4 UDP to port 4791 goes to dev.Receive; anything else is
+//      counted as ignored. The frame is captured on the receive
+//      interface, its comment saying what the host made of it (the MAC
+//      learnt, a drop as malformed). Then an ARP request for our IP is
+//      answered with our MAC, so the capture shows the request before the
+//      reply.
+//   2. output, per frame the device hands out (the driver's loop over
+//      dev.Ready, nic/ready.go): the FlipICRC fault, then the capture on
+//      the send interface, so the capture shows the wire; sent counts
+//      what the socket took. The driver tells the device TxDone for each
+//      frame once the batch is out and arms its timer for the batch's
+//      Deadline, so ACK timeouts and RNR waits fire in real time.
+// Do runs a caller's function on the driver's loop; Resolve sends its
+// ARP requests through Do.
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/realnet"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
@@ -110,48 +106,31 @@ var ErrModelHostClosed = errors.New("conformance: model host is closed")
 // need nothing: the VM's frame teaches its MAC before the device sees
 // it. The other methods are safe for concurrent use.
 type ModelHost struct {
-	cfg    ModelHostConfig
-	ip     netip.Addr
-	peerIP netip.Addr
-	mac    wire.MAC
-	start  time.Time
-	conn   *net.UDPConn
-	peer   *net.UDPAddr
-
-	in       chan []byte // frames from the reader
-	free     chan []byte // recycled frame buffers
-	reqs     chan *modelHostReq
-	quit     chan struct{} // closed by Close
-	done     chan struct{} // closed when the loop has returned
+	cfg      ModelHostConfig
+	ip       netip.Addr
+	peerIP   netip.Addr
+	mac      wire.MAC
+	start    time.Time
+	tr       *realnet.Dgram
+	d        *realnet.Driver
 	resolved chan struct{} // closed when the peer's MAC is known
-	wg       sync.WaitGroup
-	once     sync.Once
 
-	// Owned by the loop goroutine.
+	// Owned by the driver's loop goroutine.
 	dev      *nic.Device
-	timer    *time.Timer
 	capw     capture.Writer
 	txIface  int
 	rxIface  int
 	peerMAC  wire.MAC
 	known    bool
-	tx       []byte // a frame being altered before it is sent
 	arp      [arpFrameLen]byte
 	pkt      wire.Packet                // FlipICRC's view of the frame sent
 	now      sim.Time                   // the time of the input being handled
 	rxErrors [wire.NumErrorCodes]uint64 // dev.RxErrors after the last input
 	reply    arpAnswer                  // an ARP reply to send after the request is captured
 
-	mu      sync.Mutex // guards stats, capErr, readErr
-	stats   ModelHostStats
-	capErr  error
-	readErr error
-}
-
-// modelHostReq is one Do call waiting for the loop.
-type modelHostReq struct {
-	f   func(now sim.Time, dev *nic.Device) error
-	err chan error
+	mu     sync.Mutex // guards stats, capErr
+	stats  ModelHostStats
+	capErr error
 }
 
 // arpAnswer is an ARP reply owed to mac at ip.
@@ -170,16 +149,8 @@ const (
 	arpReply     = 2
 )
 
-// Model host implementation constants.
-const (
-	resolveInterval = 200 * time.Millisecond // Resolve's ARP request period
-	inQueue         = 256                    // frames the reader may queue for the loop
-	poolBuffers     = 256                    // recycled frame buffers kept
-	poolBufferLen   = 2048                   // a 1500-byte-MTU frame fits; longer ones get their own
-	socketBuffer    = 4 << 20                // bytes: a burst of a long message fits
-	// modelHostReadLen is the largest datagram read: one Ethernet frame.
-	modelHostReadLen = 65536
-)
+// resolveInterval is Resolve's ARP request period.
+const resolveInterval = 200 * time.Millisecond
 
 // NewModelHost opens the host's port and starts its loop.
 func NewModelHost(cfg ModelHostConfig) (*ModelHost, error) {
@@ -202,23 +173,13 @@ func NewModelHost(cfg ModelHostConfig) (*ModelHost, error) {
 		a := ip.As4()
 		mac = wire.MAC{0x02, 0, 0, a[1], a[2], a[3]}
 	}
-	h := &ModelHost{cfg: cfg, ip: ip, peerIP: peerIP, mac: mac,
-		peer:     &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: cfg.PeerPort},
-		in:       make(chan []byte, inQueue),
-		free:     make(chan []byte, poolBuffers),
-		reqs:     make(chan *modelHostReq),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		resolved: make(chan struct{}),
-	}
-	h.conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: cfg.Port})
+	h := &ModelHost{cfg: cfg, ip: ip, peerIP: peerIP, mac: mac, resolved: make(chan struct{})}
+	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	h.tr, err = realnet.NewDgram(realnet.DgramConfig{Local: netip.AddrPortFrom(lo, uint16(cfg.Port)),
+		Peer: netip.AddrPortFrom(lo, uint16(cfg.PeerPort))})
 	if err != nil {
 		return nil, fmt.Errorf("conformance: model host %s: port %d: %w", cfg.Name, cfg.Port, err)
 	}
-	// Best effort: a long message leaves as a burst, and a datagram the
-	// kernel has no room for is lost.
-	_ = h.conn.SetReadBuffer(socketBuffer)
-	_ = h.conn.SetWriteBuffer(socketBuffer)
 	a := ip.As4()
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: cfg.Name, MAC: mac, IPv4: ip, Profile: cfg.Profile,
 		// A 1500-byte Ethernet link, as the VM's rxe has.
@@ -228,14 +189,19 @@ func NewModelHost(cfg ModelHostConfig) (*ModelHost, error) {
 	h.start = time.Now()
 	if cfg.CapturePath != "" {
 		if err := h.openCapture(); err != nil {
-			h.conn.Close()
+			h.tr.Close()
 			return nil, err
 		}
 	}
-	h.timer = time.NewTimer(time.Hour)
-	h.timer.Stop()
-	h.wg.Go(h.read)
-	h.wg.Go(h.loop)
+	h.d, err = realnet.Start(realnet.Config{Device: h.dev, Transport: h.tr, Epoch: h.start,
+		Input: h.input, Output: h.output, Sent: h.sent})
+	if err != nil {
+		h.tr.Close()
+		if h.capw != nil {
+			h.capw.Close()
+		}
+		return nil, fmt.Errorf("conformance: model host %s: %w", cfg.Name, err)
+	}
 	return h, nil
 }
 
@@ -264,7 +230,7 @@ func (h *ModelHost) openCapture() error {
 
 // Port returns the UDP port the host listens on: the VM's
 // VMConfig.RemotePort.
-func (h *ModelHost) Port() int { return h.conn.LocalAddr().(*net.UDPAddr).Port }
+func (h *ModelHost) Port() int { return int(h.tr.LocalAddr().Port()) }
 
 // MAC returns the host's Ethernet address.
 func (h *ModelHost) MAC() wire.MAC { return h.mac }
@@ -287,13 +253,11 @@ func (h *ModelHost) Stats() ModelHostStats {
 // itself); memory registered with the device is the device's too, so
 // read it inside f.
 func (h *ModelHost) Do(f func(now sim.Time, dev *nic.Device) error) error {
-	r := &modelHostReq{f: f, err: make(chan error, 1)}
-	select {
-	case h.reqs <- r:
-		return <-r.err
-	case <-h.done:
+	err := h.d.Do(f)
+	if errors.Is(err, realnet.ErrDriverClosed) {
 		return ErrModelHostClosed
 	}
+	return err
 }
 
 // Resolve waits until the peer's MAC is known: from an ARP reply, an ARP
@@ -309,14 +273,18 @@ func (h *ModelHost) Resolve(ctx context.Context) error {
 			return nil
 		default:
 		}
-		if err := h.Do(func(sim.Time, *nic.Device) error { h.sendARP(arpRequest, wire.MAC{}, h.peerIP); return nil }); err != nil {
+		if err := h.Do(func(now sim.Time, _ *nic.Device) error {
+			h.now = now
+			h.sendARP(arpRequest, wire.MAC{}, h.peerIP)
+			return nil
+		}); err != nil {
 			return err
 		}
 		select {
 		case <-h.resolved:
 			return nil
 		case <-t.C:
-		case <-h.done:
+		case <-h.d.Done():
 			return ErrModelHostClosed
 		case <-ctx.Done():
 			return fmt.Errorf("conformance: model host %s: resolving %s: %w", h.cfg.Name, h.peerIP, ctx.Err())
@@ -328,15 +296,14 @@ func (h *ModelHost) Resolve(ctx context.Context) error {
 // flushed and closed. It returns the first error of the capture or of a
 // socket read. A second Close does nothing.
 func (h *ModelHost) Close() error {
-	first := false
-	h.once.Do(func() {
-		first = true
-		close(h.quit)
-		h.conn.Close()
-		h.wg.Wait()
-	})
-	if !first {
+	select {
+	case <-h.d.Done():
 		return nil
+	default:
+	}
+	rerr := h.d.Close()
+	if rerr != nil {
+		rerr = fmt.Errorf("conformance: model host %s: port %d: %w", h.cfg.Name, h.Port(), rerr)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -346,78 +313,17 @@ func (h *ModelHost) Close() error {
 		if cerr := h.capw.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("conformance: model host %s: capture: %w", h.cfg.Name, cerr)
 		}
+		h.capw = nil
 	}
 	if err == nil {
-		err = h.readErr
+		err = rerr
 	}
 	return err
 }
 
-// read hands every datagram to the loop, in a pooled buffer.
-func (h *ModelHost) read() {
-	buf := make([]byte, modelHostReadLen)
-	for {
-		n, _, err := h.conn.ReadFromUDP(buf)
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				h.mu.Lock()
-				if h.readErr == nil {
-					h.readErr = fmt.Errorf("conformance: model host %s: port %d: %w", h.cfg.Name, h.Port(), err)
-				}
-				h.mu.Unlock()
-			}
-			return
-		}
-		var b []byte
-		select {
-		case b = <-h.free:
-		default:
-			b = make([]byte, 0, poolBufferLen)
-		}
-		b = append(b[:0], buf[:n]...)
-		select {
-		case h.in <- b:
-		case <-h.quit:
-			return
-		}
-	}
-}
-
-// loop owns the device: it handles one input at a time, then pumps.
-func (h *ModelHost) loop() {
-	defer close(h.done)
-	defer h.timer.Stop()
-	for {
-		select {
-		case <-h.quit:
-			return
-		case b := <-h.in:
-			h.now = h.clock()
-			h.input(b)
-			if cap(b) <= poolBufferLen {
-				select {
-				case h.free <- b:
-				default:
-				}
-			}
-		case r := <-h.reqs:
-			h.now = h.clock()
-			err := r.f(h.now, h.dev)
-			h.pump()
-			r.err <- err
-			continue
-		case <-h.timer.C:
-			h.now = h.clock()
-		}
-		h.pump()
-	}
-}
-
-// clock returns the device's time: nanoseconds since NewModelHost.
-func (h *ModelHost) clock() sim.Time { return sim.Time(time.Since(h.start)) }
-
-// input handles one frame from the VM.
-func (h *ModelHost) input(frame []byte) {
+// input handles one frame from the VM (the driver's Input hook).
+func (h *ModelHost) input(now sim.Time, frame []byte) {
+	h.now = now
 	h.count(func(s *ModelHostStats) { s.FramesIn++ })
 	comment := ""
 	switch {
@@ -550,51 +456,34 @@ func (h *ModelHost) sendARP(op uint16, tha wire.MAC, tpa netip.Addr) {
 	h.write(f, comment)
 }
 
-// pump runs the device's due timers, then applies its batches (sends
-// the frames, then reports them gone) until one is empty, and re-arms
-// the timer for its deadline. The device's asynchronous events are not
-// used by the harness.
-func (h *ModelHost) pump() {
-	if h.now >= h.dev.NextDeadline() {
-		h.dev.Advance(h.now)
-	}
-	rd := h.dev.Ready()
-	for len(rd.Frames) > 0 {
-		for _, f := range rd.Frames {
-			h.send(f.Bytes, f.Note)
-		}
-		for range rd.Frames {
-			h.dev.TxDone(h.now)
-		}
-		rd = h.dev.Ready()
-	}
-	if rd.Deadline == sim.Never {
-		h.timer.Stop()
-	} else {
-		// A deadline already passed fires at once.
-		h.timer.Reset(time.Duration(max(rd.Deadline-h.now, 0)))
-	}
-}
-
-// send puts one frame from the device on the link (also when the socket
-// refuses it: dropped at the port, counted in SendErrors).
-func (h *ModelHost) send(frame []byte, note string) {
+// output applies the FlipICRC fault to a frame the device hands out
+// (in place: the frame is the driver's until the next batch) and
+// captures it (the driver's Output hook).
+func (h *ModelHost) output(now sim.Time, frame []byte, note string) ([]byte, string) {
+	h.now = now
 	h.count(func(s *ModelHostStats) { s.RoCEOut++ })
-	if h.cfg.FlipICRC {
-		h.tx = append(h.tx[:0], frame...)
-		frame = h.tx
-		if h.pkt.DecodeHeaders(frame) == nil {
-			h.pkt.ICRC[0] ^= 0x01
-			note = joinComments(note, "ICRC flipped (FlipICRC)")
-		}
+	if h.cfg.FlipICRC && h.pkt.DecodeHeaders(frame) == nil {
+		h.pkt.ICRC[0] ^= 0x01
+		note = joinComments(note, "ICRC flipped (FlipICRC)")
 	}
-	h.write(frame, note)
+	h.record(h.txIface, frame, note)
+	return frame, note
 }
 
-// write captures frame on the send interface and sends it to the peer.
+// sent counts a frame of the device's the socket took or refused (the
+// driver's Sent hook; refused, it is dropped at the port and the device
+// still gets its TxDone).
+func (h *ModelHost) sent(_ sim.Time, _ []byte, _ string, err error) { h.counted(err) }
+
+// write captures a frame of the host's own (ARP) on the send interface
+// and sends it to the peer.
 func (h *ModelHost) write(frame []byte, comment string) {
 	h.record(h.txIface, frame, comment)
-	_, err := h.conn.WriteToUDP(frame, h.peer)
+	h.counted(h.d.Transmit(frame))
+}
+
+// counted counts a datagram sent, or refused by the socket.
+func (h *ModelHost) counted(err error) {
 	h.count(func(s *ModelHostStats) {
 		if err != nil {
 			s.SendErrors++

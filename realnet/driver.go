@@ -57,6 +57,9 @@ type Config struct {
 	// Batches is how many buffer batches the reader may fill ahead of the
 	// loop (0: 4).
 	Batches int
+	// Epoch is the wall-clock time the device's time 0 stands for (zero:
+	// when Start is called); a capture opened before Start names it.
+	Epoch time.Time
 }
 
 // Stats counts what a driver did.
@@ -141,7 +144,10 @@ func Start(cfg Config) (*Driver, error) {
 		}
 		d.free <- b
 	}
-	d.start = time.Now()
+	d.start = cfg.Epoch
+	if d.start.IsZero() {
+		d.start = time.Now()
+	}
 	d.timer = time.NewTimer(time.Hour)
 	d.timer.Stop()
 	d.wg.Go(d.read)
@@ -151,6 +157,9 @@ func Start(cfg Config) (*Driver, error) {
 
 // Started is the wall-clock time the device's time 0 stands for.
 func (d *Driver) Started() time.Time { return d.start }
+
+// Done is closed when the loop has stopped (after Close).
+func (d *Driver) Done() <-chan struct{} { return d.done }
 
 // Transport returns the driver's transport.
 func (d *Driver) Transport() Transport { return d.tr }
