@@ -271,6 +271,10 @@ func exchange(t *testing.T, a, b *node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wallBound)
 	defer cancel()
+	// Counters are compared with their values now: a test may have sent
+	// garbage before.
+	rx0 := [2]uint64{a.rxErrors(t), b.rxErrors(t)}
+	ta0, tb0 := a.d.Transport().Stats(), b.d.Transport().Stats()
 	a.setup(t, 1, 0x1000)
 	b.setup(t, 2, 0xFFFFF0) // wraps the 24-bit PSN during the run
 	a.connect(t, b)
@@ -308,20 +312,11 @@ func exchange(t *testing.T, a, b *node) {
 		t.Fatal("b: the READ's bytes differ from a's")
 	}
 
-	var rx [2]uint64
-	for i, n := range []*node{a, b} {
-		if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-			for c := range wire.NumErrorCodes {
-				rx[i] += dev.RxErrors(wire.ErrorCode(c))
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ta, tb := a.d.Transport().Stats(), b.d.Transport().Stats()
-	if rx[0]+rx[1] != 0 || ta.Sent != tb.Received || tb.Sent != ta.Received || ta.Refused+tb.Refused+ta.Garbage+tb.Garbage != 0 {
-		t.Fatalf("device receive errors a %d b %d; transports a %+v, b %+v", rx[0], rx[1], ta, tb)
+	rx1 := [2]uint64{a.rxErrors(t), b.rxErrors(t)}
+	ta, tb := sub(a.d.Transport().Stats(), ta0), sub(b.d.Transport().Stats(), tb0)
+	if rx1 != rx0 || ta.Sent != tb.Received || tb.Sent != ta.Received || ta.Refused+tb.Refused+ta.Garbage+tb.Garbage != 0 {
+		t.Fatalf("device receive errors a %d b %d (before: %d); transports during the exchange a %+v, b %+v",
+			rx1[0], rx1[1], rx0, ta, tb)
 	}
 }
 
@@ -359,4 +354,25 @@ func checkCapture(t *testing.T, path string, ip netip.Addr) {
 	if frames == 0 {
 		t.Fatalf("%s: no frames", path)
 	}
+}
+
+// rxErrors is the number of frames n's device dropped as malformed.
+func (n *node) rxErrors(t *testing.T) uint64 {
+	t.Helper()
+	var sum uint64
+	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
+		for c := range wire.NumErrorCodes {
+			sum += dev.RxErrors(wire.ErrorCode(c))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// sub returns the counts of s since before.
+func sub(s, before realnet.TransportStats) realnet.TransportStats {
+	return realnet.TransportStats{Received: s.Received - before.Received, Sent: s.Sent - before.Sent,
+		Truncated: s.Truncated - before.Truncated, Garbage: s.Garbage - before.Garbage, Refused: s.Refused - before.Refused}
 }
