@@ -31,22 +31,17 @@ import (
 // nodeMRLen is the size of each node's memory region.
 const nodeMRLen = 256 << 10
 
-// nodeAccess is every access right, for the MR and the QP.
-const nodeAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
-
 // wallBound bounds each test's real-time part.
 const wallBound = 10 * time.Second
 
-// node is one model node on a UDP transport, with an RC QP.
+// node is one model node on the UDP transport, with an RC QP.
 type node struct {
 	name string
 	ip   netip.Addr
+	n    *realnet.Node
 	d    *realnet.Driver
-	mr   *nic.MR
-	cq   *nic.CQ
-	qp   *nic.QP
-	qpn  uint32
-	psn  uint32
+	rc   *realnet.RC
+	peer realnet.Endpoint
 
 	mu  sync.Mutex
 	cap capture.Writer // what the node sent, as the transport left it
@@ -58,27 +53,18 @@ type node struct {
 func newNode(t *testing.T, name, ip string, capPath string) *node {
 	t.Helper()
 	n := &node{name: name, ip: netip.MustParseAddr(ip)}
-	a := n.ip.As4()
-	mac := realnet.StandInMAC(n.ip)
-	tr, err := realnet.NewUDP(realnet.UDPConfig{Addr: netip.AddrPortFrom(n.ip, 0), MAC: mac})
-	if err != nil {
-		t.Fatalf("%s: %v (is another process bound to %s:4791?)", name, err, ip)
-	}
 	w, err := capture.Create(capPath, capture.PcapngOptions{Comment: fmt.Sprintf(
 		"rocesim model node %s at %s:4791 over the UDP transport: the frames it sent, outer headers as the "+
 			"kernel sends them but the UDP checksum (the kernel's, shown as 0); timestamps are the device's "+
 			"time (nanoseconds since the driver started)", name, ip)})
 	if err != nil {
-		tr.Close()
 		t.Fatal(err)
 	}
 	n.cap = w
 	if _, err := w.AddInterface(name+"->net", "frames node "+name+" sent"); err != nil {
 		t.Fatal(err)
 	}
-	dev := nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: n.ip, PathMTUMax: nic.MTU4096,
-		AddrBase: nic.DefaultAddrBase + uint64(a[3])<<32, Annotate: true})
-	n.d, err = realnet.Start(realnet.Config{Device: dev, Transport: tr,
+	n.n, err = realnet.NewNode(realnet.NodeConfig{Name: name, Addr: n.ip, Annotate: true,
 		Sent: func(now sim.Time, frame []byte, note string, err error) {
 			if err != nil {
 				note += "; refused: " + err.Error()
@@ -88,8 +74,10 @@ func newNode(t *testing.T, name, ip string, capPath string) *node {
 			}
 		}})
 	if err != nil {
-		t.Fatal(err)
+		w.Close()
+		t.Fatalf("%s: %v (is another process bound to %s:4791?)", name, err, ip)
 	}
+	n.d = n.n.Driver
 	t.Cleanup(func() { n.close(t) })
 	return n
 }
@@ -99,93 +87,53 @@ func (n *node) close(t *testing.T) {
 	t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.d == nil {
+	if n.cap == nil {
 		return
 	}
 	if err := n.d.Close(); err != nil {
 		t.Errorf("%s: %v", n.name, err)
 	}
-	n.d = nil
 	if err := n.cap.Close(); err != nil {
 		t.Errorf("%s: capture: %v", n.name, err)
 	}
+	n.cap = nil
 	if n.err != nil {
 		t.Errorf("%s: capture: %v", n.name, n.err)
 	}
 }
 
-// setup creates a PD, an MR filled with a pattern, a CQ and an RC QP.
+// setup creates n's RC QP over an MR filled with a pattern.
 func (n *node) setup(t *testing.T, seed byte, psn uint32) {
 	t.Helper()
-	n.psn = psn
-	err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-		pd, err := dev.AllocPD()
-		if err != nil {
-			return err
+	var err error
+	n.rc, err = n.n.NewRC(nodeMRLen, func(b []byte) {
+		for i := range b {
+			b[i] = seed + byte(i*7) + byte(i>>11)
 		}
-		buf := make([]byte, nodeMRLen)
-		for i := range buf {
-			buf[i] = seed + byte(i*7) + byte(i>>11)
-		}
-		if n.mr, err = dev.RegMR(pd, buf, nodeAccess); err != nil {
-			return err
-		}
-		if n.cq, err = dev.CreateCQ(64, nil, 0); err != nil {
-			return err
-		}
-		n.qp, err = dev.CreateQP(pd, nic.QPInitAttr{SendCQ: n.cq, RecvCQ: n.cq, Type: nic.QPTypeRC,
-			Cap: nic.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return err
-		}
-		n.qpn = n.qp.Num()
-		return nil
-	})
+	}, psn)
 	if err != nil {
 		t.Fatalf("%s: setup: %v", n.name, err)
 	}
 }
 
-// connect takes n's QP through INIT, RTR and RTS to peer's.
+// connect connects n's QP to peer's.
 func (n *node) connect(t *testing.T, peer *node) {
 	t.Helper()
-	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-		dev.AddNeighbour(netip.AddrFrom16(peer.ip.As16()), realnet.StandInMAC(peer.ip))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	steps := []struct {
-		attr nic.QPAttr
-		mask nic.QPAttrMask
-	}{
-		{nic.QPAttr{QPState: nic.QPStateInit, PKeyIndex: 0, PortNum: 1, QPAccessFlags: nodeAccess},
-			nic.QPAttrState | nic.QPAttrPKeyIndex | nic.QPAttrPort | nic.QPAttrAccessFlags},
-		{nic.QPAttr{QPState: nic.QPStateRTR, PathMTU: nic.MTU4096, DestQPNum: peer.qpn, RQPSN: peer.psn,
-			AHAttr: nic.AHAttr{IsGlobal: true, PortNum: 1,
-				GRH: nic.GRH{DGID: netip.AddrFrom16(peer.ip.As16()), HopLimit: 64}},
-			MaxDestRdAtomic: 16, MinRNRTimer: 12},
-			nic.QPAttrState | nic.QPAttrAV | nic.QPAttrPathMTU | nic.QPAttrDestQPN | nic.QPAttrRQPSN |
-				nic.QPAttrMaxDestRdAtomic | nic.QPAttrMinRNRTimer},
-		{nic.QPAttr{QPState: nic.QPStateRTS, SQPSN: n.psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-			nic.QPAttrState | nic.QPAttrSQPSN | nic.QPAttrTimeout | nic.QPAttrRetryCnt | nic.QPAttrRNRRetry |
-				nic.QPAttrMaxQPRdAtomic},
-	}
-	for _, s := range steps {
-		if err := n.d.Do(func(now sim.Time, dev *nic.Device) error { return dev.ModifyQP(now, n.qp, &s.attr, s.mask) }); err != nil {
-			t.Fatalf("%s: modify_qp to %s: %v", n.name, s.attr.QPState, err)
-		}
+	n.peer = peer.rc.Local()
+	if err := n.rc.Connect(n.peer); err != nil {
+		t.Fatalf("%s: %v", n.name, err)
 	}
 }
 
-// post posts one signaled send work request.
-func (n *node) post(t *testing.T, wr nic.SendWR) {
+// post posts one signaled send work request of length bytes at off in
+// n's MR (RemoteAddr: an offset in the peer's).
+func (n *node) post(t *testing.T, wr nic.SendWR, off, length int) {
 	t.Helper()
-	wr.Flags |= nic.SendSignaled
-	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-		_, err := dev.PostSend(now, n.qp, []nic.SendWR{wr})
-		return err
-	}); err != nil {
+	if wr.Opcode == nic.WRRDMAWrite || wr.Opcode == nic.WRRDMARead {
+		wr.RemoteAddr += n.peer.VA
+		wr.RKey = n.peer.RKey
+	}
+	if err := n.rc.Post(wr, off, length); err != nil {
 		t.Fatalf("%s: post_send %s: %v", n.name, wr.Opcode, err)
 	}
 }
@@ -193,11 +141,7 @@ func (n *node) post(t *testing.T, wr nic.SendWR) {
 // postRecv posts one receive of length bytes at off in n's MR.
 func (n *node) postRecv(t *testing.T, wrid uint64, off, length int) {
 	t.Helper()
-	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-		_, err := dev.PostRecv(now, n.qp, []nic.RecvWR{{WRID: wrid,
-			SGList: []nic.SGE{{Addr: n.mr.Addr + uint64(off), Length: uint32(length), LKey: n.mr.LKey}}}})
-		return err
-	}); err != nil {
+	if err := n.rc.PostRecv(wrid, off, length); err != nil {
 		t.Fatalf("%s: post_recv: %v", n.name, err)
 	}
 }
@@ -205,26 +149,32 @@ func (n *node) postRecv(t *testing.T, wrid uint64, off, length int) {
 // wait returns n's next completion, waiting for it in real time.
 func (n *node) wait(ctx context.Context, t *testing.T) nic.WC {
 	t.Helper()
-	var wc [1]nic.WC
-	err := n.d.Await(ctx, func(now sim.Time, dev *nic.Device) bool { return n.cq.Poll(wc[:]) == 1 })
+	wc, err := n.rc.Wait(ctx)
 	if err != nil {
 		t.Fatalf("%s: waiting for a completion: %v (driver %+v, transport %+v)", n.name, err, n.d.Stats(),
 			n.d.Transport().Stats())
 	}
-	return wc[0]
+	return wc
 }
 
 // mem returns a copy of n's MR bytes [off, off+length).
 func (n *node) mem(t *testing.T, off, length int) []byte {
 	t.Helper()
-	var b []byte
-	if err := n.d.Do(func(sim.Time, *nic.Device) error {
-		b = append(b, n.mr.Bytes()[off:off+length]...)
-		return nil
-	}); err != nil {
+	b, err := n.rc.Bytes(off, length)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// rxErrors is the number of frames n's device dropped as malformed.
+func (n *node) rxErrors(t *testing.T) uint64 {
+	t.Helper()
+	sum, err := n.n.RxErrors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }
 
 // checkWC fails unless wc is a success of the opcode given.
@@ -282,7 +232,7 @@ func exchange(t *testing.T, a, b *node) {
 
 	// SEND 10000 bytes (3 packets at path MTU 4096) into a receive at 4096.
 	b.postRecv(t, 100, 4096, 16384)
-	a.post(t, nic.SendWR{WRID: 1, Opcode: nic.WRSend, SGList: []nic.SGE{{Addr: a.mr.Addr, Length: 10000, LKey: a.mr.LKey}}})
+	a.post(t, nic.SendWR{WRID: 1, Opcode: nic.WRSend}, 0, 10000)
 	checkWC(t, "a: SEND", a.wait(ctx, t), 1, nic.WCSend)
 	wc := b.wait(ctx, t)
 	checkWC(t, "b: RECV", wc, 100, nic.WCRecv)
@@ -295,8 +245,7 @@ func exchange(t *testing.T, a, b *node) {
 
 	// RDMA WRITE 64 KiB + 1 from a's 32768 to b's 131072.
 	const wlen = 64<<10 + 1
-	a.post(t, nic.SendWR{WRID: 2, Opcode: nic.WRRDMAWrite, RemoteAddr: b.mr.Addr + 131072, RKey: b.mr.RKey,
-		SGList: []nic.SGE{{Addr: a.mr.Addr + 32768, Length: wlen, LKey: a.mr.LKey}}})
+	a.post(t, nic.SendWR{WRID: 2, Opcode: nic.WRRDMAWrite, RemoteAddr: 131072}, 32768, wlen)
 	checkWC(t, "a: WRITE", a.wait(ctx, t), 2, nic.WCRDMAWrite)
 	if !bytes.Equal(b.mem(t, 131072, wlen), a.mem(t, 32768, wlen)) {
 		t.Fatal("b: the WRITE's bytes differ from a's")
@@ -305,8 +254,7 @@ func exchange(t *testing.T, a, b *node) {
 	// RDMA READ 20000 bytes of a's 200000 into b's 40000: b is the
 	// requester this time.
 	const rlen = 20000
-	b.post(t, nic.SendWR{WRID: 3, Opcode: nic.WRRDMARead, RemoteAddr: a.mr.Addr + 200000, RKey: a.mr.RKey,
-		SGList: []nic.SGE{{Addr: b.mr.Addr + 40000, Length: rlen, LKey: b.mr.LKey}}})
+	b.post(t, nic.SendWR{WRID: 3, Opcode: nic.WRRDMARead, RemoteAddr: 200000}, 40000, rlen)
 	checkWC(t, "b: READ", b.wait(ctx, t), 3, nic.WCRDMARead)
 	if !bytes.Equal(b.mem(t, 40000, rlen), a.mem(t, 200000, rlen)) {
 		t.Fatal("b: the READ's bytes differ from a's")
@@ -354,21 +302,6 @@ func checkCapture(t *testing.T, path string, ip netip.Addr) {
 	if frames == 0 {
 		t.Fatalf("%s: no frames", path)
 	}
-}
-
-// rxErrors is the number of frames n's device dropped as malformed.
-func (n *node) rxErrors(t *testing.T) uint64 {
-	t.Helper()
-	var sum uint64
-	if err := n.d.Do(func(now sim.Time, dev *nic.Device) error {
-		for c := range wire.NumErrorCodes {
-			sum += dev.RxErrors(wire.ErrorCode(c))
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return sum
 }
 
 // sub returns the counts of s since before.
