@@ -1,0 +1,65 @@
+//go:build linux
+
+package realnet_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"github.com/rocesim/rocesim/realnet"
+)
+
+// TestWorkload runs each kind of scripted workload between two nodes on
+// 127.0.0.1 and 127.0.0.2 (the exchange over an in-memory pipe), the
+// server checking what it received and the client what it read.
+func TestWorkload(t *testing.T) {
+	for _, w := range []realnet.Workload{
+		{Op: "send", Size: 5000, Iters: 100},
+		{Op: "write", Size: 65536, Iters: 50},
+		{Op: "read", Size: 9000, Iters: 50},
+		{Op: "send", Size: 1, Iters: 3},
+	} {
+		t.Run(w.Op, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newNode(t, "client", "127.0.0.1", filepath.Join(dir, "c.pcapng"))
+			s := newNode(t, "server", "127.0.0.2", filepath.Join(dir, "s.pcapng"))
+			ctx, cancel := context.WithTimeout(context.Background(), wallBound)
+			defer cancel()
+			cc, sc := net.Pipe()
+			defer cc.Close()
+			defer sc.Close()
+			errc := make(chan error, 1)
+			go func() {
+				got, err := realnet.RunServer(ctx, s.n, sc)
+				if err == nil && got != w {
+					t.Errorf("server ran %+v, want %+v", got, w)
+				}
+				errc <- err
+			}()
+			res, err := realnet.RunClient(ctx, c.n, cc, w)
+			if err != nil {
+				t.Fatalf("client: %v", err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("server: %v", err)
+			}
+			if res.Workload != w || res.Elapsed <= 0 {
+				t.Fatalf("result %+v", res)
+			}
+			t.Log(res)
+		})
+	}
+}
+
+// TestWorkloadRefused checks the server refuses a malformed request.
+func TestWorkloadRefused(t *testing.T) {
+	s := newNode(t, "server", "127.0.0.2", filepath.Join(t.TempDir(), "s.pcapng"))
+	cc, sc := net.Pipe()
+	defer cc.Close()
+	go func() { cc.Write([]byte("fly 1 1 1 1 1 1 127.0.0.1\n")) }()
+	if _, err := realnet.RunServer(context.Background(), s.n, sc); err == nil {
+		t.Fatal("the server accepted op fly")
+	}
+}
