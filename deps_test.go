@@ -50,7 +50,7 @@ var imports = map[string][]string{
 	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses).
-	"cmd/rocesim": {"faults", "ladder", "procfabric", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 }
 
 // external names the modules outside this one that packages may import.

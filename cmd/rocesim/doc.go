@@ -6,6 +6,7 @@
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
 //	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
 //	rocesim fabric [flags]          a fabric daemon joining processes' NICs
+//	rocesim node [flags]            a model node on a real network, with a workload
 //	rocesim help [COMMAND]          usage
 //
 // run executes a built-in scenario (package scenario holds the catalogue
@@ -41,6 +42,13 @@
 // --trace are as for run; the ladder and a summary are printed at exit
 // (interrupt, --exit-when-idle, --deadline). --hold-limit bounds the wall
 // time a process may hold virtual time without waiting.
+//
+// node runs package realnet's Node: the NIC model on UDP port 4791 of
+// --addr (a loopback address unless --routable) in real time, and a
+// workload with one peer node in the manner of ibv_rc_pingpong (endpoints
+// exchanged over TCP --port, then --iters SENDs, WRITEs or READs of
+// --size bytes, data checked on both sides); the client prints
+// throughput and latency, --pcap writes what the node sent.
 //
 // The command is thin: the scenario format (parsing, the built-in
 // catalogue, running) is package scenario and the drawings are package

@@ -26,6 +26,7 @@ Usage:
   rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
   rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
   rocesim fabric [flags]          a fabric daemon: processes' NICs meet on one simulated fabric
+  rocesim node [flags]            a model node on UDP 4791 of a (loopback) address, running a workload with a peer node
   rocesim help [COMMAND]          show this help, or a command's
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runScenarios(rest, stdout, stderr)
 	case "fabric":
 		return runFabric(rest, stdout, stderr)
+	case "node":
+		return runNode(rest, stdout, stderr)
 	case "demo":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintf(stderr, "rocesim demo: takes no scenario (it is %s); flags as for run\n", demoScenario)
@@ -116,6 +119,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, demoUsage)
 	case len(args) == 1 && args[0] == "fabric":
 		fmt.Fprint(stdout, fabricUsage)
+	case len(args) == 1 && args[0] == "node":
+		fmt.Fprint(stdout, nodeUsage)
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
 	default:
