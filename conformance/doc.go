@@ -31,8 +31,9 @@
 // # Interop
 //
 // ModelHost attaches a nic.Device to a guest's link in real time: it owns
-// an IPv4 address and its GID, answers ARP, and drives the device from
-// one goroutine with the wall clock as its time. TestInteropMatrix runs
+// an IPv4 address and its GID, answers ARP, and runs the device on
+// package realnet's driver (one loop goroutine, the wall clock as its
+// time) over realnet's datagram-link transport. TestInteropMatrix runs
 // SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ and
 // both atomics at six sizes each way between rxe and the model, checks
 // the data and the completions, compares each role's completions between
