@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench golden corpus swarm conformance soak
+.PHONY: all demo test deps lint check race fuzz bench bench-realnet golden corpus swarm conformance soak
 
 all: test
 
@@ -51,6 +51,10 @@ fuzz:
 ## bench: wire decode/encode vs a CRC-32 baseline, event queue, fault decisions, fabric frame path
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/... ./verbs/...
+
+## bench-realnet: two model nodes over real UDP on loopback (127.0.0.1, 127.0.0.2 port 4791): throughput and latency of SEND, WRITE, READ at 4 and 64 KiB
+bench-realnet:
+	$(GO) test -run '^$$' -bench UDPWorkload -benchtime 2000x -count 3 ./realnet/
 
 ## swarm: the randomised invariant test (2-16 nodes, RC connections, a fault mix per seed) over SEEDS seeds (default 20000); prints seeds, frames, faults and wall time
 SEEDS ?= 20000
