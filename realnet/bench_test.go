@@ -3,8 +3,6 @@
 package realnet_test
 
 import (
-	"context"
-	"net"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -49,23 +47,10 @@ func benchWorkload(b *testing.B, w realnet.Workload) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*wallBound)
-	defer cancel()
-	cc, sc := net.Pipe()
-	defer cc.Close()
-	defer sc.Close()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := realnet.RunServer(ctx, s, sc)
-		errc <- err
-	}()
 	b.ResetTimer()
-	res, err := realnet.RunClient(ctx, c, cc, w)
+	res, _, err := runPair(10*wallBound, c, s, w)
 	b.StopTimer()
 	if err != nil {
-		b.Fatal(err)
-	}
-	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(w.Size))

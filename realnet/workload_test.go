@@ -4,9 +4,11 @@ package realnet_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rocesim/rocesim/realnet"
 )
@@ -25,25 +27,12 @@ func TestWorkload(t *testing.T) {
 			dir := t.TempDir()
 			c := newNode(t, "client", "127.0.0.1", filepath.Join(dir, "c.pcapng"))
 			s := newNode(t, "server", "127.0.0.2", filepath.Join(dir, "s.pcapng"))
-			ctx, cancel := context.WithTimeout(context.Background(), wallBound)
-			defer cancel()
-			cc, sc := net.Pipe()
-			defer cc.Close()
-			defer sc.Close()
-			errc := make(chan error, 1)
-			go func() {
-				got, err := realnet.RunServer(ctx, s.n, sc)
-				if err == nil && got != w {
-					t.Errorf("server ran %+v, want %+v", got, w)
-				}
-				errc <- err
-			}()
-			res, err := realnet.RunClient(ctx, c.n, cc, w)
+			res, got, err := runPair(wallBound, c.n, s.n, w)
 			if err != nil {
-				t.Fatalf("client: %v", err)
+				t.Fatal(err)
 			}
-			if err := <-errc; err != nil {
-				t.Fatalf("server: %v", err)
+			if got != w {
+				t.Errorf("server ran %+v, want %+v", got, w)
 			}
 			if res.Workload != w || res.Elapsed <= 0 {
 				t.Fatalf("result %+v", res)
@@ -62,4 +51,35 @@ func TestWorkloadRefused(t *testing.T) {
 	if _, err := realnet.RunServer(context.Background(), s.n, sc); err == nil {
 		t.Fatal("the server accepted op fly")
 	}
+}
+
+// runPair runs w between client c and server s, the exchange over an
+// in-memory pipe, within bound; it returns the client's result and what
+// the server ran.
+func runPair(bound time.Duration, c, s *realnet.Node, w realnet.Workload) (realnet.Result, realnet.Workload, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cc, sc := net.Pipe()
+	defer cc.Close()
+	defer sc.Close()
+	type served struct {
+		w   realnet.Workload
+		err error
+	}
+	srv := make(chan served, 1)
+	go func() {
+		got, err := realnet.RunServer(ctx, s, sc)
+		srv <- served{got, err}
+	}()
+	res, err := realnet.RunClient(ctx, c, cc, w)
+	if err != nil {
+		cancel()
+		<-srv
+		return res, realnet.Workload{}, fmt.Errorf("client: %w", err)
+	}
+	got := <-srv
+	if got.err != nil {
+		return res, got.w, fmt.Errorf("server: %w", got.err)
+	}
+	return res, got.w, nil
 }
