@@ -61,17 +61,20 @@
 // # What holds, and what does not yet
 //
 // Two model nodes interoperate over real UDP on loopback (SEND, WRITE,
-// READ; TestUDPTwoNodes). Real rxe over UDP does not yet: rxe takes the
+// READ; TestUDPTwoNodes, TestWorkload, rocesim node). Real rxe over UDP
+// has not been tried yet. What stood in the way on receive: rxe takes the
 // IPv4 ID from __ip_select_ident (rxe_net.c prepare_ipv4_hdr: a hashed,
 // incrementing counter, as the captures in captures/ show), which the
 // receiving socket does not report, so the rebuilt header carries the
-// wrong ID and the device drops rxe's frames for a bad ICRC
-// (TestUDPForeignIPID shows both cases with a raw socket). The ways out:
-// RoCE v2 over IPv6 (no ID field; every covered field is known to a
-// socket: the next step), a receive path that sees the IP header (a raw
-// IPPROTO_UDP socket, or the Packet transport on an interface: both need
-// CAP_NET_RAW), or recovering the ID from the ICRC itself (the CRC is
-// linear in the 16 ID bits; it would leave 16 of the check's 32 bits).
+// wrong ID and the device drops rxe's frames for a bad ICRC. With
+// UDPConfig.RecoverIPv4ID the transport solves the ICRC for the ID
+// instead (wire.Packet.RecoverIPv4ID: the CRC is linear in the 16 ID
+// bits), at the price of 16 of the check's 32 bits; TestUDPForeignIPID
+// shows both, with a raw socket sending as rxe would. The clean ways out
+// are RoCE v2 over IPv6 (no ID field; every covered field is known to a
+// socket: not implemented yet) or a receive path that sees the IP header
+// (a raw IPPROTO_UDP socket, or the Packet transport on an interface:
+// both need CAP_NET_RAW).
 // Sending to rxe has no such problem: rxe verifies our frames over the
 // header our kernel wrote, ID 0 included. The other obstacle is the path:
 // the harness's VMs sit on dgram links with no IP route to the host's

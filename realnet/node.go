@@ -23,6 +23,8 @@ type NodeConfig struct {
 	Profile nic.Profile
 	// Annotate gives every frame a note (for a capture).
 	Annotate bool
+	// RecoverIPv4ID: see UDPConfig.
+	RecoverIPv4ID bool
 	// Sent is the driver's Sent hook (a capture of what the node sent).
 	Sent func(now sim.Time, frame []byte, note string, err error)
 }
@@ -42,7 +44,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		cfg.PathMTUMax = nic.MTU4096
 	}
 	mac := StandInMAC(cfg.Addr)
-	tr, err := NewUDP(UDPConfig{Addr: netip.AddrPortFrom(cfg.Addr, 0), MAC: mac})
+	tr, err := NewUDP(UDPConfig{Addr: netip.AddrPortFrom(cfg.Addr, 0), MAC: mac, RecoverIPv4ID: cfg.RecoverIPv4ID})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package realnet_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -108,42 +109,52 @@ func TestUDPOnTheWire(t *testing.T) {
 // (rxe_net.c prepare_ipv4_hdr takes the ID from __ip_select_ident). The
 // socket delivers both, but not their IDs; the node rebuilds ID 0, so
 // the first passes its ICRC check (and is then dropped for its unknown
-// QP) and the second fails it: the limit the package doc states for
-// interoperating with rxe over IPv4.
+// QP) and the second fails it, unless the node recovers the ID from the
+// ICRC (NodeConfig.RecoverIPv4ID): then both pass, one by recovery.
 func TestUDPForeignIPID(t *testing.T) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW) // IP_HDRINCL implied
 	if err != nil {
 		t.Skipf("no raw IPv4 socket (needs CAP_NET_RAW): %v", err)
 	}
 	defer unix.Close(fd)
-	b := newNode(t, "b", "127.0.0.2", filepath.Join(t.TempDir(), "b.pcapng"))
-	icrcErrors := func() uint64 {
-		var n uint64
-		if err := b.d.Do(func(now sim.Time, dev *nic.Device) error { n = dev.RxErrors(wire.CodeICRC); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	for i, id := range []uint16{0, 0x1234} {
-		f := wire.Frame{Src: netip.MustParseAddr("127.0.0.9"), Dst: netip.MustParseAddr("127.0.0.2"), TTL: 64,
-			IPID: id, IPFlags: wire.IPv4FlagDF, SrcPort: 0xC001, ComputeUDPChecksum: true,
-			BTH:     wire.BTHFields{Opcode: wire.OpRCSendOnly, PKey: 0xFFFF, DestQP: 0x99, PSN: 1, AckReq: true},
-			Payload: []byte("hello")}
-		buf := make([]byte, 256)
-		n, err := wire.Encode(buf, &f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before, got := icrcErrors(), b.d.Stats().FramesIn
-		// The kernel keeps a non-zero ID of a header-included packet and
-		// fills a zero one (with DF set and no socket: 0 again).
-		if err := unix.Sendto(fd, buf[wire.EthernetLen:n], 0, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 2}}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, func() bool { return b.d.Stats().FramesIn > got })
-		if grew := icrcErrors() > before; grew != (i == 1) {
-			t.Fatalf("IPv4 ID %#x: ICRC error counted %v, want %v", id, grew, i == 1)
-		}
+	for _, solve := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recover=%v", solve), func(t *testing.T) {
+			b := newNode(t, "b", "127.0.0.2", filepath.Join(t.TempDir(), "b.pcapng"),
+				func(c *realnet.NodeConfig) { c.RecoverIPv4ID = solve })
+			icrcErrors := func() uint64 {
+				var n uint64
+				if err := b.d.Do(func(now sim.Time, dev *nic.Device) error { n = dev.RxErrors(wire.CodeICRC); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			for i, id := range []uint16{0, 0x1234} {
+				f := wire.Frame{Src: netip.MustParseAddr("127.0.0.9"), Dst: netip.MustParseAddr("127.0.0.2"), TTL: 64,
+					IPID: id, IPFlags: wire.IPv4FlagDF, SrcPort: 0xC001, ComputeUDPChecksum: true,
+					BTH:     wire.BTHFields{Opcode: wire.OpRCSendOnly, PKey: 0xFFFF, DestQP: 0x99, PSN: 1, AckReq: true},
+					Payload: []byte("hello")}
+				buf := make([]byte, 256)
+				n, err := wire.Encode(buf, &f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before, got := icrcErrors(), b.d.Stats().FramesIn
+				// The kernel keeps a non-zero ID of a header-included
+				// packet and fills a zero one (with DF set and no socket:
+				// 0 again).
+				if err := unix.Sendto(fd, buf[wire.EthernetLen:n], 0, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 2}}); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, func() bool { return b.d.Stats().FramesIn > got })
+				want := i == 1 && !solve
+				if grew := icrcErrors() > before; grew != want {
+					t.Fatalf("IPv4 ID %#x: ICRC error counted %v, want %v", id, grew, want)
+				}
+			}
+			if got, want := b.d.Transport().Stats().Recovered, map[bool]uint64{false: 0, true: 1}[solve]; got != want {
+				t.Fatalf("Recovered = %d, want %d", got, want)
+			}
+		})
 	}
 }
 

@@ -83,6 +83,7 @@ type TransportStats struct {
 	Truncated uint64 // datagrams longer than a buffer, dropped
 	Garbage   uint64 // datagrams that are not a frame this transport carries, dropped
 	Refused   uint64 // frames Send would not put on the network (not RoCE v2 over this transport's IP version, wrong source address)
+	Recovered uint64 // frames whose sender's IPv4 ID was found from the ICRC (UDPConfig.RecoverIPv4ID)
 }
 
 // BufLen is the size of a receive buffer: a 9000-byte jumbo frame fits,

@@ -52,6 +52,12 @@ type UDPConfig struct {
 	MAC wire.MAC
 	// Batch is the most datagrams one system call reads or writes (0: 32).
 	Batch int
+	// RecoverIPv4ID solves a received packet's ICRC for the IPv4 ID its
+	// sender used (wire.Packet.RecoverIPv4ID) when the rebuilt header's
+	// ID 0 does not verify: what receiving from rxe, whose IDs a socket
+	// does not report, needs. The ICRC check then keeps 16 of its 32
+	// bits (see the package doc).
+	RecoverIPv4ID bool
 }
 
 // UDP is a Transport for RoCE v2 over a UDP socket bound to port 4791:
@@ -65,9 +71,12 @@ type UDP struct {
 	local netip.AddrPort
 	mac   wire.MAC
 	batch int
-	bufs  [][]byte // Receive's views of the caller's buffers, past the header room
-	pkt   wire.Packet
-	stats struct{ received, sent, truncated, garbage, refused atomic.Uint64 }
+	bufs  [][]byte    // Receive's views of the caller's buffers, past the header room
+	pkt   wire.Packet // Send's view (the driver's loop goroutine)
+	rpkt  wire.Packet // Receive's view (the reader goroutine)
+	// recoverID: see UDPConfig.RecoverIPv4ID.
+	recoverID bool
+	stats     struct{ received, sent, truncated, garbage, refused, recovered atomic.Uint64 }
 }
 
 // UDP transport constants.
@@ -127,7 +136,7 @@ func NewUDP(cfg UDPConfig) (*UDP, error) {
 		return nil, fmt.Errorf("realnet: udp: %w", err)
 	}
 	return &UDP{conn: conn, bc: bc, local: conn.LocalAddr().(*net.UDPAddr).AddrPort(), mac: cfg.MAC, batch: cfg.Batch,
-		bufs: make([][]byte, cfg.Batch)}, nil
+		bufs: make([][]byte, cfg.Batch), recoverID: cfg.RecoverIPv4ID}, nil
 }
 
 // LocalAddr is the address and port the endpoint is bound to.
@@ -200,7 +209,25 @@ func (u *UDP) rebuild(buf []byte, n int, from netip.AddrPort, oob []byte) bool {
 	binary.BigEndian.PutUint16(udp[2:], u.local.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(wire.UDPLen+n))
 	binary.BigEndian.PutUint16(udp[6:], 0)
+	if u.recoverID {
+		u.recoverIPv4ID(buf[:hdrRoom+n])
+	}
 	return true
+}
+
+// recoverIPv4ID writes into a rebuilt frame the IPv4 ID its sender used,
+// found from its ICRC, when ID 0 does not verify; a frame no ID makes
+// verify is left as it is, for the device to count its bad ICRC.
+func (u *UDP) recoverIPv4ID(frame []byte) {
+	p := &u.rpkt
+	if p.DecodeHeaders(frame) != nil && !p.StrayPayload() || p.ICRCValid() {
+		return
+	}
+	if id, ok := p.RecoverIPv4ID(); ok {
+		binary.BigEndian.PutUint16(p.IPv4[4:], id)
+		p.IPv4.SetChecksum()
+		u.stats.recovered.Add(1)
+	}
 }
 
 // parseOOB reads IP_PKTINFO, IP_TTL and IP_TOS from a datagram's control
@@ -309,7 +336,8 @@ func (u *UDP) Carries() Carriage { return TransportPackets }
 // Stats implements Transport.
 func (u *UDP) Stats() TransportStats {
 	return TransportStats{Received: u.stats.received.Load(), Sent: u.stats.sent.Load(),
-		Truncated: u.stats.truncated.Load(), Garbage: u.stats.garbage.Load(), Refused: u.stats.refused.Load()}
+		Truncated: u.stats.truncated.Load(), Garbage: u.stats.garbage.Load(), Refused: u.stats.refused.Load(),
+		Recovered: u.stats.recovered.Load()}
 }
 
 // Close implements Transport.

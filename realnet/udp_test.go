@@ -49,8 +49,9 @@ type node struct {
 }
 
 // newNode starts a node at ip:4791 whose sends are captured to capPath
-// (pcapng, one comment per frame: the device's note).
-func newNode(t *testing.T, name, ip string, capPath string) *node {
+// (pcapng, one comment per frame: the device's note); opts adjust its
+// configuration.
+func newNode(t *testing.T, name, ip string, capPath string, opts ...func(*realnet.NodeConfig)) *node {
 	t.Helper()
 	n := &node{name: name, ip: netip.MustParseAddr(ip)}
 	w, err := capture.Create(capPath, capture.PcapngOptions{Comment: fmt.Sprintf(
@@ -64,7 +65,7 @@ func newNode(t *testing.T, name, ip string, capPath string) *node {
 	if _, err := w.AddInterface(name+"->net", "frames node "+name+" sent"); err != nil {
 		t.Fatal(err)
 	}
-	n.n, err = realnet.NewNode(realnet.NodeConfig{Name: name, Addr: n.ip, Annotate: true,
+	cfg := realnet.NodeConfig{Name: name, Addr: n.ip, Annotate: true,
 		Sent: func(now sim.Time, frame []byte, note string, err error) {
 			if err != nil {
 				note += "; refused: " + err.Error()
@@ -72,7 +73,11 @@ func newNode(t *testing.T, name, ip string, capPath string) *node {
 			if werr := w.WriteFrame(int64(now), 0, frame, note); werr != nil && n.err == nil {
 				n.err = werr
 			}
-		}})
+		}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n.n, err = realnet.NewNode(cfg)
 	if err != nil {
 		w.Close()
 		t.Fatalf("%s: %v (is another process bound to %s:4791?)", name, err, ip)

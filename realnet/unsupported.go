@@ -30,9 +30,10 @@ func (*Dgram) LocalAddr() netip.AddrPort { return netip.AddrPort{} }
 
 // UDPConfig describes a RoCE v2 endpoint on a UDP socket (Linux only).
 type UDPConfig struct {
-	Addr  netip.AddrPort
-	MAC   wire.MAC
-	Batch int
+	Addr          netip.AddrPort
+	MAC           wire.MAC
+	Batch         int
+	RecoverIPv4ID bool
 }
 
 // UDP is the UDP transport (Linux only).
