@@ -13,10 +13,12 @@
 // frame crosses the network as the device built it. Three exist, all on
 // Linux, batched with recvmmsg(2)/sendmmsg(2) through golang.org/x/sys:
 //
-//   - UDP: RoCE v2 on a UDP socket bound to a specific IPv4 address, port
-//     4791. The kernel does Ethernet, IP and UDP; only the transport
-//     packet (BTH to ICRC) is the device's. No privilege is needed, and
-//     two nodes on one machine bind 127.0.0.1:4791 and 127.0.0.2:4791.
+//   - UDP: RoCE v2 on a UDP socket bound to a specific IPv4 or IPv6
+//     address, port 4791. The kernel does Ethernet, IP and UDP; only the
+//     transport packet (BTH to ICRC) is the device's. No privilege is
+//     needed, and two nodes on one machine bind 127.0.0.1:4791 and
+//     127.0.0.2:4791 (over IPv6 there is one loopback address, ::1: two
+//     QPs of one node talk to each other through it).
 //   - Dgram: whole frames, one per UDP datagram between two fixed
 //     addresses, as QEMU's -netdev dgram joins a VM's NIC to a peer (the
 //     conformance harness's model host runs on it).
@@ -45,8 +47,13 @@
 //     DF, and its ICRC verifies over the headers as sent.
 //   - TTL (64, rxe's default hop limit) and TOS (0): masked, but
 //     rewritten too, so a capture of the rewritten frame shows the wire
-//     (except the UDP checksum, which the kernel fills in and the capture
-//     shows as 0).
+//     (except the UDP checksum over IPv4, which the kernel fills in and
+//     the capture shows as 0).
+//   - IPv6 has no ID; its traffic class, flow label (Linux may set one
+//     per flow) and hop limit are masked, and the UDP checksum too. Every
+//     covered field is one the socket chooses from what it is told
+//     (addresses, ports, lengths), so nothing is guessed.
+//     TestUDPIPv6OnTheWire checks the frames the kernel sent on ::1.
 //
 // So on send the transport rewrites those fields in the device's frame
 // and recomputes the IPv4 checksum and the ICRC over them; what the peer
@@ -57,11 +64,15 @@
 // check then runs over the addresses, ports and lengths that crossed the
 // network. What no socket option delivers is the sender's IPv4 ID and
 // flags: the transport assumes ID 0 and DF, what a UDP transport sends.
+// Over IPv6 the destination comes from IPV6_PKTINFO, hop limit and
+// traffic class from IPV6_RECVHOPLIMIT and IPV6_RECVTCLASS, the flow
+// label is written 0 (masked), and the check is the whole one.
 //
 // # What holds, and what does not yet
 //
 // Two model nodes interoperate over real UDP on loopback (SEND, WRITE,
-// READ; TestUDPTwoNodes, TestWorkload, rocesim node). Real rxe over UDP
+// READ; TestUDPTwoNodes, TestWorkload, rocesim node), and two QPs of one
+// node over IPv6 on ::1 (TestUDPIPv6). Real rxe over UDP
 // has not been tried yet. What stood in the way on receive: rxe takes the
 // IPv4 ID from __ip_select_ident (rxe_net.c prepare_ipv4_hdr: a hashed,
 // incrementing counter, as the captures in captures/ show), which the
@@ -71,10 +82,11 @@
 // instead (wire.Packet.RecoverIPv4ID: the CRC is linear in the 16 ID
 // bits), at the price of 16 of the check's 32 bits; TestUDPForeignIPID
 // shows both, with a raw socket sending as rxe would. The clean ways out
-// are RoCE v2 over IPv6 (no ID field; every covered field is known to a
-// socket: not implemented yet) or a receive path that sees the IP header
-// (a raw IPPROTO_UDP socket, or the Packet transport on an interface:
-// both need CAP_NET_RAW).
+// are RoCE v2 over IPv6 (no ID field: the transport does it, untried
+// against rxe, whose IPv6 GIDs need a global or link-local address the
+// VM's peer can reach) or a receive path that sees the IP header (a raw
+// IPPROTO_UDP socket, or the Packet transport on an interface: both need
+// CAP_NET_RAW).
 // Sending to rxe has no such problem: rxe verifies our frames over the
 // header our kernel wrote, ID 0 included. The other obstacle is the path:
 // the harness's VMs sit on dgram links with no IP route to the host's

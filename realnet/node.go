@@ -14,7 +14,8 @@ import (
 type NodeConfig struct {
 	// Name names the node in device notes.
 	Name string
-	// Addr is the node's IPv4 address; it binds Addr:4791.
+	// Addr is the node's IPv4 or IPv6 address (its GID); it binds
+	// Addr:4791.
 	Addr netip.Addr
 	// PathMTUMax is the largest path MTU (0: MTU4096; loopback's MTU
 	// carries it).
@@ -33,7 +34,7 @@ type NodeConfig struct {
 // endpoint at Addr:4791 on the machine's network.
 type Node struct {
 	*Driver
-	// Addr is the node's IPv4 address.
+	// Addr is the node's IPv4 or IPv6 address.
 	Addr netip.Addr
 	mtu  nic.MTU
 }
@@ -48,9 +49,14 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := cfg.Addr.As4()
-	dev := nic.New(nic.Config{Name: "rxe0", Node: cfg.Name, MAC: mac, IPv4: cfg.Addr, Profile: cfg.Profile,
-		PathMTUMax: cfg.PathMTUMax, AddrBase: nic.DefaultAddrBase + uint64(a[3])<<32, Annotate: cfg.Annotate})
+	dc := nic.Config{Name: "rxe0", Node: cfg.Name, MAC: mac, Profile: cfg.Profile, PathMTUMax: cfg.PathMTUMax,
+		AddrBase: nic.DefaultAddrBase + uint64(mac[5])<<32, Annotate: cfg.Annotate}
+	if cfg.Addr.Is6() {
+		dc.IPv6 = cfg.Addr
+	} else {
+		dc.IPv4 = cfg.Addr
+	}
+	dev := nic.New(dc)
 	d, err := Start(Config{Device: dev, Transport: tr, Sent: cfg.Sent})
 	if err != nil {
 		tr.Close()

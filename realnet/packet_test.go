@@ -30,26 +30,16 @@ func openLoopback(t *testing.T) *realnet.Packet {
 	return p
 }
 
-// isOurs reports whether frame is RoCE v2 between 127.0.0.1 and 127.0.0.2.
-func isOurs(p *wire.Packet, frame []byte) bool {
-	if p.DecodeHeaders(frame) != nil || p.IPv4 == nil {
-		return false
-	}
-	lo1, lo2 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	return (p.Src() == lo1 && p.Dst() == lo2) || (p.Src() == lo2 && p.Dst() == lo1)
-}
-
-// TestUDPOnTheWire watches the loopback interface with the AF_PACKET
-// transport while two nodes on the UDP transport exchange a SEND, a WRITE
-// and a READ: every datagram either sent must be a RoCE v2 frame whose
-// ICRC verifies over the IP and UDP headers the kernel actually wrote
-// (IPv4 ID, flags, lengths, source port: the UDP transport's claim about
-// what the kernel chooses), and the watcher must see every one.
-func TestUDPOnTheWire(t *testing.T) {
+// watch watches the loopback interface (the AF_PACKET transport) for
+// RoCE v2 frames that match, and checks each; stop ends the watch and
+// returns how many matched, how many failed check, and the first
+// failure.
+func watch(t *testing.T, match func(*wire.Packet) bool, check func(*wire.Packet) error) (stop func() (seen, bad int, first error)) {
+	t.Helper()
 	sniff := openLoopback(t)
-	var mu sync.Mutex
+	var mu sync.Mutex // guards seen, bad, first
 	var seen, bad int
-	var firstBad error
+	var first error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -68,38 +58,63 @@ func TestUDPOnTheWire(t *testing.T) {
 			}
 			mu.Lock()
 			for _, m := range msgs[:n] {
-				f := m.Buf[:m.N]
-				if !isOurs(&p, f) {
+				if p.DecodeHeaders(m.Buf[:m.N]) != nil || !match(&p) {
 					continue
 				}
 				seen++
-				if err := p.Decode(f); err != nil || p.IPv4.ID() != 0 || p.IPv4.Flags() != wire.IPv4FlagDF {
+				err := p.Decode(m.Buf[:m.N])
+				if err == nil {
+					err = check(&p)
+				}
+				if err != nil {
 					bad++
-					if firstBad == nil {
-						firstBad = errors.Join(err, errors.New("ID "+p.IPv4.Src().String()))
+					if first == nil {
+						first = err
 					}
 				}
 			}
 			mu.Unlock()
 		}
 	}()
+	return func() (int, int, error) {
+		t.Helper()
+		if err := sniff.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return seen, bad, first
+	}
+}
+
+// TestUDPOnTheWire watches the loopback interface with the AF_PACKET
+// transport while two nodes on the UDP transport exchange a SEND, a WRITE
+// and a READ: every datagram either sent must be a RoCE v2 frame whose
+// ICRC verifies over the IP and UDP headers the kernel actually wrote
+// (IPv4 ID, flags, lengths, source port: the UDP transport's claim about
+// what the kernel chooses), and the watcher must see every one.
+func TestUDPOnTheWire(t *testing.T) {
+	lo1, lo2 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	stop := watch(t, func(p *wire.Packet) bool {
+		return p.IPv4 != nil && (p.Src() == lo1 && p.Dst() == lo2 || p.Src() == lo2 && p.Dst() == lo1)
+	}, func(p *wire.Packet) error {
+		if p.IPv4.ID() != 0 || p.IPv4.Flags() != wire.IPv4FlagDF || p.UDP.SrcPort() != wire.UDPPortRoCEv2 {
+			return fmt.Errorf("IPv4 ID %#x, flags %d, source port %d", p.IPv4.ID(), p.IPv4.Flags(), p.UDP.SrcPort())
+		}
+		return nil
+	})
 	dir := t.TempDir()
 	a := newNode(t, "a", "127.0.0.1", filepath.Join(dir, "a.pcapng"))
 	b := newNode(t, "b", "127.0.0.2", filepath.Join(dir, "b.pcapng"))
 	exchange(t, a, b)
 	sent := a.d.Transport().Stats().Sent + b.d.Transport().Stats().Sent
-	a.close(t)
-	b.close(t)
 	// Closing the nodes' sockets after their last datagram was received
 	// means the watcher, which sees each before the socket does, has them.
-	if err := sniff.Close(); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if seen != int(sent) || bad != 0 {
-		t.Fatalf("on the wire: %d RoCE v2 frames between the nodes (they sent %d), %d bad: %v", seen, sent, bad, firstBad)
+	a.close(t)
+	b.close(t)
+	if seen, bad, first := stop(); seen != int(sent) || bad != 0 {
+		t.Fatalf("on the wire: %d RoCE v2 frames between the nodes (they sent %d), %d bad: %v", seen, sent, bad, first)
 	}
 }
 

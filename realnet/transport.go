@@ -99,10 +99,11 @@ var ErrRefused = errors.New("realnet: frame refused by the transport")
 
 // StandInMAC is the Ethernet address the UDP transport writes as the
 // source of the frames it rebuilds from datagrams sent by ip:
-// 02:00:a.b.c.d, locally administered. The kernel resolves the real one;
-// a device on the UDP transport lists its peers under this address
+// 02:00:a.b.c.d, locally administered, from the IPv4 address or the last
+// four bytes of the IPv6 one. The kernel resolves the real one; a device
+// on the UDP transport lists its peers under this address
 // (nic.Device.AddNeighbour), which the transport strips again on send.
 func StandInMAC(ip netip.Addr) wire.MAC {
-	a := ip.Unmap().As4()
-	return wire.MAC{0x02, 0x00, a[0], a[1], a[2], a[3]}
+	a := ip.Unmap().As16()
+	return wire.MAC{0x02, 0x00, a[12], a[13], a[14], a[15]}
 }

@@ -76,13 +76,13 @@ type UDP struct {
 	rpkt  wire.Packet // Receive's view (the reader goroutine)
 	// recoverID: see UDPConfig.RecoverIPv4ID.
 	recoverID bool
-	stats     struct{ received, sent, truncated, garbage, refused, recovered atomic.Uint64 }
+	// hdr is the outer headers' length: Ethernet, IPv4 or IPv6, UDP.
+	hdr   int
+	stats struct{ received, sent, truncated, garbage, refused, recovered atomic.Uint64 }
 }
 
 // UDP transport constants.
 const (
-	// hdrRoom is the outer headers rebuilt in front of a received packet.
-	hdrRoom = wire.EthernetLen + wire.IPv4MinLen + wire.UDPLen
 	// sendTTL is the TTL the socket sends with, rxe's (rxe_net.c
 	// prepare_ipv4_hdr is called with the AV's hop limit, 64 by default).
 	sendTTL = 64
@@ -93,16 +93,31 @@ const (
 // NewUDP binds the endpoint's socket.
 func NewUDP(cfg UDPConfig) (*UDP, error) {
 	a := cfg.Addr.Addr()
-	if !a.Is4() || a.IsUnspecified() {
-		return nil, fmt.Errorf("realnet: udp: Addr %v is not a specific IPv4 address", a)
+	if !a.IsValid() || a.Is4In6() || a.IsUnspecified() || a.Zone() != "" {
+		return nil, fmt.Errorf("realnet: udp: Addr %v is not a specific IPv4 or IPv6 address", a)
 	}
+	v6 := a.Is6()
 	if cfg.Addr.Port() == 0 {
 		cfg.Addr = netip.AddrPortFrom(a, wire.UDPPortRoCEv2)
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = defaultBatch
 	}
-	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(cfg.Addr))
+	network, level, opts := "udp4", unix.IPPROTO_IP, []struct{ opt, val int }{
+		{unix.IP_PKTINFO, 1}, {unix.IP_RECVTTL, 1}, {unix.IP_RECVTOS, 1},
+		// DF on every datagram, and with it ID 0 (see Send).
+		{unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
+		{unix.IP_TTL, sendTTL}, {unix.IP_TOS, 0},
+	}
+	if v6 {
+		network, level, opts = "udp6", unix.IPPROTO_IPV6, []struct{ opt, val int }{
+			{unix.IPV6_RECVPKTINFO, 1}, {unix.IPV6_RECVHOPLIMIT, 1}, {unix.IPV6_RECVTCLASS, 1},
+			// Never fragment: a RoCE v2 packet is one datagram.
+			{unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO},
+			{unix.IPV6_UNICAST_HOPS, sendTTL}, {unix.IPV6_TCLASS, 0},
+		}
+	}
+	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(cfg.Addr))
 	if err != nil {
 		return nil, fmt.Errorf("realnet: udp: %w", err)
 	}
@@ -112,14 +127,9 @@ func NewUDP(cfg UDPConfig) (*UDP, error) {
 	if err == nil {
 		var serr error
 		err = rc.Control(func(fd uintptr) {
-			for _, o := range [...]struct{ opt, val int }{
-				{unix.IP_PKTINFO, 1}, {unix.IP_RECVTTL, 1}, {unix.IP_RECVTOS, 1},
-				// DF on every datagram, and with it ID 0 (see Send).
-				{unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
-				{unix.IP_TTL, sendTTL}, {unix.IP_TOS, 0},
-			} {
+			for _, o := range opts {
 				if serr == nil {
-					serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, o.opt, o.val)
+					serr = unix.SetsockoptInt(int(fd), level, o.opt, o.val)
 				}
 			}
 		})
@@ -136,7 +146,7 @@ func NewUDP(cfg UDPConfig) (*UDP, error) {
 		return nil, fmt.Errorf("realnet: udp: %w", err)
 	}
 	return &UDP{conn: conn, bc: bc, local: conn.LocalAddr().(*net.UDPAddr).AddrPort(), mac: cfg.MAC, batch: cfg.Batch,
-		bufs: make([][]byte, cfg.Batch), recoverID: cfg.RecoverIPv4ID}, nil
+		bufs: make([][]byte, cfg.Batch), recoverID: cfg.RecoverIPv4ID, hdr: outerLen(v6)}, nil
 }
 
 // LocalAddr is the address and port the endpoint is bound to.
@@ -150,7 +160,7 @@ func (u *UDP) Receive(msgs []Msg) (int, error) {
 	for {
 		n := min(len(msgs), u.batch)
 		for i := range n {
-			u.bufs[i] = msgs[i].Buf[hdrRoom:]
+			u.bufs[i] = msgs[i].Buf[u.hdr:]
 		}
 		got, err := u.bc.recv(u.bufs[:n])
 		if err != nil {
@@ -168,7 +178,7 @@ func (u *UDP) Receive(msgs []Msg) (int, error) {
 				continue
 			}
 			msgs[i].Buf, msgs[k].Buf = msgs[k].Buf, msgs[i].Buf
-			msgs[k].N = hdrRoom + l
+			msgs[k].N = u.hdr + l
 			k++
 		}
 		if k > 0 {
@@ -178,39 +188,61 @@ func (u *UDP) Receive(msgs []Msg) (int, error) {
 	}
 }
 
+// outerLen is the length of the outer headers over IPv4 or IPv6.
+func outerLen(v6 bool) int {
+	if v6 {
+		return wire.EthernetLen + wire.IPv6Len + wire.UDPLen
+	}
+	return wire.EthernetLen + wire.IPv4MinLen + wire.UDPLen
+}
+
 // rebuild writes the outer headers of a received packet of n bytes at
-// buf[hdrRoom:]; it reports false if the control data lacks the
+// buf[u.hdr:]; it reports false if the control data lacks the
 // destination address.
 func (u *UDP) rebuild(buf []byte, n int, from netip.AddrPort, oob []byte) bool {
 	dst, ttl, tos, ok := parseOOB(oob)
-	if !ok || !from.Addr().Unmap().Is4() {
+	src := from.Addr()
+	if !ok || src.Is4In6() || src.Is6() != u.local.Addr().Is6() || dst.Is6() != src.Is6() {
 		return false
 	}
-	src := from.Addr().Unmap().As4()
 	eth := buf[:wire.EthernetLen]
 	copy(eth[0:6], u.mac[:])
-	sm := StandInMAC(netip.AddrFrom4(src))
+	sm := StandInMAC(src)
 	copy(eth[6:12], sm[:])
-	binary.BigEndian.PutUint16(eth[12:], wire.EtherTypeIPv4)
-	ip := wire.IPv4(buf[wire.EthernetLen : wire.EthernetLen+wire.IPv4MinLen])
-	ip[0] = 4<<4 | wire.IPv4MinLen/4
-	ip[1] = tos
-	binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4MinLen+wire.UDPLen+n))
-	binary.BigEndian.PutUint16(ip[4:], 0)                   // ID: not delivered by the socket (package doc)
-	binary.BigEndian.PutUint16(ip[6:], wire.IPv4FlagDF<<13) // DF, offset 0: a fragment was reassembled by the kernel
-	ip[8] = ttl
-	ip[9] = wire.ProtocolUDP
-	copy(ip[12:16], src[:])
-	d := dst.As4()
-	copy(ip[16:20], d[:])
-	ip.SetChecksum()
-	udp := buf[wire.EthernetLen+wire.IPv4MinLen : hdrRoom]
+	ipEnd := u.hdr - wire.UDPLen
+	if src.Is6() {
+		binary.BigEndian.PutUint16(eth[12:], wire.EtherTypeIPv6)
+		ip := buf[wire.EthernetLen:ipEnd]
+		// Flow label 0: not delivered, and masked in the ICRC.
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(tos)<<20)
+		binary.BigEndian.PutUint16(ip[4:], uint16(wire.UDPLen+n))
+		ip[6] = wire.ProtocolUDP
+		ip[7] = ttl
+		s16, d16 := src.As16(), dst.As16()
+		copy(ip[8:24], s16[:])
+		copy(ip[24:40], d16[:])
+	} else {
+		binary.BigEndian.PutUint16(eth[12:], wire.EtherTypeIPv4)
+		ip := wire.IPv4(buf[wire.EthernetLen:ipEnd])
+		ip[0] = 4<<4 | wire.IPv4MinLen/4
+		ip[1] = tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4MinLen+wire.UDPLen+n))
+		binary.BigEndian.PutUint16(ip[4:], 0)                   // ID: not delivered by the socket (package doc)
+		binary.BigEndian.PutUint16(ip[6:], wire.IPv4FlagDF<<13) // DF, offset 0: a fragment was reassembled by the kernel
+		ip[8] = ttl
+		ip[9] = wire.ProtocolUDP
+		s4, d4 := src.As4(), dst.As4()
+		copy(ip[12:16], s4[:])
+		copy(ip[16:20], d4[:])
+		ip.SetChecksum()
+	}
+	udp := buf[ipEnd:u.hdr]
 	binary.BigEndian.PutUint16(udp[0:], from.Port())
 	binary.BigEndian.PutUint16(udp[2:], u.local.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(wire.UDPLen+n))
-	binary.BigEndian.PutUint16(udp[6:], 0)
-	if u.recoverID {
-		u.recoverIPv4ID(buf[:hdrRoom+n])
+	binary.BigEndian.PutUint16(udp[6:], 0) // verified by the kernel; outside the ICRC
+	if u.recoverID && !src.Is6() {
+		u.recoverIPv4ID(buf[:u.hdr+n])
 	}
 	return true
 }
@@ -230,8 +262,9 @@ func (u *UDP) recoverIPv4ID(frame []byte) {
 	}
 }
 
-// parseOOB reads IP_PKTINFO, IP_TTL and IP_TOS from a datagram's control
-// data without allocating (unix.ParseSocketControlMessage allocates).
+// parseOOB reads IP_PKTINFO, IP_TTL and IP_TOS (or IPV6_PKTINFO,
+// IPV6_HOPLIMIT and IPV6_TCLASS) from a datagram's control data without
+// allocating (unix.ParseSocketControlMessage allocates).
 func parseOOB(b []byte) (dst netip.Addr, ttl, tos uint8, ok bool) {
 	ttl = sendTTL
 	for len(b) >= unix.SizeofCmsghdr {
@@ -241,7 +274,24 @@ func parseOOB(b []byte) (dst netip.Addr, ttl, tos uint8, ok bool) {
 			break
 		}
 		data := b[unix.SizeofCmsghdr:l]
-		if h.Level == unix.IPPROTO_IP {
+		switch h.Level {
+		case unix.IPPROTO_IPV6:
+			switch h.Type {
+			case unix.IPV6_PKTINFO:
+				if len(data) >= unix.SizeofInet6Pktinfo {
+					pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+					dst, ok = netip.AddrFrom16(pi.Addr), true
+				}
+			case unix.IPV6_HOPLIMIT:
+				if len(data) >= 4 {
+					ttl = uint8(*(*int32)(unsafe.Pointer(&data[0])))
+				}
+			case unix.IPV6_TCLASS:
+				if len(data) >= 4 {
+					tos = uint8(*(*int32)(unsafe.Pointer(&data[0])))
+				}
+			}
+		case unix.IPPROTO_IP:
 			switch h.Type {
 			case unix.IP_PKTINFO:
 				if len(data) >= unix.SizeofInet4Pktinfo {
@@ -309,22 +359,33 @@ func (u *UDP) Send(frames [][]byte) (int, error) {
 // it goes.
 func (u *UDP) rewrite(frame []byte) (payload []byte, dst netip.AddrPort, ok bool) {
 	p := &u.pkt
-	if p.DecodeHeaders(frame) != nil && !p.StrayPayload() || p.IPv4 == nil || p.IPv4.Src() != u.local.Addr() ||
-		len(p.IPv4) != wire.IPv4MinLen {
+	if p.DecodeHeaders(frame) != nil && !p.StrayPayload() || p.Src() != u.local.Addr() || len(p.Trailer) != 0 {
 		return nil, netip.AddrPort{}, false
 	}
-	ip := p.IPv4
-	ip[1] = 0 // TOS: the socket's (IP_TOS 0); masked in the ICRC
-	binary.BigEndian.PutUint16(ip[4:], 0)
-	binary.BigEndian.PutUint16(ip[6:], wire.IPv4FlagDF<<13)
-	ip[8] = sendTTL
-	ip.SetChecksum()
+	if p.IPv6 != nil {
+		// Traffic class and hop limit: the socket's; flow label 0 (the
+		// kernel's default without IPV6_FLOWINFO_SEND); all three masked.
+		binary.BigEndian.PutUint32(p.IPv6[0:], 6<<28)
+		p.IPv6[7] = sendTTL
+	} else {
+		ip := p.IPv4
+		if len(ip) != wire.IPv4MinLen {
+			return nil, netip.AddrPort{}, false // options: the socket would not send them
+		}
+		ip[1] = 0 // TOS: the socket's (IP_TOS 0); masked in the ICRC
+		binary.BigEndian.PutUint16(ip[4:], 0)
+		binary.BigEndian.PutUint16(ip[6:], wire.IPv4FlagDF<<13)
+		ip[8] = sendTTL
+		ip.SetChecksum()
+		// The kernel fills in a checksum; outside the ICRC. Zero keeps
+		// UpdateICRC from computing one.
+		binary.BigEndian.PutUint16(p.UDP[6:], 0)
+	}
 	binary.BigEndian.PutUint16(p.UDP[0:], u.local.Port())
-	binary.BigEndian.PutUint16(p.UDP[6:], 0) // the kernel fills it in; outside the ICRC
+	// Over IPv6 the UDP checksum is recomputed too (it is never zero
+	// there): the capture then shows the one the kernel sends.
 	p.UpdateICRC()
-	start := wire.EthernetLen + wire.IPv4MinLen + wire.UDPLen
-	end := wire.EthernetLen + int(ip.TotalLength())
-	return frame[start:end], netip.AddrPortFrom(p.Dst(), p.UDP.DstPort()), true
+	return frame[u.hdr:], netip.AddrPortFrom(p.Dst(), p.UDP.DstPort()), true
 }
 
 // BatchSize implements Transport.

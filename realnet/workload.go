@@ -287,8 +287,8 @@ func parseEndpoint(f []string) (Endpoint, error) {
 		return e, fmt.Errorf("realnet: endpoint %q: %w", f, err)
 	}
 	a, err := netip.ParseAddr(f[4])
-	if err != nil || !a.Is4() {
-		return e, fmt.Errorf("realnet: endpoint %q: address %q is not IPv4", f, f[4])
+	if err != nil || a.Zone() != "" {
+		return e, fmt.Errorf("realnet: endpoint %q: address %q is not an IP address", f, f[4])
 	}
 	e.Addr = a
 	return e, nil

@@ -34,8 +34,8 @@ Without --connect the node is the server: it waits for one client on TCP
 --iters), and exits. With --connect HOST it is the client (it dials until the server listens).
 
 Flags:
-  --addr A        the node's IPv4 address (default 127.0.0.1); a loopback
-                  address unless --routable
+  --addr A        the node's IPv4 or IPv6 address (default 127.0.0.1); a
+                  loopback address unless --routable
   --routable      allow an --addr that is not loopback
   --connect HOST  be the client of the server node at HOST (its --addr)
   --port N        TCP port of the exchange (default 18515, ibv_rc_pingpong's)
@@ -85,8 +85,8 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 		return usageErr("takes no arguments, got %q", fs.Args())
 	}
 	a, err := netip.ParseAddr(*addr)
-	if err != nil || !a.Is4() {
-		return usageErr("--addr %q is not an IPv4 address", *addr)
+	if err != nil || a.Zone() != "" || a.Is4In6() {
+		return usageErr("--addr %q is not an IPv4 or IPv6 address", *addr)
 	}
 	if !a.IsLoopback() && !*routable {
 		return usageErr("--addr %s is not a loopback address: add --routable to expose a RoCE endpoint there", a)
@@ -159,7 +159,7 @@ func nodeWorkload(ctx context.Context, n *realnet.Node, a netip.Addr, connect st
 	if connect == "" {
 		var lc net.ListenConfig
 		var l net.Listener
-		if l, err = lc.Listen(ctx, "tcp4", hostPort); err == nil {
+		if l, err = lc.Listen(ctx, "tcp", hostPort); err == nil {
 			fmt.Fprintf(stdout, "rocesim node: %s:4791, waiting for a client on %s\n", a, hostPort)
 			go func() { <-ctx.Done(); l.Close() }()
 			conn, err = l.Accept()
@@ -169,7 +169,7 @@ func nodeWorkload(ctx context.Context, n *realnet.Node, a netip.Addr, connect st
 		// The server may not be listening yet: try again until --timeout.
 		var d net.Dialer
 		for {
-			conn, err = d.DialContext(ctx, "tcp4", net.JoinHostPort(connect, strconv.Itoa(port)))
+			conn, err = d.DialContext(ctx, "tcp", net.JoinHostPort(connect, strconv.Itoa(port)))
 			if err == nil || ctx.Err() != nil {
 				break
 			}
