@@ -41,6 +41,32 @@ type batchConn struct {
 	whdr  []unix.Mmsghdr
 	wiov  []unix.Iovec
 	wname []unix.RawSockaddrInet6
+
+	// The system calls, with their arguments and results, as method
+	// values bound once: a closure passed to RawConn.Read or Write would
+	// be allocated on every call.
+	rcall, wcall mmsgCall
+}
+
+// mmsgCall is one recvmmsg or sendmmsg call, run by RawConn.Read or Write
+// through fn.
+type mmsgCall struct {
+	sysno uintptr
+	hdrs  []unix.Mmsghdr
+	got   int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool // run, bound once
+}
+
+// run makes the call on fd; it reports false (wait, then call again) if
+// it would block.
+func (m *mmsgCall) run(fd uintptr) bool {
+	r, _, e := unix.Syscall6(m.sysno, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	m.got, m.errno = int(r), e
+	return true
 }
 
 // newBatchConn wraps conn for batches of up to n datagrams.
@@ -56,6 +82,7 @@ func newBatchConn(conn *net.UDPConn, n int) (*batchConn, error) {
 // datagrams.
 func newBatchRaw(rc syscall.RawConn, v6 bool, n int) *batchConn {
 	c := &batchConn{rc: rc, v6: v6,
+		rcall: mmsgCall{sysno: unix.SYS_RECVMMSG}, wcall: mmsgCall{sysno: unix.SYS_SENDMMSG},
 		rhdr: make([]unix.Mmsghdr, n), riov: make([]unix.Iovec, n), rname: make([]unix.RawSockaddrInet6, n),
 		roob: make([][oobLen]byte, n),
 		whdr: make([]unix.Mmsghdr, n), wiov: make([]unix.Iovec, n), wname: make([]unix.RawSockaddrInet6, n)}
@@ -70,6 +97,7 @@ func newBatchRaw(rc syscall.RawConn, v6 bool, n int) *batchConn {
 		w.SetIovlen(1)
 		w.Name = (*byte)(unsafe.Pointer(&c.wname[i]))
 	}
+	c.rcall.fn, c.wcall.fn = c.rcall.run, c.wcall.run
 	return c
 }
 
@@ -85,7 +113,7 @@ func (c *batchConn) recv(bufs [][]byte) (int, error) {
 		h.SetControllen(oobLen)
 		h.Flags = 0
 	}
-	got, err := c.mmsg(c.rc.Read, unix.SYS_RECVMMSG, c.rhdr[:n])
+	got, err := c.mmsg(c.rc.Read, &c.rcall, c.rhdr[:n])
 	if err != nil {
 		return 0, closedOr(err)
 	}
@@ -143,7 +171,7 @@ func (c *batchConn) setSend(i int, payload []byte, dst netip.AddrPort) {
 func (c *batchConn) send(n int) (int, error) {
 	done := 0
 	for done < n {
-		got, err := c.mmsg(c.rc.Write, unix.SYS_SENDMMSG, c.whdr[done:n])
+		got, err := c.mmsg(c.rc.Write, &c.wcall, c.whdr[done:n])
 		if err != nil {
 			return done, closedOr(err)
 		}
@@ -152,27 +180,17 @@ func (c *batchConn) send(n int) (int, error) {
 	return done, nil
 }
 
-// mmsg makes one recvmmsg or sendmmsg call (sysno) over hdrs, through
-// the RawConn's Read or Write (wait), which parks the goroutine in the
+// mmsg makes one recvmmsg or sendmmsg call over hdrs, through the
+// RawConn's Read or Write (wait), which parks the goroutine in the
 // network poller while the call would block.
-func (c *batchConn) mmsg(wait func(func(uintptr) bool) error, sysno uintptr, hdrs []unix.Mmsghdr) (int, error) {
-	var got int
-	var operr error
-	err := wait(func(fd uintptr) bool {
-		r, _, e := unix.Syscall6(sysno, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
-			return false
-		}
-		if e != 0 {
-			operr = e
-		}
-		got = int(r)
-		return true
-	})
-	if err == nil {
-		err = operr
+func (c *batchConn) mmsg(wait func(func(uintptr) bool) error, call *mmsgCall, hdrs []unix.Mmsghdr) (int, error) {
+	call.hdrs, call.got, call.errno = hdrs, 0, 0
+	err := wait(call.fn)
+	call.hdrs = nil
+	if err == nil && call.errno != 0 {
+		err = call.errno
 	}
-	return got, err
+	return call.got, err
 }
 
 // closedOr maps the error of a closed socket to ErrClosed.
