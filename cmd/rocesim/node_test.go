@@ -9,12 +9,14 @@ import (
 )
 
 // TestNode runs two rocesim node commands in this process, a server on
-// 127.0.0.2 and a client on 127.0.0.1, over real UDP on loopback: an RDMA
+// 127.0.0.4 and a client on 127.0.0.3 (not realnet's tests' 127.0.0.1
+// and 127.0.0.2: go test runs packages in parallel, and each address's
+// port 4791 has room for one node), over real UDP on loopback: an RDMA
 // WRITE workload whose data the server checks, a capture of what the
 // client sent (every frame's ICRC verified by inspect), each bounded by
 // --timeout.
 func TestNode(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.2:0")
+	l, err := net.Listen("tcp4", "127.0.0.4:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +28,11 @@ func TestNode(t *testing.T) {
 	}
 	srv := make(chan outcome, 1)
 	go func() {
-		code, out, errOut := runCmd("node", "--addr", "127.0.0.2", "--port", port, "--timeout", "20s")
+		code, out, errOut := runCmd("node", "--addr", "127.0.0.4", "--port", port, "--timeout", "20s")
 		srv <- outcome{code, out, errOut}
 	}()
 	pcap := filepath.Join(t.TempDir(), "client.pcapng")
-	code, out, errOut := runCmd("node", "--addr", "127.0.0.1", "--connect", "127.0.0.2", "--port", port,
+	code, out, errOut := runCmd("node", "--addr", "127.0.0.3", "--connect", "127.0.0.4", "--port", port,
 		"--op", "write", "--size", "10000", "--iters", "20", "--pcap", pcap, "--timeout", "20s")
 	s := <-srv
 	if code != exitOK || !strings.Contains(out, "20 x write of 10000 bytes") {
