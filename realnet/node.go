@@ -26,6 +26,10 @@ type NodeConfig struct {
 	Annotate bool
 	// RecoverIPv4ID: see UDPConfig.
 	RecoverIPv4ID bool
+	// Transport, if set, carries the node's frames instead of a UDP
+	// transport on Addr:4791 (an in-memory double in tests); the node's
+	// driver closes it.
+	Transport Transport
 	// Sent is the driver's Sent hook (a capture of what the node sent).
 	Sent func(now sim.Time, frame []byte, note string, err error)
 }
@@ -39,15 +43,20 @@ type Node struct {
 	mtu  nic.MTU
 }
 
-// NewNode binds Addr:4791 and starts the node's driver.
+// NewNode binds Addr:4791 (unless cfg.Transport is set) and starts the
+// node's driver.
 func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.PathMTUMax == 0 {
 		cfg.PathMTUMax = nic.MTU4096
 	}
 	mac := StandInMAC(cfg.Addr)
-	tr, err := NewUDP(UDPConfig{Addr: netip.AddrPortFrom(cfg.Addr, 0), MAC: mac, RecoverIPv4ID: cfg.RecoverIPv4ID})
-	if err != nil {
-		return nil, err
+	tr := cfg.Transport
+	if tr == nil {
+		u, err := NewUDP(UDPConfig{Addr: netip.AddrPortFrom(cfg.Addr, 0), MAC: mac, RecoverIPv4ID: cfg.RecoverIPv4ID})
+		if err != nil {
+			return nil, err
+		}
+		tr = u
 	}
 	dc := nic.Config{Name: "rxe0", Node: cfg.Name, MAC: mac, Profile: cfg.Profile, PathMTUMax: cfg.PathMTUMax,
 		AddrBase: nic.DefaultAddrBase + uint64(mac[5])<<32, Annotate: cfg.Annotate}
