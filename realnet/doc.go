@@ -86,9 +86,11 @@
 // against rxe, whose IPv6 GIDs need a global or link-local address the
 // VM's peer can reach) or a receive path that sees the IP header (a raw
 // IPPROTO_UDP socket, or the Packet transport on an interface: both need
-// CAP_NET_RAW).
-// Sending to rxe has no such problem: rxe verifies our frames over the
-// header our kernel wrote, ID 0 included. The other obstacle is the path:
+// CAP_NET_RAW). Sending to rxe should not meet the problem: rxe checks
+// the ICRC over the header it received (rxe_icrc_check), which our
+// kernel wrote with the ID 0 the transport computed with (what
+// TestUDPOnTheWire checks on lo); that too is untried against rxe. The
+// other obstacle is the path:
 // the harness's VMs sit on dgram links with no IP route to the host's
 // stack, and a NAT between (QEMU's user networking) rewrites addresses
 // the ICRC covers; the VM needs a bridged or routed interface (a tap, a
@@ -108,5 +110,16 @@
 // (Output, Sent). Await waits, without polling, until a condition on the
 // device holds, checking it each time the device hands out completions.
 // Receive buffers come from a fixed set, so a flood of garbage on the
-// port costs dropped datagrams, never memory.
+// port costs dropped datagrams, never memory, and a batch through the UDP
+// transport allocates nothing (TestUDPTransportAllocs).
+//
+// # Nodes and workloads
+//
+// Node (node.go) is a device on the UDP transport (or any Transport) with
+// its driver; RC is one RC QP on it with its memory region and CQ, which
+// connects to an Endpoint (address, QPN, PSN, VA, R_Key) exchanged out of
+// band. RunClient and RunServer (workload.go) are a scripted workload in
+// the manner of ibv_rc_pingpong over such an exchange (TCP in rocesim
+// node): N SENDs, WRITEs or READs, data checked on both sides, throughput
+// and latency measured (BenchmarkUDPWorkload, make bench-realnet).
 package realnet
