@@ -44,6 +44,10 @@ type WorldConfig struct {
 	Progress func(Progress)
 	// QPName, if set, names a QP in a RunawayError's message ("a.q").
 	QPName func(host string, qpn uint32) string
+	// LinkLocalGID gives each host the IPv6 link-local address the
+	// kernel derives from its MAC (LinkLocal) instead of fd00::i, so
+	// GID 0 is what it is on real rxe (the drop-in library's devices).
+	LinkLocalGID bool
 }
 
 // World is a simulated RDMA cluster: hosts with one RoCE device each, the
@@ -110,6 +114,9 @@ func (w *World) AddHost(name string) *Host {
 	mac := wire.MAC{0x02, 0, 0, 0, 0, i}
 	v4 := netip.AddrFrom4([4]byte{10, 0, 0, i})
 	v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i})
+	if w.cfg.LinkLocalGID {
+		v6 = LinkLocal(mac)
+	}
 	h := &Host{w: w, name: name, due: sim.Never, cqs: map[*nic.CQ]*CQ{}}
 	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
 	mtu := nic.MTU1024
