@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench bench-realnet golden corpus swarm conformance soak
+.PHONY: all demo test deps lint check race fuzz bench bench-realnet golden corpus swarm conformance soak dropin
 
 all: test
 
@@ -16,6 +16,20 @@ demo:
 	@echo "  go run ./cmd/rocesim inspect demo.pcapng"
 	@echo "  a web browser: demo.svg"
 	@echo "More: go run ./cmd/rocesim scenarios"
+
+## dropin: build the drop-in libibverbs.so.1 (cgo) into build/dropin: LD_LIBRARY_PATH=build/dropin ./your-program runs on the model
+# cgo refuses -Wl,-soname and -Wl,--version-script in #cgo LDFLAGS (they
+# are not on its allow-list, as they could rewrite any link), so they go
+# to the external linker through -extldflags: the SONAME libibverbs.so.1
+# and rdma-core's symbol versions (dropin/ibverbs/libibverbs.map), which
+# unmodified programs bind to (ibv_get_device_list@IBVERBS_1.1 ...).
+DROPIN_LDFLAGS := -extldflags=-Wl,-soname,libibverbs.so.1,--version-script,$(CURDIR)/dropin/ibverbs/libibverbs.map
+dropin:
+	@mkdir -p build/dropin
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='$(DROPIN_LDFLAGS)' -o build/dropin/libibverbs.so.1 ./dropin/ibverbs
+	@rm -f build/dropin/libibverbs.so.h
+	@echo "Built build/dropin/libibverbs.so.1. Run a libibverbs program on the model with:"
+	@echo "  LD_LIBRARY_PATH=$(CURDIR)/build/dropin ibv_devinfo -v"
 
 ## deps: install the system tools the tests use (tshark, chromium), if missing
 deps:

@@ -4,6 +4,10 @@
 #
 #   tshark    dissects our frames and the real rxe captures (wire, capture, inspect tests)
 #   chromium  renders the SVG ladder to PNG headless (ladder/)
+#   gcc, libibverbs-dev, ibverbs-utils
+#             build the drop-in libibverbs.so.1 (cgo) and the C programs its
+#             tests run on it, against rdma-core's headers; ibv_devices and
+#             ibv_devinfo are run on it unmodified (dropin/ibverbs)
 #
 # and then runs conformance/install.sh (QEMU, rdma-core, busybox and a
 # Debian kernel for the real-rxe harness) when it can install packages.
@@ -16,6 +20,9 @@ need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
   command -v google-chrome >/dev/null 2>&1 || need+=(chromium)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
+command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
 
 if [ "$(id -u)" -eq 0 ]; then
   SUDO=

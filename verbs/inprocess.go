@@ -7,6 +7,7 @@ package verbs
 import (
 	"net/netip"
 
+	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/wire"
 )
 
@@ -44,3 +45,13 @@ func (ch *CompChannel) Pending() int {
 	}
 	return ch.ch.Pending()
 }
+
+// Is reports whether the QP is the device's n: an AsyncEvent names the
+// device's object, a driver finds its own by it.
+func (q *QP) Is(n *nic.QP) bool { return q != nil && n != nil && q.qp == n }
+
+// Is reports whether the CQ is the device's n (see QP.Is).
+func (q *CQ) Is(n *nic.CQ) bool { return q != nil && n != nil && q.cq == n }
+
+// Is reports whether the SRQ is the device's n (see QP.Is).
+func (s *SRQ) Is(n *nic.SRQ) bool { return s != nil && n != nil && s.srq == n }

@@ -1,0 +1,73 @@
+// Command ibverbs is rocesim's drop-in libibverbs.so.1: built with
+// `make dropin` (go build -buildmode=c-shared) into
+// build/dropin/libibverbs.so.1, it stands in for rdma-core's library, so
+// an unmodified libibverbs program runs on the model:
+//
+//	make dropin
+//	LD_LIBRARY_PATH=build/dropin ibv_devinfo -v
+//	LD_LIBRARY_PATH=build/dropin ROCESIM_FAULTS='drop psn=3 tx=1' ROCESIM_PCAP=run.pcapng ./myprog
+//
+// The library has the SONAME libibverbs.so.1 and rdma-core's symbol
+// versions (libibverbs.map: IBVERBS_1.0, IBVERBS_1.1, ...), so a program
+// linked against Debian's libibverbs binds to it. glue.c holds the C
+// entry points with the prototypes of <infiniband/verbs.h>: it allocates
+// the structures the header defines and fills the context's ops, which
+// the header's static inline ibv_post_send, ibv_post_recv, ibv_poll_cq
+// and ibv_req_notify_cq call, and its verbs_context (ibv_query_port).
+// Everything else is Go: exports.go converts the C structures under one
+// lock (programs call from several threads), model.go runs the world.
+//
+// # The model in the process
+//
+// One verbs.World, rxe profile, with ROCESIM_DEVICES hosts (default 1)
+// named rocesim0, rocesim1, ... on one switch. Each device has port 1
+// ACTIVE and rxe's GID table: index 0 the IPv6 link-local address from
+// the MAC (fe80::ff:fe00:1 for 02:00:00:00:00:01), index 1 the IPv4
+// address 10.0.0.i mapped into IPv6, both RoCE v2. Two QPs of one device
+// talk: as rxe loops a packet for a local address back (rxe_net.c), the
+// switch sends a device's frames to itself back down its own link
+// (verbs.Host.Loopback), so the fault plan and the capture see them.
+//
+// Registered memory is the program's own: the device reads and writes
+// the bytes at the address the program registered. The addresses on the
+// wire are the world's simulated ones (the same on every run, whatever
+// the program's heap layout); the library translates the program's
+// addresses (its pointers, or the iova of ibv_reg_mr_iova) by L_Key and
+// R_Key, in the device the QP's address vector names.
+//
+// # Virtual time
+//
+// Time moves only when the program waits: a poll_cq that finds nothing
+// runs the world to its next event (every event at that instant) and
+// looks again; ibv_get_cq_event and ibv_get_async_event run it until the
+// channel or device has an event. So an ACK timeout of 67 ms costs
+// microseconds, and the same program with the same seed gives the same
+// capture bytes. A completion channel's fd and the context's async_fd
+// are eventfds, readable exactly while an event waits, so poll and epoll
+// on them see what the verbs would find; but a program that sleeps in
+// poll(2) moves no time: it must call a verb that waits (ibv_poll_cq,
+// a blocking ibv_get_cq_event) to make the world go on. A waiter on a
+// world with nothing left to do sleeps until another thread of the
+// program posts or modifies something.
+//
+// # Environment
+//
+//	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
+//	ROCESIM_SEED=S         the world's seed (default 1)
+//	ROCESIM_PROFILE=P      rxe (default) or spec
+//	ROCESIM_FAULTS=PLAN    a fault plan, as `rocesim run --faults` takes it
+//	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
+//	ROCESIM_MAX_EVENTS=N   end a run that does not settle after N events (exit status 3)
+//
+// An environment the model cannot follow (a plan that does not parse) is
+// reported on stderr and leaves the process with no devices.
+//
+// # What is not there
+//
+// Memory windows, multicast, the _ex verbs (ibv_create_cq_ex,
+// ibv_create_qp_ex, ibv_query_device_ex: libibverbs then falls back to
+// ibv_query_device), XRC, flows and device memory: their entries are
+// left NULL, so the header's inline wrappers return EOPNOTSUPP (or
+// ENOSYS) as libibverbs does for a provider without them. A NULL object
+// where libibverbs would crash returns EINVAL.
+package main

@@ -1,0 +1,881 @@
+package main
+
+// The model inside the program's process: one verbs.World, one host per
+// device, and the tables that take the C side's handles, addresses and
+// file descriptors to the world's objects. Pure Go (no cgo): exports.go
+// converts the C structures and calls in here under the process lock.
+//
+// Flow of a verb:
+//  1. The C glue (glue.c) calls an rs_* export with handles; the export
+//     takes proc.mu and converts the C structure.
+//  2. The model translates what differs between the program's view and
+//     the world's: memory addresses (the program's own, or its iova)
+//     become the MR's simulated address, found by L_Key or R_Key.
+//  3. The verb runs on the world's object; a verb that waits (a poll that
+//     finds nothing, a blocking get_cq_event) runs the world to its next
+//     event: virtual time moves only there.
+//  4. After every run, asynchronous events are collected and each
+//     channel's and context's file descriptor is made readable exactly
+//     while an event waits on it.
+//
+// The world's frames enter and leave through its fabric (the hosts on
+// one switch, which also loops a device's frames to itself back): that
+// is the one place a later version joins a fabric daemon instead.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// MaxDevices bounds ROCESIM_DEVICES.
+const MaxDevices = 16
+
+// Config is what the environment asks of the model (see readConfig).
+type Config struct {
+	Devices   int
+	Seed      uint64
+	Profile   verbs.Profile
+	Plan      *faults.Plan
+	PlanText  string
+	Pcap      string
+	MaxEvents uint64
+}
+
+// readConfig reads the ROCESIM_* variables through getenv.
+func readConfig(getenv func(string) string) (Config, error) {
+	c := Config{Devices: 1, Seed: 1, Profile: verbs.ProfileRXE}
+	if s := getenv("ROCESIM_DEVICES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxDevices {
+			return c, fmt.Errorf("ROCESIM_DEVICES=%q: want a number of devices from 1 to %d", s, MaxDevices)
+		}
+		c.Devices = n
+	}
+	if s := getenv("ROCESIM_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			return c, fmt.Errorf("ROCESIM_SEED=%q: want an unsigned number", s)
+		}
+		c.Seed = n
+	}
+	switch s := getenv("ROCESIM_PROFILE"); s {
+	case "", "rxe":
+	case "spec":
+		c.Profile = verbs.ProfileSpec
+	default:
+		return c, fmt.Errorf("ROCESIM_PROFILE=%q: want rxe or spec", s)
+	}
+	if s := getenv("ROCESIM_FAULTS"); s != "" {
+		p, err := faults.Parse(s)
+		if err != nil {
+			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
+		}
+		c.Plan, c.PlanText = p, s
+	}
+	c.Pcap = getenv("ROCESIM_PCAP")
+	if s := getenv("ROCESIM_MAX_EVENTS"); s != "" {
+		n, err := strconv.ParseUint(s, 0, 64)
+		if err != nil || n == 0 {
+			return c, fmt.Errorf("ROCESIM_MAX_EVENTS=%q: want a positive number", s)
+		}
+		c.MaxEvents = n
+	}
+	return c, nil
+}
+
+// process is the model of one program: the world and the objects the
+// program holds, behind one lock (C programs call from several threads).
+type process struct {
+	mu   sync.Mutex
+	wake *sync.Cond // broadcast when a waiter may find something new
+	cfg  Config
+	w    *verbs.World
+	tap  capture.Writer
+	devs []*device
+	objs []any // by handle; objs[0] is unused so that 0 is no handle
+	chs  []*channel
+	ctxs []*context
+	fds  fdOps
+	// exit ends the program when the world cannot go on (a runaway):
+	// os.Exit, replaced in tests.
+	exit   func(code int)
+	stderr io.Writer
+	closed bool
+}
+
+// device is one host of the world (rocesim0, rocesim1, ...).
+type device struct {
+	name  string
+	host  *verbs.Host
+	admin *verbs.Context        // the driver's own context: async events
+	keys  map[uint32]*memRegion // by L_Key (= R_Key), looked up only
+	async []asyncEvent          // collected, not yet taken
+	qps   []*qp                 // live, for async events (creation order)
+	cqs   []*cq
+	srqs  []*srq
+	gids  []netip.Addr
+}
+
+type context struct {
+	dev       *device
+	c         *verbs.Context
+	asyncFD   int
+	signalled bool
+	bouncePD  *verbs.PD
+	bounce    *memRegion // inline data is copied here (see postSend)
+}
+
+type pd struct {
+	ctx *context
+	p   *verbs.PD
+}
+
+// memRegion is an MR as the program sees it (va, its address or iova)
+// and as the world does (mr.Addr).
+type memRegion struct {
+	dev    *device
+	mr     *verbs.MR
+	va     uint64
+	length uint64
+}
+
+type channel struct {
+	ctx       *context
+	ch        *verbs.CompChannel
+	fd        int
+	signalled bool
+}
+
+type cq struct {
+	ctx  *context
+	q    *verbs.CQ
+	c    unsafe.Pointer // the program's struct ibv_cq
+	comp int            // events taken from the channel, for ack_cq_events
+}
+
+type qp struct {
+	ctx    *context
+	q      *verbs.QP
+	typ    verbs.QPType
+	c      unsafe.Pointer // the program's struct ibv_qp
+	remote *device        // the device the AV names (RC, UC): its R_Keys
+}
+
+type srq struct {
+	ctx *context
+	s   *verbs.SRQ
+	c   unsafe.Pointer
+}
+
+type ah struct {
+	pd     *pd
+	a      *verbs.AH
+	remote *device
+}
+
+type asyncEvent struct {
+	typ     verbs.AsyncEventType
+	element unsafe.Pointer // the program's QP, CQ or SRQ; nil for a port event
+	port    int
+}
+
+// fdOps are the file descriptors behind channels and async events:
+// eventfds on Linux (fd_linux.go).
+type fdOps interface {
+	open() (int, error)
+	set(fd int, readable bool)
+	close(fd int)
+}
+
+// newProcess builds the world cfg asks for: cfg.Devices hosts on one
+// switch, each looping its own frames back.
+func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*process, error) {
+	p := &process{cfg: cfg, fds: fds, objs: []any{nil}, exit: exit, stderr: stderr}
+	p.wake = sync.NewCond(&p.mu)
+	wc := verbs.WorldConfig{Seed: cfg.Seed, Plan: cfg.Plan, Profile: cfg.Profile, MaxEvents: cfg.MaxEvents, LinkLocalGID: true}
+	if cfg.Pcap != "" {
+		comment := fmt.Sprintf("rocesim drop-in libibverbs: ROCESIM_DEVICES=%d ROCESIM_SEED=%d ROCESIM_PROFILE=%v", cfg.Devices, cfg.Seed, cfg.Profile)
+		if cfg.PlanText != "" {
+			comment += " ROCESIM_FAULTS=" + strconv.Quote(cfg.PlanText)
+		}
+		tap, err := capture.Create(cfg.Pcap, capture.PcapngOptions{Comment: comment})
+		if err != nil {
+			return nil, fmt.Errorf("ROCESIM_PCAP: %w", err)
+		}
+		p.tap, wc.Capture = tap, tap
+	}
+	p.w = verbs.NewWorld(wc)
+	for i := range cfg.Devices {
+		name := fmt.Sprintf("rocesim%d", i)
+		p.devs = append(p.devs, &device{name: name, host: p.w.AddHost(name), keys: map[uint32]*memRegion{}})
+	}
+	if err := p.w.ConnectSwitch(); err != nil {
+		return nil, err
+	}
+	for _, d := range p.devs {
+		d.host.Loopback()
+		ctx, err := d.host.GetDeviceList()[0].Open()
+		if err != nil {
+			return nil, err
+		}
+		d.admin = ctx
+		for i := 0; ; i++ {
+			g, err := ctx.QueryGID(1, i)
+			if err != nil {
+				break
+			}
+			d.gids = append(d.gids, g)
+		}
+	}
+	return p, nil
+}
+
+// emptyProcess is a process with no devices, for an environment the
+// model cannot follow.
+func emptyProcess() *process {
+	p := &process{objs: []any{nil}, exit: osExit, stderr: os.Stderr, fds: nil}
+	p.wake = sync.NewCond(&p.mu)
+	p.w = verbs.NewWorld(verbs.WorldConfig{})
+	return p
+}
+
+// add gives o a handle.
+func (p *process) add(o any) uint32 {
+	p.objs = append(p.objs, o)
+	return uint32(len(p.objs) - 1)
+}
+
+// drop forgets handle h.
+func (p *process) drop(h uint32) { p.objs[h] = nil }
+
+// object returns the object of handle h if it is a T.
+func object[T any](p *process, h uint32) (T, bool) {
+	var zero T
+	if h == 0 || int(h) >= len(p.objs) {
+		return zero, false
+	}
+	o, ok := p.objs[h].(T)
+	return o, ok
+}
+
+// destroy destroys the object of handle h with fn and forgets the
+// handle; EINVAL if h is not a T.
+func destroy[T any](p *process, h uint32, fn func(T) error) syscall.Errno {
+	v, ok := object[T](p, h)
+	if !ok {
+		return syscall.EINVAL
+	}
+	if err := fn(v); err != nil {
+		return errnoOf(err)
+	}
+	p.drop(h)
+	return 0
+}
+
+// without returns s less its element v.
+func without[T comparable](s []T, v T) []T {
+	if i := slices.Index(s, v); i >= 0 {
+		return slices.Delete(s, i, i+1)
+	}
+	return s
+}
+
+// errnoOf returns the errno an error of the model carries (EINVAL if it
+// carries none).
+func errnoOf(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EINVAL
+}
+
+// deviceByGID returns the process's device that has gid, or nil.
+func (p *process) deviceByGID(gid netip.Addr) *device {
+	gid = gid.Unmap()
+	for _, d := range p.devs {
+		for _, g := range d.gids {
+			if g.Unmap() == gid {
+				return d
+			}
+		}
+	}
+	return nil
+}
+
+// ---- virtual time ----
+
+// step runs the world to its next event (every event of that instant)
+// and reports whether there was one.
+func (p *process) step() bool {
+	s := p.w.Scheduler()
+	if s.Pending() == 0 {
+		return false
+	}
+	if err := p.w.RunTo(s.NextAt()); err != nil {
+		p.fatal(err)
+	}
+	p.settle()
+	return true
+}
+
+// fatal ends the program when the world cannot go on: a run that never
+// settles (rxe's retry_cnt 7 retries forever) ends as `rocesim run` ends
+// one, with exit status 3 and what kept it going.
+func (p *process) fatal(err error) {
+	var runaway *verbs.RunawayError
+	if errors.As(err, &runaway) {
+		fmt.Fprintf(p.stderr, "rocesim: the run did not settle within %d events (virtual time %v): %s\n"+
+			"rocesim: allow more with ROCESIM_MAX_EVENTS\n", runaway.Events, runaway.At, runaway.Why())
+	} else {
+		fmt.Fprintf(p.stderr, "rocesim: %v\n", err)
+	}
+	p.shutdown()
+	p.exit(3)
+}
+
+// settle collects asynchronous events, sets every descriptor's state and
+// wakes the waiters: something may have happened.
+func (p *process) settle() {
+	for _, d := range p.devs {
+		for {
+			ev, ok := d.admin.GetAsyncEvent()
+			if !ok {
+				break
+			}
+			d.async = append(d.async, p.asyncOf(d, ev))
+		}
+	}
+	for _, ch := range p.chs {
+		if want := ch.ch.Pending() > 0; want != ch.signalled {
+			p.fds.set(ch.fd, want)
+			ch.signalled = want
+		}
+	}
+	for _, c := range p.ctxs {
+		if want := len(c.dev.async) > 0; want != c.signalled {
+			p.fds.set(c.asyncFD, want)
+			c.signalled = want
+		}
+	}
+	p.wake.Broadcast()
+}
+
+// asyncOf names the program's object an event is about.
+func (p *process) asyncOf(d *device, ev verbs.AsyncEvent) asyncEvent {
+	a := asyncEvent{typ: ev.Type, port: ev.Port}
+	switch {
+	case ev.QP != nil:
+		for _, q := range d.qps {
+			if q.q.Is(ev.QP) {
+				a.element = q.c
+			}
+		}
+	case ev.CQ != nil:
+		for _, q := range d.cqs {
+			if q.q.Is(ev.CQ) {
+				a.element = q.c
+			}
+		}
+	case ev.SRQ != nil:
+		for _, s := range d.srqs {
+			if s.s.Is(ev.SRQ) {
+				a.element = s.c
+			}
+		}
+	}
+	return a
+}
+
+// shutdown writes out the capture (at exit, or before a fatal end).
+func (p *process) shutdown() {
+	if p.closed {
+		return
+	}
+	p.closed = true
+	if p.tap != nil {
+		if err := p.tap.Close(); err != nil {
+			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_PCAP: %v\n", err)
+		}
+	}
+}
+
+// ---- contexts ----
+
+func (p *process) open(dev int) (uint32, int, syscall.Errno) {
+	if dev < 0 || dev >= len(p.devs) {
+		return 0, -1, syscall.ENODEV
+	}
+	d := p.devs[dev]
+	c, err := d.host.GetDeviceList()[0].Open()
+	if err != nil {
+		return 0, -1, errnoOf(err)
+	}
+	fd, err := p.fds.open()
+	if err != nil {
+		return 0, -1, errnoOf(err)
+	}
+	ctx := &context{dev: d, c: c, asyncFD: fd}
+	p.ctxs = append(p.ctxs, ctx)
+	p.settle()
+	return p.add(ctx), fd, 0
+}
+
+func (p *process) close(h uint32) syscall.Errno {
+	ctx, ok := object[*context](p, h)
+	if !ok {
+		return syscall.EINVAL
+	}
+	if err := ctx.c.Close(); err != nil {
+		return errnoOf(err)
+	}
+	p.fds.close(ctx.asyncFD)
+	p.ctxs = without(p.ctxs, ctx)
+	kept := p.chs[:0]
+	for _, ch := range p.chs {
+		if ch.ctx != ctx {
+			kept = append(kept, ch)
+		} else {
+			p.fds.close(ch.fd)
+		}
+	}
+	p.chs = kept
+	p.drop(h)
+	return 0
+}
+
+// getAsyncEvent takes the device's next asynchronous event, running the
+// world until there is one unless nonblock.
+func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Errno) {
+	ctx, ok := object[*context](p, h)
+	if !ok {
+		return asyncEvent{}, syscall.EINVAL
+	}
+	for len(ctx.dev.async) == 0 {
+		if nonblock {
+			return asyncEvent{}, syscall.EAGAIN
+		}
+		if !p.step() {
+			p.wake.Wait() // nothing will happen until another thread acts
+		}
+	}
+	ev := ctx.dev.async[0]
+	ctx.dev.async = ctx.dev.async[1:]
+	p.settle()
+	return ev, 0
+}
+
+// ---- PDs and MRs ----
+
+func (p *process) allocPD(h uint32) (uint32, syscall.Errno) {
+	ctx, ok := object[*context](p, h)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	v, err := ctx.c.AllocPD()
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return p.add(&pd{ctx: ctx, p: v}), 0
+}
+
+func (p *process) deallocPD(h uint32) syscall.Errno {
+	return destroy(p, h, func(v *pd) error { return v.p.Dealloc() })
+}
+
+// regMR registers buf, which the program names at va.
+func (p *process) regMR(h uint32, buf []byte, va uint64, access verbs.AccessFlags) (uint32, *memRegion, syscall.Errno) {
+	v, ok := object[*pd](p, h)
+	if !ok {
+		return 0, nil, syscall.EINVAL
+	}
+	mr, err := v.p.RegMR(buf, access)
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	m := &memRegion{dev: v.ctx.dev, mr: mr, va: va, length: uint64(len(buf))}
+	v.ctx.dev.keys[mr.LKey] = m
+	return p.add(m), m, 0
+}
+
+func (p *process) deregMR(h uint32) syscall.Errno {
+	return destroy(p, h, func(m *memRegion) error {
+		if err := m.mr.Dereg(); err != nil {
+			return err
+		}
+		delete(m.dev.keys, m.mr.LKey)
+		return nil
+	})
+}
+
+// worldAddr translates an address the program names in an MR of d by
+// key into the world's: the MR's simulated address plus the offset. An
+// unknown key, or an address outside the MR, is passed on as it is or
+// with its offset, so the device refuses it as rxe would.
+func worldAddr(d *device, key uint32, addr uint64) uint64 {
+	if d == nil {
+		return addr
+	}
+	m := d.keys[key]
+	if m == nil {
+		return addr
+	}
+	return m.mr.Addr + (addr - m.va)
+}
+
+// ---- channels and CQs ----
+
+func (p *process) createCompChannel(h uint32) (int, syscall.Errno) {
+	ctx, ok := object[*context](p, h)
+	if !ok {
+		return -1, syscall.EINVAL
+	}
+	fd, err := p.fds.open()
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	ch := ctx.c.CreateCompChannel()
+	if ch == nil {
+		p.fds.close(fd)
+		return -1, syscall.EINVAL
+	}
+	p.chs = append(p.chs, &channel{ctx: ctx, ch: ch, fd: fd})
+	return fd, 0
+}
+
+func (p *process) channelByFD(fd int) *channel {
+	for _, ch := range p.chs {
+		if ch.fd == fd {
+			return ch
+		}
+	}
+	return nil
+}
+
+func (p *process) destroyCompChannel(fd int) syscall.Errno {
+	ch := p.channelByFD(fd)
+	if ch == nil {
+		return syscall.EINVAL
+	}
+	if err := ch.ch.Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	p.chs = without(p.chs, ch)
+	p.fds.close(fd)
+	return 0
+}
+
+func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (uint32, int, syscall.Errno) {
+	ctx, ok := object[*context](p, h)
+	if !ok {
+		return 0, 0, syscall.EINVAL
+	}
+	var vch *verbs.CompChannel
+	if chFD >= 0 {
+		ch := p.channelByFD(chFD)
+		if ch == nil {
+			return 0, 0, syscall.EINVAL
+		}
+		vch = ch.ch
+	}
+	q, err := ctx.c.CreateCQ(cqe, vch, vector)
+	if err != nil {
+		return 0, 0, errnoOf(err)
+	}
+	v := &cq{ctx: ctx, q: q, c: c}
+	ctx.dev.cqs = append(ctx.dev.cqs, v)
+	return p.add(v), q.CQE(), 0
+}
+
+func (p *process) destroyCQ(h uint32) syscall.Errno {
+	err := destroy(p, h, func(v *cq) error {
+		if err := v.q.Destroy(); err != nil {
+			return err
+		}
+		v.ctx.dev.cqs = without(v.ctx.dev.cqs, v)
+		return nil
+	})
+	p.settle()
+	return err
+}
+
+// poll takes up to len(wcs) completions; when there are none it runs the
+// world to its next event and looks again: a program that polls is
+// waiting, and only waiting moves virtual time.
+func (p *process) poll(h uint32, wcs []verbs.WC) (int, syscall.Errno) {
+	v, ok := object[*cq](p, h)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	n := v.q.Poll(wcs)
+	if n == 0 && len(wcs) > 0 && p.step() {
+		n = v.q.Poll(wcs)
+	}
+	return n, 0
+}
+
+// getCQEvent takes the channel's next event, running the world until
+// there is one unless nonblock (the program set O_NONBLOCK on the fd:
+// libibverbs' read then fails with EAGAIN).
+func (p *process) getCQEvent(fd int, nonblock bool) (unsafe.Pointer, syscall.Errno) {
+	ch := p.channelByFD(fd)
+	if ch == nil {
+		return nil, syscall.EINVAL
+	}
+	for ch.ch.Pending() == 0 {
+		if nonblock {
+			return nil, syscall.EAGAIN
+		}
+		if !p.step() {
+			p.wake.Wait()
+		}
+		if p.channelByFD(fd) != ch {
+			return nil, syscall.EBADF // destroyed by another thread meanwhile
+		}
+	}
+	q, _ := ch.ch.GetCQEvent()
+	p.settle()
+	for _, c := range ch.ctx.dev.cqs {
+		if c.q == q {
+			c.comp++
+			return c.c, 0
+		}
+	}
+	return nil, syscall.EINVAL
+}
+
+// ---- QPs ----
+
+// qpInit is ibv_qp_init_attr with handles for the CQs and the SRQ.
+type qpInit struct {
+	sendCQ, recvCQ, srq uint32
+	cap                 verbs.QPCap
+	typ                 verbs.QPType
+	sigAll              bool
+}
+
+func (p *process) createQP(h uint32, ia qpInit, c unsafe.Pointer) (uint32, uint32, verbs.QPCap, syscall.Errno) {
+	v, ok := object[*pd](p, h)
+	if !ok {
+		return 0, 0, verbs.QPCap{}, syscall.EINVAL
+	}
+	a := verbs.QPInitAttr{Cap: ia.cap, Type: ia.typ, SQSigAll: ia.sigAll}
+	for _, o := range []struct {
+		h   uint32
+		dst **verbs.CQ
+	}{{ia.sendCQ, &a.SendCQ}, {ia.recvCQ, &a.RecvCQ}} {
+		if o.h != 0 {
+			q, ok := object[*cq](p, o.h)
+			if !ok {
+				return 0, 0, verbs.QPCap{}, syscall.EINVAL
+			}
+			*o.dst = q.q
+		}
+	}
+	if ia.srq != 0 {
+		s, ok := object[*srq](p, ia.srq)
+		if !ok {
+			return 0, 0, verbs.QPCap{}, syscall.EINVAL
+		}
+		a.SRQ = s.s
+	}
+	q, err := v.p.CreateQP(a)
+	if err != nil {
+		return 0, 0, verbs.QPCap{}, errnoOf(err)
+	}
+	e := &qp{ctx: v.ctx, q: q, typ: ia.typ, c: c}
+	v.ctx.dev.qps = append(v.ctx.dev.qps, e)
+	_, init := q.Query()
+	return p.add(e), q.QPNum, init.Cap, 0
+}
+
+func (p *process) modifyQP(h uint32, attr *verbs.QPAttr, mask verbs.QPAttrMask) (verbs.QPState, syscall.Errno) {
+	v, ok := object[*qp](p, h)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	if err := v.q.Modify(attr, mask); err != nil {
+		return v.q.State(), errnoOf(err)
+	}
+	if mask&verbs.QPAttrAV != 0 {
+		v.remote = p.deviceByGID(attr.AHAttr.GRH.DGID)
+	}
+	p.wake.Broadcast()
+	return v.q.State(), 0
+}
+
+func (p *process) queryQP(h uint32) (verbs.QPAttr, nic.QPInitAttr, syscall.Errno) {
+	v, ok := object[*qp](p, h)
+	if !ok {
+		return verbs.QPAttr{}, nic.QPInitAttr{}, syscall.EINVAL
+	}
+	a, i := v.q.Query()
+	return a, i, 0
+}
+
+func (p *process) destroyQP(h uint32) syscall.Errno {
+	return destroy(p, h, func(v *qp) error {
+		if err := v.q.Destroy(); err != nil {
+			return err
+		}
+		v.ctx.dev.qps = without(v.ctx.dev.qps, v)
+		return nil
+	})
+}
+
+// sendWR is one ibv_send_wr as the C side read it: addresses as the
+// program names them, inline data copied out of its memory.
+type sendWR struct {
+	wr     verbs.SendWR
+	ah     uint32
+	inline []byte // the bytes of the SGEs, for IBV_SEND_INLINE
+}
+
+// postSend posts one work request. Addresses become the world's: the
+// local ones by L_Key in this device's MRs, the remote one by R_Key in
+// the MRs of the device the QP's AV names. Inline data, which need not
+// lie in an MR, is copied into the context's bounce MR and posted from
+// there (the device copies inline data at the post, as rxe does).
+func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
+	v, ok := object[*qp](p, h)
+	if !ok {
+		return syscall.EINVAL
+	}
+	d := v.ctx.dev
+	wr := w.wr
+	if w.ah != 0 {
+		a, ok := object[*ah](p, w.ah)
+		if !ok {
+			return syscall.EINVAL
+		}
+		wr.AH = a.a
+	}
+	if w.inline != nil {
+		b, err := p.bounce(v.ctx)
+		if err != 0 {
+			return err
+		}
+		if len(w.inline) <= len(b.mr.Bytes()) {
+			copy(b.mr.Bytes(), w.inline)
+			wr.SGList = []verbs.SGE{{Addr: b.mr.Addr, Length: uint32(len(w.inline)), LKey: b.mr.LKey}}
+		}
+	} else {
+		for i := range wr.SGList {
+			s := &wr.SGList[i]
+			s.Addr = worldAddr(d, s.LKey, s.Addr)
+		}
+	}
+	switch wr.Opcode {
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		wr.RemoteAddr = worldAddr(v.remote, wr.RKey, wr.RemoteAddr)
+	}
+	_, err := v.q.PostSend([]verbs.SendWR{wr})
+	p.wake.Broadcast()
+	return errnoOf(err)
+}
+
+// bounce returns the context's MR for inline data, registering it on
+// first use (in a PD of its own: it counts against max_pd and max_mr).
+func (p *process) bounce(ctx *context) (*memRegion, syscall.Errno) {
+	if ctx.bounce != nil {
+		return ctx.bounce, 0
+	}
+	pdv, err := ctx.c.AllocPD()
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	mr, err := pdv.RegMR(make([]byte, 64<<10), verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	ctx.bouncePD, ctx.bounce = pdv, &memRegion{dev: ctx.dev, mr: mr}
+	return ctx.bounce, 0
+}
+
+// postRecv posts one receive work request to a QP (h) or an SRQ.
+func (p *process) postRecv(h uint32, wr verbs.RecvWR) syscall.Errno {
+	var err error
+	if h == 0 || int(h) >= len(p.objs) {
+		return syscall.EINVAL
+	}
+	switch v := p.objs[h].(type) {
+	case *qp:
+		translateRecv(v.ctx.dev, &wr)
+		_, err = v.q.PostRecv([]verbs.RecvWR{wr})
+	case *srq:
+		translateRecv(v.ctx.dev, &wr)
+		_, err = v.s.PostRecv([]verbs.RecvWR{wr})
+	default:
+		return syscall.EINVAL
+	}
+	p.wake.Broadcast()
+	return errnoOf(err)
+}
+
+func translateRecv(d *device, wr *verbs.RecvWR) {
+	for i := range wr.SGList {
+		s := &wr.SGList[i]
+		s.Addr = worldAddr(d, s.LKey, s.Addr)
+	}
+}
+
+// ---- SRQs and AHs ----
+
+func (p *process) createSRQ(h uint32, attr verbs.SRQAttr, c unsafe.Pointer) (uint32, syscall.Errno) {
+	v, ok := object[*pd](p, h)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	s, err := v.p.CreateSRQ(attr)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	e := &srq{ctx: v.ctx, s: s, c: c}
+	v.ctx.dev.srqs = append(v.ctx.dev.srqs, e)
+	return p.add(e), 0
+}
+
+func (p *process) destroySRQ(h uint32) syscall.Errno {
+	return destroy(p, h, func(v *srq) error {
+		if err := v.s.Destroy(); err != nil {
+			return err
+		}
+		v.ctx.dev.srqs = without(v.ctx.dev.srqs, v)
+		return nil
+	})
+}
+
+func (p *process) createAH(h uint32, attr verbs.AHAttr) (uint32, syscall.Errno) {
+	v, ok := object[*pd](p, h)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	a, err := v.p.CreateAH(attr)
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return p.add(&ah{pd: v, a: a, remote: p.deviceByGID(attr.GRH.DGID)}), 0
+}
+
+func (p *process) destroyAH(h uint32) syscall.Errno {
+	return destroy(p, h, func(v *ah) error { return v.a.Destroy() })
+}
+
+// osExit is os.Exit, the process's default exit.
+var osExit = os.Exit

@@ -1,0 +1,282 @@
+/*
+ * loopback: two RC QPs on one device, in one process, as rdma-core's own
+ * tests are written: SEND/RECV, RDMA WRITE, RDMA READ, FETCH_ADD and
+ * CMP_SWAP, each completion polled, the bytes checked. The last step
+ * waits through a completion channel (ibv_get_cq_event) and checks the
+ * channel's fd with poll(2). Prints "loopback ok" and exits 0 on success;
+ * any failure prints what and exits 1.
+ *
+ * Built by the Go test with gcc against the installed <infiniband/verbs.h>
+ * and run with LD_LIBRARY_PATH naming the drop-in library.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define SIZE 4096
+
+static void die(const char *what)
+{
+	fprintf(stderr, "loopback: %s failed: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+struct end {
+	struct ibv_qp *qp;
+	char *buf;
+	struct ibv_mr *mr;
+	uint32_t psn;
+};
+
+static void to_rts(struct end *e, struct end *peer, union ibv_gid *gid, int gid_index)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC,
+	};
+
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = peer->psn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = gid_index;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			  IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = e->psn;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("modify_qp RTS");
+	if (e->qp->state != IBV_QPS_RTS)
+		die("qp->state after RTS");
+}
+
+/* wait polls cq until it has a completion and checks it. */
+static void wait(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op, uint32_t len)
+{
+	struct ibv_wc wc;
+	int n, spins = 0;
+
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		if (++spins > 10000000) {
+			fprintf(stderr, "loopback: no completion for wr %" PRIu64 "\n", wr_id);
+			exit(1);
+		}
+	if (n < 0)
+		die("poll_cq");
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != wr_id || wc.opcode != op ||
+	    (len && wc.byte_len != len)) {
+		fprintf(stderr, "loopback: wr %" PRIu64 ": %s (%d), opcode %d, byte_len %u; want wr %" PRIu64 " opcode %d byte_len %u\n",
+			(uint64_t)wc.wr_id, ibv_wc_status_str(wc.status), wc.status, wc.opcode, wc.byte_len,
+			wr_id, op, len);
+		exit(1);
+	}
+}
+
+static void post(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	int err = ibv_post_send(qp, wr, &bad);
+
+	if (err) {
+		errno = err;
+		die("post_send");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int gid_index = argc > 1 ? atoi(argv[1]) : 0;
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *scq;
+	union ibv_gid gid;
+	struct end a = { .psn = 100 }, b = { .psn = 200 };
+	struct end *ends[] = { &a, &b };
+	int n;
+
+	list = ibv_get_device_list(&n);
+	if (!list || n < 1)
+		die("get_device_list");
+	ctx = ibv_open_device(list[0]);
+	if (!ctx)
+		die("open_device");
+	ibv_free_device_list(list);
+	if (ibv_query_gid(ctx, 1, gid_index, &gid))
+		die("query_gid");
+	pd = ibv_alloc_pd(ctx);
+	if (!pd)
+		die("alloc_pd");
+	ch = ibv_create_comp_channel(ctx);
+	if (!ch)
+		die("create_comp_channel");
+	cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+	scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!cq || !scq)
+		die("create_cq");
+	for (int i = 0; i < 2; i++) {
+		struct end *e = ends[i];
+		struct ibv_qp_init_attr ia = {
+			.send_cq = scq,
+			.recv_cq = cq,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+				 .max_recv_sge = 1, .max_inline_data = 64 },
+			.qp_type = IBV_QPT_RC,
+		};
+
+		e->buf = calloc(1, SIZE);
+		e->mr = ibv_reg_mr(pd, e->buf, SIZE, IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC);
+		if (!e->mr)
+			die("reg_mr");
+		e->qp = ibv_create_qp(pd, &ia);
+		if (!e->qp)
+			die("create_qp");
+	}
+	to_rts(&a, &b, &gid, gid_index);
+	to_rts(&b, &a, &gid, gid_index);
+
+	/* SEND/RECV: a to b. */
+	struct ibv_sge rsge = { .addr = (uintptr_t)b.buf, .length = SIZE, .lkey = b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+	if (ibv_post_recv(b.qp, &rwr, &rbad))
+		die("post_recv");
+	strcpy(a.buf, "hello over the loop");
+	struct ibv_sge sge = { .addr = (uintptr_t)a.buf, .length = 20, .lkey = a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
+	post(a.qp, &wr);
+	wait(scq, 2, IBV_WC_SEND, 0);
+	wait(cq, 1, IBV_WC_RECV, 20);
+	if (strcmp(b.buf, "hello over the loop"))
+		die("SEND bytes");
+
+	/* RDMA WRITE of 3000 bytes (three packets) into b at offset 512. */
+	for (int i = 0; i < 3000; i++)
+		a.buf[i] = (char)i;
+	sge.length = 3000;
+	wr.wr_id = 3;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)b.buf + 512;
+	wr.wr.rdma.rkey = b.mr->rkey;
+	post(a.qp, &wr);
+	wait(scq, 3, IBV_WC_RDMA_WRITE, 0);
+	if (memcmp(b.buf + 512, a.buf, 3000))
+		die("WRITE bytes");
+
+	/* RDMA READ: b reads a's first 2000 bytes into its buffer's start. */
+	struct ibv_sge bsge = { .addr = (uintptr_t)b.buf, .length = 2000, .lkey = b.mr->lkey };
+	struct ibv_send_wr rd = { .wr_id = 4, .sg_list = &bsge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED };
+	rd.wr.rdma.remote_addr = (uintptr_t)a.buf;
+	rd.wr.rdma.rkey = a.mr->rkey;
+	post(b.qp, &rd);
+	wait(scq, 4, IBV_WC_RDMA_READ, 2000);
+	if (memcmp(b.buf, a.buf, 2000))
+		die("READ bytes");
+
+	/* FETCH_ADD then CMP_SWAP on a 64-bit word of b. */
+	uint64_t *word = (uint64_t *)(b.buf + 1024);
+	*word = 40;
+	struct ibv_sge asge = { .addr = (uintptr_t)a.buf + 8, .length = 8, .lkey = a.mr->lkey };
+	struct ibv_send_wr at = { .wr_id = 5, .sg_list = &asge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD, .send_flags = IBV_SEND_SIGNALED };
+	at.wr.atomic.remote_addr = (uintptr_t)word;
+	at.wr.atomic.rkey = b.mr->rkey;
+	at.wr.atomic.compare_add = 2;
+	post(a.qp, &at);
+	wait(scq, 5, IBV_WC_FETCH_ADD, 8);
+	if (*(uint64_t *)(a.buf + 8) != 40 || *word != 42) {
+		fprintf(stderr, "loopback: FETCH_ADD: original %" PRIu64 " now %" PRIu64 "\n",
+			*(uint64_t *)(a.buf + 8), *word);
+		exit(1);
+	}
+	at.wr_id = 6;
+	at.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	at.wr.atomic.compare_add = 42;
+	at.wr.atomic.swap = 7;
+	post(a.qp, &at);
+	wait(scq, 6, IBV_WC_COMP_SWAP, 8);
+	if (*word != 7)
+		die("CMP_SWAP result");
+
+	/* An inline SEND from unregistered memory, waited for through the
+	 * completion channel: the fd is readable once the event is there. */
+	if (ibv_req_notify_cq(cq, 0))
+		die("req_notify_cq");
+	if (ibv_post_recv(b.qp, &rwr, &rbad))
+		die("post_recv");
+	char msg[] = "inline";
+	struct ibv_sge isge = { .addr = (uintptr_t)msg, .length = sizeof(msg), .lkey = 0 };
+	struct ibv_send_wr iw = { .wr_id = 7, .sg_list = &isge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE };
+	post(a.qp, &iw);
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	if (poll(&pfd, 1, 0) != 0)
+		die("poll before the event (readable too early)");
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx))
+		die("get_cq_event");
+	if (ev_cq != cq)
+		die("get_cq_event cq");
+	ibv_ack_cq_events(cq, 1);
+	wait(cq, 1, IBV_WC_RECV, sizeof(msg));
+	wait(scq, 7, IBV_WC_SEND, 0);
+	if (strcmp(b.buf, "inline"))
+		die("inline bytes");
+
+	/* A second event: the fd becomes readable before get_cq_event. */
+	if (ibv_req_notify_cq(cq, 0) || ibv_post_recv(b.qp, &rwr, &rbad))
+		die("re-arm");
+	post(a.qp, &iw);
+	/* Polling the send CQ is waiting: time moves, and the RECV at b
+	 * completes before the ACK reaches a. */
+	wait(scq, 7, IBV_WC_SEND, 0);
+	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLIN))
+		die("poll after the event (fd not readable)");
+	if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx))
+		die("get_cq_event 2");
+	ibv_ack_cq_events(cq, 1);
+	if (poll(&pfd, 1, 0) != 0)
+		die("poll after get_cq_event (still readable)");
+	wait(cq, 1, IBV_WC_RECV, sizeof(msg));
+
+	for (int i = 0; i < 2; i++) {
+		if (ibv_destroy_qp(ends[i]->qp) || ibv_dereg_mr(ends[i]->mr))
+			die("destroy");
+		free(ends[i]->buf);
+	}
+	if (ibv_destroy_cq(cq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch) ||
+	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("teardown");
+	printf("loopback ok\n");
+	return 0;
+}
