@@ -129,7 +129,7 @@ const (
 func rs_query_device(h C.uint32_t, a *C.struct_ibv_device_attr) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	ctx, ok := object[*context](p, uint32(h))
+	ctx, ok := object[*devContext](p, uint32(h))
 	if !ok {
 		return errC(syscall.EINVAL)
 	}
@@ -176,7 +176,7 @@ func rs_query_device(h C.uint32_t, a *C.struct_ibv_device_attr) C.int {
 func rs_query_port(h C.uint32_t, port C.uint8_t, a *C.struct_ibv_port_attr) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	ctx, ok := object[*context](p, uint32(h))
+	ctx, ok := object[*devContext](p, uint32(h))
 	if !ok {
 		return errC(syscall.EINVAL)
 	}
@@ -206,7 +206,7 @@ func rs_query_port(h C.uint32_t, port C.uint8_t, a *C.struct_ibv_port_attr) C.in
 func rs_query_gid(h C.uint32_t, port C.uint8_t, index C.int, gid *C.uint8_t) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	ctx, ok := object[*context](p, uint32(h))
+	ctx, ok := object[*devContext](p, uint32(h))
 	if !ok {
 		return errC(syscall.EINVAL)
 	}
@@ -223,7 +223,7 @@ func rs_query_gid(h C.uint32_t, port C.uint8_t, index C.int, gid *C.uint8_t) C.i
 func rs_query_pkey(h C.uint32_t, port C.uint8_t, index C.int, pkey *C.__be16) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	ctx, ok := object[*context](p, uint32(h))
+	ctx, ok := object[*devContext](p, uint32(h))
 	if !ok {
 		return errC(syscall.EINVAL)
 	}

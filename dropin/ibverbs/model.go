@@ -107,7 +107,7 @@ type process struct {
 	devs []*device
 	objs []any // by handle; objs[0] is unused so that 0 is no handle
 	chs  []*channel
-	ctxs []*context
+	ctxs []*devContext
 	fds  fdOps
 	// exit ends the program when the world cannot go on (a runaway):
 	// os.Exit, replaced in tests.
@@ -129,7 +129,7 @@ type device struct {
 	gids  []netip.Addr
 }
 
-type context struct {
+type devContext struct {
 	dev       *device
 	c         *verbs.Context
 	asyncFD   int
@@ -139,7 +139,7 @@ type context struct {
 }
 
 type pd struct {
-	ctx *context
+	ctx *devContext
 	p   *verbs.PD
 }
 
@@ -153,21 +153,21 @@ type memRegion struct {
 }
 
 type channel struct {
-	ctx       *context
+	ctx       *devContext
 	ch        *verbs.CompChannel
 	fd        int
 	signalled bool
 }
 
 type cq struct {
-	ctx  *context
+	ctx  *devContext
 	q    *verbs.CQ
 	c    unsafe.Pointer // the program's struct ibv_cq
 	comp int            // events taken from the channel, for ack_cq_events
 }
 
 type qp struct {
-	ctx    *context
+	ctx    *devContext
 	q      *verbs.QP
 	typ    verbs.QPType
 	c      unsafe.Pointer // the program's struct ibv_qp
@@ -175,7 +175,7 @@ type qp struct {
 }
 
 type srq struct {
-	ctx *context
+	ctx *devContext
 	s   *verbs.SRQ
 	c   unsafe.Pointer
 }
@@ -431,14 +431,14 @@ func (p *process) open(dev int) (uint32, int, syscall.Errno) {
 	if err != nil {
 		return 0, -1, errnoOf(err)
 	}
-	ctx := &context{dev: d, c: c, asyncFD: fd}
+	ctx := &devContext{dev: d, c: c, asyncFD: fd}
 	p.ctxs = append(p.ctxs, ctx)
 	p.settle()
 	return p.add(ctx), fd, 0
 }
 
 func (p *process) close(h uint32) syscall.Errno {
-	ctx, ok := object[*context](p, h)
+	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return syscall.EINVAL
 	}
@@ -463,7 +463,7 @@ func (p *process) close(h uint32) syscall.Errno {
 // getAsyncEvent takes the device's next asynchronous event, running the
 // world until there is one unless nonblock.
 func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Errno) {
-	ctx, ok := object[*context](p, h)
+	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return asyncEvent{}, syscall.EINVAL
 	}
@@ -484,7 +484,7 @@ func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Er
 // ---- PDs and MRs ----
 
 func (p *process) allocPD(h uint32) (uint32, syscall.Errno) {
-	ctx, ok := object[*context](p, h)
+	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return 0, syscall.EINVAL
 	}
@@ -542,7 +542,7 @@ func worldAddr(d *device, key uint32, addr uint64) uint64 {
 // ---- channels and CQs ----
 
 func (p *process) createCompChannel(h uint32) (int, syscall.Errno) {
-	ctx, ok := object[*context](p, h)
+	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return -1, syscall.EINVAL
 	}
@@ -582,7 +582,7 @@ func (p *process) destroyCompChannel(fd int) syscall.Errno {
 }
 
 func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (uint32, int, syscall.Errno) {
-	ctx, ok := object[*context](p, h)
+	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return 0, 0, syscall.EINVAL
 	}
@@ -792,7 +792,7 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 
 // bounce returns the context's MR for inline data, registering it on
 // first use (in a PD of its own: it counts against max_pd and max_mr).
-func (p *process) bounce(ctx *context) (*memRegion, syscall.Errno) {
+func (p *process) bounce(ctx *devContext) (*memRegion, syscall.Errno) {
 	if ctx.bounce != nil {
 		return ctx.bounce, 0
 	}

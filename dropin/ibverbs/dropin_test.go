@@ -1,0 +1,305 @@
+package main
+
+// These tests build the library as `make dropin` does, compile the C
+// programs of testdata/ with gcc against the installed
+// <infiniband/verbs.h>, and run them, and Debian's unmodified
+// ibv_devices and ibv_devinfo, with LD_LIBRARY_PATH naming it. Each run
+// has its own wall-time bound and address-space limit; a run that
+// outlives its bound is killed by its PID. Without gcc, libibverbs-dev or
+// ibverbs-utils they skip, and fail under CI=true
+// (tools/install-deps.sh installs them).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// runLimit bounds one program's wall time; addressLimitKB its virtual
+// memory (the Go runtime in the library reserves some, a runaway model
+// would grow past it).
+const (
+	runLimit       = 60 * time.Second
+	addressLimitKB = 4 << 20
+)
+
+// need skips the test, or fails it under CI=true, when a tool is missing.
+func need(t *testing.T) {
+	t.Helper()
+	var missing []string
+	for _, tool := range []string{"gcc", "ibv_devices", "ibv_devinfo"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		missing = append(missing, "libibverbs-dev")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("missing %s: run tools/install-deps.sh (gcc, libibverbs-dev, ibverbs-utils)", strings.Join(missing, ", "))
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+var (
+	libOnce sync.Once
+	libDir  string
+	libErr  error
+)
+
+// library builds libibverbs.so.1 once per test binary, with the flags
+// of the Makefile's dropin target, and returns its directory.
+func library(t *testing.T) string {
+	t.Helper()
+	need(t)
+	libOnce.Do(func() {
+		libDir, libErr = os.MkdirTemp("", "rocesim-dropin-")
+		if libErr != nil {
+			return
+		}
+		wd, _ := os.Getwd()
+		ldflags := "-extldflags=-Wl,-soname,libibverbs.so.1,--version-script," + filepath.Join(wd, "libibverbs.map")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-ldflags="+ldflags,
+			"-o", filepath.Join(libDir, "libibverbs.so.1"), ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			libErr = fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, out)
+		}
+	})
+	if libErr != nil {
+		t.Fatal(libErr)
+	}
+	return libDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if libDir != "" {
+		os.RemoveAll(libDir)
+	}
+	os.Exit(code)
+}
+
+// compile builds testdata/name.c against the installed headers.
+func compile(t *testing.T, name string) string {
+	t.Helper()
+	library(t)
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("gcc", "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", name+".c"), "-libverbs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gcc %s.c: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// run runs prog on the drop-in library with env added to the
+// environment, within runLimit and addressLimitKB, and returns its
+// stdout, stderr and exit code.
+func run(t *testing.T, env []string, prog string, args ...string) (string, string, int) {
+	t.Helper()
+	dir := library(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+	defer cancel()
+	// The shell sets the limit and execs the program, which keeps its
+	// PID: the context's kill reaches the program itself.
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(addressLimitKB) + ` && exec "$0" "$@"`, prog}, args...)...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS"} {
+		cmd.Env = append(cmd.Env, k+"=")
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: still running after %v: killed\nstdout:\n%s\nstderr:\n%s", prog, args, runLimit, stdout.String(), stderr.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// TestDevices: the unmodified ibv_devices lists the model's devices,
+// one by default and ROCESIM_DEVICES of them, with rxe's node GUID (the
+// EUI-64 of the MAC).
+func TestDevices(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want []string
+	}{
+		{nil, []string{"rocesim0 000000fffe000001"}},
+		{[]string{"ROCESIM_DEVICES=3"}, []string{"rocesim0 000000fffe000001", "rocesim1 000000fffe000002", "rocesim2 000000fffe000003"}},
+	} {
+		out, stderr, code := run(t, c.env, "ibv_devices")
+		if code != 0 {
+			t.Fatalf("ibv_devices %v: exit %d\n%s%s", c.env, code, out, stderr)
+		}
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "rocesim") {
+				got = append(got, f[0]+" "+f[1])
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("ibv_devices %v lists\n%s\nwant\n%s", c.env, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+}
+
+// TestDevinfo: the unmodified `ibv_devinfo -v` describes rocesim0 with
+// the model's limits (every max_… the conformance suite's
+// TestDeviceAttrMatchesRxe checks against a guest's `ibv_devinfo -v`),
+// port 1 ACTIVE over Ethernet, and rxe's GID table: the link-local GID,
+// then the IPv4-mapped one, both RoCE v2.
+func TestDevinfo(t *testing.T) {
+	out, stderr, code := run(t, nil, "ibv_devinfo", "-v")
+	if code != 0 {
+		t.Fatalf("ibv_devinfo -v: exit %d\n%s%s", code, out, stderr)
+	}
+	got := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\w+):\s+(.+)$`).FindAllStringSubmatch(out, -1) {
+		if _, seen := got[m[1]]; !seen {
+			got[m[1]] = strings.TrimSpace(m[2])
+		}
+	}
+	a := nic.RxeAttr()
+	for _, c := range []struct {
+		name string
+		want string
+	}{
+		{"hca_id", "rocesim0"}, {"fw_ver", a.FWVer}, {"node_guid", "0000:00ff:fe00:0001"},
+		{"max_mr_size", fmt.Sprintf("%#x", a.MaxMRSize)}, {"max_qp", strconv.Itoa(a.MaxQP)},
+		{"max_qp_wr", strconv.Itoa(a.MaxQPWR)}, {"max_sge", strconv.Itoa(a.MaxSGE)},
+		{"max_cq", strconv.Itoa(a.MaxCQ)}, {"max_cqe", strconv.Itoa(a.MaxCQE)},
+		{"max_mr", strconv.Itoa(a.MaxMR)}, {"max_pd", strconv.Itoa(a.MaxPD)},
+		{"max_qp_rd_atom", strconv.Itoa(a.MaxQPRdAtom)}, {"max_qp_init_rd_atom", strconv.Itoa(a.MaxQPInitRdAtom)},
+		{"max_mw", strconv.Itoa(a.MaxMW)}, {"max_ah", strconv.Itoa(a.MaxAH)},
+		{"max_srq", strconv.Itoa(a.MaxSRQ)}, {"max_srq_wr", strconv.Itoa(a.MaxSRQWR)},
+		{"max_srq_sge", strconv.Itoa(a.MaxSRQSGE)}, {"phys_port_cnt", strconv.Itoa(a.PhysPortCnt)},
+		{"atomic_cap", a.AtomicCap + " (1)"}, {"state", "PORT_ACTIVE (4)"}, {"link_layer", "Ethernet"},
+		{"active_mtu", "1024 (3)"},
+	} {
+		if got[c.name] != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got[c.name], c.want)
+		}
+	}
+	for _, want := range []string{"GID[  0]:\t\tfe80::ff:fe00:1, RoCE v2", "GID[  1]:\t\t::ffff:10.0.0.1, RoCE v2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
+// TestLoopbackProgram: two RC QPs of one device in one C program (SEND,
+// WRITE, READ, FETCH_ADD, CMP_SWAP, an inline SEND waited for through a
+// completion channel whose fd poll(2) watches), over GID 0 (IPv6
+// link-local) and GID 1 (IPv4).
+func TestLoopbackProgram(t *testing.T) {
+	bin := compile(t, "loopback")
+	for _, gid := range []string{"0", "1"} {
+		out, stderr, code := run(t, nil, bin, gid)
+		if code != 0 || !strings.Contains(out, "loopback ok") {
+			t.Errorf("loopback over GID %s: exit %d\n%s%s", gid, code, out, stderr)
+		}
+	}
+}
+
+// TestLoopbackUnderFaults: the same program with a data packet of the
+// WRITE dropped once still passes; the capture holds the drop and the
+// retransmission, each with its comment; two runs write the same bytes.
+func TestLoopbackUnderFaults(t *testing.T) {
+	bin := compile(t, "loopback")
+	dir := t.TempDir()
+	var caps [2][]byte
+	for i := range caps {
+		pcap := filepath.Join(dir, fmt.Sprintf("run%d.pcapng", i))
+		out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop psn=102 tx=1", "ROCESIM_PCAP=" + pcap}, bin, "0")
+		if code != 0 || !strings.Contains(out, "loopback ok") {
+			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, stderr)
+		}
+		b, err := os.ReadFile(pcap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caps[i] = b
+	}
+	if !bytes.Equal(caps[0], caps[1]) {
+		t.Errorf("two runs wrote different captures (%d and %d bytes)", len(caps[0]), len(caps[1]))
+	}
+	rd, err := capture.NewReader(bytes.NewReader(caps[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped, resent int
+	var rec capture.Record
+	for {
+		if err := rd.Next(&rec); err != nil {
+			break
+		}
+		if strings.Contains(strings.Join(rec.Comments, " "), "dropped by rule 1: drop psn=102 tx=1") {
+			dropped++
+		}
+		if strings.Contains(strings.Join(rec.Comments, " "), "retransmission #1 of PSN 102") {
+			resent++
+		}
+	}
+	if dropped == 0 || resent == 0 {
+		t.Errorf("capture: %d frames dropped by the rule, %d retransmissions of PSN 102; want both", dropped, resent)
+	}
+}
+
+// TestMisuse: NULL objects, bad attributes and verbs the model does not
+// offer return what libibverbs returns, and nothing crashes
+// (testdata/misuse.c prints one line per case).
+func TestMisuse(t *testing.T) {
+	bin := compile(t, "misuse")
+	out, stderr, code := run(t, nil, bin)
+	cases := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "CASE ") {
+			cases++
+			if !strings.HasSuffix(l, " ok") {
+				t.Error(l)
+			}
+		}
+	}
+	if code != 0 || cases < 60 {
+		t.Errorf("misuse: exit %d after %d cases\n%s%s", code, cases, out, stderr)
+	}
+}
+
+// TestBadEnvironment: a plan that does not parse is said on stderr and
+// leaves the process with no devices; a program then fails as on a
+// machine without RDMA devices.
+func TestBadEnvironment(t *testing.T) {
+	for _, env := range []string{"ROCESIM_FAULTS=drop psn=", "ROCESIM_DEVICES=0", "ROCESIM_PROFILE=mlx5"} {
+		out, stderr, code := run(t, []string{env}, "ibv_devinfo")
+		if code == 0 || !strings.Contains(stderr, "rocesim: ROCESIM_") || !strings.Contains(stderr, "No IB devices found") {
+			t.Errorf("%s: exit %d\n%s%s", env, code, out, stderr)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+/*
+ * misuse: verbs called wrongly, and verbs the model does not offer, on
+ * the drop-in library. Each case prints "CASE name ok" when the verb
+ * returned what libibverbs returns (errno set, NULL or the error code)
+ * and "CASE name FAIL ..." otherwise; the process must not crash. The Go
+ * test reads the lines.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static int failures;
+
+static void check(const char *name, int ok, int err)
+{
+	printf("CASE %s %s", name, ok ? "ok" : "FAIL");
+	if (!ok) {
+		printf(" (errno %d: %s)", err, strerror(err));
+		failures++;
+	}
+	printf("\n");
+}
+
+/* null_ptr: a call returning a pointer must return NULL with errno. */
+#define null_ptr(name, call, want)                                      \
+	do {                                                            \
+		errno = 0;                                              \
+		void *r_ = (void *)(call);                              \
+		int e_ = errno;                                         \
+		check(name, r_ == NULL && e_ == (want), e_);            \
+	} while (0)
+
+/* code: a call returning an errno must return want. */
+#define code(name, call, want)                                          \
+	do {                                                            \
+		int r_ = (call);                                        \
+		check(name, r_ == (want), r_);                          \
+	} while (0)
+
+/* minus_one: a call returning -1 with errno. */
+#define minus_one(name, call, want)                                     \
+	do {                                                            \
+		errno = 0;                                              \
+		int r_ = (call);                                        \
+		int e_ = errno;                                         \
+		check(name, r_ == -1 && e_ == (want), e_);              \
+	} while (0)
+
+int main(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *ch;
+	struct ibv_qp *qp;
+	struct ibv_device fake = {};
+	char buf[64];
+
+	if (!list || !list[0]) {
+		printf("no device\n");
+		return 1;
+	}
+	ctx = ibv_open_device(list[0]);
+	pd = ibv_alloc_pd(ctx);
+	ch = ibv_create_comp_channel(ctx);
+	cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						.max_send_sge = 1, .max_recv_sge = 1 } };
+	qp = ibv_create_qp(pd, &ia);
+	if (!ctx || !pd || !ch || !cq || !qp) {
+		printf("setup failed\n");
+		return 1;
+	}
+
+	/* NULL objects, where libibverbs would dereference them. */
+	null_ptr("open_device(NULL)", ibv_open_device(NULL), ENODEV);
+	null_ptr("open_device(not listed)", ibv_open_device(&fake), ENODEV);
+	null_ptr("get_device_name(NULL)", ibv_get_device_name(NULL), EINVAL);
+	code("close_device(NULL)", ibv_close_device(NULL), EINVAL);
+	code("query_device(NULL)", ibv_query_device(NULL, NULL), EINVAL);
+	minus_one("query_gid(NULL)", ibv_query_gid(ctx, 1, 0, NULL), 0);
+	minus_one("query_gid(index 99)", ibv_query_gid(ctx, 1, 99, &(union ibv_gid){}), EINVAL);
+	minus_one("query_pkey(index 5)", ibv_query_pkey(ctx, 1, 5, &(__be16){0}), EINVAL);
+	code("query_port(port 2)", ibv_query_port(ctx, 2, &(struct ibv_port_attr){}), EINVAL);
+	null_ptr("alloc_pd(NULL)", ibv_alloc_pd(NULL), EINVAL);
+	code("dealloc_pd(NULL)", ibv_dealloc_pd(NULL), EINVAL);
+	code("dealloc_pd(in use)", ibv_dealloc_pd(pd), EBUSY);
+	null_ptr("reg_mr(NULL pd)", ibv_reg_mr(NULL, buf, sizeof(buf), 0), EINVAL);
+	null_ptr("reg_mr(NULL addr)", ibv_reg_mr(pd, NULL, 4096, IBV_ACCESS_LOCAL_WRITE), EFAULT);
+	null_ptr("reg_mr(length 0)", ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL);
+	null_ptr("reg_mr(REMOTE_WRITE without LOCAL_WRITE)",
+		 ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE), EINVAL);
+	code("dereg_mr(NULL)", ibv_dereg_mr(NULL), EINVAL);
+	null_ptr("create_comp_channel(NULL)", ibv_create_comp_channel(NULL), EINVAL);
+	code("destroy_comp_channel(NULL)", ibv_destroy_comp_channel(NULL), EINVAL);
+	code("destroy_comp_channel(CQs on it)", ibv_destroy_comp_channel(ch), EBUSY);
+	null_ptr("create_cq(NULL)", ibv_create_cq(NULL, 4, NULL, NULL, 0), EINVAL);
+	null_ptr("create_cq(cqe over max_cqe)", ibv_create_cq(ctx, 1 << 20, NULL, NULL, 0), EINVAL);
+	null_ptr("create_cq(comp_vector 5)", ibv_create_cq(ctx, 4, NULL, NULL, 5), EINVAL);
+	code("destroy_cq(NULL)", ibv_destroy_cq(NULL), EINVAL);
+	code("destroy_cq(QP on it)", ibv_destroy_cq(cq), EBUSY);
+	code("resize_cq(NULL)", ibv_resize_cq(NULL, 8), EINVAL);
+	code("poll_cq(negative)", ibv_poll_cq(cq, -1, NULL), -EINVAL);
+	code("req_notify_cq ok", ibv_req_notify_cq(cq, 0), 0);
+	minus_one("get_cq_event(NULL)", ibv_get_cq_event(NULL, NULL, NULL), EINVAL);
+	{
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		int fl = fcntl(ch->fd, F_GETFL);
+
+		fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+		minus_one("get_cq_event(O_NONBLOCK, none)", ibv_get_cq_event(ch, &ev_cq, &ev_ctx), EAGAIN);
+		fcntl(ch->fd, F_SETFL, fl);
+	}
+	{
+		struct ibv_async_event ev;
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+
+		minus_one("get_async_event(NULL)", ibv_get_async_event(NULL, &ev), EINVAL);
+		fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+		minus_one("get_async_event(O_NONBLOCK, none)", ibv_get_async_event(ctx, &ev), EAGAIN);
+		fcntl(ctx->async_fd, F_SETFL, fl);
+	}
+	null_ptr("create_qp(NULL pd)", ibv_create_qp(NULL, &ia), EINVAL);
+	null_ptr("create_qp(NULL attr)", ibv_create_qp(pd, NULL), EINVAL);
+	{
+		struct ibv_qp_init_attr big = ia;
+
+		big.cap.max_send_sge = 1000;
+		null_ptr("create_qp(max_send_sge over max_sge)", ibv_create_qp(pd, &big), EINVAL);
+	}
+	code("modify_qp(NULL)", ibv_modify_qp(NULL, NULL, 0), EINVAL);
+	code("modify_qp(RESET to RTS)",
+	     ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS }, IBV_QP_STATE), EINVAL);
+	code("query_qp(NULL)", ibv_query_qp(NULL, NULL, 0, NULL), EINVAL);
+	code("destroy_qp(NULL)", ibv_destroy_qp(NULL), EINVAL);
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8 };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad = NULL;
+		struct ibv_recv_wr rwr = { .sg_list = &sge, .num_sge = 5 }, *rbad = NULL;
+
+		code("post_send(in RESET)", ibv_post_send(qp, &wr, &bad), EINVAL);
+		check("post_send(in RESET) bad_wr", bad == &wr, 0);
+		code("post_recv(5 SGEs, max 1)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+		check("post_recv bad_wr", rbad == &rwr, 0);
+		rwr.num_sge = -1;
+		code("post_recv(num_sge -1)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+	}
+	null_ptr("create_srq(NULL)", ibv_create_srq(NULL, NULL), EINVAL);
+	code("modify_srq(NULL)", ibv_modify_srq(NULL, NULL, 0), EINVAL);
+	code("query_srq(NULL)", ibv_query_srq(NULL, NULL), EINVAL);
+	code("destroy_srq(NULL)", ibv_destroy_srq(NULL), EINVAL);
+	null_ptr("create_ah(NULL)", ibv_create_ah(NULL, NULL), EINVAL);
+	null_ptr("create_ah(not global)", ibv_create_ah(pd, &(struct ibv_ah_attr){ .port_num = 1 }), EINVAL);
+	code("destroy_ah(NULL)", ibv_destroy_ah(NULL), EINVAL);
+
+	/* Verbs the model does not offer: as libibverbs over a provider
+	 * without them. */
+	null_ptr("alloc_mw (no provider op)", ibv_alloc_mw(pd, IBV_MW_TYPE_2), EOPNOTSUPP);
+	null_ptr("create_cq_ex (no provider op)",
+		 ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4 }), EOPNOTSUPP);
+	null_ptr("create_qp_ex (no provider op)",
+		 ibv_create_qp_ex(ctx, &(struct ibv_qp_init_attr_ex){ .qp_type = IBV_QPT_RC,
+				  .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+				  .pd = pd }), EOPNOTSUPP);
+	null_ptr("open_xrcd (no provider op)",
+		 ibv_open_xrcd(ctx, &(struct ibv_xrcd_init_attr){ .fd = -1 }), EOPNOTSUPP);
+	null_ptr("alloc_td (no provider op)", ibv_alloc_td(ctx, &(struct ibv_td_init_attr){}), EOPNOTSUPP);
+	{
+		struct ibv_device_attr_ex ax;
+
+		code("query_device_ex (falls back to query_device)", ibv_query_device_ex(ctx, NULL, &ax), 0);
+		check("query_device_ex max_qp_wr", ax.orig_attr.max_qp_wr > 0, 0);
+	}
+	code("attach_mcast", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
+	{
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+
+		errno = 0;
+		int r = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		check("rereg_mr (rxe 6.1: EOPNOTSUPP)", r == IBV_REREG_MR_ERR_CMD && errno == EOPNOTSUPP, errno);
+		errno = 0;
+		r = ibv_rereg_mr(mr, 0, NULL, NULL, 0, 0);
+		check("rereg_mr(no flag)", r == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, errno);
+		code("dereg_mr", ibv_dereg_mr(mr), 0);
+	}
+
+	code("destroy_qp", ibv_destroy_qp(qp), 0);
+	code("destroy_cq", ibv_destroy_cq(cq), 0);
+	code("destroy_comp_channel", ibv_destroy_comp_channel(ch), 0);
+	code("dealloc_pd", ibv_dealloc_pd(pd), 0);
+	code("close_device", ibv_close_device(ctx), 0);
+	ibv_free_device_list(list);
+	printf("misuse: %d failures\n", failures);
+	return failures != 0;
+}
