@@ -23,7 +23,11 @@
 // named rocesim0, rocesim1, ... on one switch. Each device has port 1
 // ACTIVE and rxe's GID table: index 0 the IPv6 link-local address from
 // the MAC (fe80::ff:fe00:1 for 02:00:00:00:00:01), index 1 the IPv4
-// address 10.0.0.i mapped into IPv6, both RoCE v2. Two QPs of one device
+// address 10.0.0.i mapped into IPv6, both RoCE v2, the other 1022
+// entries empty, as a conformance guest's rxe0 lists them (its MAC
+// 52:54:00:00:00:01 gives fe80::5054:ff:fe00:1). `ibv_devinfo -v`
+// prints the model's limits and rxe's other attributes (vendor_id,
+// device_cap_flags, max_mtu 4096, port_cap_flags, ...). Two QPs of one device
 // talk: as rxe loops a packet for a local address back (rxe_net.c), the
 // switch sends a device's frames to itself back down its own link
 // (verbs.Host.Loopback), so the fault plan and the capture see them.
@@ -64,9 +68,9 @@
 //
 // # What is not there
 //
-// Memory windows, multicast, the _ex verbs (ibv_create_cq_ex,
-// ibv_create_qp_ex, ibv_query_device_ex: libibverbs then falls back to
-// ibv_query_device), XRC, flows and device memory: their entries are
+// Memory windows, multicast, the _ex verbs but ibv_query_device_ex
+// (ibv_create_cq_ex, ibv_create_qp_ex, ...), XRC, flows and device
+// memory: their entries are
 // left NULL, so the header's inline wrappers return EOPNOTSUPP (or
 // ENOSYS) as libibverbs does for a provider without them. A NULL object
 // where libibverbs would crash returns EINVAL.

@@ -154,6 +154,9 @@ static int rs_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			       struct ibv_recv_wr **bad_wr);
 static int rs_query_port_op(struct ibv_context *context, uint8_t port_num,
 			    struct ibv_port_attr *port_attr, size_t port_attr_len);
+static int rs_query_device_ex_op(struct ibv_context *context,
+				 const struct ibv_query_device_ex_input *input,
+				 struct ibv_device_attr_ex *attr, size_t attr_size);
 
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -175,6 +178,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	r->handle = h;
 	r->vctx.sz = sizeof(r->vctx);
 	r->vctx.query_port = rs_query_port_op;
+	r->vctx.query_device_ex = rs_query_device_ex_op;
 	ctx = &r->vctx.context;
 	ctx->device = device;
 	ctx->cmd_fd = -1;
@@ -239,6 +243,27 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device
 	return rs_query_device(to_rctx(context)->handle, device_attr);
 }
 
+/* The extended attributes: the legacy ones, and rxe's capability flags
+ * again in device_cap_flags_ex (as `ibv_devinfo -v` shows on rxe); the
+ * extensions the model has none of (ODP, TSO, RSS, tag matching, ...)
+ * stay zero. */
+static int rs_query_device_ex_op(struct ibv_context *context,
+				 const struct ibv_query_device_ex_input *input,
+				 struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex a = {};
+	int err;
+
+	if (!context || !attr || (input && input->comp_mask))
+		return EINVAL;
+	err = ibv_query_device(context, &a.orig_attr);
+	if (err)
+		return err;
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
+	return 0;
+}
+
 static int rs_query_port_op(struct ibv_context *context, uint8_t port_num,
 			    struct ibv_port_attr *port_attr, size_t port_attr_len)
 {
@@ -286,7 +311,7 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num,
 
 	if (!type || ibv_query_gid(context, port_num, index, &gid))
 		return -1;
-	*type = IBV_GID_TYPE_SYSFS_ROCE_V2; /* rxe speaks RoCE v2 only */
+	*type = IBV_GID_TYPE_SYSFS_ROCE_V2; /* rxe's port speaks RoCE v2 only */
 	return 0;
 }
 
@@ -296,9 +321,12 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 {
 	if (!context || !entry || flags || entry_size < sizeof(*entry) || port_num > 255)
 		return EINVAL;
+	static const union ibv_gid zero;
+
 	memset(entry, 0, sizeof(*entry));
-	if (ibv_query_gid(context, port_num, gid_index, &entry->gid))
-		return ENODATA;
+	if (ibv_query_gid(context, port_num, gid_index, &entry->gid) ||
+	    !memcmp(&entry->gid, &zero, sizeof(zero)))
+		return ENODATA; /* as libibverbs for an empty entry */
 	entry->gid_index = gid_index;
 	entry->port_num = port_num;
 	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -315,7 +343,11 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	if (!context || (!entries && max_entries) || flags || entry_size < sizeof(*entries))
 		return -EINVAL;
 	for (uint32_t i = 0; n < max_entries; i++) {
-		if (_ibv_query_gid_ex(context, 1, i, &entries[n], 0, sizeof(*entries)))
+		int err = _ibv_query_gid_ex(context, 1, i, &entries[n], 0, sizeof(*entries));
+
+		if (err == ENODATA)
+			continue;
+		if (err)
 			break;
 		n++;
 	}

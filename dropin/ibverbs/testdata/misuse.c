@@ -84,7 +84,7 @@ int main(void)
 	code("close_device(NULL)", ibv_close_device(NULL), EINVAL);
 	code("query_device(NULL)", ibv_query_device(NULL, NULL), EINVAL);
 	minus_one("query_gid(NULL)", ibv_query_gid(ctx, 1, 0, NULL), 0);
-	minus_one("query_gid(index 99)", ibv_query_gid(ctx, 1, 99, &(union ibv_gid){}), EINVAL);
+	minus_one("query_gid(index 1024, past gid_tbl_len)", ibv_query_gid(ctx, 1, 1024, &(union ibv_gid){}), EINVAL);
 	minus_one("query_pkey(index 5)", ibv_query_pkey(ctx, 1, 5, &(__be16){0}), EINVAL);
 	code("query_port(port 2)", ibv_query_port(ctx, 2, &(struct ibv_port_attr){}), EINVAL);
 	null_ptr("alloc_pd(NULL)", ibv_alloc_pd(NULL), EINVAL);
@@ -174,7 +174,7 @@ int main(void)
 	{
 		struct ibv_device_attr_ex ax;
 
-		code("query_device_ex (falls back to query_device)", ibv_query_device_ex(ctx, NULL, &ax), 0);
+		code("query_device_ex", ibv_query_device_ex(ctx, NULL, &ax), 0);
 		check("query_device_ex max_qp_wr", ax.orig_attr.max_qp_wr > 0, 0);
 	}
 	code("attach_mcast", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
