@@ -223,13 +223,15 @@ func TestDevinfo(t *testing.T) {
 // TestLoopbackProgram: two RC QPs of one device in one C program (SEND,
 // WRITE, READ, FETCH_ADD, CMP_SWAP, an inline SEND waited for through a
 // completion channel whose fd poll(2) watches), over GID 0 (IPv6
-// link-local) and GID 1 (IPv4).
+// link-local) and GID 1 (IPv4); and the same between two devices
+// (ROCESIM_DEVICES=2), whose first MRs have the same R_Key: the library
+// finds the peer's MR in the device the QP's address vector names.
 func TestLoopbackProgram(t *testing.T) {
 	bin := compile(t, "loopback")
-	for _, gid := range []string{"0", "1"} {
-		out, stderr, code := run(t, nil, bin, gid)
+	for _, c := range []struct{ devices, gid string }{{"1", "0"}, {"1", "1"}, {"2", "0"}, {"2", "1"}} {
+		out, stderr, code := run(t, []string{"ROCESIM_DEVICES=" + c.devices}, bin, c.gid, c.devices)
 		if code != 0 || !strings.Contains(out, "loopback ok") {
-			t.Errorf("loopback over GID %s: exit %d\n%s%s", gid, code, out, stderr)
+			t.Errorf("loopback on %s device(s) over GID %s: exit %d\n%s%s", c.devices, c.gid, code, out, stderr)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 /*
- * loopback: two RC QPs on one device, in one process, as rdma-core's own
+ * loopback: two RC QPs on one device (or, with "loopback GID 2", on two
+ * devices: run with ROCESIM_DEVICES=2), in one process, as rdma-core's own
  * tests are written: SEND/RECV, RDMA WRITE, RDMA READ, FETCH_ADD and
  * CMP_SWAP, each completion polled, the bytes checked. The last step
  * waits through a completion channel (ibv_get_cq_event) and checks the
@@ -25,14 +26,25 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* What each device the program uses holds. */
+struct dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;	/* receive completions, on the channel */
+	struct ibv_cq *scq;	/* send completions */
+	union ibv_gid gid;
+};
+
 struct end {
+	struct dev *d;
 	struct ibv_qp *qp;
 	char *buf;
 	struct ibv_mr *mr;
 	uint32_t psn;
 };
 
-static void to_rts(struct end *e, struct end *peer, union ibv_gid *gid, int gid_index)
+static void to_rts(struct end *e, struct end *peer, int gid_index)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
@@ -53,7 +65,7 @@ static void to_rts(struct end *e, struct end *peer, union ibv_gid *gid, int gid_
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.dgid = peer->d->gid;
 	a.ah_attr.grh.sgid_index = gid_index;
 	a.ah_attr.grh.hop_limit = 1;
 	a.ah_attr.port_num = 1;
@@ -111,57 +123,64 @@ static void post(struct ibv_qp *qp, struct ibv_send_wr *wr)
 int main(int argc, char **argv)
 {
 	int gid_index = argc > 1 ? atoi(argv[1]) : 0;
+	int ndev = argc > 2 ? atoi(argv[2]) : 1;
 	struct ibv_device **list;
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq, *scq;
-	union ibv_gid gid;
+	struct dev devs[2] = {};
 	struct end a = { .psn = 100 }, b = { .psn = 200 };
 	struct end *ends[] = { &a, &b };
 	int n;
 
 	list = ibv_get_device_list(&n);
-	if (!list || n < 1)
+	if (!list || n < ndev || ndev < 1 || ndev > 2)
 		die("get_device_list");
-	ctx = ibv_open_device(list[0]);
-	if (!ctx)
-		die("open_device");
+	for (int i = 0; i < ndev; i++) {
+		struct dev *d = &devs[i];
+
+		d->ctx = ibv_open_device(list[i]);
+		if (!d->ctx)
+			die("open_device");
+		if (ibv_query_gid(d->ctx, 1, gid_index, &d->gid))
+			die("query_gid");
+		d->pd = ibv_alloc_pd(d->ctx);
+		if (!d->pd)
+			die("alloc_pd");
+		d->ch = ibv_create_comp_channel(d->ctx);
+		if (!d->ch)
+			die("create_comp_channel");
+		d->cq = ibv_create_cq(d->ctx, 16, NULL, d->ch, 0);
+		d->scq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+		if (!d->cq || !d->scq)
+			die("create_cq");
+	}
 	ibv_free_device_list(list);
-	if (ibv_query_gid(ctx, 1, gid_index, &gid))
-		die("query_gid");
-	pd = ibv_alloc_pd(ctx);
-	if (!pd)
-		die("alloc_pd");
-	ch = ibv_create_comp_channel(ctx);
-	if (!ch)
-		die("create_comp_channel");
-	cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
-	scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	if (!cq || !scq)
-		die("create_cq");
+	a.d = &devs[0];
+	b.d = &devs[ndev - 1];
 	for (int i = 0; i < 2; i++) {
 		struct end *e = ends[i];
 		struct ibv_qp_init_attr ia = {
-			.send_cq = scq,
-			.recv_cq = cq,
+			.send_cq = e->d->scq,
+			.recv_cq = e->d->cq,
 			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
 				 .max_recv_sge = 1, .max_inline_data = 64 },
 			.qp_type = IBV_QPT_RC,
 		};
 
 		e->buf = calloc(1, SIZE);
-		e->mr = ibv_reg_mr(pd, e->buf, SIZE, IBV_ACCESS_LOCAL_WRITE |
+		e->mr = ibv_reg_mr(e->d->pd, e->buf, SIZE, IBV_ACCESS_LOCAL_WRITE |
 				   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				   IBV_ACCESS_REMOTE_ATOMIC);
 		if (!e->mr)
 			die("reg_mr");
-		e->qp = ibv_create_qp(pd, &ia);
+		e->qp = ibv_create_qp(e->d->pd, &ia);
 		if (!e->qp)
 			die("create_qp");
 	}
-	to_rts(&a, &b, &gid, gid_index);
-	to_rts(&b, &a, &gid, gid_index);
+	/* The completion queues the steps below wait on. */
+	struct ibv_cq *cq = b.d->cq, *ascq = a.d->scq, *bscq = b.d->scq;
+	struct ibv_comp_channel *ch = b.d->ch;
+
+	to_rts(&a, &b, gid_index);
+	to_rts(&b, &a, gid_index);
 
 	/* SEND/RECV: a to b. */
 	struct ibv_sge rsge = { .addr = (uintptr_t)b.buf, .length = SIZE, .lkey = b.mr->lkey };
@@ -173,7 +192,7 @@ int main(int argc, char **argv)
 	struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
 	post(a.qp, &wr);
-	wait(scq, 2, IBV_WC_SEND, 0);
+	wait(ascq, 2, IBV_WC_SEND, 0);
 	wait(cq, 1, IBV_WC_RECV, 20);
 	if (strcmp(b.buf, "hello over the loop"))
 		die("SEND bytes");
@@ -187,7 +206,7 @@ int main(int argc, char **argv)
 	wr.wr.rdma.remote_addr = (uintptr_t)b.buf + 512;
 	wr.wr.rdma.rkey = b.mr->rkey;
 	post(a.qp, &wr);
-	wait(scq, 3, IBV_WC_RDMA_WRITE, 0);
+	wait(ascq, 3, IBV_WC_RDMA_WRITE, 0);
 	if (memcmp(b.buf + 512, a.buf, 3000))
 		die("WRITE bytes");
 
@@ -198,7 +217,7 @@ int main(int argc, char **argv)
 	rd.wr.rdma.remote_addr = (uintptr_t)a.buf;
 	rd.wr.rdma.rkey = a.mr->rkey;
 	post(b.qp, &rd);
-	wait(scq, 4, IBV_WC_RDMA_READ, 2000);
+	wait(bscq, 4, IBV_WC_RDMA_READ, 2000);
 	if (memcmp(b.buf, a.buf, 2000))
 		die("READ bytes");
 
@@ -212,7 +231,7 @@ int main(int argc, char **argv)
 	at.wr.atomic.rkey = b.mr->rkey;
 	at.wr.atomic.compare_add = 2;
 	post(a.qp, &at);
-	wait(scq, 5, IBV_WC_FETCH_ADD, 8);
+	wait(ascq, 5, IBV_WC_FETCH_ADD, 8);
 	if (*(uint64_t *)(a.buf + 8) != 40 || *word != 42) {
 		fprintf(stderr, "loopback: FETCH_ADD: original %" PRIu64 " now %" PRIu64 "\n",
 			*(uint64_t *)(a.buf + 8), *word);
@@ -223,7 +242,7 @@ int main(int argc, char **argv)
 	at.wr.atomic.compare_add = 42;
 	at.wr.atomic.swap = 7;
 	post(a.qp, &at);
-	wait(scq, 6, IBV_WC_COMP_SWAP, 8);
+	wait(ascq, 6, IBV_WC_COMP_SWAP, 8);
 	if (*word != 7)
 		die("CMP_SWAP result");
 
@@ -249,7 +268,7 @@ int main(int argc, char **argv)
 		die("get_cq_event cq");
 	ibv_ack_cq_events(cq, 1);
 	wait(cq, 1, IBV_WC_RECV, sizeof(msg));
-	wait(scq, 7, IBV_WC_SEND, 0);
+	wait(ascq, 7, IBV_WC_SEND, 0);
 	if (strcmp(b.buf, "inline"))
 		die("inline bytes");
 
@@ -259,7 +278,7 @@ int main(int argc, char **argv)
 	post(a.qp, &iw);
 	/* Polling the send CQ is waiting: time moves, and the RECV at b
 	 * completes before the ACK reaches a. */
-	wait(scq, 7, IBV_WC_SEND, 0);
+	wait(ascq, 7, IBV_WC_SEND, 0);
 	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLIN))
 		die("poll after the event (fd not readable)");
 	if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx))
@@ -274,9 +293,14 @@ int main(int argc, char **argv)
 			die("destroy");
 		free(ends[i]->buf);
 	}
-	if (ibv_destroy_cq(cq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch) ||
-	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
-		die("teardown");
+	for (int i = 0; i < ndev; i++) {
+		struct dev *d = &devs[i];
+
+		if (ibv_destroy_cq(d->cq) || ibv_destroy_cq(d->scq) ||
+		    ibv_destroy_comp_channel(d->ch) || ibv_dealloc_pd(d->pd) ||
+		    ibv_close_device(d->ctx))
+			die("teardown");
+	}
 	printf("loopback ok\n");
 	return 0;
 }
