@@ -122,6 +122,7 @@ type device struct {
 	host  *verbs.Host
 	admin *verbs.Context        // the driver's own context: async events
 	keys  map[uint32]*memRegion // by L_Key (= R_Key), looked up only
+	mrs   []*memRegion          // live, in registration order
 	async []asyncEvent          // collected, not yet taken
 	qps   []*qp                 // live, for async events (creation order)
 	cqs   []*cq
@@ -511,6 +512,7 @@ func (p *process) regMR(h uint32, buf []byte, va uint64, access verbs.AccessFlag
 	}
 	m := &memRegion{dev: v.ctx.dev, mr: mr, va: va, length: uint64(len(buf))}
 	v.ctx.dev.keys[mr.LKey] = m
+	v.ctx.dev.mrs = append(v.ctx.dev.mrs, m)
 	return p.add(m), m, 0
 }
 
@@ -520,19 +522,31 @@ func (p *process) deregMR(h uint32) syscall.Errno {
 			return err
 		}
 		delete(m.dev.keys, m.mr.LKey)
+		m.dev.mrs = without(m.dev.mrs, m)
 		return nil
 	})
 }
 
 // worldAddr translates an address the program names in an MR of d by
 // key into the world's: the MR's simulated address plus the offset. An
-// unknown key, or an address outside the MR, is passed on as it is or
-// with its offset, so the device refuses it as rxe would.
+// address outside the MR keeps its offset, so the device refuses it as
+// rxe would. Under a key no MR of d has, the address is taken to the
+// first MR (in registration order) that holds it: the wire then shows
+// the same VA on every run, not the program's heap address, and the
+// device refuses the key.
 func worldAddr(d *device, key uint32, addr uint64) uint64 {
 	if d == nil {
 		return addr
 	}
 	m := d.keys[key]
+	if m == nil {
+		for _, r := range d.mrs {
+			if addr-r.va < r.length {
+				m = r
+				break
+			}
+		}
+	}
 	if m == nil {
 		return addr
 	}

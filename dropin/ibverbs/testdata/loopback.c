@@ -2,15 +2,18 @@
  * loopback: two RC QPs on one device (or, with "loopback GID 2", on two
  * devices: run with ROCESIM_DEVICES=2), in one process, as rdma-core's own
  * tests are written: SEND/RECV, RDMA WRITE, RDMA READ, FETCH_ADD and
- * CMP_SWAP, each completion polled, the bytes checked. The last step
- * waits through a completion channel (ibv_get_cq_event) and checks the
- * channel's fd with poll(2). Prints "loopback ok" and exits 0 on success;
- * any failure prints what and exits 1.
+ * CMP_SWAP, each completion polled, the bytes checked; an inline SEND
+ * waited for through a completion channel (ibv_get_cq_event), its fd
+ * watched with poll(2); a WRITE under a wrong R_Key and the asynchronous
+ * event it raises at the responder under ROCESIM_PROFILE=spec, the async
+ * fd watched too. Prints "loopback ok" and exits 0 on success; any
+ * failure prints what and exits 1.
  *
  * Built by the Go test with gcc against the installed <infiniband/verbs.h>
  * and run with LD_LIBRARY_PATH naming the drop-in library.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -288,6 +291,58 @@ int main(int argc, char **argv)
 		die("poll after get_cq_event (still readable)");
 	wait(cq, 1, IBV_WC_RECV, sizeof(msg));
 
+	/* A WRITE under a wrong R_Key: a's WR completes with
+	 * REM_ACCESS_ERR and b's QP goes to ERROR. Under the spec profile
+	 * b's device raises QP_ACCESS_ERR for it (IBTA 11.6.3) and the async
+	 * fd is readable until the event is taken; rxe 6.1 raises none (the
+	 * model's rxe profile neither), and the fd stays quiet. */
+	const char *profile = getenv("ROCESIM_PROFILE");
+	int spec = profile && !strcmp(profile, "spec");
+	struct pollfd afd = { .fd = b.d->ctx->async_fd, .events = POLLIN };
+	if (poll(&afd, 1, 0) != 0)
+		die("async fd readable before any event");
+	sge.length = 8;
+	wr.wr_id = 8;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)b.buf;
+	wr.wr.rdma.rkey = b.mr->rkey + 1;
+	post(a.qp, &wr);
+	{
+		struct ibv_wc wc;
+		int k;
+
+		while ((k = ibv_poll_cq(ascq, 1, &wc)) == 0)
+			;
+		if (k < 0 || wc.wr_id != 8 || wc.status != IBV_WC_REM_ACCESS_ERR) {
+			fprintf(stderr, "loopback: bad rkey WRITE: %s\n", ibv_wc_status_str(wc.status));
+			exit(1);
+		}
+	}
+	struct ibv_async_event aev;
+	if (!spec) {
+		int fl = fcntl(afd.fd, F_GETFL);
+
+		fcntl(afd.fd, F_SETFL, fl | O_NONBLOCK);
+		if (poll(&afd, 1, 0) != 0 || ibv_get_async_event(b.d->ctx, &aev) != -1 || errno != EAGAIN)
+			die("rxe profile: an async event");
+		fcntl(afd.fd, F_SETFL, fl);
+		goto teardown;
+	}
+	if (poll(&afd, 1, 0) != 1)
+		die("async fd not readable with an event");
+	if (ibv_get_async_event(b.d->ctx, &aev))
+		die("get_async_event");
+	if (aev.event_type != IBV_EVENT_QP_ACCESS_ERR || aev.element.qp != b.qp) {
+		fprintf(stderr, "loopback: async event %s for %p, want %s for %p\n",
+			ibv_event_type_str(aev.event_type), (void *)aev.element.qp,
+			ibv_event_type_str(IBV_EVENT_QP_ACCESS_ERR), (void *)b.qp);
+		exit(1);
+	}
+	ibv_ack_async_event(&aev);
+	if (poll(&afd, 1, 0) != 0)
+		die("async fd readable after the event was taken");
+
+teardown:
 	for (int i = 0; i < 2; i++) {
 		if (ibv_destroy_qp(ends[i]->qp) || ibv_dereg_mr(ends[i]->mr))
 			die("destroy");
