@@ -52,7 +52,11 @@
 // poll(2) moves no time: it must call a verb that waits (ibv_poll_cq,
 // a blocking ibv_get_cq_event) to make the world go on. A waiter on a
 // world with nothing left to do sleeps until another thread of the
-// program posts or modifies something.
+// program posts or modifies something. Threads may call in at once (one
+// lock serialises them), but every waiting thread moves time: while one
+// waits and another works, the worker's next verb comes at a virtual
+// time that depends on the scheduling, so such a program is not the
+// same on every run; one waiting thread at a time is.
 //
 // # Environment
 //

@@ -104,7 +104,7 @@ func compile(t *testing.T, name string) string {
 	t.Helper()
 	library(t)
 	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command("gcc", "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", name+".c"), "-libverbs").CombinedOutput()
+	out, err := exec.Command("gcc", "-Wall", "-Werror", "-pthread", "-o", bin, filepath.Join("testdata", name+".c"), "-libverbs").CombinedOutput()
 	if err != nil {
 		t.Fatalf("gcc %s.c: %v\n%s", name, err, out)
 	}
@@ -225,7 +225,9 @@ func TestDevinfo(t *testing.T) {
 // completion channel whose fd poll(2) watches), over GID 0 (IPv6
 // link-local) and GID 1 (IPv4); and the same between two devices
 // (ROCESIM_DEVICES=2), whose first MRs have the same R_Key: the library
-// finds the peer's MR in the device the QP's address vector names. A
+// finds the peer's MR in the device the QP's address vector names; with
+// a second thread that takes the receives through the completion
+// channel while the first sends (the library's lock serialises them). A
 // WRITE under a bad R_Key ends it: under the spec profile the responder's
 // QP_ACCESS_ERR reaches the program through the async fd, naming its QP;
 // under rxe's there is none, as on rxe 6.1.
@@ -233,7 +235,7 @@ func TestLoopbackProgram(t *testing.T) {
 	bin := compile(t, "loopback")
 	for _, profile := range []string{"rxe", "spec"} {
 		for _, c := range []struct{ devices, gid string }{{"1", "0"}, {"1", "1"}, {"2", "0"}, {"2", "1"}} {
-			out, stderr, code := run(t, []string{"ROCESIM_DEVICES=" + c.devices, "ROCESIM_PROFILE=" + profile}, bin, c.gid, c.devices)
+			out, stderr, code := run(t, []string{"ROCESIM_DEVICES=" + c.devices, "ROCESIM_PROFILE=" + profile}, bin, c.gid, c.devices, "threads")
 			if code != 0 || !strings.Contains(out, "loopback ok") {
 				t.Errorf("loopback, %s profile, on %s device(s) over GID %s: exit %d\n%s%s", profile, c.devices, c.gid, code, out, stderr)
 			}
