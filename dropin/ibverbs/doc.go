@@ -65,7 +65,8 @@
 //	ROCESIM_PROFILE=P      rxe (default) or spec
 //	ROCESIM_FAULTS=PLAN    a fault plan, as `rocesim run --faults` takes it
 //	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
-//	ROCESIM_MAX_EVENTS=N   end a run that does not settle after N events (exit status 3)
+//	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them
+//	                       the program ends with exit status 3 and what kept the world going
 //
 // An environment the model cannot follow (a plan that does not parse) is
 // reported on stderr and leaves the process with no devices.

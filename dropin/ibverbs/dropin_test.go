@@ -318,3 +318,19 @@ func TestBadEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkCut: with every frame dropped, the spec profile's retry_cnt 7
+// runs out and the program sees RETRY_EXC_ERR, as on a real NIC; under
+// rxe's it retries forever, as rxe does, and ROCESIM_MAX_EVENTS ends the
+// run with exit status 3 and a message that says what kept it going.
+func TestLinkCut(t *testing.T) {
+	bin := compile(t, "loopback")
+	out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_PROFILE=spec"}, bin)
+	if code != 1 || !strings.Contains(stderr, "transport retry counter exceeded (12)") {
+		t.Errorf("spec profile: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_MAX_EVENTS=20000"}, bin)
+	if code != 3 || !strings.Contains(stderr, "did not settle within 20000 events") || !strings.Contains(stderr, "retries forever") {
+		t.Errorf("rxe profile: exit %d\n%s%s", code, out, stderr)
+	}
+}

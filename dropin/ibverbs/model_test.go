@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestReadConfig: each ROCESIM_* variable is read, and a value the model
+// cannot follow is refused with a message naming the variable.
+func TestReadConfig(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string // "devices seed profile rules pcap max-events", or the error's start
+	}{
+		{nil, `1 1 rxe 0 "" 0`},
+		{map[string]string{"ROCESIM_DEVICES": "4", "ROCESIM_SEED": "0x10", "ROCESIM_PROFILE": "spec",
+			"ROCESIM_FAULTS": "drop psn=3 tx=1", "ROCESIM_PCAP": "x.pcapng", "ROCESIM_MAX_EVENTS": "99"}, `4 16 spec 1 "x.pcapng" 99`},
+		{map[string]string{"ROCESIM_DEVICES": "0"}, `ROCESIM_DEVICES="0"`},
+		{map[string]string{"ROCESIM_DEVICES": "17"}, `ROCESIM_DEVICES="17"`},
+		{map[string]string{"ROCESIM_SEED": "-1"}, `ROCESIM_SEED="-1"`},
+		{map[string]string{"ROCESIM_PROFILE": "mlx5"}, `ROCESIM_PROFILE="mlx5"`},
+		{map[string]string{"ROCESIM_FAULTS": "drop psn="}, "ROCESIM_FAULTS: 1:"},
+		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
+	} {
+		cfg, err := readConfig(func(k string) string { return c.env[k] })
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			rules := 0
+			if cfg.Plan != nil {
+				rules = len(cfg.Plan.Rules)
+			}
+			got = fmt.Sprintf("%d %d %v %d %q %d", cfg.Devices, cfg.Seed, cfg.Profile, rules, cfg.Pcap, cfg.MaxEvents)
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%v: %q, want %q", c.env, got, c.want)
+		}
+	}
+}
+
+// fakeFDs stands in for eventfds: it records each descriptor's state.
+type fakeFDs struct {
+	next  int
+	ready map[int]bool
+}
+
+func (f *fakeFDs) open() (int, error)        { f.next++; return f.next, nil }
+func (f *fakeFDs) set(fd int, readable bool) { f.ready[fd] = readable }
+func (f *fakeFDs) close(fd int)              { delete(f.ready, fd) }
+
+// TestWorldAddr: the program's addresses become the world's by key; an
+// unknown key takes the address to the MR that holds it, so the VA on
+// the wire does not depend on the program's heap.
+func TestWorldAddr(t *testing.T) {
+	p, err := newProcess(Config{Devices: 1, Seed: 1}, &fakeFDs{ready: map[int]bool{}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _, e := p.open(0)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	pdh, _ := p.allocPD(ctx)
+	buf := make([]byte, 4096)
+	const va = 0x7f00_1234_5000 // where the program has it
+	_, m, e := p.regMR(pdh, buf, va, 1)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	d, sim := p.devs[0], m.mr.Addr
+	for _, c := range []struct {
+		key  uint32
+		addr uint64
+		want uint64
+	}{
+		{m.mr.LKey, va, sim},
+		{m.mr.LKey, va + 100, sim + 100},
+		{m.mr.LKey, va + 5000, sim + 5000}, // past the end: the device refuses it
+		{m.mr.LKey + 1, va + 8, sim + 8},   // unknown key, address in the MR
+		{m.mr.LKey + 1, 0x1000, 0x1000},    // unknown key, address in no MR
+	} {
+		if got := worldAddr(d, c.key, c.addr); got != c.want {
+			t.Errorf("worldAddr(%#x, %#x) = %#x, want %#x", c.key, c.addr, got, c.want)
+		}
+	}
+	if got := worldAddr(nil, m.mr.LKey, va); got != va {
+		t.Errorf("no device: %#x, want the address as it is", got)
+	}
+}
