@@ -48,9 +48,12 @@
 // microseconds, and the same program with the same seed gives the same
 // capture bytes. A completion channel's fd and the context's async_fd
 // are eventfds, readable exactly while an event waits, so poll and epoll
-// on them see what the verbs would find; but a program that sleeps in
-// poll(2) moves no time: it must call a verb that waits (ibv_poll_cq,
-// a blocking ibv_get_cq_event) to make the world go on. A waiter on a
+// on them see what the verbs would find. A program that sleeps in
+// poll(2) or epoll_wait instead of a verb is woken too: once it has made
+// no verb call for ROCESIM_IDLE_WAKE of wall time while a CQ on a channel
+// is armed, the library runs the world until an event comes (idle.go).
+// That run then depends on the wall clock; one that waits in verbs does
+// not. A waiter on a
 // world with nothing left to do sleeps until another thread of the
 // program posts or modifies something. Threads may call in at once (one
 // lock serialises them), but every waiting thread moves time: while one
@@ -65,6 +68,8 @@
 //	ROCESIM_PROFILE=P      rxe (default) or spec
 //	ROCESIM_FAULTS=PLAN    a fault plan, as `rocesim run --faults` takes it
 //	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
+//	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed, before the library runs
+//	                       the world for a program asleep in poll(2) (default 50ms; off: never)
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them
 //	                       the program ends with exit status 3 and what kept the world going
 //

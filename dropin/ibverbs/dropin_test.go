@@ -123,7 +123,7 @@ func run(t *testing.T, env []string, prog string, args ...string) (string, strin
 	// PID: the context's kill reaches the program itself.
 	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(addressLimitKB) + ` && exec "$0" "$@"`, prog}, args...)...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
-	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS"} {
+	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS", "ROCESIM_IDLE_WAKE"} {
 		cmd.Env = append(cmd.Env, k+"=")
 	}
 	cmd.Env = append(cmd.Env, env...)
@@ -235,11 +235,29 @@ func TestLoopbackProgram(t *testing.T) {
 	bin := compile(t, "loopback")
 	for _, profile := range []string{"rxe", "spec"} {
 		for _, c := range []struct{ devices, gid string }{{"1", "0"}, {"1", "1"}, {"2", "0"}, {"2", "1"}} {
-			out, stderr, code := run(t, []string{"ROCESIM_DEVICES=" + c.devices, "ROCESIM_PROFILE=" + profile}, bin, c.gid, c.devices, "threads")
+			out, stderr, code := run(t, []string{"ROCESIM_DEVICES=" + c.devices, "ROCESIM_PROFILE=" + profile, noIdle}, bin, c.gid, c.devices, "threads")
 			if code != 0 || !strings.Contains(out, "loopback ok") {
 				t.Errorf("loopback, %s profile, on %s device(s) over GID %s: exit %d\n%s%s", profile, c.devices, c.gid, code, out, stderr)
 			}
 		}
+	}
+}
+
+// noIdle turns the idle wake off (idle.go): with it, a run that the
+// machine's load stalls for long enough would see the world move without
+// a verb, and the tests that hold a run to its exact course would flake.
+const noIdle = "ROCESIM_IDLE_WAKE=off"
+
+// TestSleepInPoll: a program that waits for a completion event in
+// poll(2) on the channel's fd, not in a verb, gets it: the library runs
+// the world once the program has been quiet for ROCESIM_IDLE_WAKE.
+// Without the idle wake the fd never becomes readable and the program's
+// 10 s poll fails.
+func TestSleepInPoll(t *testing.T) {
+	bin := compile(t, "loopback")
+	out, stderr, code := run(t, []string{"ROCESIM_IDLE_WAKE=20ms"}, bin, "0", "1", "sleep")
+	if code != 0 || !strings.Contains(out, "loopback ok") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
 	}
 }
 
@@ -252,7 +270,7 @@ func TestLoopbackUnderFaults(t *testing.T) {
 	var caps [2][]byte
 	for i := range caps {
 		pcap := filepath.Join(dir, fmt.Sprintf("run%d.pcapng", i))
-		out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop psn=102 tx=1", "ROCESIM_PCAP=" + pcap}, bin, "0")
+		out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop psn=102 tx=1", "ROCESIM_PCAP=" + pcap, noIdle}, bin, "0")
 		if code != 0 || !strings.Contains(out, "loopback ok") {
 			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, stderr)
 		}
@@ -325,11 +343,11 @@ func TestBadEnvironment(t *testing.T) {
 // run with exit status 3 and a message that says what kept it going.
 func TestLinkCut(t *testing.T) {
 	bin := compile(t, "loopback")
-	out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_PROFILE=spec"}, bin)
+	out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_PROFILE=spec", noIdle}, bin)
 	if code != 1 || !strings.Contains(stderr, "transport retry counter exceeded (12)") {
 		t.Errorf("spec profile: exit %d\n%s%s", code, out, stderr)
 	}
-	out, stderr, code = run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_MAX_EVENTS=20000"}, bin)
+	out, stderr, code = run(t, []string{"ROCESIM_FAULTS=drop", "ROCESIM_MAX_EVENTS=20000", noIdle}, bin)
 	if code != 3 || !strings.Contains(stderr, "did not settle within 20000 events") || !strings.Contains(stderr, "retries forever") {
 		t.Errorf("rxe profile: exit %d\n%s%s", code, out, stderr)
 	}

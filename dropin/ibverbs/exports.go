@@ -22,6 +22,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/rocesim/rocesim/nic"
@@ -47,9 +48,14 @@ func lock() *process {
 		if err != nil {
 			os.Stderr.WriteString("rocesim: " + err.Error() + "\n")
 			proc = emptyProcess()
+			return
+		}
+		if proc.cfg.IdleWake > 0 {
+			go proc.idleLoop(proc.cfg.IdleWake, time.Sleep)
 		}
 	})
 	proc.mu.Lock()
+	proc.calls++
 	return proc
 }
 
@@ -358,7 +364,11 @@ func rs_req_notify_cq(h C.uint32_t, solicited C.int) C.int {
 	if !ok {
 		return errC(syscall.EINVAL)
 	}
-	return errC(errnoOf(v.q.ReqNotify(solicited != 0)))
+	err := errnoOf(v.q.ReqNotify(solicited != 0))
+	if err == 0 && v.ch != nil {
+		v.ch.armed = true
+	}
+	return errC(err)
 }
 
 // pollBatch bounds the completions one poll_cq takes (the rest wait for

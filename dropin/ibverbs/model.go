@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/rocesim/rocesim/faults"
@@ -43,6 +44,9 @@ import (
 // MaxDevices bounds ROCESIM_DEVICES.
 const MaxDevices = 16
 
+// DefaultIdleWake is ROCESIM_IDLE_WAKE's default (idle.go).
+const DefaultIdleWake = 50 * time.Millisecond
+
 // Config is what the environment asks of the model (see readConfig).
 type Config struct {
 	Devices   int
@@ -52,11 +56,15 @@ type Config struct {
 	PlanText  string
 	Pcap      string
 	MaxEvents uint64
+	// IdleWake is how long the program may make no verb call, while a
+	// CQ on a channel is armed, before the library runs the world for it
+	// (see idle.go); 0 never.
+	IdleWake time.Duration
 }
 
 // readConfig reads the ROCESIM_* variables through getenv.
 func readConfig(getenv func(string) string) (Config, error) {
-	c := Config{Devices: 1, Seed: 1, Profile: verbs.ProfileRXE}
+	c := Config{Devices: 1, Seed: 1, Profile: verbs.ProfileRXE, IdleWake: DefaultIdleWake}
 	if s := getenv("ROCESIM_DEVICES"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxDevices {
@@ -93,6 +101,17 @@ func readConfig(getenv func(string) string) (Config, error) {
 		}
 		c.MaxEvents = n
 	}
+	switch s := getenv("ROCESIM_IDLE_WAKE"); s {
+	case "":
+	case "off":
+		c.IdleWake = 0
+	default:
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("ROCESIM_IDLE_WAKE=%q: want a duration such as 50ms, or off", s)
+		}
+		c.IdleWake = d
+	}
 	return c, nil
 }
 
@@ -114,6 +133,8 @@ type process struct {
 	exit   func(code int)
 	stderr io.Writer
 	closed bool
+	// calls counts the verbs the program has called (idle.go watches it).
+	calls uint64
 }
 
 // device is one host of the world (rocesim0, rocesim1, ...).
@@ -158,13 +179,17 @@ type channel struct {
 	ch        *verbs.CompChannel
 	fd        int
 	signalled bool
+	// armed: a CQ on the channel was armed (req_notify_cq) and no event
+	// has come since; the program is expecting one (idle.go).
+	armed   bool
+	pending int // ch.Pending() when last settled
 }
 
 type cq struct {
-	ctx  *devContext
-	q    *verbs.CQ
-	c    unsafe.Pointer // the program's struct ibv_cq
-	comp int            // events taken from the channel, for ack_cq_events
+	ctx *devContext
+	q   *verbs.CQ
+	c   unsafe.Pointer // the program's struct ibv_cq
+	ch  *channel       // nil for none
 }
 
 type qp struct {
@@ -364,6 +389,10 @@ func (p *process) settle() {
 		}
 	}
 	for _, ch := range p.chs {
+		if n := ch.ch.Pending(); n > ch.pending {
+			ch.armed = false // an event came
+		}
+		ch.pending = ch.ch.Pending()
 		if want := ch.ch.Pending() > 0; want != ch.signalled {
 			p.fds.set(ch.fd, want)
 			ch.signalled = want
@@ -600,10 +629,10 @@ func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (u
 	if !ok {
 		return 0, 0, syscall.EINVAL
 	}
+	var ch *channel
 	var vch *verbs.CompChannel
 	if chFD >= 0 {
-		ch := p.channelByFD(chFD)
-		if ch == nil {
+		if ch = p.channelByFD(chFD); ch == nil {
 			return 0, 0, syscall.EINVAL
 		}
 		vch = ch.ch
@@ -612,7 +641,7 @@ func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (u
 	if err != nil {
 		return 0, 0, errnoOf(err)
 	}
-	v := &cq{ctx: ctx, q: q, c: c}
+	v := &cq{ctx: ctx, q: q, c: c, ch: ch}
 	ctx.dev.cqs = append(ctx.dev.cqs, v)
 	return p.add(v), q.CQE(), 0
 }
@@ -667,7 +696,6 @@ func (p *process) getCQEvent(fd int, nonblock bool) (unsafe.Pointer, syscall.Err
 	p.settle()
 	for _, c := range ch.ctx.dev.cqs {
 		if c.q == q {
-			c.comp++
 			return c.c, 0
 		}
 	}

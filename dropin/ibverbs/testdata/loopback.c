@@ -1,15 +1,16 @@
 /*
- * loopback [GID [DEVICES [threads]]]: two RC QPs on one device (or, with
- * DEVICES 2, on two devices: run with ROCESIM_DEVICES=2) in one process,
- * as rdma-core's own tests are written: SEND/RECV, RDMA WRITE, RDMA READ,
- * FETCH_ADD and CMP_SWAP, each completion polled, the bytes checked; an
- * inline SEND waited for through a completion channel
+ * loopback [GID [DEVICES [threads|sleep]]]: two RC QPs on one device (or,
+ * with DEVICES 2, on two devices: run with ROCESIM_DEVICES=2) in one
+ * process, as rdma-core's own tests are written: SEND/RECV, RDMA WRITE,
+ * RDMA READ, FETCH_ADD and CMP_SWAP, each completion polled, the bytes
+ * checked; an inline SEND waited for through a completion channel
  * (ibv_get_cq_event), its fd watched with poll(2); with "threads", a
  * thread that takes 100 receives through the channel while the main
- * thread sends; a WRITE under a wrong R_Key and the asynchronous event it
- * raises at the responder under ROCESIM_PROFILE=spec, the async fd
- * watched too. Prints "loopback ok" and exits 0 on success; any failure
- * prints what and exits 1.
+ * thread sends; with "sleep", the program waits for an event in poll(2)
+ * instead of a verb; a WRITE under a wrong R_Key and the asynchronous
+ * event it raises at the responder under ROCESIM_PROFILE=spec, the async
+ * fd watched too. Prints "loopback ok" and exits 0 on success; any
+ * failure prints what and exits 1.
  *
  * Built by the Go test with gcc against the installed <infiniband/verbs.h>
  * and run with LD_LIBRARY_PATH naming the drop-in library.
@@ -168,6 +169,7 @@ int main(int argc, char **argv)
 {
 	int gid_index = argc > 1 ? atoi(argv[1]) : 0;
 	int ndev = argc > 2 ? atoi(argv[2]) : 1;
+	int sleeper = argc > 3 && !strcmp(argv[3], "sleep");
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	struct ibv_device **list;
@@ -322,11 +324,20 @@ int main(int argc, char **argv)
 	if (ibv_req_notify_cq(cq, 0) || ibv_post_recv(b.qp, &rwr, &rbad))
 		die("re-arm");
 	post(a.qp, &iw);
-	/* Polling the send CQ is waiting: time moves, and the RECV at b
-	 * completes before the ACK reaches a. */
-	wait(ascq, 7, IBV_WC_SEND, 0);
-	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLIN))
-		die("poll after the event (fd not readable)");
+	if (sleeper) {
+		/* Sleep in poll(2), outside the library: after
+		 * ROCESIM_IDLE_WAKE of quiet the library runs the world until
+		 * the event comes. */
+		if (poll(&pfd, 1, 10000) != 1 || !(pfd.revents & POLLIN))
+			die("poll(2) sleeping for the event (fd not readable in 10 s)");
+		wait(ascq, 7, IBV_WC_SEND, 0);
+	} else {
+		/* Polling the send CQ is waiting: time moves, and the RECV at
+		 * b completes before the ACK reaches a. */
+		wait(ascq, 7, IBV_WC_SEND, 0);
+		if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLIN))
+			die("poll after the event (fd not readable)");
+	}
 	if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx))
 		die("get_cq_event 2");
 	ibv_ack_cq_events(cq, 1);
