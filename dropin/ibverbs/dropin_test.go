@@ -12,6 +12,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -141,6 +142,62 @@ func run(t *testing.T, env []string, prog string, args ...string) (string, strin
 		t.Fatalf("%s: %v", prog, err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// TestSymbolVersions: the library is libibverbs.so.1 to the dynamic
+// loader (its SONAME), and every libibverbs symbol an unmodified
+// ibverbs-utils program imports is there under the version the program
+// asks for (ibv_rc_pingpong's 24 symbols, 23 of them @IBVERBS_1.1).
+func TestSymbolVersions(t *testing.T) {
+	dir := library(t)
+	lib, err := elf.Open(filepath.Join(dir, "libibverbs.so.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Close()
+	if so, err := lib.DynString(elf.DT_SONAME); err != nil || len(so) != 1 || so[0] != "libibverbs.so.1" {
+		t.Errorf("SONAME %v (%v), want libibverbs.so.1", so, err)
+	}
+	have := map[string]bool{}
+	syms, err := lib.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF {
+			have[s.Name+"@"+s.Version] = true
+		}
+	}
+	for _, prog := range []string{"ibv_devices", "ibv_devinfo", "ibv_asyncwatch", "ibv_rc_pingpong", "ibv_uc_pingpong",
+		"ibv_ud_pingpong", "ibv_srq_pingpong", "ibv_xsrq_pingpong"} {
+		path, err := exec.LookPath(prog)
+		if err != nil {
+			t.Errorf("%s: %v", prog, err)
+			continue
+		}
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imp, err := f.ImportedSymbols()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range imp {
+			if s.Library != "libibverbs.so.1" {
+				continue
+			}
+			n++
+			if !have[s.Name+"@"+s.Version] {
+				t.Errorf("%s imports %s@%s: not in the library", prog, s.Name, s.Version)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s imports nothing from libibverbs.so.1", prog)
+		}
+	}
 }
 
 // TestDevices: the unmodified ibv_devices lists the model's devices,

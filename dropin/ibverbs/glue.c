@@ -784,6 +784,15 @@ void rs_wc_set_imm(struct ibv_wc *wc, uint32_t imm, int invalidated)
 		wc->imm_data = htobe32(imm);
 }
 
+/* Our QPs are never extended ones (ibv_create_qp_ex is not offered):
+ * as libibverbs for a QP without VERBS_QP_EX, NULL. ibv_rc_pingpong
+ * asks for it only with its new post-send API (-N). */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	(void)qp;
+	return NULL;
+}
+
 /* ---- address handles ---- */
 
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
