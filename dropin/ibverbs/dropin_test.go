@@ -279,16 +279,15 @@ func TestDevinfo(t *testing.T) {
 // lineDiff lists the lines where a and b differ, by position.
 func lineDiff(a, b string) string {
 	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	line := func(l []string, i int) string {
+		if i < len(l) {
+			return l[i]
+		}
+		return "(none)"
+	}
 	var out strings.Builder
 	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
+		if x, y := line(al, i), line(bl, i); x != y {
 			fmt.Fprintf(&out, "%d: %q\n%d: %q\n", i+1, x, i+1, y)
 		}
 	}
