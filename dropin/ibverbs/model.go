@@ -135,7 +135,13 @@ type process struct {
 	closed bool
 	// calls counts the verbs the program has called (idle.go watches it).
 	calls uint64
+	// wcs is poll_cq's scratch, used under mu.
+	wcs [pollBatch]verbs.WC
 }
+
+// pollBatch bounds the completions one poll_cq takes (the rest wait for
+// the next call, as on a real CQ).
+const pollBatch = 64
 
 // device is one host of the world (rocesim0, rocesim1, ...).
 type device struct {
