@@ -4,10 +4,11 @@
 #
 #   tshark    dissects our frames and the real rxe captures (wire, capture, inspect tests)
 #   chromium  renders the SVG ladder to PNG headless (ladder/)
-#   gcc, libibverbs-dev, ibverbs-utils
+#   gcc, libibverbs-dev, ibverbs-utils, python3-pyverbs
 #             build the drop-in libibverbs.so.1 (cgo) and the C programs its
-#             tests run on it, against rdma-core's headers; ibv_devices and
-#             ibv_devinfo are run on it unmodified (dropin/ibverbs)
+#             tests run on it, against rdma-core's headers; ibv_devices,
+#             ibv_devinfo and a pyverbs program run on it unmodified
+#             (dropin/ibverbs)
 #
 # and then runs conformance/install.sh (QEMU, rdma-core, busybox and a
 # Debian kernel for the real-rxe harness) when it can install packages.
@@ -23,6 +24,7 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
+/usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || need+=(python3-pyverbs)
 
 if [ "$(id -u)" -eq 0 ]; then
   SUDO=

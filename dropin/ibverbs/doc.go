@@ -79,9 +79,12 @@
 // # What is not there
 //
 // Memory windows, multicast, the _ex verbs but ibv_query_device_ex
-// (ibv_create_cq_ex, ibv_create_qp_ex, ...), XRC, flows and device
-// memory: their entries are
+// (ibv_create_cq_ex, ibv_create_qp_ex, ...), XRC, flows, device memory,
+// ECE, dma-buf MRs, importing another process's objects and
+// ibv_create_ah_from_wc: their entries are
 // left NULL, so the header's inline wrappers return EOPNOTSUPP (or
-// ENOSYS) as libibverbs does for a provider without them. A NULL object
-// where libibverbs would crash returns EINVAL.
+// ENOSYS) as libibverbs does for a provider without them, or the
+// exported verb fails with EOPNOTSUPP. A NULL object where libibverbs
+// would crash returns EINVAL. Enough is there for librdmacm (marshall.c)
+// and Debian's pyverbs to load and run (testdata/loopback.py).
 package main

@@ -851,6 +851,83 @@ int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 	return EOPNOTSUPP;
 }
 
+/* Creating an AH from a received UD completion, importing objects of
+ * another process's context (they need a uverbs command fd), dma-buf
+ * memory and ECE: not offered, failing as libibverbs does where the
+ * provider or the kernel lacks them. */
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+				     struct ibv_grh *grh, uint8_t port_num)
+{
+	(void)pd, (void)wc, (void)grh, (void)port_num;
+	return fail(EOPNOTSUPP);
+}
+
+struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	return fail(EOPNOTSUPP);
+}
+
+struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	(void)context, (void)pd_handle;
+	return fail(EOPNOTSUPP);
+}
+
+void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+}
+
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	(void)pd, (void)mr_handle;
+	return fail(EOPNOTSUPP);
+}
+
+void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	(void)mr;
+}
+
+struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
+{
+	(void)context, (void)dm_handle;
+	return fail(EOPNOTSUPP);
+}
+
+void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	(void)dm;
+}
+
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+				 uint64_t iova, int fd, int access)
+{
+	(void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
+	return fail(EOPNOTSUPP);
+}
+
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp, (void)ece;
+	return EOPNOTSUPP;
+}
+
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp, (void)ece;
+	return EOPNOTSUPP;
+}
+
+/* 0: the data of one message is not promised to land in order (as
+ * libibverbs answers for a provider without the query). */
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	(void)qp, (void)op, (void)flags;
+	return 0;
+}
+
 /* ---- process-wide calls with nothing to simulate ---- */
 
 int ibv_fork_init(void)
