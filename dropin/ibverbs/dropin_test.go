@@ -332,6 +332,17 @@ func TestLoopbackProgram(t *testing.T) {
 	}
 }
 
+// TestTransports: UD through an address handle (GRH first in the
+// receive buffer, the sender's QPN in the completion), UC SEND and
+// WRITE, and RC receives taken from an SRQ (testdata/transports.c).
+func TestTransports(t *testing.T) {
+	bin := compile(t, "transports")
+	out, stderr, code := run(t, []string{noIdle}, bin)
+	if code != 0 || !strings.Contains(out, "transports ok") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // noIdle turns the idle wake off (idle.go): with it, a run that the
 // machine's load stalls for long enough would see the world move without
 // a verb, and the tests that hold a run to its exact course would flake.

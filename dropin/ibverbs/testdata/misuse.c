@@ -178,6 +178,17 @@ int main(void)
 		check("query_device_ex max_qp_wr", ax.orig_attr.max_qp_wr > 0, 0);
 	}
 	code("attach_mcast", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
+	code("detach_mcast", ibv_detach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
+	null_ptr("create_ah_from_wc", ibv_create_ah_from_wc(pd, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EOPNOTSUPP);
+	null_ptr("import_device", ibv_import_device(0), EOPNOTSUPP);
+	null_ptr("import_pd", ibv_import_pd(ctx, 1), EOPNOTSUPP);
+	null_ptr("import_mr", ibv_import_mr(pd, 1), EOPNOTSUPP);
+	null_ptr("import_dm", ibv_import_dm(ctx, 1), EOPNOTSUPP);
+	null_ptr("reg_dmabuf_mr", ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), EOPNOTSUPP);
+	code("set_ece", ibv_set_ece(qp, &(struct ibv_ece){}), EOPNOTSUPP);
+	code("query_ece", ibv_query_ece(qp, &(struct ibv_ece){}), EOPNOTSUPP);
+	code("query_qp_data_in_order", ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, 0), 0);
+	check("qp_to_qp_ex", ibv_qp_to_qp_ex(qp) == NULL, 0);
 	{
 		struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 

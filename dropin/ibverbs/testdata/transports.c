@@ -1,0 +1,240 @@
+/*
+ * transports: the other queue pair types and an SRQ on one device, in one
+ * process, as ibv_ud_pingpong, ibv_uc_pingpong and ibv_srq_pingpong use
+ * them: a UD SEND through an address handle (the receive buffer starts
+ * with the 40 bytes of GRH, the completion names the sender's QPN), a UC
+ * SEND and RDMA WRITE, and RC SENDs received through a shared receive
+ * queue. Prints "transports ok" and exits 0 on success.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define SIZE 4096
+#define QKEY 0x11111111
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static union ibv_gid gid;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "transports: %s failed: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static struct ibv_wc wait(uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	for (long spins = 0; spins < 10000000; spins++) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+
+		if (n < 0)
+			die("poll_cq");
+		if (n == 0)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != wr_id) {
+			fprintf(stderr, "transports: wr %" PRIu64 ": %s; want wr %" PRIu64 " success\n",
+				(uint64_t)wc.wr_id, ibv_wc_status_str(wc.status), wr_id);
+			exit(1);
+		}
+		return wc;
+	}
+	fprintf(stderr, "transports: no completion for wr %" PRIu64 "\n", wr_id);
+	exit(1);
+}
+
+static struct ibv_qp *qp(enum ibv_qp_type type, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = type,
+		.cap = { .max_send_wr = 8, .max_recv_wr = srq ? 0 : 8, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *q = ibv_create_qp(pd, &ia);
+
+	if (!q)
+		die("create_qp");
+	return q;
+}
+
+/* up takes q to RTS, toward peer for the connected types. */
+static void up(struct ibv_qp *q, struct ibv_qp *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	if (q->qp_type == IBV_QPT_UD) {
+		a.qkey = QKEY;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	if (ibv_modify_qp(q, &a, mask))
+		die("modify_qp INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	mask = IBV_QP_STATE;
+	if (q->qp_type != IBV_QPT_UD) {
+		a.path_mtu = IBV_MTU_1024;
+		a.dest_qp_num = peer->qp_num;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = gid;
+		a.ah_attr.grh.sgid_index = 1;
+		a.ah_attr.grh.hop_limit = 1;
+		a.ah_attr.port_num = 1;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (q->qp_type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = 1;
+			a.min_rnr_timer = 12;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	if (ibv_modify_qp(q, &a, mask))
+		die("modify_qp RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (q->qp_type == IBV_QPT_RC) {
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		a.max_rd_atomic = 1;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	if (ibv_modify_qp(q, &a, mask))
+		die("modify_qp RTS");
+}
+
+int main(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	char *buf;
+	struct ibv_mr *mr;
+	struct ibv_send_wr *bad, wr = { .num_sge = 1, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_recv_wr *rbad, rwr = { .num_sge = 1 };
+	struct ibv_sge sge, rsge;
+	struct ibv_wc wc;
+
+	if (!list || !list[0] || !(ctx = ibv_open_device(list[0])))
+		die("open_device");
+	ibv_free_device_list(list);
+	if (ibv_query_gid(ctx, 1, 1, &gid))
+		die("query_gid");
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	buf = calloc(1, 2 * SIZE);
+	mr = ibv_reg_mr(pd, buf, 2 * SIZE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!pd || !cq || !buf || !mr)
+		die("setup");
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .lkey = mr->lkey };
+	rsge = (struct ibv_sge){ .addr = (uintptr_t)buf + SIZE, .length = SIZE, .lkey = mr->lkey };
+	wr.sg_list = &sge;
+	rwr.sg_list = &rsge;
+
+	/* UD: a SEND through an AH; the receiver sees the GRH first. */
+	struct ibv_qp *ua = qp(IBV_QPT_UD, NULL), *ub = qp(IBV_QPT_UD, NULL);
+	up(ua, NULL);
+	up(ub, NULL);
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
+				  .grh = { .dgid = gid, .sgid_index = 1, .hop_limit = 1 } };
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	if (!ah)
+		die("create_ah");
+	rwr.wr_id = 1;
+	if (ibv_post_recv(ub, &rwr, &rbad))
+		die("post_recv UD");
+	strcpy(buf, "over UD");
+	sge.length = 8;
+	wr.wr_id = 2;
+	wr.opcode = IBV_WR_SEND;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = ub->qp_num;
+	wr.wr.ud.remote_qkey = QKEY;
+	if (ibv_post_send(ua, &wr, &bad))
+		die("post_send UD");
+	wait(2);
+	wc = wait(1);
+	if (wc.byte_len != 40 + 8 || !(wc.wc_flags & IBV_WC_GRH) || wc.src_qp != ua->qp_num ||
+	    strcmp(buf + SIZE + 40, "over UD")) {
+		fprintf(stderr, "transports: UD receive: byte_len %u, wc_flags %#x, src_qp %#x (want %#x), %.8s\n",
+			wc.byte_len, wc.wc_flags, wc.src_qp, ua->qp_num, buf + SIZE + 40);
+		exit(1);
+	}
+
+	/* UC: a SEND, then an RDMA WRITE. */
+	struct ibv_qp *ca = qp(IBV_QPT_UC, NULL), *cb = qp(IBV_QPT_UC, NULL);
+	up(ca, cb);
+	up(cb, ca);
+	rwr.wr_id = 3;
+	if (ibv_post_recv(cb, &rwr, &rbad))
+		die("post_recv UC");
+	strcpy(buf, "over UC");
+	memset(&wr.wr, 0, sizeof(wr.wr));
+	wr.wr_id = 4;
+	if (ibv_post_send(ca, &wr, &bad))
+		die("post_send UC");
+	wait(4);
+	wc = wait(3);
+	if (wc.byte_len != 8 || strcmp(buf + SIZE, "over UC"))
+		die("UC SEND bytes");
+	strcpy(buf, "UC WRITE");
+	sge.length = 9;
+	wr.wr_id = 5;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + SIZE + 100;
+	wr.wr.rdma.rkey = mr->rkey;
+	if (ibv_post_send(ca, &wr, &bad))
+		die("post_send UC WRITE");
+	wait(5);
+	/* UC completes at the sender when the packet leaves; it lands a
+	 * little later: each poll that finds nothing moves time on. */
+	for (int i = 0; i < 1000 && strcmp(buf + SIZE + 100, "UC WRITE"); i++)
+		if (ibv_poll_cq(cq, 1, &wc) != 0)
+			die("an unexpected completion");
+	if (strcmp(buf + SIZE + 100, "UC WRITE"))
+		die("UC WRITE bytes");
+
+	/* RC into an SRQ: two SENDs, two receives taken from the SRQ. */
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	if (!srq)
+		die("create_srq");
+	struct ibv_qp *ra = qp(IBV_QPT_RC, NULL), *rb = qp(IBV_QPT_RC, srq);
+	up(ra, rb);
+	up(rb, ra);
+	for (int i = 0; i < 2; i++) {
+		rwr.wr_id = 10 + i;
+		if (ibv_post_srq_recv(srq, &rwr, &rbad))
+			die("post_srq_recv");
+	}
+	memset(&wr.wr, 0, sizeof(wr.wr));
+	wr.opcode = IBV_WR_SEND;
+	sge.length = 4;
+	for (int i = 0; i < 2; i++) {
+		wr.wr_id = 20 + i;
+		if (ibv_post_send(ra, &wr, &bad))
+			die("post_send RC");
+		/* The receive completes before the ACK comes back. */
+		wc = wait(10 + i);
+		if (wc.qp_num != rb->qp_num)
+			die("SRQ receive's qp_num");
+		wait(20 + i);
+	}
+	struct ibv_srq_attr q;
+	if (ibv_query_srq(srq, &q) || q.max_wr < 8)
+		die("query_srq");
+
+	if (ibv_destroy_qp(ra) || ibv_destroy_qp(rb) || ibv_destroy_srq(srq) ||
+	    ibv_destroy_qp(ca) || ibv_destroy_qp(cb) || ibv_destroy_ah(ah) ||
+	    ibv_destroy_qp(ua) || ibv_destroy_qp(ub) || ibv_dereg_mr(mr) ||
+	    ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("teardown");
+	printf("transports ok\n");
+	return 0;
+}
