@@ -49,8 +49,9 @@ var imports = map[string][]string{
 	// sockets (SO_PEERCRED, flock) through x/sys.
 	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},
 	// the drop-in libibverbs.so.1, the only cgo: the C ABI over a verbs
-	// world in the program's process, its captures and fault plans.
-	"dropin/ibverbs": {"faults", "nic", "verbs", "wire/capture", "x/sys"},
+	// world in the program's process, its captures, ladders and fault
+	// plans.
+	"dropin/ibverbs": {"faults", "ladder", "nic", "sim", "verbs", "wire/capture", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses).
 	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},

@@ -68,6 +68,8 @@
 //	ROCESIM_PROFILE=P      rxe (default) or spec
 //	ROCESIM_FAULTS=PLAN    a fault plan, as `rocesim run --faults` takes it
 //	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
+//	ROCESIM_LADDER=PATH    draw the run's ladder into PATH at exit (.svg: SVG, else text; a
+//	                       device's frames to itself are not drawn, its completions are)
 //	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed, before the library runs
 //	                       the world for a program asleep in poll(2) (default 50ms; off: never)
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them

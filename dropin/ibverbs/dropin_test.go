@@ -124,7 +124,7 @@ func run(t *testing.T, env []string, prog string, args ...string) (string, strin
 	// PID: the context's kill reaches the program itself.
 	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(addressLimitKB) + ` && exec "$0" "$@"`, prog}, args...)...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
-	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS", "ROCESIM_IDLE_WAKE"} {
+	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS", "ROCESIM_IDLE_WAKE", "ROCESIM_LADDER"} {
 		cmd.Env = append(cmd.Env, k+"=")
 	}
 	cmd.Env = append(cmd.Env, env...)
@@ -340,6 +340,33 @@ func TestTransports(t *testing.T) {
 	out, stderr, code := run(t, []string{noIdle}, bin)
 	if code != 0 || !strings.Contains(out, "transports ok") {
 		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestLadder: ROCESIM_LADDER draws the run's ladder at exit, as text or
+// (for a .svg name) as SVG: the frames between two devices and the
+// completions.
+func TestLadder(t *testing.T) {
+	bin := compile(t, "loopback")
+	dir := t.TempDir()
+	for _, name := range []string{"run.txt", "run.svg"} {
+		path := filepath.Join(dir, name)
+		out, stderr, code := run(t, []string{"ROCESIM_DEVICES=2", "ROCESIM_LADDER=" + path, noIdle}, bin, "0", "2")
+		if code != 0 || !strings.Contains(out, "loopback ok") {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out, stderr)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"WRITE_FIRST psn=101", "wr=3 RDMA_WRITE SUCCESS"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s has no %q", name, want)
+			}
+		}
+		if svg := strings.HasSuffix(name, ".svg"); svg != strings.Contains(string(b), "<svg") {
+			t.Errorf("%s: SVG %v, want %v", name, !svg, svg)
+		}
 	}
 }
 

@@ -30,13 +30,16 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -55,6 +58,7 @@ type Config struct {
 	Plan      *faults.Plan
 	PlanText  string
 	Pcap      string
+	Ladder    string // ROCESIM_LADDER: where the ladder goes at exit (.svg: SVG, else text)
 	MaxEvents uint64
 	// IdleWake is how long the program may make no verb call, while a
 	// CQ on a channel is armed, before the library runs the world for it
@@ -94,6 +98,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		c.Plan, c.PlanText = p, s
 	}
 	c.Pcap = getenv("ROCESIM_PCAP")
+	c.Ladder = getenv("ROCESIM_LADDER")
 	if s := getenv("ROCESIM_MAX_EVENTS"); s != "" {
 		n, err := strconv.ParseUint(s, 0, 64)
 		if err != nil || n == 0 {
@@ -123,6 +128,7 @@ type process struct {
 	cfg  Config
 	w    *verbs.World
 	tap  capture.Writer
+	tr   *sim.Trace // for the ladder; nil without ROCESIM_LADDER
 	devs []*device
 	objs []any // by handle; objs[0] is unused so that 0 is no handle
 	chs  []*channel
@@ -248,6 +254,10 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 			return nil, fmt.Errorf("ROCESIM_PCAP: %w", err)
 		}
 		p.tap, wc.Capture = tap, tap
+	}
+	if cfg.Ladder != "" {
+		p.tr = &sim.Trace{}
+		wc.Trace = p.tr
 	}
 	p.w = verbs.NewWorld(wc)
 	for i := range cfg.Devices {
@@ -450,6 +460,32 @@ func (p *process) shutdown() {
 			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_PCAP: %v\n", err)
 		}
 	}
+	if p.tr != nil {
+		if err := writeLadder(p.cfg.Ladder, p.tr, p.cfg); err != nil {
+			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_LADDER: %v\n", err)
+		}
+	}
+}
+
+// writeLadder draws the run's ladder into path: SVG for a name ending in
+// .svg, text otherwise.
+func writeLadder(path string, tr *sim.Trace, cfg Config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(strings.ToLower(path), ".svg") {
+		err = ladder.SVG(f, tr, ladder.Options{}, fmt.Sprintf("rocesim drop-in (seed %d, %v)", cfg.Seed, cfg.Profile))
+	} else {
+		err = ladder.Text(f, tr, ladder.Options{})
+		if err == nil && tr.Full() {
+			_, err = fmt.Fprintf(f, "(the ladder shows the first %d events: the trace keeps no more)\n", len(tr.Events()))
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ---- contexts ----

@@ -11,13 +11,13 @@ import (
 func TestReadConfig(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
-		want string // "devices seed profile rules pcap max-events idle-wake", or the error's start
+		want string // "devices seed profile rules pcap max-events idle-wake ladder", or the error's start
 	}{
-		{nil, `1 1 rxe 0 "" 0 50ms`},
+		{nil, `1 1 rxe 0 "" 0 50ms ""`},
 		{map[string]string{"ROCESIM_DEVICES": "4", "ROCESIM_SEED": "0x10", "ROCESIM_PROFILE": "spec",
 			"ROCESIM_FAULTS": "drop psn=3 tx=1", "ROCESIM_PCAP": "x.pcapng", "ROCESIM_MAX_EVENTS": "99",
-			"ROCESIM_IDLE_WAKE": "off"}, `4 16 spec 1 "x.pcapng" 99 0s`},
-		{map[string]string{"ROCESIM_IDLE_WAKE": "5ms"}, `1 1 rxe 0 "" 0 5ms`},
+			"ROCESIM_IDLE_WAKE": "off", "ROCESIM_LADDER": "l.svg"}, `4 16 spec 1 "x.pcapng" 99 0s "l.svg"`},
+		{map[string]string{"ROCESIM_IDLE_WAKE": "5ms"}, `1 1 rxe 0 "" 0 5ms ""`},
 		{map[string]string{"ROCESIM_IDLE_WAKE": "soon"}, `ROCESIM_IDLE_WAKE="soon"`},
 		{map[string]string{"ROCESIM_DEVICES": "0"}, `ROCESIM_DEVICES="0"`},
 		{map[string]string{"ROCESIM_DEVICES": "17"}, `ROCESIM_DEVICES="17"`},
@@ -35,7 +35,7 @@ func TestReadConfig(t *testing.T) {
 			if cfg.Plan != nil {
 				rules = len(cfg.Plan.Rules)
 			}
-			got = fmt.Sprintf("%d %d %v %d %q %d %v", cfg.Devices, cfg.Seed, cfg.Profile, rules, cfg.Pcap, cfg.MaxEvents, cfg.IdleWake)
+			got = fmt.Sprintf("%d %d %v %d %q %d %v %q", cfg.Devices, cfg.Seed, cfg.Profile, rules, cfg.Pcap, cfg.MaxEvents, cfg.IdleWake, cfg.Ladder)
 		}
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%v: %q, want %q", c.env, got, c.want)
