@@ -156,7 +156,6 @@ type device struct {
 	admin *verbs.Context        // the driver's own context: async events
 	keys  map[uint32]*memRegion // by L_Key (= R_Key), looked up only
 	mrs   []*memRegion          // live, in registration order
-	async []asyncEvent          // collected, not yet taken
 	qps   []*qp                 // live, for async events (creation order)
 	cqs   []*cq
 	srqs  []*srq
@@ -167,6 +166,7 @@ type devContext struct {
 	dev       *device
 	c         *verbs.Context
 	asyncFD   int
+	async     []asyncEvent // collected, not yet taken
 	signalled bool
 	bouncePD  *verbs.PD
 	bounce    *memRegion // inline data is copied here (see postSend)
@@ -401,7 +401,19 @@ func (p *process) settle() {
 			if !ok {
 				break
 			}
-			d.async = append(d.async, p.asyncOf(d, ev))
+			a, owner, ok := p.asyncOf(d, ev)
+			if !ok {
+				continue
+			}
+			for _, c := range p.ctxs {
+				// An event about a QP, CQ or SRQ goes to the context
+				// that made it; a port's or the device's to every
+				// context open on the device (as the kernel's
+				// ib_uverbs_event_handler does).
+				if c == owner || (owner == nil && c.dev == d) {
+					c.async = append(c.async, a)
+				}
+			}
 		}
 	}
 	for _, ch := range p.chs {
@@ -415,7 +427,7 @@ func (p *process) settle() {
 		}
 	}
 	for _, c := range p.ctxs {
-		if want := len(c.dev.async) > 0; want != c.signalled {
+		if want := len(c.async) > 0; want != c.signalled {
 			p.fds.set(c.asyncFD, want)
 			c.signalled = want
 		}
@@ -423,30 +435,34 @@ func (p *process) settle() {
 	p.wake.Broadcast()
 }
 
-// asyncOf names the program's object an event is about.
-func (p *process) asyncOf(d *device, ev verbs.AsyncEvent) asyncEvent {
+// asyncOf names the program's object an event is about and the context
+// it belongs to (nil for a port's or the device's event); false for an
+// event about an object the program has destroyed meanwhile, which
+// nobody gets.
+func (p *process) asyncOf(d *device, ev verbs.AsyncEvent) (asyncEvent, *devContext, bool) {
 	a := asyncEvent{typ: ev.Type, port: ev.Port}
+	var owner *devContext
 	switch {
 	case ev.QP != nil:
 		for _, q := range d.qps {
 			if q.q.Is(ev.QP) {
-				a.element = q.c
+				a.element, owner = q.c, q.ctx
 			}
 		}
 	case ev.CQ != nil:
 		for _, q := range d.cqs {
 			if q.q.Is(ev.CQ) {
-				a.element = q.c
+				a.element, owner = q.c, q.ctx
 			}
 		}
 	case ev.SRQ != nil:
 		for _, s := range d.srqs {
 			if s.s.Is(ev.SRQ) {
-				a.element = s.c
+				a.element, owner = s.c, s.ctx
 			}
 		}
 	}
-	return a
+	return a, owner, owner != nil || (ev.QP == nil && ev.CQ == nil && ev.SRQ == nil)
 }
 
 // shutdown writes out the capture (at exit, or before a fatal end).
@@ -532,14 +548,14 @@ func (p *process) close(h uint32) syscall.Errno {
 	return 0
 }
 
-// getAsyncEvent takes the device's next asynchronous event, running the
+// getAsyncEvent takes the context's next asynchronous event, running the
 // world until there is one unless nonblock.
 func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Errno) {
 	ctx, ok := object[*devContext](p, h)
 	if !ok {
 		return asyncEvent{}, syscall.EINVAL
 	}
-	for len(ctx.dev.async) == 0 {
+	for len(ctx.async) == 0 {
 		if nonblock {
 			return asyncEvent{}, syscall.EAGAIN
 		}
@@ -547,8 +563,8 @@ func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Er
 			p.wake.Wait() // nothing will happen until another thread acts
 		}
 	}
-	ev := ctx.dev.async[0]
-	ctx.dev.async = ctx.dev.async[1:]
+	ev := ctx.async[0]
+	ctx.async = ctx.async[1:]
 	p.settle()
 	return ev, 0
 }

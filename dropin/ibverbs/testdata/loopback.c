@@ -1,7 +1,7 @@
 /*
- * loopback [GID [DEVICES [threads|sleep]]]: two RC QPs on one device (or,
- * with DEVICES 2, on two devices: run with ROCESIM_DEVICES=2) in one
- * process, as rdma-core's own tests are written: SEND/RECV, RDMA WRITE,
+ * loopback [GID [DEVICES [threads|sleep]]]: two RC QPs, each in a context
+ * of its own, on one device (or, with DEVICES 2, on two devices: run with
+ * ROCESIM_DEVICES=2) in one process, as rdma-core's own tests are written: SEND/RECV, RDMA WRITE,
  * RDMA READ, FETCH_ADD and CMP_SWAP, each completion polled, the bytes
  * checked; an inline SEND waited for through a completion channel
  * (ibv_get_cq_event), its fd watched with poll(2); with "threads", a
@@ -181,10 +181,11 @@ int main(int argc, char **argv)
 	list = ibv_get_device_list(&n);
 	if (!list || n < ndev || ndev < 1 || ndev > 2)
 		die("get_device_list");
-	for (int i = 0; i < ndev; i++) {
+	/* Each end has a context of its own, on one device or on two. */
+	for (int i = 0; i < 2; i++) {
 		struct dev *d = &devs[i];
 
-		d->ctx = ibv_open_device(list[i]);
+		d->ctx = ibv_open_device(list[ndev == 2 ? i : 0]);
 		if (!d->ctx)
 			die("open_device");
 		if (ibv_query_gid(d->ctx, 1, gid_index, &d->gid))
@@ -202,7 +203,7 @@ int main(int argc, char **argv)
 	}
 	ibv_free_device_list(list);
 	a.d = &devs[0];
-	b.d = &devs[ndev - 1];
+	b.d = &devs[1];
 	for (int i = 0; i < 2; i++) {
 		struct end *e = ends[i];
 		struct ibv_qp_init_attr ia = {
@@ -410,6 +411,16 @@ int main(int argc, char **argv)
 		fcntl(afd.fd, F_SETFL, fl);
 		goto teardown;
 	}
+	/* The event is for b's context alone, not a's (another context,
+	 * on the same device with DEVICES 1). */
+	{
+		int fl = fcntl(a.d->ctx->async_fd, F_GETFL);
+
+		fcntl(a.d->ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+		if (ibv_get_async_event(a.d->ctx, &aev) != -1 || errno != EAGAIN)
+			die("a's context got b's QP event");
+		fcntl(a.d->ctx->async_fd, F_SETFL, fl);
+	}
 	if (poll(&afd, 1, 0) != 1)
 		die("async fd not readable with an event");
 	if (ibv_get_async_event(b.d->ctx, &aev))
@@ -428,7 +439,7 @@ teardown:
 	/* ibv_destroy_cq waits for every event the CQ queued to be
 	 * acknowledged (libibverbs waits forever; the model says EBUSY):
 	 * take the ones still on the channels. */
-	for (int i = 0; i < ndev; i++) {
+	for (int i = 0; i < 2; i++) {
 		struct ibv_cq *ev_cq;
 		void *ev_ctx;
 
@@ -441,7 +452,7 @@ teardown:
 			die("destroy");
 		free(ends[i]->buf);
 	}
-	for (int i = 0; i < ndev; i++) {
+	for (int i = 0; i < 2; i++) {
 		struct dev *d = &devs[i];
 
 		if (ibv_destroy_cq(d->cq) || ibv_destroy_cq(d->scq) ||
