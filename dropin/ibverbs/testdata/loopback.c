@@ -1,16 +1,16 @@
 /*
  * loopback [GID [DEVICES [threads|sleep]]]: two RC QPs, each in a context
  * of its own, on one device (or, with DEVICES 2, on two devices: run with
- * ROCESIM_DEVICES=2) in one process, as rdma-core's own tests are written: SEND/RECV, RDMA WRITE,
- * RDMA READ, FETCH_ADD and CMP_SWAP, each completion polled, the bytes
- * checked; an inline SEND waited for through a completion channel
- * (ibv_get_cq_event), its fd watched with poll(2); with "threads", a
- * thread that takes 100 receives through the channel while the main
- * thread sends; with "sleep", the program waits for an event in poll(2)
- * instead of a verb; a WRITE under a wrong R_Key and the asynchronous
- * event it raises at the responder under ROCESIM_PROFILE=spec, the async
- * fd watched too. Prints "loopback ok" and exits 0 on success; any
- * failure prints what and exits 1.
+ * ROCESIM_DEVICES=2) in one process, as rdma-core's own tests are written:
+ * SEND/RECV, RDMA WRITE, RDMA READ, FETCH_ADD and CMP_SWAP, each
+ * completion polled, the bytes checked; an inline SEND waited for through
+ * a completion channel (ibv_get_cq_event), its fd watched with poll(2);
+ * with "threads", a thread that takes 100 receives through the channel
+ * while the main thread sends; with "sleep", the program waits for an
+ * event in poll(2) instead of a verb; a WRITE under a wrong R_Key and the
+ * asynchronous event it raises at the responder under
+ * ROCESIM_PROFILE=spec, the async fds watched too. Prints "loopback ok"
+ * and exits 0 on success; any failure prints what and exits 1.
  *
  * Built by the Go test with gcc against the installed <infiniband/verbs.h>
  * and run with LD_LIBRARY_PATH naming the drop-in library.
