@@ -454,7 +454,7 @@ func TestMisuse(t *testing.T) {
 			}
 		}
 	}
-	if code != 0 || cases < 60 {
+	if code != 0 || cases < 90 {
 		t.Errorf("misuse: exit %d after %d cases\n%s%s", code, cases, out, stderr)
 	}
 }

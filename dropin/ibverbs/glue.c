@@ -324,8 +324,9 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	static const union ibv_gid zero;
 
 	memset(entry, 0, sizeof(*entry));
-	if (ibv_query_gid(context, port_num, gid_index, &entry->gid) ||
-	    !memcmp(&entry->gid, &zero, sizeof(zero)))
+	if (ibv_query_gid(context, port_num, gid_index, &entry->gid))
+		return errno; /* past the table */
+	if (!memcmp(&entry->gid, &zero, sizeof(zero)))
 		return ENODATA; /* as libibverbs for an empty entry */
 	entry->gid_index = gid_index;
 	entry->port_num = port_num;
