@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +56,6 @@ static struct rs_context *to_rctx(struct ibv_context *ctx)
 			    struct rs_context, vctx);
 }
 
-uint32_t rs_handle_of_context(struct ibv_context *ctx)
-{
-	return ctx ? to_rctx(ctx)->handle : 0;
-}
-
 /* fail sets errno to err (if not 0) and returns NULL. */
 static void *fail(int err)
 {
@@ -71,11 +67,10 @@ static void *fail(int err)
 
 static struct ibv_device **devices; /* one per model device, never freed */
 static int num_devices;
+static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
 
-static void init_devices(void)
+static void make_devices(void)
 {
-	if (devices)
-		return;
 	num_devices = rs_device_count();
 	devices = calloc(num_devices + 1, sizeof(*devices));
 	for (int i = 0; devices && i < num_devices; i++) {
@@ -95,6 +90,12 @@ static void init_devices(void)
 			 "/sys/class/infiniband/rocesim%d", i);
 		devices[i] = d;
 	}
+}
+
+/* init_devices makes the devices once, whichever thread asks first. */
+static void init_devices(void)
+{
+	pthread_once(&devices_once, make_devices);
 }
 
 static int device_index(struct ibv_device *dev)
