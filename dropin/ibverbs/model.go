@@ -168,6 +168,7 @@ type devContext struct {
 	asyncFD   int
 	async     []asyncEvent // collected, not yet taken
 	signalled bool
+	closed    bool // by ibv_close_device
 	bouncePD  *verbs.PD
 	bounce    *memRegion // inline data is copied here (see postSend)
 }
@@ -535,15 +536,10 @@ func (p *process) close(h uint32) syscall.Errno {
 	}
 	p.fds.close(ctx.asyncFD)
 	p.ctxs = without(p.ctxs, ctx)
-	kept := p.chs[:0]
-	for _, ch := range p.chs {
-		if ch.ctx != ctx {
-			kept = append(kept, ch)
-		} else {
-			p.fds.close(ch.fd)
-		}
-	}
-	p.chs = kept
+	// The context's channels keep their fds until the program destroys
+	// them (ibv_destroy_comp_channel): it may still hold or poll them, and
+	// a closed number could come back as another file of its own.
+	ctx.closed = true
 	p.drop(h)
 	return 0
 }
@@ -674,8 +670,10 @@ func (p *process) destroyCompChannel(fd int) syscall.Errno {
 	if ch == nil {
 		return syscall.EINVAL
 	}
-	if err := ch.ch.Destroy(); err != nil {
-		return errnoOf(err)
+	if !ch.ctx.closed { // closing the context destroyed it already
+		if err := ch.ch.Destroy(); err != nil {
+			return errnoOf(err)
+		}
 	}
 	p.chs = without(p.chs, ch)
 	p.fds.close(fd)

@@ -237,6 +237,17 @@ int main(void)
 	code("destroy_comp_channel", ibv_destroy_comp_channel(ch), 0);
 	code("dealloc_pd", ibv_dealloc_pd(pd), 0);
 	code("close_device", ibv_close_device(ctx), 0);
+	{
+		/* Closing a context destroys what it holds; its channel's fd
+		 * stays the program's until ibv_destroy_comp_channel. */
+		struct ibv_context *c2 = ibv_open_device(list[0]);
+		struct ibv_comp_channel *ch2 = c2 ? ibv_create_comp_channel(c2) : NULL;
+
+		check("second context and channel", ch2 != NULL, errno);
+		code("close_device with a channel left", ibv_close_device(c2), 0);
+		check("the channel's fd still open", ch2 && fcntl(ch2->fd, F_GETFD) != -1, errno);
+		code("destroy_comp_channel after close_device", ibv_destroy_comp_channel(ch2), 0);
+	}
 	ibv_free_device_list(list);
 	printf("misuse: %d failures\n", failures);
 	return failures != 0;
