@@ -37,7 +37,8 @@
 // wire are the world's simulated ones (the same on every run, whatever
 // the program's heap layout); the library translates the program's
 // addresses (its pointers, or the iova of ibv_reg_mr_iova) by L_Key and
-// R_Key, in the device the QP's address vector names.
+// R_Key, in the device the QP's address vector names; a memory window's
+// R_Key to the region its last bind named.
 //
 // # Virtual time
 //
@@ -80,13 +81,15 @@
 //
 // # What is not there
 //
-// Memory windows, multicast, the _ex verbs but ibv_query_device_ex
-// (ibv_create_cq_ex, ibv_create_qp_ex, ...), XRC, flows, device memory,
-// ECE, dma-buf MRs, importing another process's objects and
-// ibv_create_ah_from_wc: their entries are
-// left NULL, so the header's inline wrappers return EOPNOTSUPP (or
-// ENOSYS) as libibverbs does for a provider without them, or the
-// exported verb fails with EOPNOTSUPP. A NULL object where libibverbs
-// would crash returns EINVAL. Enough is there for librdmacm (marshall.c)
-// and Debian's pyverbs to load and run (testdata/loopback.py).
+// Multicast, the _ex verbs but ibv_query_device_ex (ibv_create_cq_ex,
+// ibv_create_qp_ex, ...), XRC, flows, device memory, ECE, dma-buf MRs,
+// importing another process's objects and ibv_create_ah_from_wc: their
+// entries are left NULL, so the header's inline wrappers return
+// EOPNOTSUPP (or ENOSYS) as libibverbs does for a provider without
+// them, or the exported verb fails with EOPNOTSUPP. A NULL object where
+// libibverbs would crash returns EINVAL. Enough is there for librdmacm
+// (marshall.c) and Debian's pyverbs to load and run
+// (testdata/loopback.py). A program that forks and calls verbs in the
+// child is not supported (the Go runtime does not survive fork without
+// exec).
 package main

@@ -334,7 +334,9 @@ func TestLoopbackProgram(t *testing.T) {
 
 // TestTransports: UD through an address handle (GRH first in the
 // receive buffer, the sender's QPN in the completion), UC SEND and
-// WRITE, and RC receives taken from an SRQ (testdata/transports.c).
+// WRITE, RC receives taken from an SRQ, and memory windows: a type 2
+// window bound by IBV_WR_BIND_MW takes a WRITE under its R_Key, a type 1
+// window bound by ibv_bind_mw serves a READ (testdata/transports.c).
 func TestTransports(t *testing.T) {
 	bin := compile(t, "transports")
 	out, stderr, code := run(t, []string{noIdle}, bin)

@@ -309,6 +309,33 @@ func rs_dereg_mr(h C.uint32_t) C.int {
 	return errC(p.deregMR(uint32(h)))
 }
 
+//export rs_alloc_mw
+func rs_alloc_mw(pd C.uint32_t, typ C.int, h, rkey *C.uint32_t) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	v, k, err := p.allocMW(uint32(pd), verbs.MWType(typ))
+	*h, *rkey = C.uint32_t(v), C.uint32_t(k)
+	return errC(err)
+}
+
+//export rs_dealloc_mw
+func rs_dealloc_mw(h C.uint32_t) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.deallocMW(uint32(h)))
+}
+
+//export rs_bind_mw
+func rs_bind_mw(qp, mw C.uint32_t, wrID C.uint64_t, flags C.uint, mr C.uint32_t, addr, length C.uint64_t,
+	access C.uint, rkey *C.uint32_t) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	k, err := p.bindMW(uint32(qp), uint32(mw), verbs.MWBind{WRID: uint64(wrID), SendFlags: verbs.SendFlags(flags),
+		BindInfo: verbs.BindInfo{Addr: uint64(addr), Length: uint64(length), Access: verbs.AccessFlags(access)}}, uint32(mr))
+	*rkey = C.uint32_t(k)
+	return errC(err)
+}
+
 //export rs_create_comp_channel
 func rs_create_comp_channel(h C.uint32_t, fd *C.int) C.int {
 	p := lock()
@@ -577,10 +604,13 @@ func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_sen
 		}
 		switch op {
 		case verbs.WRBindMW:
-			// Memory windows are not offered (alloc_mw fails with
-			// EOPNOTSUPP), so there is none to bind.
-			*bad = wr
-			return errC(syscall.EINVAL)
+			w.mw, w.bindMR = uint32(ext.mw), uint32(ext.bind_mr)
+			if w.mw == 0 {
+				*bad = wr
+				return errC(syscall.EINVAL)
+			}
+			w.wr.BindMW = verbs.BindMWWR{RKey: uint32(ext.bind_rkey), BindInfo: verbs.BindInfo{
+				Addr: uint64(ext.bind_addr), Length: uint64(ext.bind_length), Access: verbs.AccessFlags(ext.bind_access)}}
 		case verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRSendWithInv:
 			if w.wr.Flags&verbs.SendInline != 0 {
 				// Inline data is the program's bytes at the SGEs'

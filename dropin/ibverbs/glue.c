@@ -158,6 +158,9 @@ static int rs_query_port_op(struct ibv_context *context, uint8_t port_num,
 static int rs_query_device_ex_op(struct ibv_context *context,
 				 const struct ibv_query_device_ex_input *input,
 				 struct ibv_device_attr_ex *attr, size_t attr_size);
+static struct ibv_mw *rs_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type);
+static int rs_dealloc_mw_op(struct ibv_mw *mw);
+static int rs_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -192,9 +195,12 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_send = rs_post_send_op;
 	ctx->ops.post_recv = rs_post_recv_op;
 	ctx->ops.post_srq_recv = rs_post_srq_recv_op;
-	/* alloc_mw, bind_mw and the other verbs_context entries stay NULL:
-	 * the header's inline wrappers then fail with EOPNOTSUPP (or
-	 * ENOSYS), as libibverbs does for a provider without them. */
+	ctx->ops.alloc_mw = rs_alloc_mw_op;
+	ctx->ops.dealloc_mw = rs_dealloc_mw_op;
+	ctx->ops.bind_mw = rs_bind_mw_op;
+	/* The other verbs_context entries stay NULL: the header's inline
+	 * wrappers then fail with EOPNOTSUPP (or ENOSYS), as libibverbs does
+	 * for a provider without them. */
 	return ctx;
 }
 
@@ -475,6 +481,55 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!err)
 		free(mr);
 	return err;
+}
+
+/* ---- memory windows ---- */
+
+static struct ibv_mw *rs_alloc_mw_op(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ibv_mw *mw;
+	int err;
+
+	if (!pd)
+		return fail(EINVAL);
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return fail(ENOMEM);
+	err = rs_alloc_mw(pd->handle, type, &mw->handle, &mw->rkey);
+	if (err) {
+		free(mw);
+		return fail(err);
+	}
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->type = type;
+	return mw;
+}
+
+static int rs_dealloc_mw_op(struct ibv_mw *mw)
+{
+	int err;
+
+	if (!mw)
+		return EINVAL;
+	err = rs_dealloc_mw(mw->handle);
+	if (!err)
+		free(mw);
+	return err;
+}
+
+/* A type 1 bind (ibv_bind_mw): as rxe's provider, the window's R_Key
+ * takes its next key byte, which the caller reads from mw->rkey. */
+static int rs_bind_mw_op(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_mw_bind_info *b;
+
+	if (!qp || !mw || !mw_bind)
+		return EINVAL;
+	b = &mw_bind->bind_info;
+	return rs_bind_mw(qp->handle, mw->handle, mw_bind->wr_id, mw_bind->send_flags,
+			  b->mr ? b->mr->handle : 0, b->addr, b->length, b->mw_access_flags,
+			  &mw->rkey);
 }
 
 /* ---- completion channels and queues ---- */
@@ -763,6 +818,14 @@ void rs_send_wr_ext(const struct ibv_send_wr *wr, struct rs_send_wr_ext *out)
 		out->rkey = wr->wr.atomic.rkey;
 		out->compare_add = wr->wr.atomic.compare_add;
 		out->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_BIND_MW:
+		out->mw = wr->bind_mw.mw ? wr->bind_mw.mw->handle : 0;
+		out->bind_rkey = wr->bind_mw.rkey;
+		out->bind_mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
+		out->bind_addr = wr->bind_mw.bind_info.addr;
+		out->bind_length = wr->bind_mw.bind_info.length;
+		out->bind_access = wr->bind_mw.bind_info.mw_access_flags;
 		break;
 	default:
 		out->remote_addr = wr->wr.rdma.remote_addr;

@@ -22,6 +22,13 @@ struct rs_send_wr_ext {
 	uint32_t remote_qkey;
 	uint32_t imm_data;	/* in host order */
 	uint32_t invalidate_rkey;
+	/* IBV_WR_BIND_MW: the window, its new R_Key, the region. */
+	uint32_t mw;		/* the MW's handle */
+	uint32_t bind_rkey;
+	uint32_t bind_mr;	/* the MR's handle; 0 for none (an unbind) */
+	uint64_t bind_addr;
+	uint64_t bind_length;
+	unsigned int bind_access;
 };
 
 void rs_send_wr_ext(const struct ibv_send_wr *wr, struct rs_send_wr_ext *out);

@@ -156,10 +156,13 @@ type device struct {
 	admin *verbs.Context        // the driver's own context: async events
 	keys  map[uint32]*memRegion // by L_Key (= R_Key), looked up only
 	mrs   []*memRegion          // live, in registration order
-	qps   []*qp                 // live, for async events (creation order)
-	cqs   []*cq
-	srqs  []*srq
-	gids  []netip.Addr
+	// windows: the region each memory window's current R_Key opens,
+	// set at each bind (looked up only).
+	windows map[uint32]*memRegion
+	qps     []*qp // live, for async events (creation order)
+	cqs     []*cq
+	srqs    []*srq
+	gids    []netip.Addr
 }
 
 type devContext struct {
@@ -219,6 +222,11 @@ type srq struct {
 	c   unsafe.Pointer
 }
 
+type mw struct {
+	pd *pd
+	m  *verbs.MW
+}
+
 type ah struct {
 	pd     *pd
 	a      *verbs.AH
@@ -263,7 +271,8 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	p.w = verbs.NewWorld(wc)
 	for i := range cfg.Devices {
 		name := fmt.Sprintf("rocesim%d", i)
-		p.devs = append(p.devs, &device{name: name, host: p.w.AddHost(name), keys: map[uint32]*memRegion{}})
+		p.devs = append(p.devs, &device{name: name, host: p.w.AddHost(name), keys: map[uint32]*memRegion{},
+			windows: map[uint32]*memRegion{}})
 	}
 	if err := p.w.ConnectSwitch(); err != nil {
 		return nil, err
@@ -623,6 +632,9 @@ func worldAddr(d *device, key uint32, addr uint64) uint64 {
 	}
 	m := d.keys[key]
 	if m == nil {
+		m = d.windows[key] // an R_Key of a memory window
+	}
+	if m == nil {
 		for _, r := range d.mrs {
 			if addr-r.va < r.length {
 				m = r
@@ -843,6 +855,9 @@ type sendWR struct {
 	wr     verbs.SendWR
 	ah     uint32
 	inline []byte // the bytes of the SGEs, for IBV_SEND_INLINE
+	// IBV_WR_BIND_MW: the window and region (handles), the rest in
+	// wr.BindMW.
+	mw, bindMR uint32
 }
 
 // postSend posts one work request. Addresses become the world's: the
@@ -857,12 +872,24 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 	}
 	d := v.ctx.dev
 	wr := w.wr
+	var region *memRegion // what a type 2 bind opens
 	if w.ah != 0 {
 		a, ok := object[*ah](p, w.ah)
 		if !ok {
 			return syscall.EINVAL
 		}
 		wr.AH = a.a
+	}
+	if w.mw != 0 {
+		m, ok := object[*mw](p, w.mw)
+		if !ok {
+			return syscall.EINVAL
+		}
+		wr.BindMW.MW = m.m
+		var err syscall.Errno
+		if region, err = p.bindRegion(w.bindMR, &wr.BindMW.BindInfo); err != 0 {
+			return err
+		}
 	}
 	if w.inline != nil {
 		b, err := p.bounce(v.ctx)
@@ -885,7 +912,76 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 	}
 	_, err := v.q.PostSend([]verbs.SendWR{wr})
 	p.wake.Broadcast()
+	if err == nil && w.mw != 0 {
+		// The R_Key the WR gives the window opens the region from now
+		// on (before the bind completes, a peer's use of it fails at
+		// the device anyway).
+		p.bound(d, wr.BindMW.RKey, region)
+	}
 	return errnoOf(err)
+}
+
+// bindRegion fills a bind's region from the MR of handle h (0: none, an
+// unbind), with the address taken to the world's.
+func (p *process) bindRegion(h uint32, b *verbs.BindInfo) (*memRegion, syscall.Errno) {
+	if h == 0 {
+		return nil, 0
+	}
+	m, ok := object[*memRegion](p, h)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	b.MR = m.mr
+	b.Addr = worldAddr(m.dev, m.mr.LKey, b.Addr)
+	return m, 0
+}
+
+// bound notes that R_Key rkey of device d now opens region (nil: none).
+func (p *process) bound(d *device, rkey uint32, region *memRegion) {
+	if region == nil {
+		delete(d.windows, rkey)
+		return
+	}
+	d.windows[rkey] = region
+}
+
+func (p *process) allocMW(h uint32, t verbs.MWType) (uint32, uint32, syscall.Errno) {
+	v, ok := object[*pd](p, h)
+	if !ok {
+		return 0, 0, syscall.EINVAL
+	}
+	m, err := v.p.AllocMW(t)
+	if err != nil {
+		return 0, 0, errnoOf(err)
+	}
+	return p.add(&mw{pd: v, m: m}), m.RKey, 0
+}
+
+func (p *process) deallocMW(h uint32) syscall.Errno {
+	return destroy(p, h, func(v *mw) error { return v.m.Dealloc() })
+}
+
+// bindMW binds a type 1 window (ibv_bind_mw) and returns its new R_Key.
+func (p *process) bindMW(qh, mh uint32, b verbs.MWBind, mrh uint32) (uint32, syscall.Errno) {
+	q, ok := object[*qp](p, qh)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	m, ok := object[*mw](p, mh)
+	if !ok {
+		return 0, syscall.EINVAL
+	}
+	region, e := p.bindRegion(mrh, &b.BindInfo)
+	if e != 0 {
+		return m.m.RKey, e
+	}
+	err := q.q.BindMW(m.m, b)
+	p.wake.Broadcast()
+	if err != nil {
+		return m.m.RKey, errnoOf(err)
+	}
+	p.bound(q.ctx.dev, m.m.RKey, region)
+	return m.m.RKey, 0
 }
 
 // bounce returns the context's MR for inline data, registering it on

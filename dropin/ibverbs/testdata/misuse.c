@@ -188,7 +188,13 @@ int main(void)
 
 	/* Verbs the model does not offer: as libibverbs over a provider
 	 * without them. */
-	null_ptr("alloc_mw (no provider op)", ibv_alloc_mw(pd, IBV_MW_TYPE_2), EOPNOTSUPP);
+	null_ptr("alloc_mw(type 3)", ibv_alloc_mw(pd, 3), EINVAL);
+	{
+		struct ibv_send_wr bw = { .opcode = IBV_WR_BIND_MW }, *bad = NULL;
+
+		code("post_send(BIND_MW of no window)", ibv_post_send(qp, &bw, &bad), EINVAL);
+		check("post_send(BIND_MW of no window) bad_wr", bad == &bw, 0);
+	}
 	null_ptr("create_cq_ex (no provider op)",
 		 ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4 }), EOPNOTSUPP);
 	null_ptr("create_qp_ex (no provider op)",

@@ -3,8 +3,9 @@
  * process, as ibv_ud_pingpong, ibv_uc_pingpong and ibv_srq_pingpong use
  * them: a UD SEND through an address handle (the receive buffer starts
  * with the 40 bytes of GRH, the completion names the sender's QPN), a UC
- * SEND and RDMA WRITE, and RC SENDs received through a shared receive
- * queue. Prints "transports ok" and exits 0 on success.
+ * SEND and RDMA WRITE, RC SENDs received through a shared receive queue,
+ * and memory windows of both types, bound and used by RC. Prints
+ * "transports ok" and exits 0 on success.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -72,7 +73,7 @@ static void up(struct ibv_qp *q, struct ibv_qp *peer)
 		a.qkey = QKEY;
 		mask |= IBV_QP_QKEY;
 	} else {
-		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	if (ibv_modify_qp(q, &a, mask))
@@ -129,7 +130,8 @@ int main(void)
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
 	buf = calloc(1, 2 * SIZE);
-	mr = ibv_reg_mr(pd, buf, 2 * SIZE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mr = ibv_reg_mr(pd, buf, 2 * SIZE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
 	if (!pd || !cq || !buf || !mr)
 		die("setup");
 	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .lkey = mr->lkey };
@@ -229,6 +231,57 @@ int main(void)
 	struct ibv_srq_attr q;
 	if (ibv_query_srq(srq, &q) || q.max_wr < 8)
 		die("query_srq");
+
+	/* Memory windows over the second half of the buffer. A type 2
+	 * window, bound by rb's IBV_WR_BIND_MW to 64 bytes at SIZE + 256,
+	 * takes a's WRITE under its R_Key; a type 1 window, bound by
+	 * ibv_bind_mw for reading, serves a's READ. */
+	struct ibv_mw *w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2), *w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	if (!w2 || !w1)
+		die("alloc_mw");
+	struct ibv_send_wr bw = { .wr_id = 30, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED };
+	bw.bind_mw.mw = w2;
+	bw.bind_mw.rkey = ibv_inc_rkey(w2->rkey);
+	bw.bind_mw.bind_info = (struct ibv_mw_bind_info){ .mr = mr, .addr = (uintptr_t)buf + SIZE + 256,
+							  .length = 64, .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	if (ibv_post_send(rb, &bw, &bad))
+		die("post_send BIND_MW");
+	wait(30);
+	strcpy(buf, "through a window");
+	sge.length = 17;
+	wr.wr_id = 31;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + SIZE + 256 + 8;
+	wr.wr.rdma.rkey = bw.bind_mw.rkey;
+	if (ibv_post_send(ra, &wr, &bad))
+		die("post_send WRITE through the type 2 window");
+	wait(31);
+	if (strcmp(buf + SIZE + 256 + 8, "through a window"))
+		die("bytes through the type 2 window");
+
+	struct ibv_mw_bind b1 = { .wr_id = 32, .send_flags = IBV_SEND_SIGNALED,
+				  .bind_info = { .mr = mr, .addr = (uintptr_t)buf + SIZE + 256, .length = 64,
+						 .mw_access_flags = IBV_ACCESS_REMOTE_READ } };
+	uint32_t old_rkey = w1->rkey;
+	if (ibv_bind_mw(rb, w1, &b1))
+		die("bind_mw");
+	if (w1->rkey == old_rkey)
+		die("bind_mw left the R_Key as it was");
+	wait(32);
+	struct ibv_sge rd = { .addr = (uintptr_t)buf + 1024, .length = 17, .lkey = mr->lkey };
+	struct ibv_send_wr rw = { .wr_id = 33, .sg_list = &rd, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED };
+	rw.wr.rdma.remote_addr = (uintptr_t)buf + SIZE + 256 + 8;
+	rw.wr.rdma.rkey = w1->rkey;
+	if (ibv_post_send(ra, &rw, &bad))
+		die("post_send READ through the type 1 window");
+	wait(33);
+	if (strcmp(buf + 1024, "through a window"))
+		die("bytes through the type 1 window");
+	if (ibv_bind_mw(rb, w2, &b1) != EINVAL) /* a type 2 window is bound by a WR only */
+		die("ibv_bind_mw of a type 2 window");
+	if (ibv_dealloc_mw(w1) || ibv_dealloc_mw(w2))
+		die("dealloc_mw");
 
 	if (ibv_destroy_qp(ra) || ibv_destroy_qp(rb) || ibv_destroy_srq(srq) ||
 	    ibv_destroy_qp(ca) || ibv_destroy_qp(cb) || ibv_destroy_ah(ah) ||
