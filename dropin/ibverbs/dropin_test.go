@@ -446,18 +446,20 @@ func faultedTwice(t *testing.T, ok string, comments []string, prog string, args 
 // (testdata/misuse.c prints one line per case).
 func TestMisuse(t *testing.T) {
 	bin := compile(t, "misuse")
-	out, stderr, code := run(t, nil, bin)
-	cases := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "CASE ") {
-			cases++
-			if !strings.HasSuffix(l, " ok") {
-				t.Error(l)
+	for _, profile := range []string{"rxe", "spec"} {
+		out, stderr, code := run(t, []string{"ROCESIM_PROFILE=" + profile}, bin)
+		cases := 0
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "CASE ") {
+				cases++
+				if !strings.HasSuffix(l, " ok") {
+					t.Error(profile, l)
+				}
 			}
 		}
-	}
-	if code != 0 || cases < 90 {
-		t.Errorf("misuse: exit %d after %d cases\n%s%s", code, cases, out, stderr)
+		if code != 0 || cases < 90 {
+			t.Errorf("misuse, %s profile: exit %d after %d cases\n%s%s", profile, code, cases, out, stderr)
+		}
 	}
 }
 

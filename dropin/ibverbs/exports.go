@@ -302,6 +302,17 @@ func rs_reg_mr(pd C.uint32_t, addr unsafe.Pointer, length C.size_t, iova C.uint6
 	return 0
 }
 
+//export rs_rereg_mr
+func rs_rereg_mr(h C.uint32_t, flags C.int, pd C.uint32_t, addr unsafe.Pointer, length C.size_t, access C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	var buf []byte
+	if verbs.ReregFlags(flags)&verbs.ReregChangeTranslation != 0 {
+		buf = unsafe.Slice((*byte)(addr), int(length)) // C checked both are set
+	}
+	return errC(p.reregMR(uint32(h), verbs.ReregFlags(flags), uint32(pd), buf, uint64(uintptr(addr)), verbs.AccessFlags(access)))
+}
+
 //export rs_dereg_mr
 func rs_dereg_mr(h C.uint32_t) C.int {
 	p := lock()

@@ -608,6 +608,31 @@ func (p *process) regMR(h uint32, buf []byte, va uint64, access verbs.AccessFlag
 	return p.add(m), m, 0
 }
 
+// reregMR changes an MR in place (ibv_rereg_mr): with a new translation
+// the program names it at va from now on, and the world at a new
+// simulated address; its keys stay.
+func (p *process) reregMR(h uint32, flags verbs.ReregFlags, pdh uint32, buf []byte, va uint64, access verbs.AccessFlags) syscall.Errno {
+	m, ok := object[*memRegion](p, h)
+	if !ok {
+		return syscall.EINVAL
+	}
+	var npd *verbs.PD
+	if flags&verbs.ReregChangePD != 0 {
+		v, ok := object[*pd](p, pdh)
+		if !ok {
+			return syscall.EINVAL
+		}
+		npd = v.p
+	}
+	if err := m.mr.Rereg(flags, npd, buf, access); err != nil {
+		return errnoOf(err)
+	}
+	if flags&verbs.ReregChangeTranslation != 0 {
+		m.va, m.length = va, uint64(len(buf))
+	}
+	return 0
+}
+
 func (p *process) deregMR(h uint32) syscall.Errno {
 	return destroy(p, h, func(m *memRegion) error {
 		if err := m.mr.Dereg(); err != nil {
