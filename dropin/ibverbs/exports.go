@@ -582,6 +582,15 @@ func rs_destroy_qp(h C.uint32_t) C.int {
 // the library read far past the program's array.
 const maxSGE = 1 << 10
 
+// inlineLen is the bytes the SGEs name in all.
+func inlineLen(sges []verbs.SGE) uint64 {
+	var n uint64
+	for _, s := range sges {
+		n += uint64(s.Length)
+	}
+	return n
+}
+
 func sgesFromC(sg *C.struct_ibv_sge, n C.int) ([]verbs.SGE, bool) {
 	if n < 0 || n > maxSGE || (sg == nil && n > 0) {
 		return nil, false
@@ -597,9 +606,19 @@ func sgesFromC(sg *C.struct_ibv_sge, n C.int) ([]verbs.SGE, bool) {
 func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
 	p := lock()
 	defer p.mu.Unlock()
+	v, ok := object[*qp](p, uint32(h))
+	if !ok {
+		*bad = wr
+		return errC(syscall.EINVAL)
+	}
+	ud := C.int(0)
+	if v.typ == verbs.QPTypeUD {
+		ud = 1
+	}
+	_, init := v.q.Query()
 	for ; wr != nil; wr = wr.next {
 		var ext C.struct_rs_send_wr_ext
-		C.rs_send_wr_ext(wr, &ext)
+		C.rs_send_wr_ext(wr, ud, &ext)
 		sges, ok := sgesFromC(wr.sg_list, wr.num_sge)
 		if !ok {
 			*bad = wr
@@ -610,9 +629,6 @@ func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_sen
 			Flags: verbs.SendFlags(wr.send_flags), ImmData: uint32(ext.imm_data), RemoteAddr: uint64(ext.remote_addr),
 			RKey: uint32(ext.rkey), CompareAdd: uint64(ext.compare_add), Swap: uint64(ext.swap),
 			RemoteQPN: uint32(ext.remote_qpn), RemoteQKey: uint32(ext.remote_qkey), InvalidateRKey: uint32(ext.invalidate_rkey)}}
-		if v, ok := object[*qp](p, uint32(h)); !ok || v.typ != verbs.QPTypeUD {
-			w.ah = 0 // the union holds rdma, not ud, fields
-		}
 		switch op {
 		case verbs.WRBindMW:
 			w.mw, w.bindMR = uint32(ext.mw), uint32(ext.bind_mr)
@@ -623,9 +639,11 @@ func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_sen
 			w.wr.BindMW = verbs.BindMWWR{RKey: uint32(ext.bind_rkey), BindInfo: verbs.BindInfo{
 				Addr: uint64(ext.bind_addr), Length: uint64(ext.bind_length), Access: verbs.AccessFlags(ext.bind_access)}}
 		case verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRSendWithInv:
-			if w.wr.Flags&verbs.SendInline != 0 {
+			if w.wr.Flags&verbs.SendInline != 0 && inlineLen(sges) <= uint64(init.Cap.MaxInlineData) {
 				// Inline data is the program's bytes at the SGEs'
-				// addresses, registered or not: copy them now.
+				// addresses, registered or not: copy them now. (More
+				// than max_inline_data is not read: the device refuses
+				// the WR, as rxe's post checks the length first.)
 				w.inline = []byte{}
 				for _, s := range sges {
 					if s.Length > 0 {

@@ -821,7 +821,10 @@ static int rs_post_recv_op(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 	return rs_post_recv(qp->handle, wr, bad_wr);
 }
 
-void rs_send_wr_ext(const struct ibv_send_wr *wr, struct rs_send_wr_ext *out)
+/* rs_send_wr_ext reads the union members the opcode and the QP's type
+ * (ud: a UD QP) use; the others may hold anything (a UD field read on an
+ * RC QP is a remote address, not a pointer to follow). */
+void rs_send_wr_ext(const struct ibv_send_wr *wr, int ud, struct rs_send_wr_ext *out)
 {
 	memset(out, 0, sizeof(*out));
 	switch (wr->opcode) {
@@ -841,13 +844,14 @@ void rs_send_wr_ext(const struct ibv_send_wr *wr, struct rs_send_wr_ext *out)
 		out->bind_access = wr->bind_mw.bind_info.mw_access_flags;
 		break;
 	default:
-		out->remote_addr = wr->wr.rdma.remote_addr;
-		out->rkey = wr->wr.rdma.rkey;
-		/* The UD fields share the union with rdma: read them too,
-		 * the Go side uses those the QP's type calls for. */
-		out->ah = wr->wr.ud.ah ? wr->wr.ud.ah->handle : 0;
-		out->remote_qpn = wr->wr.ud.remote_qpn;
-		out->remote_qkey = wr->wr.ud.remote_qkey;
+		if (ud) {
+			out->ah = wr->wr.ud.ah ? wr->wr.ud.ah->handle : 0;
+			out->remote_qpn = wr->wr.ud.remote_qpn;
+			out->remote_qkey = wr->wr.ud.remote_qkey;
+		} else {
+			out->remote_addr = wr->wr.rdma.remote_addr;
+			out->rkey = wr->wr.rdma.rkey;
+		}
 		break;
 	}
 	out->imm_data = be32toh(wr->imm_data);

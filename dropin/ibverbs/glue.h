@@ -31,7 +31,7 @@ struct rs_send_wr_ext {
 	unsigned int bind_access;
 };
 
-void rs_send_wr_ext(const struct ibv_send_wr *wr, struct rs_send_wr_ext *out);
+void rs_send_wr_ext(const struct ibv_send_wr *wr, int ud, struct rs_send_wr_ext *out);
 void rs_wc_set_imm(struct ibv_wc *wc, uint32_t imm, int invalidated);
 void rs_set_async_event(struct ibv_async_event *ev, void *element, int port, int type);
 

@@ -172,6 +172,17 @@ int main(void)
 
 		code("post_send(in RESET)", ibv_post_send(qp, &wr, &bad), EINVAL);
 		check("post_send(in RESET) bad_wr", bad == &wr, 0);
+		/* A remote address that is no pointer (the library must not
+		 * read the union's UD fields of an RC WR), and inline data far
+		 * over max_inline_data at an address nothing maps (it must not
+		 * be read): refused, no crash. */
+		struct ibv_send_wr w2 = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE };
+		w2.wr.rdma.remote_addr = 0x10;
+		code("post_send(WRITE to 0x10, RC in RESET)", ibv_post_send(qp, &w2, &bad), EINVAL);
+		struct ibv_sge huge = { .addr = 0x10, .length = 0x7fffffff };
+		struct ibv_send_wr w3 = { .sg_list = &huge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_INLINE };
+		code("post_send(2 GiB inline at 0x10)", ibv_post_send(qp, &w3, &bad), EINVAL);
 		code("post_recv(5 SGEs, max 1)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
 		check("post_recv bad_wr", rbad == &rwr, 0);
 		rwr.num_sge = -1;
