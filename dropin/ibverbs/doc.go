@@ -83,8 +83,7 @@
 //
 // Multicast, the _ex verbs but ibv_query_device_ex (ibv_create_cq_ex,
 // ibv_create_qp_ex, ...), XRC, flows, device memory, ECE, dma-buf MRs,
-// importing another process's objects and ibv_create_ah_from_wc: their
-// entries are left NULL, so the header's inline wrappers return
+// importing another process's objects: their entries are left NULL, so the header's inline wrappers return
 // EOPNOTSUPP (or ENOSYS) as libibverbs does for a provider without
 // them, or the exported verb fails with EOPNOTSUPP. A NULL object where
 // libibverbs would crash returns EINVAL. Enough is there for librdmacm

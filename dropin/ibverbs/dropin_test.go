@@ -333,15 +333,18 @@ func TestLoopbackProgram(t *testing.T) {
 }
 
 // TestTransports: UD through an address handle (GRH first in the
-// receive buffer, the sender's QPN in the completion), UC SEND and
+// receive buffer, the sender's QPN in the completion) and the answer
+// through ibv_create_ah_from_wc, over IPv6 and IPv4; UC SEND and
 // WRITE, RC receives taken from an SRQ, and memory windows: a type 2
 // window bound by IBV_WR_BIND_MW takes a WRITE under its R_Key, a type 1
 // window bound by ibv_bind_mw serves a READ (testdata/transports.c).
 func TestTransports(t *testing.T) {
 	bin := compile(t, "transports")
-	out, stderr, code := run(t, []string{noIdle}, bin)
-	if code != 0 || !strings.Contains(out, "transports ok") {
-		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	for _, gid := range []string{"0", "1"} { // the GRH of an IPv6 packet, and of an IPv4 one
+		out, stderr, code := run(t, []string{noIdle}, bin, gid)
+		if code != 0 || !strings.Contains(out, "transports ok") {
+			t.Errorf("GID %s: exit %d\n%s%s", gid, code, out, stderr)
+		}
 	}
 }
 

@@ -933,17 +933,94 @@ int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 	return EOPNOTSUPP;
 }
 
-/* Creating an AH from a received UD completion, importing objects of
- * another process's context (they need a uverbs command fd), dma-buf
- * memory and ECE: not offered, failing as libibverbs does where the
- * provider or the kernel lacks them. */
+/* ---- an address handle from a received UD completion ---- */
+
+/* gid_index returns the index of gid in the port's table, or -1. */
+static int gid_index(struct ibv_context *context, uint8_t port_num, const union ibv_gid *gid)
+{
+	union ibv_gid g;
+
+	for (int i = 0; ibv_query_gid(context, port_num, i, &g) == 0; i++)
+		if (!memcmp(&g, gid, sizeof(g)))
+			return i;
+	return -1;
+}
+
+/* As libibverbs for a RoCE port: the GRH area of a UD receive holds the
+ * IP header the packet came with, an IPv6 header, or an IPv4 header in
+ * its last 20 bytes (RoCE v2 over IPv4, as rxe and the model fill it).
+ * The sender's address becomes the AH's destination GID; the address it
+ * was sent to picks our source GID index. */
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+			struct ibv_wc *wc, struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+	union ibv_gid sgid = {}, dgid = {};
+	uint32_t flow_label = 0;
+	uint8_t tclass;
+	int idx;
+
+	if (!context || !wc || !grh || !ah_attr) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	ah_attr->port_num = port_num;
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	if (!(wc->wc_flags & IBV_WC_GRH)) {
+		errno = EINVAL; /* RoCE has no path without a GRH */
+		return -1;
+	}
+	const uint8_t *raw = (const uint8_t *)grh;
+	if ((raw[0] >> 4) == 6) {
+		uint32_t vtf = be32toh(grh->version_tclass_flow);
+
+		sgid = grh->sgid;
+		dgid = grh->dgid;
+		tclass = (vtf >> 20) & 0xff;
+		flow_label = vtf & 0xfffff;
+	} else if ((raw[20] >> 4) == 4) {
+		const uint8_t *ip = raw + 20;
+
+		sgid.raw[10] = sgid.raw[11] = 0xff;
+		memcpy(&sgid.raw[12], ip + 12, 4);
+		dgid.raw[10] = dgid.raw[11] = 0xff;
+		memcpy(&dgid.raw[12], ip + 16, 4);
+		tclass = ip[1];
+	} else {
+		errno = EINVAL;
+		return -1;
+	}
+	idx = gid_index(context, port_num, &dgid);
+	if (idx < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	ah_attr->is_global = 1;
+	ah_attr->grh.dgid = sgid;
+	ah_attr->grh.sgid_index = idx;
+	ah_attr->grh.hop_limit = 0xff;
+	ah_attr->grh.traffic_class = tclass;
+	ah_attr->grh.flow_label = flow_label;
+	return 0;
+}
+
 struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 				     struct ibv_grh *grh, uint8_t port_num)
 {
-	(void)pd, (void)wc, (void)grh, (void)port_num;
-	return fail(EOPNOTSUPP);
+	struct ibv_ah_attr attr;
+
+	if (!pd)
+		return fail(EINVAL);
+	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
+		return NULL;
+	return ibv_create_ah(pd, &attr);
 }
 
+/* Importing objects of another process's context (they need a uverbs
+ * command fd), dma-buf memory and ECE: not offered, failing as
+ * libibverbs does where the provider or the kernel lacks them. */
 struct ibv_context *ibv_import_device(int cmd_fd)
 {
 	(void)cmd_fd;

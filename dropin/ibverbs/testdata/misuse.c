@@ -223,7 +223,9 @@ int main(void)
 	}
 	code("attach_mcast", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
 	code("detach_mcast", ibv_detach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
-	null_ptr("create_ah_from_wc", ibv_create_ah_from_wc(pd, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EOPNOTSUPP);
+	null_ptr("create_ah_from_wc(no GRH)", ibv_create_ah_from_wc(pd, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EINVAL);
+	null_ptr("create_ah_from_wc(NULL pd)", ibv_create_ah_from_wc(NULL, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EINVAL);
+	minus_one("init_ah_from_wc(NULL)", ibv_init_ah_from_wc(ctx, 1, NULL, NULL, NULL), EINVAL);
 	null_ptr("import_device", ibv_import_device(0), EOPNOTSUPP);
 	null_ptr("import_pd", ibv_import_pd(ctx, 1), EOPNOTSUPP);
 	null_ptr("import_mr", ibv_import_mr(pd, 1), EOPNOTSUPP);

@@ -1,8 +1,9 @@
 /*
- * transports: the other queue pair types and an SRQ on one device, in one
+ * transports [GID]: the other queue pair types and an SRQ on one device, in one
  * process, as ibv_ud_pingpong, ibv_uc_pingpong and ibv_srq_pingpong use
  * them: a UD SEND through an address handle (the receive buffer starts
- * with the 40 bytes of GRH, the completion names the sender's QPN), a UC
+ * with the 40 bytes of GRH, the completion names the sender's QPN) and
+ * the answer through an AH made from that completion, a UC
  * SEND and RDMA WRITE, RC SENDs received through a shared receive queue,
  * and memory windows of both types, bound and used by RC. Prints
  * "transports ok" and exits 0 on success.
@@ -21,6 +22,7 @@ static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static union ibv_gid gid;
+static int gidx; /* the GID index used: argv[1], default 1 (IPv4); 0 is IPv6 */
 
 static void die(const char *what)
 {
@@ -86,7 +88,7 @@ static void up(struct ibv_qp *q, struct ibv_qp *peer)
 		a.dest_qp_num = peer->qp_num;
 		a.ah_attr.is_global = 1;
 		a.ah_attr.grh.dgid = gid;
-		a.ah_attr.grh.sgid_index = 1;
+		a.ah_attr.grh.sgid_index = gidx;
 		a.ah_attr.grh.hop_limit = 1;
 		a.ah_attr.port_num = 1;
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -112,7 +114,7 @@ static void up(struct ibv_qp *q, struct ibv_qp *peer)
 		die("modify_qp RTS");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	char *buf;
@@ -125,7 +127,8 @@ int main(void)
 	if (!list || !list[0] || !(ctx = ibv_open_device(list[0])))
 		die("open_device");
 	ibv_free_device_list(list);
-	if (ibv_query_gid(ctx, 1, 1, &gid))
+	gidx = argc > 1 ? atoi(argv[1]) : 1;
+	if (ibv_query_gid(ctx, 1, gidx, &gid))
 		die("query_gid");
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
@@ -144,7 +147,7 @@ int main(void)
 	up(ua, NULL);
 	up(ub, NULL);
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
-				  .grh = { .dgid = gid, .sgid_index = 1, .hop_limit = 1 } };
+				  .grh = { .dgid = gid, .sgid_index = gidx, .hop_limit = 1 } };
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
 	if (!ah)
 		die("create_ah");
@@ -168,6 +171,27 @@ int main(void)
 			wc.byte_len, wc.wc_flags, wc.src_qp, ua->qp_num, buf + SIZE + 40);
 		exit(1);
 	}
+	/* The answer goes back through an AH made from that completion and
+	 * its GRH (ibv_create_ah_from_wc), to the sender's QPN. */
+	struct ibv_ah *back = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)(buf + SIZE), 1);
+	if (!back)
+		die("create_ah_from_wc");
+	rwr.wr_id = 40;
+	if (ibv_post_recv(ua, &rwr, &rbad))
+		die("post_recv UD answer");
+	strcpy(buf, "answer");
+	sge.length = 7;
+	wr.wr_id = 41;
+	wr.wr.ud.ah = back;
+	wr.wr.ud.remote_qpn = wc.src_qp;
+	if (ibv_post_send(ub, &wr, &bad))
+		die("post_send UD answer");
+	wait(41);
+	wc = wait(40);
+	if (wc.src_qp != ub->qp_num || strcmp(buf + SIZE + 40, "answer"))
+		die("UD answer");
+	if (ibv_destroy_ah(back))
+		die("destroy_ah");
 
 	/* UC: a SEND, then an RDMA WRITE. */
 	struct ibv_qp *ca = qp(IBV_QPT_UC, NULL), *cb = qp(IBV_QPT_UC, NULL);
@@ -177,6 +201,7 @@ int main(void)
 	if (ibv_post_recv(cb, &rwr, &rbad))
 		die("post_recv UC");
 	strcpy(buf, "over UC");
+	sge.length = 8;
 	memset(&wr.wr, 0, sizeof(wr.wr));
 	wr.wr_id = 4;
 	if (ibv_post_send(ca, &wr, &bad))
