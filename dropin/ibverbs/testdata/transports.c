@@ -114,11 +114,39 @@ static void up(struct ibv_qp *q, struct ibv_qp *peer)
 		die("modify_qp RTS");
 }
 
+static char *buf;
+static struct ibv_mr *mr;
+
+/* ud_send sends msg from q to the QPN qpn behind ah, received by to
+ * (wr_ids id, id + 1), and checks the bytes after the GRH area. */
+static struct ibv_wc ud_send(struct ibv_qp *q, struct ibv_qp *to, struct ibv_ah *ah, uint32_t qpn,
+			     const char *msg, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = strlen(msg) + 1, .lkey = mr->lkey };
+	struct ibv_sge rsge = { .addr = (uintptr_t)buf + SIZE, .length = SIZE, .lkey = mr->lkey };
+	struct ibv_recv_wr *rbad, rwr = { .wr_id = id, .sg_list = &rsge, .num_sge = 1 };
+	struct ibv_send_wr *bad, wr = { .wr_id = id + 1, .sg_list = &sge, .num_sge = 1,
+					.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = QKEY;
+	if (ibv_post_recv(to, &rwr, &rbad))
+		die("post_recv UD");
+	strcpy(buf, msg);
+	if (ibv_post_send(q, &wr, &bad))
+		die("post_send UD");
+	wait(id + 1);
+	wc = wait(id);
+	if (strcmp(buf + SIZE + 40, msg))
+		die("UD bytes");
+	return wc;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
-	char *buf;
-	struct ibv_mr *mr;
 	struct ibv_send_wr *bad, wr = { .num_sge = 1, .send_flags = IBV_SEND_SIGNALED };
 	struct ibv_recv_wr *rbad, rwr = { .num_sge = 1 };
 	struct ibv_sge sge, rsge;
@@ -151,24 +179,10 @@ int main(int argc, char **argv)
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
 	if (!ah)
 		die("create_ah");
-	rwr.wr_id = 1;
-	if (ibv_post_recv(ub, &rwr, &rbad))
-		die("post_recv UD");
-	strcpy(buf, "over UD");
-	sge.length = 8;
-	wr.wr_id = 2;
-	wr.opcode = IBV_WR_SEND;
-	wr.wr.ud.ah = ah;
-	wr.wr.ud.remote_qpn = ub->qp_num;
-	wr.wr.ud.remote_qkey = QKEY;
-	if (ibv_post_send(ua, &wr, &bad))
-		die("post_send UD");
-	wait(2);
-	wc = wait(1);
-	if (wc.byte_len != 40 + 8 || !(wc.wc_flags & IBV_WC_GRH) || wc.src_qp != ua->qp_num ||
-	    strcmp(buf + SIZE + 40, "over UD")) {
-		fprintf(stderr, "transports: UD receive: byte_len %u, wc_flags %#x, src_qp %#x (want %#x), %.8s\n",
-			wc.byte_len, wc.wc_flags, wc.src_qp, ua->qp_num, buf + SIZE + 40);
+	wc = ud_send(ua, ub, ah, ub->qp_num, "over UD", 1);
+	if (wc.byte_len != 40 + 8 || !(wc.wc_flags & IBV_WC_GRH) || wc.src_qp != ua->qp_num) {
+		fprintf(stderr, "transports: UD receive: byte_len %u, wc_flags %#x, src_qp %#x (want %#x)\n",
+			wc.byte_len, wc.wc_flags, wc.src_qp, ua->qp_num);
 		exit(1);
 	}
 	/* The answer goes back through an AH made from that completion and
@@ -176,20 +190,9 @@ int main(int argc, char **argv)
 	struct ibv_ah *back = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)(buf + SIZE), 1);
 	if (!back)
 		die("create_ah_from_wc");
-	rwr.wr_id = 40;
-	if (ibv_post_recv(ua, &rwr, &rbad))
-		die("post_recv UD answer");
-	strcpy(buf, "answer");
-	sge.length = 7;
-	wr.wr_id = 41;
-	wr.wr.ud.ah = back;
-	wr.wr.ud.remote_qpn = wc.src_qp;
-	if (ibv_post_send(ub, &wr, &bad))
-		die("post_send UD answer");
-	wait(41);
-	wc = wait(40);
-	if (wc.src_qp != ub->qp_num || strcmp(buf + SIZE + 40, "answer"))
-		die("UD answer");
+	wc = ud_send(ub, ua, back, wc.src_qp, "answer", 50);
+	if (wc.src_qp != ub->qp_num)
+		die("UD answer's src_qp");
 	if (ibv_destroy_ah(back))
 		die("destroy_ah");
 
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
 	strcpy(buf, "over UC");
 	sge.length = 8;
 	memset(&wr.wr, 0, sizeof(wr.wr));
+	wr.opcode = IBV_WR_SEND;
 	wr.wr_id = 4;
 	if (ibv_post_send(ca, &wr, &bad))
 		die("post_send UC");
