@@ -27,10 +27,12 @@
 // entries empty, as a conformance guest's rxe0 lists them (its MAC
 // 52:54:00:00:00:01 gives fe80::5054:ff:fe00:1). `ibv_devinfo -v`
 // prints the model's limits and rxe's other attributes (vendor_id,
-// device_cap_flags, max_mtu 4096, port_cap_flags, ...). Two QPs of one device
-// talk: as rxe loops a packet for a local address back (rxe_net.c), the
-// switch sends a device's frames to itself back down its own link
-// (verbs.Host.Loopback), so the fault plan and the capture see them.
+// device_cap_flags, max_mtu 4096, port_cap_flags, ...): the same text as
+// for a real rxe0 but for the name and the MAC (testdata/rxe0-devinfo.txt).
+// Two QPs of one device talk: as rxe loops a packet for a local address
+// back (rxe_net.c), the switch sends a device's frames to itself back
+// down its own link (verbs.Host.Loopback), so the fault plan and the
+// capture see them.
 //
 // Registered memory is the program's own: the device reads and writes
 // the bytes at the address the program registered. The addresses on the
@@ -45,7 +47,8 @@
 // Time moves only when the program waits: a poll_cq that finds nothing
 // runs the world to its next event (every event at that instant) and
 // looks again; ibv_get_cq_event and ibv_get_async_event run it until the
-// channel or device has an event. So an ACK timeout of 67 ms costs
+// channel or context has an event (an asynchronous event goes to the
+// context that made its QP, CQ or SRQ; a port's to every context). So an ACK timeout of 67 ms costs
 // microseconds, and the same program with the same seed gives the same
 // capture bytes. A completion channel's fd and the context's async_fd
 // are eventfds, readable exactly while an event waits, so poll and epoll
@@ -54,13 +57,12 @@
 // no verb call for ROCESIM_IDLE_WAKE of wall time while a CQ on a channel
 // is armed, the library runs the world until an event comes (idle.go).
 // That run then depends on the wall clock; one that waits in verbs does
-// not. A waiter on a
-// world with nothing left to do sleeps until another thread of the
-// program posts or modifies something. Threads may call in at once (one
-// lock serialises them), but every waiting thread moves time: while one
-// waits and another works, the worker's next verb comes at a virtual
-// time that depends on the scheduling, so such a program is not the
-// same on every run; one waiting thread at a time is.
+// not. A waiter on a world with nothing left to do sleeps until another
+// thread of the program posts or modifies something. Threads may call in
+// at once (one lock serialises them), but every waiting thread moves
+// time: while one waits and another works, the worker's next verb comes
+// at a virtual time that depends on the scheduling, so such a program is
+// not the same on every run; one waiting thread at a time is.
 //
 // # Environment
 //
@@ -83,9 +85,10 @@
 //
 // Multicast, the _ex verbs but ibv_query_device_ex (ibv_create_cq_ex,
 // ibv_create_qp_ex, ...), XRC, flows, device memory, ECE, dma-buf MRs,
-// importing another process's objects: their entries are left NULL, so the header's inline wrappers return
-// EOPNOTSUPP (or ENOSYS) as libibverbs does for a provider without
-// them, or the exported verb fails with EOPNOTSUPP. A NULL object where
+// importing another process's objects: their entries are left NULL, so
+// the header's inline wrappers return EOPNOTSUPP (or ENOSYS) as
+// libibverbs does for a provider without them, or the exported verb
+// fails with EOPNOTSUPP. A NULL object where
 // libibverbs would crash returns EINVAL. Enough is there for librdmacm
 // (marshall.c) and Debian's pyverbs to load and run
 // (testdata/loopback.py). A program that forks and calls verbs in the
