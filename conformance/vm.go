@@ -88,7 +88,7 @@ var (
 
 // hostTools are run on the host (qemu, ldd, modprobe for the load order,
 // xz for the vmlinux) or copied into the guest.
-var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo", "cc"}
+var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo", "rping", "cc"}
 
 // agentSource is the in-VM verbs agent; Prepare compiles it on the host
 // and the guest runs it as AgentPath.
@@ -103,13 +103,15 @@ var agentSource []byte
 const AgentPath = "/usr/bin/rocesim-agent"
 
 // guestBinaries are copied into the guest with the libraries ldd lists.
-var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong"}
+// rping (rdmacm-utils) is there for the CM captures (TestRpingCM).
+var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "rping"}
 
 // guestModules are loaded in this order, each after its dependencies from
 // modules.dep. rdma_rxe has "softdep pre: crc32c" and computes the ICRC
 // with crc32, so the crc modules come first. Missing or built-in ones are
-// skipped, except rdma_rxe.
-var guestModules = []string{"crc32_generic", "crc32c_generic", "crc32c-intel", "libcrc32c", "virtio_pci", "virtio_net", "rdma_rxe"}
+// skipped, except rdma_rxe. rdma_ucm (with rdma_cm and ib_cm) gives
+// userspace rdma_cm, for rping.
+var guestModules = []string{"crc32_generic", "crc32c_generic", "crc32c-intel", "libcrc32c", "virtio_pci", "virtio_net", "rdma_rxe", "rdma_ucm"}
 
 // Prepare checks the host and builds, once per cache directory, the boot
 // images. It returns an error wrapping ErrNotInstalled when install.sh has

@@ -1,0 +1,154 @@
+package conformance
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/faults"
+)
+
+var cmUpdate = flag.Bool("cm.update", false, "TestRpingCM: write the captures to ../wire/testdata/cm/")
+
+// cmPhase is one rping run of TestRpingCM: what the client runs, the
+// fault plan the switch applies meanwhile, and the capture it yields.
+type cmPhase struct {
+	name   string // capture file is rxe_cm_<name>.pcapng
+	plan   string // faults plan text ("" for none)
+	client string // shell command on the client (VM b)
+	// want is a line the client's console must show during the phase.
+	want string
+}
+
+// cmPhases: VM a (10.0.0.1) runs `rping -s` in a loop, VM b (10.0.0.2)
+// is the client. QP1 frames from b are the active side's MADs: REQ first,
+// then RTU, then DREQ (rping's client disconnects first).
+var cmPhases = []cmPhase{
+	{name: "rping", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	// The first REQ lost: ib_mad resends it when the REQ's timeout runs out.
+	{name: "lost_req", plan: "drop src=b qp=1 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	// The RTU lost: the passive side waits for it or for the first data.
+	{name: "lost_rtu", plan: "drop src=b qp=1 nth=2 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	// No listener on the port: the passive CM rejects the REQ.
+	{name: "rej", client: "rping -c -a $rxe_peer -p 7999 -C 1 -v", want: "RDMA_CM_EVENT_REJECTED"},
+	// The peer never answers: the REQ is resent until the CM gives up.
+	{name: "unreachable", plan: "drop src=a qp=1", client: "rping -c -a $rxe_peer -C 1 -v", want: "RDMA_CM_EVENT_UNREACHABLE"},
+}
+
+// TestRpingCM runs rping between two rxe guests through the fault switch,
+// one phase per entry of cmPhases, each with its own capture (with
+// -cm.update they become the committed test vectors in
+// wire/testdata/cm/). It checks the order of the CM messages each phase
+// must show (decoded by wire's CM MAD view in TestCMCaptures) only
+// through rping's own output here: the frames are checked in wire.
+func TestRpingCM(t *testing.T) {
+	needHarness(t)
+	ports, err := FreeUDPPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if d := os.Getenv("ROCESIM_CONFORMANCE_LOGS"); d != "" {
+		dir = filepath.Join(d, t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sw, err := NewSwitch(SwitchConfig{PeerA: ports[0], PeerB: ports[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+
+	server := `while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
+	var client strings.Builder
+	client.WriteString("n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done\n")
+	for _, ph := range cmPhases {
+		fmt.Fprintf(&client, "echo CM-PHASE %s; read go\n%s 2>&1; echo CM-DONE %s $?\n", ph.name, ph.client, ph.name)
+	}
+	client.WriteString("echo CM-PHASE end; read go\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	cfgs := []VMConfig{
+		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: sw.PortA(), Cmd: server,
+			LogPath: filepath.Join(dir, "server.log"), Timeout: 15 * time.Minute},
+		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: sw.PortB(), Cmd: client.String(),
+			LogPath: filepath.Join(dir, "client.log"), Timeout: 15 * time.Minute, Interactive: true},
+	}
+	var vms [2]*VM
+	for i, cfg := range cfgs {
+		if vms[i], err = Boot(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		defer vms[i].Stop()
+	}
+	cl := vms[1]
+	from := 0
+	for _, ph := range cmPhases {
+		line, at, err := cl.waitLine(ctx, from, func(l string) bool { return strings.HasPrefix(l, "CM-PHASE ") })
+		if err != nil {
+			t.Fatalf("%v\nclient:\n%s", err, cl.Console())
+		}
+		if line != "CM-PHASE "+ph.name {
+			t.Fatalf("client at %q, want phase %s", line, ph.name)
+		}
+		var plan *faults.Plan
+		if ph.plan != "" {
+			if plan, err = faults.Parse(ph.plan); err != nil {
+				t.Fatal(err)
+			}
+		}
+		capPath := filepath.Join(dir, "rxe_cm_"+ph.name+".pcapng")
+		if err := sw.Reset(plan, nil, capPath); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := cl.Send("go"); err != nil {
+			t.Fatal(err)
+		}
+		done, at2, err := cl.waitLine(ctx, at+1, func(l string) bool { return strings.HasPrefix(l, "CM-DONE "+ph.name) })
+		if err != nil {
+			t.Fatalf("%v\nclient:\n%s", err, cl.Console())
+		}
+		// Let the last frames (DREP, a resent MAD) reach the capture.
+		time.Sleep(2 * time.Second)
+		if err := sw.Reset(nil, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Join(consoleLines(cl, at, at2), "\n")
+		t.Logf("phase %s: %s after %v", ph.name, done, time.Since(t0).Round(time.Millisecond))
+		if !strings.Contains(lines, ph.want) {
+			t.Errorf("phase %s: client output lacks %q:\n%s", ph.name, ph.want, lines)
+		}
+		if *cmUpdate {
+			data, err := os.ReadFile(capPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join("..", "wire", "testdata", "cm", filepath.Base(capPath))
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(strings.TrimSuffix(dst, ".pcapng")+".rping.txt", []byte(lines+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		from = at2 + 1
+	}
+	t.Logf("server:\n%s", vms[0].Console())
+}
+
+// consoleLines returns the VM's console lines [from, to].
+func consoleLines(vm *VM, from, to int) []string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if to >= len(vm.lines) {
+		to = len(vm.lines) - 1
+	}
+	return append([]string(nil), vm.lines[from:to+1]...)
+}
