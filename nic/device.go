@@ -191,6 +191,7 @@ type Device struct {
 	counters Counters
 	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
 	ipID     uint16
+	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
 	trace    *sim.Trace
 	scratch  [4096]byte // one packet's payload while it is gathered
 	rx       wire.Packet
@@ -264,6 +265,7 @@ func New(cfg Config) *Device {
 	d.mem.maxLive = d.attr.MaxMR - kernelMRs
 	d.attr.NodeGUID = uint64(cfg.MAC[0]^2)<<56 | uint64(cfg.MAC[1])<<48 | uint64(cfg.MAC[2])<<40 | 0xFF<<32 |
 		0xFE<<24 | uint64(cfg.MAC[3])<<16 | uint64(cfg.MAC[4])<<8 | uint64(cfg.MAC[5])
+	d.gsi = newGSI(d)
 	return d
 }
 

@@ -47,6 +47,9 @@ type Ready struct {
 	// (an armed CQ fired), each listed once: a real channel's file
 	// descriptor became readable.
 	Notified []*CompChannel
+	// MADs are the management datagrams QP1 received (gsi.go), in
+	// arrival order, for the connection manager above the device.
+	MADs []MADIn
 	// Deadline is when the device next needs Advance: the earliest ACK
 	// timeout or RNR wait of any QP, or sim.Never.
 	Deadline sim.Time
@@ -61,7 +64,7 @@ type OutFrame struct {
 
 // Empty reports whether the batch has nothing to apply but its deadline.
 func (r *Ready) Empty() bool {
-	return len(r.Frames) == 0 && len(r.Events) == 0 && len(r.CQs) == 0 && len(r.Notified) == 0
+	return len(r.Frames) == 0 && len(r.Events) == 0 && len(r.CQs) == 0 && len(r.Notified) == 0 && len(r.MADs) == 0
 }
 
 // outbox gathers what the device's inputs cause until Ready hands it out.
@@ -75,6 +78,7 @@ type outbox struct {
 	events   []AsyncEvent
 	cqs      []*CQ
 	notified []*CompChannel
+	mads     []MADIn
 	ready    Ready // the batch handed out last
 	// gathered is set when a list above took something, handed when the
 	// last batch held something: the pump of a device with nothing to say
@@ -143,7 +147,7 @@ func (o *outbox) forgetChannel(ch *CompChannel) {
 
 // regather recomputes gathered after something was taken out of a list.
 func (o *outbox) regather() {
-	o.gathered = len(o.frames)+len(o.events)+len(o.cqs)+len(o.notified) > 0
+	o.gathered = len(o.frames)+len(o.events)+len(o.cqs)+len(o.notified)+len(o.mads) > 0
 }
 
 // deleteFirst removes the first x from s, keeping the order, and clears
@@ -181,6 +185,7 @@ func (d *Device) Ready() *Ready {
 		o.events, r.Events = r.Events, o.events
 		o.cqs, r.CQs = r.CQs, o.cqs
 		o.notified, r.Notified = r.Notified, o.notified
+		o.mads, r.MADs = r.MADs, o.mads
 		for _, cq := range r.CQs {
 			cq.inReady = false
 		}
@@ -205,7 +210,14 @@ func (o *outbox) recycle() {
 	clear(r.Events)
 	clear(r.CQs)
 	clear(r.Notified)
-	r.Frames, r.Events, r.CQs, r.Notified = r.Frames[:0], r.Events[:0], r.CQs[:0], r.Notified[:0]
+	r.Frames, r.Events, r.CQs, r.Notified, r.MADs = r.Frames[:0], r.Events[:0], r.CQs[:0], r.Notified[:0], r.MADs[:0]
+}
+
+// mad queues room for one MAD received and returns it to be filled.
+func (o *outbox) mad() *MADIn {
+	o.mads = append(o.mads, MADIn{})
+	o.gathered = true
+	return &o.mads[len(o.mads)-1]
 }
 
 // TxDone tells the device that the oldest frame it handed out has left the

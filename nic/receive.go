@@ -55,6 +55,10 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 		d.counters.Add(CounterRcvdPkts, 1)
 		return
 	}
+	if p.BTH.DestQP() == wire.GSIQPN {
+		d.receiveMAD(p)
+		return
+	}
 	qp := d.qpByNum(p.BTH.DestQP())
 	if why, ok := d.checkHeaders(qp, p); !ok {
 		d.rxDrops[why]++
@@ -143,13 +147,14 @@ const (
 	DropPKey                   // P_Key mismatch (the port's bad_pkey_cntr)
 	DropQKey                   // UD Q_Key mismatch (the port's qkey_viol_cntr)
 	DropBusy                   // the responder already holds maxHeld requests while it answers a READ
+	DropBadMAD                 // a datagram for QP1 that is not one 256-byte MAD (gsi.go)
 	numRxDrops
 )
 
 // NumRxDrops is the number of RxDrop reasons.
 const NumRxDrops = int(numRxDrops)
 
-var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey", "responder-busy"}
+var rxDropNames = [numRxDrops]string{"not-local", "no-qp", "qp-type", "qp-state", "bad-pkey", "bad-qkey", "responder-busy", "bad-mad"}
 
 // String returns a short kebab-case name for the reason.
 func (r RxDrop) String() string {

@@ -1,0 +1,88 @@
+package nic
+
+import (
+	"net/netip"
+	"syscall"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// QP1, the GSI QP (IBTA vol. 1 §13.5.1), as the connection manager above
+// the device uses it. On rxe the kernel's ib_mad owns it (rxe_qp_init_misc
+// gives it QPN 1); here the device keeps it apart from the user's QPs and
+// moves whole MADs in and out:
+//
+//  1. SendMAD builds a UD SEND_ONLY to QP1 of the destination with the
+//     GSI Q_Key, source QP 1 and the next PSN of QP1 (one per MAD sent,
+//     never checked by the receiver), AckReq set, rxe's UD source port of
+//     QPN 1 (55410): all as in wire/testdata/cm.
+//  2. Receive hands a frame for QP1 to receiveMAD: a UD SEND_ONLY with the
+//     GSI Q_Key and a 256-byte payload, else dropped and counted as a
+//     frame for a user QP would be (qp-type, bad-qkey, bad-mad).
+//  3. Ready carries the MADs received (Ready.MADs), in arrival order.
+//
+// MADs are counted in sent_pkts and rcvd_pkts like other traffic (rxe
+// counts the GSI QP's packets in its port counters too).
+
+// MADIn is one MAD received on QP1.
+type MADIn struct {
+	Src   netip.Addr // the sender's IP address (its GID, unmapped)
+	SrcQP uint32     // the DETH's source QP (1 from a CM)
+	PKey  uint16     // the BTH's P_Key
+	MAD   [wire.MADLen]byte
+}
+
+// gsiNote labels a MAD frame in traces and captures.
+const gsiNote = "MAD"
+
+// newGSI makes the device's QP1: a UD QP outside the user's table, so
+// QueryQP, DestroyQP and the receive path for user QPs never see it.
+func newGSI(d *Device) *QP {
+	return &QP{dev: d, num: wire.GSIQPN, init: QPInitAttr{Type: QPTypeUD}, state: QPStateRTS, slot: -1,
+		attr: QPAttr{QPState: QPStateRTS, QKey: wire.GSIQKey}}
+}
+
+// SendMAD sends one 256-byte MAD from QP1 to QP1 of dst. It returns
+// EINVAL when mad is not 256 bytes or dst is not a GID this device can
+// reach (no neighbour entry).
+func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
+	if len(mad) != wire.MADLen {
+		return errno(syscall.EINVAL, "send_mad: mad is %d bytes, not 256", len(mad))
+	}
+	dst = dst.Unmap()
+	if _, ok := d.nbr[dst]; !ok {
+		return errno(syscall.EINVAL, "send_mad: dst %v is not a known neighbour", dst)
+	}
+	qp := d.gsi
+	var f wire.Frame
+	d.frameTo(&f, qp, &AHAttr{GRH: GRH{DGID: dst}, IsGlobal: true}, wire.GSIQPN)
+	f.BTH.Opcode = wire.OpUDSendOnly
+	f.BTH.AckReq = true // what rxe sets on every UD SEND_ONLY (see the captures)
+	f.BTH.PSN = qp.req.psn
+	qp.req.psn = qp.req.psn.Add(1)
+	f.DETH = wire.DETHFields{QKey: wire.GSIQKey, SrcQP: wire.GSIQPN}
+	f.Payload = mad
+	d.emit(qp, &f, gsiNote)
+	return nil
+}
+
+// receiveMAD takes a decoded frame for QP1 (Receive has checked the
+// address): a MAD for the CM above, or a drop.
+func (d *Device) receiveMAD(p *wire.Packet) {
+	switch {
+	case p.BTH.Opcode() != wire.OpUDSendOnly:
+		d.rxDrops[DropQPType]++
+	case !pkeyMatch(p.BTH.PKey(), defaultPKey):
+		d.rxDrops[DropPKey]++
+	case p.DETH.QKey() != wire.GSIQKey:
+		d.rxDrops[DropQKey]++
+	case len(p.Payload) != wire.MADLen:
+		d.rxDrops[DropBadMAD]++
+	default:
+		d.counters.Add(CounterRcvdPkts, 1)
+		in := d.outbox.mad()
+		in.Src, in.SrcQP, in.PKey = p.Src().Unmap(), p.DETH.SrcQP(), p.BTH.PKey()
+		copy(in.MAD[:], p.Payload)
+	}
+}
