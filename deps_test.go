@@ -42,6 +42,7 @@ var imports = map[string][]string{
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
 	"realnet":          {"nic", "sim", "wire", "x/sys"},
+	"rdmacm":           {"nic", "sim", "verbs", "wire"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
 	"conformance": {"faults", "nic", "realnet", "scenario", "sim", "wire", "wire/capture", "x/sys"},

@@ -99,6 +99,8 @@ type Host struct {
 	pumping bool
 	txLater int
 	unsent  uint64 // frames that could not be put on the port
+	// onMAD takes the MADs QP1 received (SetMADHandler); nil drops them.
+	onMAD func(now sim.Time, in *nic.MADIn)
 }
 
 // MinLinkMTU is the smallest link (IP) MTU a host can run RoCE v2 over:
@@ -255,6 +257,11 @@ func (h *Host) pump() {
 		if len(rd.Events) > 0 {
 			h.events.push(rd.Events)
 		}
+		for i := range rd.MADs {
+			if h.onMAD != nil {
+				h.onMAD(h.w.sched.Now(), &rd.MADs[i])
+			}
+		}
 		if h.txLater == 0 && !h.dev.HasReady() {
 			break
 		}
@@ -295,6 +302,32 @@ func (h *Host) send(frame []byte, note string) {
 // be put on its port (see send): 0 unless something is misconfigured.
 func (h *Host) Unsent() uint64 { return h.unsent }
 
+// SetMADHandler makes fn the taker of every MAD the host's QP1 receives
+// (a connection manager, package rdmacm, is the one user): fn is called
+// from the host's event loop, in arrival order, and may send MADs and
+// use verbs itself. in is valid only during the call.
+func (h *Host) SetMADHandler(fn func(now sim.Time, in *nic.MADIn)) { h.onMAD = fn }
+
+// SendMAD sends one 256-byte MAD from QP1 to QP1 of dst (the device's
+// SendMAD: a RoCE v2 UD datagram with the GSI Q_Key).
+func (h *Host) SendMAD(dst netip.Addr, mad []byte) error {
+	if err := h.dev.SendMAD(h.w.sched.Now(), dst, mad); err != nil {
+		return err
+	}
+	h.pump()
+	return nil
+}
+
+// GUID returns the device's node GUID, the CA GUID a CM puts in its
+// messages (the EUI-64 of the MAC, as rxe derives it).
+func (h *Host) GUID() uint64 { return h.dev.QueryDevice().NodeGUID }
+
+// IPv4 returns the host's IPv4 address.
+func (h *Host) IPv4() netip.Addr { return h.dev.Config().IPv4 }
+
+// World returns the world the host is in.
+func (h *Host) World() *World { return h.w }
+
 // eventQueue holds the device's asynchronous events until the user reads
 // them (ibv_get_async_event), oldest first. Its ring grows by doubling, so
 // a reader that keeps up stops allocating.
@@ -330,3 +363,8 @@ func (q *eventQueue) pop() (nic.AsyncEvent, bool) {
 	q.n--
 	return e, true
 }
+
+// Seed returns the world's master seed (WorldConfig.Seed), from which
+// components outside the world, such as a connection manager, derive
+// their own random streams.
+func (w *World) Seed() uint64 { return w.cfg.Seed }

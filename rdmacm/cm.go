@@ -1,0 +1,293 @@
+package rdmacm
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// Flow of a MAD through the host's CM (the kernel's ib_cm and rdma_cm
+// in one):
+//  1. verbs.Host hands each MAD QP1 received to agent.receive;
+//  2. the MAD header must be a CM Send (class 0x07, version 2), else it
+//     is counted in Dropped and ignored;
+//  3. the message is decoded by its attribute (wire/cm.go) and matched:
+//     a REQ by the listener of its service ID (a duplicate REQ by the
+//     sender's address and communication ID), everything else by the
+//     remote communication ID it carries, which is ours;
+//  4. the CM ID's state decides: QP transitions, the answer MAD, the
+//     event posted on the ID's channel; a message the state does not
+//     expect is ignored and counted, as ib_cm drops it;
+//  5. a MAD that waits for an answer (REQ, REP, DREQ) keeps a timer in
+//     virtual time; when it runs out the MAD is sent again, at most
+//     max_cm_retries times, then the ID fails (UNREACHABLE, or
+//     DISCONNECTED for a DREQ).
+
+// The values rdma_cm and ib_cm use on rxe, as the REQs and REPs of
+// wire/testdata/cm carry them (see wire/testdata/cm/README.md).
+const (
+	// cmResponseTimeout is CMA_CM_RESPONSE_TIMEOUT (cma.c): 4.096 µs × 2^20.
+	cmResponseTimeout = 20
+	// maxCMRetries is CMA_MAX_CM_RETRIES (cma.c).
+	maxCMRetries = 15
+	// packetLifeTime is CMA_IBOE_PACKET_LIFETIME (cma.c), the path's
+	// packet life time on RoCE; the QPs' ACK timeout is one more
+	// (cm_init_av_by_path: av->timeout = packet_life_time + 1).
+	packetLifeTime = 18
+	// targetACKDelay is rxe's local_ca_ack_delay, the REP's target ACK
+	// delay.
+	targetACKDelay = 15
+	// retryCount and rnrRetryCount are what rdma_cm puts in the REQ
+	// (cma_connect_ib: retry_count 7 and the user's rnr_retry_count,
+	// which rping leaves at 7) and so in the QPs.
+	retryCount    = 7
+	rnrRetryCount = 7
+	// hiTID is the high half of ib_cm's transaction IDs: its MAD
+	// agent's hi_tid, 2 in every capture (the first agent registered
+	// after ib_sa's).
+	hiTID = 2
+)
+
+// cmConvertToMs converts a CM timeout code to milliseconds as ib_cm does
+// (cm_convert_to_ms): 4.096 µs × 2^t rounded to 2^(t-8) ms.
+func cmConvertToMs(t uint8) sim.Duration {
+	return sim.Duration(1) << max(int(t)-8, 0) * sim.Millisecond
+}
+
+// reqTimeout is how long the active side waits for an answer to its REQ
+// (ib_send_cm_req: 2 × packet life time + the remote CM response
+// timeout): 6144 ms. Measured on rxe: 6.34–6.41 s between REQs.
+var reqTimeout = 2*cmConvertToMs(packetLifeTime) + cmConvertToMs(cmResponseTimeout)
+
+// repTimeout is how long the passive side waits for the RTU (cm_req_handler
+// takes the REQ's local CM response timeout): 4096 ms. Measured on rxe:
+// 4.19–4.35 s between REPs.
+var repTimeout = cmConvertToMs(cmResponseTimeout)
+
+// cmState is an ib_cm state (enum ib_cm_state), with rdma_cm's address
+// states before it.
+type cmState uint8
+
+const (
+	stateIdle cmState = iota
+	stateAddrResolved
+	stateRouteResolved
+	stateListen
+	stateReqSent
+	stateReqRcvd
+	stateRepSent
+	stateEstablished
+	stateDreqSent
+	stateDreqRcvd
+	stateTimewait
+	stateDestroyed
+)
+
+var stateNames = [...]string{"IDLE", "ADDR_RESOLVED", "ROUTE_RESOLVED", "LISTEN", "REQ_SENT", "REQ_RCVD",
+	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED"}
+
+func (s cmState) String() string { return stateNames[s] }
+
+// agent is one host's connection manager: QP1's user.
+type agent struct {
+	cm   *CM
+	h    *verbs.Host
+	rnd  *rand.Rand
+	ids  []*CMID           // every ID made, in creation order (timers name them by index)
+	comm map[uint32]*CMID  // by local communication ID (looked up, never iterated)
+	lst  map[uint16]*CMID  // listeners by port
+	dups map[reqKey]*CMID  // passive IDs by the REQ that made them
+	buf  [wire.MADLen]byte // the MAD being built
+	next uint32            // the next local communication ID
+	// Dropped counts MADs the CM ignored: not CM, unknown attribute, or
+	// not expected in the ID's state.
+	Dropped uint64
+}
+
+// reqKey names a REQ: who sent it and the communication ID it chose.
+type reqKey struct {
+	src  netip.Addr
+	comm uint32
+}
+
+func newAgent(cm *CM, h *verbs.Host) *agent {
+	a := &agent{cm: cm, h: h, rnd: sim.NewSeeds(h.World().Seed()).Stream("rdmacm/" + h.Name()),
+		comm: map[uint32]*CMID{}, lst: map[uint16]*CMID{}, dups: map[reqKey]*CMID{}}
+	a.next = a.rnd.Uint32()
+	h.SetMADHandler(a.receive)
+	return a
+}
+
+// newCommID returns a fresh local communication ID (ib_cm draws them
+// from an xarray with a random start; never 0, which a REJ of an unknown
+// REQ carries).
+func (a *agent) newCommID() uint32 {
+	for {
+		a.next++
+		if _, used := a.comm[a.next]; !used && a.next != 0 {
+			return a.next
+		}
+	}
+}
+
+// tid is ib_cm's transaction ID for an exchange started by the ID with
+// local communication ID comm (cm_form_tid): hi_tid above the ID as it
+// sits in the MAD, byte-swapped on a little-endian host.
+func tid(comm uint32) uint64 { return hiTID<<32 | uint64(bits.ReverseBytes32(comm)) }
+
+// Fire is a CM ID's MAD timer running out (arg: the ID's index).
+func (a *agent) Fire(now sim.Time, arg uint64) {
+	id := a.ids[arg]
+	id.timerOn = false
+	if id.retries >= maxCMRetries {
+		id.giveUp()
+		return
+	}
+	id.retries++
+	a.send(id.peer, id.lastMAD[:])
+	id.armTimer(id.timeout)
+}
+
+// send sends a MAD; a MAD that cannot leave (no neighbour) is lost as
+// the MAD layer would lose it, and its timer repairs nothing: counted.
+func (a *agent) send(dst netip.Addr, mad []byte) {
+	if err := a.h.SendMAD(dst, mad); err != nil {
+		a.Dropped++
+	}
+}
+
+// header fills the MAD header of a CM message into a.buf.
+func (a *agent) header(attr wire.CMAttr, t uint64) {
+	clear(a.buf[:])
+	m := wire.MAD(a.buf[:])
+	m.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM,
+		ClassVersion: wire.MADClassVersion, Method: wire.MADMethodSend, TransactionID: t, AttributeID: uint16(attr)})
+}
+
+// receive takes one MAD from QP1.
+func (a *agent) receive(now sim.Time, in *nic.MADIn) {
+	m := wire.MAD(in.MAD[:])
+	if !m.IsCM() || m.Header().Method != wire.MADMethodSend {
+		a.Dropped++
+		return
+	}
+	h := m.Header()
+	d := m.Data()
+	attr := wire.CMAttr(h.AttributeID)
+	if attr == wire.CMAttrREQ {
+		var r wire.CMREQ
+		r.Decode(d)
+		a.onREQ(in.Src, h.TransactionID, &r)
+		return
+	}
+	// Every other CM message carries the receiver's communication ID as
+	// its Remote Communication ID, at offset 4 (IBTA vol. 1 §12.6).
+	id := a.comm[binary.BigEndian.Uint32(d[4:])]
+	if id == nil || !id.receive(attr, h.TransactionID, d) {
+		a.Dropped++
+	}
+}
+
+// receive takes a CM message other than a REQ for the ID: false if the
+// ID's state does not expect it (ib_cm drops it then). MRA, LAP, APR and
+// SIDR are not sent by rdma_cm over rxe in the captures: ignored.
+func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
+	switch attr {
+	case wire.CMAttrREP:
+		var r wire.CMREP
+		r.Decode(d)
+		return id.onREP(&r)
+	case wire.CMAttrRTU:
+		return id.answered(stateRepSent, stateEstablished, EventEstablished)
+	case wire.CMAttrREJ:
+		if id.state != stateReqSent && id.state != stateRepSent {
+			return false
+		}
+		var r wire.CMREJ
+		r.Decode(d)
+		id.onREJ(&r)
+		return true
+	case wire.CMAttrDREQ:
+		return id.onDREQ(t)
+	case wire.CMAttrDREP:
+		return id.answered(stateDreqSent, stateTimewait, EventDisconnected)
+	}
+	return false
+}
+
+// answered is the answer to the MAD the ID waits on in state waiting (an
+// RTU for the REP, a DREP for the DREQ): the timer stops, the ID moves
+// to next and posts ev.
+func (id *CMID) answered(waiting, next cmState, ev EventType) bool {
+	if id.state != waiting {
+		return false
+	}
+	id.stopTimer()
+	id.state = next
+	id.post(&Event{Event: ev, ID: id})
+	return true
+}
+
+// onREQ is a REQ arriving: a duplicate is ignored (cm_dup_req_handler
+// answers only from MRA_REQ_SENT and TIMEWAIT, which the model does not
+// reach with a live REQ), a REQ for a port nobody listens on is
+// rejected with reason 8, invalid service ID, as real rxe's host did
+// (rxe_cm_rej.pcapng), else a new ID and CONNECT_REQUEST on the
+// listener's channel.
+func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
+	key := reqKey{src, r.LocalCommID}
+	if a.dups[key] != nil {
+		a.Dropped++
+		return
+	}
+	port := uint16(r.ServiceID)
+	l := a.lst[port]
+	if l == nil || r.ServiceID&^0xFFFF != wire.CMServiceID(0) {
+		a.reject(src, t, 0, r.LocalCommID, 0, wire.CMREJInvalidServiceID, nil)
+		return
+	}
+	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
+	id := a.newID(l.ch, l.ps)
+	id.state = stateReqRcvd
+	id.localComm = a.newCommID() // cm_req_handler gives the new ID its own
+	a.comm[id.localComm] = id
+	id.peer = src
+	id.remoteComm = r.LocalCommID
+	id.remoteQPN = r.LocalQPN
+	id.tid = t
+	id.src = netip.AddrPortFrom(a.h.IPv4(), port)
+	id.dst = netip.AddrPortFrom(ip.Src, ip.SrcPort)
+	// The passive side's receive PSN is the one it advertises in its
+	// REP; it sends from the REQ's (see wire/testdata/cm/README.md).
+	id.sqPSN = uint32(r.StartingPSN)
+	id.flowLabel = r.Primary.FlowLabel
+	id.mtu = verbs.MTU(r.PathMTU)
+	id.peerResp, id.peerInit = r.ResponderResources, r.InitiatorDepth
+	id.timeout = repTimeout
+	a.dups[key] = id
+	priv := append([]byte(nil), r.PrivateData[wire.CMIPHeaderLen:]...)
+	l.post(&Event{Event: EventConnectRequest, ID: id, ListenID: l, Param: ConnParam{PrivateData: priv,
+		ResponderResources: r.ResponderResources, InitiatorDepth: r.InitiatorDepth, RetryCount: r.RetryCount,
+		RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN}})
+}
+
+// reject sends a REJ answering the message with transaction ID t.
+func (a *agent) reject(dst netip.Addr, t uint64, local, remote uint32, msg uint8, reason wire.CMREJReason, priv []byte) {
+	a.header(wire.CMAttrREJ, t)
+	rej := wire.CMREJ{LocalCommID: local, RemoteCommID: remote, MsgRejected: msg, Reason: reason}
+	copy(rej.PrivateData[:], priv)
+	rej.Encode(wire.MAD(a.buf[:]).Data())
+	a.send(dst, a.buf[:])
+}
+
+func (a *agent) newID(ch *EventChannel, ps PortSpace) *CMID {
+	id := &CMID{a: a, ch: ch, ps: ps, index: uint64(len(a.ids))}
+	a.ids = append(a.ids, id)
+	return id
+}

@@ -1,0 +1,486 @@
+package rdmacm
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// CM is the connection management of a verbs.World: one agent on QP1
+// of each host that uses it. It holds no goroutine and no clock: its
+// timers are events of the world's scheduler, so a world that runs with
+// the same seed gives the same CM exchange.
+type CM struct {
+	w      *verbs.World
+	agents map[*verbs.Host]*agent // looked up, never iterated
+}
+
+// New returns the connection management of w.
+func New(w *verbs.World) *CM { return &CM{w: w, agents: map[*verbs.Host]*agent{}} }
+
+// CreateEventChannel opens an event channel on host h
+// (rdma_create_event_channel in a process running on h).
+func (cm *CM) CreateEventChannel(h *verbs.Host) *EventChannel {
+	a := cm.agents[h]
+	if a == nil {
+		a = newAgent(cm, h)
+		cm.agents[h] = a
+	}
+	return &EventChannel{cm: a}
+}
+
+// Dropped returns how many MADs host h's CM ignored (not CM, or not
+// expected in the state of the ID they name).
+func (cm *CM) Dropped(h *verbs.Host) uint64 {
+	if a := cm.agents[h]; a != nil {
+		return a.Dropped
+	}
+	return 0
+}
+
+// PortSpace is an rdma_cm port space (enum rdma_port_space).
+type PortSpace uint16
+
+// RDMA_PS_TCP, the port space of RC connections (rping's).
+const PSTCP PortSpace = 0x0106
+
+// CMID is an rdma_cm identifier (struct rdma_cm_id): one endpoint of
+// a connection, or a listener.
+type CMID struct {
+	a     *agent
+	ch    *EventChannel
+	ps    PortSpace
+	index uint64
+	state cmState
+
+	// Context is the user's (rdma_cm_id.context).
+	Context any
+	// QP is the ID's QP once CreateQP made it (rdma_cm_id.qp).
+	QP *verbs.QP
+	// PD is the protection domain CreateQP used.
+	PD *verbs.PD
+
+	src, dst   netip.AddrPort
+	peer       netip.Addr // the address MADs go to
+	localComm  uint32
+	remoteComm uint32
+	remoteQPN  uint32
+	tid        uint64
+	rqPSN      uint32 // what this side receives from (it advertises it)
+	sqPSN      uint32 // what this side sends from
+	flowLabel  uint32
+	mtu        verbs.MTU
+	respRes    uint8 // this side's responder resources (max_dest_rd_atomic)
+	initDepth  uint8 // this side's initiator depth (max_rd_atomic)
+	peerResp   uint8
+	peerInit   uint8
+
+	// The MAD waiting for an answer, its timer and retries.
+	lastMAD [wire.MADLen]byte
+	timer   sim.Timer
+	timerOn bool
+	timeout sim.Duration
+	retries int
+}
+
+// CreateID creates a CM ID on the channel (rdma_create_id).
+func CreateID(ch *EventChannel, context any, ps PortSpace) (*CMID, error) {
+	if ps != PSTCP {
+		return nil, fmt.Errorf("rdmacm: create_id: port space %#x: only RDMA_PS_TCP (0x106) is modelled: %w", uint16(ps), syscall.EINVAL)
+	}
+	id := ch.cm.newID(ch, ps)
+	id.Context = context
+	return id, nil
+}
+
+// State returns the ID's CM state, as ib_cm names it (IDLE, REQ_SENT,
+// ESTABLISHED, ...), for tests and traces.
+func (id *CMID) State() string { return id.state.String() }
+
+// Channel returns the ID's event channel.
+func (id *CMID) Channel() *EventChannel { return id.ch }
+
+// Host returns the host the ID lives on.
+func (id *CMID) Host() *verbs.Host { return id.a.h }
+
+// RemoteAddr is the peer's address and port (rdma_get_peer_addr).
+func (id *CMID) RemoteAddr() netip.AddrPort { return id.dst }
+
+// LocalAddr is the ID's address and port (rdma_get_local_addr).
+func (id *CMID) LocalAddr() netip.AddrPort { return id.src }
+
+func (id *CMID) post(e *Event) { id.ch.post(e) }
+
+func misuse(verb, format string, args ...any) error {
+	return fmt.Errorf("rdmacm: %s: %s: %w", verb, fmt.Sprintf(format, args...), syscall.EINVAL)
+}
+
+// BindAddr binds the ID to a port of its host (rdma_bind_addr). The
+// address must be the host's IPv4 address or unspecified.
+func (id *CMID) BindAddr(addr netip.AddrPort) error {
+	if id.state != stateIdle {
+		return misuse("bind_addr", "the ID is %v, not IDLE", id.state)
+	}
+	if a := addr.Addr(); a.IsValid() && !a.IsUnspecified() && a.Unmap() != id.a.h.IPv4() {
+		return misuse("bind_addr", "addr %v is not the host's (%v)", a, id.a.h.IPv4())
+	}
+	id.src = netip.AddrPortFrom(id.a.h.IPv4(), addr.Port())
+	return nil
+}
+
+// Listen makes a bound ID a listener (rdma_listen): REQs for its port
+// come as CONNECT_REQUEST events.
+func (id *CMID) Listen(backlog int) error {
+	if id.state != stateIdle || id.src.Port() == 0 {
+		return misuse("listen", "the ID must be bound to a port and IDLE (it is %v, port %d)", id.state, id.src.Port())
+	}
+	if id.a.lst[id.src.Port()] != nil {
+		return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)
+	}
+	id.state = stateListen
+	id.a.lst[id.src.Port()] = id
+	return nil
+}
+
+// ResolveAddr resolves dst to the host's RDMA device (rdma_resolve_addr)
+// and picks an ephemeral source port, as the kernel does (its
+// ip_local_port_range, 32768–60999). ADDR_RESOLVED is posted at once:
+// the simulated hosts know their neighbours (no ARP), so resolution
+// neither waits nor fails; a peer that does not exist shows up as
+// UNREACHABLE when the REQ goes unanswered.
+func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) error {
+	if id.state != stateIdle {
+		return misuse("resolve_addr", "the ID is %v, not IDLE", id.state)
+	}
+	if !dst.Addr().Unmap().Is4() || dst.Port() == 0 {
+		return misuse("resolve_addr", "dst %v: an IPv4 address and a port are needed", dst)
+	}
+	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != id.a.h.IPv4() {
+		return misuse("resolve_addr", "src %v is not the host's (%v)", src, id.a.h.IPv4())
+	}
+	port := id.src.Port()
+	if port == 0 {
+		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
+	}
+	id.src = netip.AddrPortFrom(id.a.h.IPv4(), port)
+	id.dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	id.peer = id.dst.Addr()
+	id.state = stateAddrResolved
+	id.post(&Event{Event: EventAddrResolved, ID: id})
+	return nil
+}
+
+// ResolveRoute resolves the route (rdma_resolve_route): on RoCE, the
+// path record rdma_cm builds itself (cma_resolve_iboe_route): MTU from
+// the link, the flow label hashed from the ports. ROUTE_RESOLVED is
+// posted at once.
+func (id *CMID) ResolveRoute(timeoutMs int) error {
+	if id.state != stateAddrResolved {
+		return misuse("resolve_route", "the ID is %v, not ADDR_RESOLVED", id.state)
+	}
+	// cma_get_roce_udp_flow_label: sport × 31 + dport, 20 bits (checked
+	// against the capture: ports 48384 and 7174 give 0x6ff06).
+	id.flowLabel = (uint32(id.src.Port())*31 + uint32(id.dst.Port())) & 0xFFFFF
+	id.state = stateRouteResolved
+	id.post(&Event{Event: EventRouteResolved, ID: id})
+	return nil
+}
+
+// CreateQP creates the ID's RC QP and moves it to INIT (rdma_create_qp:
+// ucma_init_conn_qp).
+func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
+	if id.QP != nil {
+		return misuse("create_qp", "the ID has a QP already")
+	}
+	if id.state != stateRouteResolved && id.state != stateReqRcvd {
+		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
+	}
+	attr.Type = verbs.QPTypeRC
+	qp, err := pd.CreateQP(attr)
+	if err != nil {
+		return err
+	}
+	// cm_init_qp_init_attr: remote write always, remote read and atomic
+	// when the connection has responder resources; rdma_cm asks with
+	// them set, so all three.
+	err = qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
+		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
+	if err != nil {
+		qp.Destroy()
+		return err
+	}
+	id.QP, id.PD = qp, pd
+	return nil
+}
+
+// Connect sends the REQ (rdma_connect). ESTABLISHED follows the REP;
+// REJECTED a REJ; UNREACHABLE when 16 REQs went unanswered.
+func (id *CMID) Connect(p ConnParam) error {
+	if id.state != stateRouteResolved {
+		return misuse("connect", "the ID is %v, not ROUTE_RESOLVED", id.state)
+	}
+	if id.QP == nil {
+		return misuse("connect", "the ID has no QP (CreateQP)")
+	}
+	if len(p.PrivateData) > wire.CMREQPrivateLen-wire.CMIPHeaderLen {
+		return misuse("connect", "private_data_len %d > %d", len(p.PrivateData), wire.CMREQPrivateLen-wire.CMIPHeaderLen)
+	}
+	a := id.a
+	id.localComm = a.newCommID()
+	a.comm[id.localComm] = id
+	id.tid = tid(id.localComm)
+	id.rqPSN = a.rnd.Uint32N(1 << 24) // cma: get_random_u32() & 0xffffff
+	id.mtu = verbs.MTU1024
+	if pa, err := id.QP.Context().QueryPort(1); err == nil {
+		id.mtu = pa.ActiveMTU
+	}
+	id.respRes, id.initDepth = p.ResponderResources, p.InitiatorDepth
+	gid := wire.GIDFromAddr(id.src.Addr())
+	req := wire.CMREQ{
+		LocalCommID: id.localComm, ServiceID: wire.CMServiceID(id.dst.Port()), LocalCAGUID: a.h.GUID(),
+		LocalQPN: id.QP.QPNum, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: wire.PSN(id.rqPSN),
+		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: retryCount, PKey: 0xFFFF, PathMTU: uint8(id.mtu),
+		RNRRetryCount: rnrRetryCount, MaxCMRetries: maxCMRetries,
+		Primary: wire.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: gid, RemoteGID: wire.GIDFromAddr(id.dst.Addr()),
+			FlowLabel: id.flowLabel, HopLimit: 64, LocalACKTimeout: packetLifeTime + 1},
+	}
+	ip := wire.CMIPHeader{IPVersion: 4, SrcPort: id.src.Port(), Src: id.src.Addr(), Dst: id.dst.Addr()}
+	ip.Encode(req.PrivateData[:])
+	copy(req.PrivateData[wire.CMIPHeaderLen:], p.PrivateData)
+	a.header(wire.CMAttrREQ, id.tid)
+	req.Encode(wire.MAD(a.buf[:]).Data())
+	id.state = stateReqSent
+	id.sendWaiting(reqTimeout)
+	return nil
+}
+
+// sendWaiting sends the MAD in a.buf and keeps it for retransmission.
+func (id *CMID) sendWaiting(timeout sim.Duration) {
+	id.lastMAD = id.a.buf
+	id.retries = 0
+	id.timeout = timeout
+	id.a.send(id.peer, id.lastMAD[:])
+	id.armTimer(timeout)
+}
+
+func (id *CMID) armTimer(d sim.Duration) {
+	id.stopTimer()
+	w := id.a.h.World()
+	id.timer = w.Scheduler().Schedule(w.Now().Add(d), id.a, id.index)
+	id.timerOn = true
+}
+
+func (id *CMID) stopTimer() {
+	if id.timerOn {
+		id.timer.Cancel()
+		id.timerOn = false
+	}
+}
+
+// giveUp is the retries of the waiting MAD spent (ib_cm's
+// IB_CM_REQ_ERROR, REP_ERROR, DREQ_ERROR).
+func (id *CMID) giveUp() {
+	switch id.state {
+	case stateReqSent, stateRepSent:
+		id.state = stateIdle
+		id.post(&Event{Event: EventUnreachable, ID: id, Status: -int(syscall.ETIMEDOUT)})
+	case stateDreqSent:
+		id.state = stateTimewait
+		id.post(&Event{Event: EventDisconnected, ID: id, Status: -int(syscall.ETIMEDOUT)})
+	}
+}
+
+// onREP is the active side's REP: RTR and RTS, the RTU, ESTABLISHED
+// (cm_rep_handler, then rdma_cm's cma_rep_recv). A duplicate REP, its
+// RTU lost, gets the RTU again (cm_dup_rep_handler; seen on rxe,
+// rxe_cm_lost_rtu.pcapng).
+func (id *CMID) onREP(r *wire.CMREP) bool {
+	switch id.state {
+	case stateEstablished:
+		id.sendRTU()
+		return true
+	case stateReqSent:
+	default:
+		return false
+	}
+	id.stopTimer()
+	id.remoteComm, id.remoteQPN = r.LocalCommID, r.LocalQPN
+	id.sqPSN = uint32(r.StartingPSN)
+	id.peerResp, id.peerInit = r.ResponderResources, r.InitiatorDepth
+	if err := id.toRTS(); err != nil {
+		// cma_rep_recv failing: the kernel rejects the REP and reports
+		// CONNECT_ERROR.
+		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, 1, wire.CMREJConsumerReject, nil)
+		id.state = stateIdle
+		id.post(&Event{Event: EventConnectError, ID: id, Status: -int(syscall.EINVAL)})
+		return true
+	}
+	id.sendRTU()
+	id.state = stateEstablished
+	id.post(&Event{Event: EventEstablished, ID: id, Param: ConnParam{ResponderResources: r.ResponderResources,
+		InitiatorDepth: r.InitiatorDepth, RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN,
+		PrivateData: append([]byte(nil), r.PrivateData[:]...)}})
+	return true
+}
+
+func (id *CMID) sendRTU() {
+	id.a.header(wire.CMAttrRTU, id.tid)
+	rtu := wire.CMRTU{LocalCommID: id.localComm, RemoteCommID: id.remoteComm}
+	rtu.Encode(wire.MAD(id.a.buf[:]).Data())
+	id.a.send(id.peer, id.a.buf[:])
+}
+
+// toRTS moves the ID's QP to RTR and RTS with the attributes ib_cm
+// derives from the exchange (cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
+func (id *CMID) toRTS() error {
+	rtr := verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: id.mtu, DestQPNum: id.remoteQPN, RQPSN: id.rqPSN,
+		MaxDestRdAtomic: id.respRes, MinRNRTimer: 0,
+		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.AddrFrom16(id.peer.As16()),
+			FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: 1}}}
+	if err := id.QP.Modify(&rtr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
+		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
+		return err
+	}
+	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: packetLifeTime + 1, RetryCnt: retryCount,
+		RNRRetry: rnrRetryCount, SQPSN: id.sqPSN, MaxRdAtomic: id.initDepth}
+	return id.QP.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
+		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic)
+}
+
+// Accept answers a CONNECT_REQUEST (rdma_accept): the QP to RTR and RTS
+// (cma_accept_ib: cma_modify_qp_rtr, cma_modify_qp_rts), then the REP.
+// ESTABLISHED follows the RTU.
+func (id *CMID) Accept(p ConnParam) error {
+	if id.state != stateReqRcvd {
+		return misuse("accept", "the ID is %v, not REQ_RCVD", id.state)
+	}
+	if id.QP == nil {
+		return misuse("accept", "the ID has no QP (CreateQP)")
+	}
+	if len(p.PrivateData) > wire.CMREPPrivateLen {
+		return misuse("accept", "private_data_len %d > %d", len(p.PrivateData), wire.CMREPPrivateLen)
+	}
+	a := id.a
+	id.rqPSN = a.rnd.Uint32N(1 << 24)
+	// cma_accept_ib → ib_send_cm_rep: the REP's resources are the
+	// user's, capped by what the REQ offered (cma_set_rep_event_data
+	// gives the user the REQ's as defaults).
+	id.respRes, id.initDepth = min(p.ResponderResources, id.peerInit), min(p.InitiatorDepth, id.peerResp)
+	if err := id.toRTS(); err != nil {
+		return err
+	}
+	rep := wire.CMREP{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: id.QP.QPNum,
+		StartingPSN: wire.PSN(id.rqPSN), ResponderResources: id.respRes, InitiatorDepth: id.initDepth,
+		TargetACKDelay: targetACKDelay, RNRRetryCount: rnrRetryCount, LocalCAGUID: a.h.GUID()}
+	copy(rep.PrivateData[:], p.PrivateData)
+	a.header(wire.CMAttrREP, id.tid)
+	rep.Encode(wire.MAD(a.buf[:]).Data())
+	id.state = stateRepSent
+	id.sendWaiting(repTimeout)
+	return nil
+}
+
+// Reject refuses a CONNECT_REQUEST (rdma_reject): a REJ with reason 28,
+// consumer reject, and the private data; the active side gets REJECTED
+// with status 28.
+func (id *CMID) Reject(private []byte) error {
+	if id.state != stateReqRcvd {
+		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
+	}
+	if len(private) > wire.CMREJPrivateLen {
+		return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
+	}
+	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, 0, wire.CMREJConsumerReject, private)
+	id.state = stateIdle
+	return nil
+}
+
+// onREJ is a REJ of our REQ or REP: the QP to ERR (cma_modify_qp_err)
+// and REJECTED with the reason as the status.
+func (id *CMID) onREJ(r *wire.CMREJ) {
+	id.stopTimer()
+	id.state = stateIdle
+	if id.QP != nil {
+		id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState)
+	}
+	id.post(&Event{Event: EventRejected, ID: id, Status: int(r.Reason),
+		Param: ConnParam{PrivateData: append([]byte(nil), r.PrivateData[:]...)}})
+}
+
+// Disconnect ends the connection (rdma_disconnect): the QP to ERR
+// (librdmacm's ucma_shutdown), then a DREQ, or, when the peer's DREQ
+// came first, the DREP that answers it. The side that sent the DREQ
+// gets DISCONNECTED with the DREP; the other got it with the DREQ.
+func (id *CMID) Disconnect() error {
+	switch id.state {
+	case stateEstablished, stateDreqRcvd:
+	default:
+		return misuse("disconnect", "the ID is %v, not connected", id.state)
+	}
+	if id.QP != nil {
+		if err := id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+			return err
+		}
+	}
+	if id.state == stateDreqRcvd {
+		id.sendDREP(id.tid)
+		id.state = stateTimewait
+		return nil
+	}
+	id.a.header(wire.CMAttrDREQ, id.tid)
+	dreq := wire.CMDREQ{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, RemoteQPN: id.remoteQPN}
+	dreq.Encode(wire.MAD(id.a.buf[:]).Data())
+	id.state = stateDreqSent
+	id.sendWaiting(id.timeout)
+	return nil
+}
+
+func (id *CMID) sendDREP(t uint64) {
+	id.a.header(wire.CMAttrDREP, t)
+	drep := wire.CMDREP{LocalCommID: id.localComm, RemoteCommID: id.remoteComm}
+	drep.Encode(wire.MAD(id.a.buf[:]).Data())
+	id.a.send(id.peer, id.a.buf[:])
+}
+
+// onDREQ is the peer's DREQ (cm_dreq_handler): in ESTABLISHED (or
+// REP_SENT, its RTU lost) DISCONNECTED and wait for the user's
+// Disconnect to answer; in TIMEWAIT the DREP again; in DREQ_SENT (both
+// sides disconnect at once) the DREP now.
+func (id *CMID) onDREQ(t uint64) bool {
+	switch id.state {
+	case stateEstablished, stateRepSent:
+		id.stopTimer()
+		id.state = stateDreqRcvd
+		id.tid = t
+		id.post(&Event{Event: EventDisconnected, ID: id})
+	case stateTimewait, stateDreqSent:
+		id.sendDREP(t)
+	default:
+		return false
+	}
+	return true
+}
+
+// Destroy releases the ID (rdma_destroy_id): its timer stops, its
+// listener port is free again. The QP is the user's to destroy
+// (rdma_destroy_qp).
+func (id *CMID) Destroy() error {
+	if id.state == stateDestroyed {
+		return misuse("destroy_id", "the ID is destroyed already")
+	}
+	id.stopTimer()
+	if id.state == stateListen {
+		delete(id.a.lst, id.src.Port())
+	}
+	if id.localComm != 0 {
+		delete(id.a.comm, id.localComm)
+	}
+	id.state = stateDestroyed
+	return nil
+}

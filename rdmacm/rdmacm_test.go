@@ -1,0 +1,411 @@
+package rdmacm_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/rdmacm"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// recorder is a fabric tap that keeps every frame (the fabric records
+// dropped frames too, with the verdict as the comment).
+type recorder struct {
+	frames []recorded
+}
+
+type recorded struct {
+	at      sim.Time
+	data    []byte
+	comment string
+}
+
+func (r *recorder) AddInterface(name, description string) (int, error) { return 0, nil }
+
+func (r *recorder) WriteFrame(ns int64, iface int, frame []byte, comment string) error {
+	r.frames = append(r.frames, recorded{sim.Time(ns), bytes.Clone(frame), comment})
+	return nil
+}
+
+// hostName names the sender of a frame by its IP: a is 10.0.0.1.
+func hostName(p *wire.Packet) string { return string(rune('a' + p.Src().Unmap().As4()[3] - 1)) }
+
+// cm lists the CM messages on the wire in order: "b>REQ", "a>REP",
+// "b>RTU(dropped)", ...
+func (r *recorder) cm() []string {
+	var out []string
+	var p wire.Packet
+	for _, f := range r.frames {
+		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+			continue
+		}
+		s := hostName(&p) + ">" + wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID).String()
+		if strings.Contains(f.comment, "dropped") {
+			s += "(dropped)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// times returns when each CM message of kind attr from host left.
+func (r *recorder) times(from string, attr wire.CMAttr) []sim.Time {
+	var out []sim.Time
+	var p wire.Packet
+	for _, f := range r.frames {
+		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN || hostName(&p) != from {
+			continue
+		}
+		if wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID) == attr {
+			out = append(out, f.at)
+		}
+	}
+	return out
+}
+
+// node is one side of a test: a host with a channel, a PD, a CQ and a
+// registered buffer.
+type node struct {
+	h   *verbs.Host
+	ch  *rdmacm.EventChannel
+	pd  *verbs.PD
+	cq  *verbs.CQ
+	mr  *verbs.MR
+	buf []byte
+}
+
+type pair struct {
+	w        *verbs.World
+	cm       *rdmacm.CM
+	srv, cli *node
+	rec      *recorder
+	listen   *rdmacm.CMID
+}
+
+const rpingPort = 7174 // rping's default port, as in the captures
+
+// newPair makes server a (10.0.0.1) listening on rpingPort and client
+// b (10.0.0.2), as the rxe captures have them, under the plan.
+func newPair(t *testing.T, plan string) *pair {
+	t.Helper()
+	cfg := verbs.WorldConfig{Seed: 1}
+	if plan != "" {
+		p, err := faults.Parse(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Plan = p
+	}
+	rec := &recorder{}
+	cfg.Capture = rec
+	w := verbs.NewWorld(cfg)
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	if err := w.Connect(ha, hb); err != nil {
+		t.Fatal(err)
+	}
+	cm := rdmacm.New(w)
+	p := &pair{w: w, cm: cm, rec: rec, srv: newNode(t, cm, ha), cli: newNode(t, cm, hb)}
+	l, err := rdmacm.CreateID(p.srv.ch, nil, rdmacm.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), rpingPort)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	p.listen = l
+	return p
+}
+
+func newNode(t *testing.T, cm *rdmacm.CM, h *verbs.Host) *node {
+	t.Helper()
+	ctx, err := h.GetDeviceList()[0].Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := ctx.CreateCQ(16, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	mr, err := pd.RegMR(buf, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{h: h, ch: cm.CreateEventChannel(h), pd: pd, cq: cq, mr: mr, buf: buf}
+}
+
+func (n *node) qpAttr() verbs.QPInitAttr {
+	return verbs.QPInitAttr{SendCQ: n.cq, RecvCQ: n.cq, Cap: verbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}
+}
+
+// event runs the world until ch has an event and returns it; it fails
+// the test if the event is not want or none comes.
+func (p *pair) event(t *testing.T, ch *rdmacm.EventChannel, want rdmacm.EventType) *rdmacm.Event {
+	t.Helper()
+	ok, err := p.w.RunUntil(func() bool { return ch.Pending() > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("no event came, want %v (CM messages: %v)", want, p.rec.cm())
+	}
+	ev, _ := ch.GetEvent()
+	if ev.Event != want {
+		t.Fatalf("event %v status %d, want %v (CM messages: %v)", ev.Event, ev.Status, want, p.rec.cm())
+	}
+	ev.Ack()
+	return ev
+}
+
+// dial runs the client's side up to Connect, to port.
+func (p *pair) dial(t *testing.T, port uint16) *rdmacm.CMID {
+	t.Helper()
+	id, err := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := id.ResolveAddr(netip.Addr{}, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port), 2000); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventAddrResolved)
+	if err := id.ResolveRoute(2000); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventRouteResolved)
+	if err := id.CreateQP(p.cli.pd, p.cli.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// answer takes the server's CONNECT_REQUEST, gives the new ID a QP with
+// a receive posted, and accepts.
+func (p *pair) answer(t *testing.T) *rdmacm.CMID {
+	t.Helper()
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if ev.ListenID != p.listen {
+		t.Fatalf("CONNECT_REQUEST on ID %p, want the listener", ev.ListenID)
+	}
+	id := ev.ID
+	if err := id.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.QP.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{p.srv.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := id.Accept(rdmacm.ConnParam{ResponderResources: ev.Param.ResponderResources, InitiatorDepth: ev.Param.InitiatorDepth}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// ping sends "ping" from the client's QP and checks the server got it.
+func (p *pair) ping(t *testing.T, cli *rdmacm.CMID) {
+	t.Helper()
+	copy(p.cli.buf, "ping")
+	if _, err := cli.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{p.cli.mr.SGE(0, 4)}}}); err != nil {
+		t.Fatal(err)
+	}
+	wcs := make([]verbs.WC, 4)
+	var got []verbs.WC
+	p.w.RunUntil(func() bool {
+		n := p.srv.cq.Poll(wcs)
+		got = append(got, wcs[:n]...)
+		return len(got) > 0
+	})
+	if len(got) != 1 || got[0].Status != verbs.WCSuccess || got[0].WRID != 7 || string(p.srv.buf[:4]) != "ping" {
+		t.Fatalf("server completions %+v, buffer %q", got, p.srv.buf[:4])
+	}
+}
+
+func equal(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("%s:\n got %v\nwant %v", what, got, want)
+	}
+}
+
+// TestConnectSendDisconnect: the exchange of rxe_cm_rping.pcapng. The
+// client connects, sends, and disconnects first; the server answers
+// the DREQ when its application disconnects too (rping's server does so
+// on DISCONNECTED).
+func TestConnectSendDisconnect(t *testing.T) {
+	p := newPair(t, "")
+	cli := p.dial(t, rpingPort)
+	srv := p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	if cli.State() != "ESTABLISHED" || srv.State() != "ESTABLISHED" {
+		t.Fatalf("states %s, %s", cli.State(), srv.State())
+	}
+	if cli.QP.State() != verbs.QPStateRTS || srv.QP.State() != verbs.QPStateRTS {
+		t.Fatalf("QP states %v, %v, want RTS", cli.QP.State(), srv.QP.State())
+	}
+	p.ping(t, cli)
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	if err := srv.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+	if cli.QP.State() != verbs.QPStateErr || srv.QP.State() != verbs.QPStateErr {
+		t.Errorf("QP states after disconnect %v, %v, want ERR", cli.QP.State(), srv.QP.State())
+	}
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"})
+	if d := p.cm.Dropped(p.srv.h) + p.cm.Dropped(p.cli.h); d != 0 {
+		t.Errorf("%d MADs ignored", d)
+	}
+}
+
+// TestLostREQ: the first REQ lost, the MAD layer sends it again one REQ
+// timeout later (6144 ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng).
+func TestLostREQ(t *testing.T) {
+	p := newPair(t, "drop src=b qp=1 first=1")
+	p.dial(t, rpingPort)
+	p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ(dropped)", "b>REQ", "a>REP", "b>RTU"})
+	ts := p.rec.times("b", wire.CMAttrREQ)
+	if len(ts) != 2 || ts[1].Sub(ts[0]) != 6144*sim.Millisecond {
+		t.Errorf("REQs at %v, want two 6144 ms apart", ts)
+	}
+}
+
+// TestLostRTU: the RTU lost. The client is ESTABLISHED on the REP and
+// its first SEND lands (the server's QP is RTS since the accept), but
+// the server's CM stays in REP_SENT: rxe raises no COMM_EST, so, as on
+// real rxe (rxe_cm_lost_rtu.pcapng), the server's REP goes again after
+// 4096 ms, the client answers the duplicate with an RTU, and only then
+// the server gets ESTABLISHED.
+func TestLostRTU(t *testing.T) {
+	p := newPair(t, "drop src=b qp=1 nth=2 first=1")
+	cli := p.dial(t, rpingPort)
+	srv := p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.ping(t, cli)
+	if srv.State() != "REP_SENT" || p.srv.ch.Pending() != 0 {
+		t.Fatalf("server %s with %d events after the first data, want REP_SENT and none", srv.State(), p.srv.ch.Pending())
+	}
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU(dropped)", "a>REP", "b>RTU"})
+	reps := p.rec.times("a", wire.CMAttrREP)
+	if len(reps) != 2 || reps[1].Sub(reps[0]) != 4096*sim.Millisecond {
+		t.Errorf("REPs at %v, want two 4096 ms apart", reps)
+	}
+}
+
+// TestRejectNoListener: a REQ for a port nobody listens on gets a REJ
+// with reason 8, invalid service ID, and the client REJECTED with
+// status 8, as rping got from real rxe (rxe_cm_rej.pcapng).
+func TestRejectNoListener(t *testing.T) {
+	p := newPair(t, "")
+	cli := p.dial(t, 7999)
+	ev := p.event(t, p.cli.ch, rdmacm.EventRejected)
+	if ev.Status != 8 {
+		t.Errorf("REJECTED status %d, want 8", ev.Status)
+	}
+	if cli.QP.State() != verbs.QPStateErr {
+		t.Errorf("client QP %v after the REJ, want ERR", cli.QP.State())
+	}
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REJ"})
+}
+
+// TestConsumerReject: the server's application rejects; the client gets
+// REJECTED with status 28 and the private data (from the kernel's cm.c
+// and cma.c only: the captures hold no consumer reject).
+func TestConsumerReject(t *testing.T) {
+	p := newPair(t, "")
+	p.dial(t, rpingPort)
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.Reject([]byte("busy")); err != nil {
+		t.Fatal(err)
+	}
+	rej := p.event(t, p.cli.ch, rdmacm.EventRejected)
+	if rej.Status != 28 || string(rej.Param.PrivateData[:4]) != "busy" {
+		t.Errorf("REJECTED status %d private %q, want 28 and busy", rej.Status, rej.Param.PrivateData[:4])
+	}
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REJ"})
+}
+
+// TestUnreachable: every MAD of the server lost. The client sends the
+// REQ 16 times (max_cm_retries 15), 6144 ms apart, and gets UNREACHABLE
+// with status -110 one REQ timeout after the last, as rping did on real
+// rxe (rxe_cm_unreachable.pcapng: 16 REQs, UNREACHABLE, error -110).
+func TestUnreachable(t *testing.T) {
+	p := newPair(t, "drop src=a qp=1")
+	cli := p.dial(t, rpingPort)
+	start := p.w.Now()
+	ev := p.event(t, p.cli.ch, rdmacm.EventUnreachable)
+	if ev.Status != -110 {
+		t.Errorf("UNREACHABLE status %d, want -110", ev.Status)
+	}
+	reqs := p.rec.times("b", wire.CMAttrREQ)
+	if len(reqs) != 16 {
+		t.Errorf("%d REQs, want 16", len(reqs))
+	}
+	if got, want := p.w.Now().Sub(start), 16*6144*sim.Millisecond; got != want {
+		t.Errorf("UNREACHABLE after %v, want %v", got, want)
+	}
+	if cli.State() != "IDLE" {
+		t.Errorf("client %s, want IDLE", cli.State())
+	}
+}
+
+// TestMisuse: verbs out of order fail with EINVAL naming the state.
+func TestMisuse(t *testing.T) {
+	p := newPair(t, "")
+	id, _ := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"connect before resolve", id.Connect(rdmacm.ConnParam{})},
+		{"accept without a request", id.Accept(rdmacm.ConnParam{})},
+		{"disconnect unconnected", id.Disconnect()},
+		{"resolve_route before resolve_addr", id.ResolveRoute(100)},
+		{"listen unbound", id.Listen(1)},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), "invalid argument") {
+			t.Errorf("%s: %v, want EINVAL", c.name, c.err)
+		}
+	}
+	if _, err := rdmacm.CreateID(p.cli.ch, nil, 0x0111); err == nil {
+		t.Error("RDMA_PS_UDP accepted")
+	}
+}
+
+// TestEventNames: the names rdma_event_str prints.
+func TestEventNames(t *testing.T) {
+	for ev, want := range map[rdmacm.EventType]string{
+		rdmacm.EventAddrResolved: "RDMA_CM_EVENT_ADDR_RESOLVED", rdmacm.EventEstablished: "RDMA_CM_EVENT_ESTABLISHED",
+		rdmacm.EventRejected: "RDMA_CM_EVENT_REJECTED", rdmacm.EventUnreachable: "RDMA_CM_EVENT_UNREACHABLE",
+		rdmacm.EventDisconnected: "RDMA_CM_EVENT_DISCONNECTED", rdmacm.EventTimewaitExit: "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	} {
+		if got := ev.String(); got != want {
+			t.Errorf("%d: %s, want %s", int(ev), got, want)
+		}
+	}
+	if got := fmt.Sprint(rdmacm.EventType(99)); got != "UNKNOWN EVENT 99" {
+		t.Errorf("99: %s", got)
+	}
+}
