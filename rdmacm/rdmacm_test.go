@@ -235,6 +235,20 @@ func (p *pair) ping(t *testing.T, cli *rdmacm.CMID) {
 	}
 }
 
+// hangUp disconnects as rping does: the client first, the server when
+// DISCONNECTED reaches it.
+func (p *pair) hangUp(t *testing.T, cli, srv *rdmacm.CMID) {
+	t.Helper()
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	if err := srv.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+}
+
 func equal(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	if strings.Join(got, " ") != strings.Join(want, " ") {
@@ -259,14 +273,7 @@ func TestConnectSendDisconnect(t *testing.T) {
 		t.Fatalf("QP states %v, %v, want RTS", cli.QP.State(), srv.QP.State())
 	}
 	p.ping(t, cli)
-	if err := cli.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
-	if err := srv.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+	p.hangUp(t, cli, srv)
 	if cli.QP.State() != verbs.QPStateErr || srv.QP.State() != verbs.QPStateErr {
 		t.Errorf("QP states after disconnect %v, %v, want ERR", cli.QP.State(), srv.QP.State())
 	}
