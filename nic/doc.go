@@ -15,6 +15,8 @@
 //	                             // that took completions, channels that took events), rd.Deadline
 //	cq.Poll(wcs)                 // the application takes its completions
 //	dev.RxErrors(code), dev.RxDrops(why) // frames dropped: malformed, or refused before any QP (receive.go)
+//	dev.SendMAD(now, dst, mad)   // QP1, the GSI QP (gsi.go): MADs for a connection manager
+//	                             // (package rdmacm); rd.MADs are the ones QP1 received
 //
 // ready.go shows the driver's loop. The device never reads a clock,
 // starts a goroutine or touches a socket, so the same device runs on the

@@ -41,8 +41,8 @@
 // local ACK timeout 19, hop limit 64, the flow label hashed from the
 // ports, target ACK delay 15); which starting PSN each side sends from;
 // the transaction ID; a lost REQ sent again after the REQ timeout; a lost
-// RTU repaired only by the REP's retransmission, never by the first data
-// packet (rxe raises no COMM_EST); a REQ for a port nobody listens on
+// RTU repaired by the REP's retransmission, not by the first data packet
+// (rping does not call rdma_notify; neither is it modelled); a REQ for a port nobody listens on
 // rejected with reason 8; a peer that never answers gives UNREACHABLE
 // (status -110) after 16 REQs.
 //

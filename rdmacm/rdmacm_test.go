@@ -300,10 +300,11 @@ func TestLostREQ(t *testing.T) {
 
 // TestLostRTU: the RTU lost. The client is ESTABLISHED on the REP and
 // its first SEND lands (the server's QP is RTS since the accept), but
-// the server's CM stays in REP_SENT: rxe raises no COMM_EST, so, as on
-// real rxe (rxe_cm_lost_rtu.pcapng), the server's REP goes again after
-// 4096 ms, the client answers the duplicate with an RTU, and only then
-// the server gets ESTABLISHED.
+// the server's CM stays in REP_SENT (the first data reaches a CM only
+// through rdma_notify of a COMM_EST, which rping does not call, and this
+// package does not model), so, as on real rxe (rxe_cm_lost_rtu.pcapng),
+// the server's REP goes again after 4096 ms, the client answers the
+// duplicate with an RTU, and only then the server gets ESTABLISHED.
 func TestLostRTU(t *testing.T) {
 	p := newPair(t, "drop src=b qp=1 nth=2 first=1")
 	cli := p.dial(t, rpingPort)
