@@ -2,8 +2,11 @@ package rdmacm_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
 )
 
 // recorder is a fabric tap that keeps every frame (the fabric records
@@ -31,6 +35,29 @@ func (r *recorder) AddInterface(name, description string) (int, error) { return 
 func (r *recorder) WriteFrame(ns int64, iface int, frame []byte, comment string) error {
 	r.frames = append(r.frames, recorded{sim.Time(ns), bytes.Clone(frame), comment})
 	return nil
+}
+
+// rxeCapture reads a capture of real rxe in wire/testdata/cm into a
+// recorder, so that its CM messages read as the model's do.
+func rxeCapture(t *testing.T, name string) *recorder {
+	t.Helper()
+	r, err := capture.Open(filepath.Join("..", "wire", "testdata", "cm", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec := &recorder{}
+	var cr capture.Record
+	for {
+		err := r.Next(&cr)
+		if errors.Is(err, io.EOF) {
+			return rec
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.WriteFrame(cr.Time, cr.Interface, cr.Data, strings.Join(cr.Comments, "; "))
+	}
 }
 
 // hostName names the sender of a frame by its IP: a is 10.0.0.1.
@@ -277,7 +304,7 @@ func TestConnectSendDisconnect(t *testing.T) {
 	if cli.QP.State() != verbs.QPStateErr || srv.QP.State() != verbs.QPStateErr {
 		t.Errorf("QP states after disconnect %v, %v, want ERR", cli.QP.State(), srv.QP.State())
 	}
-	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"})
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_rping.pcapng").cm())
 	if d := p.cm.Dropped(p.srv.h) + p.cm.Dropped(p.cli.h); d != 0 {
 		t.Errorf("%d MADs ignored", d)
 	}
@@ -287,11 +314,12 @@ func TestConnectSendDisconnect(t *testing.T) {
 // timeout later (6144 ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng).
 func TestLostREQ(t *testing.T) {
 	p := newPair(t, "drop src=b qp=1 first=1")
-	p.dial(t, rpingPort)
-	p.answer(t)
+	cli := p.dial(t, rpingPort)
+	srv := p.answer(t)
 	p.event(t, p.cli.ch, rdmacm.EventEstablished)
 	p.event(t, p.srv.ch, rdmacm.EventEstablished)
-	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ(dropped)", "b>REQ", "a>REP", "b>RTU"})
+	p.hangUp(t, cli, srv)
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_lost_req.pcapng").cm())
 	ts := p.rec.times("b", wire.CMAttrREQ)
 	if len(ts) != 2 || ts[1].Sub(ts[0]) != 6144*sim.Millisecond {
 		t.Errorf("REQs at %v, want two 6144 ms apart", ts)
@@ -315,7 +343,8 @@ func TestLostRTU(t *testing.T) {
 		t.Fatalf("server %s with %d events after the first data, want REP_SENT and none", srv.State(), p.srv.ch.Pending())
 	}
 	p.event(t, p.srv.ch, rdmacm.EventEstablished)
-	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU(dropped)", "a>REP", "b>RTU"})
+	p.hangUp(t, cli, srv)
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_lost_rtu.pcapng").cm())
 	reps := p.rec.times("a", wire.CMAttrREP)
 	if len(reps) != 2 || reps[1].Sub(reps[0]) != 4096*sim.Millisecond {
 		t.Errorf("REPs at %v, want two 4096 ms apart", reps)
@@ -335,7 +364,7 @@ func TestRejectNoListener(t *testing.T) {
 	if cli.QP.State() != verbs.QPStateErr {
 		t.Errorf("client QP %v after the REJ, want ERR", cli.QP.State())
 	}
-	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REJ"})
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_rej.pcapng").cm())
 }
 
 // TestConsumerReject: the server's application rejects; the client gets
@@ -368,8 +397,8 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("UNREACHABLE status %d, want -110", ev.Status)
 	}
 	reqs := p.rec.times("b", wire.CMAttrREQ)
-	if len(reqs) != 16 {
-		t.Errorf("%d REQs, want 16", len(reqs))
+	if real := rxeCapture(t, "rxe_cm_unreachable.pcapng").times("b", wire.CMAttrREQ); len(reqs) != len(real) || len(reqs) != 16 {
+		t.Errorf("%d REQs, rxe sent %d, want 16", len(reqs), len(real))
 	}
 	if got, want := p.w.Now().Sub(start), 16*6144*sim.Millisecond; got != want {
 		t.Errorf("UNREACHABLE after %v, want %v", got, want)
