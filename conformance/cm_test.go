@@ -25,7 +25,8 @@ type cmPhase struct {
 	want string
 }
 
-// cmPhases: VM a (10.0.0.1) runs `rping -s` in a loop, VM b (10.0.0.2)
+// cmPhases: VM a (10.0.0.1) runs `rping -s` and `ib_write_bw -R` in
+// loops, VM b (10.0.0.2)
 // is the client. QP1 frames from b are the active side's MADs: REQ first,
 // then RTU, then DREQ (rping's client disconnects first).
 var cmPhases = []cmPhase{
@@ -36,6 +37,9 @@ var cmPhases = []cmPhase{
 	{name: "lost_rtu", plan: "drop src=b qp=1 nth=2 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
 	// No listener on the port: the passive CM rejects the REQ.
 	{name: "rej", client: "rping -c -a $rxe_peer -p 7999 -C 1 -v", want: "RDMA_CM_EVENT_REJECTED"},
+	// perftest connecting through rdma_cm (-R): its private data and QP
+	// attributes, the other big user of the CM.
+	{name: "write_bw", client: "timeout 120 ib_write_bw -R -F -d rxe0 -n 5 -s 1024 $rxe_peer", want: "#bytes"},
 	// The peer never answers: the REQ is resent until the CM gives up.
 	{name: "unreachable", plan: "drop src=a qp=1", client: "rping -c -a $rxe_peer -C 1 -v", want: "RDMA_CM_EVENT_UNREACHABLE"},
 }
@@ -65,9 +69,12 @@ func TestRpingCM(t *testing.T) {
 	}
 	defer sw.Close()
 
-	server := `while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
+	server := `(while true; do ib_write_bw -R -F -d rxe0 -n 5 -s 1024; echo "CM-PERF-DONE $?"; done) &
+while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	var client strings.Builder
 	client.WriteString("n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done\n")
+	// A connect outside any capture, until the server's rping listens.
+	client.WriteString("n=0; until rping -c -a $rxe_peer -C 1 >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 97; sleep 1; done\n")
 	for _, ph := range cmPhases {
 		fmt.Fprintf(&client, "echo CM-PHASE %s; read go\n%s 2>&1; echo CM-DONE %s $?\n", ph.name, ph.client, ph.name)
 	}

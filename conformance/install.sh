@@ -4,7 +4,7 @@
 #
 #   1. Debian packages the harness runs on the host or copies into the guest:
 #      qemu-system-x86 (the VMs), busybox-static (the guest's userland),
-#      rdma-core, ibverbs-utils, rdmacm-utils (rping, for the CM captures), ibverbs-providers (libibverbs, the rxe
+#      rdma-core, ibverbs-utils, rdmacm-utils and perftest (rping, ib_write_bw, for the CM captures), ibverbs-providers (libibverbs, the rxe
 #      provider, `rdma`, ibv_* tools), libibverbs-dev (the headers the verbs
 #      agent, conformance/agent/agent.c, is compiled against with the host's
 #      cc at test time), kmod (depmod/modprobe on the kernel
@@ -42,7 +42,7 @@ fi
 command -v apt-get >/dev/null 2>&1 || die "no apt-get on this host; the harness needs Debian (or Ubuntu) packages"
 
 # --- 1. packages -----------------------------------------------------------
-pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2 rdmacm-utils kmod cpio xz-utils)
+pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2 rdmacm-utils perftest kmod cpio xz-utils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

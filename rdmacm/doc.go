@@ -40,7 +40,9 @@
 // max CM retries 15, retry and RNR retry 7, path MTU from the port,
 // local ACK timeout 19, hop limit 64, the flow label hashed from the
 // ports, target ACK delay 15); which starting PSN each side sends from;
-// the transaction ID; a lost REQ sent again after the REQ timeout; a lost
+// the transaction IDs (the REQ's for REP, RTU and REJ, each DREQ its
+// sender's own); both sides disconnecting at once, as ib_write_bw -R
+// does (rxe_cm_write_bw.pcapng); a lost REQ sent again after the REQ timeout; a lost
 // RTU repaired by the REP's retransmission, not by the first data packet
 // (rping does not call rdma_notify; neither is it modelled); a REQ for a port nobody listens on
 // rejected with reason 8; a peer that never answers gives UNREACHABLE

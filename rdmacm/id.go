@@ -433,7 +433,10 @@ func (id *CMID) Disconnect() error {
 		id.state = stateTimewait
 		return nil
 	}
-	id.a.header(wire.CMAttrDREQ, id.tid)
+	// A DREQ carries its sender's own transaction ID (cm_form_tid of the
+	// sender's ID), whichever side connected: in rxe_cm_write_bw.pcapng
+	// both sides send one, each with its own.
+	id.a.header(wire.CMAttrDREQ, tid(id.localComm))
 	dreq := wire.CMDREQ{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, RemoteQPN: id.remoteQPN}
 	dreq.Encode(wire.MAD(id.a.buf[:]).Data())
 	id.state = stateDreqSent

@@ -2,9 +2,11 @@ package rdmacm_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -472,5 +474,58 @@ func TestDeterministic(t *testing.T) {
 		if !bytes.Equal(a[i], b[i]) {
 			t.Fatalf("frame %d differs between two runs of one seed", i)
 		}
+	}
+}
+
+// dreqTIDs returns the transaction IDs of the DREQs each host sent, and
+// the local communication ID each host put in its REQ or REP.
+func (r *recorder) dreqTIDs() (tids, comms map[string]uint64) {
+	tids, comms = map[string]uint64{}, map[string]uint64{}
+	var p wire.Packet
+	for _, f := range r.frames {
+		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+			continue
+		}
+		m := wire.MAD(p.Payload)
+		switch wire.CMAttr(m.Header().AttributeID) {
+		case wire.CMAttrDREQ:
+			tids[hostName(&p)] = m.Header().TransactionID
+		case wire.CMAttrREQ, wire.CMAttrREP:
+			comms[hostName(&p)] = uint64(binary.BigEndian.Uint32(m.Data()))
+		}
+	}
+	return tids, comms
+}
+
+// TestDisconnectBoth: both sides disconnect at once, as perftest's
+// ib_write_bw -R does (rxe_cm_write_bw.pcapng: DREQ from each, then a
+// DREP from each); each DREQ carries its sender's own transaction ID
+// (hi_tid 2 above its byte-swapped communication ID), not the REQ's.
+func TestDisconnectBoth(t *testing.T) {
+	p := newPair(t, "")
+	cli := p.dial(t, rpingPort)
+	srv := p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREQ", "a>DREP", "b>DREP"})
+	tids, comms := p.rec.dreqTIDs()
+	for _, h := range []string{"a", "b"} {
+		if want := 2<<32 | uint64(bits.ReverseBytes32(uint32(comms[h]))); tids[h] != want {
+			t.Errorf("%s's DREQ TID %#x, want %#x", h, tids[h], want)
+		}
+	}
+	// The same on real rxe: the second connection of ib_write_bw -R.
+	real := rxeCapture(t, "rxe_cm_write_bw.pcapng")
+	rt, _ := real.dreqTIDs()
+	if rt["a"] == rt["b"] || rt["a"]>>32 != 2 || rt["b"]>>32 != 2 {
+		t.Errorf("rxe's DREQ TIDs %#x, %#x: want two of hi_tid 2, each its sender's", rt["a"], rt["b"])
 	}
 }
