@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/rocesim/rocesim/internal/tsharktest"
-	"github.com/rocesim/rocesim/rdmacm"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -81,10 +80,7 @@ func cmDissection(t *testing.T, path string) (map[string][]string, []string) {
 func TestCMDissectsAsRxe(t *testing.T) {
 	tsharktest.Need(t)
 	p := newPair(t, "")
-	cli := p.dial(t, rpingPort)
-	srv := p.answer(t)
-	p.event(t, p.cli.ch, rdmacm.EventEstablished)
-	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	cli, srv := p.establish(t)
 	p.hangUp(t, cli, srv)
 
 	path := filepath.Join(t.TempDir(), "model_cm.pcapng")

@@ -264,6 +264,17 @@ func (p *pair) ping(t *testing.T, cli *rdmacm.CMID) {
 	}
 }
 
+// establish connects the client to the server and waits until both
+// sides are ESTABLISHED.
+func (p *pair) establish(t *testing.T) (cli, srv *rdmacm.CMID) {
+	t.Helper()
+	cli = p.dial(t, rpingPort)
+	srv = p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	return cli, srv
+}
+
 // hangUp disconnects as rping does: the client first, the server when
 // DISCONNECTED reaches it.
 func (p *pair) hangUp(t *testing.T, cli, srv *rdmacm.CMID) {
@@ -291,10 +302,7 @@ func equal(t *testing.T, what string, got, want []string) {
 // on DISCONNECTED).
 func TestConnectSendDisconnect(t *testing.T) {
 	p := newPair(t, "")
-	cli := p.dial(t, rpingPort)
-	srv := p.answer(t)
-	p.event(t, p.cli.ch, rdmacm.EventEstablished)
-	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	cli, srv := p.establish(t)
 	if cli.State() != "ESTABLISHED" || srv.State() != "ESTABLISHED" {
 		t.Fatalf("states %s, %s", cli.State(), srv.State())
 	}
@@ -316,10 +324,7 @@ func TestConnectSendDisconnect(t *testing.T) {
 // timeout later (6144 ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng).
 func TestLostREQ(t *testing.T) {
 	p := newPair(t, "drop src=b qp=1 first=1")
-	cli := p.dial(t, rpingPort)
-	srv := p.answer(t)
-	p.event(t, p.cli.ch, rdmacm.EventEstablished)
-	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	cli, srv := p.establish(t)
 	p.hangUp(t, cli, srv)
 	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_lost_req.pcapng").cm())
 	ts := p.rec.times("b", wire.CMAttrREQ)
@@ -454,10 +459,7 @@ func TestEventNames(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	run := func() [][]byte {
 		p := newPair(t, "drop src=b qp=1 first=1")
-		cli := p.dial(t, rpingPort)
-		srv := p.answer(t)
-		p.event(t, p.cli.ch, rdmacm.EventEstablished)
-		p.event(t, p.srv.ch, rdmacm.EventEstablished)
+		cli, srv := p.establish(t)
 		p.ping(t, cli)
 		p.hangUp(t, cli, srv)
 		var out [][]byte
@@ -503,10 +505,7 @@ func (r *recorder) dreqTIDs() (tids, comms map[string]uint64) {
 // (hi_tid 2 above its byte-swapped communication ID), not the REQ's.
 func TestDisconnectBoth(t *testing.T) {
 	p := newPair(t, "")
-	cli := p.dial(t, rpingPort)
-	srv := p.answer(t)
-	p.event(t, p.cli.ch, rdmacm.EventEstablished)
-	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	cli, srv := p.establish(t)
 	if err := cli.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
