@@ -528,3 +528,29 @@ func TestDisconnectBoth(t *testing.T) {
 		t.Errorf("rxe's DREQ TIDs %#x, %#x: want two of hi_tid 2, each its sender's", rt["a"], rt["b"])
 	}
 }
+
+// TestRTUNeverArrives: every RTU lost (every MAD from the client after
+// its REQ). The server sends its REP 16 times, 4096 ms apart, and its ID
+// gets UNREACHABLE with -110 (ib_cm's IB_CM_REP_ERROR, which rdma_cm
+// reports as UNREACHABLE: from cm.c and cma.c, not captured), while the
+// client, ESTABLISHED on the first REP, answers each resent REP with an
+// RTU.
+func TestRTUNeverArrives(t *testing.T) {
+	p := newPair(t, "drop src=b qp=1 from=1us")
+	p.dial(t, rpingPort)
+	srv := p.answer(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	ev := p.event(t, p.srv.ch, rdmacm.EventUnreachable)
+	if ev.Status != -110 || srv.State() != "IDLE" {
+		t.Errorf("server UNREACHABLE status %d in %s, want -110 and IDLE", ev.Status, srv.State())
+	}
+	reps, rtus := p.rec.times("a", wire.CMAttrREP), p.rec.times("b", wire.CMAttrRTU)
+	if len(reps) != 16 || len(rtus) != 16 {
+		t.Errorf("%d REPs and %d RTUs, want 16 each", len(reps), len(rtus))
+	}
+	for i := 1; i < len(reps); i++ {
+		if d := reps[i].Sub(reps[i-1]); d != 4096*sim.Millisecond {
+			t.Errorf("REP %d sent %v after the one before, want 4096 ms", i+1, d)
+		}
+	}
+}
