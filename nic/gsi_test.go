@@ -108,3 +108,29 @@ func TestReceiveMAD(t *testing.T) {
 		t.Errorf("a MAD with the wrong Q_Key was delivered")
 	}
 }
+
+// TestMADPathAllocatesNothing: receiving a MAD and sending one allocate
+// nothing once the outbox has grown (the per-packet path's rule).
+func TestMADPathAllocatesNothing(t *testing.T) {
+	frames := capturedMADFrames(t, "rxe_cm_rping.pcapng")
+	d := New(Config{Name: "rxe0", MAC: wire.MAC{0x52, 0x54, 0, 0, 0, 2}, IPv4: netip.MustParseAddr("10.0.0.2")})
+	peer := netip.MustParseAddr("10.0.0.1")
+	d.AddNeighbour(peer, wire.MAC{0x52, 0x54, 0, 0, 0, 1})
+	var p wire.Packet
+	if err := p.Decode(frames[0]); err != nil {
+		t.Fatal(err)
+	}
+	mad := bytes.Clone(p.Payload)
+	step := func() {
+		d.Receive(0, frames[1])
+		if err := d.SendMAD(0, peer, mad); err != nil {
+			t.Fatal(err)
+		}
+		d.TxDone(0)
+		d.Ready()
+	}
+	step()
+	if n := testing.AllocsPerRun(100, step); n != 0 {
+		t.Errorf("%v allocations per MAD in and out, want 0", n)
+	}
+}
