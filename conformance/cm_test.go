@@ -2,8 +2,10 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
 )
 
 var cmUpdate = flag.Bool("cm.update", false, "TestRpingCM: write the captures to ../wire/testdata/cm/")
@@ -23,33 +27,43 @@ type cmPhase struct {
 	client string // shell command on the client (VM b)
 	// want is a line the client's console must show during the phase.
 	want string
+	// cm is the start of the CM exchange the capture must show
+	// (cmMessages); unreachable counts the REQs instead.
+	cm []string
 }
 
 // cmPhases: VM a (10.0.0.1) runs `rping -s` and `ib_write_bw -R` in
-// loops, VM b (10.0.0.2)
-// is the client. QP1 frames from b are the active side's MADs: REQ first,
-// then RTU, then DREQ (rping's client disconnects first).
+// loops, VM b (10.0.0.2) is the client. QP1 frames from b are the active
+// side's MADs: REQ first, then RTU, then DREQ (rping's client
+// disconnects first).
 var cmPhases = []cmPhase{
-	{name: "rping", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	{name: "rping", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2",
+		cm: []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"}},
 	// The first REQ lost: ib_mad resends it when the REQ's timeout runs out.
-	{name: "lost_req", plan: "drop src=b qp=1 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	{name: "lost_req", plan: "drop src=b qp=1 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2",
+		cm: []string{"b>REQ(dropped)", "b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"}},
 	// The RTU lost: the passive side waits for it or for the first data.
-	{name: "lost_rtu", plan: "drop src=b qp=1 nth=2 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2"},
+	// (It waits for its REP's resend: the client answers it with an RTU.)
+	{name: "lost_rtu", plan: "drop src=b qp=1 nth=2 first=1", client: "rping -c -a $rxe_peer -C 3 -v", want: "ping data: rdma-ping-2",
+		cm: []string{"b>REQ", "a>REP", "b>RTU(dropped)", "a>REP", "b>RTU", "b>DREQ", "a>DREP"}},
 	// No listener on the port: the passive CM rejects the REQ.
-	{name: "rej", client: "rping -c -a $rxe_peer -p 7999 -C 1 -v", want: "RDMA_CM_EVENT_REJECTED"},
+	{name: "rej", client: "rping -c -a $rxe_peer -p 7999 -C 1 -v", want: "RDMA_CM_EVENT_REJECTED",
+		cm: []string{"b>REQ", "a>REJ"}},
 	// perftest connecting through rdma_cm (-R): its private data and QP
 	// attributes, the other big user of the CM.
-	{name: "write_bw", client: "timeout 120 ib_write_bw -R -F -d rxe0 -n 5 -s 1024 $rxe_peer", want: "#bytes"},
+	{name: "write_bw", client: "timeout 120 ib_write_bw -R -F -d rxe0 -n 5 -s 1024 $rxe_peer", want: "#bytes",
+		cm: []string{"b>REQ", "a>REP", "b>RTU", "b>REQ", "a>REP", "b>RTU"}},
 	// The peer never answers: the REQ is resent until the CM gives up.
 	{name: "unreachable", plan: "drop src=a qp=1", client: "rping -c -a $rxe_peer -C 1 -v", want: "RDMA_CM_EVENT_UNREACHABLE"},
 }
 
-// TestRpingCM runs rping between two rxe guests through the fault switch,
-// one phase per entry of cmPhases, each with its own capture (with
-// -cm.update they become the committed test vectors in
-// wire/testdata/cm/). It checks the order of the CM messages each phase
-// must show (decoded by wire's CM MAD view in TestCMCaptures) only
-// through rping's own output here: the frames are checked in wire.
+// TestRpingCM runs rping (and ib_write_bw -R) between two rxe guests
+// through the fault switch, one phase per entry of cmPhases, each with
+// its own capture (with -cm.update they become the committed test
+// vectors in wire/testdata/cm/). Each phase must show its line on the
+// client's console and its CM exchange on the wire: the messages, who
+// sent them and which the plan dropped (cmPhase.cm), or for the dead
+// peer the 16 REQs.
 func TestRpingCM(t *testing.T) {
 	needHarness(t)
 	ports, err := FreeUDPPorts(2)
@@ -132,6 +146,14 @@ while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 		if !strings.Contains(lines, ph.want) {
 			t.Errorf("phase %s: client output lacks %q:\n%s", ph.name, ph.want, lines)
 		}
+		got, reqs := cmMessages(t, capPath)
+		switch {
+		case ph.cm != nil && (len(got) < len(ph.cm) || strings.Join(got[:len(ph.cm)], " ") != strings.Join(ph.cm, " ")):
+			t.Errorf("phase %s: CM messages %v, want them to start %v", ph.name, got, ph.cm)
+		case ph.cm == nil && reqs != 16:
+			// 1 + max_cm_retries (15).
+			t.Errorf("phase %s: %d REQs, want 16: %v", ph.name, reqs, got)
+		}
 		if *cmUpdate {
 			data, err := os.ReadFile(capPath)
 			if err != nil {
@@ -148,6 +170,43 @@ while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 		from = at2 + 1
 	}
 	t.Logf("server:\n%s", vms[0].Console())
+}
+
+// cmMessages lists the CM messages of a capture in order, "b>REQ",
+// "a>REP", "b>RTU(dropped)", ... (the sender by its address: a is
+// 10.0.0.1), and counts the REQs.
+func cmMessages(t *testing.T, path string) ([]string, int) {
+	t.Helper()
+	r, err := capture.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	reqs := 0
+	var p wire.Packet
+	var rec capture.Record
+	for {
+		err := r.Next(&rec)
+		if errors.Is(err, io.EOF) {
+			return out, reqs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN || len(p.Payload) != wire.MADLen {
+			continue
+		}
+		attr := wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID)
+		if attr == wire.CMAttrREQ {
+			reqs++
+		}
+		m := string(rune('a'+p.Src().Unmap().As4()[3]-1)) + ">" + attr.String()
+		if strings.Contains(strings.Join(rec.Comments, " "), "dropped") {
+			m += "(dropped)"
+		}
+		out = append(out, m)
+	}
 }
 
 // consoleLines returns the VM's console lines [from, to].
