@@ -16,9 +16,7 @@ import (
 // universal/local bit flipped, ff:fe in the middle). rxe's GID table
 // starts with it: the core's default GID of a RoCE port
 // (roce_gid_mgmt.c), RoCE v2 on rxe, whose port speaks nothing else.
-func LinkLocal(mac wire.MAC) netip.Addr {
-	return netip.AddrFrom16([16]byte{0xfe, 0x80, 8: mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]})
-}
+func LinkLocal(mac wire.MAC) netip.Addr { return mac.LinkLocal() }
 
 // Loopback makes the host's device address frames for its own GIDs to
 // its own MAC. Real rxe never puts such a frame on the wire: rxe_net.c's

@@ -382,7 +382,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	if err := q.c.usable("post_send"); err != nil {
 		return 0, err
 	}
-	if q.c.h.node.Port(0).Link() == nil {
+	if q.c.h.out == nil && q.c.h.node.Port(0).Link() == nil {
 		// A host never connected has no wire: a set-up mistake, not a
 		// state of real rxe, whose device always sits on a netdev. Say so
 		// at the call, with the errno a send on a down interface gets.

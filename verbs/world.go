@@ -48,6 +48,10 @@ type WorldConfig struct {
 	// kernel derives from its MAC (LinkLocal) instead of fd00::i, so
 	// GID 0 is what it is on real rxe (the drop-in library's devices).
 	LinkLocalGID bool
+	// Annotate makes the devices note why each frame exists even without
+	// a Capture (nic.Config.Annotate): for a host whose frames another
+	// fabric captures (AddPortHost).
+	Annotate bool
 }
 
 // World is a simulated RDMA cluster: hosts with one RoCE device each, the
@@ -101,6 +105,9 @@ type Host struct {
 	unsent  uint64 // frames that could not be put on the port
 	// onMAD takes the MADs QP1 received (SetMADHandler); nil drops them.
 	onMAD func(now sim.Time, in *nic.MADIn)
+	// out, if set, takes the device's frames instead of the host's
+	// port on this world's fabric (AddPortHost).
+	out func(frame []byte, note string)
 }
 
 // MinLinkMTU is the smallest link (IP) MTU a host can run RoCE v2 over:
@@ -119,21 +126,7 @@ func (w *World) AddHost(name string) *Host {
 	if w.cfg.LinkLocalGID {
 		v6 = LinkLocal(mac)
 	}
-	h := &Host{w: w, name: name, due: sim.Never, cqs: map[*nic.CQ]*CQ{}}
-	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: mac, IPv4: v4, IPv6: v6})
-	mtu := nic.MTU1024
-	for m := nic.MTU4096; m >= nic.MTU256; m-- {
-		if m.Bytes() <= w.cfg.Link.MTU-wire.MaxIPv4Overhead {
-			mtu = m
-			break
-		}
-	}
-	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: mac, IPv4: v4, IPv6: v6, Profile: w.cfg.Profile,
-		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(i)<<32,
-		Annotate: w.cfg.Capture != nil, TestHooks: w.cfg.TestHooks})
-	h.dev.SetTrace(w.cfg.Trace)
-	h.node.SetReceiver(h)
-	h.node.SetTxDone(h.txDone)
+	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, int(i))
 	for _, o := range w.hosts {
 		for _, g := range o.dev.GIDs() {
 			h.dev.AddNeighbour(g, o.dev.Config().MAC)
@@ -142,9 +135,62 @@ func (w *World) AddHost(name string) *Host {
 			o.dev.AddNeighbour(g, mac)
 		}
 	}
-	h.Dev = &Device{h: h}
 	w.watch.hostIx[name] = int32(len(w.hosts))
 	w.hosts = append(w.hosts, h)
+	return h
+}
+
+// HostAddr is a host's addresses: its MAC, and the IPv4 and IPv6
+// addresses its GIDs are made of (sim/fabric.PortConfig's).
+type HostAddr struct {
+	MAC  wire.MAC
+	IPv4 netip.Addr
+	IPv6 netip.Addr
+}
+
+// AddPortHost adds a host whose port is not on this world's fabric but
+// on a fabric its driver reaches (procfabric: another process's daemon).
+// Its device's frames go to send, with the note for the capture, at the
+// world's current time; the driver feeds the device what reaches the
+// port with Receive and reports each frame the port finished with
+// TxDone, at the world's time, which it keeps in step with the outer
+// fabric's (RunTo). index (from 1) is the node's number on that fabric:
+// it places the device's simulated memory as AddHost's i-th host's.
+// neighbours are the other nodes' addresses: ARP is not simulated.
+func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []HostAddr, send func(frame []byte, note string)) *Host {
+	h := w.addHost(name, self, index)
+	h.out = send
+	for _, n := range neighbours {
+		if n.IPv6.IsValid() {
+			h.dev.AddNeighbour(n.IPv6, n.MAC)
+		}
+		if n.IPv4.IsValid() {
+			h.dev.AddNeighbour(netip.AddrFrom16(n.IPv4.As16()), n.MAC)
+		}
+	}
+	w.watch.hostIx[name] = int32(len(w.hosts))
+	w.hosts = append(w.hosts, h)
+	return h
+}
+
+// addHost makes a host and its device with the addresses a.
+func (w *World) addHost(name string, a HostAddr, index int) *Host {
+	h := &Host{w: w, name: name, due: sim.Never, cqs: map[*nic.CQ]*CQ{}}
+	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6})
+	mtu := nic.MTU1024
+	for m := nic.MTU4096; m >= nic.MTU256; m-- {
+		if m.Bytes() <= w.cfg.Link.MTU-wire.MaxIPv4Overhead {
+			mtu = m
+			break
+		}
+	}
+	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6, Profile: w.cfg.Profile,
+		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(index)<<32,
+		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks})
+	h.dev.SetTrace(w.cfg.Trace)
+	h.node.SetReceiver(h)
+	h.node.SetTxDone(h.txDone)
+	h.Dev = &Device{h: h}
 	return h
 }
 
@@ -222,6 +268,10 @@ func (h *Host) Receive(now sim.Time, port int, frame []byte) {
 	h.pump()
 }
 
+// TxDone tells the device of a host added with AddPortHost that its port
+// finished (or dropped) one of its frames.
+func (h *Host) TxDone(now sim.Time) { h.txDone(now) }
+
 // txDone tells the device a frame it sent has left the port; while a
 // batch is being applied (the port dropped a frame at once), after it.
 func (h *Host) txDone(now sim.Time) {
@@ -288,6 +338,10 @@ func (h *Host) pump() {
 // has gone (its count of frames in the port would otherwise stall the
 // QP), never a panic.
 func (h *Host) send(frame []byte, note string) {
+	if h.out != nil {
+		h.out(frame, note)
+		return
+	}
 	if err := h.node.Send(0, frame, note); err != nil {
 		h.unsent++
 		now := h.w.sched.Now()

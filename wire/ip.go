@@ -25,6 +25,13 @@ const (
 // MAC is an Ethernet address, held by value so that frames carry no pointers.
 type MAC [6]byte
 
+// LinkLocal returns the IPv6 link-local address the kernel derives from
+// the MAC (RFC 4291 appendix A, modified EUI-64: the universal/local bit
+// flipped, ff:fe in the middle), which rxe lists as GID 0 of a port.
+func (m MAC) LinkLocal() netip.Addr {
+	return netip.AddrFrom16([16]byte{0xfe, 0x80, 8: m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]})
+}
+
 // String returns the name of the MAC, for traces and messages.
 func (m MAC) String() string {
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
