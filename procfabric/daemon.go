@@ -47,7 +47,8 @@ type Config struct {
 	// Dir is the socket directory; "" means SocketDir().
 	Dir string
 	// Nodes names the fabric's nodes, at least two; node i (from 1) has
-	// MAC 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i. Two nodes
+	// MAC 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 the link-local
+	// address of the MAC (fe80::ff:fe00:i), as rxe's GID 0. Two nodes
 	// are joined by one link "a-b", more by a switch "sw".
 	Nodes []string
 	// Count, when Nodes is nil, lets the processes name the nodes: the
@@ -256,10 +257,11 @@ func (d *Daemon) build(names []string) error {
 		Rand: sim.NewSeeds(d.cfg.Seed).Stream("faults")})
 	for i, name := range names {
 		b := byte(i + 1)
+		mac := wire.MAC{0x02, 0, 0, 0, 0, b}
+		// IPv6: the link-local address, so that a device's GID 0 is the
+		// one a real rxe port lists first (the drop-in library's -g 0).
 		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: NodeInfo{Name: name,
-			MAC:  wire.MAC{0x02, 0, 0, 0, 0, b},
-			IPv4: netip.AddrFrom4([4]byte{10, 0, 0, b}),
-			IPv6: netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b})}}
+			MAC: mac, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, b}), IPv6: mac.LinkLocal()}}
 		s.node = d.fab.AddNode(name, fabric.PortConfig{MAC: s.info.MAC, IPv4: s.info.IPv4, IPv6: s.info.IPv6})
 		s.node.SetReceiver(s)
 		s.node.SetTxDone(s.txDone)

@@ -27,7 +27,9 @@
 // when there are two and by a switch "sw" when there are more), the fault
 // plan, the capture (one pcapng, a comment per frame), the trace and so
 // the ladder the command prints at exit. Node i (from 1) has MAC
-// 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fd00::i, as in a verbs.World;
+// 02:00:00:00:00:i, IPv4 10.0.0.i and IPv6 fe80::ff:fe00:i, the
+// link-local address of the MAC, as the drop-in library's world has
+// (verbs.WorldConfig.LinkLocalGID: rxe's GID 0);
 // the attach reply tells a process its own addresses and every other
 // node's, since ARP is not simulated. The fabric's topology is fixed
 // once frames flow (sim/fabric builds switch tables then), so the nodes

@@ -600,6 +600,11 @@ func TestCountNodes(t *testing.T) {
 			if p.Index() != want || p.Self().IPv4.As4()[3] != byte(want) || len(p.Nodes()) != 2 {
 				t.Errorf("order %v: %s is node %d (%v), want %d", order, p.Self().Name, p.Index(), p.Self().IPv4, want)
 			}
+			// IPv6 is the MAC's link-local address (fe80::ff:fe00:i),
+			// rxe's GID 0, so that the drop-in library's -g 0 works.
+			if self := p.Self(); self.IPv6 != self.MAC.LinkLocal() || self.IPv6.String() != fmt.Sprintf("fe80::ff:fe00:%d", want) {
+				t.Errorf("%s: IPv6 %v, want the link-local address of %v", self.Name, self.IPv6, self.MAC)
+			}
 			p.Close()
 		}
 	}

@@ -37,7 +37,7 @@ Flags:
   --name NAME         the fabric's name (default "default"); fabrics of
                       different names run side by side
   --nodes A,B,...|N   the nodes processes attach to, node i with MAC
-                      02:00:00:00:00:i, 10.0.0.i and fd00::i; a number N
+                      02:00:00:00:00:i, 10.0.0.i and fe80::ff:fe00:i; a number N
                       (default 2) lets the first N processes name them:
                       no attach is answered before all N have come, and
                       the nodes are numbered in the names' order
