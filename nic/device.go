@@ -407,6 +407,25 @@ func (d *Device) RegMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
 	return d.mem.register(pd, buf, access)
 }
 
+// RegMRAt registers buf as RegMR does, but at the address addr the
+// caller names, not at the next simulated one: the addresses on the wire
+// (RETH and atomic VAs) are then the caller's. The drop-in library uses
+// it on a fabric of processes, where a program sends its peer the
+// address of its own buffer (perftest's ib_write_bw, a real ibv_reg_mr's
+// iova = the pointer) and the peer's process cannot translate it. MRs so
+// placed may overlap one another, as a program's registrations of one
+// buffer do; addr+len(buf) must not wrap (EINVAL, as
+// ib_umem_get refuses an address range that wraps).
+func (d *Device) RegMRAt(pd *PD, buf []byte, addr uint64, access AccessFlags) (*MR, error) {
+	if !d.livePD(pd) {
+		return nil, errno(syscall.EINVAL, "reg_mr: not a live PD of this device")
+	}
+	if addr+uint64(len(buf)) < addr {
+		return nil, errno(syscall.EINVAL, "reg_mr: address %#x and length %d wrap around", addr, len(buf))
+	}
+	return d.mem.registerAt(pd, buf, access, addr, true)
+}
+
 // DeregMR deregisters mr.
 func (d *Device) DeregMR(mr *MR) error { return d.mem.deregister(mr) }
 

@@ -103,6 +103,12 @@ func newMemTable(base uint64) memTable {
 // address space full), checked in the order the kernel checks them: the
 // access flags first, then the PD, then the buffer.
 func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
+	return t.registerAt(pd, buf, access, 0, false)
+}
+
+// registerAt is register; with fixed, the MR lives at addr and takes
+// nothing from the simulated address space (Device.RegMRAt).
+func (t *memTable) registerAt(pd *PD, buf []byte, access AccessFlags, addr uint64, fixed bool) (*MR, error) {
 	if err := checkMRAccess("reg_mr", access); err != nil {
 		return nil, err
 	}
@@ -122,8 +128,12 @@ func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error)
 	}
 	length := uint64(len(buf))
 	span := mrSpan(length)
-	if !t.roomFor(span) {
+	if fixed {
+		span = 0
+	} else if !t.roomFor(span) {
 		return nil, errno(syscall.ENOMEM, "reg_mr: simulated address space exhausted")
+	} else {
+		addr = t.nextAddr
 	}
 
 	idx := t.allocIndex()
@@ -131,7 +141,7 @@ func (t *memTable) register(pd *PD, buf []byte, access AccessFlags) (*MR, error)
 	s.gen++
 	key := idx<<8 | uint32(s.gen)
 	mr := &MR{
-		Addr:   t.nextAddr,
+		Addr:   addr,
 		Length: length,
 		LKey:   key,
 		RKey:   key,

@@ -54,13 +54,26 @@ type MR struct {
 // RegMR registers buf (ibv_reg_mr). The device reads and writes buf
 // directly, as a NIC does with pinned memory.
 func (p *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
+	return p.regMR(buf, access, func() (*nic.MR, error) { return p.c.dev().RegMR(p.pd, buf, access) })
+}
+
+// RegMRAt registers buf at the address addr (nic.Device.RegMRAt): the
+// MR's Addr, and the address peers name in RDMA WRITEs, READs and
+// atomics, is addr, as a real device's is the program's pointer (or
+// ibv_reg_mr_iova's iova). The drop-in library registers so on a fabric
+// of processes, where a peer names this process's own addresses.
+func (p *PD) RegMRAt(buf []byte, addr uint64, access AccessFlags) (*MR, error) {
+	return p.regMR(buf, access, func() (*nic.MR, error) { return p.c.dev().RegMRAt(p.pd, buf, addr, access) })
+}
+
+func (p *PD) regMR(buf []byte, access AccessFlags, reg func() (*nic.MR, error)) (*MR, error) {
 	if p == nil {
 		return nil, nilObject("reg_mr", "pd")
 	}
 	if err := p.c.usable("reg_mr"); err != nil {
 		return nil, err
 	}
-	mr, err := p.c.dev().RegMR(p.pd, buf, access)
+	mr, err := reg()
 	if err != nil {
 		return nil, err
 	}
