@@ -52,7 +52,7 @@ var imports = map[string][]string{
 	// the drop-in libibverbs.so.1, the only cgo: the C ABI over a verbs
 	// world in the program's process, its captures, ladders and fault
 	// plans.
-	"dropin/ibverbs": {"faults", "ladder", "nic", "sim", "verbs", "wire/capture", "x/sys"},
+	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "sim", "verbs", "wire/capture", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses).
 	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},

@@ -64,6 +64,33 @@
 // at a virtual time that depends on the scheduling, so such a program is
 // not the same on every run; one waiting thread at a time is.
 //
+// # On a fabric: two programs, two processes
+//
+// With ROCESIM_FABRIC and ROCESIM_NODE (set by `rocesim exec`, which
+// also starts the fabric), the process's one device rocesim0 is a node
+// of a fabric daemon (package procfabric) instead of a world of its own:
+// its frames go to the daemon, which joins it to the other processes'
+// devices in one virtual time, and applies the fault plan, the capture
+// and the ladder there (fabric.go). The node's addresses come from the
+// daemon: MAC 02:00:00:00:00:i, GID 0 the link-local fe80::ff:fe00:i,
+// GID 1 ::ffff:10.0.0.i. MRs live at the program's own addresses (its
+// pointer, or the iova): the peer names them in RDMA WRITEs, READs and
+// atomics as the program sent them (over TCP, as ibv_rc_pingpong and
+// perftest do), and no translation can happen in the peer's process.
+//
+// Which time a program gets: the fabric's clock moves only when every
+// attached process waits. A process waits when its program waits in a
+// verb (as above), and also when the program has made no verb call for
+// ROCESIM_IDLE_WAKE (50ms; idle.go): a program blocked in a TCP read,
+// as perftest's server while its client WRITEs, or computing, lets the
+// clock go on and its device goes on answering, as a real NIC does. A
+// program that runs without either for longer than the fabric's hold
+// limit (10 s) while another waits is detached, and its peers see their
+// QPs time out. Programs that only wait in verbs (the pingpongs, once
+// connected) run in pure virtual time; a program that is busy outside
+// the verbs gets virtual time that follows the wall clock there, so the
+// virtual instants of its later verbs depend on scheduling.
+//
 // # Environment
 //
 //	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
@@ -75,6 +102,10 @@
 //	                       device's frames to itself are not drawn, its completions are)
 //	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed, before the library runs
 //	                       the world for a program asleep in poll(2) (default 50ms; off: never)
+//	ROCESIM_FABRIC=NAME    put the device on a node of the fabric daemon NAME (procfabric;
+//	ROCESIM_NODE=NODE      `rocesim exec` sets both); ROCESIM_FABRIC_DIR its socket directory
+//	                       (default procfabric.SocketDir()). ROCESIM_DEVICES, _FAULTS, _PCAP
+//	                       and _LADDER are then the fabric's business and do not apply
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them
 //	                       the program ends with exit status 3 and what kept the world going
 //

@@ -278,6 +278,13 @@ func rs_dealloc_pd(h C.uint32_t) C.int {
 	return errC(p.deallocPD(uint32(h)))
 }
 
+// accessOptionalRange is IBV_ACCESS_OPTIONAL_RANGE (bits 20 to 29,
+// IBV_ACCESS_RELAXED_ORDERING the first): access bits a device that does
+// not know them ignores (the kernel's IB_ACCESS_OPTIONAL, which
+// ib_check_mr_access lets through), as rxe does. perftest asks for
+// relaxed ordering on every MR.
+const accessOptionalRange = 0x3ff << 20
+
 //export rs_reg_mr
 func rs_reg_mr(pd C.uint32_t, addr unsafe.Pointer, length C.size_t, iova C.uint64_t, access C.uint,
 	h, lkey, rkey *C.uint32_t) C.int {
@@ -294,7 +301,7 @@ func rs_reg_mr(pd C.uint32_t, addr unsafe.Pointer, length C.size_t, iova C.uint6
 	if length != 0 {
 		buf = unsafe.Slice((*byte)(addr), int(length))
 	}
-	v, m, err := p.regMR(uint32(pd), buf, uint64(iova), verbs.AccessFlags(access))
+	v, m, err := p.regMR(uint32(pd), buf, uint64(iova), verbs.AccessFlags(access&^accessOptionalRange))
 	if err != 0 {
 		return errC(err)
 	}
@@ -310,7 +317,7 @@ func rs_rereg_mr(h C.uint32_t, flags C.int, pd C.uint32_t, addr unsafe.Pointer, 
 	if verbs.ReregFlags(flags)&verbs.ReregChangeTranslation != 0 {
 		buf = unsafe.Slice((*byte)(addr), int(length)) // C checked both are set
 	}
-	return errC(p.reregMR(uint32(h), verbs.ReregFlags(flags), uint32(pd), buf, uint64(uintptr(addr)), verbs.AccessFlags(access)))
+	return errC(p.reregMR(uint32(h), verbs.ReregFlags(flags), uint32(pd), buf, uint64(uintptr(addr)), verbs.AccessFlags(access&^accessOptionalRange)))
 }
 
 //export rs_dereg_mr

@@ -19,6 +19,12 @@ import "time"
 // program that sleeps in poll(2) gets the event as a real NIC would give
 // it, but the virtual time of its later verbs depends on the scheduling.
 // ROCESIM_IDLE_WAKE=off turns it off.
+//
+// On a fabric (ROCESIM_FABRIC) the same quiet period, CQ armed or not,
+// makes the process wait on the daemon until the program calls a verb
+// again (idleOnFabric): a program blocked outside the verbs, as
+// perftest's server in a TCP read while its client WRITEs, would
+// otherwise hold the fabric's clock until the hold limit.
 
 // idleSteps bounds the instants one wake runs.
 const idleSteps = 1 << 12
@@ -39,7 +45,11 @@ func (p *process) idleLoop(grace time.Duration, sleep func(time.Duration)) {
 			seen, quiet = p.calls, 0
 		} else if quiet += tick; quiet >= grace {
 			quiet = 0
-			p.wakeIdle()
+			if p.fab != nil {
+				p.idleOnFabric(seen)
+			} else {
+				p.wakeIdle()
+			}
 		}
 		p.mu.Unlock()
 	}
@@ -58,6 +68,23 @@ func (p *process) wakeIdle() {
 	before := p.readable()
 	for range idleSteps {
 		if !p.step() || p.readable() > before {
+			return
+		}
+	}
+}
+
+// idleOnFabric waits on the fabric for a program that is busy outside
+// the library (blocked in a TCP read, asleep, computing), until it makes
+// a verb call; the caller holds p.mu. On a fabric the other processes
+// cannot move time while this one runs, and its device must go on
+// answering (ACKs, READ responses) as a NIC does whatever its program
+// does: so the process waits on the daemon as if the program waited in
+// a verb, and the frames that arrive meanwhile reach the device. A
+// thread that then calls a verb finds the world moved on; one that posts
+// wakes the waiter at once (poke).
+func (p *process) idleOnFabric(seen uint64) {
+	for !p.closed && p.calls == seen {
+		if !p.stepFabric() {
 			return
 		}
 	}

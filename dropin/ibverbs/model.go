@@ -64,6 +64,11 @@ type Config struct {
 	// CQ on a channel is armed, before the library runs the world for it
 	// (see idle.go); 0 never.
 	IdleWake time.Duration
+	// Fabric and Node (ROCESIM_FABRIC, ROCESIM_NODE) put the process's
+	// one device on node Node of the fabric daemon called Fabric
+	// (fabric.go); FabricDir (ROCESIM_FABRIC_DIR) is the daemon's socket
+	// directory, "" for procfabric.SocketDir().
+	Fabric, Node, FabricDir string
 }
 
 // readConfig reads the ROCESIM_* variables through getenv.
@@ -96,6 +101,10 @@ func readConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
 		}
 		c.Plan, c.PlanText = p, s
+	}
+	c.Fabric, c.Node, c.FabricDir = getenv("ROCESIM_FABRIC"), getenv("ROCESIM_NODE"), getenv("ROCESIM_FABRIC_DIR")
+	if c.Fabric != "" && c.Node == "" {
+		return c, fmt.Errorf("ROCESIM_FABRIC=%q: ROCESIM_NODE must name the node this process is", c.Fabric)
 	}
 	c.Pcap = getenv("ROCESIM_PCAP")
 	c.Ladder = getenv("ROCESIM_LADDER")
@@ -143,6 +152,9 @@ type process struct {
 	calls uint64
 	// wcs is poll_cq's scratch, used under mu.
 	wcs [pollBatch]verbs.WC
+	// fab is the process's attachment to a fabric daemon; nil for a
+	// world of its own (fabric.go).
+	fab *fabricLink
 }
 
 // pollBatch bounds the completions one poll_cq takes (the rest wait for
@@ -252,6 +264,9 @@ type fdOps interface {
 func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*process, error) {
 	p := &process{cfg: cfg, fds: fds, objs: []any{nil}, exit: exit, stderr: stderr}
 	p.wake = sync.NewCond(&p.mu)
+	if cfg.Fabric != "" {
+		return p, p.joinFabric()
+	}
 	wc := verbs.WorldConfig{Seed: cfg.Seed, Plan: cfg.Plan, Profile: cfg.Profile, MaxEvents: cfg.MaxEvents, LinkLocalGID: true}
 	if cfg.Pcap != "" {
 		comment := fmt.Sprintf("rocesim drop-in libibverbs: ROCESIM_DEVICES=%d ROCESIM_SEED=%d ROCESIM_PROFILE=%v", cfg.Devices, cfg.Seed, cfg.Profile)
@@ -279,9 +294,17 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	}
 	for _, d := range p.devs {
 		d.host.Loopback()
+	}
+	return p, p.openAdmin()
+}
+
+// openAdmin opens each device's driver context (its async events) and
+// reads its GID table.
+func (p *process) openAdmin() error {
+	for _, d := range p.devs {
 		ctx, err := d.host.GetDeviceList()[0].Open()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.admin = ctx
 		for i := 0; ; i++ {
@@ -292,7 +315,7 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 			d.gids = append(d.gids, g)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // emptyProcess is a process with no devices, for an environment the
@@ -376,6 +399,9 @@ func (p *process) deviceByGID(gid netip.Addr) *device {
 // step runs the world to its next event (every event of that instant)
 // and reports whether there was one.
 func (p *process) step() bool {
+	if p.fab != nil {
+		return p.stepFabric()
+	}
 	s := p.w.Scheduler()
 	if s.Pending() == 0 {
 		return false
@@ -481,6 +507,9 @@ func (p *process) shutdown() {
 		return
 	}
 	p.closed = true
+	if p.fab != nil {
+		p.fab.port.Close()
+	}
 	if p.tap != nil {
 		if err := p.tap.Close(); err != nil {
 			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_PCAP: %v\n", err)
@@ -598,7 +627,16 @@ func (p *process) regMR(h uint32, buf []byte, va uint64, access verbs.AccessFlag
 	if !ok {
 		return 0, nil, syscall.EINVAL
 	}
-	mr, err := v.p.RegMR(buf, access)
+	var mr *verbs.MR
+	var err error
+	if p.fab != nil {
+		// On a fabric the peer is another process, which names this
+		// program's addresses as the program sent them: the MR lives
+		// there (fabric.go).
+		mr, err = v.p.RegMRAt(buf, va, access)
+	} else {
+		mr, err = v.p.RegMR(buf, access)
+	}
 	if err != nil {
 		return 0, nil, errnoOf(err)
 	}
@@ -851,7 +889,7 @@ func (p *process) modifyQP(h uint32, attr *verbs.QPAttr, mask verbs.QPAttrMask) 
 	if mask&verbs.QPAttrAV != 0 {
 		v.remote = p.deviceByGID(attr.AHAttr.GRH.DGID)
 	}
-	p.wake.Broadcast()
+	p.poke()
 	return v.q.State(), 0
 }
 
@@ -936,7 +974,7 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 		wr.RemoteAddr = worldAddr(v.remote, wr.RKey, wr.RemoteAddr)
 	}
 	_, err := v.q.PostSend([]verbs.SendWR{wr})
-	p.wake.Broadcast()
+	p.poke()
 	if err == nil && w.mw != 0 {
 		// The R_Key the WR gives the window opens the region from now
 		// on (before the bind completes, a peer's use of it fails at
@@ -1001,7 +1039,7 @@ func (p *process) bindMW(qh, mh uint32, b verbs.MWBind, mrh uint32) (uint32, sys
 		return m.m.RKey, e
 	}
 	err := q.q.BindMW(m.m, b)
-	p.wake.Broadcast()
+	p.poke()
 	if err != nil {
 		return m.m.RKey, errnoOf(err)
 	}
@@ -1043,7 +1081,7 @@ func (p *process) postRecv(h uint32, wr verbs.RecvWR) syscall.Errno {
 	default:
 		return syscall.EINVAL
 	}
-	p.wake.Broadcast()
+	p.poke()
 	return errnoOf(err)
 }
 

@@ -25,6 +25,7 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_PROFILE": "mlx5"}, `ROCESIM_PROFILE="mlx5"`},
 		{map[string]string{"ROCESIM_FAULTS": "drop psn="}, "ROCESIM_FAULTS: 1:"},
 		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
+		{map[string]string{"ROCESIM_FABRIC": "f"}, `ROCESIM_FABRIC="f": ROCESIM_NODE must name the node`},
 	} {
 		cfg, err := readConfig(func(k string) string { return c.env[k] })
 		got := ""

@@ -1,0 +1,146 @@
+package main
+
+// The process's device on a fabric daemon (ROCESIM_FABRIC): two
+// programs, each in its own process, talk through one simulated fabric
+// in one virtual time (package procfabric).
+//
+// The world is the same as for a process on its own but has one host,
+// added with verbs.World.AddPortHost: its frames go to the daemon
+// (procfabric.Port.Send) instead of a switch of the world's own, and its
+// addresses are the node's, from the attach reply (MAC 02:00:00:00:00:i,
+// IPv4 10.0.0.i, IPv6 the MAC's link-local address: GID 0 as on rxe).
+// The world's clock is the daemon's: it starts at the attach reply's
+// time and moves only in stepFabric, the one place the process waits:
+//
+//  1. the program waits in a verb (a poll that finds nothing, a blocking
+//     get_cq_event): the device's next deadline is the world's next event;
+//  2. Port.Wait(deadline) sends the frames the device built since the
+//     last wait and blocks, with the process lock released, until the
+//     daemon wakes the process: input arrived or the deadline came;
+//  3. the inputs (frames that reached the port, frames the port
+//     finished) go to the device at their instants, the world's timers
+//     firing in between, and the world runs to the daemon's now.
+//
+// Another thread that posts or modifies while one waits calls
+// Port.Interrupt (poke): the daemon wakes the waiter at once, so the
+// frames the post built leave at the current instant.
+//
+// The fault plan, the capture, the trace and the ladder are the
+// daemon's (`rocesim exec` hands --faults and --pcap to the fabric it
+// starts); ROCESIM_FAULTS, ROCESIM_PCAP and ROCESIM_DEVICES do not apply.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rocesim/rocesim/procfabric"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// fabricLink is the process's attachment to the daemon.
+type fabricLink struct {
+	port *procfabric.Port
+	host *verbs.Host
+	// waiting: a thread is blocked in Port.Wait (with p.mu released);
+	// the others wait on p.wake for what it brings.
+	waiting bool
+}
+
+// joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
+// the world's one host on it.
+func (p *process) joinFabric() error {
+	if p.cfg.Devices > 1 {
+		return fmt.Errorf("ROCESIM_DEVICES=%d: a process on a fabric (ROCESIM_FABRIC) has one device", p.cfg.Devices)
+	}
+	port, err := procfabric.AttachDir(p.cfg.FabricDir, p.cfg.Fabric, p.cfg.Node)
+	if err != nil {
+		return fmt.Errorf("ROCESIM_FABRIC=%s ROCESIM_NODE=%s: %w", p.cfg.Fabric, p.cfg.Node, err)
+	}
+	wc := verbs.WorldConfig{Seed: p.cfg.Seed, Profile: p.cfg.Profile, MaxEvents: p.cfg.MaxEvents, Annotate: true}
+	p.w = verbs.NewWorld(wc)
+	self := port.Self()
+	var others []verbs.HostAddr
+	for _, n := range port.Nodes() {
+		if n.Name != self.Name {
+			others = append(others, verbs.HostAddr{MAC: n.MAC, IPv4: n.IPv4, IPv6: n.IPv6})
+		}
+	}
+	p.fab = &fabricLink{port: port}
+	p.fab.host = p.w.AddPortHost(self.Name, verbs.HostAddr{MAC: self.MAC, IPv4: self.IPv4, IPv6: self.IPv6},
+		port.Index(), others, p.sendFrame)
+	p.devs = []*device{{name: "rocesim0", host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
+	if err := p.w.RunTo(port.Now()); err != nil {
+		port.Close()
+		return err
+	}
+	if err := p.openAdmin(); err != nil {
+		port.Close()
+		return err
+	}
+	return nil
+}
+
+// sendFrame puts a frame of the device on the node's port (the host's
+// output, verbs.World.AddPortHost).
+func (p *process) sendFrame(frame []byte, note string) {
+	if err := p.fab.port.Send(frame, note); err != nil {
+		// The daemon is gone or sent us away: the next wait says why.
+		p.fab.host.TxDone(p.w.Now())
+	}
+}
+
+// stepFabric waits on the daemon until it wakes the process and applies
+// what came; the caller holds p.mu, which is released while blocked. It
+// always reports progress: on a fabric, input may come at any time.
+func (p *process) stepFabric() bool {
+	f := p.fab
+	if f.waiting {
+		p.wake.Wait() // another thread waits on the daemon for everyone
+		return true
+	}
+	deadline := sim.Never
+	if s := p.w.Scheduler(); s.Pending() > 0 {
+		deadline = s.NextAt()
+	}
+	f.waiting = true
+	p.mu.Unlock()
+	in, err := f.port.Wait(deadline)
+	p.mu.Lock()
+	f.waiting = false
+	if err != nil {
+		if errors.Is(err, procfabric.ErrDetached) {
+			err = fmt.Errorf("fabric %s sent node %s away: %w", p.cfg.Fabric, p.cfg.Node, err)
+		} else {
+			err = fmt.Errorf("fabric %s, node %s: %w", p.cfg.Fabric, p.cfg.Node, err)
+		}
+		p.fatal(err)
+		p.wake.Broadcast()
+		return false
+	}
+	for _, e := range in.Events {
+		if err := p.w.RunTo(e.At); err != nil {
+			p.fatal(err)
+		}
+		if e.Frame != nil {
+			f.host.Receive(e.At, 0, e.Frame)
+		} else {
+			f.host.TxDone(e.At)
+		}
+	}
+	if err := p.w.RunTo(in.Now); err != nil {
+		p.fatal(err)
+	}
+	p.settle()
+	return true
+}
+
+// poke tells the waiters something changed: another thread posted or
+// modified. On a fabric, a thread blocked on the daemon is woken at the
+// current instant, so that what the change built leaves now.
+func (p *process) poke() {
+	p.wake.Broadcast()
+	if p.fab != nil && p.fab.waiting {
+		p.fab.port.Interrupt()
+	}
+}
