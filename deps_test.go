@@ -24,6 +24,7 @@ var imports = map[string][]string{
 	"wire":                {},
 	"internal/lineformat": {},
 	"internal/tsharktest": {},
+	"internal/tooltest":   {},
 	// the fault plans' text format is read with the shared tokenizer.
 	"faults":          {"internal/lineformat", "sim", "wire"},
 	"sim/fabric":      {"faults", "sim", "wire"},

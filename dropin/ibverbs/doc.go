@@ -81,7 +81,7 @@
 // Which time a program gets: the fabric's clock moves only when every
 // attached process waits. A process waits when its program waits in a
 // verb (as above), and also when the program has made no verb call for
-// ROCESIM_IDLE_WAKE (50ms; idle.go): a program blocked in a TCP read,
+// ROCESIM_IDLE_WAKE (1ms on a fabric; idle.go): a program blocked in a TCP read,
 // as perftest's server while its client WRITEs, or computing, lets the
 // clock go on and its device goes on answering, as a real NIC does. A
 // program that runs without either for longer than the fabric's hold
@@ -101,7 +101,9 @@
 //	ROCESIM_LADDER=PATH    draw the run's ladder into PATH at exit (.svg: SVG, else text; a
 //	                       device's frames to itself are not drawn, its completions are)
 //	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed, before the library runs
-//	                       the world for a program asleep in poll(2) (default 50ms; off: never)
+//	                       the world for a program asleep in poll(2) (default 50ms; off: never);
+//	                       on a fabric, CQ armed or not, before the process waits on the fabric
+//	                       (default 1ms)
 //	ROCESIM_FABRIC=NAME    put the device on a node of the fabric daemon NAME (procfabric;
 //	ROCESIM_NODE=NODE      `rocesim exec` sets both); ROCESIM_FABRIC_DIR its socket directory
 //	                       (default procfabric.SocketDir()). ROCESIM_DEVICES, _FAULTS, _PCAP

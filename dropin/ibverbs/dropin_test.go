@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/tooltest"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -40,23 +41,8 @@ const (
 // need skips the test, or fails it under CI=true, when a tool is missing.
 func need(t *testing.T) {
 	t.Helper()
-	var missing []string
-	for _, tool := range []string{"gcc", "ibv_devices", "ibv_devinfo"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		missing = append(missing, "libibverbs-dev")
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("missing %s: run tools/install-deps.sh (gcc, libibverbs-dev, ibverbs-utils)", strings.Join(missing, ", "))
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	tooltest.Need(t, []string{"gcc", "ibv_devices", "ibv_devinfo"}, []string{"/usr/include/infiniband/verbs.h"},
+		"run tools/install-deps.sh (gcc, libibverbs-dev, ibverbs-utils)")
 }
 
 var (

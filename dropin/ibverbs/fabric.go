@@ -108,6 +108,12 @@ func (p *process) stepFabric() bool {
 	in, err := f.port.Wait(deadline)
 	p.mu.Lock()
 	f.waiting = false
+	if err != nil && p.closed {
+		// The program is exiting (shutdown closed the port under this
+		// thread's Wait): nothing is wrong.
+		p.wake.Broadcast()
+		return false
+	}
 	if err != nil {
 		if errors.Is(err, procfabric.ErrDetached) {
 			err = fmt.Errorf("fabric %s sent node %s away: %w", p.cfg.Fabric, p.cfg.Node, err)

@@ -50,6 +50,12 @@ const MaxDevices = 16
 // DefaultIdleWake is ROCESIM_IDLE_WAKE's default (idle.go).
 const DefaultIdleWake = 50 * time.Millisecond
 
+// DefaultFabricIdleWake is ROCESIM_IDLE_WAKE's default on a fabric
+// (idle.go, idleOnFabric): a program that spins on its memory for the
+// peer's WRITE (perftest's ib_write_lat) lets the fabric's clock go on
+// after this much wall time, once per message.
+const DefaultFabricIdleWake = time.Millisecond
+
 // Config is what the environment asks of the model (see readConfig).
 type Config struct {
 	Devices   int
@@ -117,6 +123,9 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	switch s := getenv("ROCESIM_IDLE_WAKE"); s {
 	case "":
+		if getenv("ROCESIM_FABRIC") != "" {
+			c.IdleWake = DefaultFabricIdleWake
+		}
 	case "off":
 		c.IdleWake = 0
 	default:

@@ -26,6 +26,7 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_FAULTS": "drop psn="}, "ROCESIM_FAULTS: 1:"},
 		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
 		{map[string]string{"ROCESIM_FABRIC": "f"}, `ROCESIM_FABRIC="f": ROCESIM_NODE must name the node`},
+		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n"}, `1 1 rxe 0 "" 0 1ms ""`},
 	} {
 		cfg, err := readConfig(func(k string) string { return c.env[k] })
 		got := ""
