@@ -9,6 +9,8 @@
 #             tests run on it, against rdma-core's headers; ibv_devices,
 #             ibv_devinfo and a pyverbs program run on it unmodified
 #             (dropin/ibverbs)
+#   perftest  ib_send_bw, ib_write_bw, ... run unmodified on it, two processes
+#             through rocesim exec (cmd/rocesim)
 #
 # and then runs conformance/install.sh (QEMU, rdma-core, busybox and a
 # Debian kernel for the real-rxe harness) when it can install packages.
@@ -24,6 +26,7 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
+command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
 /usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || need+=(python3-pyverbs)
 
 if [ "$(id -u)" -eq 0 ]; then

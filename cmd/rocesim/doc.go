@@ -6,6 +6,7 @@
 //	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
 //	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
 //	rocesim fabric [flags]          a fabric daemon joining processes' NICs
+//	rocesim exec [flags] -- PROG    an unmodified libibverbs program on a fabric node
 //	rocesim node [flags]            a model node on a real network, with a workload
 //	rocesim help [COMMAND]          usage
 //

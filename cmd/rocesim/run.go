@@ -26,6 +26,7 @@ Usage:
   rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
   rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
   rocesim fabric [flags]          a fabric daemon: processes' NICs meet on one simulated fabric
+  rocesim exec [flags] -- PROG    run an unmodified libibverbs program on a fabric node (drop-in libibverbs.so.1)
   rocesim node [flags]            a model node on UDP 4791 of a (loopback) address, running a workload with a peer node
   rocesim help [COMMAND]          show this help, or a command's
 
@@ -75,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runScenarios(rest, stdout, stderr)
 	case "fabric":
 		return runFabric(rest, stdout, stderr)
+	case "exec":
+		return runExec(rest, stdout, stderr)
 	case "node":
 		return runNode(rest, stdout, stderr)
 	case "demo":
@@ -119,6 +122,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, demoUsage)
 	case len(args) == 1 && args[0] == "fabric":
 		fmt.Fprint(stdout, fabricUsage)
+	case len(args) == 1 && args[0] == "exec":
+		fmt.Fprint(stdout, execUsage)
 	case len(args) == 1 && args[0] == "node":
 		fmt.Fprint(stdout, nodeUsage)
 	case len(args) == 1 && args[0] == "help":

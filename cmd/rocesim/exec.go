@@ -1,0 +1,345 @@
+package main
+
+// rocesim exec: run an unmodified libibverbs program on a node of a
+// fabric daemon.
+//
+//  1. find the drop-in libibverbs.so.1: --lib, else the cache
+//     ($XDG_CACHE_HOME/rocesim/dropin/<hash of the library's sources>),
+//     building it there with the Go toolchain and a C compiler when it is
+//     missing or its sources changed;
+//  2. start the fabric if none of that name answers (procfabric.Start:
+//     this executable's `fabric --exit-when-idle`, with --nodes, --faults,
+//     --pcap, --deadline), so a user needs no other step;
+//  3. run the program with LD_LIBRARY_PATH naming the library and
+//     ROCESIM_FABRIC, ROCESIM_NODE, ROCESIM_PROFILE set: its device is the
+//     node's (dropin/ibverbs fabric.go);
+//  4. pass its exit status through and say where the capture, the trace
+//     and the ladder are.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rocesim/rocesim/procfabric"
+)
+
+const execUsage = `Usage: rocesim exec [flags] -- PROGRAM [ARGS...]
+
+Runs PROGRAM, an unmodified libibverbs program (ibv_rc_pingpong,
+perftest's ib_write_bw, your own), on rocesim's drop-in libibverbs.so.1:
+its device rocesim0 is node --node of the fabric --name, where it meets
+the other programs run the same way, in one virtual time. The fabric is
+started if none of that name runs (rocesim fabric --exit-when-idle: it
+exits once every node has come and every program has gone); --nodes,
+--faults, --pcap and --deadline are handed to it, and are ignored, with
+a warning, when it already runs.
+
+The library is found with --lib, else in the cache
+($XDG_CACHE_HOME/rocesim/dropin/<hash of its sources>, default
+~/.cache), and built there when it is missing or stale: that needs the
+rocesim source tree (the current directory's module, $ROCESIM_SRC, or
+where this executable was built), the Go toolchain and a C compiler
+(cgo, go build -buildmode=c-shared). Without them, build it elsewhere
+with make dropin and give --lib.
+
+Time: the program's verbs run in the fabric's virtual time; the clock
+moves when every attached program waits in a verb (a poll that finds
+nothing, a blocking ibv_get_cq_event). A program that computes or sleeps
+outside the verbs holds the clock for the others; the fabric detaches it
+after --hold-limit of wall time while another waits (10s by default).
+
+Flags:
+  --name NAME          the fabric (default "default")
+  --node NAME          this program's node (default PROGRAM-PID); nodes are
+                       numbered in their names' order: MAC 02:00:00:00:00:i,
+                       GID 0 fe80::ff:fe00:i, GID 1 ::ffff:10.0.0.i
+  --nodes A,B|N        the fabric's nodes, if this starts it (default 2)
+  --faults PLAN        the fabric's fault plan, if this starts it
+  --pcap FILE          the fabric's capture, if this starts it
+  --deadline D         end the fabric's run at virtual time D, if this
+                       starts it (an rxe QP that retries forever ends there)
+  --profile rxe|spec   the NIC model's profile (default rxe)
+  --seed N             the model's seed (default 1)
+  --lib DIR            use DIR/libibverbs.so.1 as it is
+
+Exit status: the program's (128+N if it died of signal N); 2 for a usage
+error or a library or fabric that could not be had.
+
+Example:
+  rocesim exec --node server --nodes server,client -- ibv_rc_pingpong -g 0 &
+  rocesim exec --node client --nodes server,client -- ibv_rc_pingpong -g 0 localhost
+`
+
+// runExec parses exec's command line, prepares the library and the
+// fabric, and runs the program.
+func runExec(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	name := fs.String("name", "default", "fabric name")
+	node := fs.String("node", "", "node name")
+	nodes := fs.String("nodes", "2", "the fabric's nodes")
+	plan := fs.String("faults", "", "fault plan")
+	pcap := fs.String("pcap", "", "capture")
+	deadline := fs.String("deadline", "", "virtual time at which the run ends")
+	profile := fs.String("profile", "rxe", "profile")
+	seed := fs.Uint64("seed", 1, "seed")
+	lib := fs.String("lib", "", "library directory")
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, execUsage)
+		return exitOK
+	}
+	prog := fs.Args()
+	if err == nil && len(prog) == 0 {
+		err = errors.New("no program: rocesim exec [flags] -- PROGRAM [ARGS...]")
+	}
+	if err == nil && *profile != "rxe" && *profile != "spec" {
+		err = fmt.Errorf("--profile %q: want rxe or spec", *profile)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: %v\n\n%s", err, execUsage)
+		return exitUsage
+	}
+	if *node == "" {
+		*node = fmt.Sprintf("%s-%d", filepath.Base(prog[0]), os.Getpid())
+	}
+	libDir := *lib
+	if libDir == "" {
+		if libDir, err = dropinLibrary(stderr); err != nil {
+			fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
+			return exitUsage
+		}
+	} else if _, err := os.Stat(filepath.Join(libDir, "libibverbs.so.1")); err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: --lib: %v\n", err)
+		return exitUsage
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
+		return exitUsage
+	}
+	if *pcap != "" {
+		if *pcap, err = filepath.Abs(*pcap); err != nil {
+			fmt.Fprintf(stderr, "rocesim exec: --pcap: %v\n", err)
+			return exitUsage
+		}
+	}
+	argv := []string{self, "fabric", "--name", *name, "--nodes", *nodes, "--exit-when-idle"}
+	for _, f := range []struct{ flag, v string }{{"--faults", *plan}, {"--pcap", *pcap}, {"--deadline", *deadline}} {
+		if f.v != "" {
+			argv = append(argv, f.flag, f.v)
+		}
+	}
+	started, err := startFabric(*name, argv)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: fabric %s: %v\n", *name, err)
+		return exitUsage
+	}
+	if !started && (*plan != "" || *pcap != "" || *deadline != "") {
+		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap and --deadline apply, not these\n", *name)
+	}
+	cmd := exec.Command(prog[0], prog[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	ld := libDir
+	if old := os.Getenv("LD_LIBRARY_PATH"); old != "" {
+		ld += ":" + old
+	}
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+ld, "ROCESIM_FABRIC="+*name, "ROCESIM_NODE="+*node,
+		"ROCESIM_PROFILE="+*profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed))
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
+		return exitUsage
+	}
+	// The program gets the signals meant for it; this process waits.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	go func() {
+		for s := range sig {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	case err != nil:
+		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
+		code = exitUsage
+	}
+	log := filepath.Join(procfabric.SocketDir(), *name+".log")
+	if started {
+		where := "the ladder and the fabric's summary: " + log + " (once every node has left)"
+		if *pcap != "" {
+			where = "capture: " + *pcap + "; " + where
+		}
+		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; %s\n", filepath.Base(prog[0]), code, *node, *name, where)
+	} else {
+		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; the capture and the ladder are the fabric's (started elsewhere; if by rocesim exec: %s)\n",
+			filepath.Base(prog[0]), code, *node, *name, log)
+	}
+	return code
+}
+
+// startFabric starts the fabric called name with argv unless one
+// answers; it reports whether it started it.
+func startFabric(name string, argv []string) (bool, error) {
+	if c, err := net.Dial("unix", procfabric.SocketPath("", name)); err == nil {
+		c.Close()
+		return false, nil
+	}
+	// Two programs started at once may both get here: Start's loser
+	// finds the winner's socket, or its daemon exits (ErrRunning).
+	return true, procfabric.Start("", name, argv, 10*time.Second)
+}
+
+// ---- the library ----
+
+// dropinLibrary returns the directory of a libibverbs.so.1 built from
+// the current sources, building it into the cache if need be.
+func dropinLibrary(stderr io.Writer) (string, error) {
+	src, err := sourceRoot()
+	if err != nil {
+		return "", err
+	}
+	sum, err := sourceHash(src)
+	if err != nil {
+		return "", fmt.Errorf("the drop-in library's sources in %s: %w", src, err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the drop-in library (%v): give --lib", err)
+	}
+	dir := filepath.Join(cache, "rocesim", "dropin", sum)
+	if _, err := os.Stat(filepath.Join(dir, "libibverbs.so.1")); err == nil {
+		return dir, nil
+	}
+	for _, tool := range []string{"go", cc()} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("the drop-in library is not built for these sources and building it needs %s (the Go toolchain and a C compiler: cgo): %v; install them, or build it elsewhere with `make dropin` and give --lib DIR", tool, err)
+		}
+	}
+	fmt.Fprintf(stderr, "rocesim exec: building the drop-in libibverbs.so.1 into %s\n", dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), sum+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared",
+		"-ldflags=-extldflags=-Wl,-soname,libibverbs.so.1,--version-script,"+filepath.Join(src, "dropin", "ibverbs", "libibverbs.map"),
+		"-o", filepath.Join(tmp, "libibverbs.so.1"), "./dropin/ibverbs")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the drop-in library: go build -buildmode=c-shared ./dropin/ibverbs in %s: %v\n%s", src, err, out)
+	}
+	os.Remove(filepath.Join(tmp, "libibverbs.so.h"))
+	// Another exec may have built it meanwhile: either copy is good.
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "libibverbs.so.1")); serr != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// cc is the C compiler cgo uses.
+func cc() string {
+	if c := strings.Fields(os.Getenv("CC")); len(c) > 0 {
+		return c[0]
+	}
+	return "gcc"
+}
+
+// modulePath is the module the library is built from.
+const modulePath = "github.com/rocesim/rocesim"
+
+// sourceRoot finds the rocesim source tree: $ROCESIM_SRC, the module
+// around the current directory, or the one this executable was built in.
+func sourceRoot() (string, error) {
+	var tries []string
+	if s := os.Getenv("ROCESIM_SRC"); s != "" {
+		tries = append(tries, s)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			tries = append(tries, d)
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		tries = append(tries, filepath.Dir(filepath.Dir(filepath.Dir(file))))
+	}
+	for _, d := range tries {
+		mod, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && strings.HasPrefix(string(mod), "module "+modulePath+"\n") {
+			if _, err := os.Stat(filepath.Join(d, "dropin", "ibverbs", "libibverbs.map")); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return "", errors.New("the drop-in library is not built and its sources are not found (set ROCESIM_SRC to a rocesim checkout, run from inside one, or give --lib DIR with a libibverbs.so.1 built by `make dropin`)")
+}
+
+// sourceHash hashes what the library is built from: go.mod, go.sum and
+// every non-test Go, C and header file and linker map of the module's
+// packages, in the walk's (lexical) order; directories no package of the
+// library lives in are skipped.
+func sourceHash(root string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "build", "testdata", "conformance", "cmd", "examples", "tools", "realnet", "rdmacm":
+				if rel != "." {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		ext := filepath.Ext(path)
+		if strings.HasSuffix(path, "_test.go") || (ext != ".go" && ext != ".c" && ext != ".h" && ext != ".map" && rel != "go.mod" && rel != "go.sum") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "%s/%s", runtime.GOOS, runtime.GOARCH)
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}

@@ -1,0 +1,442 @@
+package main
+
+// Acceptance of `rocesim exec` on Debian's unmodified binaries: a server
+// and a client program, each in its own process through `rocesim exec`,
+// meet on one fabric. The rocesim executable is built once per test
+// binary (CGO_ENABLED=0, as a user's), the drop-in library once into a
+// cache directory of the test binary's own (dropinLibrary, as exec
+// builds it). Each program runs under a wall-time bound and an
+// address-space limit, in a process group of its own that the test
+// kills by its PID; the fabric daemon each test starts is found by its
+// unique name and killed by its PID at the test's end. Without the
+// tools the tests skip; under CI=true they fail.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/internal/tooltest"
+)
+
+// execLimit bounds one program's wall time; execMemKB its address space
+// (the Go runtime in the library and in rocesim reserve some).
+const (
+	execLimit = 60 * time.Second
+	execMemKB = 4 << 20
+)
+
+// needTools skips the test, or fails it under CI=true, when one of the
+// tools is missing.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	tooltest.Need(t, append([]string{"go", "gcc"}, tools...), []string{"/usr/include/infiniband/verbs.h"},
+		"run tools/install-deps.sh (ibverbs-utils, perftest, libibverbs-dev, gcc)")
+}
+
+var (
+	execOnce  sync.Once
+	execBin   string // the rocesim executable
+	execCache string // XDG_CACHE_HOME holding the built library
+	execErr   error
+)
+
+// execSetup builds rocesim and the drop-in library once.
+func execSetup(t *testing.T) {
+	t.Helper()
+	execOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rocesim-exec-")
+		if err != nil {
+			execErr = err
+			return
+		}
+		execBin, execCache = filepath.Join(dir, "rocesim"), filepath.Join(dir, "cache")
+		cmd := exec.Command("go", "build", "-o", execBin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			execErr = fmt.Errorf("go build rocesim: %v\n%s", err, out)
+			return
+		}
+		old, had := os.LookupEnv("XDG_CACHE_HOME")
+		os.Setenv("XDG_CACHE_HOME", execCache)
+		_, execErr = dropinLibrary(io.Discard)
+		if had {
+			os.Setenv("XDG_CACHE_HOME", old)
+		} else {
+			os.Unsetenv("XDG_CACHE_HOME")
+		}
+	})
+	if execErr != nil {
+		t.Fatal(execErr)
+	}
+}
+
+// fabricEnv is one test's fabric: its name and private socket directory.
+type fabricEnv struct {
+	name    string
+	runtime string // XDG_RUNTIME_DIR
+}
+
+// newFabricEnv returns a fabric name no other test uses, in a runtime
+// directory of its own, and kills its daemon at the test's end if it
+// has not exited.
+func newFabricEnv(t *testing.T) fabricEnv {
+	t.Helper()
+	rt, err := os.MkdirTemp("", "rsx") // short: a socket path has at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(rt, 0o700)
+	f := fabricEnv{name: fmt.Sprintf("t%d", time.Now().UnixNano()%1e9), runtime: rt}
+	t.Cleanup(func() {
+		killDaemon(f)
+		os.RemoveAll(rt)
+	})
+	return f
+}
+
+// killDaemon kills, by PID, the fabric daemon of f if it still runs (it
+// exits by itself once every node has come and gone).
+func killDaemon(f fabricEnv) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("\x00fabric\x00--name\x00"+f.name+"\x00")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// log returns the fabric daemon's log (its ladder and summary).
+func (f fabricEnv) log() string {
+	b, _ := os.ReadFile(filepath.Join(f.runtime, "rocesim", f.name+".log"))
+	return string(b)
+}
+
+// execProc is one program run through rocesim exec.
+type execProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	code           int
+	timedOut       bool
+}
+
+// startExec starts `rocesim exec --name f.name args...` in a process
+// group of its own, bounded by execLimit and execMemKB.
+func startExec(t *testing.T, f fabricEnv, args ...string) *execProc {
+	t.Helper()
+	execSetup(t)
+	p := &execProc{done: make(chan struct{})}
+	shArgs := append([]string{"-c", `ulimit -v ` + strconv.Itoa(execMemKB) + ` && exec "$0" "$@"`, execBin, "exec", "--name", f.name}, args...)
+	p.cmd = exec.Command("sh", shArgs...)
+	p.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+execCache, "XDG_RUNTIME_DIR="+f.runtime, "CI=")
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(execLimit, func() {
+		p.timedOut = true
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the group: rocesim and the program
+	})
+	go func() {
+		err := p.cmd.Wait()
+		timer.Stop()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+	return p
+}
+
+// wait waits for the program and fails the test if it outlived its bound.
+func (p *execProc) wait(t *testing.T) *execProc {
+	t.Helper()
+	<-p.done
+	if p.timedOut {
+		t.Fatalf("%v: still running after %v: killed\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, execLimit, p.stdout.String(), p.stderr.String())
+	}
+	return p
+}
+
+// freePort returns a TCP port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// awaitListen waits until something listens on TCP port (read from
+// /proc/net/tcp*, so that the server's one accept is not spent on a
+// probe), or the server has exited.
+func awaitListen(t *testing.T, port int, srv *execProc) {
+	t.Helper()
+	needle := fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)
+	needle4 := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+	end := time.Now().Add(execLimit)
+	for time.Now().Before(end) {
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			if bytes.Contains(b, []byte(needle)) || bytes.Contains(b, []byte(needle4)) {
+				return
+			}
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("the server exited (%d) before listening\nstdout:\n%s\nstderr:\n%s", srv.code, srv.stdout.String(), srv.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nothing listens on port %d after %v", port, execLimit)
+}
+
+// pair runs prog as server and client and waits for both (see
+// startPair).
+func pair(t *testing.T, f fabricEnv, fabric []string, prog string, progArgs ...string) (srv, cli *execProc) {
+	t.Helper()
+	srv, cli = startPair(t, f, fabric, prog, progArgs...)
+	return srv.wait(t), cli.wait(t)
+}
+
+// startPair starts prog as server and client (the client's last argument is
+// "localhost"), server first, through rocesim exec on fabric f; fabric
+// are exec's flags for the fabric (given to both), progArgs the
+// program's.
+func startPair(t *testing.T, f fabricEnv, fabric []string, prog string, progArgs ...string) (srv, cli *execProc) {
+	t.Helper()
+	port := strconv.Itoa(freePort(t))
+	run := func(node string, extra ...string) *execProc {
+		args := append([]string{"--node", node, "--nodes", "server,client"}, fabric...)
+		args = append(append(append(args, "--", prog, "-p", port), progArgs...), extra...)
+		return startExec(t, f, args...)
+	}
+	srv = run("server")
+	p, _ := strconv.Atoi(port)
+	awaitListen(t, p, srv)
+	return srv, run("client", "localhost")
+}
+
+// TestExecPingpong: ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong
+// and ibv_srq_pingpong, -g 0, 1000 iterations, server and client in two
+// processes through rocesim exec: both pass, at sizes 1, one in between
+// and the largest (UD's is the path MTU), and the fabric's summary
+// shows the two attaches.
+func TestExecPingpong(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+	for _, c := range []struct {
+		prog  string
+		sizes []string
+	}{
+		{"ibv_rc_pingpong", []string{"1", "1500", "4096"}},
+		{"ibv_uc_pingpong", []string{"1", "4096"}},
+		{"ibv_ud_pingpong", []string{"1", "1024"}},
+		{"ibv_srq_pingpong", []string{"1", "4096"}},
+	} {
+		for _, size := range c.sizes {
+			t.Run(c.prog+"/"+size, func(t *testing.T) {
+				f := newFabricEnv(t)
+				srv, cli := pair(t, f, nil, c.prog, "-g", "0", "-n", "1000", "-s", size)
+				for _, p := range []*execProc{srv, cli} {
+					if p.code != 0 || !strings.Contains(p.stdout.String(), "1000 iters in") {
+						t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+					}
+				}
+				// GID 0 is the link-local address on both ends.
+				if out := cli.stdout.String(); !strings.Contains(out, "GID fe80::ff:fe00:2") || !strings.Contains(out, "GID fe80::ff:fe00:1") {
+					t.Errorf("the client's addresses:\n%s", out)
+				}
+				if !strings.Contains(srv.stderr.String(), "exited with status 0 on node server of fabric "+f.name) {
+					t.Errorf("exec's last word:\n%s", srv.stderr.String())
+				}
+			})
+		}
+	}
+}
+
+// TestExecPingpongFaults: with a plan that drops a data packet and an
+// ACK, ibv_rc_pingpong and ibv_srq_pingpong still pass, and the
+// capture's comments show the drops and the retransmission.
+func TestExecPingpongFaults(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong", "ibv_srq_pingpong")
+	for _, prog := range []string{"ibv_rc_pingpong", "ibv_srq_pingpong"} {
+		t.Run(prog, func(t *testing.T) {
+			f := newFabricEnv(t)
+			pcap := filepath.Join(t.TempDir(), "run.pcapng")
+			plan := "drop class=request nth=50 first=1; drop class=ack nth=70 first=1"
+			args := []string{"-g", "0", "-n", "200", "-s", "64"}
+			if prog == "ibv_srq_pingpong" {
+				// One QP: with its 16, the program reaches its count on
+				// the others before a lost SEND's ACK timeout (67 ms)
+				// comes round, and exits with the SEND never resent.
+				args = append(args, "-q", "1")
+			}
+			srv, cli := pair(t, f, []string{"--faults", plan, "--pcap", pcap}, prog, args...)
+			for _, p := range []*execProc{srv, cli} {
+				if p.code != 0 || !strings.Contains(p.stdout.String(), "200 iters in") {
+					t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+				}
+			}
+			if !strings.Contains(srv.stderr.String(), "capture: "+pcap) {
+				t.Errorf("exec does not say where the capture is:\n%s", srv.stderr.String())
+			}
+			comments := pcapComments(t, pcap, f)
+			for _, want := range []string{"dropped by rule 1", "dropped by rule 2", "retransmi"} {
+				if !strings.Contains(comments, want) {
+					t.Errorf("no comment says %q", want)
+				}
+			}
+		})
+	}
+}
+
+// pcapComments waits for the fabric to write out its capture (it exits
+// once both programs have left) and returns every frame's comment.
+func pcapComments(t *testing.T, path string, f fabricEnv) string {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for !strings.Contains(f.log(), "fabric "+f.name+": virtual time") && time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var b strings.Builder
+	for _, fr := range readFrames(t, path) {
+		b.WriteString(strings.Join(fr.comments, "; "))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestExecPerftest: perftest's bandwidth and latency tests, server and
+// client through rocesim exec, pass with small iteration counts; their
+// reports go to the test log.
+func TestExecPerftest(t *testing.T) {
+	tests := []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat"}
+	needTools(t, tests...)
+	for _, prog := range tests {
+		t.Run(prog, func(t *testing.T) {
+			f := newFabricEnv(t)
+			srv, cli := pair(t, f, nil, prog, "-n", "100")
+			for _, p := range []*execProc{srv, cli} {
+				if p.code != 0 {
+					t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+				}
+			}
+			t.Logf("%s client:\n%s", prog, cli.stdout.String())
+		})
+	}
+}
+
+// TestExecLinkCut: with the link between the nodes cut, under the spec
+// profile ibv_rc_pingpong's client fails its SEND after retry_cnt 7
+// retries and exits as the program does (its server waits forever, as
+// on a real network, and is killed); under the rxe profile, whose
+// retry_cnt 7 retries forever, the fabric's --deadline ends both, with
+// a message that says so.
+func TestExecLinkCut(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong")
+	cut := "down link=server-client"
+	t.Run("spec", func(t *testing.T) {
+		f := newFabricEnv(t)
+		srv, cli := startPair(t, f, []string{"--profile", "spec", "--faults", cut}, "ibv_rc_pingpong", "-g", "0", "-n", "10")
+		cli.wait(t)
+		if cli.code != 1 || !strings.Contains(cli.stderr.String(), "Failed status transport retry counter exceeded (12) for wr_id 2") {
+			t.Errorf("client: exit %d\nstdout:\n%s\nstderr:\n%s", cli.code, cli.stdout.String(), cli.stderr.String())
+		}
+		syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
+		<-srv.done
+	})
+	t.Run("rxe", func(t *testing.T) {
+		f := newFabricEnv(t)
+		srv, cli := pair(t, f, []string{"--faults", cut, "--deadline", "2s"}, "ibv_rc_pingpong", "-g", "0", "-n", "10")
+		for _, p := range []*execProc{srv, cli} {
+			if p.code != 3 || !strings.Contains(p.stderr.String(), "the fabric's run ended at its deadline, virtual time 2s") {
+				t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+			}
+		}
+	})
+}
+
+// TestExecUsage: exec refuses a command line without a program or with
+// an unknown profile, and documents itself.
+func TestExecUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec"}, "no program"},
+		{[]string{"exec", "--profile", "mlx5", "--", "true"}, `--profile "mlx5": want rxe or spec`},
+	} {
+		code, _, errOut := runCmd(c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, exitUsage, c.want)
+		}
+	}
+	code, out, _ := runCmd("help", "exec")
+	if code != exitOK || !strings.Contains(out, "Usage: rocesim exec") {
+		t.Errorf("help exec: %d %q", code, out)
+	}
+}
+
+// TestDropinLibraryStale: the cache key follows the library's sources
+// (a changed source is a new key: the library is rebuilt), not its
+// tests; without the Go toolchain a missing library is an error that
+// says what to do.
+func TestDropinLibraryStale(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module "+modulePath+"\n")
+	write("dropin/ibverbs/libibverbs.map", "{};")
+	write("dropin/ibverbs/model.go", "package main\n")
+	write("nic/qp.go", "package nic\n")
+	h0, err := sourceHash(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("nic/qp_test.go", "package nic\n")
+	write("cmd/rocesim/x.go", "package main\n")
+	if h, _ := sourceHash(root); h != h0 {
+		t.Errorf("a test or the command changed the key: %s, was %s", h, h0)
+	}
+	write("nic/qp.go", "package nic // changed\n")
+	if h, _ := sourceHash(root); h == h0 {
+		t.Errorf("a changed source kept the key %s", h)
+	}
+	t.Setenv("ROCESIM_SRC", root)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("PATH", t.TempDir()) // no go, no gcc
+	_, err = dropinLibrary(io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "needs go (the Go toolchain and a C compiler: cgo)") || !strings.Contains(err.Error(), "--lib DIR") {
+		t.Errorf("without go: %v", err)
+	}
+}
