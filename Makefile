@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench bench-realnet golden corpus swarm conformance soak dropin
+.PHONY: all demo test deps lint check race fuzz bench bench-realnet bench-dropin golden corpus swarm conformance soak dropin
 
 all: test
 
@@ -69,6 +69,10 @@ bench:
 ## bench-realnet: two model nodes over real UDP on loopback (127.0.0.1, 127.0.0.2 port 4791): throughput and latency of SEND, WRITE, READ at 4 and 64 KiB
 bench-realnet:
 	$(GO) test -run '^$$' -bench UDPWorkload -benchtime 2000x -count 3 ./realnet/
+
+## bench-dropin: figures of unmodified programs on the drop-in library, two processes through rocesim exec: ib_write_bw and ib_send_lat (virtual and wall time), ibv_rc_pingpong's wall time with a lost ACK
+bench-dropin:
+	ROCESIM_DROPIN_FIGURES=1 $(GO) test -count=1 -run '^TestDropinFigures$$' -v -timeout 10m ./cmd/rocesim/ | grep -v '^=== RUN'
 
 ## swarm: the randomised invariant test (2-16 nodes, RC connections, a fault mix per seed) over SEEDS seeds (default 20000); prints seeds, frames, faults and wall time
 SEEDS ?= 20000

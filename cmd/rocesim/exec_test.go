@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -439,4 +440,76 @@ func TestDropinLibraryStale(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "needs go (the Go toolchain and a C compiler: cgo)") || !strings.Contains(err.Error(), "--lib DIR") {
 		t.Errorf("without go: %v", err)
 	}
+}
+
+// fabricTimes waits for the fabric of f to exit and returns the virtual
+// and wall time its summary line gives.
+func fabricTimes(t *testing.T, f fabricEnv) (virtual, wall string) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	re := regexp.MustCompile(`fabric ` + f.name + `: virtual time (\S+), wall time (\S+);`)
+	for time.Now().Before(end) {
+		if m := re.FindStringSubmatch(f.log()); m != nil {
+			return m[1], m[2]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the fabric did not exit; its log:\n%s", f.log())
+	return "", ""
+}
+
+// TestDropinFigures prints the figures of issue 16 (make bench-dropin;
+// skipped unless ROCESIM_DROPIN_FIGURES=1): ib_write_bw and ib_send_lat
+// on the model, in virtual time (the fabric's) and wall time (perftest's
+// own report), and the wall time ibv_rc_pingpong takes with a lost ACK
+// against without.
+func TestDropinFigures(t *testing.T) {
+	if os.Getenv("ROCESIM_DROPIN_FIGURES") != "1" {
+		t.Skip("figures: make bench-dropin")
+	}
+	needTools(t, "ib_write_bw", "ib_send_lat", "ibv_rc_pingpong")
+	const n = 2000
+	for _, c := range []struct {
+		prog string
+		args []string
+	}{
+		{"ib_write_bw", []string{"-n", strconv.Itoa(n), "-s", "4096"}},
+		{"ib_write_bw", []string{"-n", strconv.Itoa(n), "-s", "64"}},
+		{"ib_send_lat", []string{"-n", strconv.Itoa(n), "-s", "2"}},
+	} {
+		f := newFabricEnv(t)
+		srv, cli := pair(t, f, nil, c.prog, c.args...)
+		if srv.code != 0 || cli.code != 0 {
+			t.Fatalf("%s: exit %d and %d\n%s\n%s", c.prog, srv.code, cli.code, cli.stdout.String(), cli.stderr.String())
+		}
+		virtual, wall := fabricTimes(t, f)
+		v, err := time.ParseDuration(strings.ReplaceAll(virtual, "µ", "u"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s %v: fabric virtual time %s (%.0f messages/s, %v a message), fabric wall time %s; perftest says (wall):\n%s",
+			c.prog, c.args, virtual, float64(n)/v.Seconds(), v/n, wall, lastLines(cli.stdout.String(), 3))
+	}
+	for _, plan := range []string{"", "drop class=ack nth=500 first=1"} {
+		f := newFabricEnv(t)
+		var fabric []string
+		if plan != "" {
+			fabric = []string{"--faults", plan}
+		}
+		start := time.Now()
+		srv, cli := pair(t, f, fabric, "ibv_rc_pingpong", "-g", "0", "-n", "1000", "-s", "64")
+		took := time.Since(start)
+		if srv.code != 0 || cli.code != 0 {
+			t.Fatalf("ibv_rc_pingpong %q: exit %d and %d\n%s", plan, srv.code, cli.code, cli.stderr.String())
+		}
+		virtual, wall := fabricTimes(t, f)
+		t.Logf("ibv_rc_pingpong -n 1000 -s 64, plan %q: both programs %v of wall time (fabric: virtual %s, wall %s); the client says %s",
+			plan, took.Round(time.Millisecond), virtual, wall, strings.TrimSpace(lastLines(cli.stdout.String(), 1)))
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
