@@ -44,6 +44,16 @@
 // (interrupt, --exit-when-idle, --deadline). --hold-limit bounds the wall
 // time a process may hold virtual time without waiting.
 //
+// exec runs an unmodified libibverbs program (ibv_rc_pingpong,
+// perftest) on the drop-in libibverbs.so.1 (dropin/ibverbs) as node
+// --node of the fabric --name (exec.go): it finds the library in the
+// cache or builds it there (go build -buildmode=c-shared: the source
+// tree, the Go toolchain and gcc; else --lib), starts the fabric if none
+// answers (with --nodes, --faults, --pcap, --deadline), runs the program
+// with LD_LIBRARY_PATH and ROCESIM_FABRIC/ROCESIM_NODE/ROCESIM_PROFILE,
+// passes its exit status through and says where the capture and the
+// fabric's log are.
+//
 // node runs package realnet's Node: the NIC model on UDP port 4791 of
 // --addr (a loopback address unless --routable) in real time, and a
 // workload with one peer node in the manner of ibv_rc_pingpong (endpoints

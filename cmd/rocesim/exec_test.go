@@ -53,6 +53,14 @@ var (
 	execErr   error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if execBin != "" {
+		os.RemoveAll(filepath.Dir(execBin))
+	}
+	os.Exit(code)
+}
+
 // execSetup builds rocesim and the drop-in library once.
 func execSetup(t *testing.T) {
 	t.Helper()
