@@ -521,3 +521,50 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestExecConformanceAgent: the conformance harness's C agent
+// (conformance/agent/agent.c), compiled unmodified against the installed
+// libibverbs, runs on the drop-in library in two processes through
+// rocesim exec: it exchanges QPN, PSN, GID 0 and its MR over TCP, and a
+// WRITE to the peer's MR address and a SEND complete, the SEND's bytes
+// landing in the server's buffer.
+func TestExecConformanceAgent(t *testing.T) {
+	needTools(t)
+	agent := filepath.Join(t.TempDir(), "agent")
+	if out, err := exec.Command("gcc", "-O2", "-o", agent, "../../conformance/agent/agent.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc agent.c: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	script := func(role string, seed int, body string) string {
+		p := filepath.Join(t.TempDir(), role+".txt")
+		text := fmt.Sprintf("open dev=rocesim0\npd\ncq depth=16\nmr len=8192 seed=%d\nqp send=16 recv=16 sge=1 inline=0\ninfo gid=0\n"+
+			"exchange peer=127.0.0.1 port=%d role=%s\nconnect gid=0\n%squit\n", seed, port, role, body)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	srvScript := script("server", 3, "post_recv wr_id=1 off=0 len=4096\nbarrier\npoll n=1 timeout_ms=5000\nbarrier\ndump off=0 len=8\ndump off=200 len=8\n")
+	cliScript := script("client", 5, "barrier\npost_send wr_id=2 op=write off=0 len=100 roff=200\npost_send wr_id=3 op=send off=0 len=64\npoll n=2 timeout_ms=5000\nbarrier\n")
+	f := newFabricEnv(t)
+	srv := startExec(t, f, "--node", "server", "--nodes", "server,client", "--", agent, srvScript)
+	awaitListen(t, port, srv)
+	cli := startExec(t, f, "--node", "client", "--nodes", "server,client", "--", agent, cliScript).wait(t)
+	srv.wait(t)
+	for _, c := range []struct {
+		p    *execProc
+		want []string
+	}{
+		{cli, []string{`"wr_id":2,"status":"IBV_WC_SUCCESS","opcode":"IBV_WC_RDMA_WRITE","byte_len":100`,
+			`"wr_id":3,"status":"IBV_WC_SUCCESS","opcode":"IBV_WC_SEND","byte_len":64`}},
+		// Seed 5: byte i is 5 + 7i.
+		{srv, []string{`"wr_id":1,"status":"IBV_WC_SUCCESS","opcode":"IBV_WC_RECV","byte_len":64`,
+			`{"event":"dump","off":0,"len":8,"hex":"050c131a21282f36"}`, `{"event":"dump","off":200,"len":8,"hex":"050c131a21282f36"}`}},
+	} {
+		for _, w := range c.want {
+			if c.p.code != 0 || !strings.Contains(c.p.stdout.String(), w) {
+				t.Errorf("%v: exit %d, no %s\nstdout:\n%s\nstderr:\n%s", c.p.cmd.Args, c.p.code, w, c.p.stdout.String(), c.p.stderr.String())
+			}
+		}
+	}
+}
