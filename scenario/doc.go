@@ -42,6 +42,37 @@
 // poll also reads the devices' asynchronous events. Result.Completions are
 // in the order polled: by poll, then node, then CQ in creation order.
 //
+// # Closed loops: on lines
+//
+// An on line is a step done when a completion is polled, as a program's
+// completion loop does it: "on b.q wr=1 b.q recv wr=1 len=64" re-posts
+// a receive each time one completes. The trigger is a completion of the
+// QP's CQs (send or receive), of work request wr= if given, with status=
+// if given; times=N lets the line fire on the first N such completions
+// (default 1), after=D does the step D after the completion was polled
+// (the time the program takes to react; default at once). times=N on an
+// at line does its step N times in a row, so
+//
+//	at 0 times=4 a.q send wr=1 op=write len=4096     # 4 in flight
+//	on a.q wr=1 times=12 a.q send wr=1 op=write len=4096   # one more per completion
+//
+// keeps four WRITEs in flight until 16 have been posted (examples/
+// bandwidth.scenario; see also pingpong and rnr-repost).
+//
+// The order is fixed, so a closed loop is as deterministic as a timed
+// one. When a scenario has on lines, the world is run one instant at a
+// time: all the events due at a virtual time happen, then the auto CQs
+// are polled, and each completion polled, in poll order, is offered to
+// the on lines in file order; every line it triggers (several may) does
+// its step at once, followed by a poll whose completions are offered in
+// their turn. Steps deferred with after= are done at their time after
+// that instant's events and poll, in the order they were deferred. At a
+// time that also has at steps, the instant's events, poll, on lines and
+// deferred steps come first, then the at steps. Completions polled by the
+// final poll of the run (manual CQs) trigger nothing. A completion that
+// no on line waits for is only recorded. A closed loop is bounded by its
+// times= and by Options.MaxEvents.
+//
 // Each step is recorded in the trace as a "step" event (fields line= and
 // step=, the step as written); a rereg step is followed by a "rereg"
 // event (fields mr= and result=, its answer). A run that fires more than
@@ -74,7 +105,8 @@
 //	            | "cq" node "." name { cqopt }
 //	            | "qp" node "." name qptype { qpopt }
 //	            | "fault" rule                      (one line of the faults text format)
-//	            | "at" duration step                (steps in time order)
+//	            | "at" duration [ "times=" num ] step    (steps in time order)
+//	            | "on" qpref { trigopt } step        (a step done on a completion)
 //	            | "expect" claim .
 //
 //	linkopt     = "bandwidth=" rate | "delay=" duration | "mtu=" num | "queue=" size | "overhead=" num .
@@ -88,6 +120,7 @@
 //	            | "max_send_wr=" num | "max_recv_wr=" num | "max_sge=" num | "max_inline=" num
 //	            | "sig_all" .
 //
+//	trigopt     = "wr=" num | "status=" status | "times=" num | "after=" duration .
 //	step        = qpref "send" "wr=" num { sendopt }
 //	            | qpref "recv" "wr=" num "len=" size [ "local=" place ]
 //	            | qpref "modify" modopt { modopt }
@@ -114,7 +147,8 @@
 //	            | "events" node ( "none" | event { event } )
 //	            | "counter" node "." counter cmp num     (one word: a.rcvd_seq_err>=1)
 //	            | "mem" place ( "u64=" num | "len=" size "equals=" place )
-//	            | "rereg" mrref answer { answer } .      (answer = "ok" | errno)
+//	            | "rereg" mrref answer { answer }       (answer = "ok" | errno)
+//	            | "frames" { matchkey } ( "count=" num | "none" ) .   (matchkey: package faults)
 //	cmp         = "=" | "!=" | ">=" | "<=" | ">" | "<" .
 //
 //	qpref, mrref, ref = node "." name .
@@ -232,6 +266,26 @@
 //	expect mem b.ctr u64=42                     8 bytes little-endian at b.ctr+0
 //	expect mem b.buf+512 len=3000 equals=a.buf  two byte ranges are equal
 //	expect rereg b.buf EOPNOTSUPP ok             what b.buf's rereg steps returned, exactly, in order
+//	expect frames class=nak src=b count=1       exactly one frame matched these keys (see below)
+//	expect frames src=a tx=2 count=3            three retransmissions by a
+//	expect frames class=rnr none                no frame matched
+//
+// expect frames takes the match keys of a fault rule (package faults:
+// link dir src dst qp op class psn tx from to; not nth, prob or first,
+// which count frames as a plan acts on them) and counts the frames the
+// fabric recorded that match them: a frame that went onto a link, or
+// that the fabric dropped (a capture of the run holds exactly these),
+// extra copies made by dup too. As in a fault plan, keys without link=
+// look at a frame's first hop only (its sender's link), so a frame
+// through a switch counts once; with link=X, at its hop over X. The time
+// of a record is when the frame started onto the link.
+//
+// A run says what a scenario does not claim: Result.Checked counts the
+// expect lines checked (the CLI prints "expectations: none" when it is
+// 0), and Result.Warnings names each fault rule that never acted ("line
+// N: fault rule K never matched a frame: ..."), usually a key that
+// cannot match. A file without a node line is a parse error ("empty
+// scenario").
 //
 // Any expect line may end with profile=rxe or profile=spec: the claim
 // then holds only under that behaviour profile (where rxe and the IBTA

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/internal/lineformat"
 	"github.com/rocesim/rocesim/nic"
 )
@@ -25,6 +27,7 @@ const (
 	expectCounter                       // counter node.name OP N
 	expectMem                           // mem node.mr+off u64=N | len=N equals=node.mr+off
 	expectRereg                         // rereg node.mr ok|ERRNO ...: the answers of the region's rereg steps
+	expectFrames                        // frames KEYS count=N | none: how many recorded frames match
 )
 
 // wrStatus is one item of a completions list.
@@ -64,6 +67,8 @@ type expectation struct {
 	nodeName   string // for event(s) lines, resolved in resolve
 	nodeCol    int
 	hasQPInRef bool
+	match      faults.Match // expectFrames: the filter
+	frameIdx   int          // expectFrames: index into runState.frameCounts
 	// profile, if set (profile=rxe or profile=spec at the end of the
 	// line), limits the claim to runs under that behaviour profile: where
 	// rxe and the IBTA differ, a scenario states both.
@@ -102,6 +107,8 @@ func (p *parser) expectLine() error {
 		err = p.expectMem(e)
 	case "rereg":
 		err = p.expectRereg(e)
+	case "frames":
+		err = p.expectFrames(e)
 	default:
 		if !strings.Contains(t.Text, ".") {
 			return p.errorf(t.Col, "expected node.qp, event, events, counter, mem or rereg after expect, got %q", t.Text)
@@ -115,6 +122,46 @@ func (p *parser) expectLine() error {
 		return err
 	}
 	p.s.expects = append(p.s.expects, e)
+	return nil
+}
+
+// expectFrames reads "frames KEYS... count=N" or "frames KEYS... none":
+// the keys are a fault rule's match keys (faults.ParseMatch), checked
+// against the topology as a fault line's are.
+func (p *parser) expectFrames(e *expectation) error {
+	e.kind = expectFrames
+	toks := p.toks[2:]
+	last := toks[len(toks)-1]
+	switch {
+	case last.Text == "none":
+		e.value = 0
+	case strings.HasPrefix(last.Text, "count="):
+		v, err := p.num(strings.TrimPrefix(last.Text, "count="), last.Col+len("count="), "count", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		e.value = v
+	default:
+		return p.errorf(last.Col, "expect frames ends with count=N or none, e.g. expect frames class=nak src=b count=1")
+	}
+	keys := toks[:len(toks)-1]
+	text := ""
+	if len(keys) > 0 {
+		text = strings.TrimSpace(p.raw[keys[0].Off:last.Off])
+	}
+	m, err := faults.ParseMatch(text)
+	if err != nil {
+		if pe, ok := err.(*faults.ParseError); ok && len(keys) > 0 {
+			return p.errorf(pe.Col+utf8.RuneCountInString(p.raw[:keys[0].Off]), "%s", pe.Msg)
+		}
+		return p.errorf(p.toks[1].Col, "%v", err)
+	}
+	if err := p.checkFault(faultDecl{line: p.line, rule: faults.Rule{Match: m}, toks: keys}); err != nil {
+		return err
+	}
+	e.match = m
+	e.frameIdx = len(p.s.frameClaims)
+	p.s.frameClaims = append(p.s.frameClaims, e)
 	return nil
 }
 
@@ -403,6 +450,11 @@ func (p *parser) expectMem(e *expectation) error {
 // or what went wrong.
 func (e *expectation) check(r *runState, res *Result) string {
 	switch e.kind {
+	case expectFrames:
+		if got := r.frameCounts[e.frameIdx]; uint64(got) != e.value {
+			return fmt.Sprintf("expected %d matching frames, got %d", e.value, got)
+		}
+		return ""
 	case expectWR:
 		var got []Completion
 		for _, c := range r.qpCompletions(res, e.qp) {

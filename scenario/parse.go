@@ -79,6 +79,11 @@ func Parse(name, text string) (*Scenario, error) {
 			return nil, err
 		}
 	}
+	if len(p.s.nodes) == 0 {
+		// An empty file (or one of comments) would run nothing and claim
+		// nothing; "expectations: all met" would be a lie of omission.
+		return nil, &ParseError{File: name, Line: 1, Col: 1, Msg: "empty scenario: no node line (a scenario needs at least node a b, a link and a step)"}
+	}
 	if err := p.resolve(); err != nil {
 		return nil, err
 	}
@@ -185,10 +190,12 @@ func (p *parser) statement() error {
 		return p.faultLine()
 	case "at":
 		return p.atLine()
+	case "on":
+		return p.onLine()
 	case "expect":
 		return p.expectLine()
 	}
-	return p.errorf(t.Col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at or expect)", t.Text)
+	return p.errorf(t.Col, "unknown statement %q (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at, on or expect)", t.Text)
 }
 
 // once fails if the statement was given before.
@@ -800,6 +807,7 @@ func (p *parser) faultLine() error {
 		return p.errorf(t.Col, "fault needs one rule of the faults text format, e.g. fault drop psn=2 tx=1")
 	}
 	p.faults = append(p.faults, faultDecl{line: p.line, rule: plan.Rules[0], toks: p.toks})
+	p.s.faultLines = append(p.s.faultLines, p.line)
 	if i := strings.IndexByte(rest, '#'); i >= 0 {
 		rest = rest[:i]
 	}

@@ -204,7 +204,7 @@ type ProgramStep struct {
 // scenario a two-node replay cannot express: other than two nodes on one
 // link, a switch, link mtu= or queue=, other than one RC or UC QP per node
 // (UD, several QPs), QPs not each other's peers or not starting in RTS,
-// modify steps, a numeric rkey=.
+// modify steps, a numeric rkey=, on lines, times=.
 func (s *Scenario) Program() (*Program, error) {
 	fail := func(line int, format string, args ...any) (*Program, error) {
 		return nil, fmt.Errorf("scenario %s: line %d: not a two-node program: %s", s.Name, line, fmt.Sprintf(format, args...))
@@ -273,7 +273,13 @@ func (s *Scenario) Program() (*Program, error) {
 			MaxInline: q.maxInline, SigAll: q.sigAll}
 		p.Nodes = append(p.Nodes, pn)
 	}
+	if len(s.ons) > 0 {
+		return fail(s.ons[0].line, "an on line (the replay has no completion-driven steps)")
+	}
 	for _, st := range s.steps {
+		if st.times > 1 {
+			return fail(st.line, "times=%d (the replay does each step once)", st.times)
+		}
 		steps, err := s.programSteps(st)
 		if err != nil {
 			return fail(st.line, "%s", err)

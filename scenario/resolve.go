@@ -57,6 +57,16 @@ func (p *parser) resolve() error {
 			return err
 		}
 	}
+	for _, st := range s.ons {
+		q, err := p.lookupQP(st.on.qpRef)
+		if err != nil {
+			return err
+		}
+		st.on.qp = q
+		if err := p.resolveStep(st); err != nil {
+			return err
+		}
+	}
 	for _, e := range s.expects {
 		if err := p.resolveExpect(e); err != nil {
 			return err

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // A run, in order:
@@ -84,6 +86,13 @@ type Result struct {
 	VirtualTime sim.Duration `json:"virtual_time_ns"`
 	// Trace is the run's event log (Options.Trace, or a new one).
 	Trace *sim.Trace `json:"-"`
+	// Checked is how many expect lines were checked (those of the other
+	// profile are not): 0 means the scenario claimed nothing.
+	Checked int `json:"-"`
+	// Warnings are things a scenario author should know that are not
+	// failures: a fault rule that never acted, each as
+	// "line N: fault rule K never matched a frame: TEXT".
+	Warnings []string `json:"warnings,omitempty"`
 	// Failed lists the expectations not met, each as
 	// "line N: expect ...: got ..."; empty when the scenario passed.
 	Failed []string `json:"failed,omitempty"`
@@ -149,6 +158,36 @@ type runState struct {
 	wcs   []verbs.WC
 	rand  sim.Seeds
 	nodes []*nodeDecl
+
+	fired   []int       // per on line: how many times it has fired
+	reacted int         // completions before this index have been offered to the on lines
+	later   []laterStep // on lines' steps fired with after=, in the order they are due
+
+	frameCounts []int       // per expect frames line: the frames that matched
+	pkt         wire.Packet // decoding buffer of observe
+}
+
+// observe counts a recorded frame (one per hop it starts onto, or where
+// it was dropped: what a capture of the whole fabric holds) against every
+// expect frames line. Its keys are evaluated as a fault rule's are, at
+// the time of the record: without link= on the frame's first hop only.
+func (r *runState) observe(rec *fabric.FrameRecord) {
+	var roce *wire.Packet
+	if r.pkt.DecodeHeaders(rec.Frame) == nil {
+		roce = &r.pkt
+	}
+	hop := faults.Hop{Link: rec.Link, From: rec.From, To: rec.To, First: rec.First, Tx: rec.Tx}
+	for i, e := range r.s.frameClaims {
+		if e.match.Matches(rec.Time, &hop, roce) {
+			r.frameCounts[i]++
+		}
+	}
+}
+
+// laterStep is an on line's step to be done at a later time.
+type laterStep struct {
+	at sim.Time
+	st *step
 }
 
 // Run runs the scenario once. It returns an error when the scenario
@@ -187,8 +226,15 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 	if limit == 0 {
 		limit = DefaultMaxEvents
 	}
-	r.w = verbs.NewWorld(verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile,
-		Link: wl, TestHooks: opt.TestHooks, MaxEvents: limit, Progress: opt.Progress, QPName: r.qpName})
+	wc := verbs.WorldConfig{Seed: seed, Plan: plan, Trace: tr, Capture: opt.Capture, Profile: opt.Profile,
+		Link: wl, TestHooks: opt.TestHooks, MaxEvents: limit, Progress: opt.Progress, QPName: r.qpName}
+	if len(s.frameClaims) > 0 {
+		// expect frames counts frames as they are recorded; tx= needs
+		// the transmissions counted even without a fault plan.
+		r.frameCounts = make([]int, len(s.frameClaims))
+		wc.Observe, wc.CountTx = r.observe, true
+	}
+	r.w = verbs.NewWorld(wc)
 	r.res = &Result{Scenario: s.Name, Seed: seed, Profile: opt.Profile.String(), Completions: []Completion{},
 		AsyncEvents: []AsyncEvent{}, Counters: map[string]map[string]uint64{}, Trace: tr}
 
@@ -199,25 +245,31 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		if opt.Deadline != 0 && st.at > opt.Deadline {
 			break // the run ends before this step
 		}
-		if err := r.w.RunTo(sim.Time(st.at)); err != nil {
+		if err := r.runTo(sim.Time(st.at)); err != nil {
 			return r.finish(), fmt.Errorf("scenario %s: before the step of line %d: %w", s.Name, st.line, err)
 		}
-		r.poll(false, nil)
-		if err := r.do(st); err != nil {
-			return r.finish(), fmt.Errorf("scenario %s: line %d: %s: %w", s.Name, st.line, st.text, err)
+		if err := r.pollReact(); err != nil {
+			return r.finish(), fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
-		r.poll(false, nil)
+		for range st.times {
+			if err := r.do(st); err != nil {
+				return r.finish(), fmt.Errorf("scenario %s: line %d: %s: %w", s.Name, st.line, st.text, err)
+			}
+		}
+		if err := r.pollReact(); err != nil {
+			return r.finish(), fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
 	}
-	var err error
+	end := sim.Never
 	switch {
 	case opt.Deadline != 0:
-		err = r.w.RunTo(sim.Time(opt.Deadline))
+		end = sim.Time(opt.Deadline)
 	case s.hasDeadline:
-		err = r.w.RunTo(sim.Time(s.deadline))
-	default:
-		err = r.w.Run()
+		end = sim.Time(s.deadline)
 	}
+	err := r.runTo(end)
 	res := r.finish()
+	r.warn(res)
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
@@ -225,11 +277,121 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		if e.profile != "" && e.profile != res.Profile {
 			continue // a claim about the other profile
 		}
+		res.Checked++
 		if msg := e.check(r, res); msg != "" {
 			res.Failed = append(res.Failed, fmt.Sprintf("line %d: expect %s: %s", e.line, e.text, msg))
 		}
 	}
 	return res, nil
+}
+
+// warn adds a warning for every fault rule that never acted: a rule that
+// matched nothing usually means a misspelt key value (psn=, tx=, qp=)
+// and a scenario that does not test what it claims to.
+func (r *runState) warn(res *Result) {
+	fab := r.w.Fabric()
+	for i, line := range r.s.faultLines {
+		if fab.RuleHits(i+1) == 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: fault rule %d never matched a frame: %s", line, i+1, r.s.faultText(i)))
+		}
+	}
+}
+
+// runTo runs the world to t (sim.Never: until nothing is left to
+// happen). Without on lines it is World.RunTo. With them it stops after
+// every instant at which something happened (all the events due at that
+// virtual time), polls the auto CQs and does the on lines' steps that the
+// new completions trigger, before it goes on to the next instant.
+func (r *runState) runTo(t sim.Time) error {
+	if len(r.s.ons) == 0 {
+		return r.w.RunTo(t)
+	}
+	sched := r.w.Scheduler()
+	for {
+		next := sim.Never
+		if sched.Pending() > 0 {
+			next = sched.NextAt()
+		}
+		if len(r.later) > 0 && r.later[0].at < next {
+			next = r.later[0].at
+		}
+		if next == sim.Never || next > t {
+			break
+		}
+		if err := r.w.RunTo(next); err != nil {
+			return err
+		}
+		if err := r.pollReact(); err != nil {
+			return err
+		}
+		for len(r.later) > 0 && r.later[0].at <= next {
+			st := r.later[0].st
+			r.later = r.later[1:]
+			if err := r.do(st); err != nil {
+				return fmt.Errorf("line %d: on %s after=%v: %s: %w", st.line, st.on.qpRef, st.on.after, st.text, err)
+			}
+			if err := r.pollReact(); err != nil {
+				return err
+			}
+		}
+	}
+	if t == sim.Never {
+		return nil
+	}
+	return r.w.RunTo(t)
+}
+
+// pollReact polls the auto CQs (as after every step), then offers every
+// completion polled so far and not yet offered to the on lines, in the
+// order polled. For each completion the on lines are tried in file
+// order; each one whose trigger matches and that has fired fewer than
+// times= times fires: its step is done at once, after which the auto CQs
+// are polled again (the completions that brings are offered in their
+// turn), or, with after=D, queued to be done D later.
+func (r *runState) pollReact() error {
+	r.poll(false, nil)
+	if len(r.s.ons) == 0 {
+		return nil
+	}
+	if r.fired == nil {
+		r.fired = make([]int, len(r.s.ons))
+	}
+	for r.reacted < len(r.res.Completions) {
+		c := r.res.Completions[r.reacted]
+		r.reacted++
+		for i, st := range r.s.ons {
+			if r.fired[i] >= st.times || !r.triggers(st.on, &c) {
+				continue
+			}
+			r.fired[i]++
+			if st.on.after > 0 {
+				r.postpone(st)
+				continue
+			}
+			if err := r.do(st); err != nil {
+				return fmt.Errorf("line %d: on %s (completion of wr %d): %s: %w", st.line, st.on.qpRef, c.WRID, st.text, err)
+			}
+			r.poll(false, nil)
+		}
+	}
+	return nil
+}
+
+// postpone queues an on line's step after=D from now, behind the steps
+// already queued for the same time or earlier.
+func (r *runState) postpone(st *step) {
+	at := r.w.Now().Add(st.on.after)
+	i := len(r.later)
+	for i > 0 && r.later[i-1].at > at {
+		i--
+	}
+	r.later = slices.Insert(r.later, i, laterStep{at: at, st: st})
+}
+
+// triggers reports whether completion c is one trigger t waits for.
+func (r *runState) triggers(t *trigger, c *Completion) bool {
+	return c.Node == t.qp.node.name && c.QPN == r.qps[t.qp.idx].QPNum &&
+		(!t.hasWR || c.WRID == t.wrID) && (!t.hasStatus || c.Status == t.status.Name())
 }
 
 // qpName names QP qpn of host as the scenario does ("a.q"), or "" if

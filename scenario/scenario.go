@@ -33,15 +33,18 @@ type Scenario struct {
 	deadline    sim.Duration
 	hasDeadline bool
 
-	nodes    []*nodeDecl
-	links    []*linkDecl
-	mrs      []*mrDecl // in declaration order; mrDecl.idx indexes this
-	mws      []*mwDecl // in declaration order; mwDecl.idx indexes this
-	cqs      []*cqDecl // in creation order: node by node, declared ones, then the QPs' own
-	qps      []*qpDecl // in declaration order
-	planText string    // the fault rules, one a line, in file order
-	steps    []*step
-	expects  []*expectation
+	nodes       []*nodeDecl
+	links       []*linkDecl
+	mrs         []*mrDecl // in declaration order; mrDecl.idx indexes this
+	mws         []*mwDecl // in declaration order; mwDecl.idx indexes this
+	cqs         []*cqDecl // in creation order: node by node, declared ones, then the QPs' own
+	qps         []*qpDecl // in declaration order
+	planText    string    // the fault rules, one a line, in file order
+	faultLines  []int     // the line of each fault rule, in plan order
+	steps       []*step   // at lines, in time order
+	ons         []*step   // on lines, in file order
+	expects     []*expectation
+	frameClaims []*expectation // the expect frames lines, counted during a run
 }
 
 // Seed returns the seed the scenario runs with when Options.Seed is 0:
@@ -61,6 +64,11 @@ func (s *Scenario) Nodes() []string {
 // rule a line in file order ("" for none): the plan the fabric applies,
 // whose N-th line is rule N in traces and capture comments.
 func (s *Scenario) Faults() string { return s.planText }
+
+// faultText returns fault rule i (0-based) as written.
+func (s *Scenario) faultText(i int) string {
+	return strings.Split(s.planText, "\n")[i]
+}
 
 // Expectations returns how many expect lines the scenario has.
 func (s *Scenario) Expectations() int { return len(s.expects) }
@@ -199,7 +207,7 @@ var builtinFS embed.FS
 var catalogueOrder = []string{
 	"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
 	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled",
-	"uc-loss", "alltoall",
+	"uc-loss", "alltoall", "pingpong", "bandwidth", "rnr-repost",
 }
 
 var (

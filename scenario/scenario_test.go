@@ -20,7 +20,8 @@ import (
 
 // catalogue is the issue's list, in Builtin's order.
 var catalogue = []string{"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
-	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled", "uc-loss", "alltoall"}
+	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled", "uc-loss", "alltoall",
+	"pingpong", "bandwidth", "rnr-repost"}
 
 // TestBuiltinsMeetTheirExpectations runs every built-in under both
 // profiles and a few seeds: each parses, runs and meets every claim.
@@ -163,6 +164,7 @@ func TestGoBackNResult(t *testing.T) {
 		},
 		Frames:      9, // 7 data frames (one dropped), a NAK and an ACK
 		VirtualTime: 4459 * sim.Nanosecond,
+		Checked:     9,
 	}, res)
 }
 
@@ -397,7 +399,7 @@ func TestParseErrors(t *testing.T) {
 		{"fault partition a|c from=1ms", `7:17: no node "c" in this scenario`},
 		{"expect a.p wr=1 wr=2 SUCCESS", `7:17: duplicate key "wr"`},
 		{"fault", `7:1: fault needs one rule of the faults text format, e.g. fault drop psn=2 tx=1`},
-		{"nod c", `7:1: unknown statement "nod" (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at or expect)`},
+		{"nod c", `7:1: unknown statement "nod" (want scenario, description, seed, deadline, node, link, switch, mr, mw, cq, qp, fault, at, on or expect)`},
 		{"at 1ms a.p send len=8", `7:12: send needs wr=, e.g. send wr=1 op=send len=64`},
 		{"at 1ms a.p send wr=1 op=foo len=8", `7:25: bad op "foo": want send, send_imm, write, write_imm, read, cas, faa, send_inv, local_inv or bind`},
 		{"at 1ms a.p send wr=1 len=8 imm=3", `7:28: imm= applies only to op=send_imm and op=write_imm`},

@@ -20,12 +20,14 @@ const (
 	stepRereg                  // ibv_rereg_mr of a memory region
 )
 
-// step is one "at" line.
+// step is one "at" or "on" line.
 type step struct {
-	at   sim.Duration
-	line int
-	text string // the line after the time, as written (for the trace)
-	kind stepKind
+	at    sim.Duration
+	line  int
+	times int      // times=: how many times the step is done (at) or may fire (on); 1 without it
+	on    *trigger // an on line's trigger; nil for an at line
+	text  string   // the line after the time, as written (for the trace)
+	kind  stepKind
 
 	qpRef ref
 	qp    *qpDecl
@@ -70,7 +72,19 @@ type step struct {
 	pollCQs  []*cqDecl
 }
 
-// atLine reads "at DURATION ...".
+// trigger is what an on line waits for: a completion polled from qp's
+// CQs, of work request wrID (if hasWR) with status (if hasStatus).
+type trigger struct {
+	qpRef     ref
+	qp        *qpDecl
+	wrID      uint64
+	hasWR     bool
+	status    nic.WCStatus
+	hasStatus bool
+	after     sim.Duration // after=: do the step this long after the completion is polled
+}
+
+// atLine reads "at DURATION [times=N] STEP".
 func (p *parser) atLine() error {
 	if len(p.toks) < 3 {
 		return p.errorf(p.toks[0].Col, "at needs a time and a step, e.g. at 10us a.q send wr=1 len=64")
@@ -85,31 +99,115 @@ func (p *parser) atLine() error {
 	if p.s.hasDeadline && d > p.s.deadline {
 		return p.errorf(p.toks[1].Col, "step at %v is after the deadline %v", d, p.s.deadline)
 	}
-	st := &step{at: d, line: p.line, text: strings.TrimSpace(p.raw[p.toks[2].Off:])}
+	st := &step{at: d, line: p.line, times: 1}
+	rest, err := p.stepPrefix(st, p.toks[2:], nil)
+	if err != nil {
+		return err
+	}
+	if err := p.stepBody(st, rest); err != nil {
+		return err
+	}
+	p.last = d
+	p.s.steps = append(p.s.steps, st)
+	return nil
+}
+
+// onLine reads "on QP [wr=N] [status=S] [times=N] [after=D] STEP": a step done
+// when a completion of that QP (and work request) is polled.
+func (p *parser) onLine() error {
+	if len(p.toks) < 3 {
+		return p.errorf(p.toks[0].Col, "on needs a QP and a step, e.g. on b.q wr=1 b.q recv wr=1 len=64")
+	}
+	t := p.toks[1]
+	trig := &trigger{}
+	var err error
+	if trig.qpRef, err = p.ref(t.Text, t.Col, "the QP whose completions trigger the step"); err != nil {
+		return err
+	}
+	st := &step{line: p.line, times: 1, on: trig}
+	rest, err := p.stepPrefix(st, p.toks[2:], trig)
+	if err != nil {
+		return err
+	}
+	if err := p.stepBody(st, rest); err != nil {
+		return err
+	}
+	p.s.ons = append(p.s.ons, st)
+	return nil
+}
+
+// stepPrefix reads the key=value words before a step (times=, and for an
+// on line wr= and status=) and returns the tokens of the step itself,
+// which starts at the first word without '='.
+func (p *parser) stepPrefix(st *step, toks []lineformat.Token, trig *trigger) ([]lineformat.Token, error) {
+	n := 0
+	for n < len(toks) && strings.Contains(toks[n].Text, "=") {
+		n++
+	}
+	if n == len(toks) {
+		col := p.toks[len(p.toks)-1].Col
+		return nil, p.errorf(col, "expected a step (send, recv, modify, poll or rereg) after the options")
+	}
+	h := map[string]func(string, int) error{
+		"times": func(v string, col int) error {
+			x, err := p.num(v, col, "times", math.MaxInt32)
+			if err == nil && x == 0 {
+				err = p.errorf(col, "bad times %q: want a whole number >= 1", v)
+			}
+			st.times = int(x)
+			return err
+		},
+	}
+	if trig != nil {
+		h["wr"] = func(v string, col int) error {
+			x, err := p.num(v, col, "wr", math.MaxUint64)
+			trig.wrID, trig.hasWR = x, true
+			return err
+		}
+		h["after"] = func(v string, col int) error {
+			d, err := p.duration(v, col)
+			trig.after = d
+			return err
+		}
+		h["status"] = func(v string, col int) error {
+			s, err := p.status(v, col)
+			trig.status, trig.hasStatus = s, true
+			return err
+		}
+	}
+	stmt := p.toks[0].Text
+	if err := p.opts(stmt, toks[:n], h, nil); err != nil {
+		return nil, err
+	}
+	st.text = strings.TrimSpace(p.raw[toks[n].Off:])
 	if i := strings.IndexByte(st.text, '#'); i >= 0 {
 		st.text = strings.TrimSpace(st.text[:i])
 	}
-	t := p.toks[2]
+	return toks[n:], nil
+}
+
+// stepBody reads the step itself: toks start at its first word.
+func (p *parser) stepBody(st *step, toks []lineformat.Token) error {
+	var err error
+	t := toks[0]
 	if t.Text == "poll" {
 		st.kind = stepPoll
-		for _, r := range p.toks[3:] {
+		for _, r := range toks[1:] {
 			rr, err := p.ref(r.Text, r.Col, "a CQ or QP to poll")
 			if err != nil {
 				return err
 			}
 			st.pollRefs = append(st.pollRefs, rr)
 		}
-		p.last = d
-		p.s.steps = append(p.s.steps, st)
 		return nil
 	}
 	if st.qpRef, err = p.ref(t.Text, t.Col, "a QP, a memory region (or poll)"); err != nil {
 		return err
 	}
-	if len(p.toks) < 4 {
+	if len(toks) < 2 {
 		return p.errorf(t.Col+len([]rune(t.Text)), "expected send, recv, modify, poll or rereg after %s", t.Text)
 	}
-	verb, rest := p.toks[3], p.toks[4:]
+	verb, rest := toks[1], toks[2:]
 	switch verb.Text {
 	case "send":
 		err = p.sendStep(st, rest)
@@ -128,12 +226,7 @@ func (p *parser) atLine() error {
 	default:
 		err = p.errorf(verb.Col, "unknown step %q (want send, recv, modify, poll or rereg)", verb.Text)
 	}
-	if err != nil {
-		return err
-	}
-	p.last = d
-	p.s.steps = append(p.s.steps, st)
-	return nil
+	return err
 }
 
 func (p *parser) sendStep(st *step, toks []lineformat.Token) error {

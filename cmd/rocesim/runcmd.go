@@ -280,7 +280,12 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway
 		}
 		fmt.Fprintf(w, "counters %s: %s\n", n, strings.Join(parts, " "))
 	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintln(w, "warning: "+warn)
+	}
 	switch {
+	case len(res.Failed) == 0 && res.Checked == 0 && runaway == nil:
+		fmt.Fprintln(w, "expectations: none (the scenario claims nothing: add expect lines)")
 	case len(res.Failed) == 0:
 		fmt.Fprintln(w, "expectations: all met")
 	case runaway != nil:

@@ -186,3 +186,24 @@ func TestRunFailedExpectation(t *testing.T) {
 	assert.Equal(t, exitBad, code)
 	assert.Contains(t, errOut, "expectation failed")
 }
+
+// TestRunSaysWhatWasNotClaimed: a scenario without expect lines is not
+// "all met", and a fault rule that never acted is a warning in the
+// summary; an empty file is refused.
+func TestRunSaysWhatWasNotClaimed(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "noclaim.scenario")
+	require.NoError(t, os.WriteFile(p, []byte("node a b\nlink a b\nmr a.buf size=64\nmr b.buf size=64\nqp a.q rc peer=b.q\nqp b.q rc\n"+
+		"fault drop psn=77\nat 0 a.q send wr=1 op=write len=8\n"), 0o644))
+	code, out, _ := runCmd("run", p, "--quiet")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "warning: line 7: fault rule 1 never matched a frame: drop psn=77\n")
+	assert.Contains(t, out, "expectations: none (the scenario claims nothing: add expect lines)\n")
+	assert.NotContains(t, out, "all met")
+
+	empty := filepath.Join(dir, "empty.scenario")
+	require.NoError(t, os.WriteFile(empty, []byte("# nothing yet\n"), 0o644))
+	code, _, errOut := runCmd("run", empty, "--quiet")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "empty scenario")
+}

@@ -340,6 +340,10 @@ func (f *Fabric) Links() []*Link { return f.links }
 // Now returns the fabric's current time.
 func (f *Fabric) Now() sim.Time { return f.sched.Now() }
 
+// RuleHits returns how many decisions rule (1-based, as in the plan) has
+// made so far (faults.Injector.Hits); 0 for a rule outside the plan.
+func (f *Fabric) RuleHits(rule int) uint64 { return f.inj.Hits(rule) }
+
 // FaultHits returns how many decisions the fault plan's rules have made
 // so far, summed over the rules (faults.Injector.Hits): frames dropped,
 // duplicated, delayed, held back for reordering or altered, and frames
