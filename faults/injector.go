@@ -420,3 +420,17 @@ func (in *Injector) Hits(rule int) uint64 {
 	}
 	return in.state[rule-1].hits
 }
+
+// FrameDecoder decodes recorded frames for Match.Matches, reusing one
+// buffer, for tools that look back at frames (an "expect frames" claim)
+// without importing package wire themselves.
+type FrameDecoder struct{ pkt wire.Packet }
+
+// Decode returns frame's headers (wire.Packet.DecodeHeaders), or nil if
+// frame is not RoCE v2. The result is valid until the next Decode.
+func (d *FrameDecoder) Decode(frame []byte) *wire.Packet {
+	if d.pkt.DecodeHeaders(frame) != nil {
+		return nil
+	}
+	return &d.pkt
+}

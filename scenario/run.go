@@ -12,7 +12,6 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
-	"github.com/rocesim/rocesim/wire"
 )
 
 // A run, in order:
@@ -163,8 +162,8 @@ type runState struct {
 	reacted int         // completions before this index have been offered to the on lines
 	later   []laterStep // on lines' steps fired with after=, in the order they are due
 
-	frameCounts []int       // per expect frames line: the frames that matched
-	pkt         wire.Packet // decoding buffer of observe
+	frameCounts []int               // per expect frames line: the frames that matched
+	dec         faults.FrameDecoder // decoding buffer of observe
 }
 
 // observe counts a recorded frame (one per hop it starts onto, or where
@@ -172,10 +171,7 @@ type runState struct {
 // expect frames line. Its keys are evaluated as a fault rule's are, at
 // the time of the record: without link= on the frame's first hop only.
 func (r *runState) observe(rec *fabric.FrameRecord) {
-	var roce *wire.Packet
-	if r.pkt.DecodeHeaders(rec.Frame) == nil {
-		roce = &r.pkt
-	}
+	roce := r.dec.Decode(rec.Frame)
 	hop := faults.Hop{Link: rec.Link, From: rec.From, To: rec.To, First: rec.First, Tx: rec.Tx}
 	for i, e := range r.s.frameClaims {
 		if e.match.Matches(rec.Time, &hop, roce) {
