@@ -63,6 +63,9 @@ func (p *Plan) Changes() []LinkChange {
 		var l *timeline
 		switch r.Event {
 		case EventDown:
+			if r.After != 0 {
+				continue // cut by traffic, at a time no plan can know
+			}
 			l = find(r.Match.Link, false)
 		case EventPartition:
 			l = find(groupsText(r.Groups), true)

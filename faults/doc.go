@@ -65,6 +65,28 @@
 // rule's other keys, identically across runs with the same traffic, and
 // "prob=0.1 first=3" means "three random frames, then no more".
 //
+// What the counting keys count, with examples (RC SEND of 4 packets,
+// PSNs 1-4, the second lost once, so the requester resends 2, 3, 4):
+//
+//	tx=1        the first transmission of its PSN: 1, 2, 3, 4 (not the
+//	            resent 2, 3, 4, which are tx=2). tx= is per PSN, not
+//	            per message: "tx=1 op=RC_SEND_MIDDLE" matches BOTH
+//	            middle packets, each being its PSN's first transmission.
+//	first=1     only the first frame that passes every other key: with
+//	            op=RC_SEND_MIDDLE, the first middle packet (PSN 2) and
+//	            never another, retransmissions included. "the first
+//	            one" is first=1, not tx=1.
+//	nth=2       every second frame that passes the deterministic keys:
+//	            "drop class=ack nth=2" loses the 2nd, 4th, ... ACK.
+//	nth=3 first=1  the third such frame, and that one only.
+//	tx=2 first=1   the first retransmission of any PSN, once.
+//	psn=2 tx=1  PSN 2's first transmission (the usual "lose one packet
+//	            once"; its retransmission passes).
+//
+// Counters belong to the rule (nth=, first=) or to the PSN (tx=); a
+// frame that an earlier rule already acted on is not seen by later
+// rules, so it advances none of their counters.
+//
 // If pkt is nil (the frame is not RoCE v2), the keys that read the packet
 // (qp op class psn tx) do not match; link, node, time and stateful keys
 // still can.
@@ -98,7 +120,7 @@
 //	          | "corrupt" [ "byte=" num ] [ "bit=" 0..7 ] { key }
 //	          | "truncate" ( "len=" count | "cut=" count ) { key }
 //	          | "rewrite" assignment { assignment } { key }
-//	          | "down" "link=" name [ "from=" duration ] [ "to=" duration ]
+//	          | "down" "link=" name [ "from=" duration ] ( [ "to=" duration ] | "after=" count )
 //	          | "partition" groups  [ "from=" duration ] [ "to=" duration ] .
 //	assignment = "set-psn=" delta | "set-msn=" delta | "set-syndrome=" syndrome
 //	          | "set-opcode=" opcode .
@@ -163,6 +185,13 @@
 // Link events take only their own keys:
 //
 //	down link=NAME [from=T] [to=T]       no frame enters NAME in [from, to); no to= is forever
+//	down link=NAME [from=T] after=K      NAME carries the first K RoCE frames that enter it
+//	                                     (from T on, both directions, every hop over it), then
+//	                                     is down for good: a cable pulled after the K-th frame.
+//	                                     The cut is traced and reported (port events) when the
+//	                                     K-th frame enters; Plan.Changes cannot list it. The
+//	                                     cut counts as one of the rule's Hits, each drop after
+//	                                     it as another.
 //	partition A,B|C,D [from=T] [to=T]    frames between nodes of different groups are
 //	                                     dropped, in both directions; unlisted nodes are
 //	                                     not affected

@@ -52,6 +52,10 @@ type Verdict struct {
 	Len int
 	// Text is the deciding rule's canonical text ("drop psn=2 tx=1").
 	Text string
+	// Cut is set (Cut.Rule > 0) when a "down after=K" event took its
+	// link down with this frame, the K-th it let through: the fabric
+	// reports the change as it does a timed one.
+	Cut LinkChange
 }
 
 // String describes the verdict for traces and capture comments: "dropped
@@ -88,6 +92,7 @@ type ruleState struct {
 	seen uint64 // frames that reached nth= (all deterministic keys held)
 	used uint64 // frames that passed nth= and prob= (counted against first=)
 	hits uint64 // times the rule acted
+	cut  bool   // a down after= event: its K frames have passed, the link is down
 }
 
 // NewInjector prepares p to judge frames. rng is the stream prob= draws
@@ -163,9 +168,31 @@ func (in *Injector) Decide(now sim.Time, hop Hop, frame []byte, pkt *wire.Packet
 	if pkt != nil && (pkt.BTH == nil || pkt.Info == nil) {
 		pkt = nil // not decoded: treat as non-RoCE
 	}
+	var cut LinkChange
 	for _, i := range in.events {
 		r := &in.rules[i]
 		if !r.Match.inWindow(now) {
+			continue
+		}
+		if r.After != 0 {
+			if r.Match.Link != hop.Link {
+				continue
+			}
+			st := &in.state[i]
+			if st.cut {
+				st.hits++
+				return Verdict{Action: Drop, Rule: i + 1, Text: in.texts[i]}
+			}
+			if pkt != nil {
+				st.seen++
+				if st.seen >= uint64(r.After) {
+					// This frame is the K-th: it passes, and the link
+					// is down from now on.
+					st.cut = true
+					st.hits++ // the cut is a decision too: the rule has acted
+					cut = LinkChange{Time: now, Link: r.Match.Link, Rule: i + 1, Text: in.texts[i]}
+				}
+			}
 			continue
 		}
 		if r.Event == EventDown && r.Match.Link == hop.Link ||
@@ -180,9 +207,11 @@ func (in *Injector) Decide(now sim.Time, hop Hop, frame []byte, pkt *wire.Packet
 			continue
 		}
 		in.state[i].hits++
-		return in.act(i, frame, pkt)
+		v := in.act(i, frame, pkt)
+		v.Cut = cut
+		return v
 	}
-	return Verdict{}
+	return Verdict{Cut: cut}
 }
 
 // inWindow reports whether now lies in [From, To) (To 0: no end).
@@ -389,7 +418,7 @@ func (in *Injector) LinkUp(now sim.Time, link string) bool {
 	}
 	for _, i := range in.events {
 		r := &in.rules[i]
-		if r.Event == EventDown && r.Match.Link == link && r.Match.inWindow(now) {
+		if r.Event == EventDown && r.Match.Link == link && r.Match.inWindow(now) && (r.After == 0 || in.state[i].cut) {
 			return false
 		}
 	}

@@ -127,13 +127,13 @@ var argKeys = []struct {
 func takesKey(verb, key string) (takes, known bool) {
 	switch verb {
 	case "down":
-		takes = key == "link" || key == "from" || key == "to"
+		takes = key == "link" || key == "from" || key == "to" || key == "after"
 	case "partition":
 		takes = key == "from" || key == "to"
 	default:
 		takes = indexOf(matchKeys, key) >= 0
 	}
-	known = takes || indexOf(matchKeys, key) >= 0
+	known = takes || indexOf(matchKeys, key) >= 0 || key == "after"
 	for _, a := range argKeys {
 		if indexOf(a.keys, key) >= 0 {
 			known = true
@@ -230,6 +230,11 @@ func parseRule(line int, toks []lineformat.Token) (Rule, error) {
 		if r.Match.Link == "" {
 			return fail(vt, "down needs link=")
 		}
+		if a, ok := seen["after"]; ok {
+			if t, ok := seen["to"]; ok {
+				return fail(later(a, t), "down after= takes no to= (a cut link stays down)")
+			}
+		}
 	}
 	if t, ok := seen["to"]; ok && r.Match.To <= r.Match.From {
 		return fail(t, windowRule)
@@ -304,6 +309,8 @@ func setKey(r *Rule, key, val string) string {
 		} else {
 			r.Hold = n
 		}
+	case "after":
+		r.After, msg = parseCount(val)
 	case "len":
 		r.Len, msg = parseCount(val)
 	case "cut":

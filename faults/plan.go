@@ -207,6 +207,12 @@ type Rule struct {
 	// Groups are the node groups of a partition (two or more, each
 	// non-empty, no node twice).
 	Groups [][]string
+
+	// After is a down event's after=K: the link carries the first K RoCE
+	// frames that enter it (from From on, both directions, every hop
+	// over it) and is down from then on, as if its cable were pulled
+	// after the K-th frame; 0 means the event is timed (from=, to=).
+	After int
 }
 
 // Down returns the link event "down link=link from=from to=to"; to 0
@@ -278,6 +284,16 @@ func (r *Rule) check() string {
 			}
 			return "partition takes only node groups, from= and to="
 		}
+		if r.After != 0 && (r.Event != EventDown || m.To != 0 || r.After < 0 || r.After > math.MaxInt32) {
+			switch {
+			case r.Event != EventDown:
+				return "after= belongs to down only"
+			case m.To != 0:
+				return "down after= takes no to= (a cut link stays down)"
+			default:
+				return "bad after " + strconv.Itoa(r.After) + ": " + countRule
+			}
+		}
 		if r.Event == EventPartition {
 			if msg := checkGroups(r.Groups); msg != "" {
 				return msg
@@ -290,6 +306,9 @@ func (r *Rule) check() string {
 	}
 	if msg := m.check(); msg != "" {
 		return msg
+	}
+	if r.Event == EventNone && r.After != 0 {
+		return "after= does not apply to " + r.Action.String()
 	}
 	return r.checkArgs()
 }

@@ -58,7 +58,11 @@ func (r *Rule) appendText(b []byte) []byte {
 		b = append(b, r.Action.String()...)
 		b = r.appendArgs(b)
 	}
-	return r.Match.appendText(b)
+	b = r.Match.appendText(b)
+	if r.After != 0 {
+		b = appendInt(b, " after=", r.After)
+	}
+	return b
 }
 
 func (r *Rule) appendArgs(b []byte) []byte {

@@ -220,3 +220,34 @@ func TestProgramRefusesClosedLoops(t *testing.T) {
 		assert.Contains(t, err.Error(), want, name)
 	}
 }
+
+// TestMatchSemanticsOfTheTutorial: what the README's tutorial step 6
+// says of tx=, first= and nth=, on a 4-packet SEND.
+func TestMatchSemanticsOfTheTutorial(t *testing.T) {
+	const body = `at 0 b.q recv wr=1 len=4096
+at 0 a.q send wr=2 len=4096
+at 10us a.q send wr=3 op=write len=64
+at 20us a.q send wr=4 op=write len=64
+`
+	for fault, want := range map[string][]string{
+		"drop op=RC_SEND_MIDDLE tx=1":        {"SEND_MIDDLE psn=2", "SEND_MIDDLE psn=3"},
+		"drop op=RC_SEND_MIDDLE first=1":     {"SEND_MIDDLE psn=2"},
+		"drop class=ack nth=2 first=1":       {"ACK psn=5"},
+		"drop src=a tx=1 psn=2":              {"SEND_MIDDLE psn=2"},
+		"drop src=a op=RC_SEND_MIDDLE nth=2": {"SEND_MIDDLE psn=3"},
+	} {
+		res := mustRun(t, twoNodes+"fault "+fault+"\n"+body)
+		var got []string
+		for _, e := range res.Trace.Events() {
+			if e.Kind == "frame-drop" {
+				op, _ := e.Get("op")
+				psn, _ := e.Get("psn")
+				got = append(got, strings.TrimPrefix(strings.TrimPrefix(op, "RC_"), "RC ")+" psn="+psn)
+			}
+		}
+		for i := range got {
+			got[i] = strings.Replace(got[i], "ACKNOWLEDGE", "ACK", 1)
+		}
+		assert.Equal(t, want, got, fault)
+	}
+}

@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -120,4 +121,26 @@ func TestHeldFrameMeetsDownLink(t *testing.T) {
 	require.NoError(t, w.sched.Run())
 	assert.Empty(t, w.sinks[1].frames)
 	assert.Contains(t, w.trace.Text(), "50µs n0 frame-drop")
+}
+
+// TestDownAfterCutsTheLink: "down after=K" carries K frames, tells the
+// trace (and the link hook) the link went down as the K-th entered it,
+// and drops the rest.
+func TestDownAfterCutsTheLink(t *testing.T) {
+	w := pair(t, "down link=a-b after=2")
+	for psn := range uint32(4) {
+		w.sendAt(t, sim.Time(psn)*sim.Time(sim.Microsecond), 0, roce(t, 0, 1, psn, 32))
+	}
+	require.NoError(t, w.sched.Run())
+	assert.Equal(t, []uint32{0, 1}, w.sinks[1].psns(t))
+	var changes []string
+	for _, e := range w.trace.Events() {
+		if e.Kind == "link-down" || e.Kind == "link-up" {
+			changes = append(changes, fmt.Sprintf("%v %s", sim.Duration(e.Time), e.String()))
+		}
+	}
+	require.Len(t, changes, 1)
+	assert.Contains(t, changes[0], "1µs")
+	assert.Contains(t, changes[0], "link-down")
+	assert.Equal(t, uint64(2), w.f.Links()[0].Stats(0).FaultDrops)
 }

@@ -39,6 +39,11 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		return
 	}
 	v := f.inj.Decide(f.sched.Now(), hop, b.bytes(), roce)
+	if v.Cut.Rule > 0 {
+		// A down after=K event: this frame, the K-th, still goes; the
+		// link is down from now on, as a timed down would be.
+		f.linkChange(v.Cut.Time, v.Cut)
+	}
 	if v.Action == faults.Pass {
 		d.enqueue(b)
 		return
