@@ -230,9 +230,8 @@ func TestPSNWrap(t *testing.T) {
 	assert.Equal(t, a.buf[:4096], b.buf[:4096])
 	assert.Equal(t, []string{
 		"a RC_SEND_FIRST psn=16777214",
-		// Dropped as it joined the queue, behind 16777215.
-		"a RC_SEND_MIDDLE psn=0 DROPPED",
 		"a RC_SEND_MIDDLE psn=16777215",
+		"a RC_SEND_MIDDLE psn=0 DROPPED", // recorded in wire order, after 16777215
 		"a RC_SEND_LAST psn=1 ack",
 		"b RC_ACKNOWLEDGE psn=0 NAK(PSN sequence error) msn=0",
 		"a RC_SEND_MIDDLE psn=0",

@@ -24,6 +24,11 @@ type frameBuf struct {
 	// copy is 0 for a frame a node sent, i for the i-th copy a dup rule
 	// made of one.
 	copy int
+	// dropRule is, for a frame the fault plan dropped behind frames still
+	// waiting for the wire, the rule that dropped it (the frame waits in
+	// the queue as a placeholder, to be recorded when it reaches the
+	// head: where it would have been on the wire); 0 otherwise.
+	dropRule int
 	// owner is the node that sent it, until the frame has left that
 	// node's port (serialized or dropped); then the node's TxDone runs.
 	owner *Node
@@ -69,7 +74,7 @@ func (p *bufPool) get(n int) *frameBuf {
 		id := p.free[c][k-1]
 		p.free[c] = p.free[c][:k-1]
 		b := p.slab[id]
-		b.fault, b.copy = "", 0
+		b.fault, b.copy, b.dropRule = "", 0, 0
 		return b
 	}
 	b := &frameBuf{id: int32(len(p.slab)), data: make([]byte, 1<<(c+minClassShift))}

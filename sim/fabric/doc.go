@@ -22,7 +22,16 @@
 // Faults: a frame is judged by the plan (faults.Injector) each time it
 // enters a link; rules without link= act on the first hop only. Dropped
 // frames are still written to the capture, at the sender's side, with a
-// comment naming the rule ("dropped by rule 3: drop psn=2 tx=1"); altered,
+// comment naming the rule ("dropped by rule 3: drop psn=2 tx=1"), where
+// they would have been on the wire: a frame the plan drops while frames
+// ahead of it wait for the wire (queued or being serialized) waits with
+// them, taking no wire time, and is recorded (capture, trace, Observe) at
+// the moment it would have started onto the link, after the frames ahead
+// of it, so PSNs in a capture keep their wire order; a frame dropped at
+// an idle link is recorded at once, which is the same moment. Its sender
+// is told the frame has left at once either way. Tail drops, MTU drops
+// and frames a switch cannot route are recorded when they happen (they
+// never had a place on the wire). Altered,
 // duplicated, delayed and reordered frames say so too, and so do frames
 // whose sender gave a note ("retransmission #2"). A duplicate's copies
 // are made one at a time while its egress queue has room; the copies it

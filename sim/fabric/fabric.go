@@ -52,7 +52,9 @@ type Config struct {
 }
 
 // FrameRecord is a frame as the fabric records it: one per frame per
-// link direction it starts onto, and one where the fabric dropped it.
+// link direction it starts onto, and one where the fabric dropped it (a
+// fault drop at the time the frame would have started onto the link, in
+// wire order: see the package documentation).
 // Frame and the record itself are valid only during the Observe call.
 type FrameRecord struct {
 	Time sim.Time

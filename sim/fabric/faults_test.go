@@ -144,3 +144,49 @@ func TestDownAfterCutsTheLink(t *testing.T) {
 	assert.Contains(t, changes[0], "link-down")
 	assert.Equal(t, uint64(2), w.f.Links()[0].Stats(0).FaultDrops)
 }
+
+// TestFaultDropRecordedInWireOrder: a frame the plan drops behind frames
+// still waiting for the wire is recorded after them, at the moment it
+// would have started onto the link, and takes no wire time; the capture
+// and the trace show PSNs in wire order.
+func TestFaultDropRecordedInWireOrder(t *testing.T) {
+	plan, err := faults.Parse("drop psn=2")
+	require.NoError(t, err)
+	var got []string
+	sched := sim.NewScheduler()
+	tr := &sim.Trace{}
+	f := fabric.New(fabric.Config{Sched: sched, Trace: tr, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
+		Observe: func(r *fabric.FrameRecord) {
+			var p wire.Packet
+			require.NoError(t, p.DecodeHeaders(r.Frame))
+			got = append(got, fmt.Sprintf("%v psn=%d dropped=%v", sim.Duration(r.Time), p.BTH.PSN(), r.Dropped))
+		}})
+	a := f.AddNode("a", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("b", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	b.SetReceiver(&sink{})
+	cfg := fabric.DefaultLinkConfig()
+	_, err = f.Connect("a-b", a.Port(0), b.Port(0), cfg)
+	require.NoError(t, err)
+	frames := make([][]byte, 4)
+	for psn := range frames {
+		frames[psn] = roce(t, 0, 1, uint32(psn), 1000)
+		require.NoError(t, a.Send(0, frames[psn], ""))
+	}
+	require.NoError(t, sched.Run())
+	ser := cfg.SerializationDelay(len(frames[0]))
+	assert.Equal(t, []string{
+		"0s psn=0 dropped=false",
+		fmt.Sprintf("%v psn=1 dropped=false", ser),
+		fmt.Sprintf("%v psn=2 dropped=true", 2*ser),
+		fmt.Sprintf("%v psn=3 dropped=false", 2*ser), // the drop took no wire time
+	}, got)
+	var kinds []string
+	for _, e := range tr.Events() {
+		if e.Kind == "frame-tx" || e.Kind == "frame-drop" {
+			psn, _ := e.Get("psn")
+			kinds = append(kinds, string(e.Kind)+" "+psn)
+		}
+	}
+	assert.Equal(t, []string{"frame-tx 0", "frame-tx 1", "frame-drop 2", "frame-tx 3"}, kinds)
+	assert.Equal(t, uint64(1), f.Links()[0].Stats(0).FaultDrops)
+}

@@ -51,6 +51,17 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	switch v.Action {
 	case faults.Drop:
 		d.stats.FaultDrops++
+		if d.busy || d.queue.size > 0 {
+			// Frames ahead of it still wait for the wire: record it
+			// when it reaches the head of the queue, where it would
+			// have started onto the wire, so captures and traces keep
+			// wire order (its PSN after theirs). It takes no wire time,
+			// and its sender is done with it now, as for any drop.
+			b.left()
+			b.fault, b.dropRule = v.String(), v.Rule
+			d.queue.push(b.id)
+			return
+		}
 		f.record(d, b, "frame-drop", sim.DropFault, v.String(), v.Rule)
 		f.pool.put(b)
 	case faults.Duplicate:

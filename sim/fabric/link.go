@@ -217,15 +217,26 @@ const (
 	evArrive
 )
 
-// transmit serializes the head of the queue.
+// transmit serializes the head of the queue. A frame the fault plan
+// dropped while others waited ahead of it is recorded as dropped when it
+// reaches the head, and the next one goes.
 func (d *direction) transmit() {
-	id, ok := d.queue.pop()
-	if !ok {
-		d.busy = false
-		return
-	}
 	f := d.f
-	b := f.pool.at(id)
+	var b *frameBuf
+	for {
+		id, ok := d.queue.pop()
+		if !ok {
+			d.busy = false
+			return
+		}
+		b = f.pool.at(id)
+		if b.dropRule == 0 {
+			break
+		}
+		f.record(d, b, "frame-drop", sim.DropFault, b.fault, b.dropRule)
+		f.pool.put(b)
+	}
+	id := b.id
 	d.qBytes -= b.n
 	d.busy = true
 	d.stats.TxFrames++

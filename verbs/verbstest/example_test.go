@@ -37,7 +37,7 @@ func Example() {
 	// completion: IBV_WC_SUCCESS at 4.359µs
 	// data intact: true
 	// 0s       a->b RC_RDMA_WRITE_FIRST    tx=1 wr 1 RDMA_WRITE, packet 1 of 3
-	// 0s       a->b RC_RDMA_WRITE_MIDDLE   tx=1 wr 1 RDMA_WRITE, packet 2 of 3; dropped by rule 1: drop op=RC_RDMA_WRITE_MIDDLE tx=1
+	// 90ns     a->b RC_RDMA_WRITE_MIDDLE   tx=1 wr 1 RDMA_WRITE, packet 2 of 3; dropped by rule 1: drop op=RC_RDMA_WRITE_MIDDLE tx=1
 	// 90ns     a->b RC_RDMA_WRITE_LAST     tx=1 wr 1 RDMA_WRITE, packet 3 of 3
 	// 1.173µs  b->a RC_ACKNOWLEDGE         tx=1 NAK: PSN 12378171 expected, PSN 12378172 received
 	// 2.18µs   a->b RC_RDMA_WRITE_MIDDLE   tx=2 retransmission #1 of PSN 12378171 after NAK
