@@ -39,8 +39,8 @@ func TestActionVerdicts(t *testing.T) {
 		{"delay 50us", faults.Verdict{Action: faults.Delay, Rule: 1, Delay: 50 * sim.Microsecond, Text: "delay 50us"}},
 		{"delay 1.5ms", faults.Verdict{Action: faults.Delay, Rule: 1, Delay: 1500 * sim.Microsecond, Text: "delay 1.5ms"}},
 		{"reorder n=2", faults.Verdict{Action: faults.Reorder, Rule: 1, Hold: 2, Text: "reorder n=2"}},
-		{"truncate len=50", faults.Verdict{Action: faults.Truncate, Rule: 1, Len: 50, Text: "truncate len=50"}},
-		{"truncate cut=4", faults.Verdict{Action: faults.Truncate, Rule: 1, Len: 66 - 4, Text: "truncate cut=4"}},
+		{"truncate len=50 fix=none", faults.Verdict{Action: faults.Truncate, Rule: 1, Len: 50, Text: "truncate len=50 fix=none"}},
+		{"truncate cut=4 fix=none", faults.Verdict{Action: faults.Truncate, Rule: 1, Len: 66 - 4, Text: "truncate cut=4 fix=none"}},
 		// A frame no longer than the result is not truncated: the next rule decides.
 		{"truncate len=66\ndrop", faults.Verdict{Action: faults.Drop, Rule: 2, Text: "drop"}},
 		{"truncate cut=66\ndrop", faults.Verdict{Action: faults.Drop, Rule: 2, Text: "drop"}},

@@ -118,12 +118,17 @@
 //	          | "delay" duration                    { key }
 //	          | "reorder" "n=" count                { key }
 //	          | "corrupt" [ "byte=" num ] [ "bit=" 0..7 ] { key }
-//	          | "truncate" ( "len=" count | "cut=" count ) { key }
-//	          | "rewrite" assignment { assignment } { key }
+//	          | "truncate" ( "len=" count | "cut=" count ) [ fix ] { key }
+//	          | "rewrite" assignment { assignment } [ fix ] { key }
 //	          | "down" "link=" name [ "from=" duration ] ( [ "to=" duration ] | "after=" count )
 //	          | "partition" groups  [ "from=" duration ] [ "to=" duration ] .
 //	assignment = "set-psn=" delta | "set-msn=" delta | "set-syndrome=" syndrome
-//	          | "set-opcode=" opcode .
+//	          | "set-opcode=" opcode | "set-qp=" delta | "set-rkey=" delta32
+//	          | "set-va=" delta64 | "set-dmalen=" delta32 | "set-qkey=" delta32
+//	          | "set-imm=" delta32 | "set-pad=" 0..3 | "set-ecn=" ecn .
+//	fix       = "fix=all" | "fix=none" .             (default all)
+//	delta32   = like delta, 32 bits; delta64 = like delta, 64 bits .
+//	ecn       = "not-ect" | "ect1" | "ect0" | "ce" | 0..3 .
 //	opcode    = an opcode name (RC_RDMA_READ_REQUEST) | num .  (0..255, reserved ones too)
 //	delta     = num | "+" num | "-" num .            (24 bits; + and - add modulo 2^24)
 //	syndrome  = "ack" | "nak-seq" | "nak-invalid" | "nak-access" | "nak-op"
@@ -170,7 +175,14 @@
 //	                 other checks fail first, e.g. the IPv4 checksum). A non-RoCE frame
 //	                 without byte= gets its last byte flipped.
 //	truncate len=N   cut the frame to N bytes (Verdict.Len = N);
-//	truncate cut=N   cut N bytes off its end (Verdict.Len = length - N)
+//	truncate cut=N   cut N bytes off its end (Verdict.Len = length - N).
+//	                 By default (fix=all) a RoCE frame's headers then describe
+//	                 what is left: IP total (or payload) length, UDP length,
+//	                 IPv4 checksum, and the last 4 bytes left become a valid
+//	                 ICRC (a non-zero UDP checksum too); the pad count is left
+//	                 as it was. fix=none leaves them stale: the IP length
+//	                 then says more than the frame holds, and the receiver's
+//	                 IP layer drops it.
 //	rewrite set-psn=N | set-psn=+N | set-psn=-N | set-syndrome=S | set-msn=N | +N | -N
 //	        set-opcode=OP
 //	                 rewrite BTH PSN, AETH syndrome, AETH MSN, BTH opcode in place and
@@ -181,6 +193,28 @@
 //	                 RETH and still carries its payload, and a reserved opcode (a
 //	                 number rocesim has no name for) can be sent. It is what the
 //	                 receiver's opcode and length checks are tested with.
+//	        set-qp=N         BTH destination QPN (24 bits; +N, -N add)
+//	        set-rkey=N       R_Key of the RETH, or of the AtomicETH (32 bits)
+//	        set-va=N         virtual address of the RETH or AtomicETH (64 bits)
+//	        set-dmalen=N     DMA length of the RETH (32 bits)
+//	        set-qkey=N       Q_Key of the DETH (32 bits)
+//	        set-imm=N        immediate data (32 bits)
+//	        set-pad=N        BTH pad count (0..3); the frame's bytes stay, so the
+//	                         receiver takes N more (or fewer) of them for pad
+//	        set-ecn=CE       the IP header's ECN codepoint (RFC 3168): ce marks
+//	                         congestion as a switch would; the ICRC does not
+//	                         cover it, the IPv4 header checksum does
+//	                 A rewrite applies only to a frame that carries every field
+//	                 it assigns (set-dmalen= a RETH, set-qkey= a DETH, ...);
+//	                 for another frame the rule does not match. Several
+//	                 assignments may share a rule. Every change is made in
+//	                 place before the frame is queued, so the capture shows
+//	                 the frame as it was sent on. By default (fix=all) the
+//	                 IPv4 header checksum, the ICRC and a non-zero UDP
+//	                 checksum are recomputed: a valid frame carrying a wrong
+//	                 field, which reaches the receiver's transport checks.
+//	                 fix=none recomputes nothing: the frame fails its ICRC
+//	                 (or, after set-ecn= over IPv4, its IP checksum) first.
 //
 // Link events take only their own keys:
 //

@@ -85,6 +85,8 @@ type Injector struct {
 	state  []ruleState
 	rng    *rand.Rand
 	flows  map[flowKey]*txWindow // looked up, never iterated
+
+	scratch wire.Packet // decodes a frame after fix recomputes its lengths
 }
 
 // ruleState is a frame rule's counters.
@@ -326,6 +328,9 @@ func (r *Rule) applies(frame []byte, pkt *wire.Packet) bool {
 		if (r.SetSyndrome.Mode != AssignNone || r.SetMSN.Mode != AssignNone) && pkt.AETH == nil {
 			return false
 		}
+		if !r.extraApplies(pkt) {
+			return false
+		}
 	}
 	return true
 }
@@ -366,6 +371,11 @@ func (in *Injector) act(i int, frame []byte, pkt *wire.Packet) Verdict {
 		if r.Len == 0 {
 			v.Len = len(frame) - r.Cut
 		}
+		if r.Fix == FixAll && pkt != nil {
+			// The frame is cut in place by the fabric; its headers are
+			// made to describe what is left.
+			fix(frame[:v.Len], pkt, &in.scratch)
+		}
 	case Corrupt:
 		bit := byte(1) << r.Bit
 		switch {
@@ -396,7 +406,10 @@ func (in *Injector) act(i int, frame []byte, pkt *wire.Packet) Verdict {
 		if r.SetOpcode.Mode == AssignSet {
 			bth.SetOpcode(wire.Opcode(r.SetOpcode.Value))
 		}
-		pkt.UpdateICRC()
+		r.rewriteExtra(pkt)
+		if r.Fix == FixAll {
+			fix(frame, pkt, &in.scratch)
+		}
 	}
 	return v
 }

@@ -119,8 +119,8 @@ var argKeys = []struct {
 	{"dup", []string{"n"}},
 	{"reorder", []string{"n"}},
 	{"corrupt", []string{"byte", "bit"}},
-	{"truncate", []string{"len", "cut"}},
-	{"rewrite", []string{"set-psn", "set-syndrome", "set-msn", "set-opcode"}},
+	{"truncate", []string{"len", "cut", "fix"}},
+	{"rewrite", []string{"set-psn", "set-syndrome", "set-msn", "set-opcode", "set-qp", "set-rkey", "set-va", "set-dmalen", "set-qkey", "set-imm", "set-pad", "set-ecn", "fix"}},
 }
 
 // takesKey reports whether verb accepts key, and whether any verb does.
@@ -223,7 +223,7 @@ func parseRule(line int, toks []lineformat.Token) (Rule, error) {
 			return fail(vt, "truncate needs len=N or cut=N")
 		}
 	case "rewrite":
-		if r.SetPSN.Mode == AssignNone && r.SetSyndrome.Mode == AssignNone && r.SetMSN.Mode == AssignNone && r.SetOpcode.Mode == AssignNone {
+		if r.SetPSN.Mode == AssignNone && r.SetSyndrome.Mode == AssignNone && r.SetMSN.Mode == AssignNone && r.SetOpcode.Mode == AssignNone && !r.hasExtra() {
 			return fail(vt, rewriteRule)
 		}
 	case "down":
@@ -332,14 +332,29 @@ func setKey(r *Rule, key, val string) string {
 	case "set-syndrome":
 		var s wire.Syndrome
 		if s, msg = parseSyndrome(val); msg == "" {
-			r.SetSyndrome = Assign{Mode: AssignSet, Value: int32(s)}
+			r.SetSyndrome = Assign{Mode: AssignSet, Value: int64(s)}
 		}
 	case "set-opcode":
 		var op wire.Opcode
 		if op, msg = parseAnyOpcode(val); msg == "" {
-			r.SetOpcode = Assign{Mode: AssignSet, Value: int32(op)}
+			r.SetOpcode = Assign{Mode: AssignSet, Value: int64(op)}
+		}
+	case "fix":
+		switch val {
+		case "all":
+			r.Fix = FixAll
+		case "none":
+			r.Fix = FixNone
+		default:
+			msg = "want all (recompute lengths, checksums and ICRC) or none (leave them stale)"
 		}
 	default:
+		for i := range extraFields {
+			if f := &extraFields[i]; f.key == key {
+				*f.get(r), msg = parseExtra(f, val)
+				return msg
+			}
+		}
 		panic("faults: setKey: key " + key + " accepted but not handled")
 	}
 	return msg
@@ -452,22 +467,30 @@ func parsePSNRange(s string) (PSNRange, string) {
 }
 
 // parseAssign24 reads N, +N or -N for a 24-bit field.
-func parseAssign24(s string) (Assign, string) {
+func parseAssign24(s string) (Assign, string) { return parseDelta(s, true, wire.PSNMask) }
+
+// parseDelta reads N (at most max) and, if add, +N or -N.
+func parseDelta(s string, add bool, max uint64) (Assign, string) {
 	mode, sign, digits := AssignSet, int64(1), s
-	switch s[0] {
-	case '+':
-		mode, digits = AssignAdd, s[1:]
-	case '-':
-		mode, sign, digits = AssignAdd, -1, s[1:]
+	if add {
+		switch s[0] {
+		case '+':
+			mode, digits = AssignAdd, s[1:]
+		case '-':
+			mode, sign, digits = AssignAdd, -1, s[1:]
+		}
 	}
 	if digits == "" {
 		return Assign{}, "want N, +N or -N"
 	}
-	v, msg := parseUint(digits, wire.PSNMask)
+	if mode == AssignAdd && max > math.MaxInt64 {
+		max = math.MaxInt64
+	}
+	v, msg := parseUint(digits, max)
 	if msg != "" {
 		return Assign{}, msg
 	}
-	return Assign{Mode: mode, Value: int32(sign * int64(v))}, ""
+	return Assign{Mode: mode, Value: sign * int64(v)}, ""
 }
 
 // parseSyndrome reads a syndrome name (ack, nak-seq, nak-invalid,

@@ -167,10 +167,12 @@ const (
 	AssignAdd                    // Value is added to the field, modulo its width (set-psn=+N, set-psn=-N)
 )
 
-// Assign is one field assignment of a rewrite rule.
+// Assign is one field assignment of a rewrite rule. Value is the value
+// to set (a 64-bit field's bit pattern: set-va= of 2^63 or more is
+// negative here) or the signed amount to add.
 type Assign struct {
 	Mode  AssignMode
-	Value int32
+	Value int64
 }
 
 // Rule is one line of a plan: a frame rule or a link event.
@@ -203,6 +205,17 @@ type Rule struct {
 	// are only ever AssignSet; SetOpcode may be any byte, a reserved
 	// opcode too.
 	SetPSN, SetSyndrome, SetMSN, SetOpcode Assign
+	// SetQP (set-qp=, the BTH destination QPN), SetRKey (set-rkey=),
+	// SetVA (set-va=; the RETH's or AtomicETH's), SetDMALen
+	// (set-dmalen=, the RETH's DMA length), SetQKey (set-qkey=, the
+	// DETH's), SetImm (set-imm=, the immediate data), SetPad (set-pad=,
+	// the BTH pad count, 0..3) and SetECN (set-ecn=, the IP header's ECN
+	// codepoint, 0..3: 3 is CE) are rewrite's other fields.
+	SetQP, SetRKey, SetVA, SetDMALen, SetQKey, SetImm, SetPad, SetECN Assign
+	// Fix is rewrite's and truncate's fix=: FixAll (the default)
+	// recomputes lengths, checksums and the ICRC after the change,
+	// FixNone leaves them stale.
+	Fix FixMode
 
 	// Groups are the node groups of a partition (two or more, each
 	// non-empty, no node twice).
@@ -309,6 +322,15 @@ func (r *Rule) check() string {
 	}
 	if r.Event == EventNone && r.After != 0 {
 		return "after= does not apply to " + r.Action.String()
+	}
+	if msg := r.checkExtra(); msg != "" {
+		return msg
+	}
+	if r.Action != Rewrite && r.hasExtra() {
+		return "set- fields belong to rewrite only"
+	}
+	if r.Fix != FixAll && r.Action != Rewrite && r.Action != Truncate {
+		return "fix= belongs to rewrite and truncate only"
 	}
 	return r.checkArgs()
 }
@@ -452,7 +474,7 @@ func (r *Rule) checkArgs() string {
 		}
 		a.len, a.cut = 0, 0
 	case Rewrite:
-		if r.SetPSN == (Assign{}) && r.SetSyndrome == (Assign{}) && r.SetMSN == (Assign{}) && r.SetOpcode == (Assign{}) {
+		if r.SetPSN == (Assign{}) && r.SetSyndrome == (Assign{}) && r.SetMSN == (Assign{}) && r.SetOpcode == (Assign{}) && !r.hasExtra() {
 			return rewriteRule
 		}
 		for _, f := range [...]struct {
@@ -556,7 +578,7 @@ const (
 	timeRule     = "want a time >= 0"
 	bitRule      = "want a bit number 0..7"
 	windowRule   = "empty time window: to= must be after from="
-	rewriteRule  = "rewrite needs set-psn=, set-syndrome=, set-msn= or set-opcode="
+	rewriteRule  = "rewrite needs a field to set: set-psn=, set-msn=, set-syndrome=, set-opcode=, set-qp=, set-rkey=, set-va=, set-dmalen=, set-qkey=, set-imm=, set-pad= or set-ecn="
 	psnRangeRule = "range runs backwards (the last PSN is before the first, or more than 2^23-1 after it)"
 )
 

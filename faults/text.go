@@ -83,12 +83,6 @@ func (r *Rule) appendArgs(b []byte) []byte {
 		if r.Bit != 0 {
 			b = appendInt(b, " bit=", r.Bit)
 		}
-	case Truncate:
-		if r.Len != 0 {
-			b = appendInt(b, " len=", r.Len)
-		} else {
-			b = appendInt(b, " cut=", r.Cut)
-		}
 	case Rewrite:
 		b = appendAssign(b, " set-psn=", r.SetPSN)
 		if r.SetSyndrome.Mode != AssignNone {
@@ -99,6 +93,16 @@ func (r *Rule) appendArgs(b []byte) []byte {
 		if r.SetOpcode.Mode != AssignNone {
 			b = append(b, " set-opcode="...)
 			b = append(b, opName(wire.Opcode(r.SetOpcode.Value))...)
+		}
+		b = r.appendExtra(b)
+	case Truncate:
+		if r.Len != 0 {
+			b = appendInt(b, " len=", r.Len)
+		} else {
+			b = appendInt(b, " cut=", r.Cut)
+		}
+		if r.Fix == FixNone {
+			b = append(b, " fix=none"...)
 		}
 	}
 	return b

@@ -251,3 +251,20 @@ at 20us a.q send wr=4 op=write len=64
 		assert.Equal(t, want, got, fault)
 	}
 }
+
+// TestRewriteFieldsReachTheResponder: rewritten header fields reach the
+// responder's checks as a valid frame; fix=none is refused by the ICRC
+// check first and only the ACK timer notices.
+func TestRewriteFieldsReachTheResponder(t *testing.T) {
+	for _, tc := range []struct{ fault, op, want string }{
+		{"rewrite set-rkey=0x99 op=RC_RDMA_WRITE_ONLY first=1", "write", "REM_ACCESS_ERR"},
+		{"rewrite set-va=+0x100000 op=RC_RDMA_WRITE_ONLY first=1", "write", "REM_ACCESS_ERR"},
+		{"rewrite set-dmalen=4096 op=RC_RDMA_WRITE_ONLY first=1", "write", "REM_INV_REQ_ERR"},
+		{"rewrite set-rkey=0x99 fix=none op=RC_RDMA_WRITE_ONLY first=1", "write", "SUCCESS"},
+	} {
+		res := mustRun(t, twoNodes+"fault "+tc.fault+"\nat 0 a.q send wr=1 op="+tc.op+" len=64\n"+
+			"expect a.q wr=1 "+tc.want+"\n")
+		assert.Empty(t, res.Failed, tc.fault)
+		assert.Empty(t, res.Warnings, tc.fault)
+	}
+}

@@ -243,11 +243,14 @@
 // Fault lines form the fabric's fault plan (package faults, whose doc
 // gives the rule format): the N-th fault line is rule N in traces and
 // capture comments. Links are named after their ends: "a-b" for link a b,
-// "a-sw" for node a on switch sw. A rewrite rule can change a frame's
-// opcode and nothing else ("fault rewrite set-opcode=RC_RDMA_READ_REQUEST
-// op=RC_RDMA_WRITE_ONLY": a READ request that still carries the WRITE's
-// payload; set-opcode=0x1d: a reserved opcode), to see which layer of the
-// receiver refuses it.
+// "a-sw" for node a on switch sw. A rewrite rule can change any header field
+// ("fault rewrite set-opcode=RC_RDMA_READ_REQUEST op=RC_RDMA_WRITE_ONLY":
+// a READ request that still carries the WRITE's payload; set-opcode=0x1d:
+// a reserved opcode; set-rkey=, set-va=, set-dmalen=, set-qkey=,
+// set-imm=, set-pad=, set-ecn=ce), keeping the frame otherwise valid or,
+// with fix=none, leaving its checksums stale, to see which layer of the
+// receiver refuses it. A link that dies after its K-th frame is "fault
+// down link=a-b after=K".
 //
 // # Expectations
 //

@@ -640,7 +640,7 @@ func invDrawPlan(r *rand.Rand, c *invCase) string {
 		func() string { return fmt.Sprintf("reorder n=%d prob=%s", 1+r.IntN(3), prob(0.1)) },
 		func() string { return fmt.Sprintf("reorder n=%d class=request prob=%s", 1+r.IntN(3), prob(0.1)) },
 		func() string { return "corrupt prob=" + prob(0.05) },
-		func() string { return "truncate cut=4 prob=" + prob(0.05) },
+		func() string { return "truncate cut=4 fix=none prob=" + prob(0.05) },
 		func() string { return "drop class=request tx=1 prob=" + prob(0.5) },
 		func() string { return "drop class=read-response tx=1 prob=" + prob(0.5) },
 		func() string { return fmt.Sprintf("dup n=%d class=request prob=%s", 2+r.IntN(3), prob(0.1)) },

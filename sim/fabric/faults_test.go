@@ -76,16 +76,32 @@ func TestFabricAppliesEachAction(t *testing.T) {
 		assert.Equal(t, uint64(1), w.f.Links()[0].Stats(0).Altered)
 	})
 
-	t.Run("truncate", func(t *testing.T) {
-		w := pair(t, "truncate cut=4 psn=0")
-		f := roce(t, 0, 1, 0, 32)
-		require.NoError(t, w.nodes[0].Send(0, f, ""))
-		require.NoError(t, w.sched.Run())
-		require.Len(t, w.sinks[1].frames, 1)
-		assert.Len(t, w.sinks[1].frames[0], len(f)-4)
-		var p wire.Packet
-		assert.True(t, errors.Is(p.Decode(w.sinks[1].frames[0]), wire.ErrTruncated))
-	})
+	for _, tc := range []struct {
+		plan string
+		want func(t *testing.T, frame []byte)
+	}{
+		{"truncate cut=4 psn=0 fix=none", func(t *testing.T, frame []byte) {
+			var p wire.Packet
+			assert.True(t, errors.Is(p.Decode(frame), wire.ErrTruncated), "stale IP length")
+		}},
+		// By default the headers describe what is left: a valid frame
+		// with 4 bytes less payload, which the capture shows as such.
+		{"truncate cut=4 psn=0", func(t *testing.T, frame []byte) {
+			var p wire.Packet
+			require.NoError(t, p.Decode(frame))
+			assert.Len(t, p.Payload, 28)
+		}},
+	} {
+		t.Run(tc.plan, func(t *testing.T) {
+			w := pair(t, tc.plan)
+			f := roce(t, 0, 1, 0, 32)
+			require.NoError(t, w.nodes[0].Send(0, f, ""))
+			require.NoError(t, w.sched.Run())
+			require.Len(t, w.sinks[1].frames, 1)
+			assert.Len(t, w.sinks[1].frames[0], len(f)-4)
+			tc.want(t, w.sinks[1].frames[0])
+		})
+	}
 
 	t.Run("rewrite", func(t *testing.T) {
 		w := pair(t, "rewrite set-psn=+100 psn=3")
@@ -189,4 +205,32 @@ func TestFaultDropRecordedInWireOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{"frame-tx 0", "frame-tx 1", "frame-drop 2", "frame-tx 3"}, kinds)
 	assert.Equal(t, uint64(1), f.Links()[0].Stats(0).FaultDrops)
+}
+
+// TestRecordShowsTheRewrittenFrame: the capture (Observe, taps) records
+// a rewritten frame as it went onto the wire, after the change.
+func TestRecordShowsTheRewrittenFrame(t *testing.T) {
+	plan, err := faults.Parse("rewrite set-qp=0x77 set-ecn=ce")
+	require.NoError(t, err)
+	var qps []uint32
+	var ecn []byte
+	sched := sim.NewScheduler()
+	f := fabric.New(fabric.Config{Sched: sched, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
+		Observe: func(r *fabric.FrameRecord) {
+			var p wire.Packet
+			require.NoError(t, p.Decode(r.Frame), "still a valid frame")
+			qps = append(qps, p.BTH.DestQP())
+			ecn = append(ecn, p.IPv4.TOS()&3)
+		}})
+	a := f.AddNode("a", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
+	b := f.AddNode("b", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	s := &sink{}
+	b.SetReceiver(s)
+	_, err = f.Connect("a-b", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 5, 32), ""))
+	require.NoError(t, sched.Run())
+	assert.Equal(t, []uint32{0x77}, qps)
+	assert.Equal(t, []byte{3}, ecn)
+	require.Len(t, s.frames, 1)
 }
