@@ -156,8 +156,11 @@ func (in *Injector) SetPlan(p *Plan) {
 // verdict. pkt is frame decoded with wire.Packet.DecodeHeaders, or nil if
 // the frame is not RoCE v2 (then only link=, dir=, src=, dst=, from=, to=
 // and the stateful keys can match it). Corrupt and Rewrite modify frame
-// in place before Decide returns; Rewrite recomputes the ICRC (and a
-// non-zero UDP checksum) so the rewritten frame is valid.
+// in place before Decide returns; unless the rule says fix=none, Rewrite
+// recomputes the IPv4 header checksum, the ICRC and a non-zero UDP
+// checksum so the rewritten frame is valid, and Truncate makes the IP
+// and UDP lengths, the IPv4 checksum and the ICRC describe
+// frame[:Verdict.Len] (the fabric then cuts it there).
 //
 // Each call on a first hop or on a link= rule's link can advance counters
 // and draw from the random stream, so the fabric calls Decide exactly once
