@@ -164,7 +164,7 @@ func TestGoBackNResult(t *testing.T) {
 		},
 		Frames:      9, // 7 data frames (one dropped), a NAK and an ACK
 		VirtualTime: 4459 * sim.Nanosecond,
-		Checked:     9,
+		Checked:     11,
 	}, res)
 }
 
