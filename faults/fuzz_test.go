@@ -24,6 +24,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("rewrite set-psn=-0x10 set-msn=+0 class=ack # c\r\n")
 	f.Add("truncate cut=4 len=60")
 	f.Add("partition a,b|c|d,e from=1.5us to=1.6us")
+	f.Add("rewrite set-va=-0x8 set-rkey=7 set-qkey=+1 set-imm=9 set-pad=3 set-ecn=ect0 set-dmalen=0 set-qp=1 fix=none")
+	f.Add("truncate cut=8 fix=none\ndown link=a-b from=1us after=3")
 	frames := [][]byte{
 		pktSpec{op: wire.OpRCSendOnly, psn: 2, qp: 0x11}.build(f),
 		pktSpec{op: wire.OpRCAcknowledge, psn: 2, qp: 0x11, syn: 0x60}.build(f),
