@@ -62,7 +62,8 @@ func BenchmarkCountTx(b *testing.B) {
 func TestDecideAllocs(t *testing.T) {
 	in, frame, pkt := benchSetup(t)
 	require.Zero(t, testing.AllocsPerRun(100, func() { in.Decide(1000, benchHop, frame, pkt) }))
-	for _, plan := range []string{"drop", "delay 5us class=request", "rewrite set-psn=+1", "corrupt prob=0.5"} {
+	for _, plan := range []string{"drop", "delay 5us class=request", "rewrite set-psn=+1", "corrupt prob=0.5",
+		"rewrite set-qp=+1 set-pad=1 set-ecn=ce", "truncate cut=4", "down link=a-sw after=1"} {
 		in := faults.NewInjector(mustParse(t, plan), newRand(1))
 		require.Zero(t, testing.AllocsPerRun(100, func() { in.Decide(1000, benchHop, frame, pkt) }), plan)
 	}
