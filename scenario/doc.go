@@ -37,7 +37,8 @@
 // to the step's time (events due at that very time happen first), polls
 // the CQs, does the step and polls again; after the last step it runs the
 // world until nothing is left to happen (or to the deadline) and polls
-// every CQ once more. A CQ declared poll=manual is
+// every CQ once more (with on lines the world runs one instant at a
+// time in between: see Closed loops). A CQ declared poll=manual is
 // polled only by poll steps and at the end, so it can overflow. Every
 // poll also reads the devices' asynchronous events. Result.Completions are
 // in the order polled: by poll, then node, then CQ in creation order.
