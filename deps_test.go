@@ -46,7 +46,11 @@ var imports = map[string][]string{
 	"rdmacm":           {"nic", "sim", "verbs", "wire"},
 	// conformance replays the scenario format's files on real rxe, so it
 	// reads them with package scenario, as the CLI does.
-	"conformance": {"faults", "nic", "realnet", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	"conformance": {"faults", "nic", "realnet", "rswitch", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	// rocesim switch's library: the fabric's fault decisions
+	// (faults.Injector) on frames between two realnet transports, traced
+	// as the fabric traces a link (fabric.FrameEvent).
+	"rswitch": {"faults", "realnet", "sim", "sim/fabric", "wire", "wire/capture", "x/sys"},
 	// the fabric daemon joins processes' NICs: the fabric, its plans, and
 	// sockets (SO_PEERCRED, flock) through x/sys.
 	"procfabric": {"faults", "sim", "sim/fabric", "wire", "x/sys"},

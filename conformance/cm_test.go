@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/rswitch"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -77,7 +78,7 @@ func TestRpingCM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sw, err := NewSwitch(SwitchConfig{PeerA: ports[0], PeerB: ports[1]})
+	sw, err := NewSwitch([2]int{ports[0], ports[1]}, rswitch.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +97,9 @@ while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 	cfgs := []VMConfig{
-		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: sw.PortA(), Cmd: server,
+		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: switchPort(sw, 0), Cmd: server,
 			LogPath: filepath.Join(dir, "server.log"), Timeout: 15 * time.Minute},
-		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: sw.PortB(), Cmd: client.String(),
+		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: switchPort(sw, 1), Cmd: client.String(),
 			LogPath: filepath.Join(dir, "client.log"), Timeout: 15 * time.Minute, Interactive: true},
 	}
 	var vms [2]*VM

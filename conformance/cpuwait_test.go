@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/scenario"
-	"github.com/rocesim/rocesim/sim"
 )
 
 func TestLongestWait(t *testing.T) {
@@ -96,55 +95,5 @@ func TestVoidRun(t *testing.T) {
 		if got := voidRun(c.diffs, c.w, limit); got != c.want {
 			t.Errorf("voidRun(%d diffs, %v) = %v, want %v", len(c.diffs), c.w, got, c.want)
 		}
-	}
-}
-
-// TestSwitchHold: the plan's clock stands still while held, does not
-// count the hold after Release, and never goes back past a frame judged.
-func TestSwitchHold(t *testing.T) {
-	ports, err := FreeUDPPorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSwitch(SwitchConfig{PeerA: ports[0], PeerB: ports[1]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := os.Stat("/proc/self/schedstat"); err == nil {
-		// The serve loops record their threads as they start.
-		for deadline := time.Now().Add(10 * time.Second); len(s.Threads()) < 2 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-		if th := s.Threads(); len(th) != 2 || th[0] == th[1] {
-			t.Errorf("switch threads %v, want two", th)
-		}
-	}
-	s.Hold(0)
-	time.Sleep(20 * time.Millisecond)
-	if p := s.PlanTime(); p != 0 {
-		t.Fatalf("held at 0: plan time %v", p)
-	}
-	r0 := time.Now()
-	s.Release()
-	p := s.PlanTime()
-	if e := sim.Time(time.Since(r0)); p < 0 || p > e {
-		t.Fatalf("after Release: plan time %v, want within [0, %v]", p, e)
-	}
-	// A frame judged at plan time j: a later Hold at an earlier time
-	// stops the clock at j, not before.
-	s.mu.Lock()
-	s.judged = sim.Time(time.Hour)
-	s.mu.Unlock()
-	s.Hold(sim.Time(time.Millisecond))
-	if p := s.PlanTime(); p != sim.Time(time.Hour) {
-		t.Errorf("Hold before the last judged frame: plan time %v, want 1h", p)
-	}
-	s.Release()
-	if err := s.Reset(nil, nil, ""); err != nil {
-		t.Fatal(err)
-	}
-	if p := s.PlanTime(); p > sim.Time(time.Hour) {
-		t.Errorf("after Reset: plan time %v", p)
 	}
 }

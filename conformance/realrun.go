@@ -35,6 +35,7 @@ import (
 
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/rswitch"
 	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 )
@@ -71,13 +72,13 @@ func StartRig(ctx context.Context, logDir string) (*Rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	sw, err := NewSwitch(SwitchConfig{PeerA: ports[0], PeerB: ports[1]})
+	sw, err := NewSwitch([2]int{ports[0], ports[1]}, rswitch.Config{})
 	if err != nil {
 		return nil, err
 	}
 	r := &Rig{Switch: sw, Quiet: 1500 * time.Millisecond}
 	names := [2]string{"a", "b"}
-	swPorts := [2]int{sw.PortA(), sw.PortB()}
+	swPorts := [2]int{switchPort(sw, 0), switchPort(sw, 1)}
 	for i := range 2 {
 		cfg := VMConfig{Name: names[i], IP: rigIPs[i], Peer: rigIPs[1-i], LocalPort: ports[i], RemotePort: swPorts[i],
 			Cmd: AgentLoop, Interactive: true, Timeout: 30 * time.Minute}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/rswitch"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -99,7 +100,7 @@ func TestRxeGoBackNThroughSwitch(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pcap := filepath.Join(dir, "rxe_go_back_n.pcapng")
-	sw, err := NewSwitch(SwitchConfig{PeerA: ports[0], PeerB: ports[1], Plan: plan, CapturePath: pcap})
+	sw, err := NewSwitch([2]int{ports[0], ports[1]}, rswitch.Config{Plan: plan, CapturePath: pcap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +111,8 @@ func TestRxeGoBackNThroughSwitch(t *testing.T) {
 	client := `n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done
 n=0; until ` + pingpong + ` $rxe_peer; do n=$((n+1)); [ $n -ge 30 ] && exit 99; sleep 1; done`
 	cfgs := []VMConfig{
-		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: sw.PortA(), Cmd: server, LogPath: filepath.Join(dir, "server.log"), Timeout: 5 * time.Minute},
-		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: sw.PortB(), Cmd: client, LogPath: filepath.Join(dir, "client.log"), Timeout: 5 * time.Minute},
+		{Name: "server", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0], RemotePort: switchPort(sw, 0), Cmd: server, LogPath: filepath.Join(dir, "server.log"), Timeout: 5 * time.Minute},
+		{Name: "client", IP: "10.0.0.2", Peer: "10.0.0.1", LocalPort: ports[1], RemotePort: switchPort(sw, 1), Cmd: client, LogPath: filepath.Join(dir, "client.log"), Timeout: 5 * time.Minute},
 	}
 	results, errs := runVMs(t, cfgs)
 	if err := sw.Close(); err != nil {

@@ -25,7 +25,9 @@ type DgramConfig struct {
 // Dgram is a Transport for whole Ethernet frames over a datagram link:
 // byte-exact in both directions, outer headers included, so the peer's
 // ICRC is checked over exactly what it sent. It carries any frame (ARP
-// too); what to make of one is the driver's business.
+// too); what to make of one is the driver's business. It takes frames
+// from Peer only: a datagram from any other address is counted (Foreign)
+// and dropped.
 type Dgram struct {
 	frameConn
 	conn *net.UDPConn
@@ -77,7 +79,7 @@ type frameConn struct {
 	peer  netip.AddrPort
 	batch int
 	bufs  [][]byte // Receive's views of the caller's buffers
-	stats struct{ received, sent, truncated atomic.Uint64 }
+	stats struct{ received, sent, truncated, foreign atomic.Uint64 }
 	// closed is set by Close before the socket closes: an os.File's
 	// RawConn reports a closed descriptor as an error no sentinel matches.
 	closed atomic.Bool
@@ -107,6 +109,12 @@ func (c *frameConn) Receive(msgs []Msg) (int, error) {
 			l, trunc := c.bc.msgLen(i)
 			if trunc {
 				c.stats.truncated.Add(1)
+				continue
+			}
+			if c.peer.IsValid() && c.bc.from(i) != c.peer {
+				// A datagram link has one peer (the VM's QEMU); anything
+				// else on its port is not the link's traffic.
+				c.stats.foreign.Add(1)
 				continue
 			}
 			msgs[i].Buf, msgs[k].Buf = msgs[k].Buf, msgs[i].Buf
@@ -147,7 +155,7 @@ func (c *frameConn) Carries() Carriage { return WholeFrames }
 // Stats implements Transport.
 func (c *frameConn) Stats() TransportStats {
 	return TransportStats{Received: c.stats.received.Load(), Sent: c.stats.sent.Load(),
-		Truncated: c.stats.truncated.Load()}
+		Truncated: c.stats.truncated.Load(), Foreign: c.stats.foreign.Load()}
 }
 
 // Close implements Transport.

@@ -84,6 +84,7 @@ type TransportStats struct {
 	Garbage   uint64 // datagrams that are not a frame this transport carries, dropped
 	Refused   uint64 // frames Send would not put on the network (not RoCE v2 over this transport's IP version, wrong source address)
 	Recovered uint64 // frames whose sender's IPv4 ID was found from the ICRC (UDPConfig.RecoverIPv4ID)
+	Foreign   uint64 // datagrams from an address that is not a datagram link's peer, dropped
 }
 
 // BufLen is the size of a receive buffer: a 9000-byte jumbo frame fits,

@@ -58,6 +58,12 @@ type UDPConfig struct {
 	// does not report, needs. The ICRC check then keeps 16 of its 32
 	// bits (see the package doc).
 	RecoverIPv4ID bool
+	// KeepICRCError makes Send keep the error a frame's ICRC carries
+	// (wire.Packet.UpdateICRCWithError) instead of writing a good one
+	// over the rewritten headers: for a forwarder (rocesim switch), which
+	// must pass on a frame with a bad ICRC as bad. A device's frames carry
+	// none, so a node does not need it.
+	KeepICRCError bool
 }
 
 // UDP is a Transport for RoCE v2 over a UDP socket bound to port 4791:
@@ -76,6 +82,8 @@ type UDP struct {
 	rpkt  wire.Packet // Receive's view (the reader goroutine)
 	// recoverID: see UDPConfig.RecoverIPv4ID.
 	recoverID bool
+	// keepErr: see UDPConfig.KeepICRCError.
+	keepErr bool
 	// hdr is the outer headers' length: Ethernet, IPv4 or IPv6, UDP.
 	hdr   int
 	stats struct{ received, sent, truncated, garbage, refused, recovered atomic.Uint64 }
@@ -146,7 +154,7 @@ func NewUDP(cfg UDPConfig) (*UDP, error) {
 		return nil, fmt.Errorf("realnet: udp: %w", err)
 	}
 	return &UDP{conn: conn, bc: bc, local: conn.LocalAddr().(*net.UDPAddr).AddrPort(), mac: cfg.MAC, batch: cfg.Batch,
-		bufs: make([][]byte, cfg.Batch), recoverID: cfg.RecoverIPv4ID, hdr: outerLen(v6)}, nil
+		bufs: make([][]byte, cfg.Batch), recoverID: cfg.RecoverIPv4ID, keepErr: cfg.KeepICRCError, hdr: outerLen(v6)}, nil
 }
 
 // LocalAddr is the address and port the endpoint is bound to.
@@ -362,6 +370,10 @@ func (u *UDP) rewrite(frame []byte) (payload []byte, dst netip.AddrPort, ok bool
 	if p.DecodeHeaders(frame) != nil && !p.StrayPayload() || p.Src() != u.local.Addr() || len(p.Trailer) != 0 {
 		return nil, netip.AddrPort{}, false
 	}
+	var icrcErr uint32
+	if u.keepErr {
+		icrcErr = p.ICRCError()
+	}
 	if p.IPv6 != nil {
 		// Traffic class and hop limit: the socket's; flow label 0 (the
 		// kernel's default without IPV6_FLOWINFO_SEND); all three masked.
@@ -384,7 +396,7 @@ func (u *UDP) rewrite(frame []byte) (payload []byte, dst netip.AddrPort, ok bool
 	binary.BigEndian.PutUint16(p.UDP[0:], u.local.Port())
 	// Over IPv6 the UDP checksum is recomputed too (it is never zero
 	// there): the capture then shows the one the kernel sends.
-	p.UpdateICRC()
+	p.UpdateICRCWithError(icrcErr)
 	return frame[u.hdr:], netip.AddrPortFrom(p.Dst(), p.UDP.DstPort()), true
 }
 

@@ -34,6 +34,7 @@ type UDPConfig struct {
 	MAC           wire.MAC
 	Batch         int
 	RecoverIPv4ID bool
+	KeepICRCError bool
 }
 
 // UDP is the UDP transport (Linux only).

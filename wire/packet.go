@@ -273,8 +273,19 @@ func (p *Packet) ICRCValue() uint32 { return getICRC(p.ICRC) }
 // field has been rewritten in place (fault injection). A non-zero UDP
 // checksum covers the ICRC too, so it is recomputed as well; a zero one
 // (no checksum, as rxe sends over IPv4) stays zero.
-func (p *Packet) UpdateICRC() {
-	putICRC(p.ICRC, p.ComputeICRC())
+func (p *Packet) UpdateICRC() { p.UpdateICRCWithError(0) }
+
+// ICRCError returns the carried ICRC XOR the computed one: zero when the
+// ICRC verifies. The CRC is linear, so this error stays the same
+// whatever covered field is rewritten afterwards (UpdateICRCWithError).
+func (p *Packet) ICRCError() uint32 { return p.ICRCValue() ^ p.ComputeICRC() }
+
+// UpdateICRCWithError is UpdateICRC keeping an error the ICRC carried
+// (ICRCError before the rewrite): a forwarder that rewrites addresses
+// (rocesim switch between UDP endpoints) must not repair a frame whose
+// ICRC was bad, nor break one whose ICRC was good.
+func (p *Packet) UpdateICRCWithError(icrcErr uint32) {
+	putICRC(p.ICRC, p.ComputeICRC()^icrcErr)
 	if p.UDP.Checksum() != 0 {
 		end := p.icrcOff + ICRCLen
 		start := end - int(p.UDP.Length())

@@ -48,10 +48,26 @@ func (f *Fabric) traceFrame(d *direction, b *frameBuf, kind sim.Kind, why string
 	if kind == "frame-rx" {
 		node = d.to.owner
 	}
-	e := sim.Event{Time: f.sched.Now(), Node: node, Kind: kind}
-	e.Fields = append(e.Fields, sim.Field{Key: "link", Value: d.name})
+	note := ""
+	if kind == "frame-tx" {
+		note = b.note
+	}
+	e := FrameEvent(f.sched.Now(), node, kind, d.name, b.bytes(), b.tx, note, why)
+	e.Fields = append(e.Fields, extra...)
+	f.trace.Add(e)
+}
+
+// FrameEvent returns the trace event of a frame of kind crossing link
+// (named "from->to") at node: its QPN, the fields link, op, psn, ackreq,
+// aeth, msn and tx (a retransmission) a RoCE v2 frame has, len, note and
+// why when not empty. Package ladder draws frames from these fields;
+// rocesim switch (package rswitch) traces the real frames it forwards
+// with it, so its ladder is drawn as the fabric's.
+func FrameEvent(now sim.Time, node string, kind sim.Kind, link string, frame []byte, tx int, note, why string) sim.Event {
+	e := sim.Event{Time: now, Node: node, Kind: kind}
+	e.Fields = append(e.Fields, sim.Field{Key: "link", Value: link})
 	var p wire.Packet
-	if p.DecodeHeaders(b.bytes()) == nil {
+	if p.DecodeHeaders(frame) == nil {
 		e.QPN, e.HasQPN = p.BTH.DestQP(), true
 		e.Fields = append(e.Fields,
 			sim.Field{Key: "op", Value: p.Info.Name},
@@ -63,17 +79,16 @@ func (f *Fabric) traceFrame(d *direction, b *frameBuf, kind sim.Kind, why string
 			e.Fields = append(e.Fields, sim.Field{Key: "aeth", Value: p.AETH.Syndrome().String()},
 				sim.Field{Key: "msn", Value: strconv.FormatUint(uint64(p.AETH.MSN()), 10)})
 		}
-		if b.tx > 1 {
-			e.Fields = append(e.Fields, sim.Field{Key: "tx", Value: strconv.Itoa(b.tx)})
+		if tx > 1 {
+			e.Fields = append(e.Fields, sim.Field{Key: "tx", Value: strconv.Itoa(tx)})
 		}
 	}
-	e.Fields = append(e.Fields, sim.Field{Key: "len", Value: strconv.Itoa(b.n)})
-	if b.note != "" && kind == "frame-tx" {
-		e.Fields = append(e.Fields, sim.Field{Key: "note", Value: b.note})
+	e.Fields = append(e.Fields, sim.Field{Key: "len", Value: strconv.Itoa(len(frame))})
+	if note != "" {
+		e.Fields = append(e.Fields, sim.Field{Key: "note", Value: note})
 	}
 	if why != "" {
 		e.Fields = append(e.Fields, sim.Field{Key: "why", Value: why})
 	}
-	e.Fields = append(e.Fields, extra...)
-	f.trace.Add(e)
+	return e
 }
