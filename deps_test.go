@@ -59,8 +59,9 @@ var imports = map[string][]string{
 	// plans.
 	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "sim", "verbs", "wire/capture", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder, and
-	// over procfabric for the fabric daemon (whose --faults it parses).
-	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// over procfabric for the fabric daemon (whose --faults it parses),
+	// realnet for rocesim node and rswitch for rocesim switch.
+	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 }
 
 // external names the modules outside this one that packages may import.

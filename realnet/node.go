@@ -32,6 +32,10 @@ type NodeConfig struct {
 	Transport Transport
 	// Sent is the driver's Sent hook (a capture of what the node sent).
 	Sent func(now sim.Time, frame []byte, note string, err error)
+	// PeerAddr, if valid, is where the node reaches its workload peer's
+	// QP (RunClient, RunServer), whatever address the peer announces: a
+	// stand-in of the peer on a rocesim switch between the two.
+	PeerAddr netip.Addr
 }
 
 // Node is a nic.Device on the UDP transport, run by a Driver: a RoCE v2
@@ -40,7 +44,9 @@ type Node struct {
 	*Driver
 	// Addr is the node's IPv4 or IPv6 address.
 	Addr netip.Addr
-	mtu  nic.MTU
+	// PeerAddr: see NodeConfig.PeerAddr.
+	PeerAddr netip.Addr
+	mtu      nic.MTU
 }
 
 // NewNode binds Addr:4791 (unless cfg.Transport is set) and starts the
@@ -71,7 +77,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		tr.Close()
 		return nil, err
 	}
-	return &Node{Driver: d, Addr: cfg.Addr, mtu: cfg.PathMTUMax}, nil
+	return &Node{Driver: d, Addr: cfg.Addr, PeerAddr: cfg.PeerAddr, mtu: cfg.PathMTUMax}, nil
 }
 
 // Endpoint is what two RC QPs exchange out of band before they connect

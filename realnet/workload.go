@@ -116,6 +116,9 @@ func RunClient(ctx context.Context, n *Node, conn io.ReadWriter, w Workload) (Re
 	if err != nil {
 		return Result{}, err
 	}
+	if n.PeerAddr.IsValid() {
+		peer.Addr = n.PeerAddr
+	}
 	if err := rc.Connect(peer); err != nil {
 		return Result{}, err
 	}
@@ -206,6 +209,9 @@ func RunServer(ctx context.Context, n *Node, conn io.ReadWriter) (Workload, erro
 	rc, err := n.NewRC(2*w.Size, pattern(serverSeed), serverPSN)
 	if err != nil {
 		return w, err
+	}
+	if n.PeerAddr.IsValid() {
+		peer.Addr = n.PeerAddr
 	}
 	if err := rc.Connect(peer); err != nil {
 		return w, err

@@ -8,6 +8,7 @@
 //	rocesim fabric [flags]          a fabric daemon joining processes' NICs
 //	rocesim exec [flags] -- PROG    an unmodified libibverbs program on a fabric node
 //	rocesim node [flags]            a model node on a real network, with a workload
+//	rocesim switch [flags]          a fault switch between two real RoCE endpoints
 //	rocesim help [COMMAND]          usage
 //
 // run executes a built-in scenario (package scenario holds the catalogue
@@ -59,7 +60,15 @@
 // workload with one peer node in the manner of ibv_rc_pingpong (endpoints
 // exchanged over TCP --port, then --iters SENDs, WRITEs or READs of
 // --size bytes, data checked on both sides); the client prints
-// throughput and latency, --pcap writes what the node sent.
+// throughput and latency, --pcap writes what the node sent. --peer-addr
+// reaches the peer at a rocesim switch's stand-in address.
+//
+// switch runs package rswitch between two real endpoints of one kind
+// (--a, --b: dgram: QEMU VMs' datagram links, packet: interfaces through
+// AF_PACKET, udp: RoCE v2 hosts on UDP 4791 behind stand-in addresses),
+// applies --faults to every frame with the simulated fabric's decisions,
+// writes --pcap with each verdict as a comment, and prints the ladder
+// (and writes --ladder) when interrupted or after --duration.
 //
 // The command is thin: the scenario format (parsing, the built-in
 // catalogue, running) is package scenario and the drawings are package

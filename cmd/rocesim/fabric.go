@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/sim"
@@ -109,18 +108,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 		cfg.Deadline = sim.Time(d)
 	}
 	if *plan != "" {
-		text := *plan
-		if file, ok := strings.CutPrefix(text, "@"); ok {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				fmt.Fprintf(stderr, "rocesim fabric: --faults: %v\n", err)
-				return exitUsage
-			}
-			text = string(b)
-		} else {
-			text = strings.ReplaceAll(text, ";", "\n")
-		}
-		if cfg.Plan, err = faults.Parse(text); err != nil {
+		if cfg.Plan, err = parsePlanFlag(*plan); err != nil {
 			fmt.Fprintf(stderr, "rocesim fabric: --faults: %v\n", err)
 			return exitUsage
 		}

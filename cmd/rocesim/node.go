@@ -38,6 +38,8 @@ Flags:
                   loopback address unless --routable
   --routable      allow an --addr that is not loopback
   --connect HOST  be the client of the server node at HOST (its --addr)
+  --peer-addr A   reach the peer node's QP at A, whatever address it
+                  announces: its stand-in on a rocesim switch
   --port N        TCP port of the exchange (default 18515, ibv_rc_pingpong's)
   --op OP         send, write or read (default send; client only)
   --size N        bytes per operation (default 4096, at most 1048576)
@@ -63,6 +65,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1", "")
 	routable := fs.Bool("routable", false, "")
 	connect := fs.String("connect", "", "")
+	peerAddr := fs.String("peer-addr", "", "")
 	port := fs.Int("port", 18515, "")
 	op := fs.String("op", "send", "")
 	size := fs.Int("size", 4096, "")
@@ -91,6 +94,15 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	if !a.IsLoopback() && !*routable {
 		return usageErr("--addr %s is not a loopback address: add --routable to expose a RoCE endpoint there", a)
 	}
+	var peer netip.Addr
+	if *peerAddr != "" {
+		if peer, err = netip.ParseAddr(*peerAddr); err != nil || peer.Zone() != "" || peer.Is4In6() || peer.Is6() != a.Is6() {
+			return usageErr("--peer-addr %q is not an address of --addr's IP version", *peerAddr)
+		}
+		if !peer.IsLoopback() && !*routable {
+			return usageErr("--peer-addr %s is not a loopback address: add --routable", peer)
+		}
+	}
 	if *port <= 0 || *port > 0xFFFF {
 		return usageErr("--port %d is not a TCP port", *port)
 	}
@@ -105,7 +117,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	var capw capture.Writer
 	var capErr error
-	cfg := realnet.NodeConfig{Name: a.String(), Addr: a}
+	cfg := realnet.NodeConfig{Name: a.String(), Addr: a, PeerAddr: peer}
 	if *pcap != "" {
 		capw, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf(
 			"rocesim node %s:4791 over UDP: the frames it sent (UDP checksum shown as 0: the kernel's); "+

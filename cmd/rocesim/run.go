@@ -28,6 +28,7 @@ Usage:
   rocesim fabric [flags]          a fabric daemon: processes' NICs meet on one simulated fabric
   rocesim exec [flags] -- PROG    run an unmodified libibverbs program on a fabric node (drop-in libibverbs.so.1)
   rocesim node [flags]            a model node on UDP 4791 of a (loopback) address, running a workload with a peer node
+  rocesim switch [flags]          a fault switch between two real RoCE endpoints (VMs, interfaces, UDP hosts)
   rocesim help [COMMAND]          show this help, or a command's
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExec(rest, stdout, stderr)
 	case "node":
 		return runNode(rest, stdout, stderr)
+	case "switch":
+		return runSwitch(rest, stdout, stderr)
 	case "demo":
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintf(stderr, "rocesim demo: takes no scenario (it is %s); flags as for run\n", demoScenario)
@@ -126,6 +129,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, execUsage)
 	case len(args) == 1 && args[0] == "node":
 		fmt.Fprint(stdout, nodeUsage)
+	case len(args) == 1 && args[0] == "switch":
+		fmt.Fprint(stdout, switchUsage)
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
 	default:
