@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+
+	"github.com/rocesim/rocesim/wire"
 )
 
 // DgramConfig describes a datagram link: each Ethernet frame is one UDP
@@ -79,7 +81,7 @@ type frameConn struct {
 	peer  netip.AddrPort
 	batch int
 	bufs  [][]byte // Receive's views of the caller's buffers
-	stats struct{ received, sent, truncated, foreign atomic.Uint64 }
+	stats struct{ received, sent, truncated, foreign, checksummed atomic.Uint64 }
 	// closed is set by Close before the socket closes: an os.File's
 	// RawConn reports a closed descriptor as an error no sentinel matches.
 	closed atomic.Bool
@@ -116,6 +118,9 @@ func (c *frameConn) Receive(msgs []Msg) (int, error) {
 				// else on its port is not the link's traffic.
 				c.stats.foreign.Add(1)
 				continue
+			}
+			if c.bc.link && csumNotReady(c.bc.oob(i)) && wire.CompleteChecksum(msgs[i].Buf[:l]) {
+				c.stats.checksummed.Add(1)
 			}
 			msgs[i].Buf, msgs[k].Buf = msgs[k].Buf, msgs[i].Buf
 			msgs[k].N = l
@@ -155,7 +160,7 @@ func (c *frameConn) Carries() Carriage { return WholeFrames }
 // Stats implements Transport.
 func (c *frameConn) Stats() TransportStats {
 	return TransportStats{Received: c.stats.received.Load(), Sent: c.stats.sent.Load(),
-		Truncated: c.stats.truncated.Load(), Foreign: c.stats.foreign.Load()}
+		Truncated: c.stats.truncated.Load(), Foreign: c.stats.foreign.Load(), Checksummed: c.stats.checksummed.Load()}
 }
 
 // Close implements Transport.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,13 @@ type PacketConfig struct {
 // needs CAP_NET_RAW. Frames the host itself sends on the interface are
 // not returned (PACKET_IGNORE_OUTGOING); on the loopback interface each
 // datagram is then seen once, with a zero Ethernet header.
+//
+// A frame the host itself sent on a virtual interface (a veth from a
+// network namespace) may arrive with its UDP or TCP checksum left to an
+// offload that never ran (TP_STATUS_CSUMNOTREADY in PACKET_AUXDATA): the
+// transport completes it (wire.CompleteChecksum, counted in
+// TransportStats.Checksummed), so the frame can be sent on as a wire
+// would carry it.
 //
 // The kernel's own stack sees the interface's traffic too: a device on an
 // AF_PACKET socket should own an address the host's stack does not (as a
@@ -54,6 +62,10 @@ func NewPacket(cfg PacketConfig) (*Packet, error) {
 		err = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	}
 	if err == nil {
+		// Each frame's status, to complete checksums left to offload.
+		err = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1)
+	}
+	if err == nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, socketBuffer)
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, socketBuffer)
 	}
@@ -79,4 +91,26 @@ func NewPacket(cfg PacketConfig) (*Packet, error) {
 func (p *Packet) Close() error {
 	p.closed.Store(true)
 	return p.file.Close()
+}
+
+// csumNotReady reports whether a frame's PACKET_AUXDATA (its control
+// data from recvmmsg) says its checksum was left to offload.
+func csumNotReady(oob []byte) bool {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			return false
+		}
+		if h.Level == unix.SOL_PACKET && h.Type == unix.PACKET_AUXDATA && l-unix.SizeofCmsghdr >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+			aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&oob[unix.SizeofCmsghdr]))
+			return aux.Status&unix.TP_STATUS_CSUMNOTREADY != 0
+		}
+		next := unix.CmsgSpace(l - unix.SizeofCmsghdr)
+		if next > len(oob) {
+			return false
+		}
+		oob = oob[next:]
+	}
+	return false
 }

@@ -78,13 +78,14 @@ func (c Carriage) String() string {
 
 // TransportStats counts what a transport did.
 type TransportStats struct {
-	Received  uint64 // frames handed to the driver
-	Sent      uint64 // frames the socket took
-	Truncated uint64 // datagrams longer than a buffer, dropped
-	Garbage   uint64 // datagrams that are not a frame this transport carries, dropped
-	Refused   uint64 // frames Send would not put on the network (not RoCE v2 over this transport's IP version, wrong source address)
-	Recovered uint64 // frames whose sender's IPv4 ID was found from the ICRC (UDPConfig.RecoverIPv4ID)
-	Foreign   uint64 // datagrams from an address that is not a datagram link's peer, dropped
+	Received    uint64 // frames handed to the driver
+	Sent        uint64 // frames the socket took
+	Truncated   uint64 // datagrams longer than a buffer, dropped
+	Garbage     uint64 // datagrams that are not a frame this transport carries, dropped
+	Refused     uint64 // frames Send would not put on the network (not RoCE v2 over this transport's IP version, wrong source address)
+	Recovered   uint64 // frames whose sender's IPv4 ID was found from the ICRC (UDPConfig.RecoverIPv4ID)
+	Foreign     uint64 // datagrams from an address that is not a datagram link's peer, dropped
+	Checksummed uint64 // frames whose UDP or TCP checksum, left to offload, the transport completed (Packet)
 }
 
 // BufLen is the size of a receive buffer: a 9000-byte jumbo frame fits,

@@ -256,7 +256,6 @@ func TestUDPEndpoints(t *testing.T) {
 	defer s.Close()
 
 	var nodes [2]*realnet.Node
-	var rcs [2]*realnet.RC
 	for i, a := range []netip.Addr{ea, eb} {
 		n, err := realnet.NewNode(realnet.NodeConfig{Name: string(rune('a' + i)), Addr: a})
 		if err != nil {
@@ -264,48 +263,9 @@ func TestUDPEndpoints(t *testing.T) {
 		}
 		defer n.Close()
 		nodes[i] = n
-		if rcs[i], err = n.NewRC(4096, func(b []byte) {
-			for k := range b {
-				b[k] = byte(k*7 + i)
-			}
-		}, uint32(100*(i+1))); err != nil {
-			t.Fatal(err)
-		}
 	}
-	// Each connects to the other's QP at its stand-in address.
-	ra, rb := rcs[0].Local(), rcs[1].Local()
-	ra.Addr, rb.Addr = faceB, faceA
-	if err := rcs[0].Connect(rb); err != nil {
-		t.Fatal(err)
-	}
-	if err := rcs[1].Connect(ra); err != nil {
-		t.Fatal(err)
-	}
-	if err := rcs[1].PostRecv(1, 0, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if err := rcs[0].Post(nic.SendWR{WRID: 2, Opcode: nic.WRSend}, 0, 1000); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i, rc := range []*realnet.RC{rcs[1], rcs[0]} {
-		wc, err := rc.Wait(ctx)
-		if err != nil || wc.Status != nic.WCSuccess {
-			t.Fatalf("completion %d: %+v, %v", i, wc, err)
-		}
-	}
-	sent, err := rcs[0].Bytes(0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := rcs[1].Bytes(0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(sent, got) {
-		t.Error("B received other bytes than A sent")
-	}
+	// Each reaches the other's QP at its stand-in address.
+	sendThrough(t, nodes, [2]netip.Addr{faceA, faceB}, 1000)
 	if h1, h2 := s.Hits(1), s.Hits(2); h1 != 1 || h2 != 1 {
 		t.Errorf("rule hits %d, %d; want 1, 1", h1, h2)
 	}
@@ -317,5 +277,55 @@ func TestUDPEndpoints(t *testing.T) {
 	}
 	if st := s.Stats(); st.Foreign != 0 || st.SendErrors != 0 {
 		t.Errorf("switch stats %+v", st)
+	}
+}
+
+// sendThrough connects an RC QP on each node to the other's, A reaching
+// B's at peer[0] and B A's at peer[1], and sends size bytes from A to B:
+// both completions succeed and B holds A's bytes.
+func sendThrough(t *testing.T, nodes [2]*realnet.Node, peer [2]netip.Addr, size int) {
+	t.Helper()
+	var rcs [2]*realnet.RC
+	for i, n := range nodes {
+		var err error
+		if rcs[i], err = n.NewRC(4096, func(b []byte) {
+			for k := range b {
+				b[k] = byte(k*7 + i)
+			}
+		}, uint32(100*(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		e := rcs[1-i].Local()
+		e.Addr = peer[i]
+		if err := rcs[i].Connect(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rcs[1].PostRecv(1, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcs[0].Post(nic.SendWR{WRID: 2, Opcode: nic.WRSend}, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, rc := range []*realnet.RC{rcs[1], rcs[0]} {
+		wc, err := rc.Wait(ctx)
+		if err != nil || wc.Status != nic.WCSuccess {
+			t.Fatalf("completion %d: %+v, %v; nodes %+v %+v", i, wc, err, nodes[0].Stats(), nodes[1].Stats())
+		}
+	}
+	sent, err := rcs[0].Bytes(0, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rcs[1].Bytes(0, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sent, got) {
+		t.Error("B received other bytes than A sent")
 	}
 }

@@ -15,6 +15,7 @@ const (
 	EtherTypeIPv4 = 0x0800
 	EtherTypeIPv6 = 0x86DD
 	ProtocolUDP   = 17
+	ProtocolTCP   = 6
 	// UDPPortRoCEv2 is the IANA-assigned destination port of RoCE v2.
 	UDPPortRoCEv2 = 4791
 	// IPv4FlagDF is the don't-fragment bit in the IPv4 3-bit flags field.
@@ -185,6 +186,67 @@ func pseudoSum(src, dst netip.Addr, n int) uint64 {
 		s = sum16(sum16(0, a[:]), b[:])
 	}
 	return s + uint64(n) + ProtocolUDP
+}
+
+// CompleteChecksum writes the UDP or TCP checksum of an Ethernet frame
+// (IPv4, or IPv6 without extension headers; not a fragment), computed
+// over the segment as it is, and reports whether it did. A frame read
+// with AF_PACKET on a virtual interface its own host sent on (a veth to
+// a network namespace) may carry a checksum left to an offload that
+// never ran (the kernel's CHECKSUM_PARTIAL, reported to the reader as
+// TP_STATUS_CSUMNOTREADY): forwarded as it is, its receiver drops it. A
+// UDP checksum of zero over IPv4 (none, as rxe sends) stays zero. The
+// RoCE v2 ICRC does not cover the UDP checksum (Annex A17.8), so a
+// forwarder may complete it.
+func CompleteChecksum(frame []byte) bool {
+	if len(frame) < EthernetLen {
+		return false
+	}
+	var src, dst netip.Addr
+	var proto byte
+	var seg []byte
+	ip := frame[EthernetLen:]
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case EtherTypeIPv4:
+		if len(ip) < IPv4MinLen || ip[0]>>4 != 4 {
+			return false
+		}
+		h, total := int(ip[0]&0xF)*4, int(binary.BigEndian.Uint16(ip[2:]))
+		if h < IPv4MinLen || total < h || total > len(ip) || binary.BigEndian.Uint16(ip[6:])&0x3FFF != 0 {
+			return false
+		}
+		src, dst, proto, seg = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), ip[9], ip[h:total]
+	case EtherTypeIPv6:
+		if len(ip) < IPv6Len || ip[0]>>4 != 6 {
+			return false
+		}
+		n := int(binary.BigEndian.Uint16(ip[4:]))
+		if IPv6Len+n > len(ip) {
+			return false
+		}
+		src, dst, proto, seg = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])), ip[6], ip[IPv6Len:IPv6Len+n]
+	default:
+		return false
+	}
+	var at int
+	switch {
+	case proto == ProtocolUDP && len(seg) >= UDPLen:
+		if src.Is4() && binary.BigEndian.Uint16(seg[6:]) == 0 {
+			return false
+		}
+		at = 6
+	case proto == ProtocolTCP && len(seg) >= 20:
+		at = 16
+	default:
+		return false
+	}
+	seg[at], seg[at+1] = 0, 0
+	c := ^fold(sum16(pseudoSum(src, dst, len(seg))-ProtocolUDP+uint64(proto), seg))
+	if c == 0 && proto == ProtocolUDP {
+		c = 0xFFFF
+	}
+	binary.BigEndian.PutUint16(seg[at:], c)
+	return true
 }
 
 // udpChecksum computes the UDP checksum of a datagram whose checksum field
