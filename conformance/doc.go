@@ -46,7 +46,8 @@
 // scenarios/*.scenario are the eleven fault scenarios, in the format of
 // package scenario. ModelOutcome runs one in the simulation (rxe
 // profile); a Rig (two guests with interactive agents, joined through a
-// Switch that applies the same faults.Plan to real frames) runs it on
+// Switch, rocesim switch's package rswitch, that applies the same
+// faults.Plan to real frames) runs it on
 // rxe. Both are normalised into an Outcome (completions, memory, the wire
 // per direction with PSNs relative to each QP's initial PSN) and compared
 // (Compare). A real run that differs while a QEMU or the switch waited
