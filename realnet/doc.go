@@ -76,8 +76,11 @@
 //
 // Two model nodes interoperate over real UDP on loopback (SEND, WRITE,
 // READ; TestUDPTwoNodes, TestWorkload, rocesim node), and two QPs of one
-// node over IPv6 on ::1 (TestUDPIPv6). Real rxe over UDP
-// has not been tried yet. What stood in the way on receive: rxe takes the
+// node over IPv6 on ::1 (TestUDPIPv6). A node interoperates with real rxe
+// over IPv4 (conformance's TestInteropUDP, root only: the node in a
+// network namespace on a veth bridged to an rxe guest's link by rocesim
+// switch; SEND, WRITE, READ both ways, 1 B to 64 KiB), with
+// RecoverIPv4ID on. What stood in the way on receive: rxe takes the
 // IPv4 ID from __ip_select_ident (rxe_net.c prepare_ipv4_hdr: a hashed,
 // incrementing counter, as the captures in captures/ show), which the
 // receiving socket does not report, so the rebuilt header carries the
@@ -90,15 +93,15 @@
 // against rxe, whose IPv6 GIDs need a global or link-local address the
 // VM's peer can reach) or a receive path that sees the IP header (a raw
 // IPPROTO_UDP socket, or the Packet transport on an interface: both need
-// CAP_NET_RAW). Sending to rxe should not meet the problem: rxe checks
+// CAP_NET_RAW). Sending to rxe does not meet the problem: rxe checks
 // the ICRC over the header it received (rxe_icrc_check), which our
 // kernel wrote with the ID 0 the transport computed with (what
-// TestUDPOnTheWire checks on lo); that too is untried against rxe. The
-// other obstacle is the path:
-// the harness's VMs sit on dgram links with no IP route to the host's
-// stack, and a NAT between (QEMU's user networking) rewrites addresses
-// the ICRC covers; the VM needs a bridged or routed interface (a tap, a
-// veth into a namespace).
+// TestUDPOnTheWire checks on lo, and TestInteropUDP against rxe). The
+// other obstacle is the path: the harness's VMs sit on dgram links with
+// no IP route to the host's stack, and a NAT between (QEMU's user
+// networking) rewrites addresses the ICRC covers; TestInteropUDP gives
+// the VM a real segment (a veth into a namespace, bridged to the VM's
+// link by rocesim switch).
 //
 // # The driver
 //
