@@ -29,7 +29,8 @@ first transmission only); frames that are not RoCE v2 pass untouched. It
 writes a pcapng with each frame's verdict as its comment and prints the
 ladder at exit. It forwards only between the two endpoints it is given.
 
-Endpoints (both of one kind):
+Endpoints (both udp, or both dgram or packet: a VM's link may be joined
+to an interface, giving the VM a real segment with a namespace):
   dgram:LISTEN,PEER  a QEMU VM on a datagram link (-netdev dgram or
                      -netdev socket,udp=): the switch listens on LISTEN
                      (HOST:PORT, the VM's remote address; port 0 picks
@@ -68,6 +69,8 @@ Examples:
                  --faults 'corrupt op=RC_RDMA_WRITE_ONLY tx=1'
   rocesim node --addr 127.0.0.2 --peer-addr 127.0.0.3 &
   rocesim node --addr 127.0.0.1 --peer-addr 127.0.0.4 --connect 127.0.0.2 --op write
+  # a VM's link and a veth into a namespace (root): one Ethernet segment
+  rocesim switch --a dgram:127.0.0.1:10001,127.0.0.1:10000 --b packet:veth0
 
 Exit status: 0 success; 1 the capture or a socket failed; 2 usage error.
 `
@@ -198,8 +201,8 @@ func switchMain(ctx context.Context, args []string, stdout, stderr io.Writer, re
 			return usageErr("--%c %v", 'a'+i, err)
 		}
 	}
-	if eps[0].kind != eps[1].kind {
-		return usageErr("--a is %s, --b is %s: both endpoints must be of one kind", eps[0].kind, eps[1].kind)
+	if (eps[0].kind == "udp") != (eps[1].kind == "udp") {
+		return usageErr("--a is %s, --b is %s: udp endpoints are joined to udp endpoints only (the others carry whole frames)", eps[0].kind, eps[1].kind)
 	}
 	na, nb, ok := strings.Cut(*names, ",")
 	if !ok || na == "" || nb == "" || na == nb || strings.Contains(nb, ",") {

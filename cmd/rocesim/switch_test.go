@@ -83,7 +83,7 @@ func TestSwitchUsage(t *testing.T) {
 		{[]string{"switch", "--help"}, exitOK, "Usage: rocesim switch"},
 		{[]string{"switch", "extra"}, exitUsage, `takes no arguments, got ["extra"]`},
 		{[]string{"switch", "--a", "packet:lo"}, exitUsage, "needs both endpoints"},
-		{[]string{"switch", "--a", "packet:lo", "--b", "udp:127.0.0.1,127.0.0.2"}, exitUsage, "--a is packet, --b is udp"},
+		{[]string{"switch", "--a", "packet:lo", "--b", "udp:127.0.0.1,127.0.0.2"}, exitUsage, "--a is packet, --b is udp: udp endpoints are joined to udp endpoints only"},
 		{[]string{"switch", "--a", "udp:192.0.2.1,127.0.0.2", "--b", "udp:127.0.0.3,127.0.0.4"}, exitUsage, "192.0.2.1 is not a loopback address: add --routable"},
 		{[]string{"switch", "--a", "dgram:127.0.0.1:0,127.0.0.1:0", "--b", "packet:lo"}, exitUsage, "the VM's address needs its port"},
 		{[]string{"switch", "--a", "udp:127.0.0.1", "--b", "udp:127.0.0.3,127.0.0.4"}, exitUsage, "want udp:HOST,STANDIN"},
