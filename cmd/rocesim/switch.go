@@ -128,7 +128,7 @@ func parseSwitchEndpoint(s string, routable bool) (switchEndpoint, error) {
 		e.peer, e.local = netip.AddrPortFrom(host, 0), netip.AddrPortFrom(standIn, 0)
 		addrs = []netip.Addr{host, standIn}
 	default:
-		return e, fmt.Errorf("%q: want dgram:, packet: or udp:", s)
+		return e, fmt.Errorf("%q: want KIND:..., KIND one of dgram, packet and udp", s)
 	}
 	for _, a := range addrs {
 		if !a.IsLoopback() && !routable {

@@ -87,7 +87,7 @@ func TestSwitchUsage(t *testing.T) {
 		{[]string{"switch", "--a", "udp:192.0.2.1,127.0.0.2", "--b", "udp:127.0.0.3,127.0.0.4"}, exitUsage, "192.0.2.1 is not a loopback address: add --routable"},
 		{[]string{"switch", "--a", "dgram:127.0.0.1:0,127.0.0.1:0", "--b", "packet:lo"}, exitUsage, "the VM's address needs its port"},
 		{[]string{"switch", "--a", "udp:127.0.0.1", "--b", "udp:127.0.0.3,127.0.0.4"}, exitUsage, "want udp:HOST,STANDIN"},
-		{[]string{"switch", "--a", "tcp:x", "--b", "packet:lo"}, exitUsage, "want dgram:, packet: or udp:"},
+		{[]string{"switch", "--a", "tcp:x", "--b", "packet:lo"}, exitUsage, "KIND one of dgram, packet and udp"},
 		{[]string{"switch", "--a", "packet:lo", "--b", "packet:lo", "--names", "a,a"}, exitUsage, "want two different names"},
 		{[]string{"switch", "--a", "packet:lo", "--b", "packet:lo", "--faults", "lose psn=2"}, exitUsage, `unknown action "lose"`},
 	} {
