@@ -51,7 +51,7 @@ func TestInteropUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns.Outer})
+	p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns.Outer, CompleteChecksums: true})
 	if err != nil {
 		a.Close()
 		t.Fatal(err)

@@ -25,9 +25,9 @@
 //   - Packet: whole frames on a network interface through an AF_PACKET
 //     socket. It needs CAP_NET_RAW; its tests skip where that is missing.
 //     A frame its host sent on a veth arrives with the UDP or TCP
-//     checksum left to offload; the transport completes it
-//     (PACKET_AUXDATA), so a forwarder (rocesim switch, package rswitch)
-//     can send it on.
+//     checksum left to offload; with PacketConfig.CompleteChecksums the
+//     transport completes it (PACKET_AUXDATA), so a forwarder (rocesim
+//     switch, package rswitch) can send it on.
 //
 // # The ICRC over UDP
 //

@@ -18,6 +18,10 @@ type PacketConfig struct {
 	Interface string
 	// Batch is the most frames one system call reads or writes (0: 32).
 	Batch int
+	// CompleteChecksums completes the UDP or TCP checksum of a frame the
+	// host left to offload (see Packet): what a forwarder needs (rocesim
+	// switch), and a cost over every such frame an observer can spare.
+	CompleteChecksums bool
 }
 
 // Packet is a Transport for whole Ethernet frames on a network interface
@@ -29,10 +33,10 @@ type PacketConfig struct {
 //
 // A frame the host itself sent on a virtual interface (a veth from a
 // network namespace) may arrive with its UDP or TCP checksum left to an
-// offload that never ran (TP_STATUS_CSUMNOTREADY in PACKET_AUXDATA): the
-// transport completes it (wire.CompleteChecksum, counted in
-// TransportStats.Checksummed), so the frame can be sent on as a wire
-// would carry it.
+// offload that never ran (TP_STATUS_CSUMNOTREADY in PACKET_AUXDATA): with
+// PacketConfig.CompleteChecksums the transport completes it
+// (wire.CompleteChecksum, counted in TransportStats.Checksummed), so the
+// frame can be sent on as a wire would carry it.
 //
 // The kernel's own stack sees the interface's traffic too: a device on an
 // AF_PACKET socket should own an address the host's stack does not (as a
@@ -61,7 +65,7 @@ func NewPacket(cfg PacketConfig) (*Packet, error) {
 	if err == nil {
 		err = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	}
-	if err == nil {
+	if err == nil && cfg.CompleteChecksums {
 		// Each frame's status, to complete checksums left to offload.
 		err = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1)
 	}

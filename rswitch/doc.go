@@ -19,7 +19,10 @@
 //     whose switch this is;
 //   - two interfaces through AF_PACKET (realnet.Packet; CAP_NET_RAW):
 //     two network namespaces joined to the switch's by veth pairs, the
-//     frames byte-exact in both directions;
+//     frames byte-exact in both directions but for the UDP and TCP
+//     checksums the namespaces' kernels left to offload, which the
+//     transport completes (PacketConfig.CompleteChecksums); a VM's
+//     datagram link may be joined to such an interface too;
 //   - two RoCE v2 hosts on UDP port 4791 (realnet.UDP, Config.Endpoints):
 //     the switch holds a stand-in address for each, each host talks to
 //     the other's stand-in, and the switch rewrites the addresses as it

@@ -28,7 +28,7 @@ func TestPacketNamespaces(t *testing.T) {
 	}
 	var tr [2]realnet.Transport
 	for i := range 2 {
-		p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns[i].Outer})
+		p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns[i].Outer, CompleteChecksums: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,7 +144,7 @@ func (e switchEndpoint) open() (realnet.Transport, error) {
 	case "dgram":
 		return realnet.NewDgram(realnet.DgramConfig{Local: e.local, Peer: e.peer})
 	case "packet":
-		return realnet.NewPacket(realnet.PacketConfig{Interface: e.iface})
+		return realnet.NewPacket(realnet.PacketConfig{Interface: e.iface, CompleteChecksums: true})
 	default:
 		// The other host's frames leave from here with this address as
 		// their source; rxe's IPv4 IDs are found from the ICRC, so that
