@@ -118,6 +118,37 @@ func TestRCStreamZeroAllocs(t *testing.T) {
 	}
 }
 
+// TestRCStreamCaptureAllocs: with a pcapng capture, comments included, an
+// RDMA WRITE and its ACK allocate one note each and nothing more (the
+// writer allocates nothing; each note is built in one allocation, where
+// string concatenation took two and pcapgo four more per frame).
+func TestRCStreamCaptureAllocs(t *testing.T) {
+	cw, err := capture.NewWriter(io.Discard, capture.FormatPcapng, capture.PcapngOptions{})
+	require.NoError(t, err)
+	w, src, dst := pair(t, verbs.WorldConfig{Seed: 1, Capture: cw})
+	wr := []verbs.SendWR{{WRID: 1000, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: dst.mr.Addr, RKey: dst.mr.RKey,
+		SGList: []verbs.SGE{src.mr.SGE(0, 256)}}}
+	wcs := make([]verbs.WC, 4)
+	step := func() {
+		wr[0].WRID++ // past 99: strconv has no ready string for it
+		if _, err := src.qp.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if src.cq.Poll(wcs) != 1 {
+			t.Fatal("no completion")
+		}
+	}
+	for range 100 {
+		step()
+	}
+	if a := testing.AllocsPerRun(200, step); a > 2 {
+		t.Errorf("an RDMA WRITE and its ACK, captured: %v allocs, want 2 (their notes)", a)
+	}
+}
+
 // TestRCRecoveryZeroAllocs: go-back-N recovery (NAKs, retransmissions,
 // ACK timeouts) allocates nothing either when nobody reads the notes (no
 // trace, no capture). 4-packet WRITEs lose a request now and then.
