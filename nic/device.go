@@ -187,6 +187,7 @@ type Device struct {
 	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
 	due      []*QP     // Advance's list of QPs due, kept for its capacity
 	nextQPN  uint32    // where the cyclic QPN search starts
+	qpns     idSet     // the QPNs taken: live QPs' and the GSI QP's index
 	outbox   outbox    // what the inputs caused, until Ready (ready.go)
 	counters Counters
 	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
@@ -194,6 +195,7 @@ type Device struct {
 	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
 	trace    *sim.Trace
 	scratch  [4096]byte // one packet's payload while it is gathered
+	noteBuf  []byte     // the note being built (note), kept for its capacity
 	rx       wire.Packet
 	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
@@ -265,6 +267,7 @@ func New(cfg Config) *Device {
 	d.mem.maxLive = d.attr.MaxMR - kernelMRs
 	d.attr.NodeGUID = uint64(cfg.MAC[0]^2)<<56 | uint64(cfg.MAC[1])<<48 | uint64(cfg.MAC[2])<<40 | 0xFF<<32 |
 		0xFE<<24 | uint64(cfg.MAC[3])<<16 | uint64(cfg.MAC[4])<<8 | uint64(cfg.MAC[5])
+	d.qpns.take(gsiQPIndex)
 	d.gsi = newGSI(d)
 	return d
 }

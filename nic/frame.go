@@ -40,6 +40,15 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	f.BTH.DestQP = destQPN
 }
 
+// note returns the note built in b, d.noteBuf's storage, as a string: the
+// note's one allocation (concatenating and formatting numbers as strings
+// took two or three), which a capture or trace needs, since the note
+// travels with the frame until the fabric records it.
+func (d *Device) note(b []byte) string {
+	d.noteBuf = b
+	return string(b)
+}
+
 // emit encodes f into an outbox buffer and queues it; qp is the QP whose
 // packet it is (counted until the port reports it gone, see TxDone).
 func (d *Device) emit(qp *QP, f *wire.Frame, note string) {

@@ -75,6 +75,7 @@ type mrSlot struct {
 type memTable struct {
 	slots []mrSlot // slots[i] is MR index i+1
 	next  uint32   // the next index to try
+	taken idSet    // the indices of live MRs
 	live  int      // registered MRs
 	max   int      // the largest index
 	// maxLive is the most MRs a user may hold at once: the device's
@@ -176,21 +177,18 @@ func (t *memTable) liveLimit() int {
 // wrapping from the largest index to 1 (rxe allocates MR indices
 // cyclically). The caller has checked that one is free.
 func (t *memTable) allocIndex() uint32 {
-	limit := uint32(t.limit())
-	for {
-		i := t.next
-		t.next++
-		if t.next > limit {
-			t.next = 1
-		}
-		if int(i) > len(t.slots) { // first use of this index: i == len+1
-			t.slots = append(t.slots, mrSlot{})
-			return i
-		}
-		if t.slots[i-1].mr == nil {
-			return i
-		}
+	i, ok := t.taken.next(t.next, 1, uint32(t.limit()))
+	if !ok {
+		panic("nic: no free MR index although the live count had room")
 	}
+	t.next = i + 1
+	if t.next > uint32(t.limit()) {
+		t.next = 1
+	}
+	if int(i) > len(t.slots) { // first use of this index: i == len+1
+		t.slots = append(t.slots, mrSlot{})
+	}
+	return i
 }
 
 // deregister retires mr (ibv_dereg_mr): its keys stop resolving at once.
@@ -211,6 +209,7 @@ func (t *memTable) deregister(mr *MR) error {
 		return errno(syscall.EINVAL, "dereg_mr: MR lkey %#x has %d memory windows bound", mr.LKey, mr.mws)
 	}
 	t.slots[idx-1].mr = nil
+	t.taken.free(idx)
 	t.live--
 	mr.dead = true
 	mr.pd.refs--

@@ -95,6 +95,7 @@ type mwSlot struct {
 type mwTable struct {
 	slots []mwSlot // slots[i] is index rxeMinMWIndex+i
 	next  uint32   // the next index to try, relative to rxeMinMWIndex
+	taken idSet    // live windows' indices, relative to rxeMinMWIndex
 	live  int
 }
 
@@ -112,18 +113,15 @@ func (t *memTable) allocMW(pd *PD, typ MWType) (*MW, error) {
 	if m.live >= int(span) {
 		return nil, errno(syscall.ENOMEM, "alloc_mw: %d memory windows allocated, the device maximum", m.live)
 	}
-	// Cyclic, as rxe's pools hand out indices.
-	var i uint32
-	for {
-		i = m.next
-		m.next = (m.next + 1) % span
-		if int(i) == len(m.slots) {
-			m.slots = append(m.slots, mwSlot{})
-			break
-		}
-		if int(i) < len(m.slots) && m.slots[i].mw == nil {
-			break
-		}
+	// Cyclic, as rxe's pools hand out indices; idSet finds the next free
+	// one without walking past the live ones.
+	i, ok := m.taken.next(m.next, 0, span-1)
+	if !ok {
+		panic("nic: no free MW index although the live count had room")
+	}
+	m.next = (i + 1) % span
+	if int(i) == len(m.slots) {
+		m.slots = append(m.slots, mwSlot{})
 	}
 	s := &m.slots[i]
 	s.gen++
@@ -149,6 +147,7 @@ func (t *memTable) deallocMW(w *MW) error {
 	}
 	w.unbind()
 	t.mws.slots[w.key>>8-rxeMinMWIndex].mw = nil
+	t.mws.taken.free(w.key>>8 - rxeMinMWIndex)
 	t.mws.live--
 	w.dead = true
 	w.pd.refs--

@@ -187,20 +187,19 @@ func (d *Device) unlistQP(qp *QP) {
 // __rxe_add_to_pool takes QP indices (QPNs) with xa_alloc_cyclic over
 // [RXE_MIN_QP_INDEX, RXE_MAX_QP_INDEX], so a destroyed QP's number comes
 // back only after the range has gone round. Index 16 is the GSI QP's (its
-// QPN is 1), so user QPs start at 0x11. Each step past a live QP is paid
-// for by that QP, so an allocation costs O(1) unless nearly every QPN is
-// live. The caller has taken a place in qpCount, so a free QPN exists.
+// QPN is 1; taken in New), so user QPs start at 0x11. The search costs
+// the same however many QPNs are live (idSet). The caller has taken a
+// place in qpCount, so a free QPN exists.
 func (d *Device) allocQPN() uint32 {
-	for {
-		n := d.nextQPN
-		d.nextQPN++
-		if d.nextQPN > rxeMaxQPIndex {
-			d.nextQPN = rxeMinQPIndex
-		}
-		if _, live := d.qps[n]; !live && n != gsiQPIndex {
-			return n
-		}
+	n, ok := d.qpns.next(d.nextQPN, rxeMinQPIndex, rxeMaxQPIndex)
+	if !ok {
+		panic("nic: no free QPN although qpCount had room")
 	}
+	d.nextQPN = n + 1
+	if d.nextQPN > rxeMaxQPIndex {
+		d.nextQPN = rxeMinQPIndex
+	}
+	return n
 }
 
 // Num returns the QP number.
@@ -236,6 +235,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 	}
 	qp.pd.refs--
 	delete(d.qps, qp.num)
+	d.qpns.free(qp.num)
 	d.unlistQP(qp)
 	d.retime(qp) // dead: out of the timer heap
 	d.qpCount.put()

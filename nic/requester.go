@@ -310,8 +310,12 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	}
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
-		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.name() +
-			", packet " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(w.npkts))
+		b := append(d.noteBuf[:0], "wr "...)
+		b = strconv.AppendUint(b, w.wr.WRID, 10)
+		b = append(append(append(b, ' '), w.wr.Opcode.name()...), ", packet "...)
+		b = strconv.AppendInt(b, int64(i)+1, 10)
+		b = strconv.AppendInt(append(b, " of "...), int64(w.npkts), 10)
+		note = d.note(b)
 	}
 	d.emit(qp, &f, note)
 	return true

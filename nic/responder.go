@@ -804,7 +804,7 @@ func (d *Device) remoteError(now sim.Time, qp *QP, code wire.NAKCode, psn wire.P
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN given.
 func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN, note string) {
 	if note == "" && d.cfg.Annotate {
-		note = "ACK of everything up to PSN " + psn.String()
+		note = d.note(strconv.AppendUint(append(d.noteBuf[:0], "ACK of everything up to PSN "...), uint64(psn), 10))
 	}
 	var f wire.Frame
 	d.frameTo(&f, qp, &qp.attr.AHAttr, qp.attr.DestQPNum)

@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/rocesim/rocesim/faults"
@@ -115,18 +116,17 @@ type Host struct {
 // payload (AddHost picks the largest path MTU that fits the link's).
 const MinLinkMTU = 256 + wire.MaxIPv4Overhead
 
-// AddHost adds a host. Host i (from 1) gets MAC 02:00:00:00:00:0i,
-// IPv4 10.0.0.i and IPv6 fd00::i; every host knows every other's MAC
-// (no ARP is simulated).
+// AddHost adds a host. Host i (from 1) gets the addresses HostAddrOf(i)
+// (MAC 02:00:00:00:00:0i, IPv4 10.0.0.i and IPv6 fd00::i for i up to
+// 254); every host knows every other's MAC (no ARP is simulated).
 func (w *World) AddHost(name string) *Host {
-	i := byte(len(w.hosts) + 1)
-	mac := wire.MAC{0x02, 0, 0, 0, 0, i}
-	v4 := netip.AddrFrom4([4]byte{10, 0, 0, i})
-	v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i})
+	i := len(w.hosts) + 1
+	a := HostAddrOf(i)
+	mac, v4, v6 := a.MAC, a.IPv4, a.IPv6
 	if w.cfg.LinkLocalGID {
 		v6 = LinkLocal(mac)
 	}
-	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, int(i))
+	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, i)
 	for _, o := range w.hosts {
 		for _, g := range o.dev.GIDs() {
 			h.dev.AddNeighbour(g, o.dev.Config().MAC)
@@ -146,6 +146,32 @@ type HostAddr struct {
 	MAC  wire.MAC
 	IPv4 netip.Addr
 	IPv6 netip.Addr
+}
+
+// MaxHosts is the number of hosts HostAddrOf numbers: the index fills
+// the low 24 bits of the IPv4 address in 10.0.0.0/8.
+const MaxHosts = 1<<24 - 1
+
+// HostAddrOf is the i-th host's addresses (i from 1 to MaxHosts): i,
+// big-endian, in the low bytes of MAC 02:00:00:00:00:00, of IPv4
+// 10.0.0.0 and of IPv6 fd00::. Hosts 1 to 254 keep the one-byte numbers
+// every golden was made with (02:00:00:00:00:0i, 10.0.0.i, fd00::i);
+// host 255 gets 02:00:00:00:00:ff, 10.0.0.255 and fd00::ff, host 256
+// 02:00:00:00:01:00, 10.0.1.0 and fd00::100, host 1024
+// 02:00:00:00:04:00, 10.0.4.0 and fd00::400. Addresses that end in .0
+// or .255 are ordinary host addresses here: the simulated fabric routes
+// by MAC and the hosts treat 10.0.0.0/8 as one subnet, so nothing makes
+// them a network or broadcast address.
+func HostAddrOf(i int) HostAddr {
+	if i < 1 || i > MaxHosts {
+		panic(fmt.Sprintf("verbs: host index %d outside 1..%d", i, MaxHosts))
+	}
+	b2, b1, b0 := byte(i>>16), byte(i>>8), byte(i)
+	return HostAddr{
+		MAC:  wire.MAC{0x02, 0, 0, b2, b1, b0},
+		IPv4: netip.AddrFrom4([4]byte{10, b2, b1, b0}),
+		IPv6: netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b2, b1, b0}),
+	}
 }
 
 // AddPortHost adds a host whose port is not on this world's fabric but

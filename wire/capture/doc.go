@@ -1,7 +1,9 @@
 // Package capture writes and reads packet capture files: classic pcap
 // (nanosecond timestamps) and pcapng (one interface per simulated link,
-// a comment per packet). It is built on gopacket's pcapgo and is the only
-// part of rocesim's wire layer that touches files.
+// a comment per packet). It is built on gopacket's pcapgo, except for
+// pcapng's per-packet blocks, which it writes itself, the bytes pcapgo
+// writes, without pcapgo's per-packet allocations (pcapng.go). It is the
+// only part of rocesim's wire layer that touches files.
 //
 // Writing, as a fabric tap does it:
 //

@@ -1,10 +1,11 @@
 package capture
 
 import (
+	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 )
@@ -20,9 +21,15 @@ import (
 //     first interface description block; later calls append more
 //     interface description blocks. Each interface: LINKTYPE_ETHERNET,
 //     SnapLen, if_tsresol 9 (nanoseconds), name and description.
+//     pcapgo writes into the PcapngWriter's own buffer, flushed into it
+//     after each call, so its blocks and ours stay in order.
 //  3. WriteFrame writes an enhanced packet block with the interface index,
 //     the 64-bit nanosecond timestamp and, when comment != "", one
-//     opt_comment.
+//     opt_comment, itself (writeEPB), byte for byte as pcapgo's
+//     WritePacketWithOptions lays it out: pcapgo builds the option list
+//     on the heap for every packet, some 100 bytes in four allocations,
+//     which with a comment on every frame was most of what a captured
+//     run allocated per packet (issue 20).
 //  4. Close flushes. A file closed before any interface was added still
 //     gets a valid section: one placeholder interface (placeholderName).
 
@@ -44,16 +51,15 @@ const placeholderName = "none"
 // AddInterface, nanosecond timestamps, a comment per packet. It
 // implements Writer.
 //
-// WriteFrame allocates nothing for a frame without a comment; with one,
-// pcapgo builds its option list on the heap (four small allocations,
-// about 100 bytes, measured with pcapgo v1.7.7).
+// WriteFrame allocates nothing, with a comment or without.
 type PcapngWriter struct {
-	dst     io.Writer
+	buf     *bufio.Writer // everything goes through it to the destination
 	section pcapgo.NgWriterOptions
-	ng      *pcapgo.NgWriter // nil until the first AddInterface
+	ng      *pcapgo.NgWriter // nil until the first AddInterface; writes into buf
 	ifaces  int
 	closed  bool
-	comment [1]string // backing array for the one-comment option list
+	hdr     [28]byte // an enhanced packet block's fixed part
+	zero    [4]byte  // padding; here, not on the stack, as bufio may hand it to the destination (it would escape)
 }
 
 // NewPcapngWriter starts a pcapng file on w. Nothing is written until the
@@ -64,7 +70,7 @@ func NewPcapngWriter(w io.Writer, opts PcapngOptions) *PcapngWriter {
 		app = "rocesim"
 	}
 	return &PcapngWriter{
-		dst: w,
+		buf: bufio.NewWriter(w),
 		// Only what the caller chose: no Hardware/OS, which
 		// pcapgo.DefaultNgWriterOptions fills from runtime.GOARCH/GOOS.
 		section: pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
@@ -94,12 +100,16 @@ func (w *PcapngWriter) AddInterface(name, description string) (int, error) {
 		TimestampResolution: 9, // pcapgo writes 9 whatever this says
 	}
 	if w.ng == nil {
-		ng, err := pcapgo.NewNgWriterInterface(w.dst, ngi, w.section)
+		ng, err := pcapgo.NewNgWriterInterface(w.buf, ngi, w.section)
 		if err != nil {
 			return 0, err
 		}
 		w.ng = ng
 	} else if _, err := w.ng.AddInterface(ngi); err != nil {
+		return 0, err
+	}
+	// Into buf now, before any packet block written after this one.
+	if err := w.ng.Flush(); err != nil {
 		return 0, err
 	}
 	w.ifaces++
@@ -121,15 +131,57 @@ func (w *PcapngWriter) WriteFrame(ns int64, iface int, frame []byte, comment str
 	if len(comment) > maxOptionLen {
 		return fmt.Errorf("%w: comment of %d bytes", ErrTooLong, len(comment))
 	}
-	n := capLen(len(frame))
-	ci := gopacket.CaptureInfo{Timestamp: timeOf(ns), CaptureLength: n, Length: len(frame), InterfaceIndex: iface}
-	var opts pcapgo.NgPacketOptions
+	return w.writeEPB(ns, iface, frame, comment)
+}
+
+// Enhanced packet block layout (pcapng, draft-ietf-opsawg-pcapng §4.3):
+// the block type, the total length, then the fixed fields below, the
+// packet data padded to 4 bytes, the options, and the total length again.
+const (
+	blockTypeEPB   = 6
+	optEndOfOpt    = 0
+	optComment     = 1
+	epbFixedLen    = 28 // type, length, interface, timestamp (2 words), captured and original length
+	blockTrailerLn = 4
+)
+
+// pad4 is how many zero bytes bring n to a multiple of 4.
+func pad4(n int) int { return (4 - n&3) & 3 }
+
+// writeEPB writes one enhanced packet block, the bytes pcapgo's
+// WritePacketWithOptions writes for it (ngwrite.go, v1.7.7: fixed part,
+// data, padding, opt_comment and opt_endofopt when there is a comment,
+// trailing length), without allocating.
+func (w *PcapngWriter) writeEPB(ns int64, iface int, frame []byte, comment string) error {
+	data := frame[:capLen(len(frame))]
+	length := epbFixedLen + len(data) + pad4(len(data)) + blockTrailerLn
 	if comment != "" {
-		w.comment[0] = comment
-		opts.Comments = w.comment[:]
+		length += 4 + len(comment) + pad4(len(comment)) + 4
 	}
-	err := w.ng.WritePacketWithOptions(ci, frame[:n], opts)
-	w.comment[0] = "" // do not keep the caller's string alive
+	h := w.hdr[:]
+	le := binary.LittleEndian
+	le.PutUint32(h[0:], blockTypeEPB)
+	le.PutUint32(h[4:], uint32(length))
+	le.PutUint32(h[8:], uint32(iface))
+	le.PutUint32(h[12:], uint32(uint64(ns)>>32))
+	le.PutUint32(h[16:], uint32(ns))
+	le.PutUint32(h[20:], uint32(len(data)))
+	le.PutUint32(h[24:], uint32(len(frame)))
+	w.buf.Write(h)
+	w.buf.Write(data)
+	zero := w.zero[:]
+	w.buf.Write(zero[:pad4(len(data))])
+	if comment != "" {
+		le.PutUint16(h[0:], optComment)
+		le.PutUint16(h[2:], uint16(len(comment)))
+		w.buf.Write(h[:4])
+		w.buf.WriteString(comment)
+		w.buf.Write(zero[:pad4(len(comment))])
+		le.PutUint32(h[0:], optEndOfOpt) // code 0, length 0
+		w.buf.Write(h[:4])
+	}
+	le.PutUint32(h[0:], uint32(length))
+	_, err := w.buf.Write(h[:4]) // a bufio.Writer keeps its first error: this reports any
 	return err
 }
 
@@ -138,7 +190,7 @@ func (w *PcapngWriter) Flush() error {
 	if w.ng == nil {
 		return nil
 	}
-	return w.ng.Flush()
+	return w.buf.Flush()
 }
 
 // Close flushes, first writing the section header with a placeholder
@@ -154,5 +206,5 @@ func (w *PcapngWriter) Close() error {
 		}
 	}
 	w.closed = true
-	return w.ng.Flush()
+	return w.buf.Flush()
 }
