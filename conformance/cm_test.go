@@ -90,6 +90,11 @@ while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	client.WriteString("n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done\n")
 	// A connect outside any capture, until the server's rping listens.
 	client.WriteString("n=0; until rping -c -a $rxe_peer -C 1 >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 97; sleep 1; done\n")
+	// The server's rping restarts after that connect; under TCG, with
+	// ib_write_bw's loop beside it, it can take more than the moment
+	// before the first phase to listen again (a REQ then meets REJ 8,
+	// no listener: seen in CI). Give it time.
+	client.WriteString("sleep 5\n")
 	for _, ph := range cmPhases {
 		fmt.Fprintf(&client, "echo CM-PHASE %s; read go\n%s 2>&1; echo CM-DONE %s $?\n", ph.name, ph.client, ph.name)
 	}
