@@ -230,6 +230,11 @@ func (w *World) linkChanged(now sim.Time, link string, up bool) {
 	}
 }
 
+// AddNeighbour tells the host's device which MAC a peer GID lives at: for
+// a host added with AddPortHost whose port reaches peers the world does
+// not know (the drop-in library on a real network).
+func (h *Host) AddNeighbour(gid netip.Addr, mac wire.MAC) { h.dev.AddNeighbour(gid, mac) }
+
 // Name returns the host's name.
 func (h *Host) Name() string { return h.name }
 

@@ -91,6 +91,25 @@
 // the verbs gets virtual time that follows the wall clock there, so the
 // virtual instants of its later verbs depend on scheduling.
 //
+// # On a real network: ROCESIM_TRANSPORT=udp
+//
+// With ROCESIM_TRANSPORT=udp and ROCESIM_ADDR=ip (loopback unless
+// ROCESIM_ROUTABLE=1, as `rocesim node --addr`), the process's one device
+// rocesim0 is a RoCE v2 endpoint on a UDP socket at ip port 4791
+// (realnet's UDP transport), in real time: GID 1 is ::ffff:ip (GID 0 the
+// link-local address of its stand-in MAC, unreachable over the socket),
+// MRs live at the program's own addresses as on a fabric, and the world's
+// clock follows the wall clock (udp.go). Two programs on one machine take
+// two loopback addresses:
+//
+//	ROCESIM_TRANSPORT=udp ROCESIM_ADDR=127.0.0.5 ibv_rc_pingpong -g 1 &
+//	ROCESIM_TRANSPORT=udp ROCESIM_ADDR=127.0.0.6 ibv_rc_pingpong -g 1 127.0.0.1
+//
+// The peer may be another such process, `rocesim node`, or real rxe
+// reachable over IPv4 (received packets' IPv4 ID is recovered from the
+// ICRC: realnet.UDPConfig.RecoverIPv4ID). Fault plans, captures and the
+// ladder do not apply there.
+//
 // # Environment
 //
 //	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
@@ -108,6 +127,8 @@
 //	ROCESIM_NODE=NODE      `rocesim exec` sets both); ROCESIM_FABRIC_DIR its socket directory
 //	                       (default procfabric.SocketDir()). ROCESIM_DEVICES, _FAULTS, _PCAP
 //	                       and _LADDER are then the fabric's business and do not apply
+//	ROCESIM_TRANSPORT=udp  the device on a UDP socket at ROCESIM_ADDR=ip[:4791], in real time
+//	                       (ROCESIM_ROUTABLE=1 allows a non-loopback ip)
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them
 //	                       the program ends with exit status 3 and what kept the world going
 //

@@ -103,17 +103,9 @@ func compile(t *testing.T, name string) string {
 // stdout, stderr and exit code.
 func run(t *testing.T, env []string, prog string, args ...string) (string, string, int) {
 	t.Helper()
-	dir := library(t)
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
-	// The shell sets the limit and execs the program, which keeps its
-	// PID: the context's kill reaches the program itself.
-	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(addressLimitKB) + ` && exec "$0" "$@"`, prog}, args...)...)
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
-	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS", "ROCESIM_IDLE_WAKE", "ROCESIM_LADDER"} {
-		cmd.Env = append(cmd.Env, k+"=")
-	}
-	cmd.Env = append(cmd.Env, env...)
+	cmd := command(ctx, library(t), env, prog, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -128,6 +120,22 @@ func run(t *testing.T, env []string, prog string, args ...string) (string, strin
 		t.Fatalf("%s: %v", prog, err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// command is prog on the drop-in library in dir, with env added to an
+// environment cleared of the ROCESIM_ variables, under addressLimitKB; the
+// context's end kills it.
+func command(ctx context.Context, dir string, env []string, prog string, args ...string) *exec.Cmd {
+	// The shell sets the limit and execs the program, which keeps its
+	// PID: the context's kill reaches the program itself.
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(addressLimitKB) + ` && exec "$0" "$@"`, prog}, args...)...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	for _, k := range []string{"ROCESIM_DEVICES", "ROCESIM_SEED", "ROCESIM_PROFILE", "ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_MAX_EVENTS",
+		"ROCESIM_IDLE_WAKE", "ROCESIM_LADDER", "ROCESIM_FABRIC", "ROCESIM_NODE", "ROCESIM_TRANSPORT", "ROCESIM_ADDR", "ROCESIM_ROUTABLE"} {
+		cmd.Env = append(cmd.Env, k+"=")
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
 }
 
 // TestSymbolVersions: the library is libibverbs.so.1 to the dynamic
@@ -456,7 +464,7 @@ func TestMisuse(t *testing.T) {
 // leaves the process with no devices; a program then fails as on a
 // machine without RDMA devices.
 func TestBadEnvironment(t *testing.T) {
-	for _, env := range []string{"ROCESIM_FAULTS=drop psn=", "ROCESIM_DEVICES=0", "ROCESIM_PROFILE=mlx5"} {
+	for _, env := range []string{"ROCESIM_FAULTS=drop psn=", "ROCESIM_DEVICES=0", "ROCESIM_PROFILE=mlx5", "ROCESIM_TRANSPORT=udp", "ROCESIM_TRANSPORT=tcp"} {
 		out, stderr, code := run(t, []string{env}, "ibv_devinfo")
 		if code == 0 || !strings.Contains(stderr, "rocesim: ROCESIM_") || !strings.Contains(stderr, "No IB devices found") {
 			t.Errorf("%s: exit %d\n%s%s", env, code, out, stderr)

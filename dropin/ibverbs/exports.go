@@ -56,6 +56,7 @@ func lock() *process {
 	})
 	proc.mu.Lock()
 	proc.calls++
+	proc.catchUp()
 	return proc
 }
 

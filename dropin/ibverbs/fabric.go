@@ -40,8 +40,13 @@ import (
 
 // fabricLink is the process's attachment to the daemon.
 type fabricLink struct {
-	port *procfabric.Port
+	port nodePort
 	host *verbs.Host
+	// where names the port in errors: the fabric and node, or the UDP
+	// address (udp.go).
+	where string
+	// udp is the port when it is a UDP socket (udp.go), else nil.
+	udp *udpPort
 	// waiting: a thread is blocked in Port.Wait (with p.mu released);
 	// the others wait on p.wake for what it brings.
 	waiting bool
@@ -66,7 +71,7 @@ func (p *process) joinFabric() error {
 			others = append(others, verbs.HostAddr{MAC: n.MAC, IPv4: n.IPv4, IPv6: n.IPv6})
 		}
 	}
-	p.fab = &fabricLink{port: port}
+	p.fab = &fabricLink{port: port, where: fmt.Sprintf("fabric %s, node %s", p.cfg.Fabric, p.cfg.Node)}
 	p.fab.host = p.w.AddPortHost(self.Name, verbs.HostAddr{MAC: self.MAC, IPv4: self.IPv4, IPv6: self.IPv6},
 		port.Index(), others, p.sendFrame)
 	p.devs = []*device{{name: "rocesim0", host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
@@ -118,7 +123,7 @@ func (p *process) stepFabric() bool {
 		if errors.Is(err, procfabric.ErrDetached) {
 			err = fmt.Errorf("fabric %s sent node %s away: %w", p.cfg.Fabric, p.cfg.Node, err)
 		} else {
-			err = fmt.Errorf("fabric %s, node %s: %w", p.cfg.Fabric, p.cfg.Node, err)
+			err = fmt.Errorf("%s: %w", f.where, err)
 		}
 		p.fatal(err)
 		p.wake.Broadcast()

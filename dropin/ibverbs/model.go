@@ -75,6 +75,11 @@ type Config struct {
 	// (fabric.go); FabricDir (ROCESIM_FABRIC_DIR) is the daemon's socket
 	// directory, "" for procfabric.SocketDir().
 	Fabric, Node, FabricDir string
+	// UDP (ROCESIM_TRANSPORT=udp) puts the process's one device on a UDP
+	// socket at Addr (ROCESIM_ADDR; loopback unless ROCESIM_ROUTABLE=1),
+	// port 4791, in real time (udp.go).
+	UDP  bool
+	Addr netip.Addr
 }
 
 // readConfig reads the ROCESIM_* variables through getenv.
@@ -112,6 +117,19 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.Fabric != "" && c.Node == "" {
 		return c, fmt.Errorf("ROCESIM_FABRIC=%q: ROCESIM_NODE must name the node this process is", c.Fabric)
 	}
+	udp, err := transportOf(getenv("ROCESIM_TRANSPORT"))
+	if err != nil {
+		return c, err
+	}
+	if udp {
+		if c.Fabric != "" {
+			return c, fmt.Errorf("ROCESIM_TRANSPORT=udp and ROCESIM_FABRIC=%q: a device is on one or the other", c.Fabric)
+		}
+		if c.Addr, err = parseAddr(getenv("ROCESIM_ADDR"), getenv("ROCESIM_ROUTABLE") == "1"); err != nil {
+			return c, err
+		}
+		c.UDP = true
+	}
 	c.Pcap = getenv("ROCESIM_PCAP")
 	c.Ladder = getenv("ROCESIM_LADDER")
 	if s := getenv("ROCESIM_MAX_EVENTS"); s != "" {
@@ -123,7 +141,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 	}
 	switch s := getenv("ROCESIM_IDLE_WAKE"); s {
 	case "":
-		if getenv("ROCESIM_FABRIC") != "" {
+		if c.Fabric != "" || c.UDP {
 			c.IdleWake = DefaultFabricIdleWake
 		}
 	case "off":
@@ -275,6 +293,9 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	p.wake = sync.NewCond(&p.mu)
 	if cfg.Fabric != "" {
 		return p, p.joinFabric()
+	}
+	if cfg.UDP {
+		return p, p.joinUDP()
 	}
 	wc := verbs.WorldConfig{Seed: cfg.Seed, Plan: cfg.Plan, Profile: cfg.Profile, MaxEvents: cfg.MaxEvents, LinkLocalGID: true}
 	if cfg.Pcap != "" {
@@ -892,6 +913,9 @@ func (p *process) modifyQP(h uint32, attr *verbs.QPAttr, mask verbs.QPAttrMask) 
 	if !ok {
 		return 0, syscall.EINVAL
 	}
+	if mask&verbs.QPAttrAV != 0 {
+		p.addNeighbour(attr.AHAttr.GRH.DGID)
+	}
 	if err := v.q.Modify(attr, mask); err != nil {
 		return v.q.State(), errnoOf(err)
 	}
@@ -1132,6 +1156,7 @@ func (p *process) createAH(h uint32, attr verbs.AHAttr) (uint32, syscall.Errno) 
 	if !ok {
 		return 0, syscall.EINVAL
 	}
+	p.addNeighbour(attr.GRH.DGID)
 	a, err := v.p.CreateAH(attr)
 	if err != nil {
 		return 0, errnoOf(err)

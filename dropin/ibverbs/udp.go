@@ -1,0 +1,283 @@
+package main
+
+// The process's device on a real network (ROCESIM_TRANSPORT=udp): RoCE v2
+// on a UDP socket bound to ROCESIM_ADDR port 4791 (realnet.UDP), in real
+// time, so an unmodified program talks to another process on the drop-in
+// library, to `rocesim node`, or to real rxe.
+//
+// It is the fabric's plumbing (fabric.go) with the daemon replaced by the
+// socket and the wall clock: the world has one host added with
+// verbs.World.AddPortHost, its frames go to udpPort.Send, and stepFabric
+// waits in udpPort.Wait, which returns the frames the socket received and
+// the frames it took, each at the wall-clock instant it happened (time
+// since the port opened), and the instant it returns at. The world's
+// clock then follows the wall clock: timers (ACK timeouts, RNR waits)
+// fire in real time. A verb that finds the world behind the wall clock
+// (the program computed or slept outside the verbs) catches up first
+// (catchUp), so the frames it builds leave at the real instant and the
+// timers it arms are armed from it.
+//
+// The device has no neighbour table to learn from (no ARP is modelled):
+// a QP or AH whose destination GID is new gets realnet.StandInMAC of it,
+// the MAC the transport writes as the source of that peer's frames and
+// strips again on send (addNeighbour).
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rocesim/rocesim/procfabric"
+	"github.com/rocesim/rocesim/realnet"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// nodePort is what stepFabric waits on: a procfabric.Port, or a udpPort.
+type nodePort interface {
+	Send(frame []byte, note string) error
+	Wait(deadline sim.Time) (*procfabric.Inputs, error)
+	Interrupt() error
+	Close() error
+}
+
+// maxQueued bounds the frames received and not yet taken by a Wait: a
+// flood on port 4791 while the program does not wait costs dropped
+// frames, never memory.
+const maxQueued = 1024
+
+// udpPort is the device's port on a realnet.UDP transport.
+type udpPort struct {
+	tr    *realnet.UDP
+	start time.Time
+	one   [1][]byte // Send's batch (Send runs under the process lock)
+	kick  chan struct{}
+
+	mu          sync.Mutex
+	now         sim.Time // the last instant handed out: the clock never goes back
+	in          procfabric.Inputs
+	spare       []procfabric.Input // the previous Wait's events, given back
+	free        [][]byte           // frame buffers for the reader
+	interrupted bool
+	closed      bool
+	dropped     uint64 // frames dropped for a full queue
+}
+
+// parseAddr reads ROCESIM_ADDR: ip or ip:4791, loopback unless routable.
+func parseAddr(s string, routable bool) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fmt.Errorf("ROCESIM_TRANSPORT=udp: ROCESIM_ADDR must give the device's IP address (e.g. 127.0.0.1)")
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return a, fmt.Errorf("ROCESIM_ADDR=%q: want an IPv4 or IPv6 address, optionally with :%d", s, wire.UDPPortRoCEv2)
+		}
+		if ap.Port() != wire.UDPPortRoCEv2 {
+			// The device sends every packet to port 4791 (RoCE v2's), so a
+			// peer's other port would never be reached.
+			return a, fmt.Errorf("ROCESIM_ADDR=%q: the port must be %d, RoCE v2's: peers send there", s, wire.UDPPortRoCEv2)
+		}
+		a = ap.Addr()
+	}
+	if a.Zone() != "" || a.Is4In6() || a.IsUnspecified() {
+		return a, fmt.Errorf("ROCESIM_ADDR=%q: want a specific IPv4 or IPv6 address", s)
+	}
+	if !a.IsLoopback() && !routable {
+		return a, fmt.Errorf("ROCESIM_ADDR=%s is not a loopback address: set ROCESIM_ROUTABLE=1 to expose a RoCE endpoint there "+
+			"(anyone who reaches UDP 4791 and guesses a QPN and R_Key reads and writes registered memory)", a)
+	}
+	return a, nil
+}
+
+// joinUDP binds the device's socket and builds the world's one host on it.
+func (p *process) joinUDP() error {
+	if p.cfg.Devices > 1 {
+		return fmt.Errorf("ROCESIM_DEVICES=%d: a process on ROCESIM_TRANSPORT=udp has one device", p.cfg.Devices)
+	}
+	mac := realnet.StandInMAC(p.cfg.Addr)
+	tr, err := realnet.NewUDP(realnet.UDPConfig{Addr: netip.AddrPortFrom(p.cfg.Addr, 0), MAC: mac,
+		RecoverIPv4ID: true})
+	if err != nil {
+		return fmt.Errorf("ROCESIM_ADDR=%s: %w", p.cfg.Addr, err)
+	}
+	u := &udpPort{tr: tr, start: time.Now(), kick: make(chan struct{}, 1)}
+	self := verbs.HostAddr{MAC: mac}
+	if p.cfg.Addr.Is4() {
+		self.IPv4, self.IPv6 = p.cfg.Addr, verbs.LinkLocal(mac)
+	} else {
+		self.IPv6 = p.cfg.Addr
+	}
+	p.w = verbs.NewWorld(verbs.WorldConfig{Seed: p.cfg.Seed, Profile: p.cfg.Profile, MaxEvents: p.cfg.MaxEvents})
+	p.fab = &fabricLink{port: u, where: "ROCESIM_ADDR " + p.cfg.Addr.String(), udp: u}
+	p.fab.host = p.w.AddPortHost("rocesim0", self, 1, nil, p.sendFrame)
+	p.devs = []*device{{name: "rocesim0", host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
+	go u.read()
+	if err := p.openAdmin(); err != nil {
+		u.Close()
+		return err
+	}
+	return nil
+}
+
+// read moves received frames into the queue until the transport closes.
+func (u *udpPort) read() {
+	msgs := make([]realnet.Msg, u.tr.BatchSize())
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, realnet.BufLen)
+	}
+	for {
+		n, err := u.tr.Receive(msgs)
+		if err != nil {
+			return // closed
+		}
+		u.mu.Lock()
+		now := u.clock()
+		for _, m := range msgs[:n] {
+			if len(u.in.Events) >= maxQueued {
+				u.dropped++
+				continue
+			}
+			var b []byte
+			if k := len(u.free); k > 0 {
+				b, u.free = u.free[k-1][:0], u.free[:k-1]
+			}
+			u.in.Events = append(u.in.Events, procfabric.Input{At: now, Frame: append(b, m.Buf[:m.N]...)})
+		}
+		u.mu.Unlock()
+		u.poke()
+	}
+}
+
+// clock is the wall-clock time since the port opened, never going back;
+// the caller holds u.mu.
+func (u *udpPort) clock() sim.Time {
+	if t := sim.Time(time.Since(u.start)); t > u.now {
+		u.now = t
+	}
+	return u.now
+}
+
+// poke wakes a Wait.
+func (u *udpPort) poke() {
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Send sends the frame; the socket taking it (or refusing it, dropped at
+// the port) is the frame leaving the port, as in realnet.Driver.
+func (u *udpPort) Send(frame []byte, note string) error {
+	u.one[0] = frame
+	_, err := u.tr.Send(u.one[:])
+	u.one[0] = nil
+	if err != nil && err != realnet.ErrRefused {
+		return err // closed: the caller finishes the frame itself
+	}
+	u.mu.Lock()
+	u.in.Events = append(u.in.Events, procfabric.Input{At: u.clock()})
+	u.mu.Unlock()
+	return nil
+}
+
+// Wait blocks until a frame came or left, Interrupt was called, or the
+// wall clock reached deadline, and hands out what happened meanwhile.
+// The frames of the previous Wait's events are reused: the caller is done
+// with them.
+func (u *udpPort) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, e := range u.spare {
+		if e.Frame != nil {
+			u.free = append(u.free, e.Frame)
+		}
+	}
+	u.spare = u.spare[:0]
+	for {
+		if u.closed {
+			return nil, net.ErrClosed
+		}
+		now := u.clock()
+		if len(u.in.Events) > 0 || u.interrupted || deadline <= now {
+			u.interrupted = false
+			out := &procfabric.Inputs{Events: u.in.Events, Now: now}
+			u.in.Events, u.spare = u.spare, out.Events
+			return out, nil
+		}
+		var t *time.Timer
+		var timeout <-chan time.Time
+		if deadline != sim.Never {
+			t = time.NewTimer(time.Duration(deadline - now))
+			timeout = t.C
+		}
+		u.mu.Unlock()
+		select {
+		case <-u.kick:
+		case <-timeout:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		u.mu.Lock()
+	}
+}
+
+// Interrupt makes the current or next Wait return at once.
+func (u *udpPort) Interrupt() error {
+	u.mu.Lock()
+	u.interrupted = true
+	u.mu.Unlock()
+	u.poke()
+	return nil
+}
+
+// Close closes the socket and ends the reader.
+func (u *udpPort) Close() error {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return net.ErrClosed
+	}
+	u.closed = true
+	u.mu.Unlock()
+	u.poke()
+	return u.tr.Close()
+}
+
+// catchUp brings the world to the wall clock before a verb acts, with
+// what the socket received meanwhile; the caller holds p.mu. A thread
+// waiting on the port does it for everyone.
+func (p *process) catchUp() {
+	if p.fab == nil || p.fab.udp == nil || p.fab.waiting || p.closed {
+		return
+	}
+	p.fab.udp.Interrupt()
+	p.stepFabric()
+}
+
+// addNeighbour lists a destination GID with the device at its stand-in
+// MAC (see the top of this file); a no-op but on the UDP transport.
+func (p *process) addNeighbour(gid netip.Addr) {
+	if p.fab == nil || p.fab.udp == nil || !gid.IsValid() {
+		return
+	}
+	p.fab.host.AddNeighbour(gid, realnet.StandInMAC(gid))
+}
+
+// transportOf reads ROCESIM_TRANSPORT ("" or "sim": the model's own
+// world; "udp": the real network).
+func transportOf(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "", "sim":
+		return false, nil
+	case "udp":
+		return true, nil
+	}
+	return false, fmt.Errorf("ROCESIM_TRANSPORT=%q: want udp (or sim, the default)", s)
+}
