@@ -25,6 +25,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -75,6 +76,16 @@ Flags:
   --profile rxe|spec   the NIC model's profile (default rxe)
   --seed N             the model's seed (default 1)
   --lib DIR            use DIR/libibverbs.so.1 as it is
+  --transport T        fabric (default: the above) or udp: the device is a
+                       RoCE v2 endpoint on a UDP socket at --addr port 4791,
+                       in real time, with no fabric (ROCESIM_TRANSPORT=udp);
+                       --name, --node, --nodes, --faults, --pcap and
+                       --deadline do not apply
+  --addr IP            with --transport udp: the device's address, its GID 1
+                       ::ffff:IP (default 127.0.0.1)
+  --routable           with --transport udp: allow an --addr that is not
+                       loopback (anyone who reaches UDP 4791 and guesses a
+                       QPN and R_Key can read and write registered memory)
 
 Exit status: the program's (128+N if it died of signal N); 2 for a usage
 error or a library or fabric that could not be had.
@@ -82,6 +93,9 @@ error or a library or fabric that could not be had.
 Example:
   rocesim exec --node server --nodes server,client -- ibv_rc_pingpong -g 0 &
   rocesim exec --node client --nodes server,client -- ibv_rc_pingpong -g 0 localhost
+
+  rocesim exec --transport udp --addr 127.0.0.5 -- ibv_rc_pingpong -g 1 &
+  rocesim exec --transport udp --addr 127.0.0.6 -- ibv_rc_pingpong -g 1 localhost
 `
 
 // runExec parses exec's command line, prepares the library and the
@@ -98,6 +112,9 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("profile", "rxe", "profile")
 	seed := fs.Uint64("seed", 1, "seed")
 	lib := fs.String("lib", "", "library directory")
+	transport := fs.String("transport", "fabric", "fabric or udp")
+	addr := fs.String("addr", "127.0.0.1", "the device's address over udp")
+	routable := fs.Bool("routable", false, "allow a non-loopback --addr")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, execUsage)
@@ -110,21 +127,34 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if err == nil && *profile != "rxe" && *profile != "spec" {
 		err = fmt.Errorf("--profile %q: want rxe or spec", *profile)
 	}
+	udp := *transport == "udp"
+	if err == nil {
+		err = checkExecTransport(fs, *transport, *addr, *routable)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rocesim exec: %v\n\n%s", err, execUsage)
 		return exitUsage
 	}
-	if *node == "" {
-		*node = fmt.Sprintf("%s-%d", filepath.Base(prog[0]), os.Getpid())
-	}
-	libDir := *lib
-	if libDir == "" {
-		if libDir, err = dropinLibrary(stderr); err != nil {
+	if udp {
+		libDir, err := execLibrary(*lib, stderr)
+		if err != nil {
 			fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
 			return exitUsage
 		}
-	} else if _, err := os.Stat(filepath.Join(libDir, "libibverbs.so.1")); err != nil {
-		fmt.Fprintf(stderr, "rocesim exec: --lib: %v\n", err)
+		env := []string{"ROCESIM_TRANSPORT=udp", "ROCESIM_ADDR=" + *addr, "ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}
+		if *routable {
+			env = append(env, "ROCESIM_ROUTABLE=1")
+		}
+		code := runProgram(prog, libDir, env, stdout, stderr)
+		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on UDP %s:4791\n", filepath.Base(prog[0]), code, *addr)
+		return code
+	}
+	if *node == "" {
+		*node = fmt.Sprintf("%s-%d", filepath.Base(prog[0]), os.Getpid())
+	}
+	libDir, err := execLibrary(*lib, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
 		return exitUsage
 	}
 	self, err := os.Executable()
@@ -152,14 +182,33 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if !started && (*plan != "" || *pcap != "" || *deadline != "") {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap and --deadline apply, not these\n", *name)
 	}
+	code := runProgram(prog, libDir, []string{"ROCESIM_FABRIC=" + *name, "ROCESIM_NODE=" + *node,
+		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr)
+	log := filepath.Join(procfabric.SocketDir(), *name+".log")
+	if started {
+		where := "the ladder and the fabric's summary: " + log + " (once every node has left)"
+		if *pcap != "" {
+			where = "capture: " + *pcap + "; " + where
+		}
+		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; %s\n", filepath.Base(prog[0]), code, *node, *name, where)
+	} else {
+		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; the capture and the ladder are the fabric's (started elsewhere; if by rocesim exec: %s)\n",
+			filepath.Base(prog[0]), code, *node, *name, log)
+	}
+	return code
+}
+
+// runProgram runs prog with LD_LIBRARY_PATH naming libDir and env added,
+// hands it the signals meant for it, and returns its exit status (128+N
+// if it died of signal N; exitUsage if it could not start).
+func runProgram(prog []string, libDir string, env []string, stdout, stderr io.Writer) int {
 	cmd := exec.Command(prog[0], prog[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	ld := libDir
 	if old := os.Getenv("LD_LIBRARY_PATH"); old != "" {
 		ld += ":" + old
 	}
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+ld, "ROCESIM_FABRIC="+*name, "ROCESIM_NODE="+*node,
-		"ROCESIM_PROFILE="+*profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed))
+	cmd.Env = append(append(os.Environ(), "LD_LIBRARY_PATH="+ld), env...)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
 		return exitUsage
@@ -173,7 +222,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 			cmd.Process.Signal(s)
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	code := 0
 	var ee *exec.ExitError
 	switch {
@@ -186,18 +235,51 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
 		code = exitUsage
 	}
-	log := filepath.Join(procfabric.SocketDir(), *name+".log")
-	if started {
-		where := "the ladder and the fabric's summary: " + log + " (once every node has left)"
-		if *pcap != "" {
-			where = "capture: " + *pcap + "; " + where
-		}
-		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; %s\n", filepath.Base(prog[0]), code, *node, *name, where)
-	} else {
-		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on node %s of fabric %s; the capture and the ladder are the fabric's (started elsewhere; if by rocesim exec: %s)\n",
-			filepath.Base(prog[0]), code, *node, *name, log)
-	}
 	return code
+}
+
+// execLibrary is --lib's directory, checked, or the cached library's.
+func execLibrary(lib string, stderr io.Writer) (string, error) {
+	if lib == "" {
+		return dropinLibrary(stderr)
+	}
+	if _, err := os.Stat(filepath.Join(lib, "libibverbs.so.1")); err != nil {
+		return "", fmt.Errorf("--lib: %w", err)
+	}
+	return lib, nil
+}
+
+// checkExecTransport checks --transport and the flags that go with it:
+// --addr a specific address, loopback unless --routable (as rocesim
+// node's), and no fabric flag with udp.
+func checkExecTransport(fs *flag.FlagSet, transport, addr string, routable bool) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch transport {
+	case "fabric":
+		for _, f := range []string{"addr", "routable"} {
+			if set[f] {
+				return fmt.Errorf("--%s applies to --transport udp only", f)
+			}
+		}
+		return nil
+	case "udp":
+	default:
+		return fmt.Errorf("--transport %q: want fabric or udp", transport)
+	}
+	for _, f := range []string{"name", "node", "nodes", "faults", "pcap", "deadline"} {
+		if set[f] {
+			return fmt.Errorf("--%s applies to the fabric, not to --transport udp", f)
+		}
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil || a.Zone() != "" || a.Is4In6() || a.IsUnspecified() {
+		return fmt.Errorf("--addr %q is not a specific IPv4 or IPv6 address", addr)
+	}
+	if !a.IsLoopback() && !routable {
+		return fmt.Errorf("--addr %s is not a loopback address: add --routable to expose a RoCE endpoint there", a)
+	}
+	return nil
 }
 
 // startFabric starts the fabric called name with argv unless one

@@ -145,13 +145,18 @@ type execProc struct {
 	timedOut       bool
 }
 
-// startExec starts `rocesim exec --name f.name args...` in a process
-// group of its own, bounded by execLimit and execMemKB.
+// startExec starts `rocesim exec --name f.name args...` (without --name
+// for f.name "") in a process group of its own, bounded by execLimit and
+// execMemKB.
 func startExec(t *testing.T, f fabricEnv, args ...string) *execProc {
 	t.Helper()
 	execSetup(t)
 	p := &execProc{done: make(chan struct{})}
-	shArgs := append([]string{"-c", `ulimit -v ` + strconv.Itoa(execMemKB) + ` && exec "$0" "$@"`, execBin, "exec", "--name", f.name}, args...)
+	shArgs := []string{"-c", `ulimit -v ` + strconv.Itoa(execMemKB) + ` && exec "$0" "$@"`, execBin, "exec"}
+	if f.name != "" {
+		shArgs = append(shArgs, "--name", f.name)
+	}
+	shArgs = append(shArgs, args...)
 	p.cmd = exec.Command("sh", shArgs...)
 	p.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+execCache, "XDG_RUNTIME_DIR="+f.runtime, "CI=")
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
@@ -287,6 +292,35 @@ func TestExecPingpong(t *testing.T) {
 	}
 }
 
+// TestExecUDP: ibv_rc_pingpong -g 1 through rocesim exec --transport udp,
+// server at 127.0.0.5 and client at 127.0.0.6 (realnet's tests use .1
+// and .2, rocesim node's .3 and .4), each a RoCE v2 endpoint on real UDP
+// in real time with no fabric: both pass at sizes 1 and 4096 and show
+// each other's GID 1.
+func TestExecUDP(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong")
+	for _, size := range []string{"1", "4096"} {
+		t.Run(size, func(t *testing.T) {
+			port := freePort(t)
+			args := []string{"-g", "1", "-n", "100", "-s", size, "-p", strconv.Itoa(port)}
+			run := func(addr string, extra ...string) *execProc {
+				return startExec(t, fabricEnv{}, append(append([]string{"--transport", "udp", "--addr", addr, "--", "ibv_rc_pingpong"}, args...), extra...)...)
+			}
+			srv := run("127.0.0.5")
+			awaitListen(t, port, srv)
+			cli := run("127.0.0.6", "localhost").wait(t)
+			srv.wait(t)
+			for _, p := range []*execProc{srv, cli} {
+				out := p.stdout.String()
+				if p.code != 0 || !strings.Contains(out, "100 iters in") || !strings.Contains(out, "GID ::ffff:127.0.0.5") ||
+					!strings.Contains(out, "GID ::ffff:127.0.0.6") || !strings.Contains(p.stderr.String(), "exited with status 0 on UDP 127.0.0.") {
+					t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, out, p.stderr.String())
+				}
+			}
+		})
+	}
+}
+
 // TestExecPingpongFaults: with a plan that drops a data packet and an
 // ACK, ibv_rc_pingpong and ibv_srq_pingpong still pass, and the
 // capture's comments show the drops and the retransmission.
@@ -398,6 +432,11 @@ func TestExecUsage(t *testing.T) {
 	}{
 		{[]string{"exec"}, "no program"},
 		{[]string{"exec", "--profile", "mlx5", "--", "true"}, `--profile "mlx5": want rxe or spec`},
+		{[]string{"exec", "--transport", "tcp", "--", "true"}, `--transport "tcp": want fabric or udp`},
+		{[]string{"exec", "--transport", "udp", "--addr", "192.0.2.1", "--", "true"}, "not a loopback address: add --routable"},
+		{[]string{"exec", "--transport", "udp", "--addr", "0.0.0.0", "--routable", "--", "true"}, "not a specific IPv4 or IPv6 address"},
+		{[]string{"exec", "--transport", "udp", "--faults", "drop nth=1", "--", "true"}, "--faults applies to the fabric"},
+		{[]string{"exec", "--addr", "127.0.0.5", "--", "true"}, "--addr applies to --transport udp only"},
 	} {
 		code, _, errOut := runCmd(c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
