@@ -8,7 +8,10 @@ import (
 	"hash/crc32"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,37 +35,11 @@ import (
 // It needs root (namespace, veth, AF_PACKET); without, it skips, and
 // under CI=true fails saying so.
 func TestInteropUDP(t *testing.T) {
-	needHarness(t)
-	if os.Geteuid() != 0 && os.Getenv("CI") == "true" {
-		t.Fatal("TestInteropUDP needs root (a network namespace, a veth pair, AF_PACKET) to give the guest an IP path to the model; run the conformance tests as root")
-	}
-	netnstest.Skip(t)
-	logs := logDir(t)
+	logs := needNetns(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 
-	ns := netnstest.New(t, "m", "10.0.0.2/24")
-	ports, err := FreeUDPPorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := realnet.NewDgram(realnet.DgramConfig{Local: netip.AddrPortFrom(loopback, 0),
-		Peer: netip.AddrPortFrom(loopback, uint16(ports[0]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns.Outer, CompleteChecksums: true})
-	if err != nil {
-		a.Close()
-		t.Fatal(err)
-	}
-	sw, err := rswitch.New(rswitch.Config{A: a, B: p, NameA: "rxe", NameB: "model",
-		CapturePath: filepath.Join(logs, "interop-udp.pcapng")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sw.Close()
-
+	ns, ports, a, p, sw := udpRig(t, "m", filepath.Join(logs, "interop-udp.pcapng"))
 	vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0],
 		RemotePort: int(a.LocalAddr().Port()), Cmd: AgentLoop, Interactive: true, Timeout: 10 * time.Minute,
 		LogPath: filepath.Join(logs, "rxe.log")})
@@ -195,4 +172,101 @@ func TestInteropUDP(t *testing.T) {
 	if rx != 0 {
 		t.Errorf("the model counted %d receive errors", rx)
 	}
+}
+
+// needNetns skips the test without the harness, or without root (fails
+// under CI=true), and returns its log directory: udpRig needs a network
+// namespace, a veth pair and AF_PACKET.
+func needNetns(t *testing.T) string {
+	t.Helper()
+	needHarness(t)
+	if os.Geteuid() != 0 && os.Getenv("CI") == "true" {
+		t.Fatalf("%s needs root (a network namespace, a veth pair, AF_PACKET) to give the guest an IP path to the host; run the conformance tests as root", t.Name())
+	}
+	netnstest.Skip(t)
+	return logDir(t)
+}
+
+// udpRig is TestInteropUDP's segment: a namespace tagged tag with
+// 10.0.0.2/24 on a veth, and rocesim switch joining the veth's outer end
+// to a datagram link for a guest at 10.0.0.1, whose QEMU port is ports[0]
+// and whose peer is a.LocalAddr(). The switch is closed at the test's end.
+func udpRig(t *testing.T, tag, capture string) (netnstest.NS, []int, *realnet.Dgram, *realnet.Packet, *rswitch.Switch) {
+	t.Helper()
+	ns := netnstest.New(t, tag, "10.0.0.2/24")
+	ports, err := FreeUDPPorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := realnet.NewDgram(realnet.DgramConfig{Local: netip.AddrPortFrom(loopback, 0),
+		Peer: netip.AddrPortFrom(loopback, uint16(ports[0]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := realnet.NewPacket(realnet.PacketConfig{Interface: ns.Outer, CompleteChecksums: true})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	sw, err := rswitch.New(rswitch.Config{A: a, B: p, NameA: "rxe", NameB: "model", CapturePath: capture})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close() })
+	return ns, ports, a, p, sw
+}
+
+// TestInteropUDPPingpong: an unmodified ibv_rc_pingpong on the host, on
+// the drop-in library with ROCESIM_TRANSPORT=udp at 10.0.0.2 (in
+// udpRig's namespace), against ibv_rc_pingpong on real rxe in a guest at
+// 10.0.0.1: GID 1 on the host, the guest's ::ffff:10.0.0.1 GID, path MTU
+// 1024, 100 iterations of 1 byte, then of 4096 bytes; both pass each
+// time. Root only, as TestInteropUDP.
+func TestInteropUDPPingpong(t *testing.T) {
+	logs := needNetns(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	lib := t.TempDir()
+	wd, _ := os.Getwd()
+	build := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared",
+		"-ldflags=-extldflags=-Wl,-soname,libibverbs.so.1,--version-script,"+filepath.Join(wd, "..", "dropin", "ibverbs", "libibverbs.map"),
+		"-o", filepath.Join(lib, "libibverbs.so.1"), "../dropin/ibverbs")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the drop-in library: %v\n%s", err, out)
+	}
+
+	ns, ports, a, _, sw := udpRig(t, "q", filepath.Join(logs, "interop-udp-pingpong.pcapng"))
+	sizes := []int{1, 4096}
+	vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0],
+		RemotePort: int(a.LocalAddr().Port()), Cmd: "ibv_rc_pingpong -d rxe0 -g $RXE_GID -n 100 -s 1 -m 1024 && ibv_rc_pingpong -d rxe0 -g $RXE_GID -n 100 -s 4096 -m 1024",
+		Timeout: 5 * time.Minute, LogPath: filepath.Join(logs, "rxe-pingpong.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Stop()
+	for _, size := range sizes {
+		// The client fails at once while the guest's server is not yet
+		// listening: try again until it connects or the bound ends.
+		// Each try is bounded by ctx and killed by its PID.
+		var out []byte
+		for ctx.Err() == nil {
+			cli := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, "ibv_rc_pingpong", "-g", "1", "-n", "100", "-s", strconv.Itoa(size), "-m", "1024", "10.0.0.1")
+			cli.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib, "ROCESIM_TRANSPORT=udp", "ROCESIM_ADDR=10.0.0.2", "ROCESIM_ROUTABLE=1")
+			out, err = cli.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "Couldn't connect") {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d bytes in", 200*size)) || !strings.Contains(string(out), "100 iters in") {
+			t.Fatalf("host client, size %d: %v\n%s\nswitch %+v", size, err, out, sw.Stats())
+		}
+		t.Logf("host client, size %d:\n%s", size, out)
+	}
+	r, err := vm.Wait()
+	if err != nil || r.ExitCode != 0 || strings.Count(r.Output, "100 iters in") != len(sizes) {
+		t.Errorf("guest server: exit %d, %v; console:\n%s", r.ExitCode, err, r.Output)
+	}
+	t.Logf("switch %+v", sw.Stats())
 }

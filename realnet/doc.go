@@ -80,7 +80,9 @@
 // over IPv4 (conformance's TestInteropUDP, root only: the node in a
 // network namespace on a veth bridged to an rxe guest's link by rocesim
 // switch; SEND, WRITE, READ both ways, 1 B to 64 KiB), with
-// RecoverIPv4ID on. What stood in the way on receive: rxe takes the
+// RecoverIPv4ID on; so does an unmodified ibv_rc_pingpong on the drop-in
+// library with ROCESIM_TRANSPORT=udp against ibv_rc_pingpong on rxe
+// (TestInteropUDPPingpong). What stood in the way on receive: rxe takes the
 // IPv4 ID from __ip_select_ident (rxe_net.c prepare_ipv4_hdr: a hashed,
 // incrementing counter, as the captures in captures/ show), which the
 // receiving socket does not report, so the rebuilt header carries the
