@@ -53,7 +53,10 @@
 // answers (with --nodes, --faults, --pcap, --deadline), runs the program
 // with LD_LIBRARY_PATH and ROCESIM_FABRIC/ROCESIM_NODE/ROCESIM_PROFILE,
 // passes its exit status through and says where the capture and the
-// fabric's log are.
+// fabric's log are. With --transport udp there is no fabric: the
+// program's device is a RoCE v2 endpoint on UDP port 4791 of --addr (a
+// loopback address unless --routable), in real time
+// (ROCESIM_TRANSPORT=udp, dropin/ibverbs udp.go).
 //
 // node runs package realnet's Node: the NIC model on UDP port 4791 of
 // --addr (a loopback address unless --routable) in real time, and a

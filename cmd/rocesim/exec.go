@@ -15,6 +15,9 @@ package main
 //     node's (dropin/ibverbs fabric.go);
 //  4. pass its exit status through and say where the capture, the trace
 //     and the ladder are.
+//
+// With --transport udp, step 2 is skipped and step 3 sets
+// ROCESIM_TRANSPORT=udp and ROCESIM_ADDR instead (dropin/ibverbs udp.go).
 
 import (
 	"crypto/sha256"
