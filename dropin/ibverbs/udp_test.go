@@ -15,13 +15,22 @@ import (
 // drop-in library with ROCESIM_TRANSPORT=udp, one at 127.0.0.5 and one at
 // 127.0.0.6 (realnet's tests use .1 and .2, rocesim node's .3 and .4),
 // exchange 100 messages of 1 and of 4096 bytes over real UDP on loopback,
-// GID 1 (::ffff:127.0.0.x) as their address. Each run is bounded by
-// runLimit and killed by its PID past it.
+// GID 1 (::ffff:127.0.0.x) as their address, polling the CQ, and with
+// -e waiting in ibv_get_cq_event on a completion channel. Each run is
+// bounded by runLimit and killed by its PID past it.
 func TestUDPPingpong(t *testing.T) {
 	tooltest.Need(t, []string{"ibv_rc_pingpong"}, nil, "run tools/install-deps.sh (ibverbs-utils)")
 	dir := library(t)
-	for _, size := range []int{1, 4096} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
+	for _, c := range []struct {
+		size   int
+		events bool
+	}{{1, false}, {4096, false}, {4096, true}} {
+		name := strconv.Itoa(c.size)
+		if c.events {
+			name += "-e"
+		}
+		t.Run(name, func(t *testing.T) {
+			size := c.size
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -29,6 +38,9 @@ func TestUDPPingpong(t *testing.T) {
 			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 			l.Close() // the server takes the port: a free one, as far as the kernel knows now
 			args := []string{"-g", "1", "-p", port, "-s", strconv.Itoa(size), "-n", "100"}
+			if c.events {
+				args = append(args, "-e")
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 			defer cancel()
 			srv := command(ctx, dir, []string{"ROCESIM_TRANSPORT=udp", "ROCESIM_ADDR=127.0.0.5"}, "ibv_rc_pingpong", args...)
