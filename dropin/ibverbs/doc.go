@@ -108,7 +108,9 @@
 // The peer may be another such process, `rocesim node`, or real rxe
 // reachable over IPv4 (received packets' IPv4 ID is recovered from the
 // ICRC: realnet.UDPConfig.RecoverIPv4ID). Fault plans, captures and the
-// ladder do not apply there.
+// ladder do not apply there: ROCESIM_FAULTS, ROCESIM_PCAP or
+// ROCESIM_LADDER with it is an error (capture on the network, or put
+// `rocesim switch` in the path for faults).
 //
 // # Environment
 //

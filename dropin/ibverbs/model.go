@@ -128,6 +128,14 @@ func readConfig(getenv func(string) string) (Config, error) {
 		if c.Addr, err = parseAddr(getenv("ROCESIM_ADDR"), getenv("ROCESIM_ROUTABLE") == "1"); err != nil {
 			return c, err
 		}
+		// Frames cross a real network there: no simulated fabric applies
+		// a plan or keeps a capture, so asking for one is a mistake to
+		// say, not to ignore.
+		for _, k := range []string{"ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_LADDER"} {
+			if getenv(k) != "" {
+				return c, fmt.Errorf("%s: not available with ROCESIM_TRANSPORT=udp (the frames cross a real network: capture them there, or put rocesim switch in the path for faults)", k)
+			}
+		}
 		c.UDP = true
 	}
 	c.Pcap = getenv("ROCESIM_PCAP")
