@@ -127,8 +127,8 @@
 //	                       (default 1ms)
 //	ROCESIM_FABRIC=NAME    put the device on a node of the fabric daemon NAME (procfabric;
 //	ROCESIM_NODE=NODE      `rocesim exec` sets both); ROCESIM_FABRIC_DIR its socket directory
-//	                       (default procfabric.SocketDir()). ROCESIM_DEVICES, _FAULTS, _PCAP
-//	                       and _LADDER are then the fabric's business and do not apply
+//	                       (default procfabric.SocketDir()). ROCESIM_DEVICES does not apply;
+//	                       _FAULTS, _PCAP and _LADDER are the fabric's business (an error here)
 //	ROCESIM_TRANSPORT=udp  the device on a UDP socket at ROCESIM_ADDR=ip[:4791], in real time
 //	                       (ROCESIM_ROUTABLE=1 allows a non-loopback ip)
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them

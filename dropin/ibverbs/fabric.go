@@ -27,7 +27,9 @@ package main
 //
 // The fault plan, the capture, the trace and the ladder are the
 // daemon's (`rocesim exec` hands --faults and --pcap to the fabric it
-// starts); ROCESIM_FAULTS, ROCESIM_PCAP and ROCESIM_DEVICES do not apply.
+// starts); ROCESIM_DEVICES does not apply, and ROCESIM_FAULTS,
+// ROCESIM_PCAP or ROCESIM_LADDER with ROCESIM_FABRIC is an error
+// (readConfig).
 
 import (
 	"errors"

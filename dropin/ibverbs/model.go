@@ -117,6 +117,15 @@ func readConfig(getenv func(string) string) (Config, error) {
 	if c.Fabric != "" && c.Node == "" {
 		return c, fmt.Errorf("ROCESIM_FABRIC=%q: ROCESIM_NODE must name the node this process is", c.Fabric)
 	}
+	if c.Fabric != "" {
+		// The daemon owns the plan and the capture of a fabric of
+		// processes; asking one process for its own is a mistake to say.
+		for _, k := range []string{"ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_LADDER"} {
+			if getenv(k) != "" {
+				return c, fmt.Errorf("%s: not available with ROCESIM_FABRIC (the fabric's daemon has the plan and the capture: give them to rocesim exec or rocesim fabric)", k)
+			}
+		}
+	}
 	udp, err := transportOf(getenv("ROCESIM_TRANSPORT"))
 	if err != nil {
 		return c, err

@@ -27,6 +27,8 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
 		{map[string]string{"ROCESIM_FABRIC": "f"}, `ROCESIM_FABRIC="f": ROCESIM_NODE must name the node`},
 		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n"}, `1 1 rxe 0 "" 0 1ms ""`},
+		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n", "ROCESIM_PCAP": "x.pcapng"}, "ROCESIM_PCAP: not available with ROCESIM_FABRIC"},
+		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n", "ROCESIM_FAULTS": "drop psn=3"}, "ROCESIM_FAULTS: not available with ROCESIM_FABRIC"},
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5"}, `1 1 rxe 0 "" 0 1ms ""`},
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_PCAP": "x.pcapng"}, "ROCESIM_PCAP: not available with ROCESIM_TRANSPORT=udp"},
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_FAULTS": "drop psn=3"}, "ROCESIM_FAULTS: not available with ROCESIM_TRANSPORT=udp"},
