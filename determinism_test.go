@@ -23,7 +23,7 @@ import (
 // it; scenario and verbs/verbstest run worlds) or draws what it did
 // (ladder: the same trace gives the same bytes). A listed package that is
 // missing (moved, renamed) fails the test: the list names what is checked.
-var deterministic = []string{"sim", "sim/fabric", "faults", "nic", "verbs", "scenario", "verbs/verbstest", "ladder"}
+var deterministic = []string{"sim", "sim/fabric", "faults", "nic", "verbs", "scenario", "verbs/verbstest", "ladder", "rdmacm"}
 
 // wallClockAllowed names the functions of a deterministic package
 // ("package.function", methods by their name) that may read the wall

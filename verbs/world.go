@@ -327,7 +327,7 @@ func (h *Host) Fire(now sim.Time, _ uint64) {
 // finished meanwhile, until a batch leaves nothing behind.
 func (h *Host) pump() {
 	if h.pumping {
-		return // re-entered from the port: the loop below picks up the output
+		return // a verb called by the MAD handler below: the loop picks up its output (HasReady)
 	}
 	h.pumping = true
 	rd := h.dev.Ready()
