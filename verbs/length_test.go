@@ -93,7 +93,7 @@ func TestLongMessageUCUD(t *testing.T) {
 				got = append(got, fmt.Sprintf("%d:%s:%d", wc.WRID, wc.Status.Name(), wc.ByteLen))
 			}
 			assert.Equal(t, c.want, got)
-			w.RequireNoCompletion(t, bcq)
+			w.RequireNoCompletion(bcq)
 			assert.Equal(t, c.state, qb.State())
 			for _, wc := range w.Await(acq, 2) {
 				assert.Equal(t, verbs.WCSuccess, wc.Status, "UC and UD complete on send")
@@ -114,8 +114,8 @@ func TestInlineZeroLengthSGE(t *testing.T) {
 	_, err = a.QP.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline,
 		SGList: []verbs.SGE{src.SGE(0, 0)}}})
 	require.NoError(t, err)
-	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
-	wc := w.RequireCompletion(t, b.CQ, verbs.WCSuccess, verbs.WCRecv)
+	w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
+	wc := w.RequireCompletion(b.CQ, verbs.WCSuccess, verbs.WCRecv)
 	assert.Zero(t, wc.ByteLen)
 }
 
@@ -182,16 +182,16 @@ func TestFailedReceiveIntoFullCQ(t *testing.T) {
 			})
 			require.NoError(t, err)
 			w.RunUntilIdle()
-			w.RequireQPState(t, qb, verbs.QPStateErr)
-			w.RequireCompletion(t, bcq, verbs.WCSuccess, verbs.WCRecv)
-			w.RequireNoCompletion(t, bcq)
+			w.RequireQPState(qb, verbs.QPStateErr)
+			w.RequireCompletion(bcq, verbs.WCSuccess, verbs.WCRecv)
+			w.RequireNoCompletion(bcq)
 			// The queue is empty, not negative: another move to ERR (a
 			// flush) ends, and new receives are flushed one by one.
 			require.NoError(t, qb.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState))
 			for i := range 8 {
 				_, err := qb.PostRecv([]verbs.RecvWR{{WRID: uint64(100 + i), SGList: []verbs.SGE{dst.SGE(0, 8)}}})
 				require.NoError(t, err)
-				assert.Equal(t, uint64(100+i), w.RequireCompletion(t, bcq, verbs.WCWRFlushErr, verbs.WCRecv).WRID)
+				assert.Equal(t, uint64(100+i), w.RequireCompletion(bcq, verbs.WCWRFlushErr, verbs.WCRecv).WRID)
 			}
 		})
 	}
@@ -244,7 +244,7 @@ func TestUCLossWithSRQ(t *testing.T) {
 				}
 			}
 			assert.Equal(t, c.want, got)
-			w.RequireQPState(t, qb, verbs.QPStateRTS)
+			w.RequireQPState(qb, verbs.QPStateRTS)
 		})
 	}
 }

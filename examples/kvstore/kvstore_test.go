@@ -209,15 +209,15 @@ func normalOperation(t *testing.T, r *rig) {
 	require.ErrorIs(t, r.get(t, "missing").Err(), kvstore.ErrNotFound)
 
 	// 3000 bytes are three packets at path MTU 1024, 4096 four.
-	r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_MIDDLE", 1+2)
-	r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_ONLY", 2) // 1 and 1024 bytes
+	r.w.RequireFrames("src=server op=RC_RDMA_WRITE_MIDDLE", 1+2)
+	r.w.RequireFrames("src=server op=RC_RDMA_WRITE_ONLY", 2) // 1 and 1024 bytes
 	// 11 requests: the GETs and the two small PUTs are one packet, the
 	// PUTs of 1024 bytes and more (the value rides in the SEND) several.
-	r.w.RequireFrames(t, "src=client op=RC_SEND_ONLY", 8)
-	r.w.RequireFrames(t, "src=client op=RC_SEND_FIRST", 3)
-	r.w.RequireNoFrames(t, "tx=2")
-	r.w.RequireNoFrames(t, "class=nak")
-	r.w.RequireNoFrames(t, "class=rnr")
+	r.w.RequireFrames("src=client op=RC_SEND_ONLY", 8)
+	r.w.RequireFrames("src=client op=RC_SEND_FIRST", 3)
+	r.w.RequireNoFrames("tx=2")
+	r.w.RequireNoFrames("class=nak")
+	r.w.RequireNoFrames("class=rnr")
 	require.Empty(t, r.srv.Errors())
 	require.Zero(t, r.cli().Outstanding())
 }
@@ -239,9 +239,9 @@ func lostWritePacket(t *testing.T, r *rig) {
 	}
 	require.Less(t, r.w.Now().Sub(start), 200*sim.Microsecond, "recovered by NAKs, not by 64 ms ACK timeouts")
 
-	lost := r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_MIDDLE tx=1", 12)
-	resent := r.w.RequireFrames(t, "src=server op=RC_RDMA_WRITE_MIDDLE tx=2", 4)
-	naks := r.w.RequireFrames(t, "src=client class=nak", 4)
+	lost := r.w.RequireFrames("src=server op=RC_RDMA_WRITE_MIDDLE tx=1", 12)
+	resent := r.w.RequireFrames("src=server op=RC_RDMA_WRITE_MIDDLE tx=2", 4)
+	naks := r.w.RequireFrames("src=client class=nak", 4)
 	for i := range resent {
 		dropped := lost[3*i+2]
 		require.True(t, dropped.Dropped, "the third, sixth, ... first transmission")
@@ -278,12 +278,12 @@ func clientFallsBehind(t *testing.T, r *rig) {
 
 	// RNR NAKs at 0, 0.64, 1.28, 1.92 and 2.56 ms after the stall
 	// began; the retry at 3.2 ms finds a receive.
-	rnr := r.w.RequireFrames(t, "src=client class=rnr", 5)
+	rnr := r.w.RequireFrames("src=client class=rnr", 5)
 	require.Equal(t, "RNR-NAK(timer=12: 0.64 ms)", rnr[0].Packet.AETH.Syndrome().String())
 	// The third response, right behind the refused one, is out of
 	// sequence for the client (it still expects the refused PSN): a PSN
 	// sequence error NAK follows each RNR NAK, naming the same PSN.
-	seq := r.w.RequireFrames(t, "src=client class=nak", 5)
+	seq := r.w.RequireFrames("src=client class=nak", 5)
 	for i := range seq {
 		require.Equal(t, rnr[i].Packet.BTH.PSN(), seq[i].Packet.BTH.PSN())
 	}
@@ -320,14 +320,14 @@ func deadServer(t *testing.T, r *rig) {
 	require.LessOrEqual(t, elapsed, 4*timeout)
 	// Go-back-N: each timeout resends all three requests, from the
 	// first PSN not acknowledged; every transmission dies on the link.
-	sends := r.w.RequireFrames(t, fmt.Sprintf("src=client op=RC_SEND_ONLY from=%v", start), 3*4)
-	first := r.w.RequireFrames(t, fmt.Sprintf("src=client psn=%d", uint32(sends[0].Packet.BTH.PSN())), 4)
+	sends := r.w.RequireFrames(fmt.Sprintf("src=client op=RC_SEND_ONLY from=%v", start), 3*4)
+	first := r.w.RequireFrames(fmt.Sprintf("src=client psn=%d", uint32(sends[0].Packet.BTH.PSN())), 4)
 	for i, f := range first {
 		require.Equal(t, i+1, f.Tx)
 		require.True(t, f.Dropped, "the link is down")
 	}
-	r.w.RequireNoFrames(t, "src=client tx=5")
-	r.w.RequireQPState(t, r.cli().QP(), verbs.QPStateErr)
+	r.w.RequireNoFrames("src=client tx=5")
+	r.w.RequireQPState(r.cli().QP(), verbs.QPStateErr)
 	require.Zero(t, r.cli().Outstanding())
 }
 
@@ -343,7 +343,7 @@ func wrongRKey(t *testing.T, r *rig) {
 	requireWCError(t, op, verbs.WCWRFlushErr, verbs.WCRecv)
 	r.w.RunUntil("the server polls its failed WRITE", func() bool { return len(r.srv.Errors()) >= 2 })
 
-	nak := r.w.RequireFrames(t, "src=client class=nak", 1)
+	nak := r.w.RequireFrames("src=client class=nak", 1)
 	require.Equal(t, "NAK(remote access error)", nak[0].Packet.AETH.Syndrome().String())
 	errs := r.srv.Errors()
 	require.GreaterOrEqual(t, len(errs), 2)
@@ -351,7 +351,7 @@ func wrongRKey(t *testing.T, r *rig) {
 	require.Equal(t, verbs.WCRDMAWrite.String(), errs[0].Opcode.String())
 	require.Equal(t, verbs.WCWRFlushErr.Name(), errs[1].Status.Name())
 	require.Equal(t, verbs.WCSend.String(), errs[1].Opcode.String(), "the response behind the WRITE")
-	r.w.RequireQPState(t, r.cli().QP(), verbs.QPStateErr)
+	r.w.RequireQPState(r.cli().QP(), verbs.QPStateErr)
 }
 
 // manyClients: four clients, one RC QP per connection (a QP is one
@@ -382,7 +382,7 @@ func manyClients(t *testing.T, r *rig) {
 	for i, ep := range r.eps {
 		// A PUT of 2000 bytes is two packets, the GET one: every
 		// request of client i on its own connection.
-		r.w.RequireFrames(t, fmt.Sprintf("src=c%d dst=server qp=%d class=request", i+1, ep.QPN), 3)
+		r.w.RequireFrames(fmt.Sprintf("src=c%d dst=server qp=%d class=request", i+1, ep.QPN), 3)
 	}
 
 	// c3's host dies as its GET is answered: the server's WRITE to it

@@ -16,7 +16,7 @@ import (
 // events. The wait fails when its event budget is spent, and says which
 // QP is refused, how often, and why it goes on.
 func TestRunawayRNRFailsWithItsPattern(t *testing.T) {
-	failsSaying(t, rnrForever(verbstest.Options{MaxEvents: 20_000}), "verbstest: still busy after 20000 events (Options.MaxEvents) at virtual time ", "a QP 0x", "RNR NAKs by b",
+	failsSaying(t, rnrForever(verbstest.Options{MaxEvents: 20_000}), "verbstest: Await(a's CQ #1, 1): still busy after 20000 events (Options.MaxEvents) at virtual time ", "a QP 0x", "RNR NAKs by b",
 		"rnr_retry 7 retries forever and b never has a receive posted for it")
 }
 
@@ -30,7 +30,7 @@ func TestRunawayRetryFailsWithItsPattern(t *testing.T) {
 		a, b := w.Pair("a", "b", verbstest.QPOptions{})
 		write(tb, a, a.Host.Buffer(64), b.Host.Buffer(64), 64)
 		w.Await(a.CQ, 1)
-	}, "its limit of 10s of virtual time (Options.Limit) ran out: a QP 0x",
+	}, "verbstest: Await(a's CQ #1, 1): 0 of 1 completions within 10s of virtual time (Options.Limit), by 9.984s: a QP 0x",
 		"every 64ms: retry_cnt 7 retries forever under the rxe profile", "the fault plan dropped")
 }
 

@@ -10,11 +10,17 @@ import (
 
 // QPOptions describe the QPs Pair, Mesh and Connect make and connect.
 // Zero fields take the values ibv_rc_pingpong uses where it has one.
+// They apply to both sides unless Peer gives the second side its own.
+//
+//	// a may have one RDMA READ outstanding; b accepts 16; PSNs start at 0.
+//	a, b := w.Pair("a", "b", verbstest.QPOptions{MaxRdAtomic: 1, FixedPSN: true,
+//		Peer: &verbstest.QPOptions{FixedPSN: true}})
 type QPOptions struct {
 	// Type is RC (the zero value) or UC.
 	Type verbs.QPType
 	// Depth is the send and receive queue depth; 0 means 64. Pair and
-	// Mesh give each host a CQ of 2·Depth entries per QP.
+	// Mesh give each host a CQ of 2·Depth entries per QP (Depth each
+	// with SeparateCQs), and an SRQ of Depth entries per QP.
 	Depth int
 	// MaxInline is the inline data limit; 0 means none.
 	MaxInline int
@@ -40,15 +46,70 @@ type QPOptions struct {
 	MinRNRTimer uint8
 	// RdAtomic is max_rd_atomic and max_dest_rd_atomic; 0 means 16.
 	RdAtomic uint8
+	// MaxRdAtomic is max_rd_atomic alone: how many RDMA READs and
+	// atomics the QP keeps outstanding as a requester (rxe_req.c counts
+	// them in qp->req.rd_atomic); 0 means RdAtomic.
+	MaxRdAtomic uint8
+	// MaxDestRdAtomic is max_dest_rd_atomic alone: how many the QP
+	// accepts as a responder (rxe_resp.c keeps that many responder
+	// resources for READ and atomic replies); 0 means RdAtomic.
+	MaxDestRdAtomic uint8
+	// Access is qp_access_flags, what a remote requester may do to this
+	// QP's memory (rxe_resp.c's check_op_valid checks it before the
+	// MR's own flags); 0 means remote write, read and atomic for RC, remote write
+	// for UC. NoAccess sets 0: every remote READ, WRITE and atomic is
+	// refused.
+	Access   verbs.AccessFlags
+	NoAccess bool
+	// FixedPSN makes the QP send from PSN (its sq_psn, and its peer's
+	// rq_psn) instead of a PSN drawn from the world's seed, so frames
+	// and filters ("psn=2 tx=2") read plainly. The drawn default stays,
+	// since it meets PSNs near the 24-bit wrap as real connections do
+	// and Seeds varies it.
+	FixedPSN bool
+	PSN      uint32
+	// SeparateCQs gives the QP a send CQ (Endpoint.CQ) and a receive CQ
+	// (Endpoint.RecvCQ) instead of one for both. Mesh gives each host
+	// one of each, shared by its QPs.
+	SeparateCQs bool
+	// SRQ attaches the QP to a shared receive queue (Endpoint.SRQ):
+	// receives are posted there, and the QP has none of its own. Pair
+	// makes one per endpoint, Mesh one per host, shared by its QPs.
+	SRQ bool
+	// Peer, if set, are the options of the second side (b in Pair(a,
+	// b) and Connect(a, b)) instead of these: attributes set on one side
+	// only. Its own zero fields take the defaults, not this side's
+	// values; its Type must be the same, and its Peer must be nil. Mesh
+	// refuses it (which side would be which?).
+	Peer *QPOptions
 }
 
-func (o QPOptions) withDefaults(w *World) QPOptions {
+// sides returns the options of the first and the second side of a
+// connection, each with its defaults.
+func (o QPOptions) sides(w *World, what string) (QPOptions, QPOptions) {
+	w.t.Helper()
+	a, b := o, o
+	if o.Peer != nil {
+		if o.Peer.Peer != nil {
+			w.fatalf("verbstest: %s: QPOptions.Peer.Peer is set: Peer describes the second side, which has no third", what)
+		}
+		b = *o.Peer
+	}
+	a.Peer, b.Peer = nil, nil
+	a, b = a.withDefaults(w, what), b.withDefaults(w, what)
+	if a.Type != b.Type {
+		w.fatalf("verbstest: %s: QPOptions.Type %v and Peer.Type %v: both sides of a connection have one transport", what, a.Type, b.Type)
+	}
+	return a, b
+}
+
+func (o QPOptions) withDefaults(w *World, what string) QPOptions {
 	w.t.Helper()
 	if o.Type == 0 {
 		o.Type = verbs.QPTypeRC
 	}
 	if o.Type != verbs.QPTypeRC && o.Type != verbs.QPTypeUC {
-		w.fatalf("verbstest: QPOptions.Type %v: Pair, Mesh and Connect connect RC or UC QPs (a UD QP has no peer: create it and an AH with package verbs)", o.Type)
+		w.fatalf("verbstest: %s: QPOptions.Type %v: Pair, Mesh and Connect connect RC or UC QPs (a UD QP has no peer: create it and an AH with package verbs)", what, o.Type)
 	}
 	if o.Depth == 0 {
 		o.Depth = 64
@@ -75,6 +136,21 @@ func (o QPOptions) withDefaults(w *World) QPOptions {
 	if o.RdAtomic == 0 {
 		o.RdAtomic = 16
 	}
+	if o.MaxRdAtomic == 0 {
+		o.MaxRdAtomic = o.RdAtomic
+	}
+	if o.MaxDestRdAtomic == 0 {
+		o.MaxDestRdAtomic = o.RdAtomic
+	}
+	if o.Access == 0 && !o.NoAccess {
+		o.Access = verbs.AccessRemoteWrite
+		if o.Type == verbs.QPTypeRC {
+			o.Access |= verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+		}
+	}
+	if o.FixedPSN && o.PSN > 0xFFFFFF {
+		w.fatalf("verbstest: %s: QPOptions.PSN 0x%x: a PSN has 24 bits (the BTH's PSN field)", what, o.PSN)
+	}
 	return o
 }
 
@@ -83,49 +159,112 @@ func (o QPOptions) withDefaults(w *World) QPOptions {
 type Endpoint struct {
 	Host *Host
 	QP   *verbs.QP
-	// CQ is the QP's send and receive CQ (Mesh shares one per host).
+	// CQ is the QP's send CQ, and its receive CQ too unless
+	// QPOptions.SeparateCQs (Mesh shares one per host).
 	CQ *verbs.CQ
+	// RecvCQ is the QP's receive CQ: CQ itself unless
+	// QPOptions.SeparateCQs.
+	RecvCQ *verbs.CQ
+	// SRQ is the shared receive queue the QP takes its receives from
+	// (QPOptions.SRQ), or nil.
+	SRQ *verbs.SRQ
 	// Peer is the other side.
 	Peer *Endpoint
 }
 
-// Pair makes one QP on host a and one on host b, each with its own CQ,
+// PostRecv posts a receive of sge with wr_id wrid where the QP takes its
+// receives from: its SRQ if it has one, else the QP. It fails the test if
+// the post fails.
+func (e *Endpoint) PostRecv(wrid uint64, sge verbs.SGE) {
+	w := e.Host.w
+	w.t.Helper()
+	wr := []verbs.RecvWR{{WRID: wrid, SGList: []verbs.SGE{sge}}}
+	var err error
+	if e.SRQ != nil {
+		_, err = e.SRQ.PostRecv(wr)
+	} else {
+		_, err = e.QP.PostRecv(wr)
+	}
+	if err != nil {
+		w.fatalf("verbstest: post_recv on %s: %v", w.qpName(e.QP), err)
+	}
+}
+
+// queues are the CQs and SRQ a QP is created with.
+type queues struct {
+	send, recv *verbs.CQ
+	srq        *verbs.SRQ
+}
+
+// newQueues makes the CQs and SRQ of n QPs with options o on h.
+func (w *World) newQueues(h *Host, o QPOptions, n int) queues {
+	w.t.Helper()
+	var q queues
+	if o.SeparateCQs {
+		q.send, q.recv = h.CQ(o.Depth*n), h.CQ(o.Depth*n)
+	} else {
+		q.send = h.CQ(2 * o.Depth * n)
+		q.recv = q.send
+	}
+	if o.SRQ {
+		srq, err := h.PD.CreateSRQ(verbs.SRQAttr{MaxWR: uint32(o.Depth * n), MaxSGE: 4})
+		if err != nil {
+			w.fatalf("verbstest: create_srq of %d entries on %s: %v", o.Depth*n, h.Name(), err)
+		}
+		q.srq = srq
+	}
+	return q
+}
+
+// endpoint makes a QP on h with queues q and options o.
+func (w *World) endpoint(h *Host, q queues, o QPOptions) *Endpoint {
+	w.t.Helper()
+	e := &Endpoint{Host: h, CQ: q.send, RecvCQ: q.recv, SRQ: q.srq}
+	e.QP = w.newQP(h, q, o)
+	return e
+}
+
+// Pair makes one QP on host a and one on host b, each with its own CQ
+// (two with QPOptions.SeparateCQs) and, with QPOptions.SRQ, its own SRQ,
 // and connects them (Connect): both are in RTS when it returns.
 func (w *World) Pair(a, b string, o QPOptions) (*Endpoint, *Endpoint) {
 	w.t.Helper()
-	o = o.withDefaults(w)
+	what := fmt.Sprintf("Pair(%q, %q)", a, b)
+	oa, ob := o.sides(w, what)
 	ha, hb := w.Host(a), w.Host(b)
 	if ha == hb {
-		w.fatalf("verbstest: Pair(%q, %q): a QP pair needs two hosts", a, b)
+		w.fatalf("verbstest: %s: a QP pair needs two hosts", what)
 	}
-	ea := &Endpoint{Host: ha, CQ: ha.CQ(2 * o.Depth)}
-	eb := &Endpoint{Host: hb, CQ: hb.CQ(2 * o.Depth)}
-	ea.QP, eb.QP = w.newQP(ha, ea.CQ, o), w.newQP(hb, eb.CQ, o)
+	ea := w.endpoint(ha, w.newQueues(ha, oa, 1), oa)
+	eb := w.endpoint(hb, w.newQueues(hb, ob, 1), ob)
 	ea.Peer, eb.Peer = eb, ea
-	w.Connect(ea.QP, eb.QP, o)
+	w.connect(ea.QP, eb.QP, oa, ob)
 	return ea, eb
 }
 
 // Mesh connects every pair of hosts with one QP on each side (one RC QP
 // per peer, as an application that must not share a QP between peers
-// does). Each host's QPs share one CQ.
+// does). Each host's QPs share one CQ (a send and a receive CQ with
+// QPOptions.SeparateCQs) and, with QPOptions.SRQ, one SRQ.
 func (w *World) Mesh(o QPOptions) *Mesh {
 	w.t.Helper()
-	o = o.withDefaults(w)
+	if o.Peer != nil {
+		w.fatalf("verbstest: Mesh: QPOptions.Peer is set: a mesh's QPs are all alike (connect the odd one with Pair)")
+	}
+	o = o.withDefaults(w, "Mesh")
 	n := len(w.hosts)
 	m := &Mesh{w: w, eps: make([][]*Endpoint, n)}
-	cqs := make([]*verbs.CQ, n)
+	qs := make([]queues, n)
 	for i, h := range w.hosts {
-		cqs[i] = h.CQ(2 * o.Depth * max(1, n-1))
+		qs[i] = w.newQueues(h, o, max(1, n-1))
 		m.eps[i] = make([]*Endpoint, n)
 	}
 	for i := range n {
 		for j := i + 1; j < n; j++ {
-			a := &Endpoint{Host: w.hosts[i], CQ: cqs[i]}
-			b := &Endpoint{Host: w.hosts[j], CQ: cqs[j]}
-			a.QP, b.QP = w.newQP(a.Host, a.CQ, o), w.newQP(b.Host, b.CQ, o)
+			a := w.endpoint(w.hosts[i], qs[i], o)
+			b := w.endpoint(w.hosts[j], qs[j], o)
 			a.Peer, b.Peer = b, a
-			w.Connect(a.QP, b.QP, o)
+			w.connect(a.QP, b.QP, o, o)
 			m.eps[i][j], m.eps[j][i] = a, b
 		}
 	}
@@ -148,7 +287,8 @@ func (m *Mesh) Get(from, to string) *Endpoint {
 	return m.eps[i][j]
 }
 
-// CQ returns the CQ all of host's mesh QPs share.
+// CQ returns the CQ all of host's mesh QPs share (their send CQ with
+// QPOptions.SeparateCQs; Endpoint.RecvCQ is the receive CQ).
 func (m *Mesh) CQ(host string) *verbs.CQ {
 	m.w.t.Helper()
 	for _, e := range m.eps[indexOf(m.w.hostNames(), m.w.Host(host).Name())] {
@@ -160,38 +300,56 @@ func (m *Mesh) CQ(host string) *verbs.CQ {
 	return nil
 }
 
-func (w *World) newQP(h *Host, cq *verbs.CQ, o QPOptions) *verbs.QP {
+func (w *World) newQP(h *Host, q queues, o QPOptions) *verbs.QP {
 	w.t.Helper()
-	qp, err := h.PD.CreateQP(verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: o.Type,
-		Cap: verbs.QPCap{MaxSendWR: uint32(o.Depth), MaxRecvWR: uint32(o.Depth), MaxSendSGE: 4, MaxRecvSGE: 4,
+	depth := uint32(o.Depth)
+	recvWR, recvSGE := depth, uint32(4)
+	if q.srq != nil {
+		recvWR, recvSGE = 0, 0 // the SRQ's (ibv_create_qp ignores them then)
+	}
+	qp, err := h.PD.CreateQP(verbs.QPInitAttr{SendCQ: q.send, RecvCQ: q.recv, SRQ: q.srq, Type: o.Type,
+		Cap: verbs.QPCap{MaxSendWR: depth, MaxRecvWR: recvWR, MaxSendSGE: 4, MaxRecvSGE: recvSGE,
 			MaxInlineData: uint32(o.MaxInline)}})
 	if err != nil {
 		w.fatalf("verbstest: create_qp on %s: %v", h.Name(), err)
 	}
+	w.names.qps[qp] = fmt.Sprintf("%s QP 0x%06x", h.Name(), qp.QPNum)
 	return qp
 }
 
 // Connect takes two QPs in RESET, made by the test or by the code under
 // test, through INIT, RTR and RTS toward each other with the attribute
 // masks ibv_rc_pingpong uses, RoCE v2 GIDs (index 1) and initial PSNs
-// drawn from the world's seed. It fails the test if a modify_qp fails.
+// drawn from the world's seed (or QPOptions.PSN). a takes o, b o.Peer if
+// set. It fails the test if a modify_qp fails.
 func (w *World) Connect(a, b *verbs.QP, o QPOptions) {
 	w.t.Helper()
-	o = o.withDefaults(w)
+	oa, ob := o.sides(w, "Connect")
+	w.connect(a, b, oa, ob)
+}
+
+// connect brings a and b up toward each other, with the options of each
+// side (defaults applied).
+func (w *World) connect(a, b *verbs.QP, oa, ob QPOptions) {
+	w.t.Helper()
+	// Draw both PSNs even when fixed, so that fixing one side's PSN does
+	// not change the PSNs every later connection of the test draws.
 	pa, pb := w.psn.next(), w.psn.next()
-	w.bringUp(a, b, pa, pb, o)
-	w.bringUp(b, a, pb, pa, o)
+	if oa.FixedPSN {
+		pa = oa.PSN
+	}
+	if ob.FixedPSN {
+		pb = ob.PSN
+	}
+	w.bringUp(a, b, pa, pb, oa)
+	w.bringUp(b, a, pb, pa, ob)
 }
 
 // bringUp moves q to RTS toward peer; q sends from psn, peer from
-// peerPSN.
+// peerPSN; o are q's own options.
 func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 	w.t.Helper()
-	access := verbs.AccessRemoteWrite
-	if o.Type == verbs.QPTypeRC {
-		access |= verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
-	}
-	if err := q.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QPAccessFlags: access},
+	if err := q.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QPAccessFlags: o.Access},
 		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags); err != nil {
 		w.fatalf("verbstest: QP 0x%x to INIT: %v", q.QPNum, err)
 	}
@@ -203,7 +361,7 @@ func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid, HopLimit: 64, SGIDIndex: 1}}}
 	mask := verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
 	if o.Type == verbs.QPTypeRC {
-		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.RdAtomic, o.MinRNRTimer
+		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxDestRdAtomic, o.MinRNRTimer
 		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
 	}
 	if err := q.Modify(&rtr, mask); err != nil {
@@ -212,7 +370,7 @@ func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: psn}
 	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
 	if o.Type == verbs.QPTypeRC {
-		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.Timeout, o.RetryCnt, o.RNRRetry, o.RdAtomic
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.Timeout, o.RetryCnt, o.RNRRetry, o.MaxRdAtomic
 		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
 	}
 	if err := q.Modify(&rts, mask); err != nil {
@@ -226,11 +384,13 @@ func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 func (w *World) UD(host string, qkey uint32, o QPOptions) *Endpoint {
 	w.t.Helper()
 	o.Type = verbs.QPTypeRC // for the defaults; the QP is UD
-	o = o.withDefaults(w)
+	o.Peer, o.SRQ, o.SeparateCQs = nil, false, false
+	o = o.withDefaults(w, "UD")
 	h := w.Host(host)
 	e := &Endpoint{Host: h, CQ: h.CQ(2 * o.Depth)}
+	e.RecvCQ = e.CQ
 	o.Type = verbs.QPTypeUD
-	e.QP = w.newQP(h, e.CQ, o)
+	e.QP = w.newQP(h, queues{send: e.CQ, recv: e.CQ}, o)
 	steps := []struct {
 		attr verbs.QPAttr
 		mask verbs.QPAttrMask

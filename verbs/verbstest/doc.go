@@ -10,8 +10,8 @@
 //		src, dst := a.Host.Buffer(512), b.Host.Buffer(512)
 //		a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 //			SGList: []verbs.SGE{src.SGE(0, 512)}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
-//		w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
-//		w.RequireFrames(t, "op=RC_RDMA_WRITE_ONLY tx=2", 1) // one retransmission
+//		w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+//		w.RequireFrames("op=RC_RDMA_WRITE_ONLY tx=2", 1) // one retransmission
 //	}
 //
 // # The world
@@ -19,10 +19,13 @@
 // New builds the hosts of Options.Nodes (default "a" and "b"), each with
 // its device opened and a protection domain, on one link or through a
 // switch. Pair and Mesh make RC (or UC) QPs and take them to RTS; Connect
-// does the same for QPs the code under test made. Host.Buffer and Host.CQ
-// make the usual resources in one line. Everything is deterministic: the
-// same test and seed give the same frames, trace and capture, byte for
-// byte, in microseconds of wall time.
+// does the same for QPs the code under test made. QPOptions set what a C
+// test sets in its bring-up (retry counts, timers, max_rd_atomic and
+// max_dest_rd_atomic, access flags, fixed PSNs, separate send and
+// receive CQs, an SRQ), for one side only through QPOptions.Peer.
+// Host.Buffer and Host.CQ make the usual resources in one line.
+// Everything is deterministic: the same test and seed give the same
+// frames, trace and capture, byte for byte, in microseconds of wall time.
 //
 // # Time and the application
 //
@@ -42,6 +45,15 @@
 // trace keeps its first 131072 events, the frame log its first
 // Options.MaxFrames frames (65536), and the capture is streamed to its
 // file.
+//
+// # Assertions
+//
+// RequireCompletion, RequireNoCompletion, RequireQPState, RequireFrames
+// and RequireNoFrames fail the test New was given (With lends the world
+// to a subtest's T). A failure starts with the call as the test wrote it
+// ("RequireCompletion(a's CQ #1, IBV_WC_SUCCESS, IBV_WC_SEND)") and says
+// what the world saw: "15576 RNR NAKs from b QP 0x000011: no receive
+// posted", a QP that resends one PSN, what the fault plan did.
 //
 // # Faults
 //

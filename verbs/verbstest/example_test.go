@@ -25,7 +25,7 @@ func Example() {
 		a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 			SGList: []verbs.SGE{src.SGE(0, 3000)}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
 
-		wc := w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+		wc := w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
 		fmt.Println("completion:", wc.Status.Name(), "at", w.Now())
 		fmt.Println("data intact:", string(dst.Bytes()) == string(src.Bytes()))
 		for _, f := range w.Frames("") {
@@ -65,7 +65,7 @@ func ExamplePoller_Pause() {
 		app.Pause(100 * sim.Microsecond) // descheduled before it posted anything
 		a.QP.PostSend([]verbs.SendWR{{WRID: 7, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 			SGList: []verbs.SGE{src.SGE(0, 64)}}})
-		w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+		w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
 		fmt.Println("RNR NAKs:", len(w.Frames("class=rnr")), "then success at", w.Now())
 	})
 	fmt.Println(r.Output())
@@ -87,9 +87,9 @@ func ExampleWorld_AddFaults() {
 			c.QP.PostSend([]verbs.SendWR{{WRID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 				SGList: []verbs.SGE{src.SGE(0, 64)}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
 		}
-		w.RequireCompletion(t, c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+		w.RequireCompletion(c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
 		fmt.Println("retry budget spent at", w.Now())
-		wc := w.RequireCompletion(t, c.CQ, verbs.WCWRFlushErr, verbs.WCRDMAWrite)
+		wc := w.RequireCompletion(c.CQ, verbs.WCWRFlushErr, verbs.WCRDMAWrite)
 		fmt.Println("wr", wc.WRID, wc.Status.Name())
 		fmt.Println("client QP:", c.QP.State())
 	})

@@ -72,18 +72,20 @@ func (w *World) observe(r *fabric.FrameRecord) {
 // overflowed Options.MaxFrames.
 func (w *World) Frames(filter string) []Frame {
 	w.t.Helper()
-	return w.frameList(w.t, filter)
+	return w.frameList(fmt.Sprintf("Frames(%q)", filter), filter)
 }
 
-func (w *World) frameList(t TB, filter string) []Frame {
-	t.Helper()
+// frameList selects frames for call (the method the test called, for
+// messages).
+func (w *World) frameList(call, filter string) []Frame {
+	w.t.Helper()
 	m, err := faults.ParseMatch(filter)
 	if err != nil {
-		fail(t, "verbstest: frame filter %q: %v", filter, err)
+		w.fatalf("verbstest: %s: frame filter: %v", call, err)
 	}
 	if w.overflow > 0 {
-		fail(t, "verbstest: Frames(%q): the frame log kept the first %d frames and missed %d more; raise Options.MaxFrames",
-			filter, w.maxFrames, w.overflow)
+		w.fatalf("verbstest: %s: the frame log kept the first %d frames and missed %d more; raise Options.MaxFrames",
+			call, w.maxFrames, w.overflow)
 	}
 	var out []Frame
 	for i := range w.frames {
@@ -94,24 +96,6 @@ func (w *World) frameList(t TB, filter string) []Frame {
 		}
 	}
 	return out
-}
-
-// RequireFrames fails t unless exactly n recorded frames match filter
-// (see Frames), listing the ones that did; it returns them.
-func (w *World) RequireFrames(t TB, filter string, n int) []Frame {
-	t.Helper()
-	got := w.frameList(t, filter)
-	if len(got) != n {
-		t.Errorf("verbstest: want %d frames matching %q, got %d:%s", n, filter, len(got), listFrames(got))
-		t.FailNow()
-	}
-	return got
-}
-
-// RequireNoFrames fails t if any recorded frame matches filter.
-func (w *World) RequireNoFrames(t TB, filter string) {
-	t.Helper()
-	w.RequireFrames(t, filter, 0)
 }
 
 // listFrames formats frames for a failure message, at most 20.

@@ -39,7 +39,7 @@ func TestFailureReportOfABrokenKVStore(t *testing.T) {
 	t.Logf("go test output:\n%s", out)
 
 	assert.Contains(t, out, "--- FAIL: TestLostWritePacket")
-	assert.Contains(t, out, `verbstest: the operation on "k": did not happen`)
+	assert.Contains(t, out, `verbstest: RunUntil("the operation on \"k\""): did not happen`)
 	assert.Contains(t, out, "seed:    7\n")
 	assert.Regexp(t, `plan:    from 0s: \(none\)\n\s+from [0-9.]+µs: drop src=server op=RC_RDMA_WRITE_MIDDLE tx=1 nth=3\n`, out)
 	rerun := "go test ./examples/kvstore -run '^TestLostWritePacket$' -count=1 -kvstore.break=repost -rocesim.seed=7"

@@ -1,6 +1,7 @@
 package verbstest
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rocesim/rocesim/sim"
@@ -99,9 +100,10 @@ const instantCap = 100_000
 
 // runUntil steps instants until done() holds, nothing is left to happen,
 // or the next event is past deadline; it reports whether done() held.
-// The clock stays at the last instant run. Errors fail t.
-func (w *World) runUntil(t TB, deadline sim.Time, done func() bool) bool {
-	t.Helper()
+// The clock stays at the last instant run. Errors fail the test, naming
+// call (the method the test called).
+func (w *World) runUntil(call string, deadline sim.Time, done func() bool) bool {
+	w.t.Helper()
 	s := w.vw.Scheduler()
 	instant, fired := w.Now(), s.Fired()
 	budget := fired + w.maxEvents
@@ -114,29 +116,22 @@ func (w *World) runUntil(t TB, deadline sim.Time, done func() bool) bool {
 		if at := s.NextAt(); at != instant {
 			instant, fired = at, s.Fired()
 		} else if s.Fired()-fired > instantCap {
-			fail(t, "verbstest: %d events at %v and time does not move: a poller that posts work at every instant?", instantCap, instant)
+			w.fatalf("verbstest: %s: %d events at %v and time does not move: a poller that posts work at every instant?", call, instantCap, instant)
 		}
 		if s.Fired() >= budget {
-			fail(t, "verbstest: still busy after %d events (Options.MaxEvents) at virtual time %v, %d frames: %s",
-				w.maxEvents, w.Now(), w.vw.Frames(), w.vw.Diagnose(nil))
+			w.fatalf("verbstest: %s: still busy after %d events (Options.MaxEvents) at virtual time %v, %d frames: %s",
+				call, w.maxEvents, w.Now(), w.vw.Frames(), w.diagnose())
 		}
 		if steps++; steps%4096 == 0 && time.Since(start) > watchdog {
-			fail(t, "verbstest: still busy after %v of wall time (the watchdog; Options.MaxEvents should have stopped it first) at virtual time %v, %d events: %s",
-				watchdog, w.Now(), s.Fired(), w.vw.Diagnose(nil))
+			w.fatalf("verbstest: %s: still busy after %v of wall time (the watchdog; Options.MaxEvents should have stopped it first) at virtual time %v, %d events: %s",
+				call, watchdog, w.Now(), s.Fired(), w.diagnose())
 		}
 		if err := s.RunUntil(s.NextAt()); err != nil {
-			fail(t, "verbstest: %v", err)
+			w.fatalf("verbstest: %s: %v", call, err)
 		}
 		w.poll()
 	}
 	return true
-}
-
-// fail fails t now with a message.
-func fail(t TB, format string, args ...any) {
-	t.Helper()
-	t.Errorf(format, args...)
-	t.FailNow()
 }
 
 // RunFor runs d of virtual time: every event due by then, the pollers
@@ -144,7 +139,7 @@ func fail(t TB, format string, args ...any) {
 func (w *World) RunFor(d sim.Duration) {
 	w.t.Helper()
 	end := w.Now().Add(d)
-	w.runUntil(w.t, end, func() bool { return false })
+	w.runUntil(fmt.Sprintf("RunFor(%v)", d), end, func() bool { return false })
 	if err := w.vw.Scheduler().RunUntil(end); err != nil {
 		w.fatalf("verbstest: %v", err)
 	}
@@ -157,9 +152,9 @@ func (w *World) RunUntilIdle() {
 	w.t.Helper()
 	deadline := w.Now().Add(w.limit)
 	s := w.vw.Scheduler()
-	if !w.runUntil(w.t, deadline, func() bool { return s.Pending() == 0 }) {
+	if !w.runUntil("RunUntilIdle", deadline, func() bool { return s.Pending() == 0 }) {
 		w.fatalf("verbstest: RunUntilIdle: still busy when its limit of %v of virtual time (Options.Limit) ran out: the next event is at %v: %s",
-			w.limit, s.NextAt(), w.vw.Diagnose(nil))
+			w.limit, s.NextAt(), w.diagnose())
 	}
 }
 
@@ -167,17 +162,9 @@ func (w *World) RunUntilIdle() {
 // does not hold within Options.Limit or before the world falls idle.
 func (w *World) RunUntil(what string, cond func() bool) {
 	w.t.Helper()
-	if !w.runUntil(w.t, w.Now().Add(w.limit), cond) {
-		w.fatalf("verbstest: %s: did not happen (%s; the last event ran at %v)", what, w.why(), w.Now())
+	if !w.runUntil(fmt.Sprintf("RunUntil(%q)", what), w.Now().Add(w.limit), cond) {
+		w.fatalf("verbstest: RunUntil(%q): did not happen %s", what, w.stuck())
 	}
-}
-
-// why says why a wait ended without its condition.
-func (w *World) why() string {
-	if w.vw.Scheduler().Pending() == 0 {
-		return "nothing left to happen"
-	}
-	return "its limit of " + w.limit.String() + " of virtual time (Options.Limit) ran out: " + w.vw.Diagnose(nil)
 }
 
 // Await runs until n completions can be polled from cq, polls them and
@@ -185,26 +172,30 @@ func (w *World) why() string {
 // Options.Limit. Do not Await a CQ that a poller also polls.
 func (w *World) Await(cq *verbs.CQ, n int) []verbs.WC {
 	w.t.Helper()
-	return w.await(w.t, cq, n)
+	if n < 0 {
+		w.fatalf("verbstest: Await(%s, %d): n must not be negative", w.cqName(cq), n)
+	}
+	call := fmt.Sprintf("Await(%s, %d)", w.cqName(cq), n)
+	wcs, ok := w.awaitWCs(call, cq, n)
+	if !ok {
+		w.fatalf("verbstest: %s: %d of %d completions %s%s", call, len(wcs), n, w.stuck(), describeWCs(wcs))
+	}
+	return wcs
 }
 
-func (w *World) await(t TB, cq *verbs.CQ, n int) []verbs.WC {
-	t.Helper()
-	if n < 0 {
-		fail(t, "verbstest: Await: %d completions: n must not be negative", n)
-	}
-	wcs := make([]verbs.WC, 0, n)
+// awaitWCs runs until n completions have been polled from cq, or the
+// wait ends without them (ok false); it returns those it polled. call
+// names the method the test called.
+func (w *World) awaitWCs(call string, cq *verbs.CQ, n int) (wcs []verbs.WC, ok bool) {
+	w.t.Helper()
+	wcs = make([]verbs.WC, 0, n)
 	buf := make([]verbs.WC, n)
-	ok := w.runUntil(t, w.Now().Add(w.limit), func() bool {
+	ok = w.runUntil(call, w.Now().Add(w.limit), func() bool {
 		if len(wcs) < n {
 			k := cq.Poll(buf[:n-len(wcs)])
 			wcs = append(wcs, buf[:k]...)
 		}
 		return len(wcs) == n
 	})
-	if !ok {
-		fail(t, "verbstest: Await: %d of %d completions (%s; the last event ran at %v)%s",
-			len(wcs), n, w.why(), w.Now(), describeWCs(wcs))
-	}
-	return wcs
+	return wcs, ok
 }

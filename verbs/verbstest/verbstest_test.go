@@ -33,14 +33,14 @@ func TestLostPacketRecovered(t *testing.T) {
 		src.Bytes()[i] = byte(i * 7)
 	}
 	write(t, a, src, dst, 3000)
-	wc := w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+	wc := w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
 	assert.Equal(t, uint64(1), wc.WRID)
 	assert.Equal(t, src.Bytes(), dst.Bytes())
-	w.RequireFrames(t, "op=RC_RDMA_WRITE_MIDDLE", 2)
-	w.RequireFrames(t, "op=RC_RDMA_WRITE_MIDDLE tx=2", 1)
-	nak := w.RequireFrames(t, "class=nak src=b", 1)
+	w.RequireFrames("op=RC_RDMA_WRITE_MIDDLE", 2)
+	w.RequireFrames("op=RC_RDMA_WRITE_MIDDLE tx=2", 1)
+	nak := w.RequireFrames("class=nak src=b", 1)
 	assert.Equal(t, "NAK(PSN sequence error)", nak[0].Packet.AETH.Syndrome().String())
-	w.RequireNoFrames(t, "class=rnr")
+	w.RequireNoFrames("class=rnr")
 	assert.Equal(t, 5, len(w.Frames("dst=b")), "FIRST, MIDDLE (dropped), LAST (out of sequence: NAK), MIDDLE and LAST again")
 	assert.Equal(t, 2, len(w.Frames("src=b")), "the NAK and the final ACK")
 }
@@ -52,12 +52,12 @@ func TestFaultsChangeMidTest(t *testing.T) {
 	c, s := w.Pair("client", "server", verbstest.QPOptions{Timeout: 10, RetryCnt: 2})
 	src, dst := c.Host.Buffer(64), s.Host.Buffer(64)
 	write(t, c, src, dst, 64)
-	w.RequireCompletion(t, c.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+	w.RequireCompletion(c.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
 
 	w.AddFaults("down link=" + s.Host.LinkName())
 	start := w.Now()
 	write(t, c, src, dst, 64)
-	w.RequireCompletion(t, c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+	w.RequireCompletion(c.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
 	timeout := verbs.ProfileRXE.ACKTimeout(10) // 4.096 µs · 2^10 = 4.2 ms: 1 jiffy, 4 ms
 	elapsed := w.Now().Sub(start)
 	// Three timeouts: the first transmission and two retries; the first
@@ -65,10 +65,10 @@ func TestFaultsChangeMidTest(t *testing.T) {
 	// and never stopped, fires one timeout after that WRITE.
 	assert.Greater(t, elapsed, 2*timeout, "three timeouts: the first transmission and two retries")
 	assert.LessOrEqual(t, elapsed, 3*timeout)
-	w.RequireFrames(t, "src=client op=RC_RDMA_WRITE_ONLY", 4) // 1 + 3 dropped
-	w.RequireFrames(t, "src=client op=RC_RDMA_WRITE_ONLY tx=3", 1)
-	w.RequireQPState(t, c.QP, verbs.QPStateErr)
-	w.RequireQPState(t, s.QP, verbs.QPStateRTS)
+	w.RequireFrames("src=client op=RC_RDMA_WRITE_ONLY", 4) // 1 + 3 dropped
+	w.RequireFrames("src=client op=RC_RDMA_WRITE_ONLY tx=3", 1)
+	w.RequireQPState(c.QP, verbs.QPStateErr)
+	w.RequireQPState(s.QP, verbs.QPStateRTS)
 }
 
 // TestPollerPause: an application loop that stops re-posting receives
@@ -95,13 +95,13 @@ func TestPollerPause(t *testing.T) {
 		require.NoError(t, err)
 	}
 	send()
-	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
 	w.RunUntil("b's poller re-posts", func() bool { return posted == 1 })
 	recv.Pause(100 * sim.Microsecond)
 	send()
 	send()
-	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
-	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
+	w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
+	w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
 	assert.GreaterOrEqual(t, w.Now(), sim.Time(100*sim.Microsecond), "the second SEND waited for the pause to end")
 	assert.NotEmpty(t, w.Frames("class=rnr src=b"))
 	assert.Contains(t, w.Trace().Text(), "b poller-pause")
@@ -137,7 +137,7 @@ func TestMesh(t *testing.T) {
 			assert.Equal(t, verbs.WCSuccess, wc.Status)
 		}
 	}
-	w.RequireFrames(t, "class=request", 6)
+	w.RequireFrames("class=request", 6)
 	assert.Equal(t, 2, len(w.Frames("link=n2-sw dst=n2 class=request")), "through the switch, a frame is recorded on each link it crosses")
 }
 
@@ -188,7 +188,7 @@ func TestCaptureKeptOnFailure(t *testing.T) {
 		path = w.PcapngPath()
 		src, dst := a.Host.Buffer(8), b.Host.Buffer(8)
 		write(tb, a, src, dst, 8)
-		w.RequireCompletion(tb, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite) // fails: RETRY_EXC_ERR
+		w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite) // fails: RETRY_EXC_ERR
 		t.Error("RequireCompletion should have ended the test")
 	})
 	require.False(t, passed)
@@ -216,7 +216,7 @@ func TestFrameLogLimit(t *testing.T) {
 		a, b := w.Pair("a", "b", verbstest.QPOptions{})
 		src, dst := a.Host.Buffer(4096), b.Host.Buffer(4096)
 		write(tb, a, src, dst, 4096) // four packets and an ACK
-		w.RequireCompletion(tb, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+		w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
 		w.Frames("")
 	})
 	require.False(t, passed)
@@ -230,7 +230,7 @@ func TestMisuseFailsClearly(t *testing.T) {
 		name, want string
 		body       func(t verbstest.TB, w *verbstest.World)
 	}{
-		{"await-negative", "verbstest: Await: -1 completions: n must not be negative", func(t verbstest.TB, w *verbstest.World) {
+		{"await-negative", "verbstest: Await(a's CQ #1, -1): n must not be negative", func(t verbstest.TB, w *verbstest.World) {
 			w.Await(w.Host("a").CQ(4), -1)
 		}},
 		{"time-stands-still", "events at 0s and time does not move", func(t verbstest.TB, w *verbstest.World) {
@@ -244,7 +244,7 @@ func TestMisuseFailsClearly(t *testing.T) {
 			write(t, a, a.Host.Buffer(8), b.Host.Buffer(8), 8)
 			w.RunUntilIdle()
 		}},
-		{"bad-filter", `verbstest: frame filter "class=nope"`, func(t verbstest.TB, w *verbstest.World) {
+		{"bad-filter", `verbstest: Frames("class=nope"): frame filter: `, func(t verbstest.TB, w *verbstest.World) {
 			w.Frames("class=nope")
 		}},
 		{"bad-plan", "verbstest: SetFaults: fault plan line 1:1: ", func(t verbstest.TB, w *verbstest.World) {
@@ -271,18 +271,18 @@ func TestMisuseFailsClearly(t *testing.T) {
 	}
 }
 
-// TestRequireFailsItsOwnT: a Require given a subtest's T fails that T,
-// not the test that made the world.
+// TestRequireFailsItsOwnT: a Require run under With(subtest's T) fails
+// that T, not the test that made the world, and names the call.
 func TestRequireFailsItsOwnT(t *testing.T) {
 	w := verbstest.New(t, verbstest.Options{Faults: "drop class=request", Limit: 10 * sim.Millisecond})
 	a, b := w.Pair("a", "b", verbstest.QPOptions{Timeout: 8})
 	write(t, a, a.Host.Buffer(8), b.Host.Buffer(8), 8)
 	var sub verbstest.Recorder
 	passed := sub.Run("sub", func(st verbstest.TB) {
-		w.RequireCompletion(st, a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite)
+		w.With(st, func() { w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCRDMAWrite) })
 	})
 	require.False(t, passed)
-	require.Contains(t, sub.Output(), "verbstest: Await: 0 of 1 completions")
+	require.Contains(t, sub.Output(), "verbstest: RequireCompletion(a's CQ #1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE): no completion within 10ms")
 	require.False(t, t.Failed())
 }
 
@@ -301,9 +301,9 @@ func TestAfterScriptsAWorkload(t *testing.T) {
 		log = append(log, "link down at "+w.Now().String())
 		w.AddFaults("down link=a-b")
 	})
-	w.RequireCompletion(t, a.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
+	w.RequireCompletion(a.CQ, verbs.WCRetryExcErr, verbs.WCRDMAWrite)
 	assert.Equal(t, []string{"link down at 5µs", "write at 10µs"}, log)
-	sent := w.RequireFrames(t, "src=a op=RC_RDMA_WRITE_ONLY", 2) // retry_cnt 1
+	sent := w.RequireFrames("src=a op=RC_RDMA_WRITE_ONLY", 2) // retry_cnt 1
 	assert.Equal(t, sim.Time(10*sim.Microsecond), sent[0].Time)
 	assert.True(t, sent[0].Dropped && sent[1].Dropped)
 }
@@ -321,16 +321,16 @@ func TestUDDatagram(t *testing.T) {
 	wr.WRID, wr.Flags, wr.SGList = 2, verbs.SendSignaled, []verbs.SGE{src.SGE(0, 8)}
 	_, err = a.QP.PostSend([]verbs.SendWR{wr})
 	require.NoError(t, err)
-	w.RequireCompletion(t, a.CQ, verbs.WCSuccess, verbs.WCSend)
-	wc := w.RequireCompletion(t, b.CQ, verbs.WCSuccess, verbs.WCRecv)
+	w.RequireCompletion(a.CQ, verbs.WCSuccess, verbs.WCSend)
+	wc := w.RequireCompletion(b.CQ, verbs.WCSuccess, verbs.WCRecv)
 	assert.Equal(t, a.QP.QPNum, wc.SrcQP)
 	assert.Equal(t, uint32(40+8), wc.ByteLen)
 	assert.Equal(t, "datagram", string(dst.Bytes()[40:48]))
-	w.RequireFrames(t, "class=ud", 1)
+	w.RequireFrames("class=ud", 1)
 
 	wr.RemoteQKey = 0x9999 // the wrong Q_Key: dropped by b's NIC
 	_, err = a.QP.PostSend([]verbs.SendWR{wr})
 	require.NoError(t, err)
 	w.RunUntilIdle()
-	w.RequireNoCompletion(t, b.CQ)
+	w.RequireNoCompletion(b.CQ)
 }

@@ -115,6 +115,7 @@ type World struct {
 	pollers   []*Poller
 	psn       psnSource
 	wake      wakeHandler
+	names     names
 }
 
 // reportLine is something the failure report lists with its time: a plan
@@ -150,6 +151,7 @@ func New(t TB, opts Options) *World {
 		w.maxEvents = DefaultMaxEvents
 	}
 	w.psn = newPSNSource(w.seed)
+	w.names = names{cqs: map[*verbs.CQ]string{}, qps: map[*verbs.QP]string{}, perCQ: map[*Host]int{}}
 	w.wake.w = w
 	plan := opts.Plan
 	if opts.Faults != "" {
@@ -232,6 +234,10 @@ func (w *World) fatalf(format string, args ...any) {
 	w.t.Errorf(format, args...)
 	w.t.FailNow()
 }
+
+// T returns the TB the world's methods fail: the one New was given, or
+// With's inside With. Helpers that take a TB can be given it.
+func (w *World) T() TB { return w.t }
 
 // Seed returns the world's master seed (after -rocesim.seed).
 func (w *World) Seed() uint64 { return w.seed }
@@ -334,13 +340,17 @@ func (h *Host) Buffer(n int) *verbs.MR {
 	return mr
 }
 
-// CQ creates a completion queue of n entries on the host.
+// CQ creates a completion queue of n entries on the host. A failed
+// Require names it "a's CQ #1", counting the host's CQs from one in the
+// order they were made (Pair's among them).
 func (h *Host) CQ(n int) *verbs.CQ {
 	h.w.t.Helper()
 	cq, err := h.Ctx.CreateCQ(n, nil, 0)
 	if err != nil {
 		h.w.fatalf("verbstest: create_cq of %d entries on %s: %v", n, h.Name(), err)
 	}
+	h.w.names.perCQ[h]++
+	h.w.names.cqs[cq] = fmt.Sprintf("%s's CQ #%d", h.Name(), h.w.names.perCQ[h])
 	return cq
 }
 
