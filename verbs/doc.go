@@ -34,7 +34,17 @@
 // addresses are simulated virtual addresses allocated in a
 // fixed order, so the same program and seed give the same frames, trace
 // and capture on every run. See the Example functions for connecting two
-// RC QPs by hand, a SEND/RECV ping-pong and an RDMA WRITE with immediate.
+// RC QPs by hand, a SEND/RECV ping-pong, an RDMA WRITE with immediate, an
+// RNR retry exhausted (error completions and their names) and port
+// events.
+//
+// The vocabulary is libibverbs' (vocab.go): every constant of
+// <infiniband/verbs.h> the model can produce or take has a name here, with
+// the header's value (WCLocQPOpErr is IBV_WC_LOC_QP_OP_ERR, EventSRQLimitReached
+// IBV_EVENT_SRQ_LIMIT_REACHED, SRQAttrLimit IBV_SRQ_LIMIT), so a user
+// never needs package nic or a numeric cast. The types (WC, QPAttr,
+// AHAttr, …) are aliases of package nic's; each alias's comment lists its
+// fields with their C names.
 //
 // A run that never settles (rxe's retry_cnt 7 and rnr_retry 7 retry
 // forever) ends when it has fired WorldConfig.MaxEvents events (the

@@ -3,6 +3,8 @@ package verbs_test
 import (
 	"fmt"
 
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
 
@@ -137,4 +139,63 @@ func Example_writeWithImm() {
 	// b: success IBV_WC_RECV_RDMA_WITH_IMM byte_len=3000 imm=0xcafe
 	// bytes landed: true
 	// a: success IBV_WC_RDMA_WRITE byte_len=3000
+}
+
+// Example_rnrRetryExceeded sends to a peer that has posted no receive,
+// with rnr_retry 0: the first RNR NAK fails the SEND with
+// IBV_WC_RNR_RETRY_EXC_ERR, the QP goes to ERR, and the WR behind it is
+// flushed. An error completion's opcode is not valid (libibverbs
+// promises only wr_id, status, qp_num and vendor_err), so check the
+// status, by name.
+func Example_rnrRetryExceeded() {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	w.Connect(ha, hb)
+	a, b := setup(ha, 0), setup(hb, 0)
+	a.rnr = 0
+	a.connect(b)
+	b.connect(a)
+	a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(8, 8)}},
+	})
+	w.Run()
+	wcs := make([]verbs.WC, 4)
+	for _, wc := range wcs[:a.cq.Poll(wcs)] {
+		fmt.Println("wr", wc.WRID, wc.Status.Name(), wc.Status == verbs.WCRNRRetryExcErr)
+	}
+	fmt.Println("a's QP:", a.qp.State(), a.qp.State() == verbs.QPStateErr)
+	// Output:
+	// wr 1 IBV_WC_RNR_RETRY_EXC_ERR true
+	// wr 2 IBV_WC_WR_FLUSH_ERR false
+	// a's QP: ERR true
+}
+
+// ExampleContext_GetAsyncEvent cuts a host's link: its port goes down,
+// as rxe's does when its netdev loses carrier, and the context reports
+// IBV_EVENT_PORT_ERR; the link back up gives IBV_EVENT_PORT_ACTIVE.
+func ExampleContext_GetAsyncEvent() {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	w.Connect(ha, hb)
+	ctx, _ := ha.GetDeviceList()[0].Open()
+	show := func() {
+		for ev, ok := ctx.GetAsyncEvent(); ok; ev, ok = ctx.GetAsyncEvent() {
+			port, _ := ctx.QueryPort(ev.Port)
+			fmt.Println(ev.Type, "port", ev.Port, "state", port.State)
+		}
+	}
+	down, _ := faults.Parse("down link=a-b")
+	w.SetPlan(down)
+	w.RunFor(sim.Millisecond)
+	show()
+	w.SetPlan(nil)
+	w.RunFor(sim.Millisecond)
+	show()
+	port, _ := ctx.QueryPort(1)
+	fmt.Println(port.State == verbs.PortStateActive)
+	// Output:
+	// PORT_ERR port 1 state DOWN
+	// PORT_ACTIVE port 1 state ACTIVE
+	// true
 }

@@ -8,131 +8,6 @@ import (
 	"github.com/rocesim/rocesim/sim"
 )
 
-// The libibverbs vocabulary, shared with package nic.
-type (
-	QPType         = nic.QPType
-	QPState        = nic.QPState
-	MTU            = nic.MTU
-	AccessFlags    = nic.AccessFlags
-	QPAttrMask     = nic.QPAttrMask
-	QPAttr         = nic.QPAttr
-	QPCap          = nic.QPCap
-	AHAttr         = nic.AHAttr
-	GRH            = nic.GRH
-	WROpcode       = nic.WROpcode
-	SendFlags      = nic.SendFlags
-	SGE            = nic.SGE
-	RecvWR         = nic.RecvWR
-	WC             = nic.WC
-	WCStatus       = nic.WCStatus
-	WCOpcode       = nic.WCOpcode
-	WCFlags        = nic.WCFlags
-	AsyncEventType = nic.AsyncEventType
-	DeviceAttr     = nic.DeviceAttr
-	PortAttr       = nic.PortAttr
-	SRQAttr        = nic.SRQInitAttr
-	SRQAttrMask    = nic.SRQAttrMask
-	Profile        = nic.Profile
-	MWType         = nic.MWType
-)
-
-// Constants, re-exported from package nic (see there for each).
-const (
-	QPTypeRC = nic.QPTypeRC
-	QPTypeUC = nic.QPTypeUC
-	QPTypeUD = nic.QPTypeUD
-
-	QPStateReset = nic.QPStateReset
-	QPStateInit  = nic.QPStateInit
-	QPStateRTR   = nic.QPStateRTR
-	QPStateRTS   = nic.QPStateRTS
-	QPStateSQD   = nic.QPStateSQD
-	QPStateSQE   = nic.QPStateSQE
-	QPStateErr   = nic.QPStateErr
-
-	MTU256  = nic.MTU256
-	MTU512  = nic.MTU512
-	MTU1024 = nic.MTU1024
-	MTU2048 = nic.MTU2048
-	MTU4096 = nic.MTU4096
-
-	AccessLocalWrite   = nic.AccessLocalWrite
-	AccessRemoteWrite  = nic.AccessRemoteWrite
-	AccessRemoteRead   = nic.AccessRemoteRead
-	AccessRemoteAtomic = nic.AccessRemoteAtomic
-	AccessMWBind       = nic.AccessMWBind
-	AccessZeroBased    = nic.AccessZeroBased
-
-	MWType1 = nic.MWType1
-	MWType2 = nic.MWType2
-
-	QPAttrState           = nic.QPAttrState
-	QPAttrCurState        = nic.QPAttrCurState
-	QPAttrAccessFlags     = nic.QPAttrAccessFlags
-	QPAttrPKeyIndex       = nic.QPAttrPKeyIndex
-	QPAttrPort            = nic.QPAttrPort
-	QPAttrQKey            = nic.QPAttrQKey
-	QPAttrAV              = nic.QPAttrAV
-	QPAttrPathMTU         = nic.QPAttrPathMTU
-	QPAttrTimeout         = nic.QPAttrTimeout
-	QPAttrRetryCnt        = nic.QPAttrRetryCnt
-	QPAttrRNRRetry        = nic.QPAttrRNRRetry
-	QPAttrRQPSN           = nic.QPAttrRQPSN
-	QPAttrMaxQPRdAtomic   = nic.QPAttrMaxQPRdAtomic
-	QPAttrMinRNRTimer     = nic.QPAttrMinRNRTimer
-	QPAttrSQPSN           = nic.QPAttrSQPSN
-	QPAttrMaxDestRdAtomic = nic.QPAttrMaxDestRdAtomic
-	QPAttrDestQPN         = nic.QPAttrDestQPN
-
-	WRRDMAWrite         = nic.WRRDMAWrite
-	WRRDMAWriteWithImm  = nic.WRRDMAWriteWithImm
-	WRSend              = nic.WRSend
-	WRSendWithImm       = nic.WRSendWithImm
-	WRRDMARead          = nic.WRRDMARead
-	WRAtomicCmpAndSwp   = nic.WRAtomicCmpAndSwp
-	WRAtomicFetchAndAdd = nic.WRAtomicFetchAndAdd
-	WRLocalInv          = nic.WRLocalInv
-	WRBindMW            = nic.WRBindMW
-	WRSendWithInv       = nic.WRSendWithInv
-
-	SendFence     = nic.SendFence
-	SendSignaled  = nic.SendSignaled
-	SendSolicited = nic.SendSolicited
-	SendInline    = nic.SendInline
-
-	WCSuccess        = nic.WCSuccess
-	WCLocLenErr      = nic.WCLocLenErr
-	WCLocProtErr     = nic.WCLocProtErr
-	WCWRFlushErr     = nic.WCWRFlushErr
-	WCRemInvReqErr   = nic.WCRemInvReqErr
-	WCRemAccessErr   = nic.WCRemAccessErr
-	WCRemOpErr       = nic.WCRemOpErr
-	WCRetryExcErr    = nic.WCRetryExcErr
-	WCRNRRetryExcErr = nic.WCRNRRetryExcErr
-	WCMWBindErr      = nic.WCMWBindErr
-	WCLocQPOpErr     = nic.WCLocQPOpErr
-
-	WCSend            = nic.WCSend
-	WCRDMAWrite       = nic.WCRDMAWrite
-	WCRDMARead        = nic.WCRDMARead
-	WCCompSwap        = nic.WCCompSwap
-	WCFetchAdd        = nic.WCFetchAdd
-	WCRecv            = nic.WCRecv
-	WCRecvRDMAWithImm = nic.WCRecvRDMAWithImm
-	WCBindMW          = nic.WCBindMW
-	WCLocalInv        = nic.WCLocalInv
-
-	WCFlagGRH     = nic.WCFlagGRH
-	WCFlagWithImm = nic.WCFlagWithImm
-	WCFlagWithInv = nic.WCFlagWithInv
-
-	ProfileRXE  = nic.ProfileRXE
-	ProfileSpec = nic.ProfileSpec
-
-	SRQAttrMaxWR = nic.SRQAttrMaxWR
-	SRQAttrLimit = nic.SRQAttrLimit
-)
-
 // Device is an RDMA device as ibv_get_device_list lists it.
 type Device struct {
 	h *Host
@@ -198,9 +73,6 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	return c.dev().QueryPKey(port, index)
 }
 
-// AsyncEvent is an asynchronous event (ibv_async_event).
-type AsyncEvent = nic.AsyncEvent
-
 // GetAsyncEvent returns the next asynchronous event, if any (a simulation
 // never blocks: false means none is pending).
 func (c *Context) GetAsyncEvent() (AsyncEvent, bool) {
@@ -221,7 +93,7 @@ func (c *Context) NumCompVectors() int {
 }
 
 // Counters returns the port's counters, with rxe's hw_counters names.
-func (c *Context) Counters() *nic.Counters { return c.dev().Counters() }
+func (c *Context) Counters() *Counters { return c.dev().Counters() }
 
 // Close closes the context (ibv_close_device): every object opened
 // through it and not yet destroyed is destroyed, newest first, as the
