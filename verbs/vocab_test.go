@@ -15,9 +15,10 @@ import (
 	"github.com/rocesim/rocesim/verbs"
 )
 
-// header is every enum of <infiniband/verbs.h> (rdma-core, libibverbs)
-// that the model's API uses, each value as the header gives it, in the
-// header's order.
+// header is every enum of <infiniband/verbs.h> (rdma-core's
+// libibverbs/verbs.h, with the FLUSH and ATOMIC_WRITE verbs of recent
+// releases) that the model's API uses, each value as the header gives it,
+// in the header's order.
 var header = map[string][]struct {
 	c string
 	v int64
@@ -31,7 +32,8 @@ var header = map[string][]struct {
 		{"IBV_PORT_ACTIVE", 4}, {"IBV_PORT_ACTIVE_DEFER", 5}},
 	"ibv_access_flags": {{"IBV_ACCESS_LOCAL_WRITE", 1}, {"IBV_ACCESS_REMOTE_WRITE", 1 << 1}, {"IBV_ACCESS_REMOTE_READ", 1 << 2},
 		{"IBV_ACCESS_REMOTE_ATOMIC", 1 << 3}, {"IBV_ACCESS_MW_BIND", 1 << 4}, {"IBV_ACCESS_ZERO_BASED", 1 << 5},
-		{"IBV_ACCESS_ON_DEMAND", 1 << 6}, {"IBV_ACCESS_HUGETLB", 1 << 7}, {"IBV_ACCESS_RELAXED_ORDERING", 1 << 20}},
+		{"IBV_ACCESS_ON_DEMAND", 1 << 6}, {"IBV_ACCESS_HUGETLB", 1 << 7}, {"IBV_ACCESS_FLUSH_GLOBAL", 1 << 8},
+		{"IBV_ACCESS_FLUSH_PERSISTENT", 1 << 9}, {"IBV_ACCESS_RELAXED_ORDERING", 1 << 20}},
 	"ibv_mw_type": {{"IBV_MW_TYPE_1", 1}, {"IBV_MW_TYPE_2", 2}},
 	"ibv_qp_attr_mask": {{"IBV_QP_STATE", 1 << 0}, {"IBV_QP_CUR_STATE", 1 << 1}, {"IBV_QP_EN_SQD_ASYNC_NOTIFY", 1 << 2},
 		{"IBV_QP_ACCESS_FLAGS", 1 << 3}, {"IBV_QP_PKEY_INDEX", 1 << 4}, {"IBV_QP_PORT", 1 << 5}, {"IBV_QP_QKEY", 1 << 6},
@@ -56,8 +58,10 @@ var header = map[string][]struct {
 		{"IBV_WC_TM_RNDV_INCOMPLETE", 23}},
 	"ibv_wc_opcode": {{"IBV_WC_SEND", 0}, {"IBV_WC_RDMA_WRITE", 1}, {"IBV_WC_RDMA_READ", 2}, {"IBV_WC_COMP_SWAP", 3},
 		{"IBV_WC_FETCH_ADD", 4}, {"IBV_WC_BIND_MW", 5}, {"IBV_WC_LOCAL_INV", 6}, {"IBV_WC_TSO", 7},
+		{"IBV_WC_FLUSH", 8}, {"IBV_WC_ATOMIC_WRITE", 9},
 		{"IBV_WC_RECV", 1 << 7}, {"IBV_WC_RECV_RDMA_WITH_IMM", 129}, {"IBV_WC_TM_ADD", 130}, {"IBV_WC_TM_DEL", 131},
-		{"IBV_WC_TM_SYNC", 132}, {"IBV_WC_TM_RECV", 133}, {"IBV_WC_TM_NO_TAG", 134}, {"IBV_WC_DRIVER1", 135}},
+		{"IBV_WC_TM_SYNC", 132}, {"IBV_WC_TM_RECV", 133}, {"IBV_WC_TM_NO_TAG", 134}, {"IBV_WC_DRIVER1", 135},
+		{"IBV_WC_DRIVER2", 136}, {"IBV_WC_DRIVER3", 137}},
 	"ibv_wc_flags": {{"IBV_WC_GRH", 1 << 0}, {"IBV_WC_WITH_IMM", 1 << 1}, {"IBV_WC_IP_CSUM_OK", 1 << 2},
 		{"IBV_WC_WITH_INV", 1 << 3}, {"IBV_WC_TM_SYNC_REQ", 1 << 4}, {"IBV_WC_TM_MATCH", 1 << 5},
 		{"IBV_WC_TM_DATA_VALID", 1 << 6}},
@@ -159,11 +163,14 @@ var leftOut = map[string]string{
 	"IBV_PORT_ACTIVE":      "PortAttr.State is a string here: PortStateActive",
 	"IBV_ACCESS_ON_DEMAND": "no on-demand paging", "IBV_ACCESS_HUGETLB": "no huge pages",
 	"IBV_ACCESS_RELAXED_ORDERING": "no PCIe ordering to relax",
-	"IBV_WR_TSO":                  "no TSO (raw packet QPs only)", "IBV_WR_DRIVER1": "no driver-specific WRs",
+	"IBV_ACCESS_FLUSH_GLOBAL":     "no FLUSH in rxe 6.1", "IBV_ACCESS_FLUSH_PERSISTENT": "no FLUSH in rxe 6.1",
+	"IBV_WR_TSO": "no TSO (raw packet QPs only)", "IBV_WR_DRIVER1": "no driver-specific WRs",
 	"IBV_WR_FLUSH": "not in rxe 6.1", "IBV_WR_ATOMIC_WRITE": "not in rxe 6.1",
 	"IBV_SEND_IP_CSUM": "no checksum offload (raw packet and UD on other devices)",
 	"IBV_WC_TSO":       "no TSO",
-	"IBV_WC_TM_ADD":    "no tag matching", "IBV_WC_TM_DEL": "no tag matching", "IBV_WC_TM_SYNC": "no tag matching",
+	"IBV_WC_FLUSH":     "no FLUSH in rxe 6.1", "IBV_WC_ATOMIC_WRITE": "no ATOMIC_WRITE in rxe 6.1",
+	"IBV_WC_DRIVER2": "no driver-specific completions", "IBV_WC_DRIVER3": "no driver-specific completions",
+	"IBV_WC_TM_ADD": "no tag matching", "IBV_WC_TM_DEL": "no tag matching", "IBV_WC_TM_SYNC": "no tag matching",
 	"IBV_WC_TM_RECV": "no tag matching", "IBV_WC_TM_NO_TAG": "no tag matching", "IBV_WC_DRIVER1": "no driver-specific completions",
 	"IBV_WC_IP_CSUM_OK":  "no checksum offload",
 	"IBV_WC_TM_SYNC_REQ": "no tag matching", "IBV_WC_TM_MATCH": "no tag matching", "IBV_WC_TM_DATA_VALID": "no tag matching",
