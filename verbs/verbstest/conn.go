@@ -96,20 +96,32 @@ func (o QPOptions) sides(w *World, what string) (QPOptions, QPOptions) {
 		b = *o.Peer
 	}
 	a.Peer, b.Peer = nil, nil
-	a, b = a.withDefaults(w, what), b.withDefaults(w, what)
+	a, b = a.defaultsFor(w, what), b.defaultsFor(w, what)
 	if a.Type != b.Type {
 		w.fatalf("verbstest: %s: QPOptions.Type %v and Peer.Type %v: both sides of a connection have one transport", what, a.Type, b.Type)
 	}
 	return a, b
 }
 
-func (o QPOptions) withDefaults(w *World, what string) QPOptions {
+// withDefaults is defaultsFor with messages that name no call.
+func (o QPOptions) withDefaults(w *World) QPOptions {
 	w.t.Helper()
+	return o.defaultsFor(w, "")
+}
+
+// defaultsFor fills in the zero fields of o; what names the call that
+// uses o in a failure ("Pair(\"a\", \"b\")"), or is "".
+func (o QPOptions) defaultsFor(w *World, what string) QPOptions {
+	w.t.Helper()
+	pre := "verbstest: "
+	if what != "" {
+		pre += what + ": "
+	}
 	if o.Type == 0 {
 		o.Type = verbs.QPTypeRC
 	}
 	if o.Type != verbs.QPTypeRC && o.Type != verbs.QPTypeUC {
-		w.fatalf("verbstest: %s: QPOptions.Type %v: Pair, Mesh and Connect connect RC or UC QPs (a UD QP has no peer: create it and an AH with package verbs)", what, o.Type)
+		w.fatalf("%sQPOptions.Type %v: Pair, Mesh and Connect connect RC or UC QPs (a UD QP has no peer: create it and an AH with package verbs)", pre, o.Type)
 	}
 	if o.Depth == 0 {
 		o.Depth = 64
@@ -149,7 +161,7 @@ func (o QPOptions) withDefaults(w *World, what string) QPOptions {
 		}
 	}
 	if o.FixedPSN && o.PSN > 0xFFFFFF {
-		w.fatalf("verbstest: %s: QPOptions.PSN 0x%x: a PSN has 24 bits (the BTH's PSN field)", what, o.PSN)
+		w.fatalf("%sQPOptions.PSN 0x%x: a PSN has 24 bits (the BTH's PSN field)", pre, o.PSN)
 	}
 	return o
 }
@@ -220,7 +232,7 @@ func (w *World) newQueues(h *Host, o QPOptions, n int) queues {
 func (w *World) endpoint(h *Host, q queues, o QPOptions) *Endpoint {
 	w.t.Helper()
 	e := &Endpoint{Host: h, CQ: q.send, RecvCQ: q.recv, SRQ: q.srq}
-	e.QP = w.newQP(h, q, o)
+	e.QP = w.createQP(h, q, o)
 	return e
 }
 
@@ -251,7 +263,7 @@ func (w *World) Mesh(o QPOptions) *Mesh {
 	if o.Peer != nil {
 		w.fatalf("verbstest: Mesh: QPOptions.Peer is set: a mesh's QPs are all alike (connect the odd one with Pair)")
 	}
-	o = o.withDefaults(w, "Mesh")
+	o = o.defaultsFor(w, "Mesh")
 	n := len(w.hosts)
 	m := &Mesh{w: w, eps: make([][]*Endpoint, n)}
 	qs := make([]queues, n)
@@ -300,7 +312,14 @@ func (m *Mesh) CQ(host string) *verbs.CQ {
 	return nil
 }
 
-func (w *World) newQP(h *Host, q queues, o QPOptions) *verbs.QP {
+// newQP makes a QP on h whose send and receive CQ is cq.
+func (w *World) newQP(h *Host, cq *verbs.CQ, o QPOptions) *verbs.QP {
+	w.t.Helper()
+	return w.createQP(h, queues{send: cq, recv: cq}, o)
+}
+
+// createQP makes a QP on h with the queues q.
+func (w *World) createQP(h *Host, q queues, o QPOptions) *verbs.QP {
 	w.t.Helper()
 	depth := uint32(o.Depth)
 	recvWR, recvSGE := depth, uint32(4)
@@ -379,25 +398,31 @@ func (w *World) bringUp(q, peer *verbs.QP, psn, peerPSN uint32, o QPOptions) {
 }
 
 // UD makes an unreliable-datagram QP on host, with its own CQ, in RTS
-// with Q_Key qkey (o.Type is ignored; its Depth and MaxInline count).
+// with Q_Key qkey. Of o, Depth, MaxInline, FixedPSN and PSN count; a UD
+// QP has no peer, one CQ and no SRQ here, so Type, Peer, SeparateCQs,
+// SRQ and the RC attributes are ignored.
 // Send to it from another UD endpoint with Datagram.
 func (w *World) UD(host string, qkey uint32, o QPOptions) *Endpoint {
 	w.t.Helper()
 	o.Type = verbs.QPTypeRC // for the defaults; the QP is UD
 	o.Peer, o.SRQ, o.SeparateCQs = nil, false, false
-	o = o.withDefaults(w, "UD")
+	o = o.withDefaults(w)
 	h := w.Host(host)
 	e := &Endpoint{Host: h, CQ: h.CQ(2 * o.Depth)}
 	e.RecvCQ = e.CQ
 	o.Type = verbs.QPTypeUD
-	e.QP = w.newQP(h, queues{send: e.CQ, recv: e.CQ}, o)
+	e.QP = w.newQP(h, e.CQ, o)
+	psn := w.psn.next()
+	if o.FixedPSN {
+		psn = o.PSN
+	}
 	steps := []struct {
 		attr verbs.QPAttr
 		mask verbs.QPAttrMask
 	}{
 		{verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QKey: qkey}, verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrQKey},
 		{verbs.QPAttr{QPState: verbs.QPStateRTR}, verbs.QPAttrState},
-		{verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: w.psn.next()}, verbs.QPAttrState | verbs.QPAttrSQPSN},
+		{verbs.QPAttr{QPState: verbs.QPStateRTS, SQPSN: psn}, verbs.QPAttrState | verbs.QPAttrSQPSN},
 	}
 	for _, st := range steps {
 		if err := e.QP.Modify(&st.attr, st.mask); err != nil {

@@ -308,11 +308,12 @@ func TestAfterScriptsAWorkload(t *testing.T) {
 	assert.True(t, sent[0].Dropped && sent[1].Dropped)
 }
 
-// TestUDDatagram: UD endpoints in one call each, and a datagram between
-// them with the GRH area first and the sender's QPN in the completion.
+// TestUDDatagram: UD endpoints in one call each (a's with a fixed PSN),
+// and a datagram between them with the GRH area first and the sender's
+// QPN in the completion.
 func TestUDDatagram(t *testing.T) {
 	w := verbstest.New(t, verbstest.Options{})
-	a, b := w.UD("a", 0x1234, verbstest.QPOptions{}), w.UD("b", 0x1234, verbstest.QPOptions{})
+	a, b := w.UD("a", 0x1234, verbstest.QPOptions{FixedPSN: true, PSN: 77}), w.UD("b", 0x1234, verbstest.QPOptions{})
 	src, dst := a.Host.Buffer(64), b.Host.Buffer(64+40)
 	copy(src.Bytes(), "datagram")
 	_, err := b.QP.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{dst.SGE(0, 64+40)}}})
@@ -326,7 +327,7 @@ func TestUDDatagram(t *testing.T) {
 	assert.Equal(t, a.QP.QPNum, wc.SrcQP)
 	assert.Equal(t, uint32(40+8), wc.ByteLen)
 	assert.Equal(t, "datagram", string(dst.Bytes()[40:48]))
-	w.RequireFrames("class=ud", 1)
+	w.RequireFrames("class=ud psn=77", 1) // QPOptions.FixedPSN holds for UD too
 
 	wr.RemoteQKey = 0x9999 // the wrong Q_Key: dropped by b's NIC
 	_, err = a.QP.PostSend([]verbs.SendWR{wr})
