@@ -39,9 +39,10 @@ var imports = map[string][]string{
 	// the scenario format builds a verbs world; its fault lines are
 	// fault plans; its tokenizer is the one faults uses.
 	"scenario": {"faults", "internal/lineformat", "nic", "sim", "sim/fabric", "verbs"},
-	// verbstest is for tests: its assertions are testify's, and it draws
-	// a failed run's ladder with package ladder, as the CLI does.
-	"verbs/verbstest": {"faults", "ladder", "sim", "sim/fabric", "testify", "verbs", "wire", "wire/capture"},
+	// verbstest is for tests: its assertions write their own messages
+	// (the call as the test wrote it, and what the world saw), and it
+	// draws a failed run's ladder with package ladder, as the CLI does.
+	"verbs/verbstest": {"faults", "ladder", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
 	"realnet":          {"nic", "sim", "wire", "x/sys"},
