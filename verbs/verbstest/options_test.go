@@ -79,7 +79,8 @@ func TestAsymmetricAttributes(t *testing.T) {
 // its READ is served. With NoAccess even the READ is refused. (The
 // model answers an access the QP's flags forbid as rxe_resp.c's
 // check_op_valid does: NAK invalid request, so the requester's WR ends
-// in a remote invalid request error.)
+// in a remote invalid request error; real rxe does so in the conformance
+// scenarios write-without-qp-access and read-without-remote-read.)
 func TestAccessFlags(t *testing.T) {
 	w := verbstest.New(t, verbstest.Options{})
 	a, b := w.Pair("a", "b", verbstest.QPOptions{Peer: &verbstest.QPOptions{Access: verbs.AccessRemoteRead}})
