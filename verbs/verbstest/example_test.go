@@ -14,12 +14,13 @@ import (
 
 // A lost packet in the middle of an RDMA WRITE: the responder NAKs the
 // gap, the requester goes back to the lost PSN, and the WRITE completes
-// with the data intact.
+// with the data intact. The QPs start at PSN 0 (FixedPSN), so the PSNs
+// read plainly.
 func Example() {
 	var r verbstest.Recorder
 	r.Run("Example", func(t verbstest.TB) {
 		w := verbstest.New(t, verbstest.Options{Seed: 1, Faults: "drop op=RC_RDMA_WRITE_MIDDLE tx=1"})
-		a, b := w.Pair("a", "b", verbstest.QPOptions{})
+		a, b := w.Pair("a", "b", verbstest.QPOptions{FixedPSN: true})
 		src, dst := a.Host.Buffer(3000), b.Host.Buffer(3000)
 		copy(src.Bytes(), strings.Repeat("rocesim ", 375))
 		a.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
@@ -39,10 +40,10 @@ func Example() {
 	// 0s       a->b RC_RDMA_WRITE_FIRST    tx=1 wr 1 RDMA_WRITE, packet 1 of 3
 	// 90ns     a->b RC_RDMA_WRITE_MIDDLE   tx=1 wr 1 RDMA_WRITE, packet 2 of 3; dropped by rule 1: drop op=RC_RDMA_WRITE_MIDDLE tx=1
 	// 90ns     a->b RC_RDMA_WRITE_LAST     tx=1 wr 1 RDMA_WRITE, packet 3 of 3
-	// 1.173µs  b->a RC_ACKNOWLEDGE         tx=1 NAK: PSN 12378171 expected, PSN 12378172 received
-	// 2.18µs   a->b RC_RDMA_WRITE_MIDDLE   tx=2 retransmission #1 of PSN 12378171 after NAK
-	// 2.269µs  a->b RC_RDMA_WRITE_LAST     tx=2 retransmission #1 of PSN 12378172 after NAK
-	// 3.352µs  b->a RC_ACKNOWLEDGE         tx=1 ACK of everything up to PSN 12378172
+	// 1.173µs  b->a RC_ACKNOWLEDGE         tx=1 NAK: PSN 1 expected, PSN 2 received
+	// 2.18µs   a->b RC_RDMA_WRITE_MIDDLE   tx=2 retransmission #1 of PSN 1 after NAK
+	// 2.269µs  a->b RC_RDMA_WRITE_LAST     tx=2 retransmission #1 of PSN 2 after NAK
+	// 3.352µs  b->a RC_ACKNOWLEDGE         tx=1 ACK of everything up to PSN 2
 }
 
 // A receiver whose application falls behind: while its polling loop is
