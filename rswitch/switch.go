@@ -115,6 +115,7 @@ type Switch struct {
 	capw   capture.Writer
 	ifaces [2]int
 	held   [2][]heldFrame
+	notes  map[noteKey]string // the plan's verdict comments, by rule (note)
 	timers []*time.Timer
 	stats  Stats
 	last   time.Time // when the last frame arrived
@@ -127,6 +128,15 @@ type Switch struct {
 	tids    [2]int   // the OS threads of the two serve loops
 	capErr  error
 	readErr error
+}
+
+// noteKey names one capture comment of a plan's verdicts: its rule and
+// action, and for the extra copies of a dup, which copy of how many.
+type noteKey struct {
+	rule   int
+	action faults.ActionKind
+	copy   int
+	copies int
 }
 
 // heldFrame is a frame held back by a reorder verdict until after more
@@ -190,6 +200,7 @@ func newSwitch(cfg Config) (*Switch, error) {
 	s := &Switch{cfg: cfg, link: cfg.NameA + "-" + cfg.NameB, names: [2]string{cfg.NameA, cfg.NameB},
 		tr: [2]realnet.Transport{cfg.A, cfg.B}}
 	s.inj = faults.NewInjector(cfg.Plan, cfg.Rand)
+	s.notes = map[noteKey]string{}
 	if err := s.openCapture(cfg.CapturePath, cfg.Plan); err != nil {
 		return nil, err
 	}
@@ -255,6 +266,7 @@ func (s *Switch) Reset(plan *faults.Plan, rnd *rand.Rand, capturePath string) er
 	}
 	s.cfg.Plan, s.cfg.Rand = plan, rnd
 	s.inj = faults.NewInjector(plan, rnd)
+	clear(s.notes)
 	s.stats = Stats{}
 	s.start = time.Now()
 	s.last = time.Time{}
@@ -476,26 +488,28 @@ func (s *Switch) handle(i int, frame []byte) {
 		s.send(i, frame, "", hop.Tx)
 	case faults.Drop:
 		s.stats.Dropped++
-		s.record(i, frame, v.String())
-		s.trace(now, i, frame, "frame-drop", "", v.String(), hop.Tx, sim.DropFault.Field(), ruleField(v))
+		s.record(i, frame, s.note(v, 0))
+		s.trace(now, i, frame, "frame-drop", "", s.note(v, 0), hop.Tx, sim.DropFault.Field(), ruleField(v))
 	case faults.Duplicate:
 		s.stats.Duplicated += uint64(v.Copies)
-		s.trace(now, i, frame, "frame-dup", "", v.String(), hop.Tx, ruleField(v))
-		s.send(i, frame, v.String(), hop.Tx)
+		s.trace(now, i, frame, "frame-dup", "", s.note(v, 0), hop.Tx, ruleField(v))
+		s.send(i, frame, s.note(v, 0), hop.Tx)
 		for c := range v.Copies {
-			s.send(i, frame, v.CopyNote(c+1), hop.Tx)
+			s.send(i, frame, s.note(v, c+1), hop.Tx)
 		}
 	case faults.Delay:
 		s.stats.Delayed++
 		why := v.String()
 		s.trace(now, i, frame, "frame-delay", "", why, hop.Tx, ruleField(v))
-		frame = append([]byte(nil), frame...)
+		// A copy of its own for the closure: were frame itself captured,
+		// it would live on the heap for every frame, delayed or not.
+		late := append([]byte(nil), frame...)
 		tx := hop.Tx
 		t := time.AfterFunc(time.Duration(v.Delay), func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !s.closed {
-				s.send(i, frame, why, tx)
+				s.send(i, late, why, tx)
 			}
 		})
 		s.timers = append(s.timers, t)
@@ -508,11 +522,28 @@ func (s *Switch) handle(i int, frame []byte) {
 		fallthrough
 	case faults.Corrupt, faults.Rewrite:
 		s.stats.Altered++
-		s.trace(now, i, frame, "frame-alter", "", v.String(), hop.Tx, ruleField(v))
-		s.send(i, frame, v.String(), hop.Tx)
+		s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), hop.Tx, ruleField(v))
+		s.send(i, frame, s.note(v, 0), hop.Tx)
 	default:
 		panic(fmt.Sprintf("rswitch: fault verdict with unknown action %d", v.Action))
 	}
+}
+
+// note returns the capture comment of verdict v (copy 0) or of its
+// copy-th extra copy, made once per rule and kept: the text depends only
+// on the rule, so a rule acting on every frame of a long run costs no
+// allocation per frame (issue 17). The caller holds s.mu.
+func (s *Switch) note(v faults.Verdict, copy int) string {
+	k := noteKey{rule: v.Rule, action: v.Action, copy: copy, copies: v.Copies}
+	if n, ok := s.notes[k]; ok {
+		return n
+	}
+	n := v.String()
+	if copy > 0 {
+		n = v.CopyNote(copy)
+	}
+	s.notes[k] = n
+	return n
 }
 
 // translate makes a RoCE v2 frame from UDP endpoint i, addressed to the
