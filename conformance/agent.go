@@ -25,6 +25,12 @@ type AgentEvent struct {
 	Opcode  string `json:"opcode"`
 	ByteLen uint32 `json:"byte_len"`
 	Imm     uint32 `json:"imm"`
+	// WCFlags are the completion's wc_flags as the provider set them, Ex
+	// the union after byte_len raw (the invalidated R_Key of a SEND WITH
+	// INVALIDATE; rxe flags it with the kernel's IB_WC_WITH_INVALIDATE,
+	// 1<<2, not libibverbs' IBV_WC_WITH_INV, 1<<3).
+	WCFlags uint32 `json:"wc_flags"`
+	Ex      uint32 `json:"ex"`
 
 	// info, exchange: a QP's number, initial PSN, GID (8 groups of 4 hex
 	// digits) and its MR's address and rkey.

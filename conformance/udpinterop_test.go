@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net/netip"
@@ -27,10 +28,15 @@ import (
 // covers), so the model runs in a network namespace with 10.0.0.2/24 on a
 // veth, and rocesim switch joins the veth's outer end (AF_PACKET) to the
 // guest's datagram link: one Ethernet segment with real addresses, the
-// kernel doing ARP, IP and UDP on the model's side. SEND, WRITE and READ
-// in both directions, 1 B to 64 KiB, data checked on the other side by
-// CRC-32. The model receives rxe's IPv4 IDs through a socket that does not
-// report them, so it recovers them from the ICRC (RecoverIPv4ID).
+// kernel doing ARP, IP and UDP on the model's side. It runs the interop
+// matrix (runMatrix: SEND, SEND_WITH_IMM, RDMA_WRITE,
+// RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP and
+// ATOMIC_FETCH_AND_ADD, 0 B to 64 KiB, atomics 8 B) in both directions,
+// then SEND_WITH_INV (runSendInv): data checked where it landed,
+// immediates, invalidated R_Keys and atomics' original values checked on
+// both sides, and the completions of rxe and the model in the same role
+// compared. The model receives rxe's IPv4 IDs through a socket that does
+// not report them, so it recovers them from the ICRC (RecoverIPv4ID).
 //
 // It needs root (namespace, veth, AF_PACKET); without, it skips, and
 // under CI=true fails saying so.
@@ -65,12 +71,11 @@ func TestInteropUDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	modelPat := AgentPattern(2, interopMRLen)
-	rc, err := node.NewRC(interopMRLen, func(b []byte) { copy(b, modelPat) }, interopPSN[1])
-	if err != nil {
+	model := &udpEnd{ctx: ctx, pat: AgentPattern(2, interopMRLen)}
+	if model.rc, err = node.NewRC(interopMRLen, func(b []byte) { copy(b, model.pat) }, interopPSN[1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.Connect(realnet.Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), QPN: guest.qpn, PSN: interopPSN[0],
+	if err := model.rc.Connect(realnet.Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), QPN: guest.qpn, PSN: interopPSN[0],
 		VA: guest.addr, RKey: guest.rkey}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,100 +83,181 @@ func TestInteropUDP(t *testing.T) {
 	if gid == nil {
 		t.Fatal("no GID index on the guest's console")
 	}
-	local := rc.Local()
 	if _, err := agent.Do(ctx, fmt.Sprintf("connect gid=%s qpn=%d psn=%d dgid=10.0.0.2 timeout=14 retry=7 rnr_retry=7 min_rnr=12 mtu=%d",
-		gid[1], local.QPN, interopPSN[1], interopPMTU)); err != nil {
+		gid[1], model.rc.Local().QPN, interopPSN[1], interopPMTU)); err != nil {
 		t.Fatal(err)
 	}
 
-	// Case k reads its source at offset k (so no two cases move the same
-	// bytes) and writes its destination at dstOff.
-	const dstOff = 256 << 10
-	k := 0
-	for _, dir := range []string{"model->rxe", "rxe->model"} {
-		for _, op := range []string{"send", "write", "read"} {
-			for _, n := range []int{1, interopPMTU, 3*interopPMTU + 1, 64 << 10} {
-				k++
-				name := fmt.Sprintf("%s %s %d", dir, op, n)
-				wrid := uint64(k)
-				// The bytes that must arrive, and where they land.
-				var want []byte
-				var got func() (uint32, error)
-				var err error
-				if dir == "model->rxe" {
-					switch op {
-					case "send":
-						if err = guest.postRecv(wrid+recvWRID, dstOff, n); err == nil {
-							err = rc.Post(nic.SendWR{WRID: wrid, Opcode: nic.WRSend}, k, n)
-						}
-					case "write":
-						err = rc.Post(nic.SendWR{WRID: wrid, Opcode: nic.WRRDMAWrite, RemoteAddr: guest.addr + dstOff, RKey: guest.rkey}, k, n)
-					case "read":
-						err = rc.Post(nic.SendWR{WRID: wrid, Opcode: nic.WRRDMARead, RemoteAddr: guest.addr + uint64(k), RKey: guest.rkey}, dstOff, n)
-					}
-					if op == "read" {
-						want = guest.pat[k : k+n]
-						got = func() (uint32, error) { b, err := rc.Bytes(dstOff, n); return crc32.ChecksumIEEE(b), err }
-					} else {
-						want = modelPat[k : k+n]
-						got = func() (uint32, error) { return guest.crc(dstOff, n) }
-					}
-				} else {
-					switch op {
-					case "send":
-						if err = rc.PostRecv(wrid+recvWRID, dstOff, n); err == nil {
-							err = guest.postSend("send", wrid, k, n, 0, 0, 0, 0, 0)
-						}
-					case "write":
-						err = guest.postSend("write", wrid, k, n, local.VA+dstOff, local.RKey, 0, 0, 0)
-					case "read":
-						err = guest.postSend("read", wrid, dstOff, n, local.VA+uint64(k), local.RKey, 0, 0, 0)
-					}
-					if op == "read" {
-						want = modelPat[k : k+n]
-						got = func() (uint32, error) { return guest.crc(dstOff, n) }
-					} else {
-						want = guest.pat[k : k+n]
-						got = func() (uint32, error) { b, err := rc.Bytes(dstOff, n); return crc32.ChecksumIEEE(b), err }
-					}
-				}
-				if err != nil {
-					t.Fatalf("%s: post: %v", name, err)
-				}
-				// The model's completions: its requester's, or its
-				// receive for a SEND it is sent.
-				if dir == "model->rxe" || op == "send" {
-					wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-					wc, err := rc.Wait(wctx)
-					wcancel()
-					if err != nil || wc.Status != nic.WCSuccess {
-						t.Fatalf("%s: model completion %+v, %v; switch %+v, node %+v", name, wc, err, sw.Stats(), node.Stats())
-					}
-				}
-				// The guest's: its requester's, or its receive.
-				if dir == "rxe->model" || op == "send" {
-					wcs, err := guest.poll(1, 20*time.Second)
-					if err != nil || len(wcs) != 1 || wcs[0].Status != "IBV_WC_SUCCESS" {
-						t.Fatalf("%s: rxe completions %v, %v; switch %+v", name, wcs, err, sw.Stats())
-					}
-				}
-				c, err := got()
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if c != crc32.ChecksumIEEE(want) {
-					t.Errorf("%s: destination crc %#x, want %#x", name, c, crc32.ChecksumIEEE(want))
-				}
-			}
-		}
+	t0 := time.Now()
+	cases := matrixCases()
+	res, fails := runMatrix(guest, model, cases)
+	fails = append(fails, compareRoles(cases, res)...)
+	inv := runSendInv(ctx, agent, guest, model, uint64(2*len(cases)+1))
+	t.Logf("%d cases x 2 directions and %d SEND_WITH_INV in %v", len(cases), inv.n, time.Since(t0).Round(time.Millisecond))
+	for _, f := range append(fails, inv.fails...) {
+		t.Error(f)
+	}
+	if t.Failed() {
+		t.Logf("switch %+v, node %+v; capture and console kept in %s", sw.Stats(), node.Stats(), logs)
 	}
 	rx, err := node.RxErrors()
 	st := sw.Stats()
-	t.Logf("%d cases; switch %+v, checksums completed on %s: %d; model receive errors %d (%v), its transport %+v",
-		k, st, ns.Outer, p.Stats().Checksummed, rx, err, node.Transport().Stats())
+	t.Logf("switch %+v, checksums completed on %s: %d; model receive errors %d (%v), its transport %+v",
+		st, ns.Outer, p.Stats().Checksummed, rx, err, node.Transport().Stats())
 	if rx != 0 {
 		t.Errorf("the model counted %d receive errors", rx)
 	}
+}
+
+// udpEnd is the model on realnet's UDP transport, one RC QP of a
+// realnet.Node, as one end of the interop matrix.
+type udpEnd struct {
+	ctx context.Context
+	rc  *realnet.RC
+	pat []byte
+}
+
+func (e *udpEnd) name() string    { return "model" }
+func (e *udpEnd) pattern() []byte { return e.pat }
+func (e *udpEnd) mr() (uint64, uint32) {
+	l := e.rc.Local()
+	return l.VA, l.RKey
+}
+
+func (e *udpEnd) postRecv(wrid uint64, off, n int) error { return e.rc.PostRecv(wrid, off, n) }
+
+func (e *udpEnd) postSend(op string, wrid uint64, off, n int, raddr uint64, rkey uint32, imm uint32, compare, swapAdd uint64) error {
+	wr := nic.SendWR{WRID: wrid, Opcode: modelOps[op], ImmData: imm, RemoteAddr: raddr, RKey: rkey,
+		CompareAdd: compare, Swap: swapAdd}
+	switch op {
+	case "faa":
+		wr.CompareAdd = swapAdd
+	case "send_inv":
+		// runSendInv passes the R_Key to invalidate as rkey.
+		wr.Opcode, wr.InvalidateRKey, wr.RKey = nic.WRSendWithInv, rkey, 0
+	}
+	return e.rc.Post(wr, off, n)
+}
+
+func (e *udpEnd) poll(n int, timeout time.Duration) ([]wcRec, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	var got []wcRec
+	for len(got) < n {
+		wc, err := e.rc.Wait(ctx)
+		if err != nil {
+			return got, fmt.Errorf("timeout: %d of %d completions: %w", len(got), n, err)
+		}
+		r := wcRec{WRID: wc.WRID, Status: wc.Status.Name(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen}
+		switch {
+		case wc.WCFlags&nic.WCFlagWithImm != 0:
+			r.Imm = wc.ImmData
+		case wc.WCFlags&nic.WCFlagWithInv != 0:
+			r.Inv = wc.ImmData
+		}
+		got = append(got, r)
+	}
+	return got, nil
+}
+
+func (e *udpEnd) crc(off, n int) (uint32, error) {
+	b, err := e.rc.Bytes(off, n)
+	return crc32.ChecksumIEEE(b), err
+}
+
+// sendInvSizes are the SEND_WITH_INV sizes: SEND_ONLY_WITH_INVALIDATE,
+// and SEND_FIRST ... SEND_LAST_WITH_INVALIDATE of 4 and 64 packets.
+var sendInvSizes = []int{1, 3*interopPMTU + 1, 64 << 10}
+
+// sendInvResult is what runSendInv did: how many cases, which failed.
+type sendInvResult struct {
+	n     int
+	fails []string
+}
+
+// runSendInv runs SEND_WITH_INV of each of sendInvSizes in both
+// directions, numbering work requests from wrid. Before each, the
+// responder binds a type 2 memory window (a type 2 window is bound once
+// until invalidated, o10-37.2.30; rxe_check_bind_mw) and the requester's
+// SEND names its R_Key in the IETH; the receive must complete with
+// IBV_WC_WITH_INV and that R_Key (rxe_resp.c do_complete), the bytes
+// must land, and the next bind succeeding shows the window was freed.
+// The ranges come after the matrix's (256 KiB from the MR's end).
+func runSendInv(ctx context.Context, agent *Agent, guest *agentEnd, model *udpEnd, wrid uint64) sendInvResult {
+	var r sendInvResult
+	if _, err := agent.Script(ctx, "mr name=w len=4096 fill=zero access=lw,rw,rr,ra,mb", "mw name=W type=2"); err != nil {
+		r.fails = append(r.fails, fmt.Sprintf("send_inv: guest window: %v", err))
+		return r
+	}
+	// bind binds the responder's window; it returns the R_Key.
+	bind := map[string]func(wrid uint64) (uint32, error){
+		"rxe": func(wrid uint64) (uint32, error) {
+			evs, err := agent.Do(ctx, fmt.Sprintf("bind mw=W wr_id=%d mr=w off=0 len=4096 access=rw", wrid))
+			if err != nil {
+				return 0, err
+			}
+			ev := lastEvent(evs, "bind")
+			if ev == nil {
+				return 0, errors.New("agent printed no bind event")
+			}
+			return ev.RKey, nil
+		},
+		"model": func(wrid uint64) (uint32, error) { return model.rc.BindMW(wrid, 0, 4096) },
+	}
+	for _, ends := range [][2]interopEnd{{guest, model}, {model, guest}} {
+		req, resp := ends[0], ends[1]
+		// Each direction reads and writes MR ranges the other did not.
+		src, dst := interopMRLen-256<<10, interopMRLen-128<<10
+		for _, n := range sendInvSizes {
+			r.n++
+			wrid++
+			name := fmt.Sprintf("%s->%s send_inv %dB", req.name(), resp.name(), n)
+			fail := func(f string, a ...any) { r.fails = append(r.fails, name+": "+fmt.Sprintf(f, a...)) }
+			rkey, err := bind[resp.name()](wrid + 2*recvWRID)
+			if err == nil {
+				var wcs []wcRec
+				wcs, err = resp.poll(1, 20*time.Second)
+				if err == nil && (wcs[0].Status != "IBV_WC_SUCCESS" || wcs[0].Opcode != "IBV_WC_BIND_MW") {
+					err = fmt.Errorf("bind completion %v", wcs[0])
+				}
+			}
+			if err != nil {
+				fail("%s: bind: %v", resp.name(), err)
+				return r
+			}
+			if err := resp.postRecv(wrid+recvWRID, dst, n); err != nil {
+				fail("%s: post_recv: %v", resp.name(), err)
+				return r
+			}
+			if err := req.postSend("send_inv", wrid, src, n, 0, rkey, 0, 0, 0); err != nil {
+				fail("%s: post_send: %v", req.name(), err)
+				return r
+			}
+			rw, err := req.poll(1, 20*time.Second)
+			if err != nil {
+				fail("%s (requester): %v", req.name(), err)
+				return r
+			}
+			sw, err := resp.poll(1, 20*time.Second)
+			if err != nil {
+				fail("%s (responder): %v", resp.name(), err)
+				return r
+			}
+			if w := rw[0]; w.WRID != wrid || w.Status != "IBV_WC_SUCCESS" || w.Opcode != "IBV_WC_SEND" {
+				fail("requester completion %v, want wr_id=%d IBV_WC_SUCCESS IBV_WC_SEND", w, wrid)
+			}
+			if w := sw[0]; w.WRID != wrid+recvWRID || w.Status != "IBV_WC_SUCCESS" || w.Opcode != "IBV_WC_RECV" ||
+				w.ByteLen != uint32(n) || w.Inv != rkey || w.Imm != 0 {
+				fail("responder completion %v, want wr_id=%d IBV_WC_SUCCESS IBV_WC_RECV byte_len=%d inv=%#x", w, wrid+recvWRID, n, rkey)
+			}
+			if err := checkCRC(resp, dst, req.pattern()[src:src+n]); err != nil {
+				fail("%v", err)
+			}
+			src += n
+			dst += n
+		}
+	}
+	return r
 }
 
 // needNetns skips the test without the harness, or without root (fails

@@ -156,3 +156,50 @@ func memSend(t *testing.T, a *realnet.Node, ra, rb *realnet.RC) {
 		t.Fatalf("the SEND's data differs (%v)", err)
 	}
 }
+
+// TestRCZeroLengthAndSendInv: an RC's zero-length SEND has no SGE (one
+// of length 0 would mean 2^31 bytes) and completes with byte_len 0 at
+// both ends; BindMW binds a type 2 window that the peer's SEND WITH
+// INVALIDATE names, the receive reports the invalidated R_Key
+// (IBV_WC_WITH_INV), and the freed window binds again.
+func TestRCZeroLengthAndSendInv(t *testing.T) {
+	ta, tb := memPair()
+	_, _, ra, rb := memNodes(t, ta, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wait := func(r *realnet.RC, what string) nic.WC {
+		t.Helper()
+		wc, err := r.Wait(ctx)
+		if err != nil || wc.Status != nic.WCSuccess {
+			t.Fatalf("%s: completion %+v, %v", what, wc, err)
+		}
+		return wc
+	}
+	if err := rb.PostRecv(1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Post(nic.SendWR{WRID: 1, Opcode: nic.WRSend}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	wait(ra, "zero-length SEND")
+	if wc := wait(rb, "zero-length receive"); wc.ByteLen != 0 {
+		t.Fatalf("zero-length receive: byte_len %d", wc.ByteLen)
+	}
+	for k := range 2 {
+		rkey, err := rb.BindMW(uint64(10+k), 0, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(rb, "bind")
+		if err := rb.PostRecv(uint64(20+k), 0, 100); err != nil {
+			t.Fatal(err)
+		}
+		if err := ra.Post(nic.SendWR{WRID: uint64(20 + k), Opcode: nic.WRSendWithInv, InvalidateRKey: rkey}, 0, 100); err != nil {
+			t.Fatal(err)
+		}
+		wait(ra, "SEND_WITH_INV")
+		if wc := wait(rb, "its receive"); wc.WCFlags&nic.WCFlagWithInv == 0 || wc.ImmData != rkey || wc.ByteLen != 100 {
+			t.Fatalf("receive %+v, want IBV_WC_WITH_INV of rkey %#x, 100 bytes", wc, rkey)
+		}
+	}
+}

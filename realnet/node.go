@@ -95,13 +95,16 @@ type Endpoint struct {
 // both queues). Its methods reach the device through the node's Do.
 type RC struct {
 	n   *Node
+	pd  *nic.PD
 	mr  *nic.MR
 	cq  *nic.CQ
 	qp  *nic.QP
+	mw  *nic.MW // BindMW's window, allocated on its first call
 	psn uint32
 }
 
-// rcAccess is every access right, for the MR and the QP.
+// rcAccess is every remote access right and local write, for the MR and
+// the QP; the MR also allows memory windows (BindMW).
 const rcAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemoteRead | nic.AccessRemoteAtomic
 
 // NewRC creates a PD, an MR of mrLen bytes filled by fill (nil: zeros),
@@ -109,21 +112,21 @@ const rcAccess = nic.AccessLocalWrite | nic.AccessRemoteWrite | nic.AccessRemote
 func (n *Node) NewRC(mrLen int, fill func([]byte), psn uint32) (*RC, error) {
 	r := &RC{n: n, psn: psn & 0xFFFFFF}
 	err := n.Do(func(now sim.Time, dev *nic.Device) error {
-		pd, err := dev.AllocPD()
-		if err != nil {
+		var err error
+		if r.pd, err = dev.AllocPD(); err != nil {
 			return err
 		}
 		buf := make([]byte, mrLen)
 		if fill != nil {
 			fill(buf)
 		}
-		if r.mr, err = dev.RegMR(pd, buf, rcAccess); err != nil {
+		if r.mr, err = dev.RegMR(r.pd, buf, rcAccess|nic.AccessMWBind); err != nil {
 			return err
 		}
 		if r.cq, err = dev.CreateCQ(256, nil, 0); err != nil {
 			return err
 		}
-		r.qp, err = dev.CreateQP(pd, nic.QPInitAttr{SendCQ: r.cq, RecvCQ: r.cq, Type: nic.QPTypeRC,
+		r.qp, err = dev.CreateQP(r.pd, nic.QPInitAttr{SendCQ: r.cq, RecvCQ: r.cq, Type: nic.QPTypeRC,
 			Cap: nic.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		return err
 	})
@@ -173,25 +176,69 @@ func (r *RC) Connect(peer Endpoint) error {
 	})
 }
 
-// Post posts one signaled send work request; its SGE addresses are
-// offsets in the QP's MR, its RemoteAddr an offset in the peer's (peer's
-// VA added by the caller).
+// Post posts one signaled send work request of length bytes at off in
+// the QP's MR (length 0: no SGE, a zero-length message, since an SGE of
+// length 0 means 2^31 bytes); wr.RemoteAddr is the peer's absolute
+// address (the peer's VA plus an offset, added by the caller).
 func (r *RC) Post(wr nic.SendWR, off, length int) error {
 	wr.Flags |= nic.SendSignaled
-	wr.SGList = []nic.SGE{{Addr: r.mr.Addr + uint64(off), Length: uint32(length), LKey: r.mr.LKey}}
+	wr.SGList = r.sge(off, length)
 	return r.n.Do(func(now sim.Time, dev *nic.Device) error {
 		_, err := dev.PostSend(now, r.qp, []nic.SendWR{wr})
 		return err
 	})
 }
 
-// PostRecv posts one receive of length bytes at off in the QP's MR.
+// PostRecv posts one receive of length bytes at off in the QP's MR
+// (length 0: no SGE, as Post).
 func (r *RC) PostRecv(wrid uint64, off, length int) error {
+	wr := nic.RecvWR{WRID: wrid, SGList: r.sge(off, length)}
 	return r.n.Do(func(now sim.Time, dev *nic.Device) error {
-		_, err := dev.PostRecv(now, r.qp, []nic.RecvWR{{WRID: wrid,
-			SGList: []nic.SGE{{Addr: r.mr.Addr + uint64(off), Length: uint32(length), LKey: r.mr.LKey}}}})
+		_, err := dev.PostRecv(now, r.qp, []nic.RecvWR{wr})
 		return err
 	})
+}
+
+// sge is the scatter/gather list of length bytes at off in the QP's MR:
+// none for length 0 (an SGE of length 0 means 2^31 bytes, IBTA 10.7.2.2
+// as rxe reads it).
+func (r *RC) sge(off, length int) []nic.SGE {
+	if length == 0 {
+		return nil
+	}
+	return []nic.SGE{{Addr: r.mr.Addr + uint64(off), Length: uint32(length), LKey: r.mr.LKey}}
+}
+
+// BindMW binds a type 2 memory window over [off, off+length) of the QP's
+// MR with remote write and read access, by posting a signaled
+// IBV_WR_BIND_MW with the next R_Key (ibv_inc_rkey), and returns that
+// R_Key: the one a peer's SEND WITH INVALIDATE names. The window is
+// allocated on the first call; a later call binds it again, which
+// succeeds only once it was invalidated (a type 2 window is bound once,
+// o10-37.2.30). The bind's completion is the QP's next.
+func (r *RC) BindMW(wrid uint64, off, length int) (uint32, error) {
+	var rkey uint32
+	err := r.n.Do(func(now sim.Time, dev *nic.Device) error {
+		if r.mw == nil {
+			w, err := dev.AllocMW(r.pd, nic.MWType2)
+			if err != nil {
+				return err
+			}
+			r.mw = w
+		}
+		rkey = nic.IncRKey(r.mw.RKey)
+		wr := nic.SendWR{WRID: wrid, Opcode: nic.WRBindMW, Flags: nic.SendSignaled, BindMW: nic.BindMW{MW: r.mw, RKey: rkey,
+			BindInfo: nic.BindInfo{MR: r.mr, Addr: r.mr.Addr + uint64(off), Length: uint64(length),
+				Access: nic.AccessRemoteWrite | nic.AccessRemoteRead}}}
+		if _, err := dev.PostSend(now, r.qp, []nic.SendWR{wr}); err != nil {
+			return err
+		}
+		// As the user of the C verb does: the window's key is the new
+		// one once the bind is posted.
+		r.mw.RKey = rkey
+		return nil
+	})
+	return rkey, err
 }
 
 // Wait returns the QP's next completion, waiting for it in real time.

@@ -643,9 +643,16 @@ static void do_post_send(const char *cmd)
 
 static void print_wc(const struct ibv_wc *wc)
 {
-	printf("{\"event\":\"wc\",\"wr_id\":%llu,\"status\":\"%s\",\"opcode\":\"%s\",\"byte_len\":%u,\"imm\":%u,\"qp_num\":%u}\n",
+	/*
+	 * wc_flags as the provider left them, and the union after byte_len
+	 * raw (ex: the invalidated R_Key of a SEND WITH INVALIDATE): rxe
+	 * writes the kernel's IB_WC_WITH_INVALIDATE (1 << 2) there, which
+	 * libibverbs reads as IBV_WC_IP_CSUM_OK.
+	 */
+	printf("{\"event\":\"wc\",\"wr_id\":%llu,\"status\":\"%s\",\"opcode\":\"%s\",\"byte_len\":%u,\"imm\":%u,\"wc_flags\":%u,\"ex\":%u,\"qp_num\":%u}\n",
 	       (unsigned long long)wc->wr_id, status_name(wc->status), opcode_name(wc->opcode),
-	       wc->byte_len, (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0, wc->qp_num);
+	       wc->byte_len, (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0,
+	       wc->wc_flags, wc->invalidated_rkey, wc->qp_num);
 }
 
 static void do_poll(const char *cmd)
