@@ -58,15 +58,7 @@ func TestHeldRequestWithStrayPayload(t *testing.T) {
 		r.dev.Receive(0, r.frame(t, pkt{op: wire.OpRCReadRequest, psn: uint32(4 * i), reth: reth}))
 	}
 	require.Len(t, r.responses(t), 64)
-	small := wire.RETHFields{VA: r.rw.Addr, RKey: r.rw.RKey, DMALength: 8}
-	// A WRITE_ONLY turned into a READ request, its payload kept and its
-	// ICRC made valid again (what `rewrite set-opcode=` does).
-	f := r.frame(t, pkt{op: wire.OpRCWriteOnly, psn: 68, reth: small, payload: make([]byte, 8)})
-	var p wire.Packet
-	require.NoError(t, p.Decode(f))
-	p.BTH.SetOpcode(wire.OpRCReadRequest)
-	p.UpdateICRC()
-	r.dev.Receive(0, f)
+	r.dev.Receive(0, strayRead(t, r, 68))
 	require.Empty(t, r.responses(t), "held behind the READ")
 	for range 48 {
 		r.dev.TxDone(0)
@@ -74,4 +66,33 @@ func TestHeldRequestWithStrayPayload(t *testing.T) {
 	out := r.responses(t)
 	require.Len(t, out, 5, "the waiting READ's 4 responses, then the held one's")
 	require.Contains(t, out[4], fmt.Sprintf("RC_RDMA_READ_RESPONSE_ONLY psn=%d", rigRQPSN+68))
+}
+
+// TestStrayPayloadBadICRC: a READ request with a stray payload whose ICRC
+// is wrong is dropped for its ICRC (counted bad-icrc), as every frame
+// that fails the check is (rxe_rcv checks the ICRC of every packet before
+// the responder sees it); it is not answered. Found by flooding a UDP
+// node with random datagrams (realnet's TestUDPGarbage): a random READ
+// request with bytes after its RETH reached the QP lookup.
+func TestStrayPayloadBadICRC(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	f := strayRead(t, r, 0)
+	f[len(f)-1] ^= 0xFF
+	r.dev.Receive(0, f)
+	require.Empty(t, r.responses(t), "a frame with a bad ICRC is not answered")
+	require.Equal(t, uint64(1), r.dev.RxErrors(wire.CodeICRC))
+}
+
+// strayRead is an 8-byte READ request at psn carrying 8 bytes of payload:
+// a WRITE_ONLY turned into a READ request, its payload kept and its ICRC
+// made valid again (what `rewrite set-opcode=` does).
+func strayRead(t *testing.T, r *rig, psn uint32) []byte {
+	t.Helper()
+	small := wire.RETHFields{VA: r.rw.Addr, RKey: r.rw.RKey, DMALength: 8}
+	f := r.frame(t, pkt{op: wire.OpRCWriteOnly, psn: psn, reth: small, payload: make([]byte, 8)})
+	var p wire.Packet
+	require.NoError(t, p.Decode(f))
+	p.BTH.SetOpcode(wire.OpRCReadRequest)
+	p.UpdateICRC()
+	return f
 }

@@ -1,6 +1,8 @@
 package nic
 
 import (
+	"errors"
+
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
 )
@@ -238,5 +240,8 @@ func udGRH(grh *[grhLen]byte, p *wire.Packet) []byte {
 // requests held behind a READ (runHeld) both ask it, so a held request is
 // judged as it was when it arrived.
 func forQP(err error, p *wire.Packet) bool {
-	return err == nil || (p.StrayPayload() && p.Info.Kind.IsRequest())
+	// A stray payload is the only fault forgiven: Decode checks the ICRC
+	// of such a frame too and then reports ErrICRC, which drops it as
+	// rxe_rcv's rxe_icrc_check does every packet whose ICRC is wrong.
+	return err == nil || (!errors.Is(err, wire.ErrICRC) && p.StrayPayload() && p.Info.Kind.IsRequest())
 }
