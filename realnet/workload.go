@@ -33,14 +33,31 @@ type Workload struct {
 	Op    string // "send", "write" or "read"
 	Size  int    // bytes per operation, 1..MaxWorkloadSize
 	Iters int    // operations
+	// Depth is how many operations the client keeps outstanding,
+	// 1..MaxDepth; 0 means MaxDepth. Depth 1 measures one operation's
+	// round trip (post to completion) alone. The server need not know
+	// it: it keeps MaxDepth receives posted whatever the client does.
+	Depth int
 }
 
 // MaxWorkloadSize is the largest operation a workload runs.
 const MaxWorkloadSize = 1 << 20
 
-// window is how many operations the client keeps outstanding, and how
-// many receives the server keeps posted (the QP's queues hold 64).
-const window = 16
+// MaxDepth is the most operations the client keeps outstanding (the
+// default), and how many receives the server keeps posted (the QP's
+// queues hold 64).
+const MaxDepth = 16
+
+// window is the server's and the default client's depth.
+const window = MaxDepth
+
+// depth is the number of operations the client keeps outstanding.
+func (w Workload) depth() int {
+	if w.Depth == 0 {
+		return MaxDepth
+	}
+	return w.Depth
+}
 
 // Result is what the client measured.
 type Result struct {
@@ -55,7 +72,7 @@ func (r Result) String() string {
 	bytes := float64(r.Size) * float64(r.Iters)
 	return fmt.Sprintf("%d x %s of %d bytes in %v: %.1f MB/s, %.0f ops/s, mean latency %v (%d outstanding)",
 		r.Iters, r.Op, r.Size, r.Elapsed.Round(time.Microsecond), bytes/sec/1e6, float64(r.Iters)/sec,
-		r.Latency.Round(time.Microsecond), window)
+		r.Latency.Round(time.Microsecond), r.depth())
 }
 
 // Validate reports what is wrong with w, naming the field.
@@ -67,6 +84,8 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("size %d: want 1..%d", w.Size, MaxWorkloadSize)
 	case w.Iters < 1:
 		return fmt.Errorf("iters %d: want at least 1", w.Iters)
+	case w.Depth < 0 || w.Depth > MaxDepth:
+		return fmt.Errorf("depth %d: want 1..%d, or 0 for %d", w.Depth, MaxDepth, MaxDepth)
 	}
 	return nil
 }
@@ -128,7 +147,7 @@ func RunClient(ctx context.Context, n *Node, conn io.ReadWriter, w Workload) (Re
 	start := time.Now()
 	next, done := 0, 0
 	for done < w.Iters {
-		for next < w.Iters && next-done < window {
+		for next < w.Iters && next-done < w.depth() {
 			wr := nic.SendWR{WRID: uint64(next)}
 			off := 0
 			switch w.Op {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,27 @@ func runPair(bound time.Duration, c, s *realnet.Node, w realnet.Workload) (realn
 		return res, got.w, fmt.Errorf("server: %w", got.err)
 	}
 	return res, got.w, nil
+}
+
+// TestWorkloadDepth: Depth outside 0..MaxDepth is refused naming the
+// field; a Depth 1 run (one operation at a time: its latency is one
+// round trip) completes and says so.
+func TestWorkloadDepth(t *testing.T) {
+	for _, d := range []int{-1, realnet.MaxDepth + 1} {
+		w := realnet.Workload{Op: "write", Size: 64, Iters: 1, Depth: d}
+		if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "depth") {
+			t.Errorf("depth %d: Validate gave %v, want an error naming depth", d, err)
+		}
+	}
+	dir := t.TempDir()
+	c := newNode(t, "client", "127.0.0.1", filepath.Join(dir, "c.pcapng"))
+	s := newNode(t, "server", "127.0.0.2", filepath.Join(dir, "s.pcapng"))
+	res, _, err := runPair(wallBound, c.n, s.n, realnet.Workload{Op: "write", Size: 4096, Iters: 20, Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(res.String(), "(1 outstanding)") {
+		t.Errorf("result %q, want it to say 1 outstanding", res)
+	}
+	t.Log(res)
 }
