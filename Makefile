@@ -66,9 +66,10 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./wire/... ./sim/... ./faults/... ./verbs/...
 
-## bench-realnet: two model nodes over real UDP on loopback (127.0.0.1, 127.0.0.2 port 4791): throughput and latency of SEND, WRITE, READ at 4 and 64 KiB
+## bench-realnet: two model nodes over real UDP on loopback (127.0.0.1, 127.0.0.2 port 4791): throughput and latency of SEND, WRITE, READ at 4 and 64 KiB; then the same WRITE throughput and SEND/WRITE latency model<->model next to rxe<->rxe between two QEMU guests on this machine (ib_write_bw, ib_send_lat, ib_write_lat; needs conformance/install.sh)
 bench-realnet:
 	$(GO) test -run '^$$' -bench UDPWorkload -benchtime 2000x -count 3 ./realnet/
+	ROCESIM_CONFORMANCE=1 ROCESIM_REALNET_FIGURES=1 $(GO) test -count=1 -run '^TestRealnetFigures$$' -v -timeout 30m ./conformance/
 
 ## bench-dropin: figures of unmodified programs on the drop-in library, two processes through rocesim exec: ib_write_bw and ib_send_lat (virtual and wall time), ibv_rc_pingpong's wall time with a lost ACK
 bench-dropin:

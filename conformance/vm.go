@@ -88,7 +88,7 @@ var (
 
 // hostTools are run on the host (qemu, ldd, modprobe for the load order,
 // xz for the vmlinux) or copied into the guest.
-var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo", "rping", "ib_write_bw", "cc"}
+var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox", "rdma", "ibv_rc_pingpong", "ibv_devinfo", "rping", "ib_write_bw", "ib_send_lat", "ib_write_lat", "cc"}
 
 // agentSource is the in-VM verbs agent; Prepare compiles it on the host
 // and the guest runs it as AgentPath.
@@ -104,8 +104,10 @@ const AgentPath = "/usr/bin/rocesim-agent"
 
 // guestBinaries are copied into the guest with the libraries ldd lists.
 // rping (rdmacm-utils) and ib_write_bw (perftest) are there for the CM
-// captures (TestRpingCM).
-var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "rping", "ib_write_bw"}
+// captures (TestRpingCM); ib_write_bw, ib_send_lat and ib_write_lat for
+// the rxe<->rxe figures of make bench-realnet (TestRealnetFigures).
+var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "rping", "ib_write_bw",
+	"ib_send_lat", "ib_write_lat"}
 
 // guestModules are loaded in this order, each after its dependencies from
 // modules.dep. rdma_rxe has "softdep pre: crc32c" and computes the ICRC
