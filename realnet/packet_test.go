@@ -31,10 +31,13 @@ func openLoopback(t *testing.T) *realnet.Packet {
 }
 
 // watch watches the loopback interface (the AF_PACKET transport) for
-// RoCE v2 frames that match, and checks each; stop ends the watch and
+// RoCE v2 frames that match, and checks each; stop ends the watch once
+// want frames matched (or after wallBound: the watcher has every frame in
+// its socket's queue, but may not have read them all yet on a busy
+// machine, and closing the socket drops what it has not read) and
 // returns how many matched, how many failed check, and the first
 // failure.
-func watch(t *testing.T, match func(*wire.Packet) bool, check func(*wire.Packet) error) (stop func() (seen, bad int, first error)) {
+func watch(t *testing.T, match func(*wire.Packet) bool, check func(*wire.Packet) error) (stop func(want int) (seen, bad int, first error)) {
 	t.Helper()
 	sniff := openLoopback(t)
 	var mu sync.Mutex // guards seen, bad, first
@@ -76,8 +79,16 @@ func watch(t *testing.T, match func(*wire.Packet) bool, check func(*wire.Packet)
 			mu.Unlock()
 		}
 	}()
-	return func() (int, int, error) {
+	return func(want int) (int, int, error) {
 		t.Helper()
+		for deadline := time.Now().Add(wallBound); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			mu.Lock()
+			n := seen
+			mu.Unlock()
+			if n >= want {
+				break
+			}
+		}
 		if err := sniff.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +124,7 @@ func TestUDPOnTheWire(t *testing.T) {
 	// means the watcher, which sees each before the socket does, has them.
 	a.close(t)
 	b.close(t)
-	if seen, bad, first := stop(); seen != int(sent) || bad != 0 {
+	if seen, bad, first := stop(int(sent)); seen != int(sent) || bad != 0 {
 		t.Fatalf("on the wire: %d RoCE v2 frames between the nodes (they sent %d), %d bad: %v", seen, sent, bad, first)
 	}
 }

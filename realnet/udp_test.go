@@ -340,7 +340,7 @@ func TestUDPIPv6OnTheWire(t *testing.T) {
 	}, func(*wire.Packet) error { return nil })
 	n, err := realnet.NewNode(realnet.NodeConfig{Name: "v6", Addr: netip.IPv6Loopback()})
 	if err != nil {
-		stop()
+		stop(0)
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
 	runIPv6(t, n)
@@ -348,7 +348,7 @@ func TestUDPIPv6OnTheWire(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if seen, bad, first := stop(); seen != int(sent) || bad != 0 {
+	if seen, bad, first := stop(int(sent)); seen != int(sent) || bad != 0 {
 		t.Fatalf("on the wire: %d RoCE v2 frames (the node sent %d), %d bad: %v", seen, sent, bad, first)
 	}
 }
