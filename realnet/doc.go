@@ -130,5 +130,13 @@
 // band. RunClient and RunServer (workload.go) are a scripted workload in
 // the manner of ibv_rc_pingpong over such an exchange (TCP in rocesim
 // node): N SENDs, WRITEs or READs, data checked on both sides, throughput
-// and latency measured (BenchmarkUDPWorkload, make bench-realnet).
+// and latency measured (BenchmarkUDPWorkload, make bench-realnet), with
+// Workload.Depth operations outstanding (1: one round trip at a time).
+// RC.BindMW binds a type 2 memory window for a peer's SEND WITH
+// INVALIDATE; a zero-length Post or PostRecv has no SGE.
+//
+// Bad input from the network is counted, never fatal: garbage on the
+// port (TestUDPGarbage, four rounds of random datagrams, the heap flat),
+// and frames for an unknown QP, with a bad ICRC or cut inside a header
+// (TestUDPBadInput) land in the device's RxDrops and RxErrors.
 package realnet

@@ -36,6 +36,13 @@
 // (realnet.TransportStats.Foreign), and on UDP a frame from any address
 // but the endpoint's is dropped unjudged (Stats.Foreign).
 //
+// Bad input costs neither memory nor a crash: a frame whose ICRC fails is
+// judged and forwarded as it is (the endpoint drops it, as rxe does) but
+// not numbered for the plan's tx= key (Stats.BadICRC), so garbage with
+// random QPNs and PSNs opens no transmission windows (TestSwitchBadInput:
+// the heap is flat over a flood); the per-frame path allocates nothing,
+// a capture and the plan's comments included (TestSwitchFrameAllocs).
+//
 // The flow of a frame is at the top of switch.go. The command is
 // rocesim switch (cmd/rocesim/switch.go).
 package rswitch

@@ -17,9 +17,9 @@ package rswitch
 //      not RoCE v2 (ARP, ICMP, the TCP of ibv_rc_pingpong's handshake) is
 //      judged with pkt nil, as sim/fabric does, so only link and node keys
 //      can touch it.
-//   4. For RoCE v2 frames the injector numbers the transmission of the PSN
-//      (CountTx), then Decide gives the verdict, exactly as sim/fabric
-//      judges a frame on its first hop.
+//   4. For RoCE v2 frames whose ICRC verifies the injector numbers the
+//      transmission of the PSN (CountTx); then Decide gives the verdict,
+//      exactly as sim/fabric judges a frame on its first hop.
 //   5. The verdict is carried out: pass, drop, extra copies, a wall-clock
 //      delay, a hold until N later frames (reorder), or the frame altered
 //      in place (corrupt, truncate, rewrite).
