@@ -645,9 +645,10 @@ static void print_wc(const struct ibv_wc *wc)
 {
 	/*
 	 * wc_flags as the provider left them, and the union after byte_len
-	 * raw (ex: the invalidated R_Key of a SEND WITH INVALIDATE): rxe
-	 * writes the kernel's IB_WC_WITH_INVALIDATE (1 << 2) there, which
-	 * libibverbs reads as IBV_WC_IP_CSUM_OK.
+	 * raw (ex: the invalidated R_Key of a SEND WITH INVALIDATE). rxe's
+	 * do_complete sets the kernel's IB_WC_WITH_INVALIDATE (1 << 2) in
+	 * wc_flags, which libibverbs reads as IBV_WC_IP_CSUM_OK, so the flag
+	 * a program would test (IBV_WC_WITH_INV, 1 << 3) is never set.
 	 */
 	printf("{\"event\":\"wc\",\"wr_id\":%llu,\"status\":\"%s\",\"opcode\":\"%s\",\"byte_len\":%u,\"imm\":%u,\"wc_flags\":%u,\"ex\":%u,\"qp_num\":%u}\n",
 	       (unsigned long long)wc->wr_id, status_name(wc->status), opcode_name(wc->opcode),
