@@ -1,15 +1,16 @@
 // Command rocesim is the command-line front end of rocesim, the pure-Go
 // RoCE v2 soft-RDMA simulator.
 //
-//	rocesim run NAME|FILE [flags]   run a scenario: ladder, summary, --pcap, --svg, --json
-//	rocesim scenarios               list the built-in scenarios
-//	rocesim inspect [--json] FILE   list the frames of a pcap or pcapng file
+//	rocesim run NAME|FILE|- [flags] run a scenario: ladder, summary, --pcap, --svg, --json
+//	rocesim scenarios [--json]      list the built-in scenarios
+//	rocesim inspect [flags] FILE    list the frames of a pcap or pcapng file (-Y, -c)
 //	rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
 //	rocesim fabric [flags]          a fabric daemon joining processes' NICs
 //	rocesim exec [flags] -- PROG    an unmodified libibverbs program on a fabric node
 //	rocesim node [flags]            a model node on a real network, with a workload
 //	rocesim switch [flags]          a fault switch between two real RoCE endpoints
 //	rocesim help [COMMAND]          usage
+//	rocesim --version               module version and VCS revision
 //
 // run executes a built-in scenario (package scenario holds the catalogue
 // and the file format; examples/ has each as a file) on the simulated
@@ -17,7 +18,13 @@
 // completions per status, counters that changed, virtual and wall time,
 // and whether the scenario's expectations held. --pcap writes an
 // annotated pcapng, --svg the ladder as SVG, --json a machine-readable
-// result (scenario.Result is its schema). --deadline ends the run at a
+// result (scenario.Result is its schema). --set TARGET.KEY=VALUE and
+// --fault RULE vary the scenario without editing it (overrides.go: they
+// rewrite its text and parse it again, so a value is checked where the
+// file's own is); "-" reads the scenario from standard input; a parse
+// error is printed FILE:LINE:COL: message. The ladder is drawn to COLUMNS,
+// else the terminal's width, else 80 columns, coloured only on a terminal
+// without NO_COLOR and with TERM other than dumb. --deadline ends the run at a
 // virtual time; --max-events (default 200000) bounds its events, and a run
 // that spends them without settling stops with a message naming what kept
 // it going (the QP, the PSN it resends, how often, and the attribute, such
@@ -33,6 +40,9 @@
 // seconds since the first frame, addresses, opcode, QPN, PSN, the
 // extension headers' fields, payload length, icrc=ok|BAD and any pcapng
 // comments. With --json it prints one JSON object per frame instead.
+// -Y selects frames with a fault plan's match keys and -c stops after N
+// listed, as tshark's -Y and -c do (inspectfilter.go rebuilds each
+// frame's hop from the pcapng interface rocesim wrote it on).
 // Exit status: 0 when every RoCE frame is well formed with a good ICRC,
 // 1 when one is not, 2 for a usage or I/O error.
 //

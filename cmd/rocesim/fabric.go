@@ -155,7 +155,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !*quiet {
-		if err := ladder.Text(stdout, cfg.Trace, ladder.Options{Color: useColor(stdout, os.Getenv)}); err != nil {
+		if err := ladder.Text(stdout, cfg.Trace, textOptions(stdout, os.Getenv)); err != nil {
 			fmt.Fprintf(stderr, "rocesim fabric: %v\n", err)
 			code = exitUsage
 		}

@@ -12,6 +12,11 @@ import (
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
+// init clears COLUMNS: the terminal ladder follows it (ladderWidth), and
+// the golden files are drawn at the default width of output that is not
+// a terminal, whatever the shell that runs go test has set.
+func init() { os.Unsetenv("COLUMNS") }
+
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // needTshark returns the path of tshark (see tsharktest.Need).
@@ -117,5 +122,17 @@ func golden(t *testing.T, name, got string) {
 				t.Fatalf("%s differs at line %d (go test -update rewrites it; review the diff):\n got  %q\n want %q", path, i+1, g, w)
 			}
 		}
+	}
+}
+
+// envWith returns a getenv that knows only the given key, value pairs.
+func envWith(kv ...string) func(string) string {
+	return func(k string) string {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i] == k {
+				return kv[i+1]
+			}
+		}
+		return ""
 	}
 }

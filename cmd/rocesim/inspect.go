@@ -56,7 +56,9 @@ const etherTypeARP = 0x0806
 
 // inspectPath inspects the capture at path ("-": standard input) and
 // returns the exit status.
-func inspectPath(path string, jsonOut bool, stdout, stderr io.Writer) int {
+// With sel, only the frames it selects are listed; with count > 0, the
+// reading stops once count frames have been listed.
+func inspectPath(path string, jsonOut bool, sel *selector, count int, stdout, stderr io.Writer) int {
 	var (
 		rd  *capture.Reader
 		err error
@@ -71,7 +73,7 @@ func inspectPath(path string, jsonOut bool, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer rd.Close()
-	sum, err := inspect(rd, path, stdout, jsonOut)
+	sum, err := inspect(rd, path, stdout, jsonOut, sel, count)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocesim inspect: %s: %v\n", path, err)
 		return exitUsage
@@ -95,8 +97,8 @@ type summary struct {
 // inspect lists every frame of rd on out, naming the file name in the text
 // header. The error is that of reading rd or writing out; frames that fail
 // to decode are not errors but are counted in the summary.
-func inspect(rd *capture.Reader, name string, out io.Writer, jsonOut bool) (summary, error) {
-	in := &inspector{rd: rd, name: name, out: bufio.NewWriter(out), json: jsonOut}
+func inspect(rd *capture.Reader, name string, out io.Writer, jsonOut bool, sel *selector, count int) (summary, error) {
+	in := &inspector{rd: rd, name: name, out: bufio.NewWriter(out), json: jsonOut, sel: sel, count: count}
 	if jsonOut {
 		in.enc = json.NewEncoder(in.out)
 		in.enc.SetEscapeHTML(false)
@@ -115,6 +117,10 @@ type inspector struct {
 	out  *bufio.Writer
 	json bool
 	enc  *json.Encoder
+
+	sel   *selector // -Y: nil lists every frame
+	count int       // -c: stop after listing this many (0: no limit)
+	shown int       // frames listed
 
 	p    wire.Packet
 	line []byte // text line under construction
@@ -163,12 +169,19 @@ func (in *inspector) run() error {
 				in.sum.Bad++
 			}
 		}
+		if in.sel != nil && !in.sel.match(in.rd, &rec, &in.p, rec.Time-in.t0) {
+			continue
+		}
+		in.shown++
 		if in.json {
 			if err := in.writeJSON(&rec, v, derr); err != nil {
 				return err
 			}
 		} else {
 			in.writeText(&rec, v, derr)
+		}
+		if in.count > 0 && in.shown == in.count {
+			break
 		}
 	}
 	if in.sum.Frames == 0 {
@@ -259,11 +272,18 @@ func (in *inspector) footer() {
 		return
 	}
 	s := in.sum
-	fmt.Fprintf(in.out, "# %d frames: %d RoCE (%d bad", s.Frames, s.RoCE, s.Bad)
+	fmt.Fprintf(in.out, "# %s: %d RoCE (%d bad", plural(s.Frames, "frame"), s.RoCE, s.Bad)
 	if s.Cut > 0 {
 		fmt.Fprintf(in.out, ", %d cut by the capture", s.Cut)
 	}
-	fmt.Fprintf(in.out, "), %d non-RoCE\n", s.Other)
+	fmt.Fprintf(in.out, "), %d non-RoCE", s.Other)
+	if in.sel != nil {
+		fmt.Fprintf(in.out, "; %d listed, matching %s", in.shown, in.sel.text)
+	}
+	if in.count > 0 && in.shown == in.count {
+		fmt.Fprintf(in.out, "; stopped after %s (-c %d)", plural(in.shown, "frame"), in.count)
+	}
+	fmt.Fprintln(in.out)
 }
 
 // writeText writes one frame as a line.

@@ -373,7 +373,7 @@ func TestInspectMalformed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cut.pcap")
 	os.WriteFile(path, b, 0o644)
 	code, out, _ := runCmd("inspect", path)
-	want := fmt.Sprintf("1 0.000000000 10.0.0.2→10.0.0.1 RoCE cut by the capture (64 of %d bytes), not checked\n# 1 frames: 1 RoCE (0 bad, 1 cut by the capture), 0 non-RoCE\n", len(full))
+	want := fmt.Sprintf("1 0.000000000 10.0.0.2→10.0.0.1 RoCE cut by the capture (64 of %d bytes), not checked\n# 1 frame: 1 RoCE (0 bad, 1 cut by the capture), 0 non-RoCE\n", len(full))
 	if code != exitOK || !strings.HasSuffix(out, want) {
 		t.Errorf("cut frame: exit %d, output\n%s\nwant suffix\n%s", code, out, want)
 	}
@@ -460,7 +460,7 @@ func TestInspectGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum, err := inspect(rd, "synthetic.pcapng", c.out, c.json)
+			sum, err := inspect(rd, "synthetic.pcapng", c.out, c.json, nil, 0)
 			if err != nil || sum.Bad != 2 || sum.Frames != 12 {
 				t.Fatalf("json=%v: %+v, %v", c.json, sum, err)
 			}

@@ -5,7 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"runtime/debug"
+	"strconv"
 	"strings"
+
+	"github.com/rocesim/rocesim/faults"
 )
 
 // Exit statuses.
@@ -22,26 +27,32 @@ const usage = `rocesim: a pure-Go RoCE v2 soft-RDMA simulator
 
 Usage:
   rocesim run NAME|FILE [flags]   run a scenario: ladder diagram, summary, --pcap, --svg, --json
-  rocesim scenarios               list the built-in scenarios
-  rocesim inspect [--json] FILE   list the frames of a pcap or pcapng capture
+  rocesim scenarios [--json]      list the built-in scenarios
+  rocesim inspect [flags] FILE    list the frames of a pcap or pcapng capture (-Y, -c as tshark)
   rocesim demo [flags]            the same as: rocesim run go-back-n [flags]
   rocesim fabric [flags]          a fabric daemon: processes' NICs meet on one simulated fabric
   rocesim exec [flags] -- PROG    run an unmodified libibverbs program on a fabric node (drop-in libibverbs.so.1)
   rocesim node [flags]            a model node on UDP 4791 of a (loopback) address, running a workload with a peer node
   rocesim switch [flags]          a fault switch between two real RoCE endpoints (VMs, interfaces, UDP hosts)
-  rocesim help [COMMAND]          show this help, or a command's
+  rocesim help [COMMAND]          show this help, or a command's (also: COMMAND --help)
+  rocesim --version               the module version and the commit it was built from
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
 RoCE frame is malformed or fails its ICRC (inspect); 2 usage or I/O error;
 3 a run did not settle within its event budget (run --max-events).
 
+Environment: NO_COLOR (any value) turns off the ladder's colours, as does
+TERM=dumb; COLUMNS sets the width the ladder is drawn to (default: the
+terminal's, else 80).
+
 Examples:
   rocesim scenarios
   rocesim run go-back-n --pcap go-back-n.pcapng --svg go-back-n.svg
-  rocesim inspect go-back-n.pcapng
+  rocesim run go-back-n --set link.delay=10us --fault "drop psn=4 tx=1"
+  rocesim inspect -Y 'class=nak' go-back-n.pcapng
 `
 
-const inspectUsage = `Usage: rocesim inspect [--json] FILE
+const inspectUsage = `Usage: rocesim inspect [--json] [-Y FILTER] [-c N] FILE
 
 Lists every frame of FILE, a pcap or pcapng file ("-" reads standard
 input), one line per frame:
@@ -55,7 +66,21 @@ Frames that are not RoCE v2 (ARP, TCP, other UDP ports) are listed as
 non-RoCE. A line starting with '#' is a header or summary.
 
 Flags:
-  --json   one JSON object per frame (JSON lines) instead of text
+  --json              one JSON object per frame (JSON lines) instead of text
+  -Y, --filter KEYS   list only the frames KEYS select, as tshark -Y does;
+                      KEYS are a fault rule's match keys (faults/doc.go):
+                      op=RC_ACKNOWLEDGE, class=ack|nak|rnr|request|..., qp=,
+                      psn=2 or psn=2-4, tx=2 (a retransmission), src=a,
+                      dst=b, dir=a->b, link=a-b, from=/to= (time since the
+                      first frame). src, dst, dir and link need a capture
+                      rocesim wrote (its interfaces name the link ends).
+                      Frames keep their numbers in the file.
+  -c, --count N       stop after listing N frames, as tshark -c does
+
+Examples:
+  rocesim inspect run.pcapng
+  rocesim inspect -Y 'class=nak' run.pcapng
+  rocesim inspect -Y 'src=a tx=2' -c 5 run.pcapng
 
 Exit status: 0 every RoCE frame is well formed with a good ICRC; 1 one is
 not; 2 usage or I/O error.
@@ -83,7 +108,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runNode(rest, stdout, stderr)
 	case "switch":
 		return runSwitch(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprint(stdout, versionText())
+		return exitOK
 	case "demo":
+		for _, a := range rest {
+			if a == "--" {
+				break
+			}
+			if a == "--help" || a == "-help" || a == "-h" {
+				fmt.Fprint(stdout, demoUsage)
+				return exitOK
+			}
+		}
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintf(stderr, "rocesim demo: takes no scenario (it is %s); flags as for run\n", demoScenario)
 			return exitUsage
@@ -103,11 +140,14 @@ const demoScenario = "go-back-n"
 const demoUsage = `Usage: rocesim demo [flags]
 
 Runs the built-in go-back-n scenario, exactly as rocesim run go-back-n
-does, with the same flags: a 4-packet RC SEND whose PSN 2 is lost once,
-NAKed, resent, and acknowledged by one cumulative ACK.
+does, with the same flags (rocesim help run lists them: --pcap, --svg,
+--json, --set, --fault, ...): a 4-packet RC SEND whose PSN 2 is lost
+once, NAKed, resent, and acknowledged by one cumulative ACK.
 
-Example:
+Examples:
+  rocesim demo
   rocesim demo --pcap demo.pcapng --svg demo.svg
+  rocesim demo --fault "drop psn=4 tx=1"
 `
 
 // runHelp prints the general usage, or that of one command.
@@ -145,6 +185,12 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, with our usage
 	jsonOut := fs.Bool("json", false, "one JSON object per frame")
+	var filter string
+	var count int
+	fs.StringVar(&filter, "Y", "", "display filter: fault-plan match keys")
+	fs.StringVar(&filter, "filter", "", "the same as -Y")
+	fs.IntVar(&count, "c", 0, "stop after listing this many frames")
+	fs.IntVar(&count, "count", 0, "the same as -c")
 	files, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, inspectUsage)
@@ -158,7 +204,23 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim inspect: want exactly one FILE, got %d\n\n%s", len(files), inspectUsage)
 		return exitUsage
 	}
-	return inspectPath(files[0], *jsonOut, stdout, stderr)
+	if count < 0 {
+		fmt.Fprintf(stderr, "rocesim inspect: -c %d: want a positive count of frames\n", count)
+		return exitUsage
+	}
+	var sel *selector
+	if filter != "" {
+		if sel, err = newSelector(filter); err != nil {
+			var pe *faults.ParseError
+			if errors.As(err, &pe) {
+				fmt.Fprintf(stderr, "rocesim inspect: -Y %q: column %d: %s\n", filter, pe.Col, pe.Msg)
+			} else {
+				fmt.Fprintf(stderr, "rocesim inspect: -Y %q: %v\n", filter, err)
+			}
+			return exitUsage
+		}
+	}
+	return inspectPath(files[0], *jsonOut, sel, count, stdout, stderr)
 }
 
 // parseInterspersed parses flags anywhere on the command line ("inspect
@@ -169,7 +231,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, dashdash(err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -181,4 +243,63 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// dashdash rewrites the flag package's "-name" in an error as "--name",
+// the way the usage texts and the README write every flag.
+func dashdash(err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errors.New(singleDashFlag.ReplaceAllString(err.Error(), "${1}--$2"))
+}
+
+// singleDashFlag finds the flag name in the flag package's messages:
+// "provided but not defined: -x", "for flag -x:", "needs an argument: -x".
+var singleDashFlag = regexp.MustCompile(`(: |flag )-([A-Za-z][-A-Za-z0-9_]*)`)
+
+// plural returns "1 frame", "2 frames": n and the noun, with an s unless
+// n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// versionText is what rocesim --version prints: the module's version (a
+// tagged release, or "(devel)" for a build from a checkout) and, when the
+// go command recorded it, the VCS revision, its time and whether the tree
+// had uncommitted changes.
+func versionText() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "rocesim (no build information)\n"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", with uncommitted changes"
+			}
+		}
+	}
+	out := "rocesim " + v
+	if rev != "" {
+		out += " (" + rev
+		if at != "" {
+			out += " of " + at
+		}
+		out += dirty + ")"
+	}
+	return out + ", " + bi.GoVersion + "\n"
 }

@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 		exact  bool
 	}{
 		{nil, exitUsage, "", "Usage:", false},
-		{[]string{"help"}, exitOK, "rocesim inspect [--json] FILE", "", false},
+		{[]string{"help"}, exitOK, "rocesim inspect [flags] FILE", "", false},
 		{[]string{"--help"}, exitOK, "Usage:", "", false},
 		{[]string{"help", "inspect"}, exitOK, "Usage: rocesim inspect", "", false},
 		{[]string{"help", "demo"}, exitOK, "Usage: rocesim demo", "", false},
@@ -30,7 +30,7 @@ func TestRun(t *testing.T) {
 		{[]string{"demo", "rnr"}, exitUsage, "", "takes no scenario (it is go-back-n)", false},
 		{[]string{"inspect"}, exitUsage, "", "want exactly one FILE, got 0", false},
 		{[]string{"inspect", capFile, capFile}, exitUsage, "", "want exactly one FILE, got 2", false},
-		{[]string{"inspect", "--bogus", capFile}, exitUsage, "", "flag provided but not defined: -bogus", false},
+		{[]string{"inspect", "--bogus", capFile}, exitUsage, "", "flag provided but not defined: --bogus", false},
 		{[]string{"inspect", "-h"}, exitOK, "Usage: rocesim inspect", "", false},
 		{[]string{"inspect", "does-not-exist.pcap"}, exitUsage, "", "does-not-exist.pcap: no such file", false},
 		{[]string{"inspect", notCapture}, exitUsage, "", "not a pcap or pcapng file (starts with 6e 6f 74 20)", false},

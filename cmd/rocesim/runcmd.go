@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,20 +20,26 @@ import (
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
-const runUsage = `Usage: rocesim run NAME|FILE [flags]
+const runUsage = `Usage: rocesim run NAME|FILE|- [flags]
 
-Runs a built-in scenario (see rocesim scenarios) or a scenario file and
-prints its ladder diagram and a summary.
+Runs a built-in scenario (see rocesim scenarios) or a scenario file ("-"
+reads it from standard input) and prints its ladder diagram and a summary.
 
 Flags:
   --seed N            master seed (default: the scenario's seed line, else 1)
   --profile rxe|spec  NIC behaviour profile (default rxe)
+  --set TARGET.KEY=V  change one attribute of the scenario without editing
+                      it (repeatable), e.g. --set a.q.retry_cnt=7; TARGET.KEY
+                      is one of ` + setUsage + `
+  --fault RULE        add RULE to the scenario's fault plan, after its own
+                      rules (repeatable; faults/doc.go has the keys), e.g.
+                      --fault "drop psn=3 tx=1"
+  --deadline D        end the run at virtual time D (e.g. 10ms, 2s); it
+                      replaces the scenario's deadline line
   --pcap FILE         write every frame to FILE (pcapng, a comment on each)
   --svg FILE          write the ladder as a standalone SVG
   --json              print a machine-readable result instead
   --quiet             print only the summary
-  --deadline D        end the run at virtual time D (e.g. 10ms, 2s); it
-                      replaces the scenario's deadline line
   --max-events N      give up after N simulation events (default 200000,
                       a few seconds of wall time)
 
@@ -39,6 +47,15 @@ Examples:
   rocesim run go-back-n
   rocesim run retry-exceeded --profile spec --json
   rocesim run examples/rnr.scenario --pcap rnr.pcapng --svg rnr.svg
+  rocesim run go-back-n --set link.delay=10us --fault "drop psn=4 tx=1"
+  rocesim run retry-exceeded --set a.q.retry_cnt=7 --profile spec
+
+The ladder is drawn to the terminal's width (COLUMNS, else the
+terminal's own, else 80 columns), in colour on a terminal unless NO_COLOR
+is set or TERM is dumb.
+
+A scenario file's error is printed as FILE:LINE:COLUMN: message, the
+position of the offending word, as compilers do, for editors to jump to.
 
 A run that takes more than about two seconds prints a progress line to
 standard error every two seconds. A run that spends --max-events without
@@ -53,20 +70,60 @@ Exit status: 0 the scenario met its expectations; 1 it did not; 2 usage
 or I/O error; 3 the run did not settle within --max-events.
 `
 
-const scenariosUsage = `Usage: rocesim scenarios
+const scenariosUsage = `Usage: rocesim scenarios [--json]
 
-Lists the built-in scenarios, one line each.
+Lists the built-in scenarios, one line each: name and description.
+rocesim run NAME runs one; examples/NAME.scenario is its text.
+
+Flags:
+  --json   print a JSON array instead: per scenario its name,
+           description, nodes, fault plan (one rule a line) and the
+           number of expect lines
 `
+
+// scenarioJSON is one scenario in the output of scenarios --json.
+type scenarioJSON struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	Nodes        []string `json:"nodes"`
+	Faults       []string `json:"faults"`
+	Expectations int      `json:"expectations"`
+}
 
 // runScenarios lists the catalogue.
 func runScenarios(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		if args[0] == "--help" || args[0] == "-h" {
-			fmt.Fprint(stdout, scenariosUsage)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "rocesim scenarios: takes no arguments\n\n%s", scenariosUsage)
+	fs := flag.NewFlagSet("scenarios", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	jsonOut := fs.Bool("json", false, "JSON array")
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, scenariosUsage)
+		return exitOK
+	}
+	if err == nil && len(pos) > 0 {
+		err = errors.New("takes no arguments")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim scenarios: %v\n\n%s", err, scenariosUsage)
 		return exitUsage
+	}
+	if *jsonOut {
+		out := []scenarioJSON{}
+		for _, s := range scenario.Builtin() {
+			f := strings.Split(strings.TrimSuffix(s.Faults(), "\n"), "\n")
+			if s.Faults() == "" {
+				f = []string{}
+			}
+			out = append(out, scenarioJSON{Name: s.Name, Description: s.Description, Nodes: s.Nodes(), Faults: f, Expectations: s.Expectations()})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "rocesim scenarios: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
 	}
 	for _, s := range scenario.Builtin() {
 		fmt.Fprintf(stdout, "%-20s %s\n", s.Name, s.Description)
@@ -86,6 +143,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "summary only")
 	deadline := fs.String("deadline", "", "virtual time at which the run ends")
 	maxEvents := fs.Uint64("max-events", 0, "event budget")
+	var sets, faultRules listFlag
+	fs.Var(&sets, "set", "TARGET.KEY=VALUE (repeatable)")
+	fs.Var(&faultRules, "fault", "a fault rule added to the plan (repeatable)")
 	pos, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, runUsage)
@@ -109,8 +169,22 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim run: --profile %q: want rxe or spec\n", *profile)
 		return exitUsage
 	}
-	sc, err := loadScenario(pos[0])
+	if *pcap != "" && *svg != "" && samePath(*pcap, *svg) {
+		fmt.Fprintf(stderr, "rocesim run: --pcap and --svg name the same file %s: one would overwrite the other\n", *svg)
+		return exitUsage
+	}
+	sc, err := loadScenario(pos[0], stdin)
+	if err == nil {
+		sc, err = applyOverrides(sc, sets, faultRules)
+	}
 	if err != nil {
+		var pe *scenario.ParseError
+		if errors.As(err, &pe) {
+			// FILE:LINE:COL: first on the line, as compilers print it, so
+			// that editors (vim's quickfix, VS Code's terminal) jump to it.
+			fmt.Fprintf(stderr, "%s:%d:%d: %s\n", pe.File, pe.Line, pe.Col, pe.Msg)
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 		return exitUsage
 	}
@@ -125,7 +199,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	var tap capture.Writer
 	if *pcap != "" {
-		if tap, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf("rocesim run %s --seed %d --profile %s", sc.Name, seedOf(sc, *seed), *profile)}); err != nil {
+		if tap, err = capture.Create(*pcap, capture.PcapngOptions{Comment: fmt.Sprintf("rocesim run %s --seed %d --profile %s%s", sc.Name, seedOf(sc, *seed), *profile, overrideArgs(sets, faultRules))}); err != nil {
 			fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 			return exitUsage
 		}
@@ -150,9 +224,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		} else {
 			printSummary(stdout, res, wall, runaway)
 		}
-		fmt.Fprintf(stderr, "rocesim run: %s: did not settle within %d events (virtual time %v, %d frames): %s\n"+
+		fmt.Fprintf(stderr, "rocesim run: %s: did not settle within %d events (virtual time %v, %s): %s\n"+
 			"rocesim run: %s: end it with --deadline, or allow more with --max-events\n",
-			sc.Name, runaway.Events, runaway.At, res.Frames, runaway.Why(), sc.Name)
+			sc.Name, runaway.Events, runaway.At, plural(res.Frames, "frame"), runaway.Why(), sc.Name)
 		return exitRunaway
 	}
 	if err != nil {
@@ -182,8 +256,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		if !*quiet {
-			color := useColor(stdout, os.Getenv)
-			if err := ladder.Text(stdout, res.Trace, ladder.Options{Color: color}); err != nil {
+			if err := ladder.Text(stdout, res.Trace, textOptions(stdout, os.Getenv)); err != nil {
 				fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 				return exitUsage
 			}
@@ -218,14 +291,25 @@ func progressPrinter(w io.Writer, name string, start time.Time, clock func() tim
 			return
 		}
 		rate := float64(p.Events-lastEvents) / now.Sub(last).Seconds()
-		fmt.Fprintf(w, "rocesim run: %s: still running after %v: virtual time %v, %d frames, %d events (%.0f events/s)\n",
-			name, now.Sub(start).Round(time.Second), p.Now, p.Frames, p.Events, rate)
+		fmt.Fprintf(w, "rocesim run: %s: still running after %v: virtual time %v, %s, %d events (%.0f events/s)\n",
+			name, now.Sub(start).Round(time.Second), p.Now, plural(int(p.Frames), "frame"), p.Events, rate)
 		next, last, lastEvents = now.Add(2*time.Second), now, p.Events
 	}
 }
 
-// loadScenario finds a built-in scenario by name, or reads a file.
-func loadScenario(arg string) (*scenario.Scenario, error) {
+// stdin is where run - reads its scenario (a variable for the tests).
+var stdin io.Reader = os.Stdin
+
+// loadScenario finds a built-in scenario by name, or reads a file ("-":
+// in, named "stdin" in errors).
+func loadScenario(arg string, in io.Reader) (*scenario.Scenario, error) {
+	if arg == "-" {
+		text, err := io.ReadAll(in)
+		if err != nil {
+			return nil, fmt.Errorf("reading standard input: %w", err)
+		}
+		return scenario.Parse("stdin", string(text))
+	}
 	isPath := strings.Contains(arg, "/") || strings.HasSuffix(arg, ".scenario")
 	if _, err := os.Stat(arg); err != nil || !isPath {
 		if s, ok := scenario.Lookup(arg); ok {
@@ -258,7 +342,7 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway
 		statuses = append(statuses, s)
 	}
 	sort.Strings(statuses)
-	fmt.Fprintf(w, "%s: %d completions", res.Scenario, len(res.Completions))
+	fmt.Fprintf(w, "%s: %s", res.Scenario, plural(len(res.Completions), "completion"))
 	for _, s := range statuses {
 		fmt.Fprintf(w, ", %d %s", byStatus[s], s)
 	}
@@ -294,9 +378,61 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway
 }
 
 // useColor says whether the ladder written to w is coloured: only when w
-// is a terminal and NO_COLOR (https://no-color.org) is unset or empty.
+// is a terminal, NO_COLOR (https://no-color.org) is unset or empty, and
+// TERM is not "dumb" (a terminal that says it has no escape sequences:
+// Emacs' shell, some CI logs).
 func useColor(w io.Writer, getenv func(string) string) bool {
-	return getenv("NO_COLOR") == "" && isTerminal(w)
+	return getenv("NO_COLOR") == "" && getenv("TERM") != "dumb" && isTerminal(w)
+}
+
+// defaultLadderWidth is the width of a ladder written anywhere but a
+// terminal that says its width (a file, a pipe, a pager) with COLUMNS
+// unset: the classic terminal's 80 columns, so that what is saved to a
+// file or pasted into an issue fits any terminal it is later shown in.
+const defaultLadderWidth = 80
+
+// ladderWidth is the width the terminal ladder is drawn to: COLUMNS
+// when it is a positive number (the shell's own variable, also the way
+// to ask for a width), else the width of the terminal w is, else
+// defaultLadderWidth.
+func ladderWidth(w io.Writer, getenv func(string) string) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(getenv("COLUMNS"))); err == nil && n > 0 {
+		return n
+	}
+	if n := terminalWidth(w); n > 0 {
+		return n
+	}
+	return defaultLadderWidth
+}
+
+// textOptions are the terminal ladder's options for output to w: its
+// width and whether it has colour.
+func textOptions(w io.Writer, getenv func(string) string) ladder.Options {
+	return ladder.Options{Color: useColor(w, getenv), Width: ladderWidth(w, getenv)}
+}
+
+// samePath reports whether a and b name one file: the same path once
+// cleaned, or (when both exist) the same file by device and inode.
+func samePath(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// overrideArgs is the --set and --fault flags of a run as a command line
+// would repeat them, for the capture's comment.
+func overrideArgs(sets, faultRules []string) string {
+	var b strings.Builder
+	for _, s := range sets {
+		fmt.Fprintf(&b, " --set %s", s)
+	}
+	for _, f := range faultRules {
+		fmt.Fprintf(&b, " --fault %q", f)
+	}
+	return b.String()
 }
 
 // seedOf is the seed a run uses: the flag's, else the scenario's own.

@@ -259,7 +259,7 @@ func switchMain(ctx context.Context, args []string, stdout, stderr io.Writer, re
 		}
 	}
 	if !*quiet {
-		if err := ladder.Text(stdout, cfg.Trace, ladder.Options{Nodes: sw.Names(), Color: useColor(stdout, os.Getenv)}); err != nil {
+		if err := ladder.Text(stdout, cfg.Trace, withNodes(textOptions(stdout, os.Getenv), sw.Names())); err != nil {
 			fmt.Fprintf(stderr, "rocesim switch: %v\n", err)
 			code = exitBad
 		}
@@ -302,4 +302,10 @@ func writeLadderFile(path string, tr *sim.Trace, nodes []string, title string) e
 		err = ladder.Text(f, tr, ladder.Options{Nodes: nodes})
 	}
 	return errors.Join(err, f.Close())
+}
+
+// withNodes returns opt with its columns set to nodes.
+func withNodes(opt ladder.Options, nodes []string) ladder.Options {
+	opt.Nodes = nodes
+	return opt
 }

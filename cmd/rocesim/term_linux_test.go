@@ -30,17 +30,11 @@ func openPTY(t *testing.T) *os.File {
 // into a file, a pipe or /dev/null, and plain on a terminal when
 // NO_COLOR is set.
 func TestColorOnlyOnATerminal(t *testing.T) {
-	env := func(noColor string) func(string) string {
-		return func(k string) string {
-			if k == "NO_COLOR" {
-				return noColor
-			}
-			return ""
-		}
-	}
+	env := func(noColor string) func(string) string { return envWith("NO_COLOR", noColor) }
 	tty := openPTY(t)
 	assert.True(t, useColor(tty, env("")), "a terminal")
 	assert.False(t, useColor(tty, env("1")), "a terminal with NO_COLOR=1")
+	assert.False(t, useColor(tty, envWith("TERM", "dumb")), "a terminal with TERM=dumb")
 
 	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	require.NoError(t, err)
@@ -57,4 +51,13 @@ func TestColorOnlyOnATerminal(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	assert.False(t, useColor(f, env("")), "a file")
+}
+
+// TestLadderWidthOfATerminal: on a terminal the ladder takes the
+// terminal's width, unless COLUMNS says otherwise.
+func TestLadderWidthOfATerminal(t *testing.T) {
+	tty := openPTY(t)
+	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 97}))
+	assert.Equal(t, 97, ladderWidth(tty, envWith()))
+	assert.Equal(t, 120, ladderWidth(tty, envWith("COLUMNS", "120")))
 }

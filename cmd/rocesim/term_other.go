@@ -17,3 +17,7 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// terminalWidth returns 0: outside Linux the width comes from COLUMNS or
+// the default.
+func terminalWidth(io.Writer) int { return 0 }

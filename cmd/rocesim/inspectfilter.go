@@ -1,0 +1,111 @@
+package main
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// inspect -Y: selecting frames of a capture with the match keys of a
+// fault plan (faults.ParseMatch, faults.Match.Matches), as tshark's -Y
+// selects with a display filter. A plan judges a frame on a hop of the
+// fabric (faults.Hop); a capture only has the frame and the pcapng
+// interface it was written on, so the hop is rebuilt:
+//
+//  1. The interface: rocesim names each direction of a link "a->b" and
+//     describes it "link a-b: a to b" (sim/fabric addTap), which gives
+//     link= and the ends of this hop. A capture without such names (a
+//     classic pcap, a real tcpdump) has no hop: link=, src=, dst= and dir=
+//     then select nothing, the other keys work.
+//  2. The sender: the first frame seen from an IP source address is on
+//     its sender's own link (a frame reaches a switch's egress after its
+//     first hop), so that interface's sending end is the node with that
+//     address. A frame is on its first hop when its interface starts at
+//     the node of its source address; src= is that node, dst= the node of
+//     its destination address (or, before that node has sent, the end of
+//     an interface it is seen arriving on).
+//  3. tx=: faults.Injector.CountTx on each interface, in file order: on
+//     the first hop, exactly what the fabric counted when it applied a
+//     plan.
+//  4. from= and to= are times since the first frame, as inspect's second
+//     column shows them (a rocesim capture's first frame is at virtual
+//     time 0 or later; a real capture's timestamps are wall clock).
+
+// selector is an inspect -Y filter and what it learns of the capture.
+type selector struct {
+	text   string
+	m      faults.Match
+	hostOf map[netip.Addr]string // IP address -> node (rule 2)
+	tx     map[int]*faults.Injector
+	ifaces map[int]ifaceEnds
+}
+
+// ifaceEnds is what a rocesim interface name says about its hop.
+type ifaceEnds struct {
+	link, from, to string
+}
+
+// newSelector parses filter.
+func newSelector(filter string) (*selector, error) {
+	m, err := faults.ParseMatch(filter)
+	if err != nil {
+		return nil, err
+	}
+	return &selector{text: filter, m: m, hostOf: map[netip.Addr]string{}, tx: map[int]*faults.Injector{}, ifaces: map[int]ifaceEnds{}}, nil
+}
+
+// ends returns the hop ends of interface i of rd (zero when it is not
+// named as rocesim names them).
+func (s *selector) ends(rd *capture.Reader, i int) ifaceEnds {
+	if e, ok := s.ifaces[i]; ok {
+		return e
+	}
+	var e ifaceEnds
+	if ifc, ok := rd.Interface(i); ok {
+		if from, to, ok := strings.Cut(ifc.Name, "->"); ok && from != "" && to != "" {
+			e.from, e.to = from, to
+			if l, ok := strings.CutPrefix(ifc.Description, "link "); ok {
+				e.link, _, _ = strings.Cut(l, ":")
+			}
+		}
+	}
+	s.ifaces[i] = e
+	return e
+}
+
+// match reports whether the frame rec, decoded into p (p.BTH nil: not
+// RoCE, or not decodable), is selected. It must see every frame of the
+// file, in order: it learns from each.
+func (s *selector) match(rd *capture.Reader, rec *capture.Record, p *wire.Packet, sinceFirst int64) bool {
+	e := s.ends(rd, rec.Interface)
+	hop := faults.Hop{Link: e.link, First: true}
+	var pkt *wire.Packet
+	if p.BTH != nil && p.Info != nil {
+		pkt = p
+	}
+	if (p.IPv4 != nil || p.IPv6 != nil) && e.from != "" {
+		src, dst := p.Src(), p.Dst()
+		if _, ok := s.hostOf[src]; !ok {
+			s.hostOf[src] = e.from
+		}
+		hop.From = s.hostOf[src]
+		hop.First = hop.From == e.from
+		hop.To = s.hostOf[dst]
+		if hop.To == "" {
+			hop.To = e.to
+		}
+		if pkt != nil {
+			in := s.tx[rec.Interface]
+			if in == nil {
+				in = faults.NewInjector(nil, nil) // counts only
+				s.tx[rec.Interface] = in
+			}
+			hop.Tx = in.CountTx(hop, pkt)
+		}
+	}
+	return s.m.Matches(sim.Time(sinceFirst), &hop, pkt)
+}
