@@ -65,7 +65,7 @@ var imports = map[string][]string{
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
-	"cmd/rocesim": {"faults", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	"cmd/rocesim": {"faults", "internal/lineformat", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 }
 
 // external names the modules outside this one that packages may import.
