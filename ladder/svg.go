@@ -64,6 +64,9 @@ type svgLayout struct {
 	endY     map[*frame]float64 // lookups only
 	bottom   float64            // y of the last row
 	flightPx float64            // the median flight, drawn
+	legend   []legendEntry      // placed
+	legendY  float64            // y of the legend's heading
+	legendH  float64            // its height
 }
 
 func monoW(s string, font float64) float64 { return float64(utf8.RuneCountInString(s)) * font * 0.6 }
@@ -185,8 +188,67 @@ func layoutSVG(m *model) *svgLayout {
 		}
 	}
 	l.bottom = y
-	l.height = math.Ceil(y + 70)
+	l.legendY = y + 24 + 28 + 34
+	l.layoutLegend()
+	l.height = math.Ceil(l.legendY + l.legendH + svgMargin)
 	return l
+}
+
+// legendEntry is one key of the legend: a sample and what it means.
+type legendEntry struct {
+	sample string // "line", "dashed", "A", "gap"
+	tone   tone
+	text   string
+	x, y   float64
+}
+
+// legendEntries say what the drawing's marks mean, for a reader who has
+// not read the package doc.
+var legendEntries = []legendEntry{
+	{sample: "line", tone: toneNone, text: "a frame: leaves its sender's bar, arrives at the receiver's"},
+	{sample: "dashed", tone: toneErr, text: "lost: the reason is beside the ✗"},
+	{sample: "line", tone: toneOK, text: "ACK; a completion with SUCCESS"},
+	{sample: "line", tone: toneWarn, text: "NAK, RNR NAK; a timer"},
+	{sample: "line", tone: toneRetx, text: "a retransmission"},
+	{sample: "line", tone: toneFault, text: "touched by the fault plan (dup, delay, rewrite...)"},
+	{sample: "A", tone: toneNone, text: "AckReq set: the sender asks for an ACK"},
+	{sample: "gap", tone: toneDim, text: "idle time cut out of the axis"},
+}
+
+// layoutLegend flows the legend's entries into rows below the diagram.
+func (l *svgLayout) layoutLegend() {
+	x, y := svgMargin, l.legendY+18
+	for _, e := range legendEntries {
+		w := 40 + monoW(e.text, svgNoteFont) + 24
+		if x > svgMargin && x+w > l.width-svgMargin {
+			x, y = svgMargin, y+20
+		}
+		e.x, e.y = x, y
+		l.legend = append(l.legend, e)
+		x += w
+	}
+	l.legendH = y - l.legendY + 10
+}
+
+// writeLegend draws the legend.
+func (l *svgLayout) writeLegend(w svgWriter) {
+	w.p(`<text x="`, num(svgMargin), `" y="`, num(l.legendY), `" font-family="sans-serif" font-size="12" font-weight="bold" fill="#24292f">Legend</text>`)
+	for _, e := range l.legend {
+		ink := svgTones[e.tone].ink
+		x0, x1, y := e.x, e.x+32, e.y
+		switch e.sample {
+		case "line":
+			w.p(`<line x1="`, num(x0), `" y1="`, num(y-4), `" x2="`, num(x1), `" y2="`, num(y-4), `" stroke="`, ink, `" stroke-width="1.5" marker-end="url(#head`, itoa(int(e.tone)), `)"/>`)
+		case "dashed":
+			w.p(`<line x1="`, num(x0), `" y1="`, num(y-4), `" x2="`, num(x1-8), `" y2="`, num(y-4), `" stroke="`, ink, `" stroke-width="1.5" stroke-dasharray="6 3"/>`)
+			w.p(`<path d="M`, num(x1-7), `,`, num(y-9), ` L`, num(x1+1), `,`, num(y+1), ` M`, num(x1+1), `,`, num(y-9), ` L`, num(x1-7), `,`, num(y+1), `" stroke="`, ink, `" stroke-width="2.5" stroke-linecap="round"/>`)
+		case "A":
+			w.p(`<text x="`, num(x0+16), `" y="`, num(y), `" text-anchor="middle" font-size="`, num(svgLabelFont), `" fill="`, ink, `">A</text>`)
+		case "gap":
+			w.p(`<line x1="`, num(x0+16), `" y1="`, num(y-12), `" x2="`, num(x0+16), `" y2="`, num(y+4), `" stroke="#8c959f" stroke-width="1.5" stroke-dasharray="3 4"/>`)
+		}
+		w.p(`<text x="`, num(x1+8), `" y="`, num(y), `" font-size="`, num(svgNoteFont), `" fill="#24292f">`, esc(e.text), `</text>`)
+	}
 }
 
 // svgScale is pixels per nanosecond: the median flight drawn between
@@ -344,8 +406,10 @@ func (l *svgLayout) write(bw *bufio.Writer, title string) {
 	for _, r := range l.rows {
 		w.p(`<text x="`, num(l.timeX), `" y="`, num(r.y+4), `" text-anchor="end" font-size="`, num(svgTimeFont), `" fill="#57606a">`, esc(fmtTime(r.t)), `</text>`)
 	}
-	// Lines, then their labels, then the losses, then the notes: what
-	// is drawn later stays readable where things cross.
+	// Lines, then the losses, then their labels, then the notes: what
+	// is drawn later stays readable where things cross, and no text
+	// covers other text (svgplace.go).
+	taken := l.fixedText()
 	var arrows []svgArrow
 	for i, r := range l.rows {
 		if r.fr != nil {
@@ -355,14 +419,14 @@ func (l *svgLayout) write(bw *bufio.Writer, title string) {
 	for _, a := range arrows {
 		l.writeLine(w, a)
 	}
-	for _, a := range arrows {
-		l.writeLabel(w, a)
-	}
 	said := map[string]float64{} // loss text and x → lowest y written; lookups only
 	for _, a := range arrows {
 		if !a.f.delivered {
-			l.writeLoss(w, a, said)
+			l.writeLoss(w, a, said, &taken)
 		}
+	}
+	for _, a := range arrows {
+		l.writeLabel(w, a, &taken)
 	}
 	for _, r := range l.rows {
 		for _, it := range r.notes {
@@ -378,7 +442,36 @@ func (l *svgLayout) write(bw *bufio.Writer, title string) {
 			l.writeNote(w, it, r.y)
 		}
 	}
+	l.writeLegend(w)
 	w.p(`</svg>`)
+}
+
+// fixedText returns the places of the text that does not move: the
+// node boxes, the time labels, the breaks' captions, the notes.
+func (l *svgLayout) fixedText() placedText {
+	var p placedText
+	top, bottom := svgTop-18, l.bottom+24
+	for i, x := range l.x {
+		bw := max(monoW(l.m.nodes[i], 14)+24, 56)
+		p = append(p, boxQuad(x-bw/2, top-30, bw, 28), boxQuad(x-bw/2, bottom, bw, 28))
+	}
+	for _, r := range l.rows {
+		tw := monoW(fmtTime(r.t), svgTimeFont)
+		p = append(p, boxQuad(l.timeX-tw, r.y+4-0.8*svgTimeFont, tw, svgTimeFont*1.05))
+		for _, it := range r.notes {
+			cx, bw := l.noteBox(it)
+			p = append(p, boxQuad(cx-bw/2, r.y-9, bw, 18))
+		}
+	}
+	for _, g := range l.gaps {
+		cx := l.width / 2
+		if len(l.x) > 1 {
+			cx = (l.x[0] + l.x[len(l.x)-1]) / 2
+		}
+		tw := monoW("⋯ "+g.d.String()+" later ⋯", 12)
+		p = append(p, boxQuad(cx-tw/2, (g.y1+g.y2)/2+4-10, tw, 13))
+	}
+	return p
 }
 
 // svgArrow is the geometry of one frame's arrow.
@@ -468,10 +561,12 @@ func (l *svgLayout) writeLine(w svgWriter, a svgArrow) {
 	w.p(`</g>`)
 }
 
-// writeLabel writes the frame's label along its arrow from the sender's
-// end, above the line. The SVG keeps labels short (the marks' short
-// forms); the tooltip has the rest.
-func (l *svgLayout) writeLabel(w svgWriter, a svgArrow) {
+// writeLabel writes the frame's label along its arrow, above the line:
+// the fullest of its variants that fits (the terminal's, with the
+// sender's notes, first), at the first distance from the sender's end
+// where it covers no text placed before; none if no variant fits
+// anywhere (the tooltip has it).
+func (l *svgLayout) writeLabel(w svgWriter, a svgArrow, taken *placedText) {
 	dx, dy := a.x2-a.xs, a.y2-a.ys
 	length := math.Hypot(dx, dy)
 	ux, uy := dx/length, dy/length
@@ -479,26 +574,37 @@ func (l *svgLayout) writeLabel(w svgWriter, a svgArrow) {
 	if !a.f.delivered {
 		room = length - 16
 	}
-	label := string(fitOne(a.f.labels()[1:], int(room/(svgLabelFont*0.6))))
-	if label == "" {
-		return
-	}
-	px, py := a.xs+ux*12, a.ys+uy*12
 	anchor := "start"
 	angle := math.Atan2(dy, dx) * 180 / math.Pi
 	if dx < 0 {
 		anchor = "end"
 		angle = math.Atan2(-dy, -dx) * 180 / math.Pi
 	}
-	w.p(`<text transform="translate(`, num(px), ` `, num(py), `) rotate(`, num(angle), `)" y="-5" text-anchor="`, anchor,
-		`" font-size="`, num(svgLabelFont), `" fill="`, svgTones[a.f.tone()].ink, `" stroke="#ffffff" stroke-width="3" paint-order="stroke">`, esc(label), `</text>`)
+	for _, v := range a.f.labels() {
+		n := utf8.RuneCountInString(v)
+		wpx := float64(n) * svgLabelFont * 0.6
+		for off := 12.0; off+wpx <= 12+room; off += 14 {
+			// off pixels along the arrow from the sender; a leftward
+			// arrow's label is anchored at its end there, so that it reads
+			// left to right.
+			px, py := a.xs+ux*off, a.ys+uy*off
+			q := textQuad(px, py, angle, -5, n, svgLabelFont, anchor == "start")
+			if !taken.free(q) {
+				continue
+			}
+			*taken = append(*taken, q)
+			w.p(`<text transform="translate(`, num(px), ` `, num(py), `) rotate(`, num(angle), `)" y="-5" text-anchor="`, anchor,
+				`" font-size="`, num(svgLabelFont), `" fill="`, svgTones[a.f.tone()].ink, `" stroke="#ffffff" stroke-width="3" paint-order="stroke">`, esc(v), `</text>`)
+			return
+		}
+	}
 }
 
 // writeLoss draws the ✗ (or ? for a frame the trace never saw arrive)
 // where the frame ended, and the reason beside it on the receiver's side,
 // unless the same reason is written just above (frames lost together at
 // a switch).
-func (l *svgLayout) writeLoss(w svgWriter, a svgArrow, said map[string]float64) {
+func (l *svgLayout) writeLoss(w svgWriter, a svgArrow, said map[string]float64, taken *placedText) {
 	red := svgTones[toneErr].ink
 	x, y := a.x2, a.y2
 	if a.f.lost {
@@ -517,6 +623,16 @@ func (l *svgLayout) writeLoss(w svgWriter, a svgArrow, said map[string]float64) 
 	if last, ok := said[key]; ok && y-last < 16 {
 		return
 	}
+	q := textQuad(tx, y+4, 0, 0, utf8.RuneCountInString(why), svgNoteFont, anchor == "start")
+	if !taken.free(q) {
+		short := a.f.lossTexts()
+		why = short[len(short)-1]
+		q = textQuad(tx, y+4, 0, 0, utf8.RuneCountInString(why), svgNoteFont, anchor == "start")
+		if !taken.free(q) {
+			return // the arrow's tooltip says why
+		}
+	}
+	*taken = append(*taken, q)
 	said[key] = y
 	w.p(`<text x="`, num(tx), `" y="`, num(y+4), `" text-anchor="`, anchor, `" font-size="`, num(svgNoteFont), `" fill="`, red,
 		`" stroke="#ffffff" stroke-width="3" paint-order="stroke">`, esc(why), `</text>`)

@@ -80,6 +80,8 @@ func TestCLIGolden(t *testing.T) {
 		{"inspect-filter-json", "", []string{"inspect", "--json", "--filter", "op=RC_ACKNOWLEDGE psn=4", pcap}},
 		{"inspect-filter-bad", "", []string{"inspect", "-Y", "drop psn=2", pcap}},
 		{"scenarios-json", "", []string{"scenarios", "--json"}},
+		{"nodes", "", []string{"run", "alltoall", "--nodes", "a,c"}},
+		{"nodes-unknown", "", []string{"run", "alltoall", "--nodes", "a,z"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			golden(t, filepath.Join("cli", c.name+".txt"), cliTranscript(t, dir, c.stdin, c.args...))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +38,10 @@ Flags:
   --deadline D        end the run at virtual time D (e.g. 10ms, 2s); it
                       replaces the scenario's deadline line
   --pcap FILE         write every frame to FILE (pcapng, a comment on each)
-  --svg FILE          write the ladder as a standalone SVG
+  --svg FILE          write the ladder as a standalone SVG (with a legend)
+  --nodes a,b         draw only these nodes' columns, in this order, and
+                      the frames between them (both ladders): a readable
+                      picture of one pair of a many-node scenario
   --json              print a machine-readable result instead
   --quiet             print only the summary
   --max-events N      give up after N simulation events (default 200000,
@@ -143,6 +147,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "summary only")
 	deadline := fs.String("deadline", "", "virtual time at which the run ends")
 	maxEvents := fs.Uint64("max-events", 0, "event budget")
+	nodes := fs.String("nodes", "", "the ladders' columns")
 	var sets, faultRules listFlag
 	fs.Var(&sets, "set", "TARGET.KEY=VALUE (repeatable)")
 	fs.Var(&faultRules, "fault", "a fault rule added to the plan (repeatable)")
@@ -187,6 +192,16 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 		return exitUsage
+	}
+	var columns []string
+	if *nodes != "" {
+		columns = strings.Split(*nodes, ",")
+		for _, n := range columns {
+			if !slices.Contains(sc.Nodes(), n) {
+				fmt.Fprintf(stderr, "rocesim run: --nodes: no node %q in %s (it has %s)\n", n, sc.Name, strings.Join(sc.Nodes(), ", "))
+				return exitUsage
+			}
+		}
 	}
 	opt := scenario.Options{Seed: *seed, Profile: prof, Trace: &sim.Trace{}, MaxEvents: *maxEvents}
 	if *deadline != "" {
@@ -236,7 +251,11 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if *svg != "" {
 		f, err := os.Create(*svg)
 		if err == nil {
-			err = ladder.SVG(f, res.Trace, ladder.Options{}, fmt.Sprintf("%s (seed %d, %s)", sc.Name, res.Seed, *profile))
+			title := fmt.Sprintf("%s (seed %d, %s)", sc.Name, res.Seed, *profile)
+			if columns != nil {
+				title += ", nodes " + strings.Join(columns, ", ")
+			}
+			err = ladder.SVG(f, res.Trace, ladder.Options{Nodes: columns}, title)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -256,7 +275,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		if !*quiet {
-			if err := ladder.Text(stdout, res.Trace, textOptions(stdout, os.Getenv)); err != nil {
+			if err := ladder.Text(stdout, res.Trace, withNodes(textOptions(stdout, os.Getenv), columns)); err != nil {
 				fmt.Fprintf(stderr, "rocesim run: %v\n", err)
 				return exitUsage
 			}
