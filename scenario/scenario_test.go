@@ -387,6 +387,7 @@ func TestParseErrors(t *testing.T) {
 		"ack_deferred, retry_exceeded_err, retry_rnr_exceeded_err, completer_retry_err, send_err, link_downed, rdma_sends, rdma_recvs"
 	for _, c := range []struct{ text, want string }{
 		{"at ten a.p send wr=1 len=8", `7:4: expected a duration like 10us, got "ten"`},
+		{"at 0 a.p send wr=1 len=8 rkey=3 remote=b.buf", `7:26: remote= and rkey= apply to write, write_imm, read, cas and faa`},
 		{"qp a.q rc peer=b.q psn=x", `7:24: bad psn "x": expected a number (decimal or 0x hex)`},
 		{"link c a", `7:6: unknown node "c" (declare it first with node c)`},
 		{"link a b", `7:6: node "a" is already attached (line 2): a node has one port`},

@@ -234,7 +234,7 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 	st.op = nic.WRSend
 	st.flags = nic.SendSignaled
 	hasWR := false
-	var immCol, cmpCol, swapCol, addCol, destCol, qkeyCol int
+	var immCol, cmpCol, swapCol, addCol, destCol, qkeyCol, remoteCol int
 	h := map[string]func(string, int) error{
 		"wr": func(v string, c int) error {
 			hasWR = true
@@ -256,10 +256,12 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 			var err error
 			st.remote, err = p.memRef(v, c)
 			st.hasRemote = true
+			remoteCol = firstCol(remoteCol, c-len("remote="))
 			return err
 		},
 		"rkey": func(v string, c int) error {
 			st.hasRKey = true
+			remoteCol = firstCol(remoteCol, c-len("rkey="))
 			if v == "invalid" {
 				st.badRKey = true
 				return nil
@@ -367,7 +369,7 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 	case addCol > 0 && st.op != nic.WRAtomicFetchAndAdd:
 		return misplaced(addCol, "add", "op=faa")
 	case (st.hasRemote || st.hasRKey) && (st.op == nic.WRSend || st.op == nic.WRSendWithImm || windowOp(st.op)):
-		return p.errorf(p.toks[3].Col, "remote= and rkey= apply to write, write_imm, read, cas and faa")
+		return p.errorf(remoteCol, "remote= and rkey= apply to write, write_imm, read, cas and faa")
 	case windowOp(st.op) && !st.mwRef.set:
 		return p.errorf(p.toks[3].Col, "op=%s needs mw=node.window", opName(st.op))
 	case st.mwRef.set && (st.op == nic.WRSend || st.op == nic.WRSendWithImm):
@@ -500,4 +502,13 @@ func (p *parser) reregStep(st *step, toks []lineformat.Token) error {
 		return p.errorf(p.toks[3].Col, "rereg needs access=, pd= or len=, e.g. %s rereg access=local_write,remote_write", st.local.ref)
 	}
 	return nil
+}
+
+// firstCol returns the leftmost of two columns, 0 standing for none: an
+// error about several words points at the first of them.
+func firstCol(a, b int) int {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }
