@@ -45,7 +45,12 @@
 // report: arrows slant from (sender, time sent) to (receiver, time
 // received) on a time axis to scale within a burst, with a marked break
 // across long idle stretches (an ACK timeout); a browser shows each
-// arrow's trace lines on hover.
+// arrow's trace lines on hover. No text covers other text (svgplace.go):
+// a label slides along its arrow, or takes a shorter form, or is left to
+// the tooltip; labels carry what the terminal's do ("NAK(seq) psn=2 msn=0
+// · PSN 2 expected, PSN 3 received"). A legend under the drawing says
+// what the colours, the dashed lines, ✗ and "A" mean. For a scenario of
+// many nodes, Options.Nodes draws a chosen pair (rocesim run --nodes).
 //
 // Both are deterministic: the same trace and options give the same bytes.
 // They read only the trace's events (the fabric's frame-* and link-*

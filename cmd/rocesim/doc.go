@@ -24,7 +24,8 @@
 // file's own is); "-" reads the scenario from standard input; a parse
 // error is printed FILE:LINE:COL: message. The ladder is drawn to COLUMNS,
 // else the terminal's width, else 80 columns, coloured only on a terminal
-// without NO_COLOR and with TERM other than dumb. --deadline ends the run at a
+// without NO_COLOR and with TERM other than dumb; --nodes a,b draws only
+// those columns (both ladders). --deadline ends the run at a
 // virtual time; --max-events (default 200000) bounds its events, and a run
 // that spends them without settling stops with a message naming what kept
 // it going (the QP, the PSN it resends, how often, and the attribute, such
