@@ -126,6 +126,16 @@ func TestFlagsWrittenWithTwoDashes(t *testing.T) {
 	}
 }
 
+// TestUnknownFlagWithTwoDashes: every command names an unknown flag the
+// way its usage writes flags.
+func TestUnknownFlagWithTwoDashes(t *testing.T) {
+	for _, cmd := range []string{"run", "inspect", "scenarios", "demo", "fabric", "node", "switch"} {
+		code, _, errOut := runCmd(cmd, "--bogus")
+		assert.Equal(t, exitUsage, code, cmd)
+		assert.Contains(t, errOut, "flag provided but not defined: --bogus", cmd)
+	}
+}
+
 // TestVersion: --version names the module's version and the toolchain.
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"--version", "version"} {

@@ -72,7 +72,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("iters", 1000, "")
 	pcap := fs.String("pcap", "", "")
 	timeout := fs.Duration("timeout", 30*time.Second, "")
-	err := fs.Parse(args)
+	err := dashdash(fs.Parse(args))
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, nodeUsage)
 		return exitOK

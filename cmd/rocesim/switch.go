@@ -177,7 +177,7 @@ func switchMain(ctx context.Context, args []string, stdout, stderr io.Writer, re
 	quiet := fs.Bool("quiet", false, "")
 	duration := fs.Duration("duration", 0, "")
 	routable := fs.Bool("routable", false, "")
-	err := fs.Parse(args)
+	err := dashdash(fs.Parse(args))
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, switchUsage)
 		return exitOK
