@@ -87,7 +87,7 @@ soak:
 ## golden: regenerate golden files from tshark and the current code (review the diff!)
 golden: deps
 	$(GO) test ./wire -run TestTsharkGoldensCurrent -update
-	$(GO) test ./cmd/rocesim -run 'Golden|TestRunBuiltins' -update
+	$(GO) test ./cmd/rocesim -run 'Golden|TestRunBuiltins|TestLadderWidth' -update
 	$(GO) test ./ladder -update
 
 ## corpus: rewrite the committed fuzz seed corpus from the real captures

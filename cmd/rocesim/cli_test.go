@@ -72,6 +72,7 @@ func TestCLIGolden(t *testing.T) {
 		{"stdin", string(gbn), []string{"run", "-", "--quiet"}},
 		{"stdin-error", "node a b\nlink a c\n", []string{"run", "-"}},
 		{"pcap-svg-same", "", []string{"run", "go-back-n", "--pcap", "x.out", "--svg", "./x.out"}},
+		{"svg-over-scenario", "", []string{"run", bad, "--svg", bad}},
 		{"unknown-flag", "", []string{"run", "go-back-n", "--bogus"}},
 		{"bad-flag-value", "", []string{"run", "go-back-n", "--seed", "x"}},
 		{"inspect-filter", "", []string{"inspect", "-Y", "class=nak", pcap}},
@@ -124,6 +125,16 @@ func TestFlagsWrittenWithTwoDashes(t *testing.T) {
 			t.Errorf("rocesim help %s: a flag written with one dash: %q", cmd, l)
 		}
 	}
+}
+
+// TestOutputNamedLikeABuiltin: --svg go-back-n (no such file) writes
+// the picture; only an existing scenario file is protected.
+func TestOutputNamedLikeABuiltin(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, errOut := runCmd("run", "go-back-n", "--quiet", "--svg", "go-back-n")
+	require.Equal(t, exitOK, code, errOut)
+	_, err := os.Stat("go-back-n")
+	assert.NoError(t, err)
 }
 
 // TestUnknownFlagWithTwoDashes: every command names an unknown flag the

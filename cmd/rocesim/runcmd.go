@@ -178,6 +178,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim run: --pcap and --svg name the same file %s: one would overwrite the other\n", *svg)
 		return exitUsage
 	}
+	for _, out := range []struct{ flag, path string }{{"--pcap", *pcap}, {"--svg", *svg}} {
+		if st, err := os.Stat(pos[0]); err == nil && st.Mode().IsRegular() && out.path != "" && samePath(out.path, pos[0]) {
+			fmt.Fprintf(stderr, "rocesim run: %s %s is the scenario file itself: writing it would destroy the scenario\n", out.flag, out.path)
+			return exitUsage
+		}
+	}
 	sc, err := loadScenario(pos[0], stdin)
 	if err == nil {
 		sc, err = applyOverrides(sc, sets, faultRules)
