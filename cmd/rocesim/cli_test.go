@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -198,4 +200,39 @@ func atoi(s string) int {
 	var n int
 	fmt.Sscan(s, &n)
 	return n
+}
+
+// TestInspectFilterMatchesTheRun: inspect -Y over a run's capture counts
+// what the run counted: in alltoall (four nodes behind a switch, no
+// loss) each node's src= frames are its sent_pkts and its dst= frames
+// its rcvd_pkts, the first frames to a node that has not yet sent
+// included; in go-back-n, the frames its own expect frames lines claim.
+func TestInspectFilterMatchesTheRun(t *testing.T) {
+	dir := t.TempDir()
+	listed := regexp.MustCompile(`; (\d+) listed, matching `)
+	count := func(pcap, filter string) int {
+		t.Helper()
+		code, out, errOut := runCmd("inspect", "-Y", filter, pcap)
+		require.Equal(t, exitOK, code, errOut)
+		m := listed.FindStringSubmatch(out)
+		require.NotNil(t, m, out)
+		return atoi(m[1])
+	}
+	a2a := filepath.Join(dir, "alltoall.pcapng")
+	code, out, errOut := runCmd("run", "alltoall", "--json", "--pcap", a2a)
+	require.Equal(t, exitOK, code, errOut)
+	var res struct {
+		Counters map[string]map[string]int `json:"counters"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	for _, n := range []string{"a", "b", "c", "d"} {
+		assert.Equal(t, res.Counters[n]["sent_pkts"], count(a2a, "src="+n), "src=%s", n)
+		assert.Equal(t, res.Counters[n]["rcvd_pkts"], count(a2a, "dst="+n), "dst=%s", n)
+	}
+	gbn := filepath.Join(dir, "go-back-n.pcapng")
+	code, _, errOut = runCmd("run", "go-back-n", "--quiet", "--pcap", gbn)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, count(gbn, "class=nak src=b"))
+	assert.Equal(t, 3, count(gbn, "src=a tx=2"))
+	assert.Equal(t, 1, count(gbn, "src=a tx=1 psn=2"), "the dropped frame is in the capture")
 }

@@ -63,6 +63,12 @@ func inspectPath(path string, jsonOut bool, sel *selector, count int, stdout, st
 		rd  *capture.Reader
 		err error
 	)
+	if sel != nil && path != "-" {
+		if err := sel.learn(path); err != nil {
+			fmt.Fprintf(stderr, "rocesim inspect: %v\n", err)
+			return exitUsage
+		}
+	}
 	if path == "-" {
 		rd, err = capture.NewReader(os.Stdin)
 	} else {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/netip"
 	"strings"
 
@@ -26,8 +27,10 @@ import (
 //     first hop), so that interface's sending end is the node with that
 //     address. A frame is on its first hop when its interface starts at
 //     the node of its source address; src= is that node, dst= the node of
-//     its destination address (or, before that node has sent, the end of
-//     an interface it is seen arriving on).
+//     its destination address (read from a file, the capture is read
+//     once before it is listed to learn every node's address; from
+//     standard input, a node that has not sent yet is not known, and the
+//     hop's own end stands in).
 //  3. tx=: faults.Injector.CountTx on each interface, in file order: on
 //     the first hop, exactly what the fabric counted when it applied a
 //     plan.
@@ -88,10 +91,8 @@ func (s *selector) match(rd *capture.Reader, rec *capture.Record, p *wire.Packet
 		pkt = p
 	}
 	if (p.IPv4 != nil || p.IPv6 != nil) && e.from != "" {
+		s.observe(rd, rec, p)
 		src, dst := p.Src(), p.Dst()
-		if _, ok := s.hostOf[src]; !ok {
-			s.hostOf[src] = e.from
-		}
 		hop.From = s.hostOf[src]
 		hop.First = hop.From == e.from
 		hop.To = s.hostOf[dst]
@@ -108,4 +109,45 @@ func (s *selector) match(rd *capture.Reader, rec *capture.Record, p *wire.Packet
 		}
 	}
 	return s.m.Matches(sim.Time(sinceFirst), &hop, pkt)
+}
+
+// observe learns from one frame, decoded into p, which node has its
+// source address (rule 2).
+func (s *selector) observe(rd *capture.Reader, rec *capture.Record, p *wire.Packet) {
+	e := s.ends(rd, rec.Interface)
+	if (p.IPv4 == nil && p.IPv6 == nil) || e.from == "" {
+		return
+	}
+	if _, ok := s.hostOf[p.Src()]; !ok {
+		s.hostOf[p.Src()] = e.from
+	}
+}
+
+// learn reads the whole capture at path once, before the listing, so
+// that a frame's dst= is known even when its addressee has not yet sent
+// anything (the first frame to a node behind a switch). Standard input
+// cannot be read twice: there dst= is learnt as the frames go by.
+func (s *selector) learn(path string) error {
+	rd, err := capture.Open(path)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	var rec capture.Record
+	var p wire.Packet
+	for {
+		err := rd.Next(&rec)
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		if rec.LinkType != capture.LinkTypeEthernet {
+			continue
+		}
+		p = wire.Packet{}
+		_ = p.DecodeHeaders(rec.Data) // the addresses are all it needs; errors are the listing's to report
+		s.observe(rd, &rec, &p)
+	}
 }
