@@ -53,10 +53,14 @@ type wcRec struct {
 	ByteLen uint32
 	Imm     uint32
 	Inv     uint32 // the R_Key a SEND WITH INVALIDATE invalidated
+	// Flags are wc_flags as a program reads them, compared exactly: the
+	// model's rxe profile sets the bits rxe does (IBV_WC_GRH on every
+	// receive, IBV_WC_IP_CSUM_OK's bit for an invalidation).
+	Flags uint32
 }
 
 func (w wcRec) String() string {
-	return fmt.Sprintf("wr_id=%d %s %s byte_len=%d imm=%#x inv=%#x", w.WRID, w.Status, w.Opcode, w.ByteLen, w.Imm, w.Inv)
+	return fmt.Sprintf("wr_id=%d %s %s byte_len=%d imm=%#x inv=%#x wc_flags=%#x", w.WRID, w.Status, w.Opcode, w.ByteLen, w.Imm, w.Inv, w.Flags)
 }
 
 // interopEnd is one side of the link: the guest's agent or the model.
@@ -74,8 +78,8 @@ type interopEnd interface {
 // invalidated an R_Key: the kernel's IB_WC_WITH_INVALIDATE (rxe_resp.c
 // do_complete writes the kernel's flags into the user CQ), which
 // libibverbs names IBV_WC_IP_CSUM_OK; IBV_WC_WITH_INV (1<<3) never
-// reaches an rxe user.
-const rxeWCWithInvalidate = 1 << 2
+// reaches an rxe user. The model's rxe profile sets the same bit.
+const rxeWCWithInvalidate = uint32(nic.WCFlagIPCSumOK)
 
 // agentEnd is the guest.
 type agentEnd struct {
@@ -114,7 +118,7 @@ func (e *agentEnd) poll(n int, timeout time.Duration) ([]wcRec, error) {
 	var got []wcRec
 	for _, ev := range evs {
 		if ev.Event == "wc" {
-			r := wcRec{WRID: ev.WRID, Status: ev.Status, Opcode: ev.Opcode, ByteLen: ev.ByteLen, Imm: ev.Imm}
+			r := wcRec{WRID: ev.WRID, Status: ev.Status, Opcode: ev.Opcode, ByteLen: ev.ByteLen, Imm: ev.Imm, Flags: ev.WCFlags}
 			if ev.WCFlags&rxeWCWithInvalidate != 0 {
 				r.Inv = ev.Ex
 			}
@@ -189,7 +193,8 @@ func (e *modelEnd) poll(n int, timeout time.Duration) ([]wcRec, error) {
 			var wcs [8]nic.WC
 			k := e.cq.Poll(wcs[:min(8, n-len(got))])
 			for _, wc := range wcs[:k] {
-				r := wcRec{WRID: wc.WRID, Status: wc.Status.Name(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen}
+				r := wcRec{WRID: wc.WRID, Status: wc.Status.Name(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen,
+					Flags: uint32(wc.WCFlags)}
 				if wc.WCFlags&nic.WCFlagWithImm != 0 {
 					r.Imm = wc.ImmData
 				}
@@ -488,7 +493,8 @@ func sameWC(role string, rxe, model *wcRec) string {
 	if rxe == nil || model == nil {
 		return ""
 	}
-	if rxe.Status != model.Status || rxe.Opcode != model.Opcode || rxe.ByteLen != model.ByteLen || (rxe.Imm != 0) != (model.Imm != 0) {
+	if rxe.Status != model.Status || rxe.Opcode != model.Opcode || rxe.ByteLen != model.ByteLen || (rxe.Imm != 0) != (model.Imm != 0) ||
+		rxe.Flags != model.Flags {
 		return fmt.Sprintf("%s completions differ: rxe %v, model %v", role, rxe, model)
 	}
 	return ""

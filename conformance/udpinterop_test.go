@@ -148,11 +148,12 @@ func (e *udpEnd) poll(n int, timeout time.Duration) ([]wcRec, error) {
 		if err != nil {
 			return got, fmt.Errorf("timeout: %d of %d completions: %w", len(got), n, err)
 		}
-		r := wcRec{WRID: wc.WRID, Status: wc.Status.Name(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen}
+		r := wcRec{WRID: wc.WRID, Status: wc.Status.Name(), Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen,
+			Flags: uint32(wc.WCFlags)}
 		switch {
 		case wc.WCFlags&nic.WCFlagWithImm != 0:
 			r.Imm = wc.ImmData
-		case wc.WCFlags&nic.WCFlagWithInv != 0:
+		case wc.Invalidated():
 			r.Inv = wc.ImmData
 		}
 		got = append(got, r)
@@ -169,6 +170,11 @@ func (e *udpEnd) crc(off, n int) (uint32, error) {
 // and SEND_FIRST ... SEND_LAST_WITH_INVALIDATE of 4 and 64 packets.
 var sendInvSizes = []int{1, 3*interopPMTU + 1, 64 << 10}
 
+// rxeRecvInvFlags are the wc_flags of a receive that invalidated an
+// R_Key, on rxe and on the model's rxe profile: IBV_WC_GRH, which rxe sets
+// on every receive, and rxeWCWithInvalidate.
+const rxeRecvInvFlags = uint32(nic.WCFlagGRH) | rxeWCWithInvalidate
+
 // sendInvResult is what runSendInv did: how many cases, which failed.
 type sendInvResult struct {
 	n     int
@@ -179,9 +185,12 @@ type sendInvResult struct {
 // directions, numbering work requests from wrid. Before each, the
 // responder binds a type 2 memory window (a type 2 window is bound once
 // until invalidated, o10-37.2.30; rxe_check_bind_mw) and the requester's
-// SEND names its R_Key in the IETH; the receive must complete with
-// IBV_WC_WITH_INV and that R_Key (rxe_resp.c do_complete), the bytes
-// must land, and the next bind succeeding shows the window was freed.
+// SEND names its R_Key in the IETH; the receive must complete with that
+// R_Key and exactly the wc_flags rxe gives, on both ends: IBV_WC_GRH and
+// the kernel's IB_WC_WITH_INVALIDATE bit, IBV_WC_IP_CSUM_OK to
+// libibverbs (rxe_resp.c do_complete; the model's rxe profile copies
+// it), the bytes must land, and the next bind succeeding shows the
+// window was freed.
 // The ranges come after the matrix's (256 KiB from the MR's end).
 func runSendInv(ctx context.Context, agent *Agent, guest *agentEnd, model *udpEnd, wrid uint64) sendInvResult {
 	var r sendInvResult
@@ -247,8 +256,9 @@ func runSendInv(ctx context.Context, agent *Agent, guest *agentEnd, model *udpEn
 				fail("requester completion %v, want wr_id=%d IBV_WC_SUCCESS IBV_WC_SEND", w, wrid)
 			}
 			if w := sw[0]; w.WRID != wrid+recvWRID || w.Status != "IBV_WC_SUCCESS" || w.Opcode != "IBV_WC_RECV" ||
-				w.ByteLen != uint32(n) || w.Inv != rkey || w.Imm != 0 {
-				fail("responder completion %v, want wr_id=%d IBV_WC_SUCCESS IBV_WC_RECV byte_len=%d inv=%#x", w, wrid+recvWRID, n, rkey)
+				w.ByteLen != uint32(n) || w.Inv != rkey || w.Imm != 0 || w.Flags != rxeRecvInvFlags {
+				fail("responder completion %v, want wr_id=%d IBV_WC_SUCCESS IBV_WC_RECV byte_len=%d inv=%#x wc_flags=%#x",
+					w, wrid+recvWRID, n, rkey, rxeRecvInvFlags)
 			}
 			if err := checkCRC(resp, dst, req.pattern()[src:src+n]); err != nil {
 				fail("%v", err)

@@ -59,6 +59,15 @@
 //     READ's length, an atomic's 8, 0 for a SEND or WRITE. A failed or
 //     flushed send completion has byte_len 0 in both (rxe fills it only
 //     on success).
+//   - A receive that invalidated an R_Key (SEND WITH INVALIDATE): rxe
+//     flags it with the kernel's IB_WC_WITH_INVALIDATE, 1<<2 (rxe_resp.c
+//     do_complete writes kernel flags into the user CQE), which libibverbs
+//     reads as IBV_WC_IP_CSUM_OK, so ProfileRXE sets WCFlagIPCSumOK;
+//     ProfileSpec sets WCFlagWithInv (IBV_WC_WITH_INV, 1<<3). Both put
+//     the R_Key in ImmData; WC.Invalidated tells either. And rxe sets
+//     IB_WC_GRH (IBV_WC_GRH) on every successful receive completion, RC
+//     and UC too; ProfileSpec on UD receives only, where libibverbs
+//     gives it a meaning.
 //   - A duplicate SEND or WRITE packet (a retransmission of one already
 //     received): rxe re-acknowledges every one, with the PSN before the
 //     expected one (duplicate_request, citing C9-105); ProfileSpec only

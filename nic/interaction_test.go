@@ -628,8 +628,13 @@ func (h *pair) poll(s *side) string {
 			if wc.WCFlags&nic.WCFlagWithImm != 0 {
 				line += fmt.Sprintf(" imm=%#x", wc.ImmData)
 			}
-			if wc.WCFlags&nic.WCFlagWithInv != 0 {
-				line += " inv"
+			// The flag an invalidating receive carries depends on the
+			// profile (rxe's lands on IBV_WC_IP_CSUM_OK), so name it.
+			switch {
+			case wc.WCFlags&nic.WCFlagWithInv != 0:
+				line += " inv=IBV_WC_WITH_INV"
+			case wc.WCFlags&nic.WCFlagIPCSumOK != 0:
+				line += " inv=IBV_WC_IP_CSUM_OK"
 			}
 			out = append(out, line)
 		}

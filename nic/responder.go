@@ -382,12 +382,12 @@ func (d *Device) placeSend(now sim.Time, qp *QP, p *wire.Packet) bool {
 		if p.IETH != nil && !d.invalidateForSend(now, qp, w, p) {
 			return false
 		}
-		wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(r.off), QPNum: qp.num}
+		wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(r.off), QPNum: qp.num, WCFlags: recvFlags(d.cfg.Profile)}
 		if p.ImmDt != nil {
-			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), WCFlagWithImm
+			wc.ImmData, wc.WCFlags = p.ImmDt.Value(), wc.WCFlags|WCFlagWithImm
 		}
 		if p.IETH != nil {
-			wc.ImmData, wc.WCFlags = p.IETH.RKey(), WCFlagWithInv
+			wc.ImmData, wc.WCFlags = p.IETH.RKey(), wc.WCFlags|invalidatedFlag(d.cfg.Profile)
 		}
 		if qp.init.Type == QPTypeUD {
 			wc.SrcQP, wc.WCFlags = p.DETH.SrcQP(), wc.WCFlags|WCFlagGRH
@@ -467,7 +467,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 			qp.doneRecv()
 			d.counters.Add(CounterRDMARecvs, 1) // as for a SEND: rxe counts every successful receive CQE
 			d.completeRecv(now, qp, WC{WRID: w.wrid, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.off),
-				ImmData: p.ImmDt.Value(), WCFlags: WCFlagWithImm, QPNum: qp.num}, solicitationOf(p.BTH.SolicitedEvent()))
+				ImmData: p.ImmDt.Value(), WCFlags: recvFlags(d.cfg.Profile) | WCFlagWithImm, QPNum: qp.num}, solicitationOf(p.BTH.SolicitedEvent()))
 		}
 	}
 	return true

@@ -309,12 +309,51 @@ const (
 // WCFlags describe a completion (ibv_wc_flags).
 type WCFlags uint32
 
-// Completion flags.
+// Completion flags, libibverbs' values (enum ibv_wc_flags).
 const (
-	WCFlagGRH     WCFlags = 1 << 0
-	WCFlagWithImm WCFlags = 1 << 1
-	WCFlagWithInv WCFlags = 1 << 3
+	WCFlagGRH     WCFlags = 1 << 0 // IBV_WC_GRH
+	WCFlagWithImm WCFlags = 1 << 1 // IBV_WC_WITH_IMM
+	// WCFlagIPCSumOK is IBV_WC_IP_CSUM_OK. The model checks no IP
+	// checksums; it sets this bit only under ProfileRXE, on a receive that
+	// invalidated an R_Key, because that is where rxe's flag lands (see
+	// WC.Invalidated).
+	WCFlagIPCSumOK WCFlags = 1 << 2
+	WCFlagWithInv  WCFlags = 1 << 3 // IBV_WC_WITH_INV
 )
+
+// invalidatedFlag is the wc_flags bit a receive that invalidated an R_Key
+// carries under p. rxe_resp.c do_complete sets the kernel's
+// IB_WC_WITH_INVALIDATE (include/rdma/ib_verbs.h, 1<<2) in the
+// struct ib_uverbs_wc it hands to user space, and libibverbs reads that
+// bit as IBV_WC_IP_CSUM_OK: a program on rxe never sees IBV_WC_WITH_INV
+// (1<<3). ProfileSpec sets IBV_WC_WITH_INV, which is what libibverbs
+// means (measured on rxe 6.1 by conformance's TestInteropUDP).
+func invalidatedFlag(p Profile) WCFlags {
+	if p == ProfileRXE {
+		return WCFlagIPCSumOK
+	}
+	return WCFlagWithInv
+}
+
+// recvFlags are the wc_flags every successful receive completion carries
+// under p. rxe_resp.c do_complete starts a user CQE's flags at
+// IB_WC_GRH whatever the QP type (libibverbs says the flag means
+// something only for UD), so under ProfileRXE an RC or UC receive has
+// WCFlagGRH too; ProfileSpec sets it on UD receives only.
+func recvFlags(p Profile) WCFlags {
+	if p == ProfileRXE {
+		return WCFlagGRH
+	}
+	return 0
+}
+
+// Invalidated reports whether wc is a receive whose SEND WITH INVALIDATE
+// invalidated an R_Key, the one in ImmData (ibv_wc's invalidated_rkey),
+// under either profile: WCFlagWithInv, or under ProfileRXE
+// WCFlagIPCSumOK, which the model sets on nothing else.
+func (wc *WC) Invalidated() bool {
+	return wc.Opcode == WCRecv && wc.WCFlags&(WCFlagWithInv|WCFlagIPCSumOK) != 0
+}
 
 // WC is a work completion (ibv_wc).
 type WC struct {
@@ -323,7 +362,7 @@ type WC struct {
 	Opcode       WCOpcode
 	VendorErr    uint32
 	ByteLen      uint32 // send side: depends on the Profile (see the package doc)
-	ImmData      uint32 // or the invalidated R_Key with WCFlagWithInv
+	ImmData      uint32 // or the invalidated R_Key when Invalidated()
 	QPNum        uint32
 	SrcQP        uint32
 	WCFlags      WCFlags

@@ -198,8 +198,8 @@ func TestRCZeroLengthAndSendInv(t *testing.T) {
 			t.Fatal(err)
 		}
 		wait(ra, "SEND_WITH_INV")
-		if wc := wait(rb, "its receive"); wc.WCFlags&nic.WCFlagWithInv == 0 || wc.ImmData != rkey || wc.ByteLen != 100 {
-			t.Fatalf("receive %+v, want IBV_WC_WITH_INV of rkey %#x, 100 bytes", wc, rkey)
+		if wc := wait(rb, "its receive"); !wc.Invalidated() || wc.ImmData != rkey || wc.ByteLen != 100 {
+			t.Fatalf("receive %+v, want it to have invalidated rkey %#x, 100 bytes", wc, rkey)
 		}
 	}
 }

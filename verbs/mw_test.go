@@ -124,7 +124,9 @@ func TestMWRemoteAccessErrors(t *testing.T) {
 
 // TestMWSendWithInvalidate: a SEND WITH INVALIDATE naming the window's
 // R_Key invalidates it at the responder, whose receive completion carries
-// IBV_WC_WITH_INV and the R_Key; a WRITE through it then fails.
+// the R_Key and rxe's flags (IBV_WC_GRH, and IBV_WC_IP_CSUM_OK's bit for
+// the invalidation, the default profile being rxe's); a WRITE through it
+// then fails.
 func TestMWSendWithInvalidate(t *testing.T) {
 	w, a, b := pair(t, verbs.WorldConfig{Seed: 1})
 	mr, mw := mwTarget(t, w, b, verbs.MWType2, verbs.AccessRemoteWrite)
@@ -140,7 +142,8 @@ func TestMWSendWithInvalidate(t *testing.T) {
 	assert.Equal(t, verbs.WCSuccess, wcs[0].Status)
 	assert.Equal(t, verbs.WCRecv, wcs[0].Opcode)
 	assert.Equal(t, uint32(1500), wcs[0].ByteLen)
-	assert.Equal(t, verbs.WCFlagWithInv, wcs[0].WCFlags&verbs.WCFlagWithInv)
+	assert.Equal(t, verbs.WCFlagGRH|verbs.WCFlagIPCSumOK, wcs[0].WCFlags, "wc_flags: rxe's IB_WC_GRH|IB_WC_WITH_INVALIDATE")
+	assert.True(t, wcs[0].Invalidated())
 	assert.Equal(t, mw.RKey, wcs[0].ImmData, "invalidated_rkey")
 	assert.Equal(t, []string{"1:IBV_WC_REM_ACCESS_ERR"}, writeThrough(t, w, a, mr.Addr+1024, mw.RKey, 8))
 }

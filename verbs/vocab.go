@@ -85,8 +85,8 @@ type RecvWR = nic.RecvWR
 // WCStatus: Name gives "IBV_WC_SUCCESS", String the text of
 // ibv_wc_status_str), Opcode (opcode; valid only for a successful
 // completion, as in libibverbs), VendorErr (vendor_err), ByteLen
-// (byte_len), ImmData (imm_data, or the invalidated R_Key with
-// WCFlagWithInv), QPNum (qp_num), SrcQP (src_qp), WCFlags (wc_flags),
+// (byte_len), ImmData (imm_data, or the invalidated R_Key when
+// Invalidated reports true), QPNum (qp_num), SrcQP (src_qp), WCFlags (wc_flags),
 // PKeyIndex (pkey_index), SLID (slid), SL (sl), DLIDPathBits
 // (dlid_path_bits).
 type WC = nic.WC
@@ -104,7 +104,10 @@ type WCStatus = nic.WCStatus
 type WCOpcode = nic.WCOpcode
 
 // WCFlags describe a completion (enum ibv_wc_flags): WCFlagGRH,
-// WCFlagWithImm, WCFlagWithInv.
+// WCFlagWithImm, WCFlagIPCSumOK, WCFlagWithInv. A receive that
+// invalidated an R_Key carries WCFlagIPCSumOK under the rxe profile, as
+// on rxe, and WCFlagWithInv under the spec profile (see the nic package
+// doc); WC.Invalidated tells it under either.
 type WCFlags = nic.WCFlags
 
 // AsyncEventType is the type of an asynchronous event (enum
@@ -294,9 +297,10 @@ const (
 
 // Completion flags (enum ibv_wc_flags).
 const (
-	WCFlagGRH     = nic.WCFlagGRH     // IBV_WC_GRH
-	WCFlagWithImm = nic.WCFlagWithImm // IBV_WC_WITH_IMM
-	WCFlagWithInv = nic.WCFlagWithInv // IBV_WC_WITH_INV
+	WCFlagGRH      = nic.WCFlagGRH      // IBV_WC_GRH
+	WCFlagWithImm  = nic.WCFlagWithImm  // IBV_WC_WITH_IMM
+	WCFlagIPCSumOK = nic.WCFlagIPCSumOK // IBV_WC_IP_CSUM_OK
+	WCFlagWithInv  = nic.WCFlagWithInv  // IBV_WC_WITH_INV
 )
 
 // Asynchronous event types (enum ibv_event_type).

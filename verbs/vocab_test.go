@@ -131,7 +131,8 @@ var goNames = map[string]int64{
 	"IBV_WC_LOCAL_INV": int64(verbs.WCLocalInv), "IBV_WC_RECV": int64(verbs.WCRecv),
 	"IBV_WC_RECV_RDMA_WITH_IMM": int64(verbs.WCRecvRDMAWithImm),
 
-	"IBV_WC_GRH": int64(verbs.WCFlagGRH), "IBV_WC_WITH_IMM": int64(verbs.WCFlagWithImm), "IBV_WC_WITH_INV": int64(verbs.WCFlagWithInv),
+	"IBV_WC_GRH": int64(verbs.WCFlagGRH), "IBV_WC_WITH_IMM": int64(verbs.WCFlagWithImm), "IBV_WC_IP_CSUM_OK": int64(verbs.WCFlagIPCSumOK),
+	"IBV_WC_WITH_INV": int64(verbs.WCFlagWithInv),
 
 	"IBV_EVENT_CQ_ERR": int64(verbs.EventCQErr), "IBV_EVENT_QP_FATAL": int64(verbs.EventQPFatal),
 	"IBV_EVENT_QP_REQ_ERR": int64(verbs.EventQPReqErr), "IBV_EVENT_QP_ACCESS_ERR": int64(verbs.EventQPAccessErr),
@@ -172,7 +173,6 @@ var leftOut = map[string]string{
 	"IBV_WC_DRIVER2": "no driver-specific completions", "IBV_WC_DRIVER3": "no driver-specific completions",
 	"IBV_WC_TM_ADD": "no tag matching", "IBV_WC_TM_DEL": "no tag matching", "IBV_WC_TM_SYNC": "no tag matching",
 	"IBV_WC_TM_RECV": "no tag matching", "IBV_WC_TM_NO_TAG": "no tag matching", "IBV_WC_DRIVER1": "no driver-specific completions",
-	"IBV_WC_IP_CSUM_OK":  "no checksum offload",
 	"IBV_WC_TM_SYNC_REQ": "no tag matching", "IBV_WC_TM_MATCH": "no tag matching", "IBV_WC_TM_DATA_VALID": "no tag matching",
 	"IBV_EVENT_WQ_FATAL":      "no work queues (ibv_wq)",
 	"IBV_REREG_MR_KEEP_VALID": "not in rxe 6.1, which refuses every rereg",

@@ -442,9 +442,9 @@ func rs_poll_cq(h C.uint32_t, n C.int, wc *C.struct_ibv_wc) C.int {
 		o.slid = C.uint16_t(w.SLID)
 		o.sl = C.uint8_t(w.SL)
 		o.dlid_path_bits = C.uint8_t(w.DLIDPathBits)
-		if w.WCFlags&(verbs.WCFlagWithImm|verbs.WCFlagWithInv) != 0 {
+		if w.WCFlags&verbs.WCFlagWithImm != 0 || w.Invalidated() {
 			inv := C.int(0)
-			if w.WCFlags&verbs.WCFlagWithInv != 0 {
+			if w.Invalidated() {
 				inv = 1
 			}
 			C.rs_wc_set_imm(o, C.uint32_t(w.ImmData), inv)
