@@ -67,7 +67,9 @@
 //     the R_Key in ImmData; WC.Invalidated tells either. And rxe sets
 //     IB_WC_GRH (IBV_WC_GRH) on every successful receive completion, RC
 //     and UC too; ProfileSpec on UD receives only, where libibverbs
-//     gives it a meaning.
+//     gives it a meaning. rxe also sets IBV_WC_WITH_IMM on the send-side
+//     completion of a SEND or WRITE with immediate (imm_data zero);
+//     ProfileSpec leaves a send completion's flags clear.
 //   - A duplicate SEND or WRITE packet (a retransmission of one already
 //     received): rxe re-acknowledges every one, with the PSN before the
 //     expected one (duplicate_request, citing C9-105); ProfileSpec only

@@ -422,6 +422,7 @@ func (d *Device) completeSend(now sim.Time, qp *QP, w *sendWQE, st WCStatus) {
 	wc := WC{WRID: w.wr.WRID, Status: st, Opcode: wcOpcodeOf(w.wr.Opcode), QPNum: qp.num}
 	if st == WCSuccess {
 		wc.ByteLen = sendByteLen(d.cfg.Profile, w)
+		wc.WCFlags = sendFlags(d.cfg.Profile, w.wr.Opcode)
 	}
 	var why wcReason
 	if st != WCSuccess && st != WCWRFlushErr {
