@@ -84,7 +84,7 @@ type Injector struct {
 	frames []int // indexes of the frame rules in rules
 	state  []ruleState
 	rng    *rand.Rand
-	flows  map[flowKey]*txWindow // looked up, never iterated
+	tx     txFlows // CountTx's windows
 
 	scratch wire.Packet // decodes a frame after fix recomputes its lengths
 }
@@ -104,7 +104,7 @@ type ruleState struct {
 // NewInjector panics if p is invalid (see Plan.Validate; Parse never
 // returns an invalid plan) or if p uses prob= and rng is nil.
 func NewInjector(p *Plan, rng *rand.Rand) *Injector {
-	in := &Injector{rng: rng, flows: map[flowKey]*txWindow{}}
+	in := &Injector{rng: rng, tx: newTxFlows()}
 	in.SetPlan(p)
 	return in
 }

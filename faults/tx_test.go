@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,14 +48,14 @@ func TestCountTx(t *testing.T) {
 		{ab, send(0, 0x30), 2},
 		{ab, send(5000, 0x30), 1},
 		{ab, send(0xFFFFFF, 0x30), 3},
-		// The window remembers 2^22 PSNs behind the newest.
+		// The window remembers 2^16 PSNs behind the newest.
 		{ab, send(0, 0x31), 1},
 		{ab, send(0, 0x31), 2},
-		{ab, send(1<<22, 0x31), 1},
+		{ab, send(1<<16, 0x31), 1},
 		{ab, send(0, 0x31), 1}, // forgotten
 		{ab, send(1, 0x31), 1},
 		{ab, send(1, 0x31), 2},
-		{ab, send(1<<22, 0x31), 2},
+		{ab, send(1<<16, 0x31), 2},
 	}
 	in := faults.NewInjector(nil, nil)
 	for i, s := range steps {
@@ -188,4 +189,62 @@ func TestDeterminism(t *testing.T) {
 	v2, f2 := once()
 	require.Equal(t, v1, v2)
 	require.Equal(t, f1, f2)
+}
+
+// TestCountTxBounded: a sender with valid ICRCs, random QPNs and random
+// PSNs (anyone on a real network) cannot grow CountTx's memory past its
+// bounds: flows and counters stay within them, the oldest flows are
+// evicted and counted, the heap stays flat over rounds, and a flow that
+// keeps its place still counts retransmissions.
+func TestCountTxBounded(t *testing.T) {
+	const span, flows, entries = 1024, 64, 8 * 1024
+	in := faults.NewInjector(nil, nil)
+	faults.SetTxBounds(in, span, flows, entries)
+	ab := faults.Hop{Link: "a-b", From: "a", To: "b", First: true}
+	rng := newRand(3)
+	// Frames are built once: the flood measures CountTx, not the builder.
+	pkts := make([]*wire.Packet, 4096)
+	for i := range pkts {
+		qp, psn := uint32(rng.IntN(1<<24)), uint32(rng.IntN(1<<24))
+		if i%2 == 1 { // half of them near the previous PSN, to grow windows
+			qp, psn = pkts[i-1].BTH.DestQP(), uint32(pkts[i-1].BTH.PSN().Add(uint32(rng.IntN(span))))
+		}
+		pkts[i] = decode(t, pktSpec{op: wire.OpRCSendOnly, psn: psn, qp: qp}.build(t))
+	}
+	var heap [5]uint64
+	for round := range heap {
+		for _, p := range pkts {
+			in.CountTx(ab, p)
+		}
+		n, e := faults.TxUsage(in)
+		require.LessOrEqual(t, n, flows, "round %d: flows", round)
+		require.LessOrEqual(t, e, entries, "round %d: counters", round)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap[round] = ms.HeapAlloc
+	}
+	require.Greater(t, in.TxEvictions(), uint64(0))
+	// Rounds 1..4 repeat round 0's traffic: nothing may accumulate.
+	require.Less(t, int64(heap[4])-int64(heap[1]), int64(256<<10), "heap after rounds: %v", heap)
+
+	// The ordinary semantics hold for a flow that is not evicted.
+	in = faults.NewInjector(nil, nil)
+	faults.SetTxBounds(in, span, flows, entries)
+	send := func(psn uint32) *wire.Packet {
+		return decode(t, pktSpec{op: wire.OpRCSendOnly, psn: psn, qp: 0x11}.build(t))
+	}
+	for _, s := range []struct {
+		psn  uint32
+		want int
+	}{{1, 1}, {2, 1}, {3, 1}, {2, 2}, {3, 2}, {2, 3}} {
+		require.Equal(t, s.want, in.CountTx(ab, send(s.psn)), "psn %d", s.psn)
+	}
+	// flows-1 other flows fit beside it; one more evicts it, the oldest,
+	// and its PSN 2 counts from 1 again.
+	for qp := range uint32(flows) {
+		in.CountTx(ab, decode(t, pktSpec{op: wire.OpRCSendOnly, psn: 1, qp: 0x1000 + qp}.build(t)))
+	}
+	require.Equal(t, uint64(1), in.TxEvictions())
+	require.Equal(t, 1, in.CountTx(ab, send(2)), "evicted flow starts over")
 }

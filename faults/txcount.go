@@ -14,14 +14,34 @@ import (
 //     response reuses the PSN of its request.
 //  2. Each flow keeps one counter per PSN in a window that slides forward
 //     with the newest PSN seen; it remembers the last txWindowSpan PSNs, far
-//     more than any go-back-N retransmission reaches back.
+//     more than a go-back-N round reaches back on the links the model
+//     simulates.
 //  3. CountTx bumps the PSN's counter and returns it: 1 for the first
 //     transmission, 2 for the first retransmission, and so on.
+//  4. Memory is bounded whatever arrives (a sender with valid ICRCs and
+//     random PSNs and QPNs on a real network): at most txMaxFlows flows,
+//     and at most txMaxEntries counters over all of them. A new flow, or
+//     a window that must grow, past either bound evicts the oldest flows
+//     first (creation order, so deterministic), counted by TxEvictions.
+//     An evicted flow starts again from nothing: its next frame of any
+//     PSN is tx=1, so a tx=2 rule misses the first retransmission that
+//     follows an eviction and a tx=1 rule matches it.
 
-// txWindowSpan is how many PSNs behind the newest a flow remembers. A
-// PSN further back counts as a first transmission. 2^22 keeps every
-// comparison well inside the 2^23 that 24-bit PSN arithmetic can order.
-const txWindowSpan = 1 << 22
+// txWindowSpan is how many PSNs behind the newest a flow remembers (its
+// window's most counters: 128 KiB). A PSN further back counts as a first
+// transmission. 2^16 PSNs are 64 MiB in flight at a 1024-byte MTU, more
+// than a go-back-N round resends after an ACK timeout on the fabrics the
+// model simulates, and keep every comparison well inside the 2^23 that
+// 24-bit PSN arithmetic can order.
+const txWindowSpan = 1 << 16
+
+// txMaxFlows and txMaxEntries bound CountTx's memory: flows, and
+// counters over all flows (2 bytes each: 32 MiB), enough for 256 flows
+// with full windows or 2^16 flows of short messages.
+const (
+	txMaxFlows   = 1 << 16
+	txMaxEntries = 1 << 24
+)
 
 type flowKey struct {
 	from, to string
@@ -35,6 +55,57 @@ type txWindow struct {
 	counts []uint16 // saturating
 }
 
+// txFlows is CountTx's state: the flows' windows, their creation order
+// (the eviction order) and what they hold.
+type txFlows struct {
+	windows   map[flowKey]*txWindow // looked up, never iterated
+	order     []flowKey             // creation order; order[head:] are live
+	head      int
+	entries   int // sum of cap(counts) over the live windows
+	evictions uint64
+
+	span, maxFlows, maxEntries int // the bounds (tests shrink them)
+}
+
+// newTxFlows returns empty state with the package's bounds.
+func newTxFlows() txFlows {
+	return txFlows{windows: map[flowKey]*txWindow{}, span: txWindowSpan, maxFlows: txMaxFlows, maxEntries: txMaxEntries}
+}
+
+// TxEvictions returns how many flows CountTx has forgotten to stay within
+// its bounds (see CountTx); 0 in any ordinary simulation.
+func (in *Injector) TxEvictions() uint64 {
+	if in == nil {
+		return 0
+	}
+	return in.tx.evictions
+}
+
+// evictOldest forgets the oldest live flow other than keep; false if
+// there is none.
+func (f *txFlows) evictOldest(keep *txWindow) bool {
+	if f.head >= len(f.order) {
+		return false
+	}
+	k := f.order[f.head]
+	w := f.windows[k]
+	if w == keep {
+		return false // keep is the oldest: nothing older to evict
+	}
+	f.order[f.head] = flowKey{}
+	f.head++
+	delete(f.windows, k)
+	f.entries -= cap(w.counts)
+	f.evictions++
+	if f.head > len(f.order)/2 && f.head > 64 {
+		// Move the live keys to the front so appends reuse the slice.
+		n := copy(f.order, f.order[f.head:])
+		clear(f.order[n:])
+		f.order, f.head = f.order[:n], 0
+	}
+	return true
+}
+
 // CountTx returns which transmission of its PSN this frame is: 1 the first
 // time the PSN is sent from hop.From to hop.To on the frame's destination
 // QP in the frame's direction (request or response), 2 on its
@@ -43,8 +114,9 @@ type txWindow struct {
 // hop and all later ones. It returns 0 if pkt is nil (not RoCE).
 //
 // Responses count per PSN too: a second ACK carrying the same PSN is its
-// tx=2. A PSN more than 2^22 behind the newest of its flow counts as a
-// first transmission again.
+// tx=2. A PSN more than 2^16 behind the newest of its flow counts as a
+// first transmission again, and so does every PSN of a flow evicted to
+// bound memory (see TxEvictions).
 func (in *Injector) CountTx(hop Hop, pkt *wire.Packet) int {
 	if in == nil || pkt == nil || pkt.BTH == nil || pkt.Info == nil {
 		return 0
@@ -59,25 +131,51 @@ func (in *Injector) CountTx(hop Hop, pkt *wire.Packet) int {
 		dir = 2
 	}
 	key := flowKey{hop.From, hop.To, pkt.BTH.DestQP(), dir}
-	w := in.flows[key]
+	f := &in.tx
+	w := f.windows[key]
 	if w == nil {
+		for len(f.windows) >= f.maxFlows && f.evictOldest(nil) {
+		}
 		w = &txWindow{}
-		in.flows[key] = w
+		f.windows[key] = w
+		f.order = append(f.order, key)
 	}
-	return w.count(pkt.BTH.PSN())
+	return f.count(w, pkt.BTH.PSN())
 }
 
-// count bumps and returns the counter of p.
-func (w *txWindow) count(p wire.PSN) int {
+// grow gives w's counters a capacity of at least n (at most f.span),
+// evicting older flows to stay within f.maxEntries; false if even then it
+// would not fit.
+func (f *txFlows) grow(w *txWindow, n int) bool {
+	c := min(max(2*cap(w.counts), n, 64), f.span)
+	for f.entries-cap(w.counts)+c > f.maxEntries {
+		if !f.evictOldest(w) {
+			return false
+		}
+	}
+	grown := make([]uint16, len(w.counts), c)
+	copy(grown, w.counts)
+	f.entries += c - cap(w.counts)
+	w.counts = grown
+	return true
+}
+
+// count bumps and returns the counter of p in w.
+func (f *txFlows) count(w *txWindow, p wire.PSN) int {
+	span := f.span
 	if len(w.counts) == 0 {
+		if cap(w.counts) == 0 && !f.grow(w, 1) {
+			return 1
+		}
 		w.base = p
-		w.counts = append(w.counts, 0)
+		w.counts = w.counts[:1]
+		w.counts[0] = 0
 	}
 	d := int(p.Diff(w.base))
 	switch {
 	case d >= len(w.counts): // newer than any seen: extend, sliding if too long
-		if d >= txWindowSpan {
-			drop := d - txWindowSpan + 1
+		if d >= span {
+			drop := d - span + 1
 			if drop >= len(w.counts) {
 				w.counts = w.counts[:0]
 				w.base, d = p, 0
@@ -88,20 +186,23 @@ func (w *txWindow) count(p wire.PSN) int {
 			}
 		}
 		n := len(w.counts)
-		if d >= cap(w.counts) {
-			grown := make([]uint16, n, max(2*cap(w.counts), d+1, 64))
-			copy(grown, w.counts)
-			w.counts = grown
+		if d >= cap(w.counts) && !f.grow(w, d+1) {
+			return 1 // no room: counted as a first transmission, not kept
 		}
 		w.counts = w.counts[:d+1]
 		clear(w.counts[n:])
 	case d < 0: // older than any seen: extend backwards if it is not too old
-		if len(w.counts)-d > txWindowSpan {
+		if len(w.counts)-d > span {
 			return 1
 		}
-		grown := make([]uint16, len(w.counts)-d)
-		copy(grown[-d:], w.counts)
-		w.counts, w.base, d = grown, p, 0
+		n := len(w.counts)
+		if n-d > cap(w.counts) && !f.grow(w, n-d) {
+			return 1
+		}
+		w.counts = w.counts[:n-d]
+		copy(w.counts[-d:], w.counts[:n])
+		clear(w.counts[:-d])
+		w.base, d = p, 0
 	}
 	if w.counts[d] < math.MaxUint16 {
 		w.counts[d]++
