@@ -100,9 +100,10 @@
 // hops, so "drop psn=2 tx=1" loses the first transmission only. CNPs are
 // counted apart from both directions; ACKs count as responses, so a
 // repeated ACK of the same PSN is tx=2. Memory is bounded (2^16 PSNs per
-// flow, 2^16 flows, 2^24 counters in all); past a bound the oldest flows
-// are forgotten (Injector.TxEvictions counts them), and a forgotten
-// flow's next frame of any PSN is tx=1 again.
+// flow, 2^18 flows, 2^24 counters in all); past a bound a flow is
+// forgotten, one that has not sent lately before one in use
+// (Injector.TxEvictions counts them), and a forgotten flow's next frame
+// of any PSN is tx=1 again.
 //
 // # Text format
 //

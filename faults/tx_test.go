@@ -228,23 +228,24 @@ func TestCountTxBounded(t *testing.T) {
 	// Rounds 1..4 repeat round 0's traffic: nothing may accumulate.
 	require.Less(t, int64(heap[4])-int64(heap[1]), int64(256<<10), "heap after rounds: %v", heap)
 
-	// The ordinary semantics hold for a flow that is not evicted.
+	// The ordinary semantics hold for a flow in use, through a flood of
+	// new flows that forces evictions: those go first.
 	in = faults.NewInjector(nil, nil)
 	faults.SetTxBounds(in, span, flows, entries)
-	send := func(psn uint32) *wire.Packet {
-		return decode(t, pktSpec{op: wire.OpRCSendOnly, psn: psn, qp: 0x11}.build(t))
+	frame := func(qp, psn uint32) *wire.Packet {
+		return decode(t, pktSpec{op: wire.OpRCSendOnly, psn: psn, qp: qp}.build(t))
 	}
 	for _, s := range []struct {
 		psn  uint32
 		want int
 	}{{1, 1}, {2, 1}, {3, 1}, {2, 2}, {3, 2}, {2, 3}} {
-		require.Equal(t, s.want, in.CountTx(ab, send(s.psn)), "psn %d", s.psn)
+		require.Equal(t, s.want, in.CountTx(ab, frame(0x11, s.psn)), "psn %d", s.psn)
 	}
-	// flows-1 other flows fit beside it; one more evicts it, the oldest,
-	// and its PSN 2 counts from 1 again.
-	for qp := range uint32(flows) {
-		in.CountTx(ab, decode(t, pktSpec{op: wire.OpRCSendOnly, psn: 1, qp: 0x1000 + qp}.build(t)))
+	for i := range uint32(4 * flows) {
+		in.CountTx(ab, frame(0x1000+i, 1))
+		require.Equal(t, 1, in.CountTx(ab, frame(0x11, 4+i)), "flow 0x11, new PSN %d", 4+i)
 	}
-	require.Equal(t, uint64(1), in.TxEvictions())
-	require.Equal(t, 1, in.CountTx(ab, send(2)), "evicted flow starts over")
+	require.Equal(t, uint64(3*flows+1), in.TxEvictions(), "every new flow past the bound evicted one of the flood's")
+	require.Equal(t, 4, in.CountTx(ab, frame(0x11, 2)), "flow 0x11 kept its counts")
+	require.Equal(t, 1, in.CountTx(ab, frame(0x1000, 1)), "the first flood flow was forgotten")
 }

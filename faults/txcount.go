@@ -21,11 +21,14 @@ import (
 //  4. Memory is bounded whatever arrives (a sender with valid ICRCs and
 //     random PSNs and QPNs on a real network): at most txMaxFlows flows,
 //     and at most txMaxEntries counters over all of them. A new flow, or
-//     a window that must grow, past either bound evicts the oldest flows
-//     first (creation order, so deterministic), counted by TxEvictions.
-//     An evicted flow starts again from nothing: its next frame of any
-//     PSN is tx=1, so a tx=2 rule misses the first retransmission that
-//     follows an eviction and a tx=1 rule matches it.
+//     a window that must grow, past either bound evicts a flow, counted
+//     by TxEvictions: a second-chance clock over the flows in the order
+//     they were made (deterministic: no map is iterated) skips, once, each
+//     flow that sent again since the clock last passed it, so a flood of
+//     one-frame flows evicts its own flows before a flow in use. An
+//     evicted flow starts again from nothing: its next frame of any PSN
+//     is tx=1, so a tx=2 rule misses the first retransmission after an
+//     eviction and a tx=1 rule matches it.
 
 // txWindowSpan is how many PSNs behind the newest a flow remembers (its
 // window's most counters: 128 KiB). A PSN further back counts as a first
@@ -35,13 +38,17 @@ import (
 // 24-bit PSN arithmetic can order.
 const txWindowSpan = 1 << 16
 
-// txMaxFlows and txMaxEntries bound CountTx's memory: flows, and
-// counters over all flows (2 bytes each: 32 MiB), enough for 256 flows
-// with full windows or 2^16 flows of short messages.
+// txMaxFlows and txMaxEntries bound CountTx's memory: flows (about
+// 100 bytes each beside their counters), and counters over all flows (2
+// bytes each: 32 MiB), room for 256 flows with full windows, or for both
+// directions of 100,000 QPs with short windows.
 const (
-	txMaxFlows   = 1 << 16
+	txMaxFlows   = 1 << 18
 	txMaxEntries = 1 << 24
 )
+
+// txMinWindow is a new window's capacity, in counters.
+const txMinWindow = 16
 
 type flowKey struct {
 	from, to string
@@ -53,13 +60,14 @@ type flowKey struct {
 type txWindow struct {
 	base   wire.PSN
 	counts []uint16 // saturating
+	used   bool     // sent again since the eviction clock last passed
 }
 
 // txFlows is CountTx's state: the flows' windows, their creation order
 // (the eviction order) and what they hold.
 type txFlows struct {
 	windows   map[flowKey]*txWindow // looked up, never iterated
-	order     []flowKey             // creation order; order[head:] are live
+	order     []flowKey             // the eviction clock: order[head:] are live
 	head      int
 	entries   int // sum of cap(counts) over the live windows
 	evictions uint64
@@ -81,29 +89,41 @@ func (in *Injector) TxEvictions() uint64 {
 	return in.tx.evictions
 }
 
-// evictOldest forgets the oldest live flow other than keep; false if
-// there is none.
-func (f *txFlows) evictOldest(keep *txWindow) bool {
-	if f.head >= len(f.order) {
-		return false
+// evict forgets one flow other than keep, the first in the clock's order
+// not used since the clock last passed it (clearing the mark of those it
+// passes); false if there is none but keep.
+func (f *txFlows) evict(keep *txWindow) bool {
+	for range 2*(len(f.order)-f.head) + 1 {
+		if f.head == len(f.order) {
+			return false
+		}
+		k := f.order[f.head]
+		f.order[f.head] = flowKey{}
+		f.head++
+		w := f.windows[k]
+		if w == keep || w.used {
+			w.used = false
+			f.order = append(f.order, k) // a second chance
+			f.compact()
+			continue
+		}
+		delete(f.windows, k)
+		f.entries -= cap(w.counts)
+		f.evictions++
+		f.compact()
+		return true
 	}
-	k := f.order[f.head]
-	w := f.windows[k]
-	if w == keep {
-		return false // keep is the oldest: nothing older to evict
-	}
-	f.order[f.head] = flowKey{}
-	f.head++
-	delete(f.windows, k)
-	f.entries -= cap(w.counts)
-	f.evictions++
+	return false
+}
+
+// compact moves the clock's live keys to the front of its slice once
+// half of it is spent, so that appends reuse the slice.
+func (f *txFlows) compact() {
 	if f.head > len(f.order)/2 && f.head > 64 {
-		// Move the live keys to the front so appends reuse the slice.
 		n := copy(f.order, f.order[f.head:])
 		clear(f.order[n:])
 		f.order, f.head = f.order[:n], 0
 	}
-	return true
 }
 
 // CountTx returns which transmission of its PSN this frame is: 1 the first
@@ -133,8 +153,10 @@ func (in *Injector) CountTx(hop Hop, pkt *wire.Packet) int {
 	key := flowKey{hop.From, hop.To, pkt.BTH.DestQP(), dir}
 	f := &in.tx
 	w := f.windows[key]
-	if w == nil {
-		for len(f.windows) >= f.maxFlows && f.evictOldest(nil) {
+	if w != nil {
+		w.used = true
+	} else {
+		for len(f.windows) >= f.maxFlows && f.evict(nil) {
 		}
 		w = &txWindow{}
 		f.windows[key] = w
@@ -147,9 +169,9 @@ func (in *Injector) CountTx(hop Hop, pkt *wire.Packet) int {
 // evicting older flows to stay within f.maxEntries; false if even then it
 // would not fit.
 func (f *txFlows) grow(w *txWindow, n int) bool {
-	c := min(max(2*cap(w.counts), n, 64), f.span)
+	c := min(max(2*cap(w.counts), n, txMinWindow), f.span)
 	for f.entries-cap(w.counts)+c > f.maxEntries {
-		if !f.evictOldest(w) {
+		if !f.evict(w) {
 			return false
 		}
 	}
