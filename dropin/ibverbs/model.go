@@ -276,6 +276,10 @@ type cq struct {
 	q   *verbs.CQ
 	c   unsafe.Pointer // the program's struct ibv_cq
 	ch  *channel       // nil for none
+	// unacked counts the events of the CQ the program read
+	// (get_cq_event) and has not acknowledged (ack_cq_events):
+	// destroy_cq waits for them (destroyCQ).
+	unacked int
 }
 
 type qp struct {
@@ -838,7 +842,19 @@ func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (u
 	return p.add(v), q.CQE(), 0
 }
 
+// destroyCQ destroys the CQ once every event the program read from its
+// channel is acknowledged: rdma-core's ibv_cmd_destroy_cq waits until
+// the acknowledged equal the comp_events_reported the kernel returns,
+// which counts the events read, not those queued and never read (on
+// rxe: conformance TestDestroyCQWithEventsRXE). Another thread's
+// ack_cq_events ends the wait; a program with none waits forever, as
+// with libibverbs.
 func (p *process) destroyCQ(h uint32) syscall.Errno {
+	if v, ok := object[*cq](p, h); ok {
+		for v.unacked > 0 && !p.closed {
+			p.wake.Wait()
+		}
+	}
 	err := destroy(p, h, func(v *cq) error {
 		if err := v.q.Destroy(); err != nil {
 			return err
@@ -889,6 +905,7 @@ func (p *process) getCQEvent(fd int, nonblock bool) (unsafe.Pointer, syscall.Err
 	p.settle()
 	for _, c := range ch.ctx.dev.cqs {
 		if c.q == q {
+			c.unacked++
 			return c.c, 0
 		}
 	}
