@@ -26,7 +26,7 @@ import (
 // (open's arguments in open), over a QP connected to itself through GID
 // index gid at address ip: two CQs on the channel, both armed, one
 // completion on each, one event read and not acknowledged, then both
-// CQs destroyed (the read one with a wait of one second).
+// CQs destroyed.
 func destroyCQWithEvents(t *testing.T, ctx context.Context, a *Agent, open, gid, ip string) {
 	t.Helper()
 	evs, err := a.Script(ctx, open, "pd", "channel", "cq name=s depth=16 channel=1", "cq name=r depth=16 channel=1",
@@ -49,7 +49,10 @@ func destroyCQWithEvents(t *testing.T, ctx context.Context, a *Agent, open, gid,
 		t.Fatal("no cq_event")
 	}
 	unread := map[string]string{"s": "r", "r": "s"}[read.Name]
-	evs, err = a.Script(ctx, "destroy_cq cq="+unread, "destroy_cq cq="+read.Name+" wait_ms=1000")
+	// The unread one is given ten seconds (it returns at once unless it
+	// blocks; a guest on a busy host may be slow), the read one one
+	// second (it blocks until the agent acknowledges).
+	evs, err = a.Script(ctx, "destroy_cq cq="+unread+" wait_ms=10000", "destroy_cq cq="+read.Name+" wait_ms=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +68,7 @@ func destroyCQWithEvents(t *testing.T, ctx context.Context, a *Agent, open, gid,
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("destroy_cq answers %q, want %q", got, want)
 	}
+	t.Logf("destroy_cq answers: %q", got)
 }
 
 // TestDestroyCQWithEventsRXE asks real rxe (see destroyCQWithEvents).
