@@ -9,8 +9,9 @@ import (
 
 // TestHold: a Hold stops the clock at its time even when a process's
 // deadline lies beyond it, wakes every process at that instant (so each
-// has run to it), and the next Hold lets the clock go on to the process's
-// deadline and stop again; Hold(sim.Never) returns once nothing is left.
+// has run to it), and the next Hold wakes every process where the clock
+// stands before it lets it go on to the process's deadline and stop
+// again; Hold(sim.Never) returns once nothing is left.
 func TestHold(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	d, _ := testDaemon(t, ctx, Config{})
@@ -64,8 +65,10 @@ func TestHold(t *testing.T) {
 		}
 	}
 	check(ms(5), ms(5), wake{"a", ms(5)}, wake{"b", ms(5)})
-	// b's timer (7ms) comes before the hold: b is woken there, then both
-	// at the hold's 10ms.
-	check(ms(10), ms(10), wake{"b", ms(7)}, wake{"a", ms(10)}, wake{"b", ms(10)})
+	// Before the clock moves, both are woken once more where it stands
+	// (a resume still in a socket when Hold is called must not let the
+	// clock pass the frames it announces); b's timer (7ms) comes before
+	// the hold: b is woken there, then both at the hold's 10ms.
+	check(ms(10), ms(10), wake{"a", ms(5)}, wake{"b", ms(5)}, wake{"b", ms(7)}, wake{"a", ms(10)}, wake{"b", ms(10)})
 	check(sim.Never, ms(10), wake{"a", ms(10)}, wake{"b", ms(10)})
 }
