@@ -48,8 +48,10 @@ var imports = map[string][]string{
 	"realnet":          {"nic", "sim", "wire", "x/sys"},
 	"rdmacm":           {"nic", "sim", "verbs", "wire"},
 	// conformance replays the scenario format's files on real rxe, so it
-	// reads them with package scenario, as the CLI does.
-	"conformance": {"faults", "nic", "realnet", "rswitch", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	// reads them with package scenario, as the CLI does; its C-ABI leg
+	// runs the agent on the drop-in library on a fabric daemon it holds
+	// the clock of (procfabric).
+	"conformance": {"faults", "nic", "procfabric", "realnet", "rswitch", "scenario", "sim", "wire", "wire/capture", "x/sys"},
 	// rocesim switch's library: the fabric's fault decisions
 	// (faults.Injector) on frames between two realnet transports, traced
 	// as the fabric traces a link (fabric.FrameEvent).

@@ -57,6 +57,10 @@ type AgentEvent struct {
 	Ret   int `json:"ret"`
 	Errno int `json:"errno"`
 
+	// destroy_cq: ibv_destroy_cq had not returned within the command's
+	// wait (1): libibverbs waits for the events read to be acknowledged.
+	Blocked int `json:"blocked"`
+
 	// open: the device's completion vectors (num_comp_vectors).
 	CompVectors int `json:"comp_vectors"`
 

@@ -37,10 +37,14 @@ at 0 b.q send wr=4 op=send len=64
 // through the fault switch and in the simulation (rxe profile), and
 // compares the normalised outcomes: completions, memory and the wire
 // sequence of each direction. A difference must be a known deviation
-// (knownDeviations, with its cause); the table is written to
-// $ROCESIM_RESULTS when set (make conformance: conformance/RESULTS.md).
+// (knownDeviations, with its cause). The third leg runs the same
+// scenario as the agent on the drop-in library (CABI, the model through
+// the C ABI) and compares it with the same rxe run, the same way. The
+// table is written to $ROCESIM_RESULTS when set (make conformance:
+// conformance/RESULTS.md), the C ABI verdict in a column of its own.
 func TestDifferential(t *testing.T) {
 	needHarness(t)
+	cabi := needCABI(t)
 	logs := logDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
@@ -74,9 +78,13 @@ func TestDifferential(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: simulation: %v", s.Name, err)
 		}
-		_, diffs, err := runReal(ctx, t, rig, s, model, logs)
+		real, diffs, err := runReal(ctx, t, rig, s, model, logs)
 		if err != nil {
 			t.Fatalf("%s: real rxe: %v", s.Name, err)
+		}
+		viaC, err := cabi.Run(ctx, s, filepath.Join(logs, s.Name+".cabi.pcapng"))
+		if err != nil {
+			t.Fatalf("%s: C ABI: %v", s.Name, err)
 		}
 		if dir := os.Getenv("ROCESIM_WIRE_GOLDENS"); dir != "" {
 			// Real rxe frames as test vectors for wire/ (then make golden).
@@ -85,11 +93,20 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 		row := classify(s.Name, diffs)
+		viaRow := classify(s.Name, Compare(viaC, real))
+		row.CABIVerdict, row.CABIDiffs = viaRow.Verdict, viaRow.Diffs
 		rows = append(rows, row)
-		t.Logf("%s: %s (%d differences) in %v", s.Name, row.Verdict, len(row.Diffs), time.Since(t1).Round(time.Millisecond))
+		t.Logf("%s: %s (%d differences), C ABI %s (%d) in %v", s.Name, row.Verdict, len(row.Diffs), row.CABIVerdict, len(row.CABIDiffs),
+			time.Since(t1).Round(time.Millisecond))
 		if row.Verdict == VerdictMismatch {
 			t.Errorf("%s: rxe and the model differ beyond the known deviations:", s.Name)
 			for _, d := range row.Diffs {
+				t.Errorf("  %v", d)
+			}
+		}
+		if row.CABIVerdict == VerdictMismatch {
+			t.Errorf("%s: rxe and the model through the C ABI differ beyond the known deviations:", s.Name)
+			for _, d := range row.CABIDiffs {
 				t.Errorf("  %v", d)
 			}
 		}

@@ -505,6 +505,11 @@ type ResultRow struct {
 	Diffs []Diff
 	// Cause explains a known deviation (or says why a run failed).
 	Cause string
+	// CABIVerdict is the C-ABI leg's verdict against the same rxe run
+	// (the agent on the drop-in library: CABI), "" when it did not run;
+	// CABIDiffs its differences.
+	CABIVerdict string
+	CABIDiffs   []Diff
 }
 
 // Provenance says what a results document was produced from, so that a
@@ -529,28 +534,45 @@ func RenderResults(pv Provenance, rows []ResultRow) string {
 	b.WriteString("memory, asynchronous events (but port events), and the wire per direction (opcode, PSN offset, AckReq, AETH\n")
 	b.WriteString("syndrome class, MSN, dropped). What is not compared, and why, and the known deviations with their causes:\n")
 	b.WriteString("conformance/README.md.\n\n")
-	b.WriteString("| scenario | verdict | what differed | cause |\n")
-	b.WriteString("|---|---|---|---|\n")
+	b.WriteString("The C ABI column: the same scenario run as the conformance agent (conformance/agent/agent.c) on the\n")
+	b.WriteString("drop-in libibverbs.so.1, two processes on a fabric daemon with the same plan, compared with the same\n")
+	b.WriteString("rxe run (\"-\": not run).\n\n")
+	b.WriteString("| scenario | verdict | C ABI | what differed | cause |\n")
+	b.WriteString("|---|---|---|---|---|\n")
 	for _, r := range rows {
 		var what []string
 		for _, d := range r.Diffs {
 			what = append(what, d.What)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(r.Scenario), cell(r.Verdict), cell(strings.Join(what, ", ")), cell(r.Cause))
+		for _, d := range r.CABIDiffs {
+			what = append(what, "C ABI: "+d.What)
+		}
+		cabi := r.CABIVerdict
+		if cabi == "" {
+			cabi = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(r.Scenario), cell(r.Verdict), cell(cabi), cell(strings.Join(what, ", ")), cell(r.Cause))
 	}
 	for _, r := range rows {
-		if len(r.Diffs) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "\n## %s: %s\n\n", r.Scenario, r.Verdict)
-		if r.Cause != "" {
-			fmt.Fprintf(&b, "%s\n\n", r.Cause)
-		}
-		for _, d := range r.Diffs {
-			fmt.Fprintf(&b, "- %s: %s\n", d.What, d.Detail)
-		}
+		renderDiffs(&b, r.Scenario, r.Verdict, r.Cause, r.Diffs)
+		renderDiffs(&b, r.Scenario+" (C ABI)", r.CABIVerdict, "", r.CABIDiffs)
 	}
 	return b.String()
+}
+
+// renderDiffs writes one scenario's differences under a heading, if it
+// has any.
+func renderDiffs(b *strings.Builder, name, verdict, cause string, diffs []Diff) {
+	if len(diffs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## %s: %s\n\n", name, verdict)
+	if cause != "" {
+		fmt.Fprintf(b, "%s\n\n", cause)
+	}
+	for _, d := range diffs {
+		fmt.Fprintf(b, "- %s: %s\n", d.What, d.Detail)
+	}
 }
 
 // cell makes s safe in a markdown table cell.

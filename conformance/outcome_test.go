@@ -344,16 +344,20 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 // differed.
 func TestRenderResults(t *testing.T) {
 	got := RenderResults(Provenance{Commit: "abc123", Kernel: "6.1.0-56-amd64", Date: "2026-11-24"}, []ResultRow{
-		{Scenario: "go-back-n", Verdict: VerdictMatch},
+		{Scenario: "go-back-n", Verdict: VerdictMatch, CABIVerdict: VerdictMatch},
 		{Scenario: "rnr", Verdict: VerdictKnownDeviation, Cause: "rxe | something",
-			Diffs: []Diff{{"wire b->a", "#0: model a, rxe b"}, {"completions a", "#1: x"}}},
+			Diffs:       []Diff{{"wire b->a", "#0: model a, rxe b"}, {"completions a", "#1: x"}},
+			CABIVerdict: VerdictMismatch, CABIDiffs: []Diff{{"memory b.buf", "+0: y"}}},
+		{Scenario: "ack-loss", Verdict: VerdictMatch},
 	})
 	assert.True(t, strings.HasPrefix(got, "# Differential results"), got)
 	assert.Contains(t, got, "\nProduced from commit abc123, on guests running kernel 6.1.0-56-amd64, on 2026-11-24.\n")
-	assert.Contains(t, got, "| scenario | verdict | what differed | cause |\n|---|---|---|---|\n"+
-		"| go-back-n | match |  |  |\n"+
-		"| rnr | known deviation | wire b->a, completions a | rxe \\| something |\n")
+	assert.Contains(t, got, "| scenario | verdict | C ABI | what differed | cause |\n|---|---|---|---|---|\n"+
+		"| go-back-n | match | match |  |  |\n"+
+		"| rnr | known deviation | MISMATCH | wire b->a, completions a, C ABI: memory b.buf | rxe \\| something |\n"+
+		"| ack-loss | match | - |  |  |\n")
 	assert.Contains(t, got, "\n## rnr: known deviation\n\nrxe | something\n\n- wire b->a: #0: model a, rxe b\n- completions a: #1: x\n")
+	assert.Contains(t, got, "\n## rnr (C ABI): MISMATCH\n\n- memory b.buf: +0: y\n")
 	assert.NotContains(t, got, "## go-back-n")
 }
 

@@ -120,6 +120,7 @@ func (r *Rig) Close() {
 // rigNode is one side of a run: its agent and what it made.
 type rigNode struct {
 	a      *Agent
+	dev    string // the device the agent opens; "" for its default (rxe0)
 	node   *scenario.ProgramNode
 	qpn    uint32
 	addrs  []uint64 // per MR
@@ -161,17 +162,9 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	if err := r.Switch.Reset(nil, nil, ""); err != nil {
 		return nil, err
 	}
-	var nodes [2]*rigNode
-	for i := range 2 {
-		nodes[i] = &rigNode{a: r.Agents[i], node: &prog.Nodes[i]}
-		if err := nodes[i].setup(ctx); err != nil {
-			return nil, fmt.Errorf("conformance: %s: node %s: %w", prog.Name, prog.Nodes[i].Name, err)
-		}
-	}
-	for i, n := range nodes {
-		if err := n.connect(ctx, r.gid[i], nodes[1-i], rigIPs[1-i]); err != nil {
-			return nil, fmt.Errorf("conformance: %s: node %s: %w", prog.Name, n.node.Name, err)
-		}
+	nodes, err := prepareNodes(ctx, prog, r.Agents, r.gid, "")
+	if err != nil {
+		return nil, err
 	}
 
 	capPath := capturePath
@@ -215,30 +208,13 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 				return nil, ctx.Err()
 			}
 		}
-		// The steps of one node at one instant go as one console line,
-		// and its sends as one list (one ibv_post_send, one doorbell), so
-		// the device gets its work requests together, as in the
-		// simulation; then that node's auto CQs are drained.
-		n := nodes[st.Node]
-		var cmds []string
-		sends := false
-		for ; i < len(prog.Steps) && prog.Steps[i].At == st.At && prog.Steps[i].Node == st.Node; i++ {
-			c, err := n.stepCommands(&prog.Steps[i], nodes[1-st.Node])
-			if err != nil {
-				return nil, fmt.Errorf("conformance: %s: line %d: %w", prog.Name, prog.Steps[i].Line, err)
-			}
-			if prog.Steps[i].Kind == scenario.StepSend && prog.Steps[i].Op != "bind" {
-				c[0] += " defer=1"
-				sends = true
-			}
-			cmds = append(cmds, c...)
+		n, cmds, next, err := stepLine(prog, nodes, i)
+		if err != nil {
+			return nil, err
 		}
-		if sends {
-			cmds = append(cmds, "post_flush")
-		}
-		cmds = append(cmds, n.drainCommands(true)...)
+		i = next
 		r.Switch.Hold(sim.Time(st.At))
-		err := n.run(ctx, cmds)
+		err = n.run(ctx, cmds)
 		r.Switch.Release()
 		if err != nil {
 			return nil, fmt.Errorf("conformance: %s: line %d: %w", prog.Name, st.Line, err)
@@ -249,6 +225,73 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 	}
 	r.lastWait = meter.Stop()
 	meter = nil
+	out, err := collectOutcome(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Switch.Reset(nil, nil, ""); err != nil {
+		return nil, fmt.Errorf("conformance: %s: capture: %w", prog.Name, err)
+	}
+	f, err := os.Open(capPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if out.Wire, err = NormaliseCapture(f, prog); err != nil {
+		return nil, fmt.Errorf("conformance: %s: %w", prog.Name, err)
+	}
+	return out, nil
+}
+
+// prepareNodes makes each node's objects with its agent (open, on device
+// dev unless it is "", pd, CQs, MRs, MWs, the QP) and connects each QP
+// to the other over GID index gid[i], the peer at rigIPs.
+func prepareNodes(ctx context.Context, prog *scenario.Program, agents [2]*Agent, gid [2]string, dev string) ([2]*rigNode, error) {
+	var nodes [2]*rigNode
+	for i := range 2 {
+		nodes[i] = &rigNode{a: agents[i], node: &prog.Nodes[i], dev: dev}
+		if err := nodes[i].setup(ctx); err != nil {
+			return nodes, fmt.Errorf("conformance: %s: node %s: %w", prog.Name, prog.Nodes[i].Name, err)
+		}
+	}
+	for i, n := range nodes {
+		if err := n.connect(ctx, gid[i], nodes[1-i], rigIPs[1-i]); err != nil {
+			return nodes, fmt.Errorf("conformance: %s: node %s: %w", prog.Name, n.node.Name, err)
+		}
+	}
+	return nodes, nil
+}
+
+// stepLine returns the agent commands of the steps from index i on that
+// one node does at one instant, that node, and the index after them. The
+// steps go as one console line, and the sends as one list (one
+// ibv_post_send, one doorbell), so the device gets its work requests
+// together, as in the simulation; then that node's auto CQs are drained.
+func stepLine(prog *scenario.Program, nodes [2]*rigNode, i int) (*rigNode, []string, int, error) {
+	st := &prog.Steps[i]
+	n := nodes[st.Node]
+	var cmds []string
+	sends := false
+	for ; i < len(prog.Steps) && prog.Steps[i].At == st.At && prog.Steps[i].Node == st.Node; i++ {
+		c, err := n.stepCommands(&prog.Steps[i], nodes[1-st.Node])
+		if err != nil {
+			return nil, nil, i, fmt.Errorf("conformance: %s: line %d: %w", prog.Name, prog.Steps[i].Line, err)
+		}
+		if prog.Steps[i].Kind == scenario.StepSend && prog.Steps[i].Op != "bind" {
+			c[0] += " defer=1"
+			sends = true
+		}
+		cmds = append(cmds, c...)
+	}
+	if sends {
+		cmds = append(cmds, "post_flush")
+	}
+	return n, append(cmds, n.drainCommands(true)...), i, nil
+}
+
+// collectOutcome drains every CQ of both nodes, reads their asynchronous
+// events and dumps their MRs: the run's Outcome but for the wire.
+func collectOutcome(ctx context.Context, nodes [2]*rigNode) (*Outcome, error) {
 	out := &Outcome{}
 	for _, n := range nodes {
 		if err := n.run(ctx, append(n.drainCommands(false), "async")); err != nil {
@@ -272,17 +315,6 @@ func (r *Rig) Run(ctx context.Context, s *scenario.Scenario, capturePath string)
 			}
 			out.Memory = append(out.Memory, scenario.MemoryRegion{Name: n.node.Name + "." + mr.Name, Bytes: b})
 		}
-	}
-	if err := r.Switch.Reset(nil, nil, ""); err != nil {
-		return nil, fmt.Errorf("conformance: %s: capture: %w", prog.Name, err)
-	}
-	f, err := os.Open(capPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if out.Wire, err = NormaliseCapture(f, prog); err != nil {
-		return nil, fmt.Errorf("conformance: %s: %w", prog.Name, err)
 	}
 	return out, nil
 }
@@ -334,7 +366,11 @@ func accessList(f nic.AccessFlags) string {
 const pokeChunk = 1024
 
 func (n *rigNode) setup(ctx context.Context) error {
-	if _, err := n.a.Script(ctx, "open", "pd"); err != nil {
+	open := "open"
+	if n.dev != "" {
+		open += " dev=" + n.dev
+	}
+	if _, err := n.a.Script(ctx, open, "pd"); err != nil {
 		return err
 	}
 	for j, cq := range n.node.CQs {

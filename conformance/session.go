@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -60,33 +61,69 @@ func (vm *VM) Console() string {
 // waitLine returns the first console line at index >= from for which
 // match holds, and its index. It fails when ctx ends or the VM stops.
 func (vm *VM) waitLine(ctx context.Context, from int, match func(string) bool) (string, int, error) {
-	for {
-		vm.mu.Lock()
-		for i := from; i < len(vm.lines); i++ {
-			if match(vm.lines[i]) {
-				l := vm.lines[i]
-				vm.mu.Unlock()
+	l, i, err := waitLineIn(ctx, &vm.mu, &vm.lines, &vm.changed, vm.done, from, match)
+	if err != nil {
+		return "", i, fmt.Errorf("conformance: VM %s: %w", vm.cfg.Name, err)
+	}
+	return l, i, nil
+}
+
+// errStopped is waitLineIn's error when the console's producer stopped.
+var errStopped = errors.New("stopped")
+
+// waitLineIn is waitLine over lines guarded by mu, which a reader grows,
+// closing and replacing *changed at each line, and closing done at the
+// end: it returns the first line at index >= from for which match holds,
+// or fails when ctx ends or done is closed with no such line.
+func waitLineIn(ctx context.Context, mu *sync.Mutex, lines *[]string, changed *chan struct{}, done <-chan struct{},
+	from int, match func(string) bool) (string, int, error) {
+	for stopped := false; ; {
+		mu.Lock()
+		for i := from; i < len(*lines); i++ {
+			if match((*lines)[i]) {
+				l := (*lines)[i]
+				mu.Unlock()
 				return l, i, nil
 			}
 		}
-		from = len(vm.lines)
-		ch := vm.changed
-		vm.mu.Unlock()
+		from = len(*lines)
+		ch := *changed
+		mu.Unlock()
+		if stopped {
+			return "", from, errStopped
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return "", from, fmt.Errorf("conformance: VM %s: %w", vm.cfg.Name, ctx.Err())
-		case <-vm.done:
-			return "", from, fmt.Errorf("conformance: VM %s stopped", vm.cfg.Name)
+			return "", from, ctx.Err()
+		case <-done:
+			stopped = true // look once more: the last lines came with the end
 		}
 	}
 }
 
-// Agent drives the interactive verbs agent in a guest booted with
-// Interactive and Cmd AgentLoop. It is not safe for concurrent use; use
-// one Agent per VM.
+// console is the line I/O an Agent drives the interactive agent over: a
+// guest's serial console (VM), or the stdin and stdout pipes of an agent
+// process on the host (localAgent, localagent.go).
+type console interface {
+	// Send writes one command line.
+	Send(line string) error
+	// waitLine returns the first output line at index >= from for which
+	// match holds, and its index; it fails when ctx ends or the agent's
+	// side stops.
+	waitLine(ctx context.Context, from int, match func(string) bool) (string, int, error)
+	// consoleName names the console in errors ("VM a", "agent a").
+	consoleName() string
+}
+
+func (vm *VM) consoleName() string { return "VM " + vm.cfg.Name }
+
+// Agent drives the interactive verbs agent over a console: in a guest
+// booted with Interactive and Cmd AgentLoop (StartAgent), or in a local
+// process on the drop-in library (localagent.go). It is not safe for
+// concurrent use; use one Agent per console.
 type Agent struct {
-	vm     *VM
+	con    console
 	seq    int // commands sent to the current agent process
 	cursor int // console lines already consumed
 }
@@ -96,8 +133,10 @@ type Agent struct {
 var ErrAgent = errors.New("agent command failed")
 
 // StartAgent waits for the agent's hello on the VM's console.
-func StartAgent(ctx context.Context, vm *VM) (*Agent, error) {
-	a := &Agent{vm: vm}
+func StartAgent(ctx context.Context, vm *VM) (*Agent, error) { return startAgent(ctx, vm) }
+
+func startAgent(ctx context.Context, con console) (*Agent, error) {
+	a := &Agent{con: con}
 	if err := a.hello(ctx); err != nil {
 		return nil, err
 	}
@@ -105,7 +144,7 @@ func StartAgent(ctx context.Context, vm *VM) (*Agent, error) {
 }
 
 func (a *Agent) hello(ctx context.Context) error {
-	_, i, err := a.vm.waitLine(ctx, a.cursor, func(l string) bool {
+	_, i, err := a.con.waitLine(ctx, a.cursor, func(l string) bool {
 		return strings.Contains(l, `{"event":"hello"}`)
 	})
 	if err != nil {
@@ -119,28 +158,28 @@ func (a *Agent) hello(ctx context.Context) error {
 // closing "ok" left out. A command the agent refused returns its events
 // and an error wrapping ErrAgent with the agent's message.
 func (a *Agent) Do(ctx context.Context, command string) ([]AgentEvent, error) {
-	if err := a.vm.Send(command); err != nil {
+	if err := a.con.Send(command); err != nil {
 		return nil, err
 	}
 	a.seq++
 	var evs []AgentEvent
 	for {
-		line, i, err := a.vm.waitLine(ctx, a.cursor, func(l string) bool { return strings.Contains(l, agentPrefix) })
+		line, i, err := a.con.waitLine(ctx, a.cursor, func(l string) bool { return strings.Contains(l, agentPrefix) })
 		if err != nil {
 			return evs, fmt.Errorf("%q: %w", command, err)
 		}
 		a.cursor = i + 1
 		var ev AgentEvent
 		if err := json.Unmarshal([]byte(line[strings.Index(line, agentPrefix):]), &ev); err != nil {
-			return evs, fmt.Errorf("conformance: VM %s: %q: agent line %q: %v", a.vm.cfg.Name, command, line, err)
+			return evs, fmt.Errorf("conformance: %s: %q: agent line %q: %v", a.con.consoleName(), command, line, err)
 		}
 		switch {
 		case ev.Event == "ok" && ev.Line == a.seq:
 			return evs, nil
 		case ev.Event == "error" && ev.Line == a.seq:
-			return append(evs, ev), fmt.Errorf("conformance: VM %s: %q: %w: %s", a.vm.cfg.Name, command, ErrAgent, ev.Error)
+			return append(evs, ev), fmt.Errorf("conformance: %s: %q: %w: %s", a.con.consoleName(), command, ErrAgent, ev.Error)
 		case ev.Event == "hello":
-			return evs, fmt.Errorf("conformance: VM %s: %q: the agent restarted (crashed?)", a.vm.cfg.Name, command)
+			return evs, fmt.Errorf("conformance: %s: %q: the agent restarted (crashed?)", a.con.consoleName(), command)
 		}
 		evs = append(evs, ev)
 	}
@@ -163,7 +202,7 @@ func (a *Agent) Script(ctx context.Context, commands ...string) ([]AgentEvent, e
 // Restart ends the agent process and waits for the next one: a clean
 // slate (no PD, CQ, QP or MR) on the same guest.
 func (a *Agent) Restart(ctx context.Context) error {
-	if err := a.vm.Send("quit"); err != nil {
+	if err := a.con.Send("quit"); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

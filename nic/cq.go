@@ -11,7 +11,8 @@ package nic
 //     event on its channel.
 //  3. The user polls, re-arms (ReqNotify), reads events (GetEvent) and
 //     acknowledges them (AckEvents).
-//  4. destroy refuses while QPs use the CQ or events are unacknowledged.
+//  4. destroy refuses while QPs use the CQ or events read from its
+//     channel are unacknowledged; its unread events leave the channel.
 
 import (
 	"math/bits"
@@ -47,6 +48,10 @@ func (ch *CompChannel) GetEvent() (*CQ, bool) {
 		ch.head = 0
 	}
 	ch.n--
+	// The kernel counts an event as reported to the user when it is
+	// read (ib_uverbs_event_read increments comp_events_reported), not
+	// when it is queued: an event never read is never waited for.
+	cq.events++
 	return cq, true
 }
 
@@ -132,7 +137,7 @@ type CQ struct {
 	overflowed    bool
 	errRaised     bool // the device has raised IBV_EVENT_CQ_ERR for it
 
-	events uint64 // events queued on ch
+	events uint64 // events read from ch (GetEvent): the kernel's comp_events_reported
 	acked  uint64 // events acknowledged with AckEvents
 
 	refs int     // QPs whose send or receive CQ this is
@@ -208,7 +213,6 @@ func (cq *CQ) push(wc WC, se solicitation) bool {
 		cq.armed = false
 		if cq.ch != nil {
 			cq.ch.post(cq)
-			cq.events++
 		}
 	}
 	return true
@@ -268,9 +272,9 @@ func (cq *CQ) Resize(cqe int) error {
 	return nil
 }
 
-// EventsUnacked returns how many completion events the CQ has queued on
-// its channel that the user has not acknowledged (with AckEvents): the
-// number ibv_destroy_cq waits for.
+// EventsUnacked returns how many completion events of the CQ the user
+// has read from its channel (GetEvent) and not acknowledged (with
+// AckEvents): the number ibv_destroy_cq waits for.
 func (cq *CQ) EventsUnacked() int {
 	if cq.acked >= cq.events {
 		return 0
@@ -279,7 +283,8 @@ func (cq *CQ) EventsUnacked() int {
 }
 
 // AckEvents acknowledges n events of this CQ read from its channel
-// (ibv_ack_cq_events). destroy waits for every event to be acknowledged.
+// (ibv_ack_cq_events). destroy waits for every event read to be
+// acknowledged.
 func (cq *CQ) AckEvents(n int) {
 	if n > 0 {
 		cq.acked += uint64(n)
@@ -287,10 +292,15 @@ func (cq *CQ) AckEvents(n int) {
 }
 
 // destroy retires the CQ (ibv_destroy_cq). EBUSY while QPs use it, or
-// while the events it queued and the events acknowledged differ: there
-// libibverbs would wait forever for the acknowledgements, a simulation
-// says so instead. On success the CQ's unread events (acknowledged without
-// being read) leave the channel, and the channel's reference is dropped.
+// while the events read from its channel and the events acknowledged
+// differ: rdma-core's ibv_cmd_destroy_cq waits until the acknowledged
+// equal the comp_events_reported the kernel returns, which counts the
+// events read (a program that never acknowledges waits forever; a
+// simulation says so instead). Events queued and never read are not
+// waited for, as on rxe (proven by conformance
+// TestDestroyCQWithEventsRXE): on success they leave the channel
+// (ib_uverbs_release_ucq drops them) and the channel's reference is
+// dropped.
 func (cq *CQ) destroy() error {
 	if cq.dead {
 		return errno(syscall.EINVAL, "destroy_cq: CQ already destroyed")
@@ -299,10 +309,10 @@ func (cq *CQ) destroy() error {
 		return errno(syscall.EBUSY, "destroy_cq: %d QPs use the CQ", cq.refs)
 	}
 	if cq.acked < cq.events {
-		return errno(syscall.EBUSY, "destroy_cq: %d completion events not acknowledged", cq.events-cq.acked)
+		return errno(syscall.EBUSY, "destroy_cq: %d completion events read and not acknowledged", cq.events-cq.acked)
 	}
 	if cq.acked > cq.events {
-		return errno(syscall.EBUSY, "destroy_cq: %d completion events acknowledged but only %d reported", cq.acked, cq.events)
+		return errno(syscall.EBUSY, "destroy_cq: %d completion events acknowledged but only %d read", cq.acked, cq.events)
 	}
 	cq.dead = true
 	if cq.ch != nil {

@@ -494,9 +494,9 @@ func (d *Device) pushCQE(now sim.Time, qp *QP, cq *CQ, wc WC, se solicitation, s
 	spec := d.cfg.Profile == ProfileSpec
 	d.outbox.tookCompletion(cq)
 	if !(spec && cq.errRaised) {
-		events := cq.events
+		armed := cq.armed && cq.ch != nil
 		pushed := cq.push(wc, se)
-		if cq.events != events {
+		if armed && !cq.armed { // the push queued an event on the channel
 			d.outbox.tookEvent(cq.ch)
 		}
 		if pushed {

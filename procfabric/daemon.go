@@ -125,9 +125,13 @@ type Daemon struct {
 	quit   chan struct{}
 	once   sync.Once
 
-	claims  []claim // Count mode: the names attached before the fabric is built
-	started bool    // every node has attached once: the clock may move
-	ended   bool    // Config.Deadline was reached
+	claims  []claim     // Count mode: the names attached before the fabric is built
+	ctl     chan func() // Hold's requests, run by the loop (hold.go)
+	holding bool        // a Hold is in force: the clock stops at holdAt
+	holdAt  sim.Time
+	reached chan sim.Time // the pending Hold's answer; nil once given
+	started bool          // every node has attached once: the clock may move
+	ended   bool          // Config.Deadline was reached
 
 	mu    sync.Mutex // guards stats and conns, which other goroutines touch
 	stats Stats
@@ -149,6 +153,8 @@ type slot struct {
 	held     []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
+	// at is the instant the process was last woken at (hold.go).
+	at sim.Time
 }
 
 type heldFrame struct {
@@ -217,7 +223,7 @@ func Listen(cfg Config) (*Daemon, error) {
 	if cfg.maxHeld == 0 {
 		cfg.maxHeld = DefaultMaxHeld
 	}
-	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}}
+	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}, ctl: make(chan func())}
 	d.sched = sim.NewScheduler()
 	d.sched.SetEventLimit(0) // the daemon runs as long as its processes do
 	if cfg.Nodes != nil {
@@ -346,6 +352,8 @@ func (d *Daemon) Serve() sim.Time {
 		select {
 		case ev := <-d.events:
 			d.handle(ev)
+		case f := <-d.ctl:
+			f()
 		case <-tick:
 			d.checkHolds()
 			if d.cfg.ExitWhenIdle && idle && time.Since(idleSince) > d.cfg.IdleLimit {
@@ -561,7 +569,7 @@ func (d *Daemon) attach(c *conn, name string) {
 		return
 	}
 	c.slot, s.c, s.attached = s, c, true
-	s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
+	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), d.sched.Now()
 	d.count(func(st *Stats) { st.Attaches++ })
 	infos := make([]NodeInfo, len(d.slots))
 	for i, o := range d.slots {
@@ -701,6 +709,9 @@ func (d *Daemon) round() {
 				t = now
 			}
 		}
+		if anyone && d.held(t) {
+			return // the clock stands at a Hold (hold.go)
+		}
 		if !anyone || t == sim.Never {
 			return // nobody to run for, or nothing will ever happen
 		}
@@ -725,7 +736,7 @@ func (d *Daemon) round() {
 // wake sends s's process its pending input and now(t): it runs.
 func (d *Daemon) wake(s *slot, t sim.Time) {
 	s.pending = appendTime(s.pending, msgNow, t)
-	s.waiting, s.deadline, s.since = false, sim.Never, time.Now()
+	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), t
 	b := s.pending
 	s.pending = s.pending[:0]
 	d.write(s, b)

@@ -9,7 +9,7 @@ package main
 //     missing or its sources changed;
 //  2. start the fabric if none of that name answers (procfabric.Start:
 //     this executable's `fabric --exit-when-idle`, with --nodes, --faults,
-//     --pcap, --deadline), so a user needs no other step;
+//     --pcap, --trace, --deadline), so a user needs no other step;
 //  3. run the program with LD_LIBRARY_PATH naming the library and
 //     ROCESIM_FABRIC, ROCESIM_NODE, ROCESIM_PROFILE set: its device is the
 //     node's (dropin/ibverbs fabric.go);
@@ -49,8 +49,11 @@ its device rocesim0 is node --node of the fabric --name, where it meets
 the other programs run the same way, in one virtual time. The fabric is
 started if none of that name runs (rocesim fabric --exit-when-idle: it
 exits once every node has come and every program has gone); --nodes,
---faults, --pcap and --deadline are handed to it, and are ignored, with
-a warning, when it already runs.
+--faults, --pcap, --trace and --deadline are handed to it, and are
+ignored, with a warning, when it already runs. At exit rocesim exec
+says where the capture, the trace and the ladder are: the fabric writes
+them when it exits, the ladder and its summary into its log beside its
+socket.
 
 The library is found with --lib, else in the cache
 ($XDG_CACHE_HOME/rocesim/dropin/<hash of its sources>, default
@@ -74,6 +77,8 @@ Flags:
   --nodes A,B|N        the fabric's nodes, if this starts it (default 2)
   --faults PLAN        the fabric's fault plan, if this starts it
   --pcap FILE          the fabric's capture, if this starts it
+  --trace FILE         the fabric's trace as text, if this starts it (default
+                       NAME.trace beside the fabric's socket)
   --deadline D         end the fabric's run at virtual time D, if this
                        starts it (an rxe QP that retries forever ends there)
   --profile rxe|spec   the NIC model's profile (default rxe)
@@ -82,8 +87,8 @@ Flags:
   --transport T        fabric (default: the above) or udp: the device is a
                        RoCE v2 endpoint on a UDP socket at --addr port 4791,
                        in real time, with no fabric (ROCESIM_TRANSPORT=udp);
-                       --name, --node, --nodes, --faults, --pcap and
-                       --deadline do not apply
+                       --name, --node, --nodes, --faults, --pcap, --trace
+                       and --deadline do not apply
   --addr IP            with --transport udp: the device's address, its GID 1
                        ::ffff:IP (default 127.0.0.1)
   --routable           with --transport udp: allow an --addr that is not
@@ -111,6 +116,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.String("nodes", "2", "the fabric's nodes")
 	plan := fs.String("faults", "", "fault plan")
 	pcap := fs.String("pcap", "", "capture")
+	traceFile := fs.String("trace", "", "trace")
 	deadline := fs.String("deadline", "", "virtual time at which the run ends")
 	profile := fs.String("profile", "rxe", "profile")
 	seed := fs.Uint64("seed", 1, "seed")
@@ -165,14 +171,27 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
 		return exitUsage
 	}
-	if *pcap != "" {
-		if *pcap, err = filepath.Abs(*pcap); err != nil {
-			fmt.Fprintf(stderr, "rocesim exec: --pcap: %v\n", err)
+	// The fabric runs in the socket directory's place, not here: its
+	// files are named absolutely. The trace is always written (as
+	// verbstest keeps a failing test's), by default beside the log.
+	traceSet := *traceFile != ""
+	if !traceSet {
+		*traceFile = filepath.Join(procfabric.SocketDir(), *name+".trace")
+	}
+	for _, f := range []struct {
+		flag string
+		v    *string
+	}{{"--pcap", pcap}, {"--trace", traceFile}} {
+		if *f.v == "" {
+			continue
+		}
+		if *f.v, err = filepath.Abs(*f.v); err != nil {
+			fmt.Fprintf(stderr, "rocesim exec: %s: %v\n", f.flag, err)
 			return exitUsage
 		}
 	}
 	argv := []string{self, "fabric", "--name", *name, "--nodes", *nodes, "--exit-when-idle"}
-	for _, f := range []struct{ flag, v string }{{"--faults", *plan}, {"--pcap", *pcap}, {"--deadline", *deadline}} {
+	for _, f := range []struct{ flag, v string }{{"--faults", *plan}, {"--pcap", *pcap}, {"--trace", *traceFile}, {"--deadline", *deadline}} {
 		if f.v != "" {
 			argv = append(argv, f.flag, f.v)
 		}
@@ -182,14 +201,14 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s: %v\n", *name, err)
 		return exitUsage
 	}
-	if !started && (*plan != "" || *pcap != "" || *deadline != "") {
-		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap and --deadline apply, not these\n", *name)
+	if !started && (*plan != "" || *pcap != "" || traceSet || *deadline != "") {
+		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace and --deadline apply, not these\n", *name)
 	}
 	code := runProgram(prog, libDir, []string{"ROCESIM_FABRIC=" + *name, "ROCESIM_NODE=" + *node,
 		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr)
 	log := filepath.Join(procfabric.SocketDir(), *name+".log")
 	if started {
-		where := "the ladder and the fabric's summary: " + log + " (once every node has left)"
+		where := "trace: " + *traceFile + "; the ladder and the fabric's summary: " + log + " (written once every node has left)"
 		if *pcap != "" {
 			where = "capture: " + *pcap + "; " + where
 		}
@@ -270,7 +289,7 @@ func checkExecTransport(fs *flag.FlagSet, transport, addr string, routable bool)
 	default:
 		return fmt.Errorf("--transport %q: want fabric or udp", transport)
 	}
-	for _, f := range []string{"name", "node", "nodes", "faults", "pcap", "deadline"} {
+	for _, f := range []string{"name", "node", "nodes", "faults", "pcap", "trace", "deadline"} {
 		if set[f] {
 			return fmt.Errorf("--%s applies to the fabric, not to --transport udp", f)
 		}

@@ -338,7 +338,15 @@ func TestExecPingpongFaults(t *testing.T) {
 				// comes round, and exits with the SEND never resent.
 				args = append(args, "-q", "1")
 			}
-			srv, cli := pair(t, f, []string{"--faults", plan, "--pcap", pcap}, prog, args...)
+			// The trace: named for the rc run, by default (beside the
+			// fabric's socket) for the srq one.
+			trace := filepath.Join(f.runtime, "rocesim", f.name+".trace")
+			fabric := []string{"--faults", plan, "--pcap", pcap}
+			if prog == "ibv_rc_pingpong" {
+				trace = filepath.Join(t.TempDir(), "run.trace")
+				fabric = append(fabric, "--trace", trace)
+			}
+			srv, cli := pair(t, f, fabric, prog, args...)
 			for _, p := range []*execProc{srv, cli} {
 				if p.code != 0 || !strings.Contains(p.stdout.String(), "200 iters in") {
 					t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
@@ -347,7 +355,13 @@ func TestExecPingpongFaults(t *testing.T) {
 			if !strings.Contains(srv.stderr.String(), "capture: "+pcap) {
 				t.Errorf("exec does not say where the capture is:\n%s", srv.stderr.String())
 			}
+			if !strings.Contains(srv.stderr.String(), "trace: "+trace+";") {
+				t.Errorf("exec does not say where the trace is (%s):\n%s", trace, srv.stderr.String())
+			}
 			comments := pcapComments(t, pcap, f)
+			if b, err := os.ReadFile(trace); err != nil || !strings.Contains(string(b), "drop") {
+				t.Errorf("the trace %s: %v, %d bytes, no drop in it", trace, err, len(b))
+			}
 			for _, want := range []string{"dropped by rule 1", "dropped by rule 2", "retransmi"} {
 				if !strings.Contains(comments, want) {
 					t.Errorf("no comment says %q", want)

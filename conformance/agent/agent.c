@@ -14,8 +14,24 @@
  *   srq [max_wr=N]                 create a shared receive queue (one per
  *                                  agent); a qp made with srq=1 uses it,
  *                                  and post_recv then posts to it
- *   cq [name=C] depth=N [vector=V] create a completion queue (default name cq,
- *                                  completion vector 0)
+ *   cq [name=C] depth=N [vector=V] [channel=1]
+ *                                  create a completion queue (default name cq,
+ *                                  completion vector 0), on the completion
+ *                                  channel with channel=1
+ *   channel                        create the agent's completion channel
+ *   notify [cq=C] [solicited=1]    ibv_req_notify_cq
+ *   get_event [timeout_ms=N]       wait (poll(2), default 10 s) for an event
+ *                                  on the channel and read it with
+ *                                  ibv_get_cq_event; prints its CQ's name
+ *   ack [cq=C] [n=N]               ibv_ack_cq_events of N (default: every
+ *                                  event read and not yet acknowledged)
+ *   destroy_qp                     ibv_destroy_qp; prints ret and errno
+ *   destroy_cq [cq=C] [wait_ms=N]  ibv_destroy_cq in a thread: if it has not
+ *                                  returned within N ms (default 2000) it
+ *                                  prints blocked=1 and acknowledges the
+ *                                  CQ's events read and not acknowledged
+ *                                  (libibverbs waits for them), then prints
+ *                                  ret and errno (and blocked) once it did
  *   mr [name=M] len=N [seed=S | fill=zero|seq|byte:V] [access=LIST]
  *                                  register N bytes (default name buf):
  *                                  seed=S gives byte i = (S + 7i) & 0xff,
@@ -98,6 +114,8 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -128,13 +146,15 @@ struct mwobj {
 
 struct cqobj {
 	char name[32];
-	struct ibv_cq *cq;
+	struct ibv_cq *cq; /* NULL once destroyed */
+	unsigned unacked;  /* events read (ibv_get_cq_event), not acknowledged */
 };
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_qp *qp;
 static struct ibv_srq *srq; /* made by "srq"; a QP made with srq=1 receives from it */
+static struct ibv_comp_channel *channel; /* made by "channel" */
 static struct mrobj mrs[MAXOBJ];
 static struct cqobj cqs[MAXOBJ];
 static struct mwobj mws[MAXOBJ];
@@ -290,19 +310,26 @@ static struct mrobj *lookup_mr(const char *cmd, const char *key)
 	return NULL;
 }
 
-static struct ibv_cq *lookup_cq(const char *cmd, const char *key)
+/* lookup_cqobj returns the CQ named by key= (default: the first one). */
+static struct cqobj *lookup_cqobj(const char *cmd, const char *key)
 {
 	const char *n = arg(key);
 
 	if (ncqs == 0)
 		fail(cmd, "no cq yet");
-	if (!n)
-		return cqs[0].cq;
 	for (int i = 0; i < ncqs; i++)
-		if (strcmp(cqs[i].name, n) == 0)
-			return cqs[i].cq;
+		if (!n || strcmp(cqs[i].name, n) == 0) {
+			if (!cqs[i].cq)
+				fail(cmd, "cq %s is destroyed", cqs[i].name);
+			return &cqs[i];
+		}
 	fail(cmd, "no cq named %s", n);
 	return NULL;
+}
+
+static struct ibv_cq *lookup_cq(const char *cmd, const char *key)
+{
+	return lookup_cqobj(cmd, key)->cq;
 }
 
 static void range(const char *cmd, struct mrobj *m, uint64_t off, uint64_t len)
@@ -693,6 +720,80 @@ static void do_drain(const char *cmd)
 		fail(cmd, "ibv_poll_cq: %d", n);
 }
 
+static void do_get_event(const char *cmd)
+{
+	struct pollfd pfd;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	int n;
+
+	need(cmd, channel, "channel");
+	pfd.fd = channel->fd;
+	pfd.events = POLLIN;
+	n = poll(&pfd, 1, num(cmd, "timeout_ms", 0, 10000));
+	if (n < 0)
+		fail(cmd, "poll: %s", strerror(errno));
+	if (n == 0)
+		fail(cmd, "timeout: no event on the channel");
+	if (ibv_get_cq_event(channel, &cq, &cq_ctx))
+		fail(cmd, "ibv_get_cq_event: %s", strerror(errno));
+	for (int i = 0; i < ncqs; i++)
+		if (cqs[i].cq == cq) {
+			cqs[i].unacked++;
+			printf("{\"event\":\"cq_event\",\"name\":\"%s\"}\n", cqs[i].name);
+			return;
+		}
+	fail(cmd, "an event of an unknown cq");
+}
+
+struct destroy_job {
+	struct ibv_cq *cq;
+	int ret, done;
+	pthread_mutex_t mu;
+};
+
+static void *destroy_thread(void *p)
+{
+	struct destroy_job *j = p;
+	int ret = ibv_destroy_cq(j->cq);
+
+	pthread_mutex_lock(&j->mu);
+	j->ret = ret;
+	j->done = 1;
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+static void do_destroy_cq(const char *cmd)
+{
+	struct cqobj *c = lookup_cqobj(cmd, "cq");
+	uint64_t ms = num(cmd, "wait_ms", 0, 2000);
+	struct destroy_job j = {.cq = c->cq, .mu = PTHREAD_MUTEX_INITIALIZER};
+	pthread_t th;
+	int blocked = 0, done = 0;
+
+	if (pthread_create(&th, NULL, destroy_thread, &j))
+		fail(cmd, "pthread_create failed");
+	for (uint64_t waited = 0; !done && waited < ms; waited++) {
+		usleep(1000);
+		pthread_mutex_lock(&j.mu);
+		done = j.done;
+		pthread_mutex_unlock(&j.mu);
+	}
+	if (!done) {
+		/* libibverbs waits for the events read to be acknowledged. */
+		blocked = 1;
+		printf("{\"event\":\"destroy_cq\",\"name\":\"%s\",\"blocked\":1}\n", c->name);
+		ibv_ack_cq_events(c->cq, c->unacked);
+		c->unacked = 0;
+	}
+	pthread_join(th, NULL);
+	printf("{\"event\":\"destroy_cq\",\"name\":\"%s\",\"ret\":%d,\"errno\":%d,\"blocked\":%d}\n", c->name, j.ret,
+	       j.ret ? errno : 0, blocked);
+	if (j.ret == 0)
+		c->cq = NULL;
+}
+
 static void do_async(const char *cmd)
 {
 	struct ibv_async_event ev;
@@ -984,10 +1085,41 @@ static void run(char *line)
 		if (ncqs == MAXOBJ)
 			fail(cmd, "too many cqs");
 		snprintf(cqs[ncqs].name, sizeof cqs[ncqs].name, "%s", name ? name : "cq");
-		if (!(cqs[ncqs].cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, NULL, num(cmd, "vector", 0, 0))))
+		if (num(cmd, "channel", 0, 0))
+			need(cmd, channel, "channel");
+		if (!(cqs[ncqs].cq = ibv_create_cq(ctx, num(cmd, "depth", 1, 0), NULL, num(cmd, "channel", 0, 0) ? channel : NULL,
+						   num(cmd, "vector", 0, 0))))
 			fail(cmd, "ibv_create_cq: %s", strerror(errno));
 		printf("{\"event\":\"cq\",\"name\":\"%s\",\"cqe\":%d}\n", cqs[ncqs].name, cqs[ncqs].cq->cqe);
 		ncqs++;
+	} else if (strcmp(cmd, "channel") == 0) {
+		need(cmd, ctx, "device");
+		if (channel)
+			fail(cmd, "one channel per agent");
+		if (!(channel = ibv_create_comp_channel(ctx)))
+			fail(cmd, "ibv_create_comp_channel: %s", strerror(errno));
+		printf("{\"event\":\"channel\"}\n");
+	} else if (strcmp(cmd, "notify") == 0) {
+		struct cqobj *c = lookup_cqobj(cmd, "cq");
+		if ((e = ibv_req_notify_cq(c->cq, num(cmd, "solicited", 0, 0))))
+			fail(cmd, "ibv_req_notify_cq: %s", strerror(e));
+		printf("{\"event\":\"notify\",\"name\":\"%s\"}\n", c->name);
+	} else if (strcmp(cmd, "get_event") == 0) {
+		do_get_event(cmd);
+	} else if (strcmp(cmd, "ack") == 0) {
+		struct cqobj *c = lookup_cqobj(cmd, "cq");
+		unsigned n = num(cmd, "n", 0, c->unacked);
+		ibv_ack_cq_events(c->cq, n);
+		c->unacked -= n < c->unacked ? n : c->unacked;
+		printf("{\"event\":\"ack\",\"name\":\"%s\"}\n", c->name);
+	} else if (strcmp(cmd, "destroy_cq") == 0) {
+		do_destroy_cq(cmd);
+	} else if (strcmp(cmd, "destroy_qp") == 0) {
+		need(cmd, qp, "qp");
+		e = ibv_destroy_qp(qp);
+		if (e == 0)
+			qp = NULL;
+		printf("{\"event\":\"destroy_qp\",\"ret\":%d,\"errno\":%d}\n", e, e ? errno : 0);
 	} else if (strcmp(cmd, "srq") == 0) {
 		struct ibv_srq_init_attr sa;
 		need(cmd, pd, "pd");

@@ -125,6 +125,8 @@
 //	                       the world for a program asleep in poll(2) (default 50ms; off: never);
 //	                       on a fabric, CQ armed or not, before the process waits on the fabric
 //	                       (default 1ms)
+//	ROCESIM_POLL_WAIT=off  a poll_cq that finds nothing returns 0 without moving time (for a
+//	                       driver that holds a fabric's clock itself: procfabric.Daemon.Hold)
 //	ROCESIM_FABRIC=NAME    put the device on a node of the fabric daemon NAME (procfabric;
 //	ROCESIM_NODE=NODE      `rocesim exec` sets both); ROCESIM_FABRIC_DIR its socket directory
 //	                       (default procfabric.SocketDir()). ROCESIM_DEVICES does not apply;

@@ -468,6 +468,8 @@ func rs_ack_cq_events(h C.uint32_t, n C.uint) {
 	defer p.mu.Unlock()
 	if v, ok := object[*cq](p, uint32(h)); ok {
 		v.q.AckEvents(int(n))
+		v.unacked = max(v.unacked-int(n), 0)
+		p.wake.Broadcast() // a destroy_cq may wait for this (destroyCQ)
 	}
 }
 

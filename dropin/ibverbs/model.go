@@ -70,6 +70,13 @@ type Config struct {
 	// CQ on a channel is armed, before the library runs the world for it
 	// (see idle.go); 0 never.
 	IdleWake time.Duration
+	// PollNoWait (ROCESIM_POLL_WAIT=off): a poll_cq that finds nothing
+	// returns 0 without moving time. For a driver that holds the clock
+	// itself (the conformance suite's C-ABI leg: procfabric's
+	// Daemon.Hold) and has its program drain CQs at chosen instants;
+	// time then moves only while the program waits outside the verbs
+	// (IdleWake) or for an event.
+	PollNoWait bool
 	// Fabric and Node (ROCESIM_FABRIC, ROCESIM_NODE) put the process's
 	// one device on node Node of the fabric daemon called Fabric
 	// (fabric.go); FabricDir (ROCESIM_FABRIC_DIR) is the daemon's socket
@@ -112,6 +119,13 @@ func readConfig(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
 		}
 		c.Plan, c.PlanText = p, s
+	}
+	switch s := getenv("ROCESIM_POLL_WAIT"); s {
+	case "", "on":
+	case "off":
+		c.PollNoWait = true
+	default:
+		return c, fmt.Errorf("ROCESIM_POLL_WAIT=%q: want on or off", s)
 	}
 	c.Fabric, c.Node, c.FabricDir = getenv("ROCESIM_FABRIC"), getenv("ROCESIM_NODE"), getenv("ROCESIM_FABRIC_DIR")
 	if c.Fabric != "" && c.Node == "" {
@@ -262,6 +276,10 @@ type cq struct {
 	q   *verbs.CQ
 	c   unsafe.Pointer // the program's struct ibv_cq
 	ch  *channel       // nil for none
+	// unacked counts the events of the CQ the program read
+	// (get_cq_event) and has not acknowledged (ack_cq_events):
+	// destroy_cq waits for them (destroyCQ).
+	unacked int
 }
 
 type qp struct {
@@ -824,7 +842,19 @@ func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (u
 	return p.add(v), q.CQE(), 0
 }
 
+// destroyCQ destroys the CQ once every event the program read from its
+// channel is acknowledged: rdma-core's ibv_cmd_destroy_cq waits until
+// the acknowledged equal the comp_events_reported the kernel returns,
+// which counts the events read, not those queued and never read (on
+// rxe: conformance TestDestroyCQWithEventsRXE). Another thread's
+// ack_cq_events ends the wait; a program with none waits forever, as
+// with libibverbs.
 func (p *process) destroyCQ(h uint32) syscall.Errno {
+	if v, ok := object[*cq](p, h); ok {
+		for v.unacked > 0 && !p.closed {
+			p.wake.Wait()
+		}
+	}
 	err := destroy(p, h, func(v *cq) error {
 		if err := v.q.Destroy(); err != nil {
 			return err
@@ -838,14 +868,15 @@ func (p *process) destroyCQ(h uint32) syscall.Errno {
 
 // poll takes up to len(wcs) completions; when there are none it runs the
 // world to its next event and looks again: a program that polls is
-// waiting, and only waiting moves virtual time.
+// waiting, and only waiting moves virtual time (unless
+// ROCESIM_POLL_WAIT=off: then it returns 0).
 func (p *process) poll(h uint32, wcs []verbs.WC) (int, syscall.Errno) {
 	v, ok := object[*cq](p, h)
 	if !ok {
 		return 0, syscall.EINVAL
 	}
 	n := v.q.Poll(wcs)
-	if n == 0 && len(wcs) > 0 && p.step() {
+	if n == 0 && len(wcs) > 0 && !p.cfg.PollNoWait && p.step() {
 		n = v.q.Poll(wcs)
 	}
 	return n, 0
@@ -874,6 +905,7 @@ func (p *process) getCQEvent(fd int, nonblock bool) (unsafe.Pointer, syscall.Err
 	p.settle()
 	for _, c := range ch.ctx.dev.cqs {
 		if c.q == q {
+			c.unacked++
 			return c.c, 0
 		}
 	}

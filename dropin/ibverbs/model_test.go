@@ -51,6 +51,26 @@ func TestReadConfig(t *testing.T) {
 	}
 }
 
+// TestReadPollWait: ROCESIM_POLL_WAIT=off makes a poll that finds
+// nothing return at once; anything but on or off is refused.
+func TestReadPollWait(t *testing.T) {
+	for v, want := range map[string]string{"": "false", "on": "false", "off": "true", "no": `ROCESIM_POLL_WAIT="no"`} {
+		cfg, err := readConfig(func(k string) string {
+			if k == "ROCESIM_POLL_WAIT" {
+				return v
+			}
+			return ""
+		})
+		got := fmt.Sprint(cfg.PollNoWait)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("ROCESIM_POLL_WAIT=%q: %s, want %s", v, got, want)
+		}
+	}
+}
+
 // fakeFDs stands in for eventfds: it records each descriptor's state.
 type fakeFDs struct {
 	next  int

@@ -1,0 +1,74 @@
+package procfabric
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// TestHold: a Hold stops the clock at its time even when a process's
+// deadline lies beyond it, wakes every process at that instant (so each
+// has run to it), and the next Hold wakes every process where the clock
+// stands before it lets it go on to the process's deadline and stop
+// again; Hold(sim.Never) returns once nothing is left.
+func TestHold(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	type wake struct {
+		node string
+		at   sim.Time
+	}
+	wakes := make(chan wake, 64)
+	for _, n := range []string{"a", "b"} {
+		p, err := AttachDir(d.cfg.Dir, d.cfg.Name, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		deadline := sim.Never
+		if n == "b" {
+			deadline = sim.Time(7 * sim.Millisecond) // a timer
+		}
+		go func() {
+			for {
+				in, err := p.Wait(deadline)
+				if err != nil {
+					return
+				}
+				if in.Now >= deadline {
+					deadline = sim.Never // the timer fired
+				}
+				wakes <- wake{n, in.Now}
+			}
+		}()
+	}
+	ms := func(n int) sim.Time { return sim.Time(sim.Duration(n) * sim.Millisecond) }
+	check := func(hold, want sim.Time, woken ...wake) {
+		t.Helper()
+		got, err := d.Hold(ctx, hold)
+		if err != nil || got != want {
+			t.Fatalf("Hold(%v) = %v, %v; want %v", hold, got, err, want)
+		}
+		var seen []wake
+		for len(wakes) > 0 {
+			seen = append(seen, <-wakes)
+		}
+		for _, w := range woken {
+			found := false
+			for _, s := range seen {
+				found = found || s == w
+			}
+			if !found {
+				t.Errorf("Hold(%v): woken %v, want %v among them", hold, seen, w)
+			}
+		}
+	}
+	check(ms(5), ms(5), wake{"a", ms(5)}, wake{"b", ms(5)})
+	// Before the clock moves, both are woken once more where it stands
+	// (a resume still in a socket when Hold is called must not let the
+	// clock pass the frames it announces); b's timer (7ms) comes before
+	// the hold: b is woken there, then both at the hold's 10ms.
+	check(ms(10), ms(10), wake{"a", ms(5)}, wake{"b", ms(5)}, wake{"b", ms(7)}, wake{"a", ms(10)}, wake{"b", ms(10)})
+	check(sim.Never, ms(10), wake{"a", ms(10)}, wake{"b", ms(10)})
+}
