@@ -60,21 +60,10 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 	}
 	d.outbox.push(buf, n, note)
 	d.counters.Add(CounterSentPkts, 1)
-	if d.inflight.slots == nil || d.inflight.full() {
-		d.growInflight()
+	if d.inflight.full() {
+		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
 	*d.inflight.grow() = qp
 	qp.skbOut++
 	qp.txBuilt++
-}
-
-// growInflight doubles the in-flight ring, keeping its order.
-func (d *Device) growInflight() {
-	var n ring[*QP]
-	n.init(max(64, 2*len(d.inflight.slots)))
-	for !d.inflight.empty() {
-		*n.grow() = *d.inflight.at(0)
-		d.inflight.shift()
-	}
-	d.inflight = n
 }
