@@ -9,10 +9,14 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	dgid := av.GRH.DGID.Unmap()
 	*f = wire.Frame{
 		SrcMAC: d.cfg.MAC,
-		DstMAC: d.nbr[dgid],
 		Dst:    dgid,
 		TTL:    64,
 		TOS:    av.GRH.TrafficClass,
+	}
+	if av == &qp.attr.AHAttr {
+		f.DstMAC = qp.dmac // resolved when the AV was set
+	} else {
+		f.DstMAC, _ = d.neighbour(dgid)
 	}
 	if av.GRH.HopLimit != 0 && av.GRH.HopLimit != 1 {
 		// rxe keeps the default TTL unless the AV sets a real hop limit.

@@ -43,6 +43,7 @@ type QP struct {
 	seq     uint64   // creation sequence: timers due together fire in this order
 	slot    int      // index in dev.timers, -1 when no timer is set
 	due     sim.Time // the deadline the QP is filed under in dev.timers
+	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
 }
 
 // sendWQE is a posted send work request and its progress.
@@ -308,12 +309,14 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 	if err != nil {
 		return err
 	}
+	var dmac wire.MAC
 	if mask&QPAttrAV != 0 {
 		if err := d.checkAV("modify_qp", &attr.AHAttr); err != nil {
 			return err
 		}
 		dgid := attr.AHAttr.GRH.DGID.Unmap()
-		if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
+		var ok bool
+		if dmac, ok = d.neighbour(dgid); !ok && !d.isLocal(dgid) {
 			return errno(syscall.EINVAL, "modify_qp: no route to GID %v (unknown neighbour)", attr.AHAttr.GRH.DGID)
 		}
 	}
@@ -321,6 +324,11 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 		return errno(syscall.EINVAL, "modify_qp: path_mtu %d bytes over the port's %d", attr.PathMTU.Bytes(), d.cfg.PathMTUMax.Bytes())
 	}
 	qp.apply(attr, mask)
+	if mask&QPAttrAV != 0 {
+		// Resolved once, as the kernel fills the AV's destination MAC at
+		// modify_qp (ib_resolve_eth_dmac): no lookup per frame.
+		qp.dmac = dmac
+	}
 	if mask&QPAttrState != 0 {
 		d.transition(now, qp, next)
 	}

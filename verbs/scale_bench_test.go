@@ -126,3 +126,27 @@ func BenchmarkIdleQPs(b *testing.B) {
 		})
 	}
 }
+
+// TestHostHeapFlat: a host costs the same heap in a world of 2,000 as in
+// a world of 200 (issue 20 item 3: no O(N²) neighbour tables; every
+// device held every other host's GIDs, 2,000 hosts 4 million entries).
+func TestHostHeapFlat(t *testing.T) {
+	perHost := func(n int) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+		for i := range n {
+			w.AddHost(fmt.Sprintf("h%d", i))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(w)
+		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+	}
+	small, large := perHost(200), perHost(2000)
+	t.Logf("heap per host: %.0f bytes among 200, %.0f among 2,000", small, large)
+	if large > 1.5*small {
+		t.Fatalf("a host costs %.0f bytes of heap among 2,000 hosts, %.0f among 200: set-up grows with the world", large, small)
+	}
+}
