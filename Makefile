@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench bench-realnet bench-dropin golden corpus swarm conformance soak dropin
+.PHONY: all demo test deps lint check race fuzz bench bench-realnet bench-dropin golden corpus swarm conformance soak dropin scale
 
 all: test
 
@@ -79,6 +79,11 @@ bench-dropin:
 SEEDS ?= 20000
 swarm:
 	cd verbs && $(GO) test -run '^TestSwarm$$' -count=1 -timeout 60m -swarm.seeds=$(SEEDS)
+
+## scale: how cost grows with the world (not part of test; ~15 min, up to ~3 GB): the alltoall for N = 16 … 1024 hosts and 1k … 100k idle RC QPs, each point in its own process; prints wall and CPU time, packets/s, peak heap and RSS per point and the fitted growth exponents (must be <= 1.1); draws docs/scale.svg
+scale:
+	$(GO) build -o build/scale ./tools/scale
+	nice -n 10 build/scale -svg docs/scale.svg -md
 
 ## soak: the runs that never settle (drop-all, corrupt, dup n=100000000, rnr_retry 7 with no receive, a verbstest world): each must end within 10 s and 300 MB; prints wall time and peak RSS (not part of test)
 soak:

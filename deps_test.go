@@ -66,6 +66,8 @@ var imports = map[string][]string{
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
 	"cmd/rocesim": {"faults", "internal/lineformat", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// the scale benchmark (make scale) drives worlds through verbs only.
+	"tools/scale": {"verbs"},
 }
 
 // external names the modules outside this one that packages may import.
