@@ -9,8 +9,8 @@ import (
 
 // markdown prints the results as the README's table.
 func markdown(w io.Writer, rs []Result, fits []fit) {
-	fmt.Fprintln(w, "| world | QPs | packets | wall time | packets/s | peak heap | peak RSS |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| world | QPs | packets | set-up | run: wall | run: CPU | packets/s | peak heap | peak RSS |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		name := fmt.Sprintf("alltoall N=%d", r.N)
 		switch r.Kind {
@@ -23,7 +23,7 @@ func markdown(w io.Writer, rs []Result, fits []fit) {
 		if r.Packets > 0 {
 			pps = fmt.Sprintf("%.0f k", r.PktsPerS()/1e3)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.2f s | %s | %.1f MB | %.0f MB |\n", name, r.QPs, r.Packets, r.WallS, pps,
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f s | %.2f s | %.2f s | %s | %.1f MB | %.0f MB |\n", name, r.QPs, r.Packets, r.SetupS, r.WallS, r.CPUS, pps,
 			float64(r.PeakHeap)/1e6, float64(r.RSS)/1e6)
 	}
 	fmt.Fprintln(w)
