@@ -185,8 +185,8 @@ type Device struct {
 	ahs      pool
 	mws      pool // memory windows: alloc_mw takes its place here
 	qpCount  pool
-	qps      map[uint32]*QP // live QPs by QPN
-	qpList   []*QP          // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
+	qps      qpnTable // live QPs by QPN
+	qpList   []*QP    // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
 	qpHoles  int
 	qpSeq    uint64    // the next QP's creation sequence
 	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
@@ -262,7 +262,7 @@ func New(cfg Config) *Device {
 		base = DefaultAddrBase
 	}
 	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{},
-		qps: map[uint32]*QP{}, nextQPN: gsiQPIndex + 1}
+		nextQPN: gsiQPIndex + 1}
 	d.pds = pool{live: kernelPDs, max: &d.attr.MaxPD}
 	d.cqs = pool{live: kernelCQs, max: &d.attr.MaxCQ}
 	d.qpCount = pool{live: kernelQPs, max: &d.attr.MaxQP}

@@ -63,3 +63,29 @@ func TestRingGrowsAsUsed(t *testing.T) {
 	})
 	assert.Zero(t, allocs, "steady use allocates nothing")
 }
+
+// TestQPNTable: a QP is found by number anywhere in the 24-bit QPN space
+// the wire can name, a page goes when its last QP does, and a number
+// never taken finds nothing.
+func TestQPNTable(t *testing.T) {
+	var tb qpnTable
+	qps := map[uint32]*QP{}
+	for _, n := range []uint32{1, 0x11, 0x12, 0x1ff, 0x200, rxeMaxQPIndex} {
+		qps[n] = &QP{num: n}
+		tb.put(n, qps[n])
+	}
+	for n, qp := range qps {
+		assert.Same(t, qp, tb.get(n))
+	}
+	for _, n := range []uint32{0, 0x13, 0x300, rxeMaxQPIndex + 1, 1<<24 - 1} {
+		assert.Nil(t, tb.get(n), "QPN %#x", n)
+	}
+	tb.del(0x200)
+	assert.Nil(t, tb.get(0x200))
+	assert.Nil(t, tb.pages[2], "the page of 0x200 went with its last QP")
+	tb.del(0x1ff)
+	assert.Nil(t, tb.pages[1], "0x1ff was page 1's only QP")
+	tb.del(0x11)
+	assert.NotNil(t, tb.pages[0], "QPN 1 and 0x12 still live in page 0")
+	assert.Same(t, qps[0x12], tb.get(0x12))
+}
