@@ -40,9 +40,11 @@ func main() {
 		timeout = flag.Duration("timeout", 15*time.Minute, "wall-time bound of each point")
 		memlim  = flag.String("memlimit", "9GiB", "GOMEMLIMIT of each point's process")
 		cpuprof = flag.String("cpuprofile", "", "with -point: write a CPU profile of the point here")
+		win     = flag.Int("window", 64, "alltoall: WRITEs each host has outstanding at most (the round size)")
 		memprof = flag.String("memprofile", "", "with -point: write a heap profile here at the end of the point")
 	)
 	flag.Parse()
+	window = max(1, *win)
 	if *point != "" {
 		if *cpuprof != "" {
 			f, err := os.Create(*cpuprof)
@@ -175,7 +177,7 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-point", p)
+	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window))
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memlim)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

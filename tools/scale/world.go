@@ -64,7 +64,7 @@ var keep any
 // alltoall runs in rounds, as a pairwise-exchange alltoall does, so that
 // frames in flight and receive areas stay a window's worth per host
 // rather than N's (N=1024 posted at once would hold 8 GB of frames).
-const window = 64
+var window = 64 // -window
 
 // msgLen is every WRITE's length: four 1024-byte packets at the default
 // path MTU.
