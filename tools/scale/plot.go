@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 )
 
 // markdown prints the results as the README's table.
@@ -38,6 +39,9 @@ type panel struct {
 	kind                  string
 	x, y                  func(Result) float64
 	fit                   *fit
+	// y2 and fit2, if set, are a second series (orange): CPU time.
+	y2   func(Result) float64
+	fit2 *fit
 }
 
 // plot draws two log-log charts side by side: the alltoall's wall time
@@ -55,10 +59,11 @@ func plot(w io.Writer, rs []Result, fits []fit) {
 		return nil
 	}
 	ps := []panel{
-		{"alltoall, N = 16 … 1024: wall time", "simulated packets", "wall time (s)", "alltoall",
-			func(r Result) float64 { return float64(r.Packets) }, func(r Result) float64 { return r.WallS }, findFit("alltoall wall time")},
+		{"alltoall, N = 16 … 1024: wall (blue) and CPU (orange) time", "simulated packets", "time (s)", "alltoall",
+			func(r Result) float64 { return float64(r.Packets) }, func(r Result) float64 { return r.WallS }, findFit("alltoall wall time"),
+			func(r Result) float64 { return r.CPUS }, findFit("alltoall CPU time")},
 		{"idle RC QPs on one host: heap", "QPs", "live heap (bytes)", "idle",
-			func(r Result) float64 { return float64(r.QPs) }, func(r Result) float64 { return float64(r.PeakHeap) }, findFit("idle-QP heap")},
+			func(r Result) float64 { return float64(r.QPs) }, func(r Result) float64 { return float64(r.PeakHeap) }, findFit("idle-QP heap"), nil, nil},
 	}
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", pw*len(ps), ph)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -70,18 +75,22 @@ func plot(w io.Writer, rs []Result, fits []fit) {
 
 // drawPanel draws one chart with its top-left corner at (x0, 0).
 func drawPanel(w io.Writer, x0 float64, pw, ph int, p panel, rs []Result) {
-	var xs, ys []float64
+	var xs, ys, xs2, ys2 []float64
 	for _, r := range rs {
 		if r.Kind == p.kind && p.x(r) > 0 && p.y(r) > 0 {
 			xs, ys = append(xs, p.x(r)), append(ys, p.y(r))
+		}
+		if p.y2 != nil && r.Kind == p.kind && p.x(r) > 0 && p.y2(r) > 0 {
+			xs2, ys2 = append(xs2, p.x(r)), append(ys2, p.y2(r))
 		}
 	}
 	if len(xs) == 0 {
 		return
 	}
+	all := append(slices.Clone(ys), ys2...)
 	lo := func(v []float64) float64 { return math.Floor(math.Log10(minOf(v))) }
 	hi := func(v []float64) float64 { return math.Ceil(math.Log10(maxOf(v))) }
-	xlo, xhi, ylo, yhi := lo(xs), max(hi(xs), lo(xs)+1), lo(ys), max(hi(ys), lo(ys)+1)
+	xlo, xhi, ylo, yhi := lo(xs), max(hi(xs), lo(xs)+1), lo(all), max(hi(all), lo(all)+1)
 	const ml, mr, mt, mb = 70, 20, 30, 45
 	left, right, top, bottom := x0+ml, x0+float64(pw-mr), float64(mt), float64(ph-mb)
 	px := func(v float64) float64 { return left + (math.Log10(v)-xlo)/(xhi-xlo)*(right-left) }
@@ -104,14 +113,21 @@ func drawPanel(w io.Writer, x0 float64, pw, ph int, p panel, rs []Result) {
 	x1, y1 := xs[0], ys[0]
 	x2 := math.Pow(10, xhi)
 	fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#aaa" stroke-dasharray="4 3"/>`+"\n", px(x1), py(y1), px(x2), py(y1*x2/x1))
-	if f := p.fit; f != nil {
-		a, b := math.Pow(10, xlo), math.Pow(10, xhi)
-		ya, yb := math.Exp(f.c)*math.Pow(a, f.exp), math.Exp(f.c)*math.Pow(b, f.exp)
-		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#c33"/>`+"\n", px(a), py(ya), px(b), py(yb))
-		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="#c33">fit: exponent %.2f (dashed: 1)</text>`+"\n", left+8, top+16, f.exp)
-	}
-	for i := range xs {
-		fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="4" fill="#36c"/>`+"\n", px(xs[i]), py(ys[i]))
+	for k, s := range []struct {
+		f      *fit
+		xs, ys []float64
+		color  string
+	}{{p.fit, xs, ys, "#36c"}, {p.fit2, xs2, ys2, "#e80"}} {
+		if f := s.f; f != nil {
+			a, b := math.Pow(10, xlo), math.Pow(10, xhi)
+			ya, yb := math.Exp(f.c)*math.Pow(a, f.exp), math.Exp(f.c)*math.Pow(b, f.exp)
+			fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", px(a), py(ya), px(b), py(yb), s.color)
+			fmt.Fprintf(w, `<text x="%.0f" y="%.0f" fill="%s">fit: exponent %.2f%s</text>`+"\n", left+8, top+16+float64(k)*16, s.color, f.exp,
+				map[bool]string{true: " (dashed: 1)"}[k == 0])
+		}
+		for i := range s.xs {
+			fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", px(s.xs[i]), py(s.ys[i]), s.color)
+		}
 	}
 }
 
