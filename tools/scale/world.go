@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"runtime/metrics"
 	"syscall"
 	"time"
@@ -56,9 +57,6 @@ func (r Result) PktsPerS() float64 {
 	}
 	return float64(r.Packets) / r.WallS
 }
-
-// keep holds the last world measured, for a heap profile taken after.
-var keep any
 
 // window is how many WRITEs each host has outstanding at most: the
 // alltoall runs in rounds, as a pairwise-exchange alltoall does, so that
@@ -233,7 +231,7 @@ func alltoall(n int) (Result, error) {
 		r.Packets += sent
 	}
 	r.PeakHeap = hs.peak
-	keep = w
+	runtime.KeepAlive(w)
 	return r, nil
 }
 
