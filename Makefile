@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: all demo test deps lint check race fuzz bench bench-realnet bench-dropin golden corpus swarm conformance soak dropin
+.PHONY: all demo test deps lint check race fuzz bench bench-realnet bench-dropin golden corpus swarm conformance soak dropin scale swarm-merge
 
 all: test
 
@@ -75,10 +75,23 @@ bench-realnet:
 bench-dropin:
 	ROCESIM_DROPIN_FIGURES=1 $(GO) test -count=1 -run '^TestDropinFigures$$' -v -timeout 10m ./cmd/rocesim/ | grep -v '^=== RUN'
 
-## swarm: the randomised invariant test (2-16 nodes, RC connections, a fault mix per seed) over SEEDS seeds (default 20000); prints seeds, frames, faults and wall time
+## swarm: the randomised invariant test (2-16 nodes, RC connections, a fault mix per seed) over SEEDS seeds (default 20000) from START (default 0), on every core; prints seeds, frames, faults and wall time. Split across machines: SHARD=k/m runs the k-th of m parts of the range, SWARMJSON=file writes the part's summary; then `make swarm-merge FILES="part*.json"`
 SEEDS ?= 20000
+START ?= 0
+SHARD ?=
+SWARMJSON ?=
 swarm:
-	cd verbs && $(GO) test -run '^TestSwarm$$' -count=1 -timeout 60m -swarm.seeds=$(SEEDS)
+	cd verbs && $(GO) test -run '^TestSwarm$$' -count=1 -timeout 60m -swarm.seeds=$(SEEDS) -swarm.start=$(START) \
+	  $(if $(SHARD),-swarm.shard=$(SHARD)) $(if $(SWARMJSON),-swarm.json=$(abspath $(SWARMJSON)))
+
+## swarm-merge: merge the summaries of a split swarm (FILES, from make swarm SWARMJSON=…) into one line; fails if a seed failed or seeds are missing
+swarm-merge:
+	$(GO) run ./tools/swarmmerge $(FILES)
+
+## scale: how cost grows with the world (not part of test; about 5 min, 2 GB at its largest point): the alltoall for N = 16 … 1024 hosts and 1k … 100k idle RC QPs, each point in its own process; prints wall and CPU time, packets/s, peak heap and RSS per point and the fitted growth exponents (must be <= 1.1); draws docs/scale.svg
+scale:
+	$(GO) build -o build/scale ./tools/scale
+	nice -n 10 build/scale -svg docs/scale.svg -md
 
 ## soak: the runs that never settle (drop-all, corrupt, dup n=100000000, rnr_retry 7 with no receive, a verbstest world): each must end within 10 s and 300 MB; prints wall time and peak RSS (not part of test)
 soak:

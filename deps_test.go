@@ -68,6 +68,11 @@ var imports = map[string][]string{
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
 	"cmd/rocesim": {"faults", "internal/lineformat", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// the scale benchmark (make scale) drives worlds through verbs only.
+	"tools/scale": {"verbs"},
+	// a split swarm's summaries, and the tool that merges them.
+	"internal/swarmsum": {},
+	"tools/swarmmerge":  {"internal/swarmsum"},
 }
 
 // external names the modules outside this one that packages may import.

@@ -379,6 +379,9 @@ func (d *Device) rewind(qp *QP, psn wire.PSN, why retryReason) {
 			r.next = i
 			r.pkt = uint32(psn.Diff(w.firstPSN))
 			r.nRetrans++
+			if r.rounds == nil {
+				r.rounds = new(roundLog)
+			}
 			r.rounds.start(r.nRetrans, r.highest)
 			if why != retryRNR { // rxe counts timeout and NAK retries, not RNR ones
 				d.counters.Add(CounterCompleterRetryErr, 1)

@@ -70,6 +70,11 @@ type Config struct {
 	// means 1, a one-CPU host. CreateCQ refuses a comp_vector outside
 	// 0..CompVectors-1, as the kernel does.
 	CompVectors int
+	// Neighbours, if set, is asked for the MAC of a GID the device's own
+	// table (AddNeighbour) lacks: a world of N hosts shares one table of
+	// N entries rather than giving each device N (issue 20: no O(N²)
+	// neighbour tables). It must answer the same for a GID every time.
+	Neighbours func(gid netip.Addr) (wire.MAC, bool)
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
@@ -180,8 +185,8 @@ type Device struct {
 	ahs      pool
 	mws      pool // memory windows: alloc_mw takes its place here
 	qpCount  pool
-	qps      map[uint32]*QP // live QPs by QPN
-	qpList   []*QP          // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
+	qps      qpnTable // live QPs by QPN
+	qpList   []*QP    // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
 	qpHoles  int
 	qpSeq    uint64    // the next QP's creation sequence
 	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
@@ -257,7 +262,7 @@ func New(cfg Config) *Device {
 		base = DefaultAddrBase
 	}
 	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{},
-		qps: map[uint32]*QP{}, nextQPN: gsiQPIndex + 1}
+		nextQPN: gsiQPIndex + 1}
 	d.pds = pool{live: kernelPDs, max: &d.attr.MaxPD}
 	d.cqs = pool{live: kernelCQs, max: &d.attr.MaxCQ}
 	d.qpCount = pool{live: kernelQPs, max: &d.attr.MaxQP}
@@ -337,6 +342,18 @@ func (d *Device) QueryPKey(port, index int) (uint16, error) {
 // AddNeighbour tells the device which MAC a peer GID lives at (ARP and
 // neighbour discovery are not simulated).
 func (d *Device) AddNeighbour(gid netip.Addr, mac wire.MAC) { d.nbr[gid.Unmap()] = mac }
+
+// neighbour returns the MAC the GID gid (unmapped) lives at: the device's
+// own table first, then the shared one (Config.Neighbours).
+func (d *Device) neighbour(gid netip.Addr) (wire.MAC, bool) {
+	if m, ok := d.nbr[gid]; ok {
+		return m, true
+	}
+	if d.cfg.Neighbours != nil && !d.isLocal(gid) {
+		return d.cfg.Neighbours(gid)
+	}
+	return wire.MAC{}, false
+}
 
 // SetPortState tells the device its link went down or came back up: it
 // raises PORT_ERR or PORT_ACTIVE and counts link_downed, as rxe does when

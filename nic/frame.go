@@ -9,10 +9,14 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	dgid := av.GRH.DGID.Unmap()
 	*f = wire.Frame{
 		SrcMAC: d.cfg.MAC,
-		DstMAC: d.nbr[dgid],
 		Dst:    dgid,
 		TTL:    64,
 		TOS:    av.GRH.TrafficClass,
+	}
+	if av == &qp.attr.AHAttr {
+		f.DstMAC = qp.dmac // resolved when the AV was set
+	} else {
+		f.DstMAC, _ = d.neighbour(dgid)
 	}
 	if av.GRH.HopLimit != 0 && av.GRH.HopLimit != 1 {
 		// rxe keeps the default TTL unless the AV sets a real hop limit.
@@ -60,21 +64,10 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 	}
 	d.outbox.push(buf, n, note)
 	d.counters.Add(CounterSentPkts, 1)
-	if d.inflight.slots == nil || d.inflight.full() {
-		d.growInflight()
+	if d.inflight.full() {
+		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
 	*d.inflight.grow() = qp
 	qp.skbOut++
 	qp.txBuilt++
-}
-
-// growInflight doubles the in-flight ring, keeping its order.
-func (d *Device) growInflight() {
-	var n ring[*QP]
-	n.init(max(64, 2*len(d.inflight.slots)))
-	for !d.inflight.empty() {
-		*n.grow() = *d.inflight.at(0)
-		d.inflight.shift()
-	}
-	d.inflight = n
 }

@@ -51,7 +51,7 @@ func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
 		return errno(syscall.EINVAL, "send_mad: mad is %d bytes, not 256", len(mad))
 	}
 	dst = dst.Unmap()
-	if _, ok := d.nbr[dst]; !ok {
+	if _, ok := d.neighbour(dst); !ok {
 		return errno(syscall.EINVAL, "send_mad: dst %v is not a known neighbour", dst)
 	}
 	qp := d.gsi

@@ -116,9 +116,10 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 		}
 	}
 	if qp.sq.full() {
-		return errno(syscall.ENOMEM, "post_send: send queue full (%d WRs outstanding, max_send_wr %d)", qp.sq.size, len(qp.sq.slots))
+		return errno(syscall.ENOMEM, "post_send: send queue full (%d WRs outstanding, max_send_wr %d)", qp.sq.size, qp.sq.limit)
 	}
 
+	qp.sq.trim()
 	w := qp.sq.grow()
 	sges, inline := w.sges[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, signaled: qp.init.SQSigAll || wr.Flags&SendSignaled != 0, isInline: isInline}
@@ -177,9 +178,18 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 			return i, errno(syscall.EINVAL, "post_recv: num_sge %d over the QP's max_recv_sge %d", len(wr.SGList), qp.init.Cap.MaxRecvSGE)
 		}
 		if qp.rq.full() {
-			return i, errno(syscall.ENOMEM, "post_recv: receive queue full (%d WRs outstanding, max_recv_wr %d)", qp.rq.size, len(qp.rq.slots))
+			return i, errno(syscall.ENOMEM, "post_recv: receive queue full (%d WRs outstanding, max_recv_wr %d)", qp.rq.size, qp.rq.limit)
+		}
+		// A SEND in progress holds its WQE, the head, by pointer: the
+		// storage may move below it.
+		head := qp.resp.rwqe != nil && qp.resp.rwqe == qp.rq.at(0)
+		if !head {
+			qp.rq.trim()
 		}
 		w := qp.rq.grow()
+		if head {
+			qp.resp.rwqe = qp.rq.at(0)
+		}
 		sges := w.sges[:0]
 		*w = recvWQE{wrid: wr.WRID, sges: append(sges, wr.SGList...)}
 		var msg string

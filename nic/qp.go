@@ -43,6 +43,7 @@ type QP struct {
 	seq     uint64   // creation sequence: timers due together fire in this order
 	slot    int      // index in dev.timers, -1 when no timer is set
 	due     sim.Time // the deadline the QP is filed under in dev.timers
+	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
 }
 
 // sendWQE is a posted send work request and its progress.
@@ -72,24 +73,50 @@ type recvWQE struct {
 	why    wcReason // what the post-time check found, for the trace
 }
 
-// ring is a fixed-capacity FIFO whose slots keep their storage.
+// ring is a FIFO of at most limit elements whose storage grows as it
+// fills (doubling, from ringMin slots) rather than being made whole up
+// front: an idle QP with max_send_wr 16 would otherwise hold sixteen
+// 300-byte send WQEs it never uses (issue 20: at most 1 KiB of heap per
+// idle QP). Slots keep their storage (a WQE's SGE and inline buffers)
+// once grown, so a ring in steady use allocates nothing; trim gives back
+// what a burst left unused, at a point where nothing holds a slot.
 type ring[T any] struct {
 	slots      []T
 	head, size int
+	limit      int // the most elements the ring may hold
+	peak       int // the most it held since its storage last changed
+	turns      int // elements retired since then
 }
 
-func (r *ring[T]) init(n int) { r.slots = make([]T, n) }
+// ringMin is the storage a ring first gets.
+const ringMin = 4
 
-func (r *ring[T]) full() bool  { return r.size == len(r.slots) }
+// init empties the ring and bounds it to n elements; storage comes as
+// elements do.
+func (r *ring[T]) init(n int) { *r = ring[T]{limit: n} }
+
+func (r *ring[T]) full() bool  { return r.size >= r.limit }
 func (r *ring[T]) empty() bool { return r.size == 0 }
 
-// at returns the i-th oldest element.
-func (r *ring[T]) at(i int) *T { return &r.slots[(r.head+i)%len(r.slots)] }
+// at returns the i-th oldest element. On a ring that never held one it
+// returns a zero element nobody else sees (a stray ACK may ask for the
+// head of a send queue that was never posted to).
+func (r *ring[T]) at(i int) *T {
+	if len(r.slots) == 0 {
+		return new(T)
+	}
+	return &r.slots[(r.head+i)%len(r.slots)]
+}
 
-// grow returns the slot after the newest, now part of the ring.
+// grow returns the slot after the newest, now part of the ring, first
+// doubling the storage if it is full (the caller has checked full()).
 func (r *ring[T]) grow() *T {
+	if r.size == len(r.slots) {
+		r.resize(min(r.limit, max(ringMin, 2*len(r.slots))))
+	}
 	p := &r.slots[(r.head+r.size)%len(r.slots)]
 	r.size++
+	r.peak = max(r.peak, r.size)
 	return p
 }
 
@@ -100,6 +127,33 @@ func (r *ring[T]) shift() {
 	}
 	r.head = (r.head + 1) % len(r.slots)
 	r.size--
+	r.turns++
+}
+
+// resize moves the ring to storage of n slots (n >= size), oldest first,
+// carrying over the slots' own buffers while they fit.
+func (r *ring[T]) resize(n int) {
+	s := make([]T, n)
+	for i := range min(n, len(r.slots)) {
+		s[i] = r.slots[(r.head+i)%len(r.slots)]
+	}
+	r.slots, r.head, r.peak, r.turns = s, 0, r.size, 0
+}
+
+// trim gives back storage a burst left unused: each time the ring, empty,
+// has turned over four times its storage since the last look, it shrinks
+// to the most it held meanwhile if that was at most half of it. Called
+// where no pointer into the ring is kept (a post), it costs an allocation
+// only when use has fallen, never in steady use.
+func (r *ring[T]) trim() {
+	if r.size != 0 || r.turns < 4*len(r.slots) || len(r.slots) <= ringMin {
+		return
+	}
+	if n := max(ringMin, r.peak); 2*r.peak <= len(r.slots) && n < len(r.slots) {
+		r.resize(n)
+		return
+	}
+	r.peak, r.turns = 0, 0
 }
 
 // CreateQP creates a queue pair in pd, in state RESET.
@@ -136,17 +190,13 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	}
 	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: -1}
 	d.qpSeq++
+	// The queues get storage as work requests arrive, and each slot its
+	// SGE and inline buffers on its first use (ring).
 	qp.sq.init(int(ia.Cap.MaxSendWR))
-	for i := range qp.sq.slots {
-		qp.sq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxSendSGE)
-		qp.sq.slots[i].inline = make([]byte, 0, ia.Cap.MaxInlineData)
-	}
 	if ia.SRQ == nil {
 		qp.rq.init(int(ia.Cap.MaxRecvWR))
-		for i := range qp.rq.slots {
-			qp.rq.slots[i].sges = make([]SGE, 0, ia.Cap.MaxRecvSGE)
-		}
 	} else {
+		qp.resp.srqWQE = new(recvWQE)
 		ia.SRQ.refs++
 	}
 	qp.attr.Cap = ia.Cap
@@ -154,7 +204,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	ia.SendCQ.refs++
 	ia.RecvCQ.refs++
 	pd.refs++
-	d.qps[qp.num] = qp
+	d.qps.put(qp.num, qp)
 	qp.listed = len(d.qpList)
 	d.qpList = append(d.qpList, qp)
 	return qp, nil
@@ -219,7 +269,48 @@ func (qp *QP) Query() (QPAttr, QPInitAttr) {
 }
 
 // qpByNum finds a live QP by number.
-func (d *Device) qpByNum(n uint32) *QP { return d.qps[n] }
+func (d *Device) qpByNum(n uint32) *QP { return d.qps.get(n) }
+
+// qpnTable finds a live QP by number for every packet received: pages of
+// 256 QPNs, made as QPNs are taken and dropped once empty, so a lookup is
+// two loads (a map of a thousand QPs per device took a tenth of the
+// alltoall's time at N=1024 in cache misses) and a QP costs 8 bytes of
+// table (issue 20).
+type qpnTable struct {
+	pages []*qpnPage // pages[n>>8] holds QPNs n&^255 … n|255, nil if none is live
+}
+
+type qpnPage struct {
+	qp   [256]*QP
+	live int
+}
+
+func (t *qpnTable) get(n uint32) *QP {
+	if p := n >> 8; p < uint32(len(t.pages)) && t.pages[p] != nil {
+		return t.pages[p].qp[n&255]
+	}
+	return nil
+}
+
+func (t *qpnTable) put(n uint32, qp *QP) {
+	p := int(n >> 8)
+	for len(t.pages) <= p {
+		t.pages = append(t.pages, nil)
+	}
+	if t.pages[p] == nil {
+		t.pages[p] = new(qpnPage)
+	}
+	t.pages[p].qp[n&255] = qp
+	t.pages[p].live++
+}
+
+func (t *qpnTable) del(n uint32) {
+	pg := t.pages[n>>8]
+	pg.qp[n&255] = nil
+	if pg.live--; pg.live == 0 {
+		t.pages[n>>8] = nil
+	}
+}
 
 // DestroyQP destroys qp. Outstanding work requests are discarded without
 // completions, as ibv_destroy_qp does.
@@ -234,7 +325,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 		qp.init.SRQ.refs--
 	}
 	qp.pd.refs--
-	delete(d.qps, qp.num)
+	d.qps.del(qp.num)
 	d.qpns.free(qp.num)
 	d.unlistQP(qp)
 	d.retime(qp) // dead: out of the timer heap
@@ -259,12 +350,14 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 	if err != nil {
 		return err
 	}
+	var dmac wire.MAC
 	if mask&QPAttrAV != 0 {
 		if err := d.checkAV("modify_qp", &attr.AHAttr); err != nil {
 			return err
 		}
 		dgid := attr.AHAttr.GRH.DGID.Unmap()
-		if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
+		var ok bool
+		if dmac, ok = d.neighbour(dgid); !ok && !d.isLocal(dgid) {
 			return errno(syscall.EINVAL, "modify_qp: no route to GID %v (unknown neighbour)", attr.AHAttr.GRH.DGID)
 		}
 	}
@@ -272,6 +365,11 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 		return errno(syscall.EINVAL, "modify_qp: path_mtu %d bytes over the port's %d", attr.PathMTU.Bytes(), d.cfg.PathMTUMax.Bytes())
 	}
 	qp.apply(attr, mask)
+	if mask&QPAttrAV != 0 {
+		// Resolved once, as the kernel fills the AV's destination MAC at
+		// modify_qp (ib_resolve_eth_dmac): no lookup per frame.
+		qp.dmac = dmac
+	}
 	if mask&QPAttrState != 0 {
 		d.transition(now, qp, next)
 	}
@@ -352,10 +450,12 @@ func (d *Device) transition(now sim.Time, qp *QP, next QPState) {
 // reset empties both queues without completions and forgets the
 // transport state, as a move to RESET does.
 func (qp *QP) reset() {
-	qp.sq.head, qp.sq.size = 0, 0
-	qp.rq.head, qp.rq.size = 0, 0
+	// A move to RESET is a verb: nothing holds a WQE, so the queues give
+	// their storage back.
+	qp.sq.init(qp.sq.limit)
+	qp.rq.init(qp.rq.limit)
 	qp.req = requester{}
-	qp.resp = responder{}
+	qp.resp = responder{srqWQE: qp.resp.srqWQE}
 	c := qp.attr.Cap
 	qp.attr = QPAttr{Cap: c, PortNum: 1}
 }

@@ -235,7 +235,7 @@ func (d *Device) TxDone(now sim.Time) {
 		return
 	}
 	qp.skbOut--
-	if qp.resp.reply.active && qp.skbOut <= inflightLow && !qp.dead {
+	if qp.resp.replying() && qp.skbOut <= inflightLow && !qp.dead {
 		d.readReplyRun(now, qp)
 	}
 	if qp.blocked && qp.skbOut <= inflightLow {

@@ -50,12 +50,20 @@ type responder struct {
 	ucBroken        bool // UC, rxe: a message broke mid-way; the next start is dropped too
 	ucStuck         bool // UC, rxe: a WRITE broke mid-way; every later message is dropped
 	rwqe            *recvWQE
-	srqWQE          recvWQE // a WQE taken from an SRQ
-	off             uint64  // bytes of the message placed so far
-	wva             uint64  // WRITE: target address of the next byte
+	srqWQE          *recvWQE // a WQE taken from an SRQ (made with the QP if it has one)
+	off             uint64   // bytes of the message placed so far
+	wva             uint64   // WRITE: target address of the next byte
 	wmr             *MR
 	wkey            uint32 // WRITE: the R_Key of its first packet, checked again for every later one
 	wlen            uint64
+	// rd is what answering READs and atomics needs, made at the first
+	// one: 160 bytes an idle QP, or one that only SENDs and WRITEs, does
+	// without (issue 20: at most 1 KiB of heap per idle QP).
+	rd *rdState
+}
+
+// rdState is a responder's READ and atomic state.
+type rdState struct {
 	// The responder resources (IBTA §9.7.5.1.7, rxe's resp.resources): the
 	// last max_dest_rd_atomic READs and atomics answered, so a duplicate
 	// can be answered again without executing anything twice.
@@ -72,6 +80,17 @@ type responder struct {
 	rdOut ring[uint64]
 }
 
+// rdState returns the responder's READ and atomic state, made on first use.
+func (r *responder) rdState() *rdState {
+	if r.rd == nil {
+		r.rd = new(rdState)
+	}
+	return r.rd
+}
+
+// replying reports whether a READ reply is being built.
+func (r *responder) replying() bool { return r.rd != nil && r.rd.reply.active }
+
 // rdResource is one answered READ or atomic.
 type rdResource struct {
 	used        bool
@@ -85,11 +104,12 @@ type rdResource struct {
 // keep records a resource, replacing the oldest once max_dest_rd_atomic
 // are held.
 func (r *responder) keep(qp *QP, x rdResource) {
-	if len(r.res) < max(1, int(qp.attr.MaxDestRdAtomic)) {
-		r.res = append(r.res, rdResource{})
+	s := r.rdState()
+	if len(s.res) < max(1, int(qp.attr.MaxDestRdAtomic)) {
+		s.res = append(s.res, rdResource{})
 	}
-	r.res[r.resN%len(r.res)] = x
-	r.resN++
+	s.res[s.resN%len(s.res)] = x
+	s.resN++
 }
 
 // rdKind says what a responder resource answered: a READ or an atomic.
@@ -102,8 +122,11 @@ const (
 
 // find returns the resource of that kind whose PSNs hold psn, or nil.
 func (r *responder) find(psn wire.PSN, kind rdKind) *rdResource {
-	for i := range r.res {
-		x := &r.res[i]
+	if r.rd == nil {
+		return nil
+	}
+	for i := range r.rd.res {
+		x := &r.rd.res[i]
 		if x.used && x.kind == kind && psn.InRange(x.first, x.last) {
 			return x
 		}
@@ -303,7 +326,7 @@ func opEnabled(qp *QP, p *wire.Packet) bool {
 // takeRecv takes the next receive WQE from the SRQ or the receive queue.
 func (d *Device) takeRecv(qp *QP) *recvWQE {
 	if s := qp.init.SRQ; s != nil {
-		w, ok := s.take(qp.dev, &qp.resp.srqWQE)
+		w, ok := s.take(qp.dev, qp.resp.srqWQE)
 		if !ok {
 			return nil
 		}
@@ -503,7 +526,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, a arrival) {
 		r.epsn = psn.Add(npkts)
 		r.keep(qp, rdResource{used: true, kind: rdRead, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
-	r.reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
+	r.rdState().reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
 	d.readReplyRun(now, qp)
 }
 
@@ -532,7 +555,7 @@ type readReply struct {
 // once the reply is complete, runs the requests held meanwhile.
 func (d *Device) readReplyRun(now sim.Time, qp *QP) {
 	r := &qp.resp
-	x := &r.reply
+	x := &r.rdState().reply
 	for x.active {
 		if !qp.state.receives() || qp.dead {
 			x.active = false // RESET or ERR: the rest is not sent
@@ -607,7 +630,7 @@ func (d *Device) tooManyRdAtomic(qp *QP) bool {
 	if d.cfg.Profile == ProfileRXE {
 		return false
 	}
-	r := &qp.resp
+	r := qp.resp.rdState()
 	gone := qp.txBuilt - uint64(qp.skbOut)
 	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
 		r.rdOut.shift()
@@ -621,8 +644,8 @@ func (d *Device) rdAtomicAnswered(qp *QP) {
 	if d.cfg.Profile == ProfileRXE {
 		return
 	}
-	r := &qp.resp
-	if n := max(1, int(qp.attr.MaxDestRdAtomic)); len(r.rdOut.slots) != n {
+	r := qp.resp.rdState()
+	if n := max(1, int(qp.attr.MaxDestRdAtomic)); r.rdOut.limit != n {
 		r.rdOut.init(n)
 	}
 	if r.rdOut.full() {
@@ -640,7 +663,7 @@ const maxHeld = 4096
 // holdRequest keeps a copy of a request frame for qp while its responder
 // is answering a READ (rxe's req_pkts queue); false if the queue is full.
 func (d *Device) holdRequest(qp *QP, frame []byte) bool {
-	r := &qp.resp
+	r := qp.resp.rdState()
 	if len(r.held)-r.heldHead >= maxHeld {
 		return false
 	}
@@ -654,12 +677,17 @@ func (d *Device) holdRequest(qp *QP, frame []byte) bool {
 
 // busy reports whether requests for qp must wait: a READ reply is being
 // built, or earlier requests wait already.
-func (r *responder) busy() bool { return r.reply.active || r.heldHead < len(r.held) }
+func (r *responder) busy() bool {
+	return r.rd != nil && (r.rd.reply.active || r.rd.heldHead < len(r.rd.held))
+}
 
 // runHeld runs the held requests, in order, until one starts a READ reply
 // that has to wait for the port.
 func (d *Device) runHeld(now sim.Time, qp *QP) {
-	r := &qp.resp
+	r := qp.resp.rd
+	if r == nil {
+		return
+	}
 	for !r.reply.active && r.heldHead < len(r.held) {
 		h := r.held[r.heldHead]
 		r.held[r.heldHead] = nil

@@ -39,9 +39,6 @@ func (d *Device) CreateSRQ(pd *PD, ia SRQInitAttr) (*SRQ, error) {
 	}
 	s := &SRQ{dev: d, pd: pd, maxSGE: ia.MaxSGE, limit: ia.SRQLimit}
 	s.rq.init(int(ia.MaxWR))
-	for i := range s.rq.slots {
-		s.rq.slots[i].sges = make([]SGE, 0, ia.MaxSGE)
-	}
 	pd.refs++
 	return s, nil
 }
@@ -63,7 +60,7 @@ func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return errno(syscall.EINVAL, "modify_srq: unknown attribute mask bits 0x%x", mask)
 	}
-	maxWR := uint32(len(s.rq.slots))
+	maxWR := uint32(s.rq.limit)
 	if mask&SRQAttrMaxWR != 0 {
 		if attr.MaxWR < uint32(s.rq.size) || attr.MaxWR < 1 || int(attr.MaxWR) > d.attr.MaxSRQWR {
 			return errno(syscall.EINVAL, "modify_srq: max_wr %d below the %d WRs queued or out of range", attr.MaxWR, s.rq.size)
@@ -73,20 +70,13 @@ func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
 	if mask&SRQAttrLimit != 0 && attr.SRQLimit > maxWR {
 		return errno(syscall.EINVAL, "modify_srq: srq_limit %d over max_wr %d", attr.SRQLimit, maxWR)
 	}
-	if mask&SRQAttrMaxWR != 0 && maxWR != uint32(len(s.rq.slots)) {
-		var n ring[recvWQE]
-		n.init(int(maxWR))
-		for i := range n.slots {
-			n.slots[i].sges = make([]SGE, 0, s.maxSGE)
+	if mask&SRQAttrMaxWR != 0 && maxWR != uint32(s.rq.limit) {
+		// The queued WQEs stay (maxWR is at least their number); storage
+		// past the new bound is given back.
+		s.rq.limit = int(maxWR)
+		if len(s.rq.slots) > s.rq.limit {
+			s.rq.resize(s.rq.limit)
 		}
-		for !s.rq.empty() {
-			w := n.grow()
-			sg := w.sges
-			*w = *s.rq.at(0)
-			w.sges = append(sg[:0], s.rq.at(0).sges...)
-			s.rq.shift()
-		}
-		s.rq = n
 	}
 	if mask&SRQAttrLimit != 0 {
 		s.limit = attr.SRQLimit
@@ -96,7 +86,7 @@ func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
 
 // QuerySRQ returns the SRQ's max_wr, max_sge and armed limit (0 if none).
 func (s *SRQ) Query() SRQInitAttr {
-	return SRQInitAttr{MaxWR: uint32(len(s.rq.slots)), MaxSGE: s.maxSGE, SRQLimit: s.limit}
+	return SRQInitAttr{MaxWR: uint32(s.rq.limit), MaxSGE: s.maxSGE, SRQLimit: s.limit}
 }
 
 // PostSRQRecv posts receive WRs to the SRQ.
@@ -111,6 +101,7 @@ func (d *Device) PostSRQRecv(s *SRQ, wrs []RecvWR) (int, error) {
 		if s.rq.full() {
 			return i, errno(syscall.ENOMEM, "post_srq_recv: SRQ full (%d WRs)", s.rq.size)
 		}
+		s.rq.trim()
 		w := s.rq.grow()
 		sg := w.sges
 		*w = recvWQE{wrid: wrs[i].WRID, sges: append(sg[:0], wrs[i].SGList...)}
@@ -166,7 +157,7 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 		return nil, err
 	}
 	dgid := attr.GRH.DGID.Unmap()
-	if _, ok := d.nbr[dgid]; !ok && !d.isLocal(dgid) {
+	if _, ok := d.neighbour(dgid); !ok && !d.isLocal(dgid) {
 		return nil, errno(syscall.EINVAL, "create_ah: no route to GID %v (unknown neighbour)", attr.GRH.DGID)
 	}
 	if err := d.ahs.take("create_ah", "max_ah"); err != nil {

@@ -91,8 +91,23 @@ func AttachDir(dir, name, node string) (*Port, error) {
 	} else if err == nil && t != msgAttached {
 		err = protoErr("attach answered by message type %d", t)
 	}
+	var total int
 	if err == nil {
-		p.self, p.now, p.nodes, err = parseAttached(body)
+		p.self, p.now, total, p.nodes, err = parseAttached(body)
+	}
+	for err == nil && len(p.nodes) < total {
+		// The rest of a large fabric's nodes (appendAttached).
+		if t, body, err = p.r.next(); err == nil && t != msgNodes {
+			err = protoErr("attach reply continued by message type %d", t)
+		}
+		var more []NodeInfo
+		if err == nil {
+			more, err = parseNodes(body)
+		}
+		p.nodes = append(p.nodes, more...)
+	}
+	if err == nil && len(p.nodes) != total {
+		err = protoErr("attached: %d nodes listed of %d", len(p.nodes), total)
 	}
 	if err != nil {
 		c.Close()

@@ -238,8 +238,9 @@ func Listen(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// maxNodes bounds a fabric's nodes: node i's addresses end in byte i.
-const maxNodes = 250
+// maxNodes bounds a fabric's nodes: the attach reply counts them in 16
+// bits. Node i's addresses carry i in three bytes (nodeAddr).
+const maxNodes = 1<<16 - 1
 
 // checkNodes checks a list of node names.
 func checkNodes(nodes []string) error {
@@ -257,17 +258,24 @@ func checkNodes(nodes []string) error {
 	return nil
 }
 
+// nodeAddr is node i's (from 1) addresses: i, big-endian, in the low
+// three bytes of MAC 02:00:00:00:00:00 and of IPv4 10.0.0.0, as the
+// simulated world numbers its hosts (verbs.HostAddrOf; nodes 1 to 254
+// keep the one-byte numbers 02:00:00:00:00:0i and 10.0.0.i); IPv6 is the
+// MAC's link-local address, so that a device's GID 0 is the one a real
+// rxe port lists first (the drop-in library's -g 0).
+func nodeAddr(name string, i int) NodeInfo {
+	b2, b1, b0 := byte(i>>16), byte(i>>8), byte(i)
+	mac := wire.MAC{0x02, 0, 0, b2, b1, b0}
+	return NodeInfo{Name: name, MAC: mac, IPv4: netip.AddrFrom4([4]byte{10, b2, b1, b0}), IPv6: mac.LinkLocal()}
+}
+
 // build makes the fabric's nodes, in the order of names, and its links.
 func (d *Daemon) build(names []string) error {
 	d.fab = fabric.New(fabric.Config{Sched: d.sched, Trace: d.cfg.Trace, Tap: d.cfg.Tap, Plan: d.cfg.Plan,
 		Rand: sim.NewSeeds(d.cfg.Seed).Stream("faults")})
 	for i, name := range names {
-		b := byte(i + 1)
-		mac := wire.MAC{0x02, 0, 0, 0, 0, b}
-		// IPv6: the link-local address, so that a device's GID 0 is the
-		// one a real rxe port lists first (the drop-in library's -g 0).
-		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: NodeInfo{Name: name,
-			MAC: mac, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, b}), IPv6: mac.LinkLocal()}}
+		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: nodeAddr(name, i+1)}
 		s.node = d.fab.AddNode(name, fabric.PortConfig{MAC: s.info.MAC, IPv4: s.info.IPv4, IPv6: s.info.IPv6})
 		s.node.SetReceiver(s)
 		s.node.SetTxDone(s.txDone)

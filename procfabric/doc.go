@@ -69,7 +69,8 @@
 // before attach, a second attach) is refused: counted in Stats.Refused,
 // logged, and its connection closed; the daemon goes on. Messages:
 //
-//	process → daemon   attach(node)          → attached(index, now, every node's name, MAC, IPv4, IPv6)
+//	process → daemon   attach(node)          → attached(index, now, node count, the first nodes' name, MAC, IPv4, IPv6),
+//	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
 //	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
 //	                   detach                the process is done (closing the socket is the same)

@@ -691,3 +691,34 @@ func TestHoldNotWhileNobodyWaits(t *testing.T) {
 		t.Errorf("stats %+v, want a detached by the hold limit", st)
 	}
 }
+
+// TestManyNodes: a fabric of 1,000 nodes, more than one byte numbers and
+// than one attach reply lists (issue 20): a process attached to the last
+// gets every node, each with addresses of its own (node i carries i in
+// three bytes, as the simulated world's hosts do).
+func TestManyNodes(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	d, _ := testDaemon(t, ctx, Config{Nodes: names})
+	p, err := AttachDir(d.cfg.Dir, d.cfg.Name, "n1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Index() != 1000 || len(p.Nodes()) != 1000 {
+		t.Fatalf("attached as node %d of %d, want 1000 of 1000", p.Index(), len(p.Nodes()))
+	}
+	if self := p.Self(); self.Name != "n1000" || self.IPv4.String() != "10.0.3.232" || self.MAC.String() != "02:00:00:00:03:e8" {
+		t.Errorf("node 1000 is %s %v %v, want n1000 10.0.3.232 02:00:00:00:03:e8", self.Name, self.IPv4, self.MAC)
+	}
+	macs := map[string]bool{}
+	for i, n := range p.Nodes() {
+		if n.Name != names[i] || macs[n.MAC.String()] || n.IPv6 != n.MAC.LinkLocal() {
+			t.Fatalf("node %d: %+v (a name out of order, a MAC seen before, or IPv6 not the MAC's link-local address)", i+1, n)
+		}
+		macs[n.MAC.String()] = true
+	}
+}

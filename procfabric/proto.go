@@ -50,6 +50,7 @@ const (
 	msgBye      msgType = 8
 	msgDetach   msgType = 9
 	msgResume   msgType = 10
+	msgNodes    msgType = 11 // the attach reply's further nodes (appendAttached)
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -115,11 +116,33 @@ type NodeInfo struct {
 // nodeInfoLen is a NodeInfo's fixed part: name length, MAC, IPv4, IPv6.
 const nodeInfoLen = 1 + 6 + 4 + 16
 
+// nodesPerMessage is how many nodes one attached or nodes message lists:
+// at most MaxMessage even with every name MaxNodeName long.
+const nodesPerMessage = (MaxMessage - 64) / (nodeInfoLen + MaxNodeName)
+
+// appendAttached is the attach reply: the node's index, the time, how
+// many nodes the fabric has, and the first of them; the rest follow in
+// msgNodes messages of nodesPerMessage each, so that a fabric of any size
+// is described in messages within MaxMessage.
 func appendAttached(b []byte, index int, now sim.Time, nodes []NodeInfo) []byte {
 	b, h := header(b, msgAttached)
 	b = binary.BigEndian.AppendUint16(b, uint16(index))
 	b = binary.BigEndian.AppendUint64(b, uint64(now))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(nodes)))
+	first := nodes[:min(len(nodes), nodesPerMessage)]
+	b = finish(appendNodeInfos(b, first), h)
+	for rest := nodes[len(first):]; len(rest) > 0; {
+		part := rest[:min(len(rest), nodesPerMessage)]
+		b, h = header(b, msgNodes)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(part)))
+		b = finish(appendNodeInfos(b, part), h)
+		rest = rest[len(part):]
+	}
+	return b
+}
+
+// appendNodeInfos appends each node's name, MAC, IPv4 and IPv6.
+func appendNodeInfos(b []byte, nodes []NodeInfo) []byte {
 	for _, n := range nodes {
 		b = append(b, byte(len(n.Name)))
 		b = append(b, n.Name...)
@@ -128,20 +151,44 @@ func appendAttached(b []byte, index int, now sim.Time, nodes []NodeInfo) []byte 
 		b = append(b, v4[:]...)
 		b = append(b, v6[:]...)
 	}
-	return finish(b, h)
+	return b
 }
 
-func parseAttached(body []byte) (index int, now sim.Time, nodes []NodeInfo, err error) {
+// parseAttached reads an attach reply: the node's index, the time, the
+// fabric's node count and the nodes this message lists (the rest come in
+// msgNodes messages: parseNodes).
+func parseAttached(body []byte) (index int, now sim.Time, total int, nodes []NodeInfo, err error) {
 	if len(body) < 12 {
-		return 0, 0, nil, protoErr("attached: %d bytes", len(body))
+		return 0, 0, 0, nil, protoErr("attached: %d bytes", len(body))
 	}
 	index = int(binary.BigEndian.Uint16(body))
 	now = sim.Time(binary.BigEndian.Uint64(body[2:]))
-	n := int(binary.BigEndian.Uint16(body[10:]))
-	body = body[12:]
+	total = int(binary.BigEndian.Uint16(body[10:]))
+	nodes, err = parseNodeInfos(body[12:], min(total, nodesPerMessage), "attached")
+	if err == nil && (index < 1 || index > total) {
+		err = protoErr("attached: index %d of %d nodes", index, total)
+	}
+	return index, now, total, nodes, err
+}
+
+// parseNodes reads a msgNodes message: the next nodes of the attach reply.
+func parseNodes(body []byte) ([]NodeInfo, error) {
+	if len(body) < 2 {
+		return nil, protoErr("nodes: %d bytes", len(body))
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	if n < 1 || n > nodesPerMessage {
+		return nil, protoErr("nodes: %d nodes, want 1 to %d", n, nodesPerMessage)
+	}
+	return parseNodeInfos(body[2:], n, "nodes")
+}
+
+// parseNodeInfos reads n nodes that must fill body exactly.
+func parseNodeInfos(body []byte, n int, what string) ([]NodeInfo, error) {
+	nodes := make([]NodeInfo, 0, n)
 	for range n {
 		if len(body) < 1 || len(body) < nodeInfoLen+int(body[0]) {
-			return 0, 0, nil, protoErr("attached: node list cut short")
+			return nil, protoErr("%s: node list cut short", what)
 		}
 		l := int(body[0])
 		ni := NodeInfo{Name: string(body[1 : 1+l])}
@@ -152,10 +199,10 @@ func parseAttached(body []byte) (index int, now sim.Time, nodes []NodeInfo, err 
 		nodes = append(nodes, ni)
 		body = body[26:]
 	}
-	if len(body) != 0 || index < 1 || index > len(nodes) {
-		return 0, 0, nil, protoErr("attached: index %d of %d nodes, %d bytes left", index, len(nodes), len(body))
+	if len(body) != 0 {
+		return nil, protoErr("%s: %d bytes after %d nodes", what, len(body), n)
 	}
-	return index, now, nodes, nil
+	return nodes, nil
 }
 
 // parseTime reads a body that is one virtual time.
@@ -222,7 +269,7 @@ func (r *reader) next() (msgType, []byte, error) {
 		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
 	}
 	t := msgType(b[1])
-	if t < msgAttach || t > msgResume {
+	if t < msgAttach || t > msgNodes {
 		return 0, nil, protoErr("unknown message type %d", t)
 	}
 	return t, b[2:], nil

@@ -287,6 +287,7 @@ func FuzzReader(f *testing.F) {
 			parseFrame(body)
 			parseTime(typ, body)
 			parseAttached(body)
+			parseNodes(body)
 		}
 	})
 }

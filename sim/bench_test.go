@@ -55,3 +55,29 @@ func TestScheduleFireZeroAllocs(t *testing.T) {
 		t.Errorf("schedule+fire: %v allocs/op", a)
 	}
 }
+
+// BenchmarkScheduleFireLarge is BenchmarkScheduleFire with 16,384 events
+// pending at spread-out times, as in a world of a thousand hosts (every
+// link direction and host timer has one): each event fired schedules one
+// at a pseudo-random later time (issue 20: the event queue's cost in a
+// large world).
+func BenchmarkScheduleFireLarge(b *testing.B) {
+	s := sim.NewScheduler()
+	h := nop{}
+	x := uint64(1)
+	next := func() sim.Duration {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return sim.Duration(1 + x%100_000)
+	}
+	for range 16384 {
+		s.After(next(), h, 0)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.After(next(), h, 0)
+		s.Step()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}

@@ -58,11 +58,26 @@ type Scheduler struct {
 	seq     uint64
 	slots   []event
 	free    []int32
-	heap    []int32
+	heap    []heapEntry
 	fired   uint64
 	limit   uint64
 	stopped bool
 }
+
+// heapEntry is a pending event in the heap: its key (time, then
+// scheduling order: the stable order) kept beside its slot, so that
+// sifting compares neighbouring entries rather than chasing each to its
+// slot (in a world of thousands of pending events, a cache miss apiece).
+type heapEntry struct {
+	at   Time
+	seq  uint64
+	slot int32
+}
+
+// heapArity is the heap's fan-out: a 4-ary heap is half as deep as a
+// binary one, and a node's four children share a cache line or two. The
+// order events fire in is that of their keys, whatever the arity.
+const heapArity = 4
 
 // NewScheduler returns a scheduler at time 0 with DefaultEventLimit.
 func NewScheduler() *Scheduler {
@@ -91,7 +106,7 @@ func (s *Scheduler) NextAt() Time {
 	if len(s.heap) == 0 {
 		return Never
 	}
-	return s.slots[s.heap[0]].at
+	return s.heap[0].at
 }
 
 // Timer refers to one scheduled event. The zero Timer refers to nothing.
@@ -122,7 +137,7 @@ func (s *Scheduler) Schedule(at Time, h Handler, arg uint64) Timer {
 	e.at, e.seq, e.h, e.arg = at, s.seq, h, arg
 	s.seq++
 	e.heap = int32(len(s.heap))
-	s.heap = append(s.heap, slot)
+	s.heap = append(s.heap, heapEntry{at: at, seq: e.seq, slot: slot})
 	s.up(int(e.heap))
 	return Timer{s, slot, e.gen}
 }
@@ -184,7 +199,7 @@ func (s *Scheduler) Step() bool {
 	if len(s.heap) == 0 {
 		return false
 	}
-	slot := s.heap[0]
+	slot := s.heap[0].slot
 	last := len(s.heap) - 1
 	s.swap(0, last)
 	s.heap = s.heap[:last]
@@ -213,7 +228,7 @@ func (s *Scheduler) Run() error { return s.RunUntil(Never) }
 // if the event limit is reached first.
 func (s *Scheduler) RunUntil(t Time) error {
 	s.stopped = false
-	for len(s.heap) > 0 && s.slots[s.heap[0]].at <= t && !s.stopped {
+	for len(s.heap) > 0 && s.heap[0].at <= t && !s.stopped {
 		if s.limit != 0 && s.fired >= s.limit {
 			return fmt.Errorf("%w: %d events fired by %v, %d still pending", ErrEventLimit, s.fired, s.now, len(s.heap))
 		}
@@ -226,7 +241,7 @@ func (s *Scheduler) RunUntil(t Time) error {
 }
 
 func (s *Scheduler) less(i, j int) bool {
-	a, b := &s.slots[s.heap[i]], &s.slots[s.heap[j]]
+	a, b := &s.heap[i], &s.heap[j]
 	if a.at != b.at {
 		return a.at < b.at
 	}
@@ -235,13 +250,13 @@ func (s *Scheduler) less(i, j int) bool {
 
 func (s *Scheduler) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.slots[s.heap[i]].heap = int32(i)
-	s.slots[s.heap[j]].heap = int32(j)
+	s.slots[s.heap[i].slot].heap = int32(i)
+	s.slots[s.heap[j].slot].heap = int32(j)
 }
 
 func (s *Scheduler) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / heapArity
 		if !s.less(i, p) {
 			return
 		}
@@ -255,13 +270,15 @@ func (s *Scheduler) down(i int) bool {
 	start := i
 	n := len(s.heap)
 	for {
-		l := 2*i + 1
+		l := heapArity*i + 1
 		if l >= n {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && s.less(r, l) {
-			m = r
+		for c := l + 1; c < min(l+heapArity, n); c++ {
+			if s.less(c, m) {
+				m = c
+			}
 		}
 		if !s.less(m, i) {
 			break

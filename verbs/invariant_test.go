@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/swarmsum"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -32,6 +33,8 @@ var (
 	invStart = flag.Uint64("swarm.start", 0, "TestSwarm: first seed")
 	invOnly  = flag.Int64("swarm.seed", -1, "TestSwarm: run only this seed")
 	invTrace = flag.Bool("swarm.trace", false, "TestSwarm: log the whole trace of a failing seed")
+	invShard = flag.String("swarm.shard", "", "TestSwarm: run only the k-th of m contiguous parts of the seed range (k/m, k from 0): one machine's share of a split swarm")
+	invJSON  = flag.String("swarm.json", "", "TestSwarm: write the run's summary (seeds, failures, work) here, for tools/swarmmerge")
 )
 
 const (
@@ -65,7 +68,15 @@ func invSeedRange() (first, n uint64) {
 	if *invSeeds > 0 {
 		n = uint64(*invSeeds)
 	}
-	return *invStart, n
+	first = *invStart
+	if *invShard != "" {
+		k, m, err := swarmsum.ParseShard(*invShard)
+		if err != nil {
+			panic(err) // a bad flag: nothing to run
+		}
+		first, n = swarmsum.Shard(first, n, k, m)
+	}
+	return first, n
 }
 
 // invRepro is the one command that reruns a seed.
@@ -152,6 +163,13 @@ func TestSwarm(t *testing.T) {
 		// Printed, not logged, so that `make swarm` shows it without -v.
 		fmt.Printf("swarm: %d seeds, %d frames simulated, %d fault decisions (drops, duplicates, delays, reorders, corruptions), %d events, wall time %v\n",
 			cov.seeds, cov.frames, cov.faults, cov.events, time.Since(start).Round(time.Millisecond))
+		if *invJSON != "" {
+			s := cov.summary(first, n)
+			s.WallMS = time.Since(start).Milliseconds()
+			if err := swarmsum.Write(*invJSON, s); err != nil {
+				t.Error(err)
+			}
+		}
 	})
 	for seed := first; seed < first+n; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -162,6 +180,7 @@ func TestSwarm(t *testing.T) {
 			cov.add(c, res)
 			t.Logf("%s", res.stats())
 			if t.Failed() {
+				cov.fail(seed)
 				c.report(t, res)
 			}
 		})
@@ -830,6 +849,33 @@ type invCoverage struct {
 	ud, udLost                    int // seeds with a UD pair; with a datagram lost
 	frames, faults, events        uint64
 	paths                         map[string]int
+	failed                        []uint64
+}
+
+// fail records a failing seed.
+func (v *invCoverage) fail(seed uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.failed = append(v.failed, seed)
+}
+
+// summary is the run over [first, first+n) for swarmsum: what
+// tools/swarmmerge adds up across the parts of a split swarm.
+func (v *invCoverage) summary(first, n uint64) swarmsum.Summary {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := swarmsum.Summary{First: first, N: n, Seeds: uint64(v.seeds), Failed: slices.Sorted(slices.Values(v.failed)),
+		Frames: v.frames, Faults: v.faults, Events: v.events, Counts: map[string]uint64{}}
+	for k, c := range map[string]int{"faulty": v.faulty, "switch": v.sw, "psn-wrap": v.wraps, "slow-links": v.slow,
+		"late-receives": v.waited, "multi-node": v.multi, "many-connections": v.many, "shared-cqs": v.shared,
+		"finite": v.finite, "qp-in-err": v.errs, "executed-not-completed": v.beyond, "partial-message": v.partial,
+		"uc": v.uc, "uc-lost": v.ucLost, "ud": v.ud, "ud-lost": v.udLost} {
+		s.Counts[k] = uint64(c) // a map: JSON writes its keys sorted
+	}
+	for p, c := range v.paths {
+		s.Counts["path "+p] = uint64(c)
+	}
+	return s
 }
 
 func (v *invCoverage) add(c *invCase, r *invRun) {
@@ -942,4 +988,47 @@ func TestSwarmRegressions(t *testing.T) {
 			c.check(t, res)
 		})
 	}
+}
+
+// TestSwarmSplitMerge: a swarm split by seed range (-swarm.shard) and its
+// parts run at once on every core merge (tools/swarmmerge) into exactly
+// the summary of the whole range run one seed after another: a seed's run
+// depends on the seed alone, not on its shard, its goroutine or how many
+// cores there are (issue 20 items 7 and 8).
+func TestSwarmSplitMerge(t *testing.T) {
+	const first, n, parts = 40, 24, 3
+	runRange := func(t *testing.T, cov *invCoverage, lo, k uint64, parallel bool) {
+		for seed := lo; seed < lo+k; seed++ {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				if parallel {
+					t.Parallel()
+				}
+				c := invDraw(seed)
+				res := c.run(t, nil)
+				c.check(t, res)
+				cov.add(c, res)
+			})
+		}
+	}
+	var whole invCoverage
+	t.Run("whole", func(t *testing.T) { runRange(t, &whole, first, n, false) })
+	covs := make([]invCoverage, parts)
+	t.Run("split", func(t *testing.T) {
+		for k := range uint64(parts) {
+			lo, m := swarmsum.Shard(first, n, k, parts)
+			t.Run(fmt.Sprintf("shard=%d", k), func(t *testing.T) {
+				t.Parallel()
+				runRange(t, &covs[k], lo, m, true)
+			})
+		}
+	})
+	var sums []swarmsum.Summary
+	for k := range uint64(parts) {
+		lo, m := swarmsum.Shard(first, n, k, parts)
+		sums = append(sums, covs[k].summary(lo, m))
+	}
+	merged, err := swarmsum.Merge(sums)
+	require.NoError(t, err)
+	require.Equal(t, whole.summary(first, n), merged)
+	require.EqualValues(t, n, merged.Seeds)
 }

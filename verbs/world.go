@@ -64,6 +64,7 @@ type World struct {
 	sched *sim.Scheduler
 	fab   *fabric.Fabric
 	hosts []*Host
+	nbr   map[netip.Addr]wire.MAC // every host's GIDs (unmapped) -> its MAC; looked up only
 	sw    *fabric.Switch
 	watch stallWatch
 }
@@ -77,7 +78,7 @@ func NewWorld(cfg WorldConfig) *World {
 	if cfg.MaxEvents != 0 {
 		s.SetEventLimit(cfg.MaxEvents)
 	}
-	w := &World{cfg: cfg, sched: s, watch: stallWatch{reqIdx: map[flowKey]int32{}, rnrIdx: map[flowKey]int32{},
+	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]wire.MAC{}, watch: stallWatch{reqIdx: map[flowKey]int32{}, rnrIdx: map[flowKey]int32{},
 		hostIx: map[string]int32{}}}
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
@@ -127,14 +128,7 @@ func (w *World) AddHost(name string) *Host {
 		v6 = LinkLocal(mac)
 	}
 	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, i)
-	for _, o := range w.hosts {
-		for _, g := range o.dev.GIDs() {
-			h.dev.AddNeighbour(g, o.dev.Config().MAC)
-		}
-		for _, g := range h.dev.GIDs() {
-			o.dev.AddNeighbour(g, mac)
-		}
-	}
+	w.addNeighbours(h)
 	w.watch.hostIx[name] = int32(len(w.hosts))
 	w.hosts = append(w.hosts, h)
 	return h
@@ -186,6 +180,7 @@ func HostAddrOf(i int) HostAddr {
 func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []HostAddr, send func(frame []byte, note string)) *Host {
 	h := w.addHost(name, self, index)
 	h.out = send
+	w.addNeighbours(h)
 	for _, n := range neighbours {
 		if n.IPv6.IsValid() {
 			h.dev.AddNeighbour(n.IPv6, n.MAC)
@@ -197,6 +192,22 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 	w.watch.hostIx[name] = int32(len(w.hosts))
 	w.hosts = append(w.hosts, h)
 	return h
+}
+
+// addNeighbours enters h's GIDs in the world's neighbour table, which
+// every device consults (nic.Config.Neighbours): one entry per GID in
+// the world, where giving every device every other's would make N² (no
+// ARP is simulated; each host knows every other's MAC).
+func (w *World) addNeighbours(h *Host) {
+	for _, g := range h.dev.GIDs() {
+		w.nbr[g.Unmap()] = h.dev.Config().MAC
+	}
+}
+
+// neighbour looks a GID up in the world's neighbour table.
+func (w *World) neighbour(gid netip.Addr) (wire.MAC, bool) {
+	m, ok := w.nbr[gid]
+	return m, ok
 }
 
 // addHost makes a host and its device with the addresses a.
@@ -212,7 +223,7 @@ func (w *World) addHost(name string, a HostAddr, index int) *Host {
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6, Profile: w.cfg.Profile,
 		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(index)<<32,
-		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks})
+		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks, Neighbours: w.neighbour})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
 	h.node.SetTxDone(h.txDone)

@@ -123,8 +123,8 @@ func TestFabricUsage(t *testing.T) {
 		{[]string{"fabric", "extra"}, exitUsage, `takes no arguments, got ["extra"]`},
 		{[]string{"fabric", "--faults", "lose psn=2"}, exitUsage, `--faults: 1:1: unknown action "lose"`},
 		{[]string{"fabric", "--deadline", "soon"}, exitUsage, `--deadline "soon"`},
-		{[]string{"fabric", "--nodes", "a"}, exitUsage, "1 nodes, want 2 to 250"},
-		{[]string{"fabric", "--nodes", "1"}, exitUsage, "1 nodes, want 2 to 250"},
+		{[]string{"fabric", "--nodes", "a"}, exitUsage, "1 nodes, want 2 to 65535"},
+		{[]string{"fabric", "--nodes", "1"}, exitUsage, "1 nodes, want 2 to 65535"},
 		{[]string{"fabric", "--nodes", "a,a"}, exitUsage, `node "a" named twice`},
 		{[]string{"fabric", "--name", "../x"}, exitUsage, `fabric name "../x"`},
 	} {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+// TestPoints: each kind of point runs, verifies what it must and counts
+// what it did; a small alltoall sends 5 packets per WRITE (4 data, 1 ACK).
+func TestPoints(t *testing.T) {
+	a, err := runPoint("alltoall:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.QPs != 20 || a.Checked != 20 || a.Packets != 100 {
+		t.Errorf("alltoall:5: %+v, want 20 QPs, 20 completions, 100 packets", a)
+	}
+	s, err := runPoint("stream:128")
+	if err != nil || s.Checked != 128 || s.Packets != 640 {
+		t.Errorf("stream:128: %+v %v, want 128 completions, 640 packets", s, err)
+	}
+	i, err := runPoint("idle:200")
+	if err != nil || i.QPs != 200 || i.PeakHeap == 0 {
+		t.Errorf("idle:200: %+v %v", i, err)
+	}
+	for _, bad := range []string{"alltoall:1", "idle:x", "nope:3"} {
+		if _, err := runPoint(bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// TestFit: the exponent of y = 3·x^1.5 is 1.5.
+func TestFit(t *testing.T) {
+	var rs []Result
+	for _, n := range []float64{10, 100, 1000} {
+		rs = append(rs, Result{Kind: "alltoall", Packets: uint64(n), WallS: 3 * math.Pow(n, 1.5), CPUS: 1})
+	}
+	for _, f := range fitAll(rs) {
+		if f.y == "alltoall wall time" && math.Abs(f.exp-1.5) > 1e-9 {
+			t.Errorf("exponent %v, want 1.5", f.exp)
+		}
+	}
+}

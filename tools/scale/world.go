@@ -1,0 +1,254 @@
+package main
+
+// The measured worlds: the alltoall (one 4 KiB RDMA WRITE per ordered pair
+// of N hosts on one switch), the 2-node stream it is compared with, and N
+// idle RC QPs on one host. Each runs in a process of its own (point), so
+// that its peak RSS is its own.
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"runtime/metrics"
+	"syscall"
+	"time"
+
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// Result is one measured point.
+type Result struct {
+	Kind     string  `json:"kind"`      // alltoall, stream or idle
+	N        int     `json:"n"`         // hosts (alltoall, stream) or QPs (idle)
+	QPs      int     `json:"qps"`       // QPs created
+	Packets  uint64  `json:"packets"`   // frames the devices sent
+	WallS    float64 `json:"wall_s"`    // wall time of the run (after set-up), or of the creation (idle)
+	CPUS     float64 `json:"cpu_s"`     // CPU time (user and system, every thread) of the same
+	SetupS   float64 `json:"setup_s"`   // wall time of the set-up
+	PeakHeap uint64  `json:"peak_heap"` // most live heap seen (sampled), bytes
+	RSS      uint64  `json:"rss"`       // peak resident set, bytes (filled in by the parent)
+	Checked  int     `json:"checked"`   // completions verified
+}
+
+// cpuTime is the CPU time this process has used so far, in seconds: on
+// a shared machine a point's wall time says as much about its neighbours
+// as about it, its CPU time only about it.
+func cpuTime() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// PktsPerCPUS is the simulated packet rate per second of CPU time.
+func (r Result) PktsPerCPUS() float64 {
+	if r.CPUS == 0 {
+		return 0
+	}
+	return float64(r.Packets) / r.CPUS
+}
+
+// PktsPerS is the simulated packet rate of the run.
+func (r Result) PktsPerS() float64 {
+	if r.WallS == 0 {
+		return 0
+	}
+	return float64(r.Packets) / r.WallS
+}
+
+// window is how many WRITEs each host has outstanding at most: the
+// alltoall runs in rounds, as a pairwise-exchange alltoall does, so that
+// frames in flight and receive areas stay a window's worth per host
+// rather than N's (N=1024 posted at once would hold 8 GB of frames).
+var window = 64 // -window
+
+// msgLen is every WRITE's length: four 1024-byte packets at the default
+// path MTU.
+const msgLen = 4096
+
+// heapSampler keeps the most live heap seen; sample is cheap enough to
+// call every 65536 events (runtime/metrics does not stop the world).
+type heapSampler struct {
+	s    []metrics.Sample
+	peak uint64
+}
+
+func newHeapSampler() *heapSampler {
+	return &heapSampler{s: []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}}
+}
+
+func (h *heapSampler) sample() {
+	metrics.Read(h.s)
+	h.peak = max(h.peak, h.s[0].Value.Uint64())
+}
+
+// host is one alltoall host's verbs objects.
+type host struct {
+	ctx *verbs.Context
+	pd  *verbs.PD
+	cq  *verbs.CQ
+	src *verbs.MR
+	dst *verbs.MR
+	qps []*verbs.QP // qps[j]: toward host j (nil for itself)
+}
+
+// pattern is the byte k of host i's source block.
+func pattern(i, k int) byte { return byte(i*131 + k*7 + i>>8) }
+
+// alltoall runs one 4 KiB WRITE from every host to every other through one
+// switch, in rounds of window WRITEs per host, each into a slot of its own
+// in the target's receive area, and verifies every completion and every
+// block.
+func alltoall(n int) (Result, error) {
+	r := Result{Kind: "alltoall", N: n, QPs: n * (n - 1)}
+	hs := newHeapSampler()
+	t0 := time.Now()
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, MaxEvents: 1 << 40, Progress: func(verbs.Progress) { hs.sample() }})
+	vh := make([]*verbs.Host, n)
+	for i := range n {
+		vh[i] = w.AddHost(fmt.Sprintf("h%d", i))
+	}
+	if err := w.ConnectSwitch(); err != nil {
+		return r, err
+	}
+	hosts := make([]*host, n)
+	for i := range n {
+		h := &host{qps: make([]*verbs.QP, n)}
+		var err error
+		if h.ctx, err = vh[i].GetDeviceList()[0].Open(); err != nil {
+			return r, err
+		}
+		if h.pd, err = h.ctx.AllocPD(); err != nil {
+			return r, err
+		}
+		if h.cq, err = h.ctx.CreateCQ(max(1, n-1), nil, 0); err != nil {
+			return r, err
+		}
+		src := make([]byte, msgLen)
+		for k := range src {
+			src[k] = pattern(i, k)
+		}
+		if h.src, err = h.pd.RegMR(src, verbs.AccessLocalWrite); err != nil {
+			return r, err
+		}
+		if h.dst, err = h.pd.RegMR(make([]byte, window*msgLen), verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
+			return r, err
+		}
+		for j := range n {
+			if j == i {
+				continue
+			}
+			if h.qps[j], err = h.pd.CreateQP(verbs.QPInitAttr{SendCQ: h.cq, RecvCQ: h.cq, Type: verbs.QPTypeRC,
+				Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+				return r, fmt.Errorf("host %d, QP toward %d: %w", i, j, err)
+			}
+		}
+		hosts[i] = h
+	}
+	for i, h := range hosts {
+		gid, err := h.ctx.QueryGID(1, 1)
+		if err != nil {
+			return r, err
+		}
+		for j, o := range hosts {
+			if j != i {
+				if err := connect(o.qps[i], h.qps[j].QPNum, gid); err != nil {
+					return r, fmt.Errorf("host %d, QP toward %d: %w", j, i, err)
+				}
+			}
+		}
+	}
+	hs.sample()
+	r.SetupS = time.Since(t0).Seconds()
+	// The run's time is that of the posts and the simulation, not of
+	// the checks between rounds.
+	var wall time.Duration
+	var cpu float64
+	wcs := make([]verbs.WC, 256)
+	want := make([]byte, msgLen)
+	for first := 1; first < n; first += window {
+		// Round: host i writes to i+first … i+first+window-1, each
+		// into the slot of its offset in the round. At every offset
+		// the targets are a permutation of the hosts, so no egress
+		// port is the goal of every sender at once.
+		last := min(n-1, first+window-1)
+		t1, c1 := time.Now(), cpuTime()
+		for i, h := range hosts {
+			for d := first; d <= last; d++ {
+				j := (i + d) % n
+				wr := []verbs.SendWR{{WRID: uint64(j), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+					RemoteAddr: hosts[j].dst.Addr + uint64((d-first)*msgLen), RKey: hosts[j].dst.RKey,
+					SGList: []verbs.SGE{h.src.SGE(0, msgLen)}}}
+				if _, err := h.qps[j].PostSend(wr); err != nil {
+					return r, fmt.Errorf("host %d, WRITE to %d: %w", i, j, err)
+				}
+			}
+		}
+		if err := w.Run(); err != nil {
+			return r, err
+		}
+		wall, cpu = wall+time.Since(t1), cpu+cpuTime()-c1
+		hs.sample()
+		for i, h := range hosts {
+			got := 0
+			for {
+				m := h.cq.Poll(wcs)
+				if m == 0 {
+					break
+				}
+				for _, wc := range wcs[:m] {
+					d := (int(wc.WRID) - i + n) % n
+					if wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite || wc.WRID >= uint64(n) || d < first || d > last {
+						return r, fmt.Errorf("host %d, round from %d: unexpected completion %+v", i, first, wc)
+					}
+					got++
+				}
+			}
+			if got != last-first+1 {
+				return r, fmt.Errorf("host %d, round from %d: %d completions, want %d", i, first, got, last-first+1)
+			}
+			r.Checked += got
+			// Every block of the round landed in its slot.
+			buf := h.dst.Bytes()
+			for d := first; d <= last; d++ {
+				from := (i - d + n) % n
+				for k := range want {
+					want[k] = pattern(from, k)
+				}
+				slot := buf[(d-first)*msgLen : (d-first+1)*msgLen]
+				if !bytes.Equal(slot, want) {
+					return r, fmt.Errorf("host %d: the block from %d is not what %d sent", i, from, from)
+				}
+				clear(slot)
+			}
+		}
+	}
+	r.WallS, r.CPUS = wall.Seconds(), cpu
+	for _, h := range hosts {
+		sent, _ := h.ctx.Counters().Get("sent_pkts")
+		r.Packets += sent
+	}
+	r.PeakHeap = hs.peak
+	runtime.KeepAlive(w)
+	return r, nil
+}
+
+// connect takes q through INIT, RTR and RTS toward QP dqpn at gid, with
+// the attribute masks ibv_rc_pingpong uses.
+func connect(q *verbs.QP, dqpn uint32, gid netip.Addr) error {
+	if err := q.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PortNum: 1, QPAccessFlags: verbs.AccessRemoteWrite},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags); err != nil {
+		return err
+	}
+	rtr := verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPNum: dqpn, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid, HopLimit: 1, SGIDIndex: 1}}}
+	if err := q.Modify(&rtr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
+		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
+		return err
+	}
+	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
+	return q.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
+		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic)
+}
