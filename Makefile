@@ -35,9 +35,9 @@ dropin:
 deps:
 	@tools/install-deps.sh
 
-## test: lint and run every test (installs tshark and chromium first if it can)
+## test: lint and run every test (installs tshark and chromium first if it can); a package gets 25 min (conformance boots QEMU guests: about 8 min on a quiet 2-core machine, more under load), each test bounds itself
 test: deps lint
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 25m $(PKGS)
 
 ## lint: gofmt, go vet and staticcheck
 lint:
