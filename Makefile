@@ -17,7 +17,7 @@ demo:
 	@echo "  a web browser: demo.svg"
 	@echo "More: go run ./cmd/rocesim scenarios"
 
-## dropin: build the drop-in libibverbs.so.1 (cgo) into build/dropin: LD_LIBRARY_PATH=build/dropin ./your-program runs on the model
+## dropin: build the drop-in libibverbs.so.1 (cgo) and librdmacm.so.1 (C over it, dropin/rdmacm) into build/dropin: LD_LIBRARY_PATH=build/dropin ./your-program runs on the model
 # cgo refuses -Wl,-soname and -Wl,--version-script in #cgo LDFLAGS (they
 # are not on its allow-list, as they could rewrite any link), so they go
 # to the external linker through -extldflags: the SONAME libibverbs.so.1
@@ -28,7 +28,10 @@ dropin:
 	@mkdir -p build/dropin
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='$(DROPIN_LDFLAGS)' -o build/dropin/libibverbs.so.1 ./dropin/ibverbs
 	@rm -f build/dropin/libibverbs.so.h
-	@echo "Built build/dropin/libibverbs.so.1. Run a libibverbs program on the model with:"
+	$${CC:-gcc} -std=gnu11 -Wall -Werror -O2 -fPIC -shared -fvisibility=hidden -o build/dropin/librdmacm.so.1 \
+	  -Wl,-soname,librdmacm.so.1,--version-script,$(CURDIR)/dropin/rdmacm/shim/librdmacm.map,-z,defs \
+	  dropin/rdmacm/shim/rdmacm.c -Lbuild/dropin -l:libibverbs.so.1 -lpthread
+	@echo "Built build/dropin/libibverbs.so.1 and librdmacm.so.1. Run a libibverbs or rdma_cm program on the model with:"
 	@echo "  LD_LIBRARY_PATH=$(CURDIR)/build/dropin ibv_devinfo -v"
 
 ## deps: install the system tools the tests use (tshark, chromium), if missing

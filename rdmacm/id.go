@@ -204,13 +204,7 @@ func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
 	if err != nil {
 		return err
 	}
-	// cm_init_qp_init_attr: remote write always, remote read and atomic
-	// when the connection has responder resources; rdma_cm asks with
-	// them set, so all three.
-	err = qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
-		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
-	if err != nil {
+	if err := initConnQP(qp); err != nil {
 		qp.Destroy()
 		return err
 	}

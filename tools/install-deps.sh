@@ -11,6 +11,10 @@
 #             (dropin/ibverbs)
 #   perftest  ib_send_bw, ib_write_bw, ... run unmodified on it, two processes
 #             through rocesim exec (cmd/rocesim)
+#   librdmacm-dev, rdmacm-utils
+#             build the drop-in librdmacm.so.1 against <rdma/rdma_cma.h>
+#             (dropin/rdmacm); rping, udaddy, rdma_server/rdma_client run
+#             unmodified on it (cmd/rocesim)
 #
 # and then runs conformance/install.sh (QEMU, rdma-core, busybox and a
 # Debian kernel for the real-rxe harness) when it can install packages.
@@ -27,6 +31,8 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
 command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
 command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
+[ -f /usr/include/rdma/rdma_cma.h ] || need+=(librdmacm-dev)
+command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
 /usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || need+=(python3-pyverbs)
 
 if [ "$(id -u)" -eq 0 ]; then

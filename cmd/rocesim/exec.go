@@ -3,10 +3,11 @@ package main
 // rocesim exec: run an unmodified libibverbs program on a node of a
 // fabric daemon.
 //
-//  1. find the drop-in libibverbs.so.1: --lib, else the cache
-//     ($XDG_CACHE_HOME/rocesim/dropin/<hash of the library's sources>),
-//     building it there with the Go toolchain and a C compiler when it is
-//     missing or its sources changed;
+//  1. find the drop-in libibverbs.so.1 and librdmacm.so.1: --lib, else
+//     the cache ($XDG_CACHE_HOME/rocesim/dropin/<hash of the libraries'
+//     sources>), building both there with the Go toolchain and a C
+//     compiler when they are missing or their sources changed
+//     (exec_rdmacm.go: librdmacm.so.1 is plain C over libibverbs.so.1);
 //  2. start the fabric if none of that name answers (procfabric.Start:
 //     this executable's `fabric --exit-when-idle`, with --nodes, --faults,
 //     --pcap, --trace, --deadline), so a user needs no other step;
@@ -334,8 +335,8 @@ func dropinLibrary(stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("no cache directory for the drop-in library (%v): give --lib", err)
 	}
 	dir := filepath.Join(cache, "rocesim", "dropin", sum)
-	if _, err := os.Stat(filepath.Join(dir, "libibverbs.so.1")); err == nil {
-		return dir, nil
+	if _, err := os.Stat(filepath.Join(dir, "librdmacm.so.1")); err == nil {
+		return dir, nil // both libraries: librdmacm.so.1 is built last
 	}
 	for _, tool := range []string{"go", cc()} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -360,9 +361,12 @@ func dropinLibrary(stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("building the drop-in library: go build -buildmode=c-shared ./dropin/ibverbs in %s: %v\n%s", src, err, out)
 	}
 	os.Remove(filepath.Join(tmp, "libibverbs.so.h"))
+	if err := buildRdmacm(src, tmp); err != nil {
+		return "", err
+	}
 	// Another exec may have built it meanwhile: either copy is good.
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "libibverbs.so.1")); serr != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "librdmacm.so.1")); serr != nil {
 			return "", err
 		}
 	}
@@ -422,7 +426,7 @@ func sourceHash(root string) (string, error) {
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "build", "testdata", "conformance", "cmd", "examples", "tools", "realnet", "rdmacm":
+			case ".git", "build", "testdata", "conformance", "cmd", "examples", "tools", "realnet":
 				if rel != "." {
 					return filepath.SkipDir
 				}

@@ -34,6 +34,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/sim"
@@ -104,6 +105,12 @@ func (p *process) stepFabric() bool {
 	f := p.fab
 	if f.waiting {
 		p.wake.Wait() // another thread waits on the daemon for everyone
+		return true
+	}
+	if p.cmHold() { // the program is answering a CM event (cm.go)
+		p.mu.Unlock()
+		time.Sleep(cmHoldNap)
+		p.mu.Lock()
 		return true
 	}
 	deadline := sim.Never

@@ -82,9 +82,16 @@ func (p *process) wakeIdle() {
 // a verb, and the frames that arrive meanwhile reach the device. A
 // thread that then calls a verb finds the world moved on; one that posts
 // wakes the waiter at once (poke).
+//
+// It stops waiting as soon as a descriptor becomes readable: the program
+// is about to take that event (rping's CM thread polls its rdma_cm
+// channel), and while this waits the fabric counts the process as
+// waiting and may move the clock past what the program does next (its
+// rdma_accept would come after the REQ's timeouts).
 func (p *process) idleOnFabric(seen uint64) {
+	before := p.readable()
 	for !p.closed && p.calls == seen {
-		if !p.stepFabric() {
+		if !p.stepFabric() || p.readable() > before {
 			return
 		}
 	}
@@ -103,5 +110,5 @@ func (p *process) readable() int {
 			n++
 		}
 	}
-	return n
+	return n + p.readableCM()
 }

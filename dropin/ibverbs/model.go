@@ -533,6 +533,7 @@ func (p *process) settle() {
 			c.signalled = want
 		}
 	}
+	p.settleCM() // rdma_cm's event channels (cm.go)
 	p.wake.Broadcast()
 }
 
@@ -890,16 +891,8 @@ func (p *process) getCQEvent(fd int, nonblock bool) (unsafe.Pointer, syscall.Err
 	if ch == nil {
 		return nil, syscall.EINVAL
 	}
-	for ch.ch.Pending() == 0 {
-		if nonblock {
-			return nil, syscall.EAGAIN
-		}
-		if !p.step() {
-			p.wake.Wait()
-		}
-		if p.channelByFD(fd) != ch {
-			return nil, syscall.EBADF // destroyed by another thread meanwhile
-		}
+	if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, func() bool { return p.channelByFD(fd) == ch }, nonblock); e != 0 {
+		return nil, e
 	}
 	q, _ := ch.ch.GetCQEvent()
 	p.settle()

@@ -1,0 +1,442 @@
+package main
+
+// Connection management for the drop-in librdmacm.so.1 (dropin/rdmacm):
+// rdma_cm on the model, in this library because two Go c-shared
+// libraries in one process would be two Go runtimes (not supported), and
+// because an rdma_cm ID's QP is a QP of this library's world. The
+// librdmacm side is plain C; it calls the rs_cm_* exports
+// (cmexports.go, version node ROCESIM_PRIVATE), which call in here under
+// the process lock. Pure Go, as model.go.
+//
+// Flow of an rdma_cm call:
+//  1. the program calls rdma_connect (say); librdmacm.so.1 calls
+//     rs_cm_connect with the ID's handle;
+//  2. the call runs on package rdmacm's CMID, on the world's host: MADs
+//     go out on QP1 as ib_cm's do, events are posted on the ID's channel;
+//  3. settleCM (after every call, and after every run of the world in
+//     settle) makes each channel's eventfd readable exactly while an
+//     event waits, so a program that poll(2)s it, as rping's CM thread
+//     does, sees what rdma_get_cm_event would find;
+//  4. rdma_get_cm_event runs the world until its channel has an event,
+//     as ibv_get_cq_event does for a completion channel.
+//
+// The CM lives on the process's first device (rocesim0): on a fabric or
+// over UDP it has only that one; in a world of several devices the
+// channels' IDs are all on rocesim0.
+
+import (
+	"net/netip"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/rocesim/rocesim/rdmacm"
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// cmProc is the process's connection management.
+type cmProc struct {
+	cm    *rdmacm.CM
+	chans []*cmChannel
+	// holdUntil: the program took an event it must answer (a
+	// CONNECT_REQUEST, a DISCONNECTED) and has not made a CM call since;
+	// until then, or this wall time, the process does not wait on the
+	// fabric (cmHold).
+	holdUntil time.Time
+}
+
+// cmHoldLimit bounds how long a program that took a CONNECT_REQUEST or a
+// DISCONNECTED may keep the fabric's clock still before answering.
+const cmHoldLimit = time.Second
+
+// cmHoldNap is how long a thread that would wait on the fabric sleeps
+// instead while the clock is held.
+const cmHoldNap = 100 * time.Microsecond
+
+// cmChannel is an rdma_event_channel: the model's channel and its fd.
+type cmChannel struct {
+	ch        *rdmacm.EventChannel
+	fd        int
+	signalled bool
+}
+
+// cmID is an rdma_cm_id: the model's CMID, its handle, and the program's
+// struct rdma_cm_id once librdmacm.so.1 made one (rs_cm_set_ptr).
+type cmID struct {
+	id  *rdmacm.CMID
+	h   uint32
+	ptr unsafe.Pointer
+	qp  *qp // the QP rdma_create_qp attached
+}
+
+// cms holds each process's CM (one in a program; tests make several).
+// Looked up under the process's lock, never iterated.
+var cms = map[*process]*cmProc{}
+
+// cmOf returns p's CM, made on first use; nil if p has no device.
+func (p *process) cmOf() *cmProc {
+	c := cms[p]
+	if c == nil && len(p.devs) > 0 {
+		c = &cmProc{cm: rdmacm.New(p.w)}
+		cms[p] = c
+	}
+	return c
+}
+
+func (c *cmProc) chanByFD(fd int) *cmChannel {
+	for _, ch := range c.chans {
+		if ch.fd == fd {
+			return ch
+		}
+	}
+	return nil
+}
+
+// settleCM makes each channel's fd readable exactly while an event
+// waits on it (settle calls it after each run of the world).
+func (p *process) settleCM() {
+	c := cms[p]
+	if c == nil {
+		return
+	}
+	for _, ch := range c.chans {
+		if want := ch.ch.Pending() > 0; want != ch.signalled {
+			p.fds.set(ch.fd, want)
+			ch.signalled = want
+		}
+	}
+}
+
+// cmCreateChannel opens an event channel (rdma_create_event_channel).
+func (p *process) cmCreateChannel() (int, syscall.Errno) {
+	c := p.cmOf()
+	if c == nil {
+		return -1, syscall.ENODEV
+	}
+	fd, err := p.fds.open()
+	if err != nil {
+		return -1, errnoOf(err)
+	}
+	c.chans = append(c.chans, &cmChannel{ch: c.cm.CreateEventChannel(p.devs[0].host), fd: fd})
+	return fd, 0
+}
+
+// cmDestroyChannel closes a channel (rdma_destroy_event_channel).
+func (p *process) cmDestroyChannel(fd int) syscall.Errno {
+	c := cms[p]
+	if c == nil {
+		return syscall.EINVAL
+	}
+	ch := c.chanByFD(fd)
+	if ch == nil {
+		return syscall.EINVAL
+	}
+	c.chans = without(c.chans, ch)
+	p.fds.close(fd)
+	p.wake.Broadcast() // a waiter on it finds it gone
+	return 0
+}
+
+// cmCreateID creates an ID on the channel of fd (rdma_create_id).
+func (p *process) cmCreateID(fd int, ps int) (uint32, syscall.Errno) {
+	c := cms[p]
+	if c == nil {
+		return 0, syscall.EINVAL
+	}
+	ch := c.chanByFD(fd)
+	if ch == nil {
+		return 0, syscall.EINVAL
+	}
+	id, err := rdmacm.CreateID(ch.ch, nil, rdmacm.PortSpace(ps))
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return p.wrapID(id).h, 0
+}
+
+// wrapID gives a model ID a handle (kept in its Context).
+func (p *process) wrapID(id *rdmacm.CMID) *cmID {
+	w := &cmID{id: id}
+	w.h = p.add(w)
+	id.Context = w
+	return w
+}
+
+// cmIDOf returns the ID of handle h.
+func (p *process) cmIDOf(h uint32) (*cmID, syscall.Errno) {
+	w, ok := object[*cmID](p, h)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	return w, 0
+}
+
+// cmDestroyID releases an ID (rdma_destroy_id).
+func (p *process) cmDestroyID(h uint32) syscall.Errno {
+	p.cmRelease()
+	return destroy(p, h, func(w *cmID) error { return w.id.Destroy() })
+}
+
+// cmAddrs returns an ID's addresses (rdma_cm_id.route.addr).
+func (p *process) cmAddrs(h uint32) (src, dst netip.AddrPort, bound bool, e syscall.Errno) {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return
+	}
+	src, dst = w.id.LocalAddr(), w.id.RemoteAddr()
+	return src, dst, src.Addr().IsValid() && !src.Addr().IsUnspecified(), 0
+}
+
+// cmAddr reads an address the program gave (4 or 16 bytes; none: the
+// unspecified address).
+func cmAddr(b []byte) (netip.Addr, bool) {
+	switch len(b) {
+	case 0:
+		return netip.Addr{}, true
+	case 4:
+		return netip.AddrFrom4([4]byte(b)), true
+	case 16:
+		return netip.AddrFrom16([16]byte(b)).Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// cmBind binds an ID (rdma_bind_addr).
+func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	a, ok := cmAddr(addr)
+	if !ok {
+		return syscall.EAFNOSUPPORT
+	}
+	if a.IsValid() && !a.IsUnspecified() && !a.Is4() {
+		// The model's CM speaks IPv4 (rdma_cm's IP private data with
+		// IPv4 addresses, as in the captures of rping on rxe).
+		return syscall.EADDRNOTAVAIL
+	}
+	if a.IsValid() && !a.IsUnspecified() && a != p.devs[0].host.IPv4() {
+		return syscall.EADDRNOTAVAIL // no device has it (cma_acquire_dev_by_src_ip)
+	}
+	return p.cmDone(w.id.BindAddr(netip.AddrPortFrom(a, port)))
+}
+
+// cmDone settles the channels after a CM call and wakes whoever waits:
+// the call may have posted an event or built a MAD.
+func (p *process) cmDone(err error) syscall.Errno {
+	p.cmRelease()
+	p.settleCM()
+	p.poke()
+	return errnoOf(err)
+}
+
+// cmListen makes a bound ID a listener (rdma_listen).
+func (p *process) cmListen(h uint32, backlog int) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Listen(backlog))
+}
+
+// cmResolveAddr resolves dst (rdma_resolve_addr): ADDR_RESOLVED is
+// posted at once when the address is a node of the fabric, ADDR_ERROR
+// (-EHOSTUNREACH, as the kernel's neighbour resolution times out) when
+// it is not, as rdma_cm reports a destination without a route.
+func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutMs int) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	s, ok1 := cmAddr(src)
+	d, ok2 := cmAddr(dst)
+	if !ok1 || !ok2 || !d.IsValid() {
+		return syscall.EINVAL
+	}
+	if !d.Is4() {
+		return syscall.EAFNOSUPPORT
+	}
+	if s.IsValid() && !s.IsUnspecified() && s != p.devs[0].host.IPv4() {
+		return syscall.EADDRNOTAVAIL
+	}
+	if !s.IsValid() {
+		s = netip.IPv4Unspecified()
+	}
+	return p.cmDone(w.id.ResolveAddr(s, netip.AddrPortFrom(d, port), timeoutMs))
+}
+
+// cmResolveRoute resolves the route (rdma_resolve_route).
+func (p *process) cmResolveRoute(h uint32, timeoutMs int) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.ResolveRoute(timeoutMs))
+}
+
+// cmSetQP attaches a QP librdmacm created with ibv_create_qp to the ID,
+// which moves it to INIT (rdma_create_qp); handle 0 detaches it
+// (rdma_destroy_qp, before librdmacm destroys it).
+func (p *process) cmSetQP(h, qph uint32) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	if qph == 0 {
+		w.qp = nil
+		return p.cmDone(w.id.UseQP(nil))
+	}
+	q, ok := object[*qp](p, qph)
+	if !ok {
+		return syscall.EINVAL
+	}
+	if q.typ != verbs.QPTypeRC {
+		return syscall.EOPNOTSUPP // the model's CM connects RC QPs (RDMA_PS_TCP)
+	}
+	if err := w.id.UseQP(q.q); err != nil {
+		return p.cmDone(err)
+	}
+	w.qp = q
+	return p.cmDone(nil)
+}
+
+// cmConnect sends the REQ (rdma_connect).
+func (p *process) cmConnect(h uint32, prm rdmacm.ConnParam) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Connect(prm))
+}
+
+// cmAccept sends the REP (rdma_accept).
+func (p *process) cmAccept(h uint32, prm rdmacm.ConnParam) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Accept(prm))
+}
+
+// cmReject sends a REJ (rdma_reject).
+func (p *process) cmReject(h uint32, priv []byte) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Reject(priv))
+}
+
+// cmDisconnect sends the DREQ or DREP (rdma_disconnect).
+func (p *process) cmDisconnect(h uint32) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Disconnect())
+}
+
+// cmGetEvent takes the channel's next event, running the world until
+// there is one unless nonblock (rdma_get_cm_event; EAGAIN as its read
+// of a non-blocking fd). A CONNECT_REQUEST's new ID gets its handle here.
+func (p *process) cmGetEvent(fd int, nonblock bool) (*rdmacm.Event, syscall.Errno) {
+	c := cms[p]
+	if c == nil {
+		return nil, syscall.EINVAL
+	}
+	ch := c.chanByFD(fd)
+	if ch == nil {
+		return nil, syscall.EINVAL
+	}
+	if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, func() bool { return c.chanByFD(fd) == ch }, nonblock); e != 0 {
+		return nil, e
+	}
+	ev, _ := ch.ch.GetEvent()
+	if ev.ID != nil && ev.ID.Context == nil {
+		p.wrapID(ev.ID)
+	}
+	if ev.Event == rdmacm.EventConnectRequest || ev.Event == rdmacm.EventDisconnected {
+		c.holdUntil = time.Now().Add(cmHoldLimit)
+	}
+	p.settleCM()
+	return ev, 0
+}
+
+// cmSetPtr records the program's struct rdma_cm_id of handle h.
+func (p *process) cmSetPtr(h uint32, ptr unsafe.Pointer) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	w.ptr = ptr
+	return 0
+}
+
+// cmMigrate moves an ID to the channel of fd (rdma_migrate_id).
+func (p *process) cmMigrate(h uint32, fd int) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	ch := cms[p].chanByFD(fd)
+	if ch == nil {
+		return syscall.EINVAL
+	}
+	return p.cmDone(w.id.Migrate(ch.ch))
+}
+
+// waitFor runs the world until ready, as a blocking read of an event
+// channel's fd waits: EAGAIN at once if nonblock (the program set
+// O_NONBLOCK), EBADF if the channel is gone meanwhile (!alive: destroyed
+// by another thread) or the process is shutting down.
+func (p *process) waitFor(ready, alive func() bool, nonblock bool) syscall.Errno {
+	for !ready() {
+		if nonblock {
+			return syscall.EAGAIN
+		}
+		if !p.step() {
+			p.wake.Wait()
+		}
+		if p.closed || !alive() {
+			return syscall.EBADF
+		}
+	}
+	return 0
+}
+
+// readableCM counts the rdma_cm channels whose fd is readable now
+// (idle.go's readable).
+func (p *process) readableCM() int {
+	n := 0
+	if c := cms[p]; c != nil {
+		for _, ch := range c.chans {
+			if ch.signalled {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// cmHold reports whether the fabric's clock is held for the program: it
+// took a CONNECT_REQUEST or a DISCONNECTED and is about to answer
+// (rdma_accept, rdma_disconnect) from another thread than the one that
+// would wait. rping's CQ thread waits in ibv_get_cq_event while its main
+// thread sets up the QP and accepts: were the process counted as waiting
+// then, the fabric would move the clock to the peer's next timer, and
+// the REQ would be sent again before the REP leaves, as no real host
+// does. So while held, a thread that would wait on the fabric sleeps a
+// little (stepFabric) and the process counts as running. The hold ends
+// at the program's next CM call, or after cmHoldLimit of wall time.
+func (p *process) cmHold() bool {
+	c := cms[p]
+	return c != nil && !c.holdUntil.IsZero() && time.Now().Before(c.holdUntil)
+}
+
+// cmRelease ends the hold: the program answered.
+func (p *process) cmRelease() {
+	if c := cms[p]; c != nil {
+		c.holdUntil = time.Time{}
+	}
+}

@@ -1,0 +1,920 @@
+/*
+ * rocesim's drop-in librdmacm.so.1: the rdma_* entry points with the
+ * prototypes of rdma-core's <rdma/rdma_cma.h>, over the drop-in
+ * libibverbs.so.1 (dropin/ibverbs), where the model runs. Plain C, no Go:
+ * a second Go c-shared library in the process would be a second Go
+ * runtime, which Go does not support; so the connection manager runs in
+ * libibverbs.so.1's runtime and this library reaches it through the
+ * rs_cm_* functions (rocesim_cm.h, version node ROCESIM_PRIVATE).
+ *
+ * As rdma-core's librdmacm (cma.c), this library is a libibverbs client:
+ * it opens the device with ibv_open_device once and gives every ID that
+ * context as id->verbs; rdma_create_qp creates the QP with ibv_create_qp
+ * and hands it to the model's ID, which moves it to INIT, and to RTR and
+ * RTS when the connection is made (the kernel's ib_cm does that for
+ * rdma-core's librdmacm through ucma; here package rdmacm does).
+ *
+ * Flow of an event: the model posts it on the channel and makes the
+ * channel's fd (an eventfd) readable; rdma_get_cm_event calls
+ * rs_cm_get_event, which runs the world until an event waits, and wraps
+ * it in a struct rdma_cm_event (a CONNECT_REQUEST's new ID gets its
+ * struct rdma_cm_id here); rdma_ack_cm_event frees it.
+ *
+ * An ID made without a channel is synchronous (rdma_create_ep's): each
+ * call that produces an event waits for it, as librdmacm's ucma_complete.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <infiniband/verbs.h>
+#include <infiniband/sa.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
+
+#include "rocesim_cm.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* An rdma_cm_id and what this library keeps with it. */
+struct rs_id {
+	struct rdma_cm_id id;
+	uint32_t handle;
+	int sync;		/* made without a channel: calls wait */
+	/* The CONNECT_REQUEST's resources, as rdma_accept(NULL) uses them. */
+	uint8_t req_resp, req_init;
+	/* Events handed out and not yet acked (rdma_destroy_id waits). */
+	int events;
+	pthread_mutex_t mu;
+	pthread_cond_t acked;
+	struct ibv_sa_path_rec path;
+	int own_pd;		/* rdma_create_ep allocated id->pd */
+};
+
+struct rs_event {
+	struct rdma_cm_event ev;
+	struct rs_id *owner;
+	uint8_t private_data[224];
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static struct ibv_device **devices;
+static struct ibv_context *verbs;	/* rocesim0, shared by every ID */
+
+static void init(void)
+{
+	int n = 0;
+
+	devices = ibv_get_device_list(&n);
+	if (devices && n > 0)
+		verbs = ibv_open_device(devices[0]);
+}
+
+/* ready opens the device on first use: ENODEV without one, as
+ * librdmacm's ucma_init says when no RDMA device is there. */
+static int ready(void)
+{
+	pthread_once(&init_once, init);
+	if (!verbs) {
+		errno = ENODEV;
+		return 0;
+	}
+	return 1;
+}
+
+static struct rs_id *to_rs(struct rdma_cm_id *id)
+{
+	return (struct rs_id *)id;
+}
+
+/* fail sets errno to err and returns -1 (0 for err 0). */
+static int fail(int err)
+{
+	if (!err)
+		return 0;
+	errno = err;
+	return -1;
+}
+
+/* sockaddr_bytes takes the address and port of sa: 4 bytes for IPv4,
+ * 16 for IPv6; 0 for none. */
+static int sockaddr_bytes(const struct sockaddr *sa, const uint8_t **addr, uint16_t *port)
+{
+	*addr = NULL;
+	*port = 0;
+	if (!sa)
+		return 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
+		*addr = (const uint8_t *)&s->sin_addr;
+		*port = ntohs(s->sin_port);
+		return 4;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
+		*addr = (const uint8_t *)&s->sin6_addr;
+		*port = ntohs(s->sin6_port);
+		return 16;
+	}
+	return -1;
+}
+
+static void gid_of(union ibv_gid *gid, const uint8_t ip[4])
+{
+	memset(gid, 0, sizeof(*gid));
+	gid->raw[10] = gid->raw[11] = 0xff;
+	memcpy(&gid->raw[12], ip, 4);
+}
+
+/* refresh copies the model's view of the ID into the struct: its
+ * addresses, the device once bound, the path once resolved. */
+static void refresh(struct rs_id *r)
+{
+	struct rs_cm_addrs a;
+	struct sockaddr_in *src = &r->id.route.addr.src_sin;
+	struct sockaddr_in *dst = &r->id.route.addr.dst_sin;
+
+	if (rs_cm_addrs(r->handle, &a))
+		return;
+	memset(src, 0, sizeof(*src));
+	src->sin_family = AF_INET;
+	memcpy(&src->sin_addr, a.src, 4);
+	src->sin_port = htons(a.sport);
+	memset(dst, 0, sizeof(*dst));
+	dst->sin_family = AF_INET;
+	memcpy(&dst->sin_addr, a.dst, 4);
+	dst->sin_port = htons(a.dport);
+	if (a.bound) {
+		r->id.verbs = verbs;
+		r->id.port_num = 1;
+		gid_of(&r->id.route.addr.addr.ibaddr.sgid, a.src);
+		r->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
+	}
+	if (a.dport) {
+		gid_of(&r->id.route.addr.addr.ibaddr.dgid, a.dst);
+		/* The path rdma_cm builds itself on RoCE (cma_resolve_iboe_route). */
+		r->path.sgid = r->id.route.addr.addr.ibaddr.sgid;
+		r->path.dgid = r->id.route.addr.addr.ibaddr.dgid;
+		r->path.pkey = htons(0xffff);
+		r->path.hop_limit = 64;
+		r->path.mtu = IBV_MTU_1024;
+		r->path.reversible = 1;
+		r->path.numb_path = 1;
+		r->id.route.path_rec = &r->path;
+		r->id.route.num_paths = 1;
+	}
+}
+
+static struct rs_id *new_id(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps)
+{
+	struct rs_id *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->id.channel = ch;
+	r->id.context = context;
+	r->id.ps = ps;
+	r->id.qp_type = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->acked, NULL);
+	return r;
+}
+
+EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct rdma_event_channel *ch;
+	int err;
+
+	if (!ready())
+		return NULL;
+	ch = calloc(1, sizeof(*ch));
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = rs_cm_create_channel(&ch->fd);
+	if (err) {
+		free(ch);
+		errno = err;
+		return NULL;
+	}
+	return ch;
+}
+
+EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	if (!channel)
+		return;
+	rs_cm_destroy_channel(channel->fd);
+	free(channel);
+}
+
+EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
+			  void *context, enum rdma_port_space ps)
+{
+	struct rdma_event_channel *ch = channel;
+	struct rs_id *r;
+	int err;
+
+	if (!id)
+		return fail(EINVAL);
+	if (!ready())
+		return -1;
+	if (!ch) {
+		ch = rdma_create_event_channel();
+		if (!ch)
+			return -1;
+	}
+	r = new_id(ch, context, ps);
+	if (!r) {
+		err = ENOMEM;
+		goto out;
+	}
+	r->sync = !channel;
+	err = rs_cm_create_id(ch->fd, ps, &r->handle);
+	if (err)
+		goto out;
+	rs_cm_set_ptr(r->handle, r);
+	*id = &r->id;
+	return 0;
+out:
+	free(r);
+	if (!channel)
+		rdma_destroy_event_channel(ch);
+	return fail(err);
+}
+
+EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
+{
+	struct rs_id *r;
+	int err;
+
+	if (!id)
+		return fail(EINVAL);
+	r = to_rs(id);
+	if (id->event)
+		rdma_ack_cm_event(id->event);
+	err = rs_cm_destroy_id(r->handle);
+	if (err)
+		return fail(err);
+	/* As librdmacm's rdma_destroy_id, wait until every event handed out
+	 * about the ID has been acked: the program may still read it. */
+	pthread_mutex_lock(&r->mu);
+	while (r->events > 0)
+		pthread_cond_wait(&r->acked, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	if (r->sync)
+		rdma_destroy_event_channel(id->channel);
+	free(r);
+	return 0;
+}
+
+EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct rs_cm_event out;
+	struct rs_event *e;
+	struct rs_id *r;
+	int flags, err;
+
+	if (!channel || !event)
+		return fail(EINVAL);
+	flags = fcntl(channel->fd, F_GETFL);
+	if (flags < 0)
+		return -1;
+	memset(&out, 0, sizeof(out));
+	err = rs_cm_get_event(channel->fd, !!(flags & O_NONBLOCK), &out);
+	if (err)
+		return fail(err);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return fail(ENOMEM);
+	r = out.id_ptr;
+	if (!r) {
+		/* A CONNECT_REQUEST's new ID: on the listener's channel, with
+		 * its context, as librdmacm's ucma_process_conn_req makes it. */
+		struct rs_id *l = out.listen_ptr;
+
+		r = new_id(l ? l->id.channel : channel, l ? l->id.context : NULL,
+			   l ? l->id.ps : RDMA_PS_TCP);
+		if (!r) {
+			free(e);
+			return fail(ENOMEM);
+		}
+		r->handle = out.id;
+		rs_cm_set_ptr(r->handle, r);
+	}
+	refresh(r);
+	e->owner = r;
+	e->ev.id = &r->id;
+	e->ev.listen_id = out.listen_ptr;
+	e->ev.event = out.event;
+	e->ev.status = out.status;
+	memcpy(e->private_data, out.private_data, out.private_data_len);
+	e->ev.param.conn.private_data = e->private_data;
+	e->ev.param.conn.private_data_len = out.private_data_len;
+	/* The kernel gives each side the peer's resources from its own view
+	 * (cm_format_req_event, cm_format_rep_event): the peer's initiator
+	 * depth is this side's responder resources, and the reverse. */
+	e->ev.param.conn.responder_resources = out.initiator_depth;
+	e->ev.param.conn.initiator_depth = out.responder_resources;
+	e->ev.param.conn.retry_count = out.retry_count;
+	e->ev.param.conn.rnr_retry_count = out.rnr_retry_count;
+	e->ev.param.conn.qp_num = out.qp_num;
+	if (out.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		r->req_resp = e->ev.param.conn.responder_resources;
+		r->req_init = e->ev.param.conn.initiator_depth;
+	}
+	pthread_mutex_lock(&r->mu);
+	r->events++;
+	pthread_mutex_unlock(&r->mu);
+	*event = &e->ev;
+	return 0;
+}
+
+EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	struct rs_event *e = (struct rs_event *)event;
+	struct rs_id *r;
+
+	if (!event)
+		return fail(EINVAL);
+	r = e->owner;
+	pthread_mutex_lock(&r->mu);
+	r->events--;
+	pthread_cond_broadcast(&r->acked);
+	pthread_mutex_unlock(&r->mu);
+	free(e);
+	return 0;
+}
+
+/* complete waits for a synchronous ID's event and fails with the error
+ * it reports (librdmacm's ucma_complete); for an ID on a channel it
+ * returns 0 at once. */
+static int complete(struct rs_id *r)
+{
+	struct rdma_cm_event *ev;
+
+	if (!r->sync)
+		return 0;
+	if (r->id.event) {
+		rdma_ack_cm_event(r->id.event);
+		r->id.event = NULL;
+	}
+	if (rdma_get_cm_event(r->id.channel, &ev))
+		return -1;
+	r->id.event = ev;
+	if (ev->status) {
+		/* REJECTED carries the REJ's reason: librdmacm reports
+		 * ECONNREFUSED then, and the negated errno otherwise. */
+		errno = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : -ev->status;
+		return -1;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+		errno = ECONNREFUSED;
+		return -1;
+	default:
+		return 0;
+	}
+}
+
+EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	const uint8_t *a;
+	uint16_t port;
+	int n, err;
+
+	if (!id || !addr)
+		return fail(EINVAL);
+	n = sockaddr_bytes(addr, &a, &port);
+	if (n < 0)
+		return fail(EAFNOSUPPORT);
+	err = rs_cm_bind_addr(to_rs(id)->handle, a, n, port);
+	if (err)
+		return fail(err);
+	refresh(to_rs(id));
+	return 0;
+}
+
+EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
+{
+	if (!id)
+		return fail(EINVAL);
+	return fail(rs_cm_listen(to_rs(id)->handle, backlog));
+}
+
+EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
+			     struct sockaddr *dst_addr, int timeout_ms)
+{
+	const uint8_t *s, *d;
+	uint16_t sport, dport;
+	int sn, dn, err;
+
+	if (!id || !dst_addr)
+		return fail(EINVAL);
+	sn = sockaddr_bytes(src_addr, &s, &sport);
+	dn = sockaddr_bytes(dst_addr, &d, &dport);
+	if (sn < 0 || dn <= 0)
+		return fail(EAFNOSUPPORT);
+	if (sport) {
+		/* A source port asks for a bind first, as librdmacm does. */
+		err = rs_cm_bind_addr(to_rs(id)->handle, s, sn, sport);
+		if (err)
+			return fail(err);
+	}
+	err = rs_cm_resolve_addr(to_rs(id)->handle, s, sn, d, dn, dport, timeout_ms);
+	if (err)
+		return fail(err);
+	refresh(to_rs(id));
+	return complete(to_rs(id));
+}
+
+EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
+{
+	int err;
+
+	if (!id)
+		return fail(EINVAL);
+	err = rs_cm_resolve_route(to_rs(id)->handle, timeout_ms);
+	if (err)
+		return fail(err);
+	refresh(to_rs(id));
+	return complete(to_rs(id));
+}
+
+/* make_cq makes a completion channel and a CQ of n entries on it. */
+static struct ibv_cq *make_cq(struct rdma_cm_id *id, struct ibv_comp_channel **ch, uint32_t n)
+{
+	*ch = ibv_create_comp_channel(id->verbs);
+	if (!*ch)
+		return NULL;
+	return ibv_create_cq(id->verbs, n ? n : 1, id, *ch, 0);
+}
+
+/* create_cqs makes the ID's completion channels and CQs where the
+ * attributes name none (librdmacm's ucma_create_cqs, for
+ * rdma_create_ep's users, which wait with rdma_get_send_comp). */
+static int create_cqs(struct rdma_cm_id *id, struct ibv_qp_init_attr *attr)
+{
+	if (!attr->recv_cq) {
+		id->recv_cq = make_cq(id, &id->recv_cq_channel, attr->cap.max_recv_wr);
+		if (!id->recv_cq)
+			return -1;
+		attr->recv_cq = id->recv_cq;
+	}
+	if (!attr->send_cq) {
+		id->send_cq = make_cq(id, &id->send_cq_channel, attr->cap.max_send_wr);
+		if (!id->send_cq)
+			return -1;
+		attr->send_cq = id->send_cq;
+	}
+	return 0;
+}
+
+static void destroy_cqs(struct rdma_cm_id *id)
+{
+	if (id->recv_cq) {
+		ibv_destroy_cq(id->recv_cq);
+		id->recv_cq = NULL;
+	}
+	if (id->recv_cq_channel) {
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+		id->recv_cq_channel = NULL;
+	}
+	if (id->send_cq) {
+		ibv_destroy_cq(id->send_cq);
+		id->send_cq = NULL;
+	}
+	if (id->send_cq_channel) {
+		ibv_destroy_comp_channel(id->send_cq_channel);
+		id->send_cq_channel = NULL;
+	}
+}
+
+EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr attr;
+	struct ibv_qp *qp;
+	int err;
+
+	if (!id || !qp_init_attr)
+		return fail(EINVAL);
+	if (!id->verbs)
+		return fail(EINVAL); /* not bound to a device yet */
+	if (id->qp)
+		return fail(EINVAL);
+	if (!pd)
+		pd = id->pd;
+	if (!pd || pd->context != id->verbs)
+		return fail(EINVAL);
+	attr = *qp_init_attr;
+	if (create_cqs(id, &attr)) {
+		err = errno;
+		destroy_cqs(id);
+		return fail(err);
+	}
+	qp = ibv_create_qp(pd, &attr);
+	if (!qp) {
+		err = errno;
+		destroy_cqs(id);
+		return fail(err);
+	}
+	err = rs_cm_set_qp(to_rs(id)->handle, qp->handle);
+	if (err) {
+		ibv_destroy_qp(qp);
+		destroy_cqs(id);
+		return fail(err);
+	}
+	qp_init_attr->cap = attr.cap;
+	qp_init_attr->send_cq = attr.send_cq;
+	qp_init_attr->recv_cq = attr.recv_cq;
+	id->qp = qp;
+	id->pd = pd;
+	return 0;
+}
+
+EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *qp_init_attr)
+{
+	struct ibv_qp_init_attr attr;
+	int ret;
+
+	if (!id || !qp_init_attr)
+		return fail(EINVAL);
+	/* What ibv_create_qp takes; the model has no QP extensions. */
+	if (qp_init_attr->comp_mask & ~IBV_QP_INIT_ATTR_PD)
+		return fail(EOPNOTSUPP);
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_context = qp_init_attr->qp_context;
+	attr.send_cq = qp_init_attr->send_cq;
+	attr.recv_cq = qp_init_attr->recv_cq;
+	attr.srq = qp_init_attr->srq;
+	attr.cap = qp_init_attr->cap;
+	attr.qp_type = qp_init_attr->qp_type;
+	attr.sq_sig_all = qp_init_attr->sq_sig_all;
+	ret = rdma_create_qp(id, (qp_init_attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? qp_init_attr->pd : NULL, &attr);
+	if (!ret)
+		qp_init_attr->cap = attr.cap;
+	return ret;
+}
+
+EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
+{
+	if (!id || !id->qp)
+		return;
+	rs_cm_set_qp(to_rs(id)->handle, 0);
+	ibv_destroy_qp(id->qp);
+	id->qp = NULL;
+	destroy_cqs(id);
+}
+
+EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
+{
+	int err;
+
+	if (!id)
+		return fail(EINVAL);
+	if (p && p->private_data_len && !p->private_data)
+		return fail(EINVAL);
+	if (p)
+		err = rs_cm_connect(to_rs(id)->handle, p->private_data, p->private_data_len,
+				    p->responder_resources, p->initiator_depth, p->retry_count, p->rnr_retry_count);
+	else
+		/* librdmacm's defaults without a parameter: no RDMA reads
+		 * either way, retries 7. */
+		err = rs_cm_connect(to_rs(id)->handle, NULL, 0, 0, 0, 7, 7);
+	if (err)
+		return fail(err);
+	return complete(to_rs(id));
+}
+
+EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
+{
+	struct rs_id *r;
+	int resp, init, err;
+
+	if (!id)
+		return fail(EINVAL);
+	if (p && p->private_data_len && !p->private_data)
+		return fail(EINVAL);
+	r = to_rs(id);
+	/* Without a parameter, or with RDMA_MAX_*, librdmacm takes what the
+	 * CONNECT_REQUEST offered (ucma_valid_param, rdma_accept). */
+	resp = !p || p->responder_resources == RDMA_MAX_RESP_RES ? r->req_resp : p->responder_resources;
+	init = !p || p->initiator_depth == RDMA_MAX_INIT_DEPTH ? r->req_init : p->initiator_depth;
+	err = rs_cm_accept(r->handle, p ? p->private_data : NULL, p ? p->private_data_len : 0, resp, init);
+	if (err)
+		return fail(err);
+	return complete(r);
+}
+
+EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
+{
+	if (!id)
+		return fail(EINVAL);
+	if (private_data_len && !private_data)
+		return fail(EINVAL);
+	return fail(rs_cm_reject(to_rs(id)->handle, private_data, private_data_len));
+}
+
+EXPORT int rdma_disconnect(struct rdma_cm_id *id)
+{
+	if (!id)
+		return fail(EINVAL);
+	return fail(rs_cm_disconnect(to_rs(id)->handle));
+}
+
+EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+	struct rs_id *l;
+
+	if (!listen || !id)
+		return fail(EINVAL);
+	l = to_rs(listen);
+	if (!l->sync)
+		return fail(EINVAL); /* librdmacm: only for a synchronous listener */
+	for (;;) {
+		if (rdma_get_cm_event(listen->channel, &ev))
+			return -1;
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			break;
+		rdma_ack_cm_event(ev);
+	}
+	/* The new ID is synchronous too, on a channel of its own; it keeps
+	 * the event as id->event, and the listener's PD and QP attributes
+	 * are not known here: the caller creates its QP. */
+	{
+		struct rs_id *r = to_rs(ev->id);
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+
+		if (!ch) {
+			rdma_ack_cm_event(ev);
+			return -1;
+		}
+		/* Move the ID's future events to its own channel. */
+		r->id.channel = ch;
+		r->sync = 1;
+		if (rs_cm_migrate(r->handle, ch->fd)) {
+			rdma_ack_cm_event(ev);
+			return -1;
+		}
+		r->id.event = ev;
+		r->id.pd = l->id.pd;
+		*id = &r->id;
+	}
+	return 0;
+}
+
+EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	if (!id)
+		return fail(EINVAL);
+	return 0; /* the model's passive side is established by the RTU */
+}
+
+EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list;
+
+	if (!ready()) {
+		if (num_devices)
+			*num_devices = 0;
+		return NULL;
+	}
+	list = calloc(2, sizeof(*list));
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	list[0] = verbs;
+	if (num_devices)
+		*num_devices = 1;
+	return list;
+}
+
+EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list);
+}
+
+EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	/* The names librdmacm gives (cma.c). */
+	static const char *const names[] = {
+		"RDMA_CM_EVENT_ADDR_RESOLVED", "RDMA_CM_EVENT_ADDR_ERROR",
+		"RDMA_CM_EVENT_ROUTE_RESOLVED", "RDMA_CM_EVENT_ROUTE_ERROR",
+		"RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		"RDMA_CM_EVENT_CONNECT_ERROR", "RDMA_CM_EVENT_UNREACHABLE",
+		"RDMA_CM_EVENT_REJECTED", "RDMA_CM_EVENT_ESTABLISHED",
+		"RDMA_CM_EVENT_DISCONNECTED", "RDMA_CM_EVENT_DEVICE_REMOVAL",
+		"RDMA_CM_EVENT_MULTICAST_JOIN", "RDMA_CM_EVENT_MULTICAST_ERROR",
+		"RDMA_CM_EVENT_ADDR_CHANGE", "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	};
+
+	if ((unsigned)event < sizeof(names) / sizeof(names[0]))
+		return names[event];
+	return "UNKNOWN EVENT";
+}
+
+EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
+{
+	if (!id || (optlen && !optval))
+		return fail(EINVAL);
+	/* Type of service, address reuse, IPv6-only, ACK timeout: accepted
+	 * and without effect on the model's single-path fabric. */
+	if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_REUSEADDR ||
+					optname == RDMA_OPTION_ID_AFONLY || optname == RDMA_OPTION_ID_ACK_TIMEOUT))
+		return 0;
+	return fail(ENOSYS);
+}
+
+EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
+{
+	int err;
+
+	if (!id || !channel)
+		return fail(EINVAL);
+	err = rs_cm_migrate(to_rs(id)->handle, channel->fd);
+	if (err)
+		return fail(err);
+	if (to_rs(id)->sync)
+		rdma_destroy_event_channel(id->channel);
+	to_rs(id)->sync = 0;
+	id->channel = channel;
+	return 0;
+}
+
+/* ---- rdma_getaddrinfo: IPv4 only, as the model's CM ---- */
+
+EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
+			    struct rdma_addrinfo **res)
+{
+	struct addrinfo h, *ai;
+	struct rdma_addrinfo *r;
+	struct sockaddr_in *sin;
+	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
+	int ret;
+
+	if (!res || (!node && !service))
+		return fail(EINVAL);
+	memset(&h, 0, sizeof(h));
+	h.ai_family = AF_INET;
+	h.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) |
+		     (hints && (hints->ai_flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+	ret = getaddrinfo(node, service, &h, &ai);
+	if (ret)
+		return ret; /* getaddrinfo's error code, as librdmacm returns it */
+	r = calloc(1, sizeof(*r));
+	sin = calloc(1, sizeof(*sin));
+	if (!r || !sin) {
+		freeaddrinfo(ai);
+		free(r);
+		free(sin);
+		return EAI_MEMORY;
+	}
+	memcpy(sin, ai->ai_addr, sizeof(*sin));
+	freeaddrinfo(ai);
+	r->ai_flags = hints ? hints->ai_flags : 0;
+	r->ai_family = AF_INET;
+	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+	if (passive) {
+		r->ai_src_addr = (struct sockaddr *)sin;
+		r->ai_src_len = sizeof(*sin);
+	} else {
+		r->ai_dst_addr = (struct sockaddr *)sin;
+		r->ai_dst_len = sizeof(*sin);
+	}
+	*res = r;
+	return 0;
+}
+
+EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+{
+	while (res) {
+		struct rdma_addrinfo *next = res->ai_next;
+
+		free(res->ai_src_addr);
+		free(res->ai_dst_addr);
+		free(res->ai_src_canonname);
+		free(res->ai_dst_canonname);
+		free(res->ai_route);
+		free(res->ai_connect);
+		free(res);
+		res = next;
+	}
+}
+
+EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+			  struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm_id;
+
+	if (!id || !res)
+		return fail(EINVAL);
+	if (rdma_create_id(NULL, &cm_id, NULL, res->ai_port_space))
+		return -1;
+	if (res->ai_flags & RAI_PASSIVE) {
+		if (rdma_bind_addr(cm_id, res->ai_src_addr))
+			goto err;
+	} else {
+		if (rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000) ||
+		    rdma_resolve_route(cm_id, 2000))
+			goto err;
+	}
+	if (!pd && cm_id->verbs) {
+		cm_id->pd = ibv_alloc_pd(cm_id->verbs);
+		if (!cm_id->pd)
+			goto err;
+		to_rs(cm_id)->own_pd = 1;
+	} else if (pd)
+		cm_id->pd = pd;
+	if (qp_init_attr && !(res->ai_flags & RAI_PASSIVE) && rdma_create_qp(cm_id, pd, qp_init_attr))
+		goto err;
+	*id = cm_id;
+	return 0;
+err:
+	rdma_destroy_ep(cm_id);
+	return -1;
+}
+
+EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	struct ibv_pd *pd;
+	int own;
+
+	if (!id)
+		return;
+	rdma_destroy_qp(id);
+	pd = id->pd;
+	own = to_rs(id)->own_pd;
+	rdma_destroy_id(id);
+	if (own && pd)
+		ibv_dealloc_pd(pd);
+}
+
+/* ---- what the model does not offer: librdmacm's answer for an
+ * unsupported operation (ENOSYS), so that programs that link them load. ---- */
+
+EXPORT int rdma_establish(struct rdma_cm_id *id) { return fail(id ? ENOSYS : EINVAL); }
+EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *a, int *m) { return fail(id ? ENOSYS : EINVAL); }
+EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *a) { return fail(ENOSYS); }
+EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *a) { return fail(ENOSYS); }
+EXPORT void rdma_destroy_srq(struct rdma_cm_id *id) {}
+EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *a, void *c) { return fail(ENOSYS); }
+EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *a, void *c) { return fail(ENOSYS); }
+EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *a) { return fail(ENOSYS); }
+EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *e) { return fail(EOPNOTSUPP); }
+EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *e) { return fail(EOPNOTSUPP); }
+EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *d, uint8_t n) { return fail(EOPNOTSUPP); }
+
+EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return id ? id->route.addr.src_sin.sin_port : 0;
+}
+
+EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	return id ? id->route.addr.dst_sin.sin_port : 0;
+}
+
+/* rsockets: not modelled. */
+EXPORT int rsocket(int d, int t, int p) { return fail(ENOSYS); }
+EXPORT int rbind(int s, const struct sockaddr *a, socklen_t l) { return fail(ENOSYS); }
+EXPORT int rlisten(int s, int b) { return fail(ENOSYS); }
+EXPORT int raccept(int s, struct sockaddr *a, socklen_t *l) { return fail(ENOSYS); }
+EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l) { return fail(ENOSYS); }
+EXPORT int rshutdown(int s, int h) { return fail(ENOSYS); }
+EXPORT int rclose(int s) { return fail(ENOSYS); }
+EXPORT ssize_t rrecv(int s, void *b, size_t n, int f) { return fail(ENOSYS); }
+EXPORT ssize_t rrecvfrom(int s, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l) { return fail(ENOSYS); }
+EXPORT ssize_t rrecvmsg(int s, struct msghdr *m, int f) { return fail(ENOSYS); }
+EXPORT ssize_t rsend(int s, const void *b, size_t n, int f) { return fail(ENOSYS); }
+EXPORT ssize_t rsendto(int s, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l) { return fail(ENOSYS); }
+EXPORT ssize_t rsendmsg(int s, const struct msghdr *m, int f) { return fail(ENOSYS); }
+EXPORT ssize_t rread(int s, void *b, size_t n) { return fail(ENOSYS); }
+EXPORT ssize_t rreadv(int s, const struct iovec *v, int n) { return fail(ENOSYS); }
+EXPORT ssize_t rwrite(int s, const void *b, size_t n) { return fail(ENOSYS); }
+EXPORT ssize_t rwritev(int s, const struct iovec *v, int n) { return fail(ENOSYS); }
+EXPORT int rpoll(struct pollfd *f, nfds_t n, int t) { return fail(ENOSYS); }
+EXPORT int rselect(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t) { return fail(ENOSYS); }
+EXPORT int rgetpeername(int s, struct sockaddr *a, socklen_t *l) { return fail(ENOSYS); }
+EXPORT int rgetsockname(int s, struct sockaddr *a, socklen_t *l) { return fail(ENOSYS); }
+EXPORT int rsetsockopt(int s, int l, int o, const void *v, socklen_t n) { return fail(ENOSYS); }
+EXPORT int rgetsockopt(int s, int l, int o, void *v, socklen_t *n) { return fail(ENOSYS); }
+EXPORT int rfcntl(int s, int c, ...) { return fail(ENOSYS); }
+EXPORT off_t riomap(int s, void *b, size_t n, int p, int f, off_t o) { return fail(ENOSYS); }
+EXPORT int riounmap(int s, void *b, size_t n) { return fail(ENOSYS); }
+EXPORT size_t riowrite(int s, const void *b, size_t n, off_t o, int f) { errno = ENOSYS; return 0; }

@@ -1,0 +1,61 @@
+/*
+ * The private interface between the drop-in librdmacm.so.1 (this
+ * directory, plain C) and the drop-in libibverbs.so.1 (dropin/ibverbs,
+ * Go), where the model runs: the rs_cm_* functions, exported by
+ * libibverbs.so.1 under the version node ROCESIM_PRIVATE. Each returns
+ * 0 or an errno; the librdmacm side turns that into -1 and errno.
+ *
+ * IDs are named by handles the Go side gives; an event channel by its
+ * file descriptor, as libibverbs' completion channels are.
+ */
+#ifndef ROCESIM_CM_H
+#define ROCESIM_CM_H
+
+#include <stdint.h>
+
+/* What rdma_get_cm_event needs of one event. */
+struct rs_cm_event {
+	uint32_t id;		/* the event's ID */
+	uint32_t listen_id;	/* CONNECT_REQUEST: the listener, else 0 */
+	void *id_ptr;		/* the ID's rdma_cm_id, NULL for a new one */
+	void *listen_ptr;	/* the listener's rdma_cm_id */
+	int event;		/* enum rdma_cm_event_type */
+	int status;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint32_t qp_num;
+	uint8_t private_data_len;
+	uint8_t private_data[224];
+};
+
+/* An ID's addresses: IPv4, network order, port in host order. */
+struct rs_cm_addrs {
+	uint8_t src[4], dst[4];
+	uint16_t sport, dport;
+	int bound;		/* src names the device (not INADDR_ANY) */
+};
+
+#ifndef ROCESIM_CM_TYPES_ONLY /* the Go side declares its exports itself */
+int rs_cm_create_channel(int *fd);
+int rs_cm_destroy_channel(int fd);
+int rs_cm_create_id(int fd, int ps, uint32_t *id);
+int rs_cm_set_ptr(uint32_t id, void *ptr);
+int rs_cm_destroy_id(uint32_t id);
+int rs_cm_addrs(uint32_t id, struct rs_cm_addrs *out);
+int rs_cm_bind_addr(uint32_t id, const uint8_t *addr, int alen, uint16_t port);
+int rs_cm_listen(uint32_t id, int backlog);
+int rs_cm_resolve_addr(uint32_t id, const uint8_t *src, int slen, const uint8_t *dst, int dlen,
+		       uint16_t port, int timeout_ms);
+int rs_cm_resolve_route(uint32_t id, int timeout_ms);
+int rs_cm_set_qp(uint32_t id, uint32_t qp);
+int rs_cm_connect(uint32_t id, const void *priv, int len, int resp, int init, int retry, int rnr);
+int rs_cm_accept(uint32_t id, const void *priv, int len, int resp, int init);
+int rs_cm_reject(uint32_t id, const void *priv, int len);
+int rs_cm_disconnect(uint32_t id);
+int rs_cm_get_event(int fd, int nonblock, struct rs_cm_event *out);
+int rs_cm_migrate(uint32_t id, int fd);
+#endif
+
+#endif
