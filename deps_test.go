@@ -62,8 +62,10 @@ var imports = map[string][]string{
 	// the drop-in libibverbs.so.1, the only cgo: the C ABI over a verbs
 	// world in the program's process, its captures, ladders and fault
 	// plans; on a fabric of processes (procfabric) or on real UDP
-	// (realnet, wire for the stand-in addresses).
-	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "realnet", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// (realnet, wire for the stand-in addresses); and rdma_cm for the
+	// drop-in librdmacm.so.1 (dropin/rdmacm), which runs in its Go
+	// runtime (one per process).
+	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "rdmacm", "realnet", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.

@@ -33,8 +33,33 @@ type MADIn struct {
 	MAD   [wire.MADLen]byte
 }
 
-// gsiNote labels a MAD frame in traces and captures.
-const gsiNote = "MAD"
+// gsiNote labels a MAD frame in traces and captures: the CM message it
+// carries when it is one (so that a capture of rping reads REQ, REP,
+// RTU, DREQ, DREP in its comments), constant strings so that sending a
+// MAD allocates nothing.
+func gsiNote(mad []byte) string {
+	m := wire.MAD(mad)
+	if !m.IsCM() {
+		return "MAD on QP1"
+	}
+	switch wire.CMAttr(m.Header().AttributeID) {
+	case wire.CMAttrREQ:
+		return "MAD on QP1: CM REQ (connect request)"
+	case wire.CMAttrMRA:
+		return "MAD on QP1: CM MRA (message receipt acknowledgement)"
+	case wire.CMAttrREJ:
+		return "MAD on QP1: CM REJ (reject)"
+	case wire.CMAttrREP:
+		return "MAD on QP1: CM REP (connect reply)"
+	case wire.CMAttrRTU:
+		return "MAD on QP1: CM RTU (ready to use)"
+	case wire.CMAttrDREQ:
+		return "MAD on QP1: CM DREQ (disconnect request)"
+	case wire.CMAttrDREP:
+		return "MAD on QP1: CM DREP (disconnect reply)"
+	}
+	return "MAD on QP1: CM"
+}
 
 // newGSI makes the device's QP1: a UD QP outside the user's table, so
 // QueryQP, DestroyQP and the receive path for user QPs never see it.
@@ -63,7 +88,7 @@ func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
 	qp.req.psn = qp.req.psn.Add(1)
 	f.DETH = wire.DETHFields{QKey: wire.GSIQKey, SrcQP: wire.GSIQPN}
 	f.Payload = mad
-	d.emit(qp, &f, gsiNote)
+	d.emit(qp, &f, gsiNote(mad))
 	return nil
 }
 

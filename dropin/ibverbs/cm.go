@@ -217,9 +217,26 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 		return syscall.EADDRNOTAVAIL
 	}
 	if a.IsValid() && !a.IsUnspecified() && a != p.devs[0].host.IPv4() {
-		return syscall.EADDRNOTAVAIL // no device has it (cma_acquire_dev_by_src_ip)
+		return syscall.EADDRNOTAVAIL // no device has it (rdma_translate_ip)
+	}
+	if port != 0 && p.cmPortBound(w, port) {
+		return syscall.EADDRINUSE // cma_alloc_port: the port is another ID's
 	}
 	return p.cmDone(w.id.BindAddr(netip.AddrPortFrom(a, port)))
+}
+
+// cmPortBound reports whether an ID other than w is bound to port and
+// not connected (bound and IDLE, or listening): the kernel's port space
+// refuses a second bind there (cma_check_port). A listener's passive IDs
+// share its port, as in the kernel.
+func (p *process) cmPortBound(w *cmID, port uint16) bool {
+	for _, o := range p.objs {
+		if v, ok := o.(*cmID); ok && v != w && v.id.LocalAddr().Port() == port &&
+			(v.id.State() == "IDLE" || v.id.State() == "LISTEN") {
+			return true
+		}
+	}
+	return false
 }
 
 // cmDone settles the channels after a CM call and wakes whoever waits:
@@ -236,6 +253,9 @@ func (p *process) cmListen(h uint32, backlog int) syscall.Errno {
 	w, e := p.cmIDOf(h)
 	if e != 0 {
 		return e
+	}
+	if w.id.State() == "LISTEN" {
+		return 0 // rdma_listen again: the kernel only updates the backlog
 	}
 	return p.cmDone(w.id.Listen(backlog))
 }

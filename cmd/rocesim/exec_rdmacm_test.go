@@ -1,0 +1,244 @@
+package main
+
+// Unmodified rdma_cm programs (Debian's rdmacm-utils) on the drop-in
+// librdmacm.so.1 (dropin/rdmacm), two processes through rocesim exec.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// programOf returns the PID of the program rocesim exec p runs (its
+// child), waiting for it to start.
+func programOf(t *testing.T, p *execProc) int {
+	t.Helper()
+	parent := strconv.Itoa(p.cmd.Process.Pid)
+	end := time.Now().Add(execLimit)
+	for time.Now().Before(end) {
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, s := range stats {
+			b, err := os.ReadFile(s)
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...: comm may hold spaces, so split
+			// after its closing parenthesis.
+			i := bytes.LastIndexByte(b, ')')
+			if f := strings.Fields(string(b[i+1:])); i > 0 && len(f) > 1 && f[1] == parent {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
+				return pid
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%v exited (%d) before its program started\nstderr:\n%s", p.cmd.Args, p.code, p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%v: no program started within %v", p.cmd.Args, execLimit)
+	return 0
+}
+
+// awaitMainBlocked waits until the main thread of p's program has been
+// blocked in futex(2) (sem_wait, pthread_join) for a while: rping's
+// main thread does that once it listens (rping_run_server: rdma_listen,
+// then sem_wait for the CONNECT_REQUEST). A client started earlier could
+// meet a node with no listener yet, as on a real network: REJ, reason 8.
+func awaitMainBlocked(t *testing.T, p *execProc) {
+	t.Helper()
+	pid := programOf(t, p)
+	path := fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid)
+	const futex = "202 " // x86-64
+	end := time.Now().Add(execLimit)
+	for n := 0; n < 5 && time.Now().Before(end); {
+		b, _ := os.ReadFile(path)
+		if strings.HasPrefix(string(b), futex) {
+			n++
+		} else {
+			n = 0
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%v exited (%d) before listening\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// cmMessages lists the CM messages of a capture in order, each as
+// "10.0.0.2>REQ", with its comment.
+func cmMessages(t *testing.T, path string) (msgs, comments []string) {
+	t.Helper()
+	r, err := capture.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rec capture.Record
+	var p wire.Packet
+	for {
+		err := r.Next(&rec)
+		if errors.Is(err, io.EOF) {
+			return msgs, comments
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+			continue
+		}
+		attr := wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID)
+		msgs = append(msgs, p.Src().Unmap().String()+">"+attr.String())
+		comments = append(comments, strings.Join(rec.Comments, "; "))
+	}
+}
+
+// TestExecRping: unmodified rping, server (-s) and client (-c -a
+// 10.0.0.1 -C 10 -v), in two processes through rocesim exec on a
+// fabric: ten pings with RDMA READ and WRITE, both exit 0, and the
+// fabric's capture has the CM exchange on QP1 that real rxe's hosts have
+// for rping (wire/testdata/cm/rxe_cm_rping.pcapng): REQ, REP, RTU, DREQ,
+// DREP, each sent once, each frame commented.
+func TestExecRping(t *testing.T) {
+	needTools(t, "rping")
+	f := newFabricEnv(t)
+	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
+	nodes := []string{"--nodes", "server,client", "--pcap", pcap}
+	srv := startExec(t, f, append(append([]string{"--node", "server"}, nodes...), "--", "rping", "-s", "-v", "-C", "10")...)
+	awaitMainBlocked(t, srv)
+	cli := startExec(t, f, append(append([]string{"--node", "client"}, nodes...), "--", "rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v")...)
+	srv.wait(t)
+	cli.wait(t)
+	for _, c := range []struct {
+		p      *execProc
+		prefix string
+	}{{srv, "server ping data: rdma-ping-"}, {cli, "ping data: rdma-ping-"}} {
+		out := c.p.stdout.String()
+		for i := range 10 {
+			if !strings.Contains(out, c.prefix+strconv.Itoa(i)+": ") {
+				t.Errorf("%v: no ping %d", c.p.cmd.Args, i)
+			}
+		}
+		if c.p.code != 0 || t.Failed() {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", c.p.cmd.Args, c.p.code, out, c.p.stderr.String())
+		}
+	}
+	fabricTimes(t, f) // the fabric has exited: the capture is complete
+	msgs, comments := cmMessages(t, pcap)
+	want := []string{"10.0.0.2>REQ", "10.0.0.1>REP", "10.0.0.2>RTU", "10.0.0.2>DREQ", "10.0.0.1>DREP"}
+	if strings.Join(msgs, " ") != strings.Join(want, " ") {
+		t.Errorf("CM messages:\n got %v\nwant %v", msgs, want)
+	}
+	for i, c := range comments {
+		kind := msgs[i][strings.IndexByte(msgs[i], '>')+1:]
+		if !strings.Contains(c, "CM "+kind+" (") {
+			t.Errorf("CM message %d (%s): comment %q does not name it", i, msgs[i], c)
+		}
+	}
+	t.Logf("CM exchange: %v; comments %q", msgs, comments)
+}
+
+// TestRdmacmMisuse: the common misuses of librdmacm get its answer from
+// the drop-in librdmacm.so.1, -1 and the errno (or what the call
+// returns), never a crash: testdata/cm_misuse.c, built against
+// <rdma/rdma_cma.h> and the drop-in libraries, run in one process with
+// two devices. The errnos are those of rdma-core's librdmacm and the
+// kernel's rdma_cm (ucma.c, cma.c) for the same call; where librdmacm
+// would crash (a NULL ID or output pointer), EINVAL.
+func TestRdmacmMisuse(t *testing.T) {
+	execSetup(t)
+	needTools(t, cc())
+	if _, err := os.Stat("/usr/include/rdma/rdma_cma.h"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("<rdma/rdma_cma.h> is missing: install librdmacm-dev (make deps)")
+		}
+		t.Skip("<rdma/rdma_cma.h> is missing: install librdmacm-dev (make deps)")
+	}
+	lib, err := cachedLibrary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "cm_misuse")
+	if out, err := exec.Command(cc(), "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "cm_misuse.c"),
+		"-L"+lib, "-l:librdmacm.so.1", "-l:libibverbs.so.1", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("building cm_misuse: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib, "ROCESIM_DEVICES=2")
+	timer := time.AfterFunc(execLimit, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cm_misuse: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, rest, _ := strings.Cut(line, " ")
+		got[name] = rest
+	}
+	for _, c := range []struct{ name, want string }{
+		{"create_id_null_out", "-1 EINVAL"},
+		{"create_id_bad_ps", "-1 EINVAL"}, // ucma_get_qp_type: an unknown port space
+		{"destroy_id_null", "-1 EINVAL"},
+		{"get_event_null_channel", "-1 EINVAL"},
+		{"get_event_null_out", "-1 EINVAL"},
+		{"ack_event_null", "-1 EINVAL"},
+		{"bind_null_id", "-1 EINVAL"},
+		{"connect_null_id", "-1 EINVAL"},
+		{"accept_null_id", "-1 EINVAL"},
+		{"bind_null_addr", "-1 EINVAL"},
+		{"bind_foreign_addr", "-1 EADDRNOTAVAIL"},  // rdma_translate_ip: no device has 10.9.9.9
+		{"connect_before_resolve", "-1 EINVAL"},    // rdma_connect: not ROUTE_RESOLVED
+		{"accept_unconnected", "-1 EINVAL"},        // rdma_accept: not CONNECT
+		{"reject_unconnected", "-1 EINVAL"},        // rdma_reject: no ib_cm ID
+		{"disconnect_unconnected", "-1 EINVAL"},    // rdma_disconnect: no ib_cm ID
+		{"resolve_route_before_addr", "-1 EINVAL"}, // not ADDR_RESOLVED
+		{"create_qp_unbound", "-1 EINVAL"},         // no device, no PD
+		{"resolve_addr_null_dst", "-1 EINVAL"},     // no destination
+		{"set_option_unknown", "-1 ENOSYS"},        // ucma_set_option_level
+		{"get_event_nonblock_empty", "-1 EAGAIN"},  // read(2) of a non-blocking fd
+		{"event_str_unknown", "UNKNOWN EVENT"},     // rdma_event_str
+		{"resolve_addr", "0 0"},                    //
+		{"event", "RDMA_CM_EVENT_ADDR_RESOLVED"},   //
+		{"connect_before_route", "-1 EINVAL"},      // ADDR_RESOLVED, not ROUTE_RESOLVED
+		{"destroy_id_unacked", "0 0"},              // waits for the other thread's ack ...
+		{"destroy_returned_after_ack", "1"},        // ... and returns after it
+		{"bind_any_again", "-1 EADDRINUSE"},        // cma_check_port: another ID's port
+		{"listen_twice", "0 0"},                    // rdma_listen again: the backlog only
+		{"done", ""},
+	} {
+		if g, ok := got[c.name]; !ok || g != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, g, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("cm_misuse's output:\n%s", out)
+	}
+}
+
+// cachedLibrary is the directory of the drop-in libraries execSetup
+// built into the test's cache.
+func cachedLibrary() (string, error) {
+	old, had := os.LookupEnv("XDG_CACHE_HOME")
+	os.Setenv("XDG_CACHE_HOME", execCache)
+	defer func() {
+		if had {
+			os.Setenv("XDG_CACHE_HOME", old)
+		} else {
+			os.Unsetenv("XDG_CACHE_HOME")
+		}
+	}()
+	return dropinLibrary(io.Discard)
+}

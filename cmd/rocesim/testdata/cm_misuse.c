@@ -1,0 +1,131 @@
+/*
+ * cm_misuse: the common misuses of librdmacm, one a line, each printed
+ * as "name ret errno-name" (TestRdmacmMisuse compares the lines with
+ * what librdmacm answers). Built against rdma-core's <rdma/rdma_cma.h>,
+ * run on the drop-in librdmacm.so.1 with ROCESIM_DEVICES=2 (rocesim0 is
+ * 10.0.0.1, rocesim1 10.0.0.2).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+static const char *ename(int e)
+{
+	switch (e) {
+	case 0: return "0";
+	case EINVAL: return "EINVAL";
+	case EAGAIN: return "EAGAIN";
+	case ENOSYS: return "ENOSYS";
+	case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
+	case EAFNOSUPPORT: return "EAFNOSUPPORT";
+	case EADDRINUSE: return "EADDRINUSE";
+	default: return strerror(e);
+	}
+}
+
+#define CHECK(name, call) do { \
+	errno = 0; \
+	long r_ = (long)(call); \
+	printf("%s %ld %s\n", name, r_, ename(r_ ? errno : 0)); \
+} while (0)
+
+static struct sockaddr_in sin4(const char *ip, int port)
+{
+	struct sockaddr_in s;
+
+	memset(&s, 0, sizeof(s));
+	s.sin_family = AF_INET;
+	s.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &s.sin_addr);
+	return s;
+}
+
+static volatile int acked;
+
+static void *ack_later(void *ev)
+{
+	usleep(200 * 1000);
+	acked = 1;
+	rdma_ack_cm_event(ev);
+	return NULL;
+}
+
+int main(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id, *id2;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in any = sin4("0.0.0.0", 7174), far = sin4("10.9.9.9", 7174);
+	struct sockaddr_in peer = sin4("10.0.0.2", 7174);
+	struct ibv_qp_init_attr qa;
+	pthread_t th;
+	int one = 1;
+
+	if (!ch) {
+		perror("rdma_create_event_channel");
+		return 1;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+
+	CHECK("create_id_null_out", rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP));
+	CHECK("create_id_bad_ps", rdma_create_id(ch, &id, NULL, (enum rdma_port_space)0x9999));
+	CHECK("destroy_id_null", rdma_destroy_id(NULL));
+	CHECK("get_event_null_channel", rdma_get_cm_event(NULL, &ev));
+	CHECK("get_event_null_out", rdma_get_cm_event(ch, NULL));
+	CHECK("ack_event_null", rdma_ack_cm_event(NULL));
+	CHECK("bind_null_id", rdma_bind_addr(NULL, (struct sockaddr *)&any));
+	CHECK("connect_null_id", rdma_connect(NULL, NULL));
+	CHECK("accept_null_id", rdma_accept(NULL, NULL));
+
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+		perror("rdma_create_id");
+		return 1;
+	}
+	CHECK("bind_null_addr", rdma_bind_addr(id, NULL));
+	CHECK("bind_foreign_addr", rdma_bind_addr(id, (struct sockaddr *)&far));
+	CHECK("connect_before_resolve", rdma_connect(id, NULL));
+	CHECK("accept_unconnected", rdma_accept(id, NULL));
+	CHECK("reject_unconnected", rdma_reject(id, NULL, 0));
+	CHECK("disconnect_unconnected", rdma_disconnect(id));
+	CHECK("resolve_route_before_addr", rdma_resolve_route(id, 2000));
+	CHECK("create_qp_unbound", rdma_create_qp(id, NULL, &qa));
+	CHECK("resolve_addr_null_dst", rdma_resolve_addr(id, NULL, NULL, 2000));
+	CHECK("set_option_unknown", rdma_set_option(id, 99, 99, &one, sizeof(one)));
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	CHECK("get_event_nonblock_empty", rdma_get_cm_event(ch, &ev));
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) & ~O_NONBLOCK);
+	printf("event_str_unknown %s\n", rdma_event_str((enum rdma_cm_event_type)99));
+
+	/* An event held while the ID is destroyed: rdma_destroy_id waits
+	 * until another thread acks it, as librdmacm's does. */
+	CHECK("resolve_addr", rdma_resolve_addr(id, NULL, (struct sockaddr *)&peer, 2000));
+	CHECK("get_event", rdma_get_cm_event(ch, &ev));
+	printf("event %s\n", rdma_event_str(ev->event));
+	CHECK("connect_before_route", rdma_connect(id, NULL));
+	pthread_create(&th, NULL, ack_later, ev);
+	CHECK("destroy_id_unacked", rdma_destroy_id(id));
+	printf("destroy_returned_after_ack %d\n", acked);
+	pthread_join(th, NULL);
+
+	/* A second listener on a port: EADDRINUSE. */
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP);
+	CHECK("bind_any", rdma_bind_addr(id, (struct sockaddr *)&any));
+	CHECK("listen", rdma_listen(id, 1));
+	CHECK("bind_any_again", rdma_bind_addr(id2, (struct sockaddr *)&any));
+	CHECK("listen_same_port", rdma_listen(id2, 1));
+	CHECK("listen_twice", rdma_listen(id, 1));
+	rdma_destroy_id(id2);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	printf("done\n");
+	return 0;
+}
