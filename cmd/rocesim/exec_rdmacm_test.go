@@ -115,12 +115,8 @@ func TestExecRping(t *testing.T) {
 	needTools(t, "rping")
 	f := newFabricEnv(t)
 	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
-	nodes := []string{"--nodes", "server,client", "--pcap", pcap}
-	srv := startExec(t, f, append(append([]string{"--node", "server"}, nodes...), "--", "rping", "-s", "-v", "-C", "10")...)
-	awaitMainBlocked(t, srv)
-	cli := startExec(t, f, append(append([]string{"--node", "client"}, nodes...), "--", "rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v")...)
-	srv.wait(t)
-	cli.wait(t)
+	srv, cli := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"rping", "-s", "-v", "-C", "10"},
+		[]string{"rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v"})
 	for _, c := range []struct {
 		p      *execProc
 		prefix string
@@ -241,4 +237,39 @@ func cachedLibrary() (string, error) {
 		}
 	}()
 	return dropinLibrary(io.Discard)
+}
+
+// rdmacmPair runs an rdma_cm program as server (serverArgs) and client
+// (clientArgs) through rocesim exec on fabric f, the client once the
+// server's main thread waits (for its first CM event), and waits for
+// both.
+func rdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs, clientArgs []string) (srv, cli *execProc) {
+	t.Helper()
+	nodes := append([]string{"--nodes", "server,client"}, fabric...)
+	srv = startExec(t, f, append(append(append([]string{"--node", "server"}, nodes...), "--"), serverArgs...)...)
+	awaitMainBlocked(t, srv)
+	cli = startExec(t, f, append(append(append([]string{"--node", "client"}, nodes...), "--"), clientArgs...)...)
+	return srv.wait(t), cli.wait(t)
+}
+
+// TestExecPerftestRdmacm: perftest's ib_send_bw, ib_write_bw and
+// ib_read_bw with -R (QPs connected by rdma_cm, data exchanged over
+// it), server and client in two processes through rocesim exec: both
+// pass, with their reports in the test log.
+func TestExecPerftestRdmacm(t *testing.T) {
+	tests := []string{"ib_send_bw", "ib_write_bw", "ib_read_bw"}
+	needTools(t, tests...)
+	for _, prog := range tests {
+		t.Run(prog, func(t *testing.T) {
+			f := newFabricEnv(t)
+			srv, cli := rdmacmPair(t, f, nil, []string{prog, "-R", "-n", "100"}, []string{prog, "-R", "-n", "100", "10.0.0.1"})
+			for _, p := range []*execProc{srv, cli} {
+				out := p.stdout.String()
+				if p.code != 0 || !strings.Contains(out, "Data ex. method : rdma_cm") || !strings.Contains(out, " 65536      100 ") {
+					t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, out, p.stderr.String())
+				}
+			}
+			t.Logf("%s -R client:\n%s", prog, cli.stdout.String())
+		})
+	}
 }
