@@ -273,3 +273,21 @@ func TestExecPerftestRdmacm(t *testing.T) {
 		})
 	}
 }
+
+// TestExecRdmaServerClient: rdma_server and rdma_client (rdmacm-utils),
+// written with rdma_verbs.h's helpers over synchronous IDs
+// (rdma_getaddrinfo, rdma_create_ep, rdma_get_request, rdma_reg_msgs,
+// rdma_post_send, rdma_get_send_comp ...): both end 0.
+func TestExecRdmaServerClient(t *testing.T) {
+	needTools(t, "rdma_server", "rdma_client")
+	f := newFabricEnv(t)
+	srv, cli := rdmacmPair(t, f, nil, []string{"rdma_server"}, []string{"rdma_client", "-s", "10.0.0.1"})
+	for _, c := range []struct {
+		p    *execProc
+		name string
+	}{{srv, "rdma_server"}, {cli, "rdma_client"}} {
+		if c.p.code != 0 || !strings.Contains(c.p.stdout.String(), c.name+": end 0") {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", c.p.cmd.Args, c.p.code, c.p.stdout.String(), c.p.stderr.String())
+		}
+	}
+}

@@ -57,6 +57,9 @@ struct rs_id {
 	pthread_cond_t acked;
 	struct ibv_sa_path_rec path;
 	int own_pd;		/* rdma_create_ep allocated id->pd */
+	/* A passive rdma_create_ep's QP attributes: rdma_get_request makes
+	 * each new ID's QP with them, as librdmacm does. */
+	struct ibv_qp_init_attr *qp_init_attr;
 };
 
 struct rs_event {
@@ -273,6 +276,7 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	pthread_mutex_unlock(&r->mu);
 	if (r->sync)
 		rdma_destroy_event_channel(id->channel);
+	free(r->qp_init_attr);
 	free(r);
 	return 0;
 }
@@ -672,6 +676,16 @@ EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 		}
 		r->id.event = ev;
 		r->id.pd = l->id.pd;
+		if (l->qp_init_attr) {
+			struct ibv_qp_init_attr attr = *l->qp_init_attr;
+
+			if (rdma_create_qp(&r->id, l->id.pd, &attr)) {
+				int err = errno;
+
+				rdma_destroy_id(&r->id);
+				return fail(err);
+			}
+		}
 		*id = &r->id;
 	}
 	return 0;
@@ -841,8 +855,19 @@ EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, str
 		to_rs(cm_id)->own_pd = 1;
 	} else if (pd)
 		cm_id->pd = pd;
-	if (qp_init_attr && !(res->ai_flags & RAI_PASSIVE) && rdma_create_qp(cm_id, pd, qp_init_attr))
-		goto err;
+	if (qp_init_attr) {
+		/* The QP's type is the address's (librdmacm's rdma_create_ep). */
+		qp_init_attr->qp_type = res->ai_qp_type;
+		if (res->ai_flags & RAI_PASSIVE) {
+			to_rs(cm_id)->qp_init_attr = malloc(sizeof(*qp_init_attr));
+			if (!to_rs(cm_id)->qp_init_attr) {
+				errno = ENOMEM;
+				goto err;
+			}
+			*to_rs(cm_id)->qp_init_attr = *qp_init_attr;
+		} else if (rdma_create_qp(cm_id, pd, qp_init_attr))
+			goto err;
+	}
 	*id = cm_id;
 	return 0;
 err:
