@@ -291,3 +291,27 @@ func TestExecRdmaServerClient(t *testing.T) {
 		}
 	}
 }
+
+// TestExecRpingUDP: rping over the real-network transport (rocesim exec
+// --transport udp), server at 127.0.0.21 and client at 127.0.0.22, each
+// a RoCE v2 endpoint on real UDP in real time: five pings, and both
+// exit 0 (rping ends its CM thread with pthread_cancel while it blocks
+// in rdma_get_cm_event: the drop-in's wait must be cancellable there).
+func TestExecRpingUDP(t *testing.T) {
+	needTools(t, "rping")
+	run := func(addr string, args ...string) *execProc {
+		return startExec(t, fabricEnv{}, append([]string{"--transport", "udp", "--addr", addr, "--", "rping"}, args...)...)
+	}
+	srv := run("127.0.0.21", "-s", "-a", "127.0.0.21", "-C", "5", "-v")
+	awaitMainBlocked(t, srv)
+	cli := run("127.0.0.22", "-c", "-a", "127.0.0.21", "-C", "5", "-v").wait(t)
+	srv.wait(t)
+	for _, c := range []struct {
+		p      *execProc
+		prefix string
+	}{{srv, "server ping data: rdma-ping-4: "}, {cli, "ping data: rdma-ping-4: "}} {
+		if c.p.code != 0 || !strings.Contains(c.p.stdout.String(), c.prefix) {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", c.p.cmd.Args, c.p.code, c.p.stdout.String(), c.p.stderr.String())
+		}
+	}
+}

@@ -283,6 +283,9 @@ func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutM
 	if !s.IsValid() {
 		s = netip.IPv4Unspecified()
 	}
+	// On a real network the device learns where the peer is here, as
+	// rdma_cm's address resolution fills the neighbour (udp.go).
+	p.addNeighbour(d)
 	return p.cmDone(w.id.ResolveAddr(s, netip.AddrPortFrom(d, port), timeoutMs))
 }
 
@@ -357,10 +360,17 @@ func (p *process) cmDisconnect(h uint32) syscall.Errno {
 	return p.cmDone(w.id.Disconnect())
 }
 
+// cmWaitSlice bounds one blocking rs_cm_get_event in wall time: the C
+// side calls again after a cancellation point (pthread_testcancel), so a
+// program can cancel a thread blocked in rdma_get_cm_event, as rping
+// does with its CM thread at exit.
+const cmWaitSlice = 50 * time.Millisecond
+
 // cmGetEvent takes the channel's next event, running the world until
 // there is one unless nonblock (rdma_get_cm_event; EAGAIN as its read
-// of a non-blocking fd). A CONNECT_REQUEST's new ID gets its handle here.
-func (p *process) cmGetEvent(fd int, nonblock bool) (*rdmacm.Event, syscall.Errno) {
+// of a non-blocking fd), for cmWaitSlice of wall time at most if slice
+// (then ETIMEDOUT). A CONNECT_REQUEST's new ID gets its handle here.
+func (p *process) cmGetEvent(fd int, nonblock, slice bool) (*rdmacm.Event, syscall.Errno) {
 	c := cms[p]
 	if c == nil {
 		return nil, syscall.EINVAL
@@ -369,7 +379,30 @@ func (p *process) cmGetEvent(fd int, nonblock bool) (*rdmacm.Event, syscall.Errn
 	if ch == nil {
 		return nil, syscall.EINVAL
 	}
-	if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, func() bool { return c.chanByFD(fd) == ch }, nonblock); e != 0 {
+	alive := func() bool { return c.chanByFD(fd) == ch }
+	if slice && ch.ch.Pending() == 0 {
+		// Wake the wait when the slice is over (poke interrupts a wait
+		// on the fabric); the world's time does not move for it.
+		end := time.Now().Add(cmWaitSlice)
+		t := time.AfterFunc(cmWaitSlice, func() {
+			p.mu.Lock()
+			p.poke()
+			p.mu.Unlock()
+		})
+		defer t.Stop()
+		over := false
+		alive = func() bool {
+			over = !time.Now().Before(end)
+			return c.chanByFD(fd) == ch && !over
+		}
+		if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, alive, false); e != 0 {
+			if over && !p.closed && c.chanByFD(fd) == ch {
+				return nil, syscall.ETIMEDOUT
+			}
+			return nil, e
+		}
+	}
+	if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, alive, nonblock); e != 0 {
 		return nil, e
 	}
 	ev, _ := ch.ch.GetEvent()
@@ -378,6 +411,9 @@ func (p *process) cmGetEvent(fd int, nonblock bool) (*rdmacm.Event, syscall.Errn
 	}
 	if ev.Event == rdmacm.EventConnectRequest || ev.Event == rdmacm.EventDisconnected {
 		c.holdUntil = time.Now().Add(cmHoldLimit)
+	}
+	if ev.Event == rdmacm.EventConnectRequest {
+		p.addNeighbour(ev.ID.RemoteAddr().Addr()) // the REP goes back there (udp.go)
 	}
 	p.settleCM()
 	return ev, 0

@@ -165,10 +165,10 @@ func rs_cm_disconnect(id C.uint32_t) C.int {
 }
 
 //export rs_cm_get_event
-func rs_cm_get_event(fd, nonblock C.int, out *C.struct_rs_cm_event) C.int {
+func rs_cm_get_event(fd, mode C.int, out *C.struct_rs_cm_event) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	ev, e := p.cmGetEvent(int(fd), nonblock != 0)
+	ev, e := p.cmGetEvent(int(fd), mode == C.RS_CM_NONBLOCK, mode == C.RS_CM_SLICE)
 	if e != 0 {
 		return errC(e)
 	}

@@ -293,8 +293,20 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	flags = fcntl(channel->fd, F_GETFL);
 	if (flags < 0)
 		return -1;
-	memset(&out, 0, sizeof(out));
-	err = rs_cm_get_event(channel->fd, !!(flags & O_NONBLOCK), &out);
+	/* A blocking wait goes to the model a slice at a time, with a
+	 * cancellation point between slices: librdmacm's read(2) of the fd
+	 * is one, and rping ends its CM thread with pthread_cancel while it
+	 * blocks here. */
+	for (;;) {
+		memset(&out, 0, sizeof(out));
+		err = rs_cm_get_event(channel->fd, (flags & O_NONBLOCK) ? RS_CM_NONBLOCK : RS_CM_SLICE, &out);
+		/* A cancel that came while this waited acts here, also when
+		 * the channel went away meanwhile (the program destroys it
+		 * after cancelling, and read(2) would not have returned). */
+		pthread_testcancel();
+		if (err != ETIMEDOUT)
+			break;
+	}
 	if (err)
 		return fail(err);
 	e = calloc(1, sizeof(*e));

@@ -30,6 +30,11 @@ struct rs_cm_event {
 	uint8_t private_data[224];
 };
 
+/* rs_cm_get_event's modes: return EAGAIN at once without an event
+ * (O_NONBLOCK); or wait for one a slice of wall time at most, then
+ * return ETIMEDOUT (the caller loops, a cancellation point between). */
+enum { RS_CM_NONBLOCK = 1, RS_CM_SLICE = 2 };
+
 /* An ID's addresses: IPv4, network order, port in host order. */
 struct rs_cm_addrs {
 	uint8_t src[4], dst[4];
@@ -54,7 +59,7 @@ int rs_cm_connect(uint32_t id, const void *priv, int len, int resp, int init, in
 int rs_cm_accept(uint32_t id, const void *priv, int len, int resp, int init);
 int rs_cm_reject(uint32_t id, const void *priv, int len);
 int rs_cm_disconnect(uint32_t id);
-int rs_cm_get_event(int fd, int nonblock, struct rs_cm_event *out);
+int rs_cm_get_event(int fd, int mode, struct rs_cm_event *out);
 int rs_cm_migrate(uint32_t id, int fd);
 #endif
 
