@@ -66,6 +66,9 @@ var imports = map[string][]string{
 	// drop-in librdmacm.so.1 (dropin/rdmacm), which runs in its Go
 	// runtime (one per process).
 	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "rdmacm", "realnet", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	// the drop-in librdmacm.so.1 is C (its shim/); the Go package is its
+	// documentation.
+	"dropin/rdmacm": {},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.

@@ -112,6 +112,16 @@
 // ROCESIM_LADDER with it is an error (capture on the network, or put
 // `rocesim switch` in the path for faults).
 //
+// # rdma_cm: the drop-in librdmacm.so.1
+//
+// The connection manager of the drop-in librdmacm.so.1 (dropin/rdmacm,
+// plain C) runs here, in this library's Go runtime (a process has one):
+// cm.go puts package rdmacm on the process's first device, and
+// cmexports.go exports the rs_cm_* functions librdmacm.so.1 calls, under
+// the version node ROCESIM_PRIVATE. Its event channels are eventfds like
+// the completion channels; settle makes them readable while an event
+// waits.
+//
 // # Environment
 //
 //	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
