@@ -399,11 +399,11 @@ func (p *process) cmGetEvent(fd int, nonblock, slice bool) (*rdmacm.Event, sysca
 			if over && !p.closed && c.chanByFD(fd) == ch {
 				return nil, syscall.ETIMEDOUT
 			}
-			return nil, e
+			return nil, cmGone(e)
 		}
 	}
 	if e := p.waitFor(func() bool { return ch.ch.Pending() > 0 }, alive, nonblock); e != 0 {
-		return nil, e
+		return nil, cmGone(e)
 	}
 	ev, _ := ch.ch.GetEvent()
 	if ev.ID != nil && ev.ID.Context == nil {
@@ -495,4 +495,17 @@ func (p *process) cmRelease() {
 	if c := cms[p]; c != nil {
 		c.holdUntil = time.Time{}
 	}
+}
+
+// cmGone is waitFor's EBADF for rs_cm_get_event: the channel was
+// destroyed, or the process is exiting, while the caller waited. A
+// read(2) of librdmacm's fd blocks on then (closing an fd does not wake
+// a reader), so the C side blocks too, in a cancellation point, rather
+// than fail: rping's CM thread must not see an error while its main
+// thread destroys the channel and exits (ECANCELED says so).
+func cmGone(e syscall.Errno) syscall.Errno {
+	if e == syscall.EBADF {
+		return syscall.ECANCELED
+	}
+	return e
 }

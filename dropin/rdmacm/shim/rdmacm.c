@@ -304,6 +304,13 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 		 * the channel went away meanwhile (the program destroys it
 		 * after cancelling, and read(2) would not have returned). */
 		pthread_testcancel();
+		if (err == ECANCELED) {
+			/* The channel went away, or the process is exiting,
+			 * while this waited: librdmacm's read(2) would go on
+			 * blocking, so this does (until cancelled or the end). */
+			for (;;)
+				pause();
+		}
 		if (err != ETIMEDOUT)
 			break;
 	}

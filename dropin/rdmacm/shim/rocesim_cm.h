@@ -32,7 +32,9 @@ struct rs_cm_event {
 
 /* rs_cm_get_event's modes: return EAGAIN at once without an event
  * (O_NONBLOCK); or wait for one a slice of wall time at most, then
- * return ETIMEDOUT (the caller loops, a cancellation point between). */
+ * return ETIMEDOUT (the caller loops, a cancellation point between).
+ * ECANCELED: the channel was destroyed, or the process is exiting, while
+ * the caller waited (it blocks on, as a read(2) of the fd would). */
 enum { RS_CM_NONBLOCK = 1, RS_CM_SLICE = 2 };
 
 /* An ID's addresses: IPv4, network order, port in host order. */
