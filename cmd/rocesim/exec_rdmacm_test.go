@@ -315,3 +315,31 @@ func TestExecRpingUDP(t *testing.T) {
 		}
 	}
 }
+
+// TestDropinLibraryStaleRdmacm: the cache key follows librdmacm.so.1's
+// sources too (its C, its map, and package rdmacm, which runs in
+// libibverbs.so.1), so a change there rebuilds both libraries.
+func TestDropinLibraryStaleRdmacm(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module "+modulePath+"\n")
+	write("dropin/ibverbs/libibverbs.map", "{};")
+	for _, rel := range []string{"dropin/rdmacm/shim/rdmacm.c", "dropin/rdmacm/shim/librdmacm.map", "dropin/rdmacm/shim/rocesim_cm.h", "rdmacm/id.go"} {
+		write(rel, "/* one */\n")
+		h0, err := sourceHash(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(rel, "/* two */\n")
+		if h, _ := sourceHash(root); h == h0 {
+			t.Errorf("a changed %s kept the key %s", rel, h)
+		}
+	}
+}
