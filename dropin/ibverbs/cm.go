@@ -47,7 +47,8 @@ type cmProc struct {
 
 // cmHoldLimit bounds how long a program that took a CONNECT_REQUEST or a
 // DISCONNECTED may keep the fabric's clock still before answering.
-const cmHoldLimit = time.Second
+// Below the fabric's hold limit (10 s), which would detach the process.
+const cmHoldLimit = 5 * time.Second
 
 // cmHoldNap is how long a thread that would wait on the fabric sleeps
 // instead while the clock is held.
@@ -409,7 +410,9 @@ func (p *process) cmGetEvent(fd int, nonblock, slice bool) (*rdmacm.Event, sysca
 	if ev.ID != nil && ev.ID.Context == nil {
 		p.wrapID(ev.ID)
 	}
-	if ev.Event == rdmacm.EventConnectRequest || ev.Event == rdmacm.EventDisconnected {
+	// Events the program must answer: a CONNECT_REQUEST (rdma_accept or
+	// rdma_reject), the peer's DREQ (rdma_disconnect sends the DREP).
+	if ev.Event == rdmacm.EventConnectRequest || (ev.Event == rdmacm.EventDisconnected && ev.ID.State() == "DREQ_RCVD") {
 		c.holdUntil = time.Now().Add(cmHoldLimit)
 	}
 	if ev.Event == rdmacm.EventConnectRequest {

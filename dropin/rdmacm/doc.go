@@ -57,9 +57,9 @@
 // ID), EINVAL.
 //
 // Time on a fabric: a program that took a CONNECT_REQUEST or a
-// DISCONNECTED answers it from one thread while another (rping's CQ
+// DISCONNECTED of the peer's DREQ answers it from one thread while another (rping's CQ
 // thread) may wait in a verb; the process then does not count as waiting
-// until its next CM call (at most 1 s of wall time), so the fabric does
+// until its next CM call (at most 5 s of wall time), so the fabric does
 // not move the clock past the answer and the peer does not send its REQ
 // again (dropin/ibverbs cm.go, cmHold).
 //
