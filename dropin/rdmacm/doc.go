@@ -56,10 +56,10 @@
 // (cmd/rocesim TestRdmacmMisuse); where librdmacm would crash (a NULL
 // ID), EINVAL.
 //
-// Time on a fabric: a program that took a CONNECT_REQUEST or a
-// DISCONNECTED of the peer's DREQ answers it from one thread while another (rping's CQ
-// thread) may wait in a verb; the process then does not count as waiting
-// until its next CM call (at most 5 s of wall time), so the fabric does
+// Time on a fabric: a program that took a CONNECT_REQUEST, or the
+// DISCONNECTED of the peer's DREQ, answers it from one thread while
+// another (rping's CQ thread) may wait in a verb; the process then does
+// not count as waiting until its next CM call (at most 5 s of wall time), so the fabric does
 // not move the clock past the answer and the peer does not send its REQ
 // again (dropin/ibverbs cm.go, cmHold).
 //
