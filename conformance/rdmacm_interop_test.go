@@ -24,20 +24,8 @@ func TestInteropRping(t *testing.T) {
 	defer cancel()
 	// rocesim exec builds both drop-in libraries into its cache (a
 	// throwaway one here) and runs the program on them.
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "rocesim")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/rocesim")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build rocesim: %v\n%s", err, out)
-	}
-	wd, _ := os.Getwd()
-	env := append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"), "ROCESIM_SRC="+filepath.Dir(wd))
-	prep := exec.CommandContext(ctx, bin, "exec", "--transport", "udp", "--addr", "127.0.0.23", "--", "true")
-	prep.Env = env
-	if out, err := prep.CombinedOutput(); err != nil {
-		t.Fatalf("building the drop-in libraries: %v\n%s", err, out)
-	}
+	bin := rocesimBinary(ctx, t)
+	env := dropinEnv(ctx, t, bin)
 	// host runs rping on the drop-in at 10.0.0.2 in the namespace.
 	host := func(ns string, args ...string) *exec.Cmd {
 		c := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, bin, "exec", "--transport", "udp",
@@ -114,4 +102,129 @@ func TestInteropRping(t *testing.T) {
 			t.Errorf("host server: %v\n%s", err, sout.String())
 		}
 	})
+}
+
+// rocesimBinary builds cmd/rocesim into the test's temporary directory.
+func rocesimBinary(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rocesim")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/rocesim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build rocesim: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// dropinEnv has rocesim exec (bin) build both drop-in libraries into a
+// cache of the test's own and returns the environment that finds them
+// there; dropinDir(env) is their directory.
+func dropinEnv(ctx context.Context, t *testing.T, bin string) []string {
+	t.Helper()
+	wd, _ := os.Getwd()
+	env := append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(t.TempDir(), "cache"), "ROCESIM_SRC="+filepath.Dir(wd))
+	prep := exec.CommandContext(ctx, bin, "exec", "--transport", "udp", "--addr", "127.0.0.23", "--", "true")
+	prep.Env = env
+	if out, err := prep.CombinedOutput(); err != nil {
+		t.Fatalf("building the drop-in libraries: %v\n%s", err, out)
+	}
+	return env
+}
+
+// TestRdmacmMisuseRxe: the misuses of cmd/rocesim's cm_misuse.c give the
+// same lines on real rxe, in a guest with rdma-core's librdmacm (--real:
+// each misuse in a child process), as on the drop-in librdmacm.so.1 (one
+// process, two devices): return values and errnos, the event,
+// rdma_destroy_id waiting for another thread's ack; where rdma-core's
+// librdmacm crashes (a NULL ID, ...), the drop-in's EINVAL.
+func TestRdmacmMisuseRxe(t *testing.T) {
+	needHarness(t)
+	logs := logDir(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	env := dropinEnv(ctx, t, rocesimBinary(ctx, t))
+	var lib string
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "XDG_CACHE_HOME="); ok {
+			dirs, _ := filepath.Glob(filepath.Join(v, "rocesim", "dropin", "*", "librdmacm.so.1"))
+			if len(dirs) == 1 {
+				lib = filepath.Dir(dirs[0])
+			}
+		}
+	}
+	if lib == "" {
+		t.Fatal("the drop-in libraries are not in the test's cache")
+	}
+	// Linked against rdma-core's sonames: the guest's libraries, or the
+	// drop-in's through LD_LIBRARY_PATH.
+	bin := filepath.Join(t.TempDir(), "cm_misuse")
+	if out, err := exec.CommandContext(ctx, "gcc", "-Wall", "-o", bin, "../cmd/rocesim/testdata/cm_misuse.c",
+		"-lrdmacm", "-libverbs", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("building cm_misuse: %v\n%s", err, out)
+	}
+	model := exec.CommandContext(ctx, bin)
+	model.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib, "ROCESIM_DEVICES=2")
+	mout, err := model.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cm_misuse on the model: %v\n%s", err, mout)
+	}
+	prog, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := FreeUDPPorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
+		Cmd: "echo CM-MISUSE-BEGIN; /cm_misuse --real; echo CM-MISUSE-END $?", Files: map[string][]byte{"/cm_misuse": prog},
+		Timeout: 5 * time.Minute, LogPath: filepath.Join(logs, "rxe-cm-misuse.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Stop()
+	r, err := vm.Wait()
+	if err != nil {
+		t.Fatalf("guest: %v\n%s", err, r.Output)
+	}
+	_, rest, _ := strings.Cut(r.Output, "CM-MISUSE-BEGIN\n")
+	rxe, _, ok := strings.Cut(rest, "CM-MISUSE-END")
+	if !ok {
+		t.Fatalf("no cm_misuse output on the guest's console:\n%s", r.Output)
+	}
+	// Call by call: the same answer, or, where rdma-core's librdmacm
+	// crashed, EINVAL on the model. The model answers every call; real
+	// rxe's run leaves out create_id_null_out (rdma-core writes *id
+	// unchecked).
+	answers := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(mout)), "\n") {
+		name, rest, _ := strings.Cut(l, " ")
+		answers[name] = rest
+	}
+	crashed, seen := 0, map[string]bool{"create_id_null_out": true}
+	for _, l := range strings.Split(strings.TrimSpace(strings.ReplaceAll(rxe, "\r", "")), "\n") {
+		name, r, _ := strings.Cut(strings.TrimSpace(l), " ")
+		if strings.HasPrefix(name, "[") {
+			continue // a kernel message on the console
+		}
+		seen[name] = true
+		m, ok := answers[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: real rxe %q, the model has no answer", name, r)
+		case r == "crash":
+			crashed++
+			if m != "-1 EINVAL" {
+				t.Errorf("%s: rdma-core crashed, the model says %q, want -1 EINVAL", name, m)
+			}
+		case r != m:
+			t.Errorf("%s: real rxe %q, model %q", name, r, m)
+		}
+	}
+	for name, m := range answers {
+		if !seen[name] {
+			t.Errorf("%s: the model answers %q, real rxe's run did not get there", name, m)
+		}
+	}
+	t.Logf("cm_misuse on real rxe (%d calls crash rdma-core's librdmacm):\n%s\non the model:\n%s", crashed, rxe, mout)
 }

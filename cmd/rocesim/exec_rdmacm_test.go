@@ -150,9 +150,9 @@ func TestExecRping(t *testing.T) {
 // the drop-in librdmacm.so.1, -1 and the errno (or what the call
 // returns), never a crash: testdata/cm_misuse.c, built against
 // <rdma/rdma_cma.h> and the drop-in libraries, run in one process with
-// two devices. The errnos are those of rdma-core's librdmacm and the
-// kernel's rdma_cm (ucma.c, cma.c) for the same call; where librdmacm
-// would crash (a NULL ID or output pointer), EINVAL.
+// two devices. The answers are real rxe's for the same program
+// (conformance TestRdmacmMisuseRxe compares them); where rdma-core's
+// librdmacm crashes (a NULL ID, an ID with no device), EINVAL.
 func TestRdmacmMisuse(t *testing.T) {
 	execSetup(t)
 	needTools(t, cc())
@@ -211,8 +211,9 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"connect_before_route", "-1 EINVAL"},      // ADDR_RESOLVED, not ROUTE_RESOLVED
 		{"destroy_id_unacked", "0 0"},              // waits for the other thread's ack ...
 		{"destroy_returned_after_ack", "1"},        // ... and returns after it
-		{"bind_any_again", "-1 EADDRINUSE"},        // cma_check_port: another ID's port
-		{"listen_twice", "0 0"},                    // rdma_listen again: the backlog only
+		{"bind_any_again", "-1 EADDRNOTAVAIL"},     // cma_check_port: another ID's port
+		{"listen_same_port", "0 0"},                // not bound: rdma_listen binds it
+		{"listen_twice", "-1 EINVAL"},              // not IDLE
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

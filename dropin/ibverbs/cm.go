@@ -221,7 +221,10 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 		return syscall.EADDRNOTAVAIL // no device has it (rdma_translate_ip)
 	}
 	if port != 0 && p.cmPortBound(w, port) {
-		return syscall.EADDRINUSE // cma_alloc_port: the port is another ID's
+		// cma_check_port: the port is another ID's. EADDRNOTAVAIL, not
+		// EADDRINUSE: real rxe's kernel answers so (conformance
+		// TestRdmacmMisuseRxe).
+		return syscall.EADDRNOTAVAIL
 	}
 	return p.cmDone(w.id.BindAddr(netip.AddrPortFrom(a, port)))
 }
@@ -255,8 +258,18 @@ func (p *process) cmListen(h uint32, backlog int) syscall.Errno {
 	if e != 0 {
 		return e
 	}
-	if w.id.State() == "LISTEN" {
-		return 0 // rdma_listen again: the kernel only updates the backlog
+	if w.id.State() == "IDLE" && w.id.LocalAddr().Port() == 0 {
+		// rdma_listen on an unbound ID binds it to the any address and a
+		// port of the kernel's choosing (cma_bind_any; real rxe answers
+		// 0: conformance TestRdmacmMisuseRxe): the first free one of
+		// ip_local_port_range here, so that a run is the same each time.
+		port := uint16(32768)
+		for p.cmPortBound(w, port) {
+			port++
+		}
+		if err := w.id.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
+			return p.cmDone(err)
+		}
 	}
 	return p.cmDone(w.id.Listen(backlog))
 }

@@ -52,9 +52,10 @@
 // from the address, a passive one's attributes for each
 // rdma_get_request), rdma_get_request and rdma_destroy_ep follow
 // librdmacm. rdma_destroy_id waits until the events handed out about the
-// ID are acked. Misuse answers as librdmacm and the kernel's rdma_cm do
-// (cmd/rocesim TestRdmacmMisuse); where librdmacm would crash (a NULL
-// ID), EINVAL.
+// ID are acked. Misuse answers as rdma-core's librdmacm does on real rxe
+// (cmd/rocesim TestRdmacmMisuse; conformance TestRdmacmMisuseRxe runs
+// the same program on both); where it crashes (a NULL ID, rdma_accept or
+// rdma_create_qp on an ID with no device), EINVAL.
 //
 // Time on a fabric: a program that took a CONNECT_REQUEST, or the
 // DISCONNECTED of the peer's DREQ, answers it from one thread while
