@@ -52,7 +52,7 @@ func TestDownAfterText(t *testing.T) {
 	assert.Equal(t, "down link=a-b after=5\n", p.String())
 	assert.Equal(t, 5, p.Rules[0].After)
 	for text, want := range map[string]string{
-		"down link=a-b after=0":        `1:15: bad after "0": want a whole number >= 1`,
+		"down link=a-b after=0":        `1:21: bad after "0": want a whole number >= 1`,
 		"down link=a-b after=2 to=1ms": "1:23: down after= takes no to= (a cut link stays down)",
 		"drop after=2":                 `1:6: key "after" does not apply to drop`,
 		"partition a|b after=2":        `1:15: key "after" does not apply to partition`,

@@ -102,14 +102,14 @@ func TestRewriteFieldsText(t *testing.T) {
 	p := mustParse(t, "rewrite fix=none set-ecn=3 set-va=0xFFFFFFFFFFFFFFFF set-rkey=+1 op=RC_RDMA_WRITE_ONLY\ntruncate cut=8 fix=none\ntruncate cut=8 fix=all\n")
 	assert.Equal(t, "rewrite set-rkey=+0x1 set-va=0xffffffffffffffff set-ecn=ce fix=none op=RC_RDMA_WRITE_ONLY\ntruncate cut=8 fix=none\ntruncate cut=8\n", p.String())
 	for text, want := range map[string]string{
-		"rewrite set-pad=4":        `1:9: bad set-pad "4": want at most 3`,
-		"rewrite set-pad=+1":       `1:9: bad set-pad "+1": want a number (decimal or 0x hex)`,
-		"rewrite set-ecn=red":      `1:9: bad set-ecn "red": want not-ect, ect1, ect0, ce or 0..3`,
-		"rewrite set-qp=0x1000000": `1:9: bad set-qp "0x1000000": want at most 16777215`,
+		"rewrite set-pad=4":        `1:17: bad set-pad "4": want at most 3`,
+		"rewrite set-pad=+1":       `1:17: bad set-pad "+1": want a number (decimal or 0x hex)`,
+		"rewrite set-ecn=red":      `1:17: bad set-ecn "red": want not-ect, ect1, ect0, ce or 0..3`,
+		"rewrite set-qp=0x1000000": `1:16: bad set-qp "0x1000000": want at most 16777215`,
 		"drop set-rkey=1":          `1:6: key "set-rkey" does not apply to drop`,
 		"drop fix=none":            `1:6: key "fix" does not apply to drop`,
 		"rewrite fix=none":         "1:1: rewrite needs a field to set: set-psn=, set-msn=, set-syndrome=, set-opcode=, set-qp=, set-rkey=, set-va=, set-dmalen=, set-qkey=, set-imm=, set-pad= or set-ecn=",
-		"truncate cut=1 fix=some":  `1:16: bad fix "some": want all (recompute lengths, checksums and ICRC) or none (leave them stale)`,
+		"truncate cut=1 fix=some":  `1:20: bad fix "some": want all (recompute lengths, checksums and ICRC) or none (leave them stale)`,
 	} {
 		_, err := faults.Parse(text)
 		require.Error(t, err, text)

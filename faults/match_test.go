@@ -158,7 +158,9 @@ func TestParseMatchErrors(t *testing.T) {
 		{"nth=2", "1:1: nth=, prob= and first= count frames"},
 		{"class=nak first=1", "1:1: nth=, prob= and first="},
 		{"psn=2 bogus=1", "1:7: "},
-		{"class=nope", "1:1: "},
+		{"class=nope", "1:7: "}, // the value, not the key
+		{"psn=x", `1:5: bad psn "x"`},
+		{"qp=0x11 psn=1-x", `1:13: bad psn "1-x"`},
 		{"psn=1\npsn=2", "one line of keys"},
 		{"psn=1 # two", "without comments"},
 	} {

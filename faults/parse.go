@@ -28,7 +28,8 @@ import (
 
 // ParseError is a syntax or value error in a plan's text. Error() formats
 // it as "line:col: message", both 1-based; Col counts characters and
-// points at the offending token.
+// points at the offending token: for a bad value, at the value itself
+// (the x of "psn=x"), not at its key.
 type ParseError struct {
 	Line, Col int
 	Msg       string
@@ -67,7 +68,7 @@ func Parse(text string) (*Plan, error) {
 // than act on them. The stateful keys (nth= prob= first=) are refused:
 // selecting recorded frames has no counters. An empty text matches every
 // frame on its first hop. Errors are *ParseError, with columns counted in
-// text.
+// text ("qp=2 psn=x" fails at column 10, the x).
 func ParseMatch(text string) (Match, error) {
 	if strings.ContainsAny(text, "\n#") {
 		return Match{}, &ParseError{Line: 1, Col: 1, Msg: "a match is one line of keys, without comments"}
@@ -183,7 +184,14 @@ func parseRule(line int, toks []lineformat.Token) (Rule, error) {
 			return fail(t, "missing value for "+key+"=")
 		}
 		if msg := setKey(&r, key, val); msg != "" {
-			return fail(t, "bad "+key+" "+strconv.Quote(val)+": "+msg)
+			// Point at the value, not its key: in "psn=x" the x is
+			// what the user must change (keys are ASCII, so the value
+			// starts len(key)+1 characters after the word).
+			vt := t
+			vt.Col += len(key) + 1
+			vt.Off += len(key) + 1
+			vt.Text = val
+			return fail(vt, "bad "+key+" "+strconv.Quote(val)+": "+msg)
 		}
 	}
 

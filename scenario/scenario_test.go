@@ -392,6 +392,7 @@ func TestParseErrors(t *testing.T) {
 		{"link c a", `7:6: unknown node "c" (declare it first with node c)`},
 		{"link a b", `7:6: node "a" is already attached (line 2): a node has one port`},
 		{"fault drop pns=2", `7:12: unknown key "pns"`},
+		{"fault drop psn=x", `7:16: bad psn "x": want a number (decimal or 0x hex)`},
 		{"expect events a none profile=ibta", `7:30: bad profile "ibta": want rxe or spec`},
 		{"fault lose psn=2", `7:7: unknown action "lose" (want drop, dup, delay, reorder, corrupt, truncate, rewrite, down or partition)`},
 		{"fault down link=a-c", `7:17: no link "a-c" in this scenario (links: a-b)`},

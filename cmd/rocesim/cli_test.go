@@ -82,6 +82,7 @@ func TestCLIGolden(t *testing.T) {
 		{"inspect-count", "", []string{"inspect", "-c", "1", pcap}},
 		{"inspect-filter-json", "", []string{"inspect", "--json", "--filter", "op=RC_ACKNOWLEDGE psn=4", pcap}},
 		{"inspect-filter-bad", "", []string{"inspect", "-Y", "drop psn=2", pcap}},
+		{"inspect-filter-bad-value", "", []string{"inspect", "-Y", "qp=0x11 psn=x", pcap}},
 		{"scenarios-json", "", []string{"scenarios", "--json"}},
 		{"nodes", "", []string{"run", "alltoall", "--nodes", "a,c"}},
 		{"nodes-unknown", "", []string{"run", "alltoall", "--nodes", "a,z"}},
