@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rocesim/rocesim/scenario"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -189,11 +190,52 @@ func TestLadderWidth(t *testing.T) {
 			code, out, errOut := runCmd("run", "go-back-n")
 			require.Equal(t, exitOK, code, errOut)
 			golden(t, filepath.Join("cli", "ladder-"+cols+".txt"), wallTime.ReplaceAllString(out, "wall time X"))
-			ladderPart, _, _ := strings.Cut(out, "\n\n") // the summary after it is prose
-			for _, l := range strings.Split(ladderPart, "\n") {
-				assert.LessOrEqual(t, len([]rune(l)), atoi(cols), "a ladder line wider than %s columns: %q", cols, l)
+			// The ladder and the summary under it (counters wrap).
+			for _, l := range strings.Split(out, "\n") {
+				assert.LessOrEqual(t, len([]rune(l)), atoi(cols), "a line wider than %s columns: %q", cols, l)
 			}
 		})
+	}
+}
+
+// TestSummaryWidth: every built-in's summary fits 80 columns (and 60),
+// wrapped under its first word; nothing is lost by the wrapping.
+func TestSummaryWidth(t *testing.T) {
+	for _, cols := range []string{"60", "80"} {
+		t.Setenv("COLUMNS", cols)
+		for _, s := range scenario.Builtin() {
+			code, out, errOut := runCmd("run", s.Name, "--quiet")
+			require.Equal(t, exitOK, code, "%s: %s", s.Name, errOut)
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				assert.LessOrEqual(t, len([]rune(l)), atoi(cols), "%s: a summary line wider than %s columns: %q", s.Name, cols, l)
+			}
+			assert.Contains(t, out, "\nexpectations: ", s.Name)
+		}
+	}
+}
+
+// TestWrapWords: lines break after the separator, go on under the first
+// word, and a word too wide for any line stands alone.
+func TestWrapWords(t *testing.T) {
+	for _, c := range []struct {
+		width       int
+		prefix, sep string
+		words       []string
+		want        string
+	}{
+		{80, "counters a: ", " ", []string{"x=1", "y=2"}, "counters a: x=1 y=2\n"},
+		{24, "counters a: ", " ", []string{"rcvd_pkts=5", "sent_pkts=6", "z=1"},
+			"counters a: rcvd_pkts=5\n            sent_pkts=6\n            z=1\n"},
+		{30, "s: ", ", ", []string{"2 completions", "1 IBV_WC_SUCCESS", "1 IBV_WC_WR_FLUSH_ERR"},
+			"s: 2 completions,\n   1 IBV_WC_SUCCESS,\n   1 IBV_WC_WR_FLUSH_ERR\n"},
+		{12, "", ", ", []string{"virtual time 4.459µs", "ab"}, "virtual time 4.459µs,\nab\n"},
+		{20, "a-very-long-node-name: ", " ", []string{"x=1", "y=2"}, "a-very-long-node-name: x=1\n  y=2\n"},
+		// µ is one column though two bytes: 16 characters fit 16.
+		{16, "t: ", " ", []string{"4.459µs", "1.0µs"}, "t: 4.459µs 1.0µs\n"},
+	} {
+		var b strings.Builder
+		wrapWords(&b, c.width, c.prefix, c.sep, c.words)
+		assert.Equal(t, c.want, b.String(), "%d %q %q", c.width, c.prefix, c.words)
 	}
 }
 

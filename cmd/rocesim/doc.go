@@ -23,7 +23,8 @@
 // rewrite its text and parse it again, so a value is checked where the
 // file's own is); "-" reads the scenario from standard input; a parse
 // error is printed FILE:LINE:COL: message. The ladder is drawn to COLUMNS,
-// else the terminal's width, else 80 columns, coloured only on a terminal
+// else the terminal's width, else 80 columns (the summary's lines wrap to
+// the same width, printSummary), coloured only on a terminal
 // without NO_COLOR and with TERM other than dumb; --nodes a,b draws only
 // those columns (both ladders). --deadline ends the run at a
 // virtual time; --max-events (default 200000) bounds its events, and a run

@@ -42,8 +42,8 @@ RoCE frame is malformed or fails its ICRC (inspect); 2 usage or I/O error;
 3 a run did not settle within its event budget (run --max-events).
 
 Environment: NO_COLOR (any value) turns off the ladder's colours, as does
-TERM=dumb; COLUMNS sets the width the ladder is drawn to (default: the
-terminal's, else 80).
+TERM=dumb; COLUMNS sets the width the ladder is drawn to and the summary
+wraps to (default: the terminal's, else 80).
 
 Examples:
   rocesim scenarios

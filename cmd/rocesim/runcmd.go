@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/scenario"
@@ -56,7 +57,7 @@ Examples:
 
 The ladder is drawn to the terminal's width (COLUMNS, else the
 terminal's own, else 80 columns), in colour on a terminal unless NO_COLOR
-is set or TERM is dumb.
+is set or TERM is dumb; the summary's lines wrap to the same width.
 
 A scenario file's error is printed as FILE:LINE:COLUMN: message, the
 position of the offending word, as compilers do, for editors to jump to.
@@ -243,7 +244,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(res) // the exit status and stderr say what matters
 		} else {
-			printSummary(stdout, res, wall, runaway)
+			printSummary(stdout, ladderWidth(stdout, os.Getenv), res, wall, runaway)
 		}
 		fmt.Fprintf(stderr, "rocesim run: %s: did not settle within %d events (virtual time %v, %s): %s\n"+
 			"rocesim run: %s: end it with --deadline, or allow more with --max-events\n",
@@ -290,7 +291,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintln(stdout)
 		}
-		printSummary(stdout, res, wall, nil)
+		printSummary(stdout, ladderWidth(stdout, os.Getenv), res, wall, nil)
 	}
 	if len(res.Failed) > 0 {
 		for _, f := range res.Failed {
@@ -356,8 +357,9 @@ func loadScenario(arg string, in io.Reader) (*scenario.Scenario, error) {
 const notChecked = "not checked: the run did not settle"
 
 // printSummary prints completions per status, the counters that changed,
-// and the virtual and wall time.
-func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway *verbs.RunawayError) {
+// and the virtual and wall time, each line wrapped to width (the ladder's,
+// ladderWidth) so that the summary fits where the ladder above it does.
+func printSummary(w io.Writer, width int, res *scenario.Result, wall time.Duration, runaway *verbs.RunawayError) {
 	byStatus := map[string]int{}
 	for _, c := range res.Completions {
 		byStatus[c.Status]++
@@ -367,11 +369,13 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway
 		statuses = append(statuses, s)
 	}
 	sort.Strings(statuses)
-	fmt.Fprintf(w, "%s: %s", res.Scenario, plural(len(res.Completions), "completion"))
+	items := []string{plural(len(res.Completions), "completion")}
 	for _, s := range statuses {
-		fmt.Fprintf(w, ", %d %s", byStatus[s], s)
+		items = append(items, fmt.Sprintf("%d %s", byStatus[s], s))
 	}
-	fmt.Fprintf(w, "\nframes %d, virtual time %v, wall time %v\n", res.Frames, res.VirtualTime, wall.Round(time.Microsecond))
+	wrapWords(w, width, res.Scenario+": ", ", ", items)
+	wrapWords(w, width, "", ", ", []string{fmt.Sprintf("frames %d", res.Frames),
+		fmt.Sprintf("virtual time %v", res.VirtualTime), fmt.Sprintf("wall time %v", wall.Round(time.Microsecond))})
 	var nodes []string
 	for n := range res.Counters {
 		nodes = append(nodes, n)
@@ -387,19 +391,55 @@ func printSummary(w io.Writer, res *scenario.Result, wall time.Duration, runaway
 		for _, k := range names {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, res.Counters[n][k]))
 		}
-		fmt.Fprintf(w, "counters %s: %s\n", n, strings.Join(parts, " "))
+		wrapWords(w, width, "counters "+n+": ", " ", parts)
 	}
 	for _, warn := range res.Warnings {
-		fmt.Fprintln(w, "warning: "+warn)
+		wrapWords(w, width, "warning: ", " ", strings.Fields(warn))
 	}
+	var verdict string
 	switch {
 	case len(res.Failed) == 0 && res.Checked == 0 && runaway == nil:
-		fmt.Fprintln(w, "expectations: none (the scenario claims nothing: add expect lines)")
+		verdict = "none (the scenario claims nothing: add expect lines)"
 	case len(res.Failed) == 0:
-		fmt.Fprintln(w, "expectations: all met")
+		verdict = "all met"
 	case runaway != nil:
-		fmt.Fprintln(w, "expectations: "+notChecked)
+		verdict = notChecked
+	default:
+		return
 	}
+	wrapWords(w, width, "expectations: ", " ", strings.Fields(verdict))
+}
+
+// wrapWords writes prefix, then words joined by sep, as lines no wider
+// than width characters where a break is possible: a line breaks after
+// sep (its trailing spaces dropped) and goes on under the first word,
+// indented as wide as prefix, so that a node's counters stay one block.
+// A word too wide for the room left stands alone on its line.
+func wrapWords(w io.Writer, width int, prefix, sep string, words []string) {
+	col := utf8.RuneCountInString(prefix)
+	indent := col
+	if indent > width/2 {
+		indent = 2 // a long prefix (a node's name) would leave no room
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	brk := strings.TrimRight(sep, " ")
+	for i, word := range words {
+		n := utf8.RuneCountInString(word)
+		if i > 0 {
+			if col+utf8.RuneCountInString(sep)+n > width {
+				b.WriteString(brk + "\n" + strings.Repeat(" ", indent))
+				col = indent
+			} else {
+				b.WriteString(sep)
+				col += utf8.RuneCountInString(sep)
+			}
+		}
+		b.WriteString(word)
+		col += n
+	}
+	b.WriteString("\n")
+	fmt.Fprint(w, b.String())
 }
 
 // useColor says whether the ladder written to w is coloured: only when w
