@@ -89,7 +89,7 @@
 //	    24    - key      key_len bytes
 //	     -    - value    PUT: len bytes
 //
-// A response is 12 bytes, sent inline (the device copies it when it is
+// A response is 16 bytes, sent inline (the device copies it when it is
 // posted):
 //
 //	offset size field
@@ -97,6 +97,8 @@
 //	     4    1 status   0 OK, 1 NotFound, 2 NoSpace, 3 TooLarge, 4 BadRequest
 //	     5    3 reserved 0
 //	     8    4 len      GET OK: the value's length (written at addr); else 0
+//	    12    4 reserved 0 (16 bytes, not 12: Wireshark's RPC-over-RDMA
+//	                     heuristic shows every shorter SEND as malformed)
 //
 // # Completions and failures
 //

@@ -91,10 +91,15 @@ func statusErr(s uint8) error {
 
 // Offsets of the response's fields.
 const (
-	respID      = 0  // uint32: the request's ID
-	respStatus  = 4  // uint8: statusOK, ...; bytes 5..7 are reserved, zero
-	respLen     = 8  // uint32: GET: the value's length; PUT: 0
-	responseLen = 12 // a response is the header alone
+	respID     = 0  // uint32: the request's ID
+	respStatus = 4  // uint8: statusOK, ...; bytes 5..7 are reserved, zero
+	respLen    = 8  // uint32: GET: the value's length; PUT: 0
+	respResv   = 12 // uint32: reserved, zero
+	// responseLen: a response is the header alone, 16 bytes rather than
+	// 12 so that a stock Wireshark shows it: its RPC-over-RDMA heuristic
+	// reads bytes 12..15 of every RC SEND before checking the length and
+	// marks any shorter one [Malformed Packet] (README, "Wireshark").
+	responseLen = 16
 )
 
 // response is a view of a response message.
@@ -107,4 +112,5 @@ func (r response) Set(id uint32, status uint8, n int) {
 	binary.LittleEndian.PutUint32(r[respID:], id)
 	r[respStatus], r[respStatus+1], r[respStatus+2], r[respStatus+3] = status, 0, 0, 0
 	binary.LittleEndian.PutUint32(r[respLen:], uint32(n))
+	binary.LittleEndian.PutUint32(r[respResv:], 0)
 }
