@@ -75,7 +75,7 @@
 //
 // # Messages
 //
-// Every field is little endian. A request is a 24-byte header, the key,
+// Every field is little endian. A request is a 32-byte header, the key,
 // and for a PUT the value:
 //
 //	offset size field
@@ -83,10 +83,12 @@
 //	     1    1 reserved 0
 //	     2    2 key_len  bytes of key, at most MaxKey
 //	     4    4 id       the client's request slot
-//	     8    8 addr     GET: virtual address of the slot's value region; PUT: 0
-//	    16    4 rkey     GET: R_Key of the value buffer; PUT: 0
-//	    20    4 len      GET: bytes the region holds (MaxValue); PUT: value length
-//	    24    - key      key_len bytes
+//	     8    4 len      GET: bytes the region holds (MaxValue); PUT: value length
+//	    12    4 magic    "KVS1"
+//	    16    8 addr     GET: virtual address of the slot's value region; PUT: 0
+//	    24    4 rkey     GET: R_Key of the value buffer; PUT: 0
+//	    28    4 reserved 0
+//	    32    - key      key_len bytes
 //	     -    - value    PUT: len bytes
 //
 // A response is 16 bytes, sent inline (the device copies it when it is
@@ -97,8 +99,12 @@
 //	     4    1 status   0 OK, 1 NotFound, 2 NoSpace, 3 TooLarge, 4 BadRequest
 //	     5    3 reserved 0
 //	     8    4 len      GET OK: the value's length (written at addr); else 0
-//	    12    4 reserved 0 (16 bytes, not 12: Wireshark's RPC-over-RDMA
-//	                     heuristic shows every shorter SEND as malformed)
+//	    12    4 magic    "KVS1"
+//
+// The magic at bytes 12..15 of both keeps a stock Wireshark from taking
+// the store's SENDs for RPC-over-RDMA: its heuristic claims an RC SEND
+// whose bytes 12..15 read 0 or 2 as a big-endian word, or that is
+// shorter than 16 bytes, and then shows it as [Malformed Packet].
 //
 // # Completions and failures
 //

@@ -6,11 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/examples/kvstore"
+	"github.com/rocesim/rocesim/internal/tsharktest"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/verbs/verbstest"
@@ -175,6 +179,27 @@ func TestSameSeedSameTrace(t *testing.T) {
 		require.Equal(t, traces[0], traces[1], "%s: two runs with the same seed differ", name)
 		require.NotEmpty(t, captures[0], name)
 		require.True(t, bytes.Equal(captures[0], captures[1]), "%s: the captures of two runs differ", name)
+	}
+}
+
+// TestStockWiresharkShowsTheStore opens every scenario's capture in
+// tshark with Wireshark's heuristic dissectors on, as a user's Wireshark
+// has them: no frame is malformed, and none is taken for another protocol
+// (RPC-over-RDMA claimed every request of the store while bytes 12..15
+// held the high half of an address; the messages now carry a magic
+// there).
+func TestStockWiresharkShowsTheStore(t *testing.T) {
+	tsharktest.Need(t)
+	for _, name := range order {
+		t.Run(name, func(t *testing.T) {
+			w := run(t, name).w
+			path := filepath.Join(t.TempDir(), name+".pcapng")
+			require.NoError(t, os.WriteFile(path, w.CaptureBytes(), 0o644))
+			out := tsharktest.Run(t, "-r", path, "-Y", "_ws.malformed || rpcordma || smc || smb_direct || infiniband.eoib || iser || nvme-rdma")
+			require.Empty(t, strings.TrimSpace(out), "%s: frames a stock Wireshark shows as malformed or as another protocol", name)
+			n := tsharktest.Run(t, "-r", path, "-Y", "infiniband.bth.opcode == 4", "-T", "fields", "-e", "frame.number")
+			require.NotEmpty(t, strings.TrimSpace(n), "%s: the capture holds no SEND ONLY to check", name)
+		})
 	}
 }
 
