@@ -275,7 +275,7 @@
 //	expect frames class=rnr none                no frame matched
 //
 // expect frames takes the match keys of a fault rule (package faults:
-// link dir src dst qp op class psn tx from to; not nth, prob or first,
+// link dir src dst qp op class cm psn tx from to; not nth, prob or first,
 // which count frames as a plan acts on them) and counts the frames the
 // fabric recorded that match them: a frame that went onto a link, or
 // that the fabric dropped (a capture of the run holds exactly these),
