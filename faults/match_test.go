@@ -194,7 +194,7 @@ func TestMatchCM(t *testing.T) {
 		{"rtu", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrRTU))},
 		{"dreq", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrDREQ))},
 		{"sa-req-attr", 0, hop, gsi(cmMAD(0x03, wire.MADMethodSend, wire.CMAttrREQ))}, // an SA MAD, attribute 0x10
-		{"get-req-attr", 0, hop, gsi(cmMAD(wire.MADClassCM, 0x01, wire.CMAttrREQ))},  // a Get
+		{"get-req-attr", 0, hop, gsi(cmMAD(wire.MADClassCM, 0x01, wire.CMAttrREQ))},   // a Get
 		{"short", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)[:64])},
 		{"ud-qp20", 0, hop, &pktSpec{op: wire.OpUDSendOnly, psn: 7, qp: 0x20, payload: cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)}},
 		{"rc", 0, hop, &pktSpec{op: wire.OpRCSendOnly, psn: 7, qp: wire.GSIQPN, payload: cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)}},

@@ -54,6 +54,10 @@
 // INIT (cm_init_qp_init_attr); the exact REQ and REP timeouts, 6144 ms
 // and 4096 ms, where real rxe under TCG took 6.34–6.41 s and 4.19–4.35 s.
 //
+// A program that makes its QPs before the connection, as a scenario
+// does, moves them to INIT with InitQP and gives each to its ID with
+// AttachQP (package scenario's cm= QPs).
+//
 // Not modelled: address and route resolution that wait or fail (the
 // simulated hosts know their neighbours), UD port spaces and multicast,
 // MRA, LAP/APR, the TIMEWAIT_EXIT event, and a duplicate REQ answered in

@@ -204,9 +204,45 @@ func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
 	if err != nil {
 		return err
 	}
-	if err := initConnQP(qp); err != nil {
+	if err := InitQP(qp); err != nil {
 		qp.Destroy()
 		return err
+	}
+	id.QP, id.PD = qp, pd
+	return nil
+}
+
+// InitQP moves an RC QP from RESET to INIT as rdma_create_qp does
+// (ucma_init_conn_qp, with the attributes of cm_init_qp_init_attr:
+// remote write always, remote read and atomic when the connection has
+// responder resources; rdma_cm asks with them set, so all three).
+func InitQP(qp *verbs.QP) error {
+	return qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
+		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
+}
+
+// AttachQP gives the ID a QP the caller made on pd, in RESET (then it
+// is moved to INIT as CreateQP would) or already moved to INIT with
+// InitQP; from then on it is the ID's QP, as if CreateQP had made it.
+// librdmacm has no such call (there rdma_create_qp creates the QP); it
+// lets a program that declares its QPs up front, as a scenario does,
+// receive on them before the connection is made, and keep their QP
+// numbers in declaration order.
+func (id *CMID) AttachQP(qp *verbs.QP, pd *verbs.PD) error {
+	if id.QP != nil {
+		return misuse("attach_qp", "the ID has a QP already")
+	}
+	if id.state != stateRouteResolved && id.state != stateReqRcvd {
+		return misuse("attach_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
+	}
+	if a, init := qp.Query(); init.Type != verbs.QPTypeRC || (a.QPState != verbs.QPStateReset && a.QPState != verbs.QPStateInit) {
+		return misuse("attach_qp", "QP %#x is %v in %v: want an RC QP in RESET or INIT", qp.QPNum, init.Type, a.QPState)
+	}
+	if qp.State() == verbs.QPStateReset {
+		if err := InitQP(qp); err != nil {
+			return err
+		}
 	}
 	id.QP, id.PD = qp, pd
 	return nil
