@@ -58,8 +58,14 @@
 // does, moves them to INIT with InitQP and gives each to its ID with
 // AttachQP (package scenario's cm= QPs).
 //
-// Not modelled: address and route resolution that wait or fail (the
-// simulated hosts know their neighbours), UD port spaces and multicast,
+// Address resolution as rxe's hosts do it (rxe_cm_addr_error,
+// rxe_cm_no_route): an address nobody has gives ADDR_ERROR with -110
+// when the resolve timeout runs out (ARP itself is not simulated), one
+// off the network fails at once with ENETUNREACH. A lost REP is sent
+// again after 4096 ms (rxe_cm_lost_rep: 4.25 s).
+//
+// Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
+// rdma_cm builds the path itself and rping never saw one), UD port spaces and multicast,
 // MRA, LAP/APR, the TIMEWAIT_EXIT event, and a duplicate REQ answered in
 // TIMEWAIT.
 package rdmacm

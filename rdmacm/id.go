@@ -148,10 +148,16 @@ func (id *CMID) Listen(backlog int) error {
 
 // ResolveAddr resolves dst to the host's RDMA device (rdma_resolve_addr)
 // and picks an ephemeral source port, as the kernel does (its
-// ip_local_port_range, 32768–60999). ADDR_RESOLVED is posted at once:
-// the simulated hosts know their neighbours (no ARP), so resolution
-// neither waits nor fails; a peer that does not exist shows up as
-// UNREACHABLE when the REQ goes unanswered.
+// ip_local_port_range, 32768–60999). A dst the host has a neighbour entry
+// for resolves at once: ADDR_RESOLVED (the simulated hosts know their
+// neighbours; no ARP is simulated). Otherwise, as on rxe
+// (wire/testdata/cm/rxe_cm_addr_error.pcapng: three ARP requests
+// unanswered, then "RDMA_CM_EVENT_ADDR_ERROR, error -110"), a dst on the
+// host's network (the same first octet: the model's hosts share a /8)
+// gives ADDR_ERROR with status -110 (-ETIMEDOUT) after timeoutMs, and one
+// off it fails at once with ENETUNREACH, no frame sent (rping on rxe:
+// "rdma_resolve_addr: Network is unreachable"; the guests have no
+// default route, nor have the model's hosts).
 func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) error {
 	if id.state != stateIdle {
 		return misuse("resolve_addr", "the ID is %v, not IDLE", id.state)
@@ -162,13 +168,23 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != id.a.h.IPv4() {
 		return misuse("resolve_addr", "src %v is not the host's (%v)", src, id.a.h.IPv4())
 	}
+	to, self := dst.Addr().Unmap(), id.a.h.IPv4()
+	known := id.a.h.HasNeighbour(to)
+	if !known && to.As4()[0] != self.As4()[0] {
+		return fmt.Errorf("rdmacm: resolve_addr: no route to %v (the host's network is %v/8): %w", to, netip.AddrFrom4([4]byte{self.As4()[0]}), syscall.ENETUNREACH)
+	}
 	port := id.src.Port()
 	if port == 0 {
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
 	}
-	id.src = netip.AddrPortFrom(id.a.h.IPv4(), port)
-	id.dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	id.src = netip.AddrPortFrom(self, port)
+	id.dst = netip.AddrPortFrom(to, dst.Port())
 	id.peer = id.dst.Addr()
+	if !known {
+		id.state = stateAddrQuery
+		id.armTimer(sim.Duration(max(timeoutMs, 0)) * sim.Millisecond)
+		return nil
+	}
 	id.state = stateAddrResolved
 	id.post(&Event{Event: EventAddrResolved, ID: id})
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rocesim/rocesim/faults"
@@ -333,6 +334,21 @@ func TestLostREQ(t *testing.T) {
 	}
 }
 
+// TestLostREP: the REP lost, the server's CM sends it again after the
+// REQ's CM response timeout (4096 ms; real rxe: 4.25 s,
+// rxe_cm_lost_rep.pcapng), before the client's REQ timeout (6144 ms)
+// would send the REQ again.
+func TestLostREP(t *testing.T) {
+	p := newPair(t, "drop cm=REP first=1")
+	cli, srv := p.establish(t)
+	p.hangUp(t, cli, srv)
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_lost_rep.pcapng").cm())
+	reps := p.rec.times("a", wire.CMAttrREP)
+	if len(reps) != 2 || reps[1].Sub(reps[0]) != 4096*sim.Millisecond {
+		t.Errorf("REPs at %v, want two 4096 ms apart", reps)
+	}
+}
+
 // TestLostRTU: the RTU lost. The client is ESTABLISHED on the REP and
 // its first SEND lands (the server's QP is RTS since the accept), but
 // the server's CM stays in REP_SENT (the first data reaches a CM only
@@ -552,5 +568,44 @@ func TestRTUNeverArrives(t *testing.T) {
 		if d := reps[i].Sub(reps[i-1]); d != 4096*sim.Millisecond {
 			t.Errorf("REP %d sent %v after the one before, want 4096 ms", i+1, d)
 		}
+	}
+}
+
+// TestAddrError: an address on the hosts' network that no host has
+// gives ADDR_ERROR with status -110 when rdma_resolve_addr's timeout
+// (rping's 2000 ms) runs out, and no MAD leaves, as rping saw on rxe
+// (rxe_cm_addr_error.pcapng: ARP requests only, then
+// "RDMA_CM_EVENT_ADDR_ERROR, error -110"). The ID can resolve again.
+func TestAddrError(t *testing.T) {
+	p := newPair(t, "")
+	id, _ := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	start := p.w.Now()
+	if err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.99:7174"), 2000); err != nil {
+		t.Fatal(err)
+	}
+	ev := p.event(t, p.cli.ch, rdmacm.EventAddrError)
+	if ev.Status != -110 || p.w.Now().Sub(start) != 2000*sim.Millisecond {
+		t.Errorf("ADDR_ERROR status %d after %v, want -110 after 2s", ev.Status, p.w.Now().Sub(start))
+	}
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_addr_error.pcapng").cm())
+	if err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.1:7174"), 2000); err != nil {
+		t.Fatalf("resolve again: %v", err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventAddrResolved)
+}
+
+// TestNoRoute: an address off the hosts' network fails rdma_resolve_addr
+// at once with ENETUNREACH, as on rxe ("rdma_resolve_addr: Network is
+// unreachable", rxe_cm_no_route.rping.txt), with no event and no frame.
+func TestNoRoute(t *testing.T) {
+	p := newPair(t, "")
+	id, _ := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("192.168.77.1:7174"), 2000)
+	if !errors.Is(err, syscall.ENETUNREACH) {
+		t.Fatalf("resolve_addr: %v, want ENETUNREACH", err)
+	}
+	p.w.Run()
+	if p.cli.ch.Pending() != 0 || len(p.rec.frames) != 0 || id.State() != "IDLE" {
+		t.Errorf("%d events, %d frames, state %s after a refused resolve", p.cli.ch.Pending(), len(p.rec.frames), id.State())
 	}
 }

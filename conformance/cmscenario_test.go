@@ -1,0 +1,161 @@
+package conformance
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/scenario"
+	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// cmScenarioCases pair each built-in CM scenario with the TestRpingCM
+// phase of the same fault on real rxe: the model's side of the
+// differential. The scenarios use the same addresses as the guests (a
+// is the server, 10.0.0.1; b the client, 10.0.0.2). retx names the MAD
+// whose retransmission the fault causes, and who sends it; console is
+// what rping's client printed for the outcome the scenario's client
+// reaches (its last CM event but DISCONNECTED).
+var cmScenarioCases = []struct {
+	scenario, phase string
+	retx            string // "b>REQ": the second such message's distance from the first is compared
+	console         string
+}{
+	{"cm-lost-req", "lost_req", "b>REQ", "ping data: rdma-ping-2"},
+	{"cm-lost-rep", "lost_rep", "a>REP", "ping data: rdma-ping-2"},
+	{"cm-lost-rtu", "lost_rtu", "a>REP", "ping data: rdma-ping-2"},
+	{"cm-no-listener", "rej", "", "RDMA_CM_EVENT_REJECTED, error 8"},
+}
+
+// TestCMScenariosAsRxe: each built-in CM fault scenario, run on the
+// model, shows the CM exchange that real rxe showed under the same fault
+// in TestRpingCM's committed capture (wire/testdata/cm): the same
+// messages from the same sides in the same order, the same ones lost;
+// the retransmitted MAD sent again after the model's timer (6144 ms for
+// a REQ, 4096 ms for a REP), which real rxe under TCG exceeds by at most
+// 10% (jiffies, QEMU); and the client's last CM event the one rping
+// printed. No guests are booted: the rxe side is the committed capture.
+func TestCMScenariosAsRxe(t *testing.T) {
+	for _, c := range cmScenarioCases {
+		t.Run(c.scenario, func(t *testing.T) {
+			s, ok := scenario.Lookup(c.scenario)
+			if !ok {
+				t.Fatalf("no built-in %s", c.scenario)
+			}
+			path := filepath.Join(t.TempDir(), "model.pcapng")
+			cw, err := capture.Create(path, capture.PcapngOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Run(scenario.Options{Capture: cw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !res.Passed() {
+				t.Fatalf("the scenario fails its own claims: %v", res.Failed)
+			}
+			rxePath := filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_"+c.phase+".pcapng")
+			model, rxe := cmExchange(t, path), cmExchange(t, rxePath)
+			if got, want := cmNames(model), cmNames(rxe); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("CM messages: model %v, rxe %v", got, want)
+			}
+			if c.retx != "" {
+				m, r := cmResend(model, c.retx), cmResend(rxe, c.retx)
+				if m <= 0 || r < m || r > m+m/10 {
+					t.Errorf("%s sent again after %v on the model, %v on rxe: want rxe within [model, model+10%%]", c.retx, m, r)
+				}
+				t.Logf("%s sent again after %v on the model, %v on rxe", c.retx, m, r)
+			}
+			console, err := os.ReadFile(strings.TrimSuffix(rxePath, ".pcapng") + ".rping.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(console), c.console) {
+				t.Errorf("rping printed no %q", c.console)
+			}
+			last := ""
+			for _, ev := range res.CM {
+				if ev.QP == "b.q" && ev.Event != "RDMA_CM_EVENT_DISCONNECTED" {
+					last = ev.Event
+					if ev.Status != 0 {
+						last += ", error " + strconv.Itoa(ev.Status)
+					}
+				}
+			}
+			if ok := strings.HasPrefix(c.console, "ping data") == (last == "RDMA_CM_EVENT_ESTABLISHED") &&
+				(strings.HasPrefix(c.console, "ping data") || strings.Contains(c.console, last)); !ok {
+				t.Errorf("the model's client ended on %q; rping on rxe printed %q", last, c.console)
+			}
+		})
+	}
+}
+
+// cmMsg is one CM MAD of a capture: "b>REQ" (sender by address, a is
+// 10.0.0.1), "(dropped)" appended when the switch or fabric dropped it,
+// and when it was recorded.
+type cmMsg struct {
+	name string
+	at   time.Duration
+}
+
+// cmExchange lists the CM MADs of the capture at path in order.
+func cmExchange(t *testing.T, path string) []cmMsg {
+	t.Helper()
+	r, err := capture.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []cmMsg
+	var p wire.Packet
+	var rec capture.Record
+	for {
+		err := r.Next(&rec)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN || len(p.Payload) != wire.MADLen {
+			continue
+		}
+		m := string(rune('a'+p.Src().Unmap().As4()[3]-1)) + ">" + wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID).String()
+		if strings.Contains(strings.Join(rec.Comments, " "), "dropped") {
+			m += "(dropped)"
+		}
+		out = append(out, cmMsg{m, time.Duration(rec.Time)})
+	}
+}
+
+func cmNames(ms []cmMsg) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+// cmResend returns how long after the first message name (dropped or
+// not) the second was sent, or 0.
+func cmResend(ms []cmMsg, name string) time.Duration {
+	var at []time.Duration
+	for _, m := range ms {
+		if strings.TrimSuffix(m.name, "(dropped)") == name {
+			at = append(at, m.at)
+		}
+	}
+	if len(at) < 2 {
+		return 0
+	}
+	return at[1] - at[0]
+}
