@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,25 +45,7 @@ var cmScenarioCases = []struct {
 func TestCMScenariosAsRxe(t *testing.T) {
 	for _, c := range cmScenarioCases {
 		t.Run(c.scenario, func(t *testing.T) {
-			s, ok := scenario.Lookup(c.scenario)
-			if !ok {
-				t.Fatalf("no built-in %s", c.scenario)
-			}
-			path := filepath.Join(t.TempDir(), "model.pcapng")
-			cw, err := capture.Create(path, capture.PcapngOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := s.Run(scenario.Options{Capture: cw})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cw.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if !res.Passed() {
-				t.Fatalf("the scenario fails its own claims: %v", res.Failed)
-			}
+			res, path := runBuiltinCaptured(t, c.scenario)
 			rxePath := filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_"+c.phase+".pcapng")
 			model, rxe := cmExchange(t, path), cmExchange(t, rxePath)
 			if got, want := cmNames(model), cmNames(rxe); strings.Join(got, " ") != strings.Join(want, " ") {
@@ -97,6 +80,33 @@ func TestCMScenariosAsRxe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runBuiltinCaptured runs a built-in scenario on the model with a
+// capture, checks it meets its own claims, and returns its result and
+// the capture's path.
+func runBuiltinCaptured(t *testing.T, name string) (*scenario.Result, string) {
+	t.Helper()
+	s, ok := scenario.Lookup(name)
+	if !ok {
+		t.Fatalf("no built-in %s", name)
+	}
+	path := filepath.Join(t.TempDir(), "model.pcapng")
+	cw, err := capture.Create(path, capture.PcapngOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(scenario.Options{Capture: cw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() {
+		t.Fatalf("%s fails its own claims: %v", name, res.Failed)
+	}
+	return res, path
 }
 
 // cmMsg is one CM MAD of a capture: "b>REQ" (sender by address, a is
@@ -158,4 +168,71 @@ func cmResend(ms []cmMsg, name string) time.Duration {
 		return 0
 	}
 	return at[1] - at[0]
+}
+
+// TestCMFlushAsRxe: the built-in cm-disconnect-flush, run on the model,
+// ends as the flush phase of TestRpingCM ended on real rxe
+// (wire/testdata/cm/rxe_cm_flush.txt and .tshark.txt, from the
+// agents' consoles and the capture's QP1 frames): the same CM messages
+// from the same sides (the server's DREQ, the client's DREP), the same
+// CM events on each side, and on each side 64 completions: one success,
+// 63 flushed.
+func TestCMFlushAsRxe(t *testing.T) {
+	res, path := runBuiltinCaptured(t, "cm-disconnect-flush")
+	dir := filepath.Join("..", "wire", "testdata", "cm")
+	var rxeCM []string
+	tshark, err := os.ReadFile(filepath.Join(dir, "rxe_cm_flush.tshark.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(tshark)), "\n") {
+		f := strings.Split(line, "\t") // frame, time, src, dst, PSN, TID, attribute ID, comment
+		attr, err := strconv.ParseUint(f[6], 0, 16)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		rxeCM = append(rxeCM, string(rune('a'+f[2][len(f[2])-1]-'1'))+">"+wire.CMAttr(attr).String())
+	}
+	if got := cmNames(cmExchange(t, path)); strings.Join(got, " ") != strings.Join(rxeCM, " ") {
+		t.Errorf("CM messages: model %v, rxe %v", got, rxeCM)
+	}
+	console, err := os.ReadFile(filepath.Join(dir, "rxe_cm_flush.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The model's lines in the agents' words: "client event NAME status
+	// S" for b.q (the client), "server ..." for a.q, and the summary.
+	var model []string
+	for _, side := range []struct{ name, qp string }{{"client", "b.q"}, {"server", "a.q"}} {
+		for _, ev := range res.CM {
+			if ev.QP == side.qp {
+				model = append(model, side.name+" event "+ev.Event+" status "+strconv.Itoa(ev.Status))
+			}
+		}
+		n, okN, flushed, other := 0, 0, 0, 0
+		for _, c := range res.Completions {
+			if c.Node+".q" != side.qp {
+				continue
+			}
+			n++
+			switch c.Status {
+			case "IBV_WC_SUCCESS":
+				okN++
+			case "IBV_WC_WR_FLUSH_ERR":
+				flushed++
+			default:
+				other++
+			}
+		}
+		model = append(model, fmt.Sprintf("%s completions %d success %d flushed %d other %d", side.name, n, okN, flushed, other))
+	}
+	var real []string
+	for _, line := range strings.Split(string(console), "\n") {
+		if strings.Contains(line, " event ") || strings.Contains(line, " completions ") {
+			real = append(real, line)
+		}
+	}
+	if strings.Join(model, "\n") != strings.Join(real, "\n") {
+		t.Errorf("model:\n%s\nrxe:\n%s", strings.Join(model, "\n"), strings.Join(real, "\n"))
+	}
 }
