@@ -206,8 +206,12 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 }
 
 // receive takes a CM message other than a REQ for the ID: false if the
-// ID's state does not expect it (ib_cm drops it then). MRA, LAP, APR and
-// SIDR are not sent by rdma_cm over rxe in the captures: ignored.
+// ID's state does not expect it (ib_cm drops it then). LAP and APR are
+// dropped as ib_cm drops them on a RoCE port (cm_lap_handler,
+// cm_apr_handler: "alternate path messages are not supported for RoCE",
+// -EINVAL, no APR sent back). MRA (rdma_cm sends one only to answer a
+// duplicate REQ or REP its application has not answered yet; never seen
+// in the captures) and SIDR are ignored too.
 func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	switch attr {
 	case wire.CMAttrREP:

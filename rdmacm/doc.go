@@ -64,8 +64,13 @@
 // off the network fails at once with ENETUNREACH. A lost REP is sent
 // again after 4096 ms (rxe_cm_lost_rep: 4.25 s).
 //
+// A LAP or APR is dropped unanswered, as ib_cm drops them on a RoCE
+// port (cm.c: cm_lap_handler, cm_apr_handler).
+//
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
-// rdma_cm builds the path itself and rping never saw one), UD port spaces and multicast,
-// MRA, LAP/APR, the TIMEWAIT_EXIT event, and a duplicate REQ answered in
-// TIMEWAIT.
+// rdma_cm builds the path itself; no run provoked one), UD port spaces
+// and multicast, MRA (rdma_cm sends one only to answer a duplicate REQ
+// or REP that its application has not answered yet, IB_CM_MRA_FLAG_DELAY;
+// none in any capture), the TIMEWAIT_EXIT event, and a duplicate REQ
+// answered in TIMEWAIT.
 package rdmacm

@@ -606,3 +606,29 @@ func TestNoRoute(t *testing.T) {
 		t.Errorf("%d events, %d frames, state %s after a refused resolve", p.cli.ch.Pending(), len(p.rec.frames), id.State())
 	}
 }
+
+// TestLAPDropped: a LAP (load alternate path) for an established
+// connection is dropped without an answer, as ib_cm drops LAP and APR
+// on a RoCE port (cm.c, cm_lap_handler: not supported for RoCE); the
+// connection goes on.
+func TestLAPDropped(t *testing.T) {
+	p := newPair(t, "")
+	cli, srv := p.establish(t)
+	_, comms := p.rec.dreqTIDs()
+	var mad [wire.MADLen]byte
+	m := wire.MAD(mad[:])
+	m.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM, ClassVersion: wire.MADClassVersion,
+		Method: wire.MADMethodSend, TransactionID: 2<<32 | 7, AttributeID: uint16(wire.CMAttrLAP)})
+	binary.BigEndian.PutUint32(m.Data()[0:], uint32(comms["a"]))
+	binary.BigEndian.PutUint32(m.Data()[4:], uint32(comms["b"]))
+	if err := p.srv.h.SendMAD(p.cli.h.IPv4(), mad[:]); err != nil {
+		t.Fatal(err)
+	}
+	p.w.Run()
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "a>LAP"})
+	if d := p.cm.Dropped(p.cli.h); d != 1 || cli.State() != "ESTABLISHED" {
+		t.Errorf("client dropped %d MADs, is %s: want the LAP dropped and ESTABLISHED", d, cli.State())
+	}
+	p.ping(t, cli)
+	p.hangUp(t, cli, srv)
+}
