@@ -89,6 +89,9 @@ var cmPhases = []cmPhase{
 	// DISCONNECTED. Both flush what had not completed.
 	{name: "flush", client: "rocesim-cmagent client $rxe_peer 7471 64 65536", want: "client completions 64",
 		cm: []string{"b>REQ", "a>REP", "b>RTU", "a>DREQ", "b>DREP"}, bulk: true, check: checkFlush},
+	// The server's application rejects (rdma_reject, no private data).
+	{name: "consumer_rej", client: "rocesim-cmagent client $rxe_peer 7472 1 64", want: "client event RDMA_CM_EVENT_REJECTED status 28",
+		cm: []string{"b>REQ", "a>REJ"}},
 	// The peer never answers: the REQ is resent until the CM gives up.
 	{name: "unreachable", plan: "drop src=a qp=1", client: "rping -c -a $rxe_peer -C 1 -v", want: "RDMA_CM_EVENT_UNREACHABLE"},
 }
@@ -121,6 +124,7 @@ func TestRpingCM(t *testing.T) {
 
 	server := `(while true; do ib_write_bw -R -F -d rxe0 -n 5 -s 1024; echo "CM-PERF-DONE $?"; done) &
 (while true; do ` + CMAgentPath + ` server $rxe_ip 7471 64 65536; echo "CM-AGENT-DONE $?"; sleep 1; done) &
+(while true; do ` + CMAgentPath + ` reject $rxe_ip 7472 0 0; echo "CM-REJECT-DONE $?"; sleep 1; done) &
 while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	var client strings.Builder
 	client.WriteString("n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done\n")

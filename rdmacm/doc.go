@@ -45,11 +45,14 @@
 // does (rxe_cm_write_bw.pcapng); a lost REQ sent again after the REQ timeout; a lost
 // RTU repaired by the REP's retransmission, not by the first data packet
 // (rping does not call rdma_notify; neither is it modelled); a REQ for a port nobody listens on
-// rejected with reason 8; a peer that never answers gives UNREACHABLE
+// rejected with reason 8; a consumer reject (reason 28, the REJ's
+// fields but its random IDs, rxe_cm_consumer_rej.pcapng); a disconnect
+// under load flushing what had not completed on both sides
+// (rxe_cm_flush.txt); a peer that never answers gives UNREACHABLE
 // (status -110) after 16 REQs.
 //
-// From the kernel's source only (not exercised by the captures): a
-// consumer reject (reason 28) and its private data; the DREQ's
+// From the kernel's source only (not exercised by the captures): the
+// private data of a consumer reject; the DREQ's
 // retransmission (a DREP was never lost); the access flags of the QP in
 // INIT (cm_init_qp_init_attr); the exact REQ and REP timeouts, 6144 ms
 // and 4096 ms, where real rxe under TCG took 6.34–6.41 s and 4.19–4.35 s.

@@ -7,6 +7,8 @@
  *       the first receive completes, rdma_disconnect (the QP to ERR, the
  *       DREQ) while the client's SENDs are still arriving; wait for
  *       DISCONNECTED; poll the N completions.
+ *   rocesim-cmagent reject IP PORT N SIZE   listen on IP:PORT, forever:
+ *       reject every connect request (rdma_reject, no private data).
  *   rocesim-cmagent client IP PORT N SIZE   connect to IP:PORT, post N
  *       SENDs of SIZE bytes at once; on DISCONNECTED (the server's DREQ)
  *       rdma_disconnect (the QP to ERR, the DREP); poll the N completions.
@@ -182,6 +184,25 @@ static void server(struct sockaddr_in *sin, int n, int size)
 	}
 }
 
+static void rejecter(struct sockaddr_in *sin)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *l;
+	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP))
+		die("rdma_create_id");
+	if (rdma_bind_addr(l, (struct sockaddr *)sin) || rdma_listen(l, 1))
+		die("rdma_listen");
+	for (;;) {
+		struct rdma_cm_event *ev = next(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+		struct rdma_cm_id *id = ev->id;
+		rdma_ack_cm_event(ev);
+		if (rdma_reject(id, NULL, 0))
+			die("rdma_reject");
+		printf("%s rejected\n", side);
+		rdma_destroy_id(id);
+	}
+}
+
 static void client(struct sockaddr_in *sin, int n, int size)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -199,7 +220,17 @@ static void client(struct sockaddr_in *sin, int n, int size)
 	setup(id, &c, n, size);
 	if (rdma_connect(id, &p))
 		die("rdma_connect");
-	rdma_ack_cm_event(next(ch, RDMA_CM_EVENT_ESTABLISHED));
+	struct rdma_cm_event *ev;
+	if (rdma_get_cm_event(ch, &ev))
+		die("rdma_get_cm_event");
+	printf("%s event %s status %d\n", side, rdma_event_str(ev->event), ev->status);
+	if (ev->event == RDMA_CM_EVENT_REJECTED)
+		return; /* the reject server's answer */
+	if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+		printf("%s error: want %s\n", side, rdma_event_str(RDMA_CM_EVENT_ESTABLISHED));
+		exit(1);
+	}
+	rdma_ack_cm_event(ev);
 	post(id, &c, n, size, 1);
 	/* The server's DREQ: hang up as rping does, which flushes. */
 	rdma_ack_cm_event(next(ch, RDMA_CM_EVENT_DISCONNECTED));
@@ -220,6 +251,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(side, "server") == 0)
 		server(&sin, atoi(argv[4]), atoi(argv[5]));
+	else if (strcmp(side, "reject") == 0)
+		rejecter(&sin);
 	else
 		client(&sin, atoi(argv[4]), atoi(argv[5]));
 	return 0;
