@@ -138,7 +138,8 @@ static void addr(const char *ip, const char *port, struct sockaddr_in *sin)
 	}
 }
 
-static void server(struct sockaddr_in *sin, int n, int size)
+/* listener listens on sin and returns the channel of its events. */
+static struct rdma_event_channel *listener(struct sockaddr_in *sin)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *l;
@@ -146,6 +147,12 @@ static void server(struct sockaddr_in *sin, int n, int size)
 		die("rdma_create_id");
 	if (rdma_bind_addr(l, (struct sockaddr *)sin) || rdma_listen(l, 1))
 		die("rdma_listen");
+	return ch;
+}
+
+static void server(struct sockaddr_in *sin, int n, int size)
+{
+	struct rdma_event_channel *ch = listener(sin);
 	for (;;) {
 		struct rdma_cm_event *ev = next(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
 		struct rdma_cm_id *id = ev->id;
@@ -186,12 +193,7 @@ static void server(struct sockaddr_in *sin, int n, int size)
 
 static void rejecter(struct sockaddr_in *sin)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *l;
-	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP))
-		die("rdma_create_id");
-	if (rdma_bind_addr(l, (struct sockaddr *)sin) || rdma_listen(l, 1))
-		die("rdma_listen");
+	struct rdma_event_channel *ch = listener(sin);
 	for (;;) {
 		struct rdma_cm_event *ev = next(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
 		struct rdma_cm_id *id = ev->id;
