@@ -37,12 +37,14 @@ var imports = map[string][]string{
 	// the ladder reads a trace alone.
 	"ladder": {"sim"},
 	// the scenario format builds a verbs world; its fault lines are
-	// fault plans; its tokenizer is the one faults uses.
-	"scenario": {"faults", "internal/lineformat", "nic", "sim", "sim/fabric", "verbs"},
+	// fault plans; its tokenizer is the one faults uses; its cm= QPs
+	// connect through rdmacm.
+	"scenario": {"faults", "internal/lineformat", "nic", "rdmacm", "sim", "sim/fabric", "verbs"},
 	// verbstest is for tests: its assertions write their own messages
 	// (the call as the test wrote it, and what the world saw), and it
-	// draws a failed run's ladder with package ladder, as the CLI does.
-	"verbs/verbstest": {"faults", "ladder", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
+	// draws a failed run's ladder with package ladder, as the CLI does;
+	// PairCM connects through rdmacm.
+	"verbs/verbstest": {"faults", "ladder", "rdmacm", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
 	"realnet":          {"nic", "sim", "wire", "x/sys"},

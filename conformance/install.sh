@@ -7,7 +7,8 @@
 #      rdma-core, ibverbs-utils, rdmacm-utils and perftest (rping, ib_write_bw, for the CM captures), ibverbs-providers (libibverbs, the rxe
 #      provider, `rdma`, ibv_* tools), libibverbs-dev (the headers the verbs
 #      agent, conformance/agent/agent.c, is compiled against with the host's
-#      cc at test time), kmod (depmod/modprobe on the kernel
+#      cc at test time), librdmacm-dev (the same for the rdma_cm agent,
+#      conformance/agent/cmagent.c), kmod (depmod/modprobe on the kernel
 #      tree), cpio, xz-utils (unpacking the kernel image).
 #   2. A Debian 6.1 kernel package, fetched with `apt-get download` and
 #      unpacked with `dpkg-deb -x` into the cache (it is never installed),
@@ -42,7 +43,7 @@ fi
 command -v apt-get >/dev/null 2>&1 || die "no apt-get on this host; the harness needs Debian (or Ubuntu) packages"
 
 # --- 1. packages -----------------------------------------------------------
-pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers libibverbs-dev iproute2 rdmacm-utils perftest kmod cpio xz-utils)
+pkgs=(qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev iproute2 rdmacm-utils perftest kmod cpio xz-utils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -79,7 +79,7 @@ func BuildCABI(ctx context.Context, dir string) (*CABI, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("conformance: building the drop-in library: %v\n%s", err, out)
 	}
-	if err := buildAgent(c.Agent); err != nil {
+	if err := buildAgent(c.Agent, agentSource, "-libverbs"); err != nil {
 		return nil, err
 	}
 	return c, nil

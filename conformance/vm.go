@@ -96,6 +96,17 @@ var hostTools = []string{"qemu-system-x86_64", "ldd", "modprobe", "xz", "busybox
 //go:embed agent/agent.c
 var agentSource []byte
 
+// cmAgentSource is the in-VM rdma_cm program (TestRpingCM's flush
+// phase); Prepare compiles it on the host with -lrdmacm and the guest
+// runs it as CMAgentPath. The verbs agent does not need librdmacm.
+//
+//go:embed agent/cmagent.c
+var cmAgentSource []byte
+
+// CMAgentPath is where the rdma_cm agent (conformance/agent/cmagent.c)
+// sits in the guest.
+const CMAgentPath = "/usr/bin/rocesim-cmagent"
+
 // AgentPath is where the verbs agent (conformance/agent/agent.c) sits in
 // the guest. It runs the script named by its argument (or stdin) and
 // prints one JSON object per line; see the comment at the top of agent.c
@@ -158,17 +169,24 @@ func Prepare() (Images, error) {
 	asum := sha256.Sum256(agentSource)
 	agent := filepath.Join(cache, fmt.Sprintf("agent-%x", asum[:6]))
 	if _, err := os.Stat(agent); err != nil {
-		if err := buildAgent(agent); err != nil {
+		if err := buildAgent(agent, agentSource, "-libverbs"); err != nil {
+			return Images{}, err
+		}
+	}
+	csum := sha256.Sum256(cmAgentSource)
+	cmAgent := filepath.Join(cache, fmt.Sprintf("cmagent-%x", csum[:6]))
+	if _, err := os.Stat(cmAgent); err != nil {
+		if err := buildAgent(cmAgent, cmAgentSource, "-lrdmacm", "-libverbs"); err != nil {
 			return Images{}, err
 		}
 	}
 
 	// The name carries a hash of what goes into the image, so a change to
 	// /init, to the lists or to the agent rebuilds it.
-	sum := sha256.Sum256([]byte(initScript + strings.Join(guestBinaries, " ") + strings.Join(guestModules, " ") + string(agentSource)))
+	sum := sha256.Sum256([]byte(initScript + strings.Join(guestBinaries, " ") + strings.Join(guestModules, " ") + string(agentSource) + string(cmAgentSource)))
 	im.Initramfs = filepath.Join(cache, fmt.Sprintf("initramfs-%s-%x.cpio", kv, sum[:6]))
 	if _, err := os.Stat(im.Initramfs); err != nil {
-		if err := buildInitramfs(kdir, kv, agent, im.Initramfs); err != nil {
+		if err := buildInitramfs(kdir, kv, agent, cmAgent, im.Initramfs); err != nil {
 			return Images{}, err
 		}
 	}
@@ -200,23 +218,27 @@ func unpackVmlinux(bz, dst string) error {
 	}
 }
 
-// buildAgent compiles agentSource into dst with the host's cc. A missing
-// verbs.h means libibverbs-dev is not installed.
-func buildAgent(dst string) error {
+// buildAgent compiles source into dst with the host's cc, linked with
+// libs. A missing verbs.h means libibverbs-dev is not installed, a
+// missing rdma_cma.h librdmacm-dev.
+func buildAgent(dst string, source []byte, libs ...string) error {
 	dir, err := os.MkdirTemp("", "rocesim-agent-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "agent.c")
-	if err := os.WriteFile(src, agentSource, 0o644); err != nil {
+	if err := os.WriteFile(src, source, 0o644); err != nil {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
-	out, err := exec.Command("cc", "-O2", "-Wall", "-o", tmp, src, "-libverbs").CombinedOutput()
+	out, err := exec.Command("cc", append([]string{"-O2", "-Wall", "-o", tmp, src}, libs...)...).CombinedOutput()
 	if err != nil {
 		if bytes.Contains(out, []byte("infiniband/verbs.h")) {
 			return fmt.Errorf("%w: libibverbs-dev (infiniband/verbs.h) not found", ErrNotInstalled)
+		}
+		if bytes.Contains(out, []byte("rdma/rdma_cma.h")) {
+			return fmt.Errorf("%w: librdmacm-dev (rdma/rdma_cma.h) not found", ErrNotInstalled)
 		}
 		return fmt.Errorf("conformance: building the agent: %v\n%s", err, out)
 	}
@@ -232,8 +254,8 @@ func writeAtomic(dst string, data []byte, mode os.FileMode) error {
 }
 
 // buildInitramfs writes the base initramfs to dst, with the agent binary
-// at AgentPath.
-func buildInitramfs(kdir, kv, agent, dst string) error {
+// at AgentPath and the rdma_cm agent at CMAgentPath.
+func buildInitramfs(kdir, kv, agent, cmAgent, dst string) error {
 	a := newArchive()
 	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "lib/modules"} {
 		a.dir(d)
@@ -269,13 +291,15 @@ func buildInitramfs(kdir, kv, agent, dst string) error {
 			return err
 		}
 	}
-	agentData, err := os.ReadFile(agent)
-	if err != nil {
-		return err
-	}
-	a.file(AgentPath, agentData, 0o755)
-	if err := a.addFiles(lddLibs(agent)); err != nil {
-		return err
+	for _, ag := range []struct{ bin, path string }{{agent, AgentPath}, {cmAgent, CMAgentPath}} {
+		data, err := os.ReadFile(ag.bin)
+		if err != nil {
+			return err
+		}
+		a.file(ag.path, data, 0o755)
+		if err := a.addFiles(lddLibs(ag.bin)); err != nil {
+			return err
+		}
 	}
 	a.file("etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
 	a.file("etc/nsswitch.conf", []byte("hosts: files\n"), 0o644)

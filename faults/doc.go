@@ -50,7 +50,7 @@
 //
 // A rule's match holds when, in this order:
 //
-//  1. every deterministic key holds (link dir src dst qp op class psn tx
+//  1. every deterministic key holds (link dir src dst qp op class cm psn tx
 //     from to);
 //  2. the action applies to the frame: corrupt byte=N needs a frame longer
 //     than N bytes, truncate a frame longer than the new length, rewrite a
@@ -88,7 +88,7 @@
 // rules, so it advances none of their counters.
 //
 // If pkt is nil (the frame is not RoCE v2), the keys that read the packet
-// (qp op class psn tx) do not match; link, node, time and stateful keys
+// (qp op class cm psn tx) do not match; link, node, time and stateful keys
 // still can.
 //
 // # Transmission counting
@@ -161,6 +161,9 @@
 //	               atomic      CMP_SWAP, FETCH_ADD, ATOMIC_ACKNOWLEDGE
 //	               ud          UD transport
 //	               cnp         congestion notification packet
+//	cm=MSG         a CM MAD (a UD SEND to QP1) carrying MSG: REQ, MRA, REJ, REP, RTU,
+//	               DREQ, DREP, LAP or APR (case-insensitive); a MAD sent again is a new
+//	               datagram with a new PSN, so count its sendings with first=
 //	psn=N, psn=N-M one PSN, or N through M wrap-aware (at most 2^23 PSNs)
 //	tx=K           the K-th transmission of the PSN (Hop.Tx)
 //	from=T, to=T   at or after T, before T (simulated time since the start)

@@ -20,6 +20,8 @@ type pktSpec struct {
 	syn wire.Syndrome // AETH syndrome, for opcodes that carry one
 	msn uint32
 	v6  bool // IPv6 with a computed UDP checksum
+	// payload replaces the default payload (a MAD, for a UD SEND to QP1)
+	payload []byte
 }
 
 // build encodes a frame for s with an 8-byte payload where the opcode
@@ -48,6 +50,8 @@ func (s pktSpec) build(t testing.TB) []byte {
 		f.ComputeUDPChecksum = true
 	}
 	switch {
+	case s.payload != nil:
+		f.Payload = s.payload
 	case s.op == wire.OpCNP:
 		f.Payload = make([]byte, wire.CNPPayloadLen)
 	case s.op.Info().Has(wire.HasPayload):

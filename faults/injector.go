@@ -230,7 +230,7 @@ func (r *Rule) matches(now sim.Time, hop *Hop, pkt *wire.Packet) bool {
 }
 
 // Matches reports whether the deterministic keys of m (link dir src dst
-// qp op class psn tx from to) hold for a frame on hop at now; pkt is the
+// qp op class cm psn tx from to) hold for a frame on hop at now; pkt is the
 // frame decoded with wire.Packet.DecodeHeaders, or nil if it is not RoCE
 // v2. The stateful keys (nth prob first) are not evaluated: they belong
 // to an Injector. As in a plan, a Match without link= holds only on a
@@ -253,7 +253,7 @@ func (m *Match) Matches(now sim.Time, hop *Hop, pkt *wire.Packet) bool {
 	if m.Src != "" && hop.From != m.Src || m.Dst != "" && hop.To != m.Dst {
 		return false
 	}
-	if !m.HasQP && !m.HasOp && m.Class == ClassAny && m.PSN == nil && m.Tx == 0 {
+	if !m.HasQP && !m.HasOp && m.Class == ClassAny && m.CM == 0 && m.PSN == nil && m.Tx == 0 {
 		return true
 	}
 	if pkt == nil {
@@ -268,10 +268,23 @@ func (m *Match) Matches(now sim.Time, hop *Hop, pkt *wire.Packet) bool {
 	if m.Class != ClassAny && !classMatches(m.Class, pkt) {
 		return false
 	}
+	if m.CM != 0 && !cmMatches(m.CM, pkt) {
+		return false
+	}
 	if m.PSN != nil && !pkt.BTH.PSN().InRange(m.PSN.First, m.PSN.Last) {
 		return false
 	}
 	return m.Tx == 0 || hop.Tx == m.Tx
+}
+
+// cmMatches reports whether pkt is a CM MAD carrying message attr: a UD
+// SEND to QP1 (the GSI QP, IBTA §13.5.1) whose payload is a CM Send MAD
+// with that attribute ID (IBTA §12.6).
+func cmMatches(attr wire.CMAttr, pkt *wire.Packet) bool {
+	if pkt.Info.Transport != wire.TransportUD || pkt.BTH.DestQP() != wire.GSIQPN {
+		return false
+	}
+	return wire.MAD(pkt.Payload).CMAttr() == attr
 }
 
 // classMatches reports whether pkt belongs to class c.

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // TestMatchKeys runs "drop KEYS" over the same traffic for each key and
@@ -170,4 +171,67 @@ func TestParseMatchErrors(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		require.GreaterOrEqual(t, pe.Col, 1)
 	}
+}
+
+// cmMAD returns a 256-byte MAD of management class class carrying
+// attribute attr, sent with method.
+func cmMAD(class, method uint8, attr wire.CMAttr) []byte {
+	m := wire.MAD(make([]byte, wire.MADLen))
+	m.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: class, ClassVersion: wire.MADClassVersion,
+		Method: method, TransactionID: 2 << 32, AttributeID: uint16(attr)})
+	return m
+}
+
+// TestMatchCM: cm= picks CM MADs by message, and nothing else: not a MAD
+// of another class, not another method, not a CM-looking payload to a QP
+// other than QP1, not an RC frame.
+func TestMatchCM(t *testing.T) {
+	hop := faults.Hop{Link: "a-b", From: "a", To: "b", First: true, Tx: 1}
+	gsi := func(payload []byte) *pktSpec {
+		return &pktSpec{op: wire.OpUDSendOnly, psn: 7, qp: wire.GSIQPN, payload: payload}
+	}
+	frames := []sent{
+		{"req", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ))},
+		{"rep", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREP))},
+		{"rtu", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrRTU))},
+		{"dreq", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrDREQ))},
+		{"sa-req-attr", 0, hop, gsi(cmMAD(0x03, wire.MADMethodSend, wire.CMAttrREQ))}, // an SA MAD, attribute 0x10
+		{"get-req-attr", 0, hop, gsi(cmMAD(wire.MADClassCM, 0x01, wire.CMAttrREQ))},   // a Get
+		{"short", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)[:64])},
+		{"ud-qp20", 0, hop, &pktSpec{op: wire.OpUDSendOnly, psn: 7, qp: 0x20, payload: cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)}},
+		{"rc", 0, hop, &pktSpec{op: wire.OpRCSendOnly, psn: 7, qp: wire.GSIQPN, payload: cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)}},
+		{"arp", 0, hop, nil},
+	}
+	for _, c := range []struct {
+		keys string
+		hit  []string
+	}{
+		{"cm=REQ", []string{"req"}},
+		{"cm=rep", []string{"rep"}},
+		{"cm=RTU src=a", []string{"rtu"}},
+		{"cm=DREQ src=b", nil},
+		{"cm=REJ", nil},
+		{"class=ud qp=1", []string{"req", "rep", "rtu", "dreq", "sa-req-attr", "get-req-attr", "short"}},
+	} {
+		m, err := faults.ParseMatch(c.keys)
+		require.NoError(t, err, c.keys)
+		var sel []string
+		for _, s := range frames {
+			_, pkt := s.frame(t)
+			if m.Matches(s.now, &s.hop, pkt) {
+				sel = append(sel, s.name)
+			}
+		}
+		require.Equal(t, c.hit, sel, c.keys)
+		in := faults.NewInjector(mustParse(t, "drop "+c.keys), newRand(1))
+		hit, _ := run(t, in, frames)
+		require.Equal(t, c.hit, hit, c.keys)
+	}
+	// The key prints as it parses, upper case.
+	require.Equal(t, "drop cm=RTU first=1\n", mustParse(t, "drop cm=rtu first=1").String())
+	_, err := faults.Parse("drop cm=REQUEST")
+	require.ErrorContains(t, err, "1:6: bad cm")
+	require.ErrorContains(t, err, "REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP or APR")
+	bad := faults.Plan{Rules: []faults.Rule{{Action: faults.Drop, Match: faults.Match{CM: 0x99}}}}
+	require.ErrorContains(t, bad.Validate(), "unknown cm message CM(0x0099)")
 }

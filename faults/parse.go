@@ -110,7 +110,7 @@ var verbs = map[string]Rule{
 }
 
 // matchKeys are the keys every frame rule takes.
-var matchKeys = []string{"link", "dir", "src", "dst", "qp", "op", "class", "psn", "tx", "from", "to", "nth", "prob", "first"}
+var matchKeys = []string{"link", "dir", "src", "dst", "qp", "op", "class", "cm", "psn", "tx", "from", "to", "nth", "prob", "first"}
 
 // argKeys are the keys of each verb's own arguments.
 var argKeys = []struct {
@@ -285,6 +285,8 @@ func setKey(r *Rule, key, val string) string {
 		m.HasOp = msg == ""
 	case "class":
 		m.Class, msg = parseClass(val)
+	case "cm":
+		m.CM, msg = parseCM(val)
 	case "psn":
 		var pr PSNRange
 		if pr, msg = parsePSNRange(val); msg == "" {
@@ -453,6 +455,29 @@ func parseClass(s string) (Class, string) {
 		}
 	}
 	return 0, "want one of request, response, ack, nak, rnr, read-response, atomic, ud, cnp"
+}
+
+// cmAttrs are the CM messages cm= names, in the IBTA's order (§12.6).
+var cmAttrs = [...]wire.CMAttr{wire.CMAttrREQ, wire.CMAttrMRA, wire.CMAttrREJ, wire.CMAttrREP, wire.CMAttrRTU,
+	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrLAP, wire.CMAttrAPR}
+
+// cmIndex returns attr's index in cmAttrs, or -1.
+func cmIndex(attr wire.CMAttr) int {
+	for i, a := range cmAttrs {
+		if a == attr {
+			return i
+		}
+	}
+	return -1
+}
+
+func parseCM(s string) (wire.CMAttr, string) {
+	for _, a := range cmAttrs {
+		if strings.EqualFold(a.String(), s) {
+			return a, ""
+		}
+	}
+	return 0, "want a CM message: REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP or APR"
 }
 
 func parsePSNRange(s string) (PSNRange, string) {

@@ -140,6 +140,12 @@ type Match struct {
 	Op    wire.Opcode
 	// Class (class=) matches a class of packets.
 	Class Class
+	// CM (cm=) matches a Communication Management MAD by the message it
+	// carries: a UD SEND to QP1 whose MAD is a CM Send with this
+	// attribute ID (wire.CMAttrREQ, ...); 0 is absent. CM messages ride
+	// UD, so psn= and tx= say nothing useful about them: a MAD sent
+	// again is a new datagram with a new PSN (count them with first=).
+	CM wire.CMAttr
 	// PSN (psn=) matches a PSN or a range of PSNs; nil means absent.
 	PSN *PSNRange
 	// Tx (tx=) matches the Tx-th transmission of a PSN (Hop.Tx); 0 is absent.
@@ -362,6 +368,9 @@ func (m *Match) check() string {
 	}
 	if m.Class >= numClasses {
 		return "unknown class " + strconv.Itoa(int(m.Class))
+	}
+	if m.CM != 0 && cmIndex(m.CM) < 0 {
+		return "unknown cm message " + m.CM.String()
 	}
 	if m.PSN != nil {
 		if msg := checkPSNRange(*m.PSN); msg != "" {

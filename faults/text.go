@@ -14,7 +14,7 @@ import (
 //  2. the verb's own arguments: dup n=, the delay, reorder n=, corrupt
 //     byte= bit=, truncate len= or cut=, rewrite set-psn= set-syndrome=
 //     set-msn=, partition groups;
-//  3. the match keys: link dir src dst qp op class psn tx from to, then
+//  3. the match keys: link dir src dst qp op class cm psn tx from to, then
 //     the stateful ones in the order they are evaluated: nth prob first.
 //
 // Defaults are left out (dup n=1, corrupt bit=0). Numbers are decimal
@@ -129,6 +129,10 @@ func (m *Match) appendText(b []byte) []byte {
 	if m.Class != ClassAny {
 		b = append(b, " class="...)
 		b = append(b, m.Class.String()...)
+	}
+	if m.CM != 0 {
+		b = append(b, " cm="...)
+		b = append(b, m.CM.String()...)
 	}
 	if m.PSN != nil {
 		b = append(b, " psn="...)

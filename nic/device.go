@@ -355,6 +355,13 @@ func (d *Device) neighbour(gid netip.Addr) (wire.MAC, bool) {
 	return wire.MAC{}, false
 }
 
+// HasNeighbour reports whether the device knows the MAC of a peer GID
+// (or IPv4 address): what address resolution (ARP) would find.
+func (d *Device) HasNeighbour(gid netip.Addr) bool {
+	_, ok := d.neighbour(gid.Unmap())
+	return ok
+}
+
 // SetPortState tells the device its link went down or came back up: it
 // raises PORT_ERR or PORT_ACTIVE and counts link_downed, as rxe does when
 // its netdev loses carrier. Traffic itself is not stopped here: a down

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/netip"
+	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
@@ -87,10 +88,11 @@ const (
 	stateDreqRcvd
 	stateTimewait
 	stateDestroyed
+	stateAddrQuery // rdma_resolve_addr waiting for a neighbour that never answers
 )
 
 var stateNames = [...]string{"IDLE", "ADDR_RESOLVED", "ROUTE_RESOLVED", "LISTEN", "REQ_SENT", "REQ_RCVD",
-	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED"}
+	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED", "ADDR_QUERY"}
 
 func (s cmState) String() string { return stateNames[s] }
 
@@ -141,10 +143,19 @@ func (a *agent) newCommID() uint32 {
 // sits in the MAD, byte-swapped on a little-endian host.
 func tid(comm uint32) uint64 { return hiTID<<32 | uint64(bits.ReverseBytes32(comm)) }
 
-// Fire is a CM ID's MAD timer running out (arg: the ID's index).
+// Fire is a CM ID's timer running out (arg: the ID's index): its MAD's
+// or, in ADDR_QUERY, address resolution's.
 func (a *agent) Fire(now sim.Time, arg uint64) {
 	id := a.ids[arg]
 	id.timerOn = false
+	if id.state == stateAddrQuery {
+		// rdma_resolve_ip's request timed out (process_one_req:
+		// -ETIMEDOUT); rdma_cm's addr_handler takes the ID back to
+		// its bound state and reports ADDR_ERROR.
+		id.state = stateIdle
+		id.post(&Event{Event: EventAddrError, ID: id, Status: -int(syscall.ETIMEDOUT)})
+		return
+	}
 	if id.retries >= maxCMRetries {
 		id.giveUp()
 		return
@@ -195,8 +206,12 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 }
 
 // receive takes a CM message other than a REQ for the ID: false if the
-// ID's state does not expect it (ib_cm drops it then). MRA, LAP, APR and
-// SIDR are not sent by rdma_cm over rxe in the captures: ignored.
+// ID's state does not expect it (ib_cm drops it then). LAP and APR are
+// dropped as ib_cm drops them on a RoCE port (cm_lap_handler,
+// cm_apr_handler: "alternate path messages are not supported for RoCE",
+// -EINVAL, no APR sent back). MRA (rdma_cm sends one only to answer a
+// duplicate REQ or REP its application has not answered yet; never seen
+// in the captures) and SIDR are ignored too.
 func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	switch attr {
 	case wire.CMAttrREP:

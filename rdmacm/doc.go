@@ -45,17 +45,35 @@
 // does (rxe_cm_write_bw.pcapng); a lost REQ sent again after the REQ timeout; a lost
 // RTU repaired by the REP's retransmission, not by the first data packet
 // (rping does not call rdma_notify; neither is it modelled); a REQ for a port nobody listens on
-// rejected with reason 8; a peer that never answers gives UNREACHABLE
+// rejected with reason 8; a consumer reject (reason 28, the REJ's
+// fields but its random IDs, rxe_cm_consumer_rej.pcapng); a disconnect
+// under load flushing what had not completed on both sides
+// (rxe_cm_flush.txt); a peer that never answers gives UNREACHABLE
 // (status -110) after 16 REQs.
 //
-// From the kernel's source only (not exercised by the captures): a
-// consumer reject (reason 28) and its private data; the DREQ's
+// From the kernel's source only (not exercised by the captures): the
+// private data of a consumer reject; the DREQ's
 // retransmission (a DREP was never lost); the access flags of the QP in
 // INIT (cm_init_qp_init_attr); the exact REQ and REP timeouts, 6144 ms
 // and 4096 ms, where real rxe under TCG took 6.34–6.41 s and 4.19–4.35 s.
 //
-// Not modelled: address and route resolution that wait or fail (the
-// simulated hosts know their neighbours), UD port spaces and multicast,
-// MRA, LAP/APR, the TIMEWAIT_EXIT event, and a duplicate REQ answered in
-// TIMEWAIT.
+// A program that makes its QPs before the connection, as a scenario
+// does, moves them to INIT with InitQP and gives each to its ID with
+// AttachQP (package scenario's cm= QPs).
+//
+// Address resolution as rxe's hosts do it (rxe_cm_addr_error,
+// rxe_cm_no_route): an address nobody has gives ADDR_ERROR with -110
+// when the resolve timeout runs out (ARP itself is not simulated), one
+// off the network fails at once with ENETUNREACH. A lost REP is sent
+// again after 4096 ms (rxe_cm_lost_rep: 4.25 s).
+//
+// A LAP or APR is dropped unanswered, as ib_cm drops them on a RoCE
+// port (cm.c: cm_lap_handler, cm_apr_handler).
+//
+// Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
+// rdma_cm builds the path itself; no run provoked one), UD port spaces
+// and multicast, MRA (rdma_cm sends one only to answer a duplicate REQ
+// or REP that its application has not answered yet, IB_CM_MRA_FLAG_DELAY;
+// none in any capture), the TIMEWAIT_EXIT event, and a duplicate REQ
+// answered in TIMEWAIT.
 package rdmacm

@@ -148,10 +148,16 @@ func (id *CMID) Listen(backlog int) error {
 
 // ResolveAddr resolves dst to the host's RDMA device (rdma_resolve_addr)
 // and picks an ephemeral source port, as the kernel does (its
-// ip_local_port_range, 32768–60999). ADDR_RESOLVED is posted at once:
-// the simulated hosts know their neighbours (no ARP), so resolution
-// neither waits nor fails; a peer that does not exist shows up as
-// UNREACHABLE when the REQ goes unanswered.
+// ip_local_port_range, 32768–60999). A dst the host has a neighbour entry
+// for resolves at once: ADDR_RESOLVED (the simulated hosts know their
+// neighbours; no ARP is simulated). Otherwise, as on rxe
+// (wire/testdata/cm/rxe_cm_addr_error.pcapng: three ARP requests
+// unanswered, then "RDMA_CM_EVENT_ADDR_ERROR, error -110"), a dst on the
+// host's network (the same first octet: the model's hosts share a /8)
+// gives ADDR_ERROR with status -110 (-ETIMEDOUT) after timeoutMs, and one
+// off it fails at once with ENETUNREACH, no frame sent (rping on rxe:
+// "rdma_resolve_addr: Network is unreachable"; the guests have no
+// default route, nor have the model's hosts).
 func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) error {
 	if id.state != stateIdle {
 		return misuse("resolve_addr", "the ID is %v, not IDLE", id.state)
@@ -162,13 +168,23 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != id.a.h.IPv4() {
 		return misuse("resolve_addr", "src %v is not the host's (%v)", src, id.a.h.IPv4())
 	}
+	to, self := dst.Addr().Unmap(), id.a.h.IPv4()
+	known := id.a.h.HasNeighbour(to)
+	if !known && to.As4()[0] != self.As4()[0] {
+		return fmt.Errorf("rdmacm: resolve_addr: no route to %v (the host's network is %v/8): %w", to, netip.AddrFrom4([4]byte{self.As4()[0]}), syscall.ENETUNREACH)
+	}
 	port := id.src.Port()
 	if port == 0 {
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
 	}
-	id.src = netip.AddrPortFrom(id.a.h.IPv4(), port)
-	id.dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	id.src = netip.AddrPortFrom(self, port)
+	id.dst = netip.AddrPortFrom(to, dst.Port())
 	id.peer = id.dst.Addr()
+	if !known {
+		id.state = stateAddrQuery
+		id.armTimer(sim.Duration(max(timeoutMs, 0)) * sim.Millisecond)
+		return nil
+	}
 	id.state = stateAddrResolved
 	id.post(&Event{Event: EventAddrResolved, ID: id})
 	return nil
@@ -204,9 +220,45 @@ func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
 	if err != nil {
 		return err
 	}
-	if err := initConnQP(qp); err != nil {
+	if err := InitQP(qp); err != nil {
 		qp.Destroy()
 		return err
+	}
+	id.QP, id.PD = qp, pd
+	return nil
+}
+
+// InitQP moves an RC QP from RESET to INIT as rdma_create_qp does
+// (ucma_init_conn_qp, with the attributes of cm_init_qp_init_attr:
+// remote write always, remote read and atomic when the connection has
+// responder resources; rdma_cm asks with them set, so all three).
+func InitQP(qp *verbs.QP) error {
+	return qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
+		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
+		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
+}
+
+// AttachQP gives the ID a QP the caller made on pd, in RESET (then it
+// is moved to INIT as CreateQP would) or already moved to INIT with
+// InitQP; from then on it is the ID's QP, as if CreateQP had made it.
+// librdmacm has no such call (there rdma_create_qp creates the QP); it
+// lets a program that declares its QPs up front, as a scenario does,
+// receive on them before the connection is made, and keep their QP
+// numbers in declaration order.
+func (id *CMID) AttachQP(qp *verbs.QP, pd *verbs.PD) error {
+	if id.QP != nil {
+		return misuse("attach_qp", "the ID has a QP already")
+	}
+	if id.state != stateRouteResolved && id.state != stateReqRcvd {
+		return misuse("attach_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
+	}
+	if a, init := qp.Query(); init.Type != verbs.QPTypeRC || (a.QPState != verbs.QPStateReset && a.QPState != verbs.QPStateInit) {
+		return misuse("attach_qp", "QP %#x is %v in %v: want an RC QP in RESET or INIT", qp.QPNum, init.Type, a.QPState)
+	}
+	if qp.State() == verbs.QPStateReset {
+		if err := InitQP(qp); err != nil {
+			return err
+		}
 	}
 	id.QP, id.PD = qp, pd
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rocesim/rocesim/faults"
@@ -320,16 +321,28 @@ func TestConnectSendDisconnect(t *testing.T) {
 	}
 }
 
-// TestLostREQ: the first REQ lost, the MAD layer sends it again one REQ
-// timeout later (6144 ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng).
-func TestLostREQ(t *testing.T) {
-	p := newPair(t, "drop src=b qp=1 first=1")
-	cli, srv := p.establish(t)
-	p.hangUp(t, cli, srv)
-	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_lost_req.pcapng").cm())
-	ts := p.rec.times("b", wire.CMAttrREQ)
-	if len(ts) != 2 || ts[1].Sub(ts[0]) != 6144*sim.Millisecond {
-		t.Errorf("REQs at %v, want two 6144 ms apart", ts)
+// TestLostMAD: a lost REQ is sent again one REQ timeout later (6144
+// ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng); a lost REP after the
+// REQ's CM response timeout (4096 ms; real rxe: 4.25 s,
+// rxe_cm_lost_rep.pcapng), before the client's REQ timeout would send
+// the REQ again. Either way the connection comes up and ends as
+// rping's did on rxe.
+func TestLostMAD(t *testing.T) {
+	for _, c := range []struct {
+		plan, capture, from string
+		attr                wire.CMAttr
+		after               sim.Duration
+	}{
+		{"drop src=b qp=1 first=1", "rxe_cm_lost_req.pcapng", "b", wire.CMAttrREQ, 6144 * sim.Millisecond},
+		{"drop cm=REP first=1", "rxe_cm_lost_rep.pcapng", "a", wire.CMAttrREP, 4096 * sim.Millisecond},
+	} {
+		p := newPair(t, c.plan)
+		cli, srv := p.establish(t)
+		p.hangUp(t, cli, srv)
+		equal(t, "CM messages (model, rxe) under "+c.plan, p.rec.cm(), rxeCapture(t, c.capture).cm())
+		if ts := p.rec.times(c.from, c.attr); len(ts) != 2 || ts[1].Sub(ts[0]) != c.after {
+			t.Errorf("%v from %s at %v, want two %v apart", c.attr, c.from, ts, c.after)
+		}
 	}
 }
 
@@ -553,4 +566,69 @@ func TestRTUNeverArrives(t *testing.T) {
 			t.Errorf("REP %d sent %v after the one before, want 4096 ms", i+1, d)
 		}
 	}
+}
+
+// TestAddrError: an address on the hosts' network that no host has
+// gives ADDR_ERROR with status -110 when rdma_resolve_addr's timeout
+// (rping's 2000 ms) runs out, and no MAD leaves, as rping saw on rxe
+// (rxe_cm_addr_error.pcapng: ARP requests only, then
+// "RDMA_CM_EVENT_ADDR_ERROR, error -110"). The ID can resolve again.
+func TestAddrError(t *testing.T) {
+	p := newPair(t, "")
+	id, _ := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	start := p.w.Now()
+	if err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.99:7174"), 2000); err != nil {
+		t.Fatal(err)
+	}
+	ev := p.event(t, p.cli.ch, rdmacm.EventAddrError)
+	if ev.Status != -110 || p.w.Now().Sub(start) != 2000*sim.Millisecond {
+		t.Errorf("ADDR_ERROR status %d after %v, want -110 after 2s", ev.Status, p.w.Now().Sub(start))
+	}
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_addr_error.pcapng").cm())
+	if err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.1:7174"), 2000); err != nil {
+		t.Fatalf("resolve again: %v", err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventAddrResolved)
+}
+
+// TestNoRoute: an address off the hosts' network fails rdma_resolve_addr
+// at once with ENETUNREACH, as on rxe ("rdma_resolve_addr: Network is
+// unreachable", rxe_cm_no_route.rping.txt), with no event and no frame.
+func TestNoRoute(t *testing.T) {
+	p := newPair(t, "")
+	id, _ := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	err := id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("192.168.77.1:7174"), 2000)
+	if !errors.Is(err, syscall.ENETUNREACH) {
+		t.Fatalf("resolve_addr: %v, want ENETUNREACH", err)
+	}
+	p.w.Run()
+	if p.cli.ch.Pending() != 0 || len(p.rec.frames) != 0 || id.State() != "IDLE" {
+		t.Errorf("%d events, %d frames, state %s after a refused resolve", p.cli.ch.Pending(), len(p.rec.frames), id.State())
+	}
+}
+
+// TestLAPDropped: a LAP (load alternate path) for an established
+// connection is dropped without an answer, as ib_cm drops LAP and APR
+// on a RoCE port (cm.c, cm_lap_handler: not supported for RoCE); the
+// connection goes on.
+func TestLAPDropped(t *testing.T) {
+	p := newPair(t, "")
+	cli, srv := p.establish(t)
+	_, comms := p.rec.dreqTIDs()
+	var mad [wire.MADLen]byte
+	m := wire.MAD(mad[:])
+	m.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM, ClassVersion: wire.MADClassVersion,
+		Method: wire.MADMethodSend, TransactionID: 2<<32 | 7, AttributeID: uint16(wire.CMAttrLAP)})
+	binary.BigEndian.PutUint32(m.Data()[0:], uint32(comms["a"]))
+	binary.BigEndian.PutUint32(m.Data()[4:], uint32(comms["b"]))
+	if err := p.srv.h.SendMAD(p.cli.h.IPv4(), mad[:]); err != nil {
+		t.Fatal(err)
+	}
+	p.w.Run()
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "a>LAP"})
+	if d := p.cm.Dropped(p.cli.h); d != 1 || cli.State() != "ESTABLISHED" {
+		t.Errorf("client dropped %d MADs, is %s: want the LAP dropped and ESTABLISHED", d, cli.State())
+	}
+	p.ping(t, cli)
+	p.hangUp(t, cli, srv)
 }

@@ -20,20 +20,11 @@ func (id *CMID) UseQP(qp *verbs.QP) error {
 	if id.state != stateRouteResolved && id.state != stateReqRcvd {
 		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
 	}
-	if err := initConnQP(qp); err != nil {
+	if err := InitQP(qp); err != nil {
 		return err
 	}
 	id.QP = qp
 	return nil
-}
-
-// initConnQP moves a new QP of a connection to INIT (cm_init_qp_init_attr:
-// remote write always, remote read and atomic when the connection has
-// responder resources; rdma_cm asks with them set, so all three).
-func initConnQP(qp *verbs.QP) error {
-	return qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateInit, PKeyIndex: 0, PortNum: 1,
-		QPAccessFlags: verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags)
 }
 
 // Migrate moves the ID to channel ch (rdma_migrate_id): its later

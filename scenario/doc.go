@@ -119,7 +119,7 @@
 //	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num
 //	            | "cq=" cqname | "send_cq=" cqname | "recv_cq=" cqname | "cq_size=" num
 //	            | "max_send_wr=" num | "max_recv_wr=" num | "max_sge=" num | "max_inline=" num
-//	            | "sig_all" .
+//	            | "sig_all" | "cm=" ( "connect" | "accept" | "reject" | "closed" ) .
 //
 //	trigopt     = "wr=" num | "status=" status | "times=" num | "after=" duration .
 //	step        = qpref "send" "wr=" num { sendopt }
@@ -127,7 +127,8 @@
 //	            | qpref "modify" modopt { modopt }
 //	            | qpref "poll"                      (the QP's CQs)
 //	            | "poll" { ref }                    (CQs, or QPs' CQs; none: every CQ)
-//	            | mrref "rereg" reregopt { reregopt } .   (ibv_rereg_mr)
+//	            | mrref "rereg" reregopt { reregopt }     (ibv_rereg_mr)
+//	            | qpref ( "connect" | "disconnect" ) .     (rdma_connect, rdma_disconnect: cm= QPs)
 //	sendopt     = "op=" op | "len=" size | "local=" place | "remote=" place
 //	            | "rkey=" ( num | "invalid" ) | "imm=" num
 //	            | "compare=" num | "swap=" num | "add=" num
@@ -149,7 +150,9 @@
 //	            | "counter" node "." counter cmp num     (one word: a.rcvd_seq_err>=1)
 //	            | "mem" place ( "u64=" num | "len=" size "equals=" place )
 //	            | "rereg" mrref answer { answer }       (answer = "ok" | errno)
-//	            | "frames" { matchkey } ( "count=" num | "none" ) .   (matchkey: package faults)
+//	            | "frames" { matchkey } ( "count=" num | "none" )    (matchkey: package faults)
+//	            | "cm" qpref ( "none" | cmevent { cmevent } ) .
+//	cmevent     = rdma_cm event [ ":" status ] .   (ESTABLISHED, REJECTED:28; the RDMA_CM_EVENT_ prefix may be left out)
 //	cmp         = "=" | "!=" | ">=" | "<=" | ">" | "<" .
 //
 //	qpref, mrref, ref = node "." name .
@@ -253,6 +256,34 @@
 // receiver refuses it. A link that dies after its K-th frame is "fault
 // down link=a-b after=K".
 //
+// # Connection management
+//
+// A qp line with cm= connects its QP and its peer through rdma_cm
+// (package rdmacm: the IBTA CM's MADs on QP1, as rxe's kernel sends
+// them) instead of the direct bring-up: cm=connect is the active side,
+// which a connect step connects (rdma_resolve_addr, rdma_resolve_route,
+// rdma_connect, as rping -c does); cm=accept the passive side, which
+// listens from the start and accepts the connect request; cm=reject one
+// that rejects it (REJ reason 28); cm=closed one that does not listen,
+// so its host's CM answers REJ reason 8. Both QPs are moved to INIT at
+// setup, as rdma_create_qp does, so receives may be posted before the
+// connection exists; the CM moves them to RTR and RTS with the
+// attributes it negotiates (its PSNs drawn from the seed, timeout 19,
+// retry_cnt and rnr_retry 7), so a cm= line takes no state=, psn=, mtu=,
+// timeout=, retry_cnt=, rnr_retry=, min_rnr_timer= or access=;
+// max_rd_atomic= and max_dest_rd_atomic= are the initiator depth and
+// responder resources offered. A node's listening QPs take ports 7174,
+// 7175, ... in declaration order. A disconnect step calls rdma_disconnect:
+// the QP to ERR (its outstanding work requests are flushed), then the
+// DREQ. The program answers its CM events at the instant they come, as
+// rping does: a connect request with rdma_accept or rdma_reject, a
+// DISCONNECTED brought by the peer's DREQ with rdma_disconnect (the
+// DREP). Every event is in Result.CM and in the trace ("cm-event"). The
+// fault plan names CM messages with cm= (fault drop cm=REP first=1);
+// expect frames counts them (expect frames cm=REQ count=2). The
+// built-ins cm-lost-req, cm-lost-rep, cm-lost-rtu, cm-reject,
+// cm-no-listener and cm-disconnect-flush show each fault.
+//
 // # Expectations
 //
 // Each expect line is checked after the run; Result.Failed has one entry
@@ -273,9 +304,11 @@
 //	expect frames class=nak src=b count=1       exactly one frame matched these keys (see below)
 //	expect frames src=a tx=2 count=3            three retransmissions by a
 //	expect frames class=rnr none                no frame matched
+//	expect cm b.q ADDR_RESOLVED ROUTE_RESOLVED REJECTED:28   the rdma_cm events of b.q's CM ID, exactly,
+//	                                             in order (a status only where written); or none
 //
 // expect frames takes the match keys of a fault rule (package faults:
-// link dir src dst qp op class psn tx from to; not nth, prob or first,
+// link dir src dst qp op class cm psn tx from to; not nth, prob or first,
 // which count frames as a plan acts on them) and counts the frames the
 // fabric recorded that match them: a frame that went onto a link, or
 // that the fabric dropped (a capture of the run holds exactly these),

@@ -28,6 +28,7 @@ const (
 	expectMem                           // mem node.mr+off u64=N | len=N equals=node.mr+off
 	expectRereg                         // rereg node.mr ok|ERRNO ...: the answers of the region's rereg steps
 	expectFrames                        // frames KEYS count=N | none: how many recorded frames match
+	expectCMEvents                      // cm node.qp EVENT[:STATUS] ... | none: the QP's CM events, in order
 )
 
 // wrStatus is one item of a completions list.
@@ -69,6 +70,7 @@ type expectation struct {
 	hasQPInRef bool
 	match      faults.Match // expectFrames: the filter
 	frameIdx   int          // expectFrames: index into runState.frameCounts
+	cmEvents   []string     // expectCMEvents: as written, EVENT or EVENT:STATUS
 	// profile, if set (profile=rxe or profile=spec at the end of the
 	// line), limits the claim to runs under that behaviour profile: where
 	// rxe and the IBTA differ, a scenario states both.
@@ -109,6 +111,8 @@ func (p *parser) expectLine() error {
 		err = p.expectRereg(e)
 	case "frames":
 		err = p.expectFrames(e)
+	case "cm":
+		err = p.expectCM(e)
 	default:
 		if !strings.Contains(t.Text, ".") {
 			return p.errorf(t.Col, "expected node.qp, event, events, counter, mem or rereg after expect, got %q", t.Text)
@@ -345,6 +349,18 @@ func (p *parser) expectRereg(e *expectation) error {
 	return nil
 }
 
+// noneList reports whether a claimed list (toks, not empty) is "none",
+// which must then stand alone.
+func (p *parser) noneList(toks []lineformat.Token) (bool, error) {
+	if toks[0].Text != "none" {
+		return false, nil
+	}
+	if len(toks) > 1 {
+		return true, p.errorf(toks[1].Col, "unexpected %q after none", toks[1].Text)
+	}
+	return true, nil
+}
+
 func (p *parser) expectEvents(e *expectation) error {
 	e.kind = expectEvents
 	toks := p.toks[2:]
@@ -358,11 +374,8 @@ func (p *parser) expectEvents(e *expectation) error {
 		return p.errorf(toks[0].Col, "events lists a node's events: name the node, not a QP")
 	}
 	e.events = []nic.AsyncEventType{}
-	if toks[1].Text == "none" {
-		if len(toks) > 2 {
-			return p.errorf(toks[2].Col, "unexpected %q after none", toks[2].Text)
-		}
-		return nil
+	if none, err := p.noneList(toks[1:]); none || err != nil {
+		return err
 	}
 	for _, t := range toks[1:] {
 		ev, err := p.eventType(t.Text, t.Col)
@@ -450,6 +463,8 @@ func (p *parser) expectMem(e *expectation) error {
 // or what went wrong.
 func (e *expectation) check(r *runState, res *Result) string {
 	switch e.kind {
+	case expectCMEvents:
+		return e.checkCM(res)
 	case expectFrames:
 		if got := r.frameCounts[e.frameIdx]; uint64(got) != e.value {
 			return fmt.Sprintf("expected %d matching frames, got %d", e.value, got)

@@ -769,6 +769,7 @@ func (p *parser) qpLine() error {
 	h["max_recv_wr"] = u32("max_recv_wr", &q.maxRecvWR, 1, uint64(lim.MaxQPWR))
 	h["max_sge"] = u32("max_sge", &q.maxSGE, 1, uint64(lim.MaxSGE))
 	h["max_inline"] = u32("max_inline", &q.maxInline, 0, uint64(lim.MaxInlineData))
+	h["cm"] = p.cmOption(q)
 	err = p.opts("qp", p.toks[3:], h, map[string]func() error{"sig_all": func() error { q.sigAll = true; return nil }})
 	if err != nil {
 		return err
@@ -786,6 +787,9 @@ func (p *parser) qpLine() error {
 	case nic.QPStateReset, nic.QPStateInit, nic.QPStateRTR, nic.QPStateRTS:
 	default:
 		return p.errorf(p.toks[0].Col, "a QP starts in reset, init, rtr or rts; move it on with a modify step")
+	}
+	if err := p.checkCMQP(q, mask); err != nil {
+		return err
 	}
 	n.qps = append(n.qps, q)
 	p.s.qps = append(p.s.qps, q)

@@ -23,6 +23,9 @@ func (p *parser) resolve() error {
 			return err
 		}
 	}
+	if err := p.resolveCM(); err != nil {
+		return err
+	}
 	for _, q := range s.qps {
 		if qpNeedsPeer(q, q.state) && q.peer == nil {
 			p.line = q.line
@@ -222,6 +225,9 @@ func (p *parser) resolveStep(st *step) error {
 	}
 	st.qp = q
 	col := p.at(st.qpRef)
+	if st.kind == stepConnect || st.kind == stepDisconnect {
+		return p.resolveCMStep(st, q, col)
+	}
 	if st.kind == stepModify {
 		if st.mask&nic.QPAttrState != 0 && qpNeedsPeer(q, st.attr.QPState) && q.peer == nil {
 			return p.errorf(col, "QP %s has no peer to connect to (peer=node.qp on its qp line)", q)
@@ -360,6 +366,15 @@ func (p *parser) resolveExpect(e *expectation) error {
 		q, err := p.lookupQP(e.qpRef)
 		if err != nil {
 			return err
+		}
+		e.qp, e.node = q, q.node
+	case expectCMEvents:
+		q, err := p.lookupQP(e.qpRef)
+		if err != nil {
+			return err
+		}
+		if q.cm == cmNone {
+			return p.errorf(p.at(e.qpRef), "QP %s is not connected through CM (cm= on its qp line): it has no CM events", q)
 		}
 		e.qp, e.node = q, q.node
 	case expectEvent, expectEvents, expectCounter:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/rdmacm"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
@@ -98,6 +99,9 @@ type Result struct {
 	// Rereg is what each rereg step's ibv_rereg_mr returned, in step
 	// order.
 	Rereg []Rereg `json:"rereg,omitempty"`
+	// CM is every rdma_cm event the program took, in the order taken:
+	// by instant, then node (only when some QP has cm=).
+	CM []CMEvent `json:"cm_events,omitempty"`
 	// Memory holds every memory region's bytes at the end of the run (a
 	// copy), in declaration order, so callers can compare memory.
 	Memory []MemoryRegion `json:"-"`
@@ -161,6 +165,10 @@ type runState struct {
 	fired   []int       // per on line: how many times it has fired
 	reacted int         // completions before this index have been offered to the on lines
 	later   []laterStep // on lines' steps fired with after=, in the order they are due
+
+	cm      *rdmacm.CM             // the world's CM, when some QP has cm=
+	cmChans []*rdmacm.EventChannel // per node: its event channel, or nil
+	cmIDs   []*rdmacm.CMID         // per QP: the CM ID of its connection, once there is one
 
 	frameCounts []int               // per expect frames line: the frames that matched
 	dec         faults.FrameDecoder // decoding buffer of observe
@@ -294,12 +302,13 @@ func (r *runState) warn(res *Result) {
 }
 
 // runTo runs the world to t (sim.Never: until nothing is left to
-// happen). Without on lines it is World.RunTo. With them it stops after
-// every instant at which something happened (all the events due at that
-// virtual time), polls the auto CQs and does the on lines' steps that the
-// new completions trigger, before it goes on to the next instant.
+// happen). Without on lines or cm= QPs it is World.RunTo. With them it
+// stops after every instant at which something happened (all the events
+// due at that virtual time), answers the CM events (cm.go), polls the
+// auto CQs and does the on lines' steps that the new completions
+// trigger, before it goes on to the next instant.
 func (r *runState) runTo(t sim.Time) error {
-	if len(r.s.ons) == 0 {
+	if len(r.s.ons) == 0 && !r.s.hasCM {
 		return r.w.RunTo(t)
 	}
 	sched := r.w.Scheduler()
@@ -337,14 +346,17 @@ func (r *runState) runTo(t sim.Time) error {
 	return r.w.RunTo(t)
 }
 
-// pollReact polls the auto CQs (as after every step), then offers every
-// completion polled so far and not yet offered to the on lines, in the
-// order polled. For each completion the on lines are tried in file
+// pollReact answers the waiting CM events and polls the auto CQs (as
+// after every step), then offers every completion polled so far and not
+// yet offered to the on lines, in the order polled. For each completion the on lines are tried in file
 // order; each one whose trigger matches and that has fired fewer than
 // times= times fires: its step is done at once, after which the auto CQs
 // are polled again (the completions that brings are offered in their
 // turn), or, with after=D, queued to be done D later.
 func (r *runState) pollReact() error {
+	if err := r.cmReact(); err != nil {
+		return err
+	}
 	r.poll(false, nil)
 	if len(r.s.ons) == 0 {
 		return nil
@@ -482,6 +494,9 @@ func (r *runState) resources() error {
 		}
 	}
 	for _, q := range s.qps {
+		if q.cm != cmNone {
+			continue // setupCM moves it to INIT, as rdma_create_qp does
+		}
 		for st := nic.QPStateInit; st <= q.state; st++ {
 			attr, mask, err := r.transition(q, st)
 			if err != nil {
@@ -492,7 +507,7 @@ func (r *runState) resources() error {
 			}
 		}
 	}
-	return nil
+	return r.setupCM()
 }
 
 // transition returns the attributes and mask that take q from the state
@@ -566,6 +581,8 @@ func (r *runState) do(st *step) error {
 	case stepPoll:
 		r.poll(true, st.pollCQs)
 		return nil
+	case stepConnect, stepDisconnect:
+		return r.cmDo(st)
 	case stepModify:
 		return r.modify(st)
 	case stepRereg:

@@ -32,6 +32,7 @@ type Scenario struct {
 	seed        uint64
 	deadline    sim.Duration
 	hasDeadline bool
+	hasCM       bool // some QP has cm=
 
 	nodes       []*nodeDecl
 	links       []*linkDecl
@@ -172,6 +173,10 @@ type qpDecl struct {
 	maxSGE      uint32
 	maxInline   uint32
 	sigAll      bool
+
+	cm     cmRole // cm=: connected through CM, and how (cm.go)
+	cmCol  int    // the column of cm=, for errors
+	cmPort uint16 // a passive cm= QP's port (listening or not)
 }
 
 // String returns the QP's name as written, node.name.
@@ -203,11 +208,13 @@ var builtinFS embed.FS
 // catalogueOrder is the order in which Builtin lists the catalogue: the
 // RC reliability story first (loss, timeout, give up), then receivers not
 // ready, errors, READ and atomics, duplicates and ACK loss, PSN wrap,
-// selective signalling, UC, and a cluster.
+// selective signalling, UC, a cluster, closed loops, and connection
+// management (rdma_cm) with its faults.
 var catalogueOrder = []string{
 	"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
 	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled",
 	"uc-loss", "alltoall", "pingpong", "bandwidth", "rnr-repost",
+	"cm-lost-req", "cm-lost-rep", "cm-lost-rtu", "cm-reject", "cm-no-listener", "cm-disconnect-flush",
 }
 
 var (

@@ -21,7 +21,8 @@ import (
 // catalogue is the list, in Builtin's order.
 var catalogue = []string{"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
 	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled", "uc-loss", "alltoall",
-	"pingpong", "bandwidth", "rnr-repost"}
+	"pingpong", "bandwidth", "rnr-repost",
+	"cm-lost-req", "cm-lost-rep", "cm-lost-rtu", "cm-reject", "cm-no-listener", "cm-disconnect-flush"}
 
 // TestBuiltinsMeetTheirExpectations runs every built-in under both
 // profiles and a few seeds: each parses, runs and meets every claim.

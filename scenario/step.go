@@ -13,11 +13,13 @@ import (
 type stepKind uint8
 
 const (
-	stepSend   stepKind = iota // ibv_post_send of one WR
-	stepRecv                   // ibv_post_recv of one WR
-	stepModify                 // ibv_modify_qp
-	stepPoll                   // poll CQs (manual ones too)
-	stepRereg                  // ibv_rereg_mr of a memory region
+	stepSend       stepKind = iota // ibv_post_send of one WR
+	stepRecv                       // ibv_post_recv of one WR
+	stepModify                     // ibv_modify_qp
+	stepPoll                       // poll CQs (manual ones too)
+	stepConnect                    // rdma_resolve_addr, rdma_resolve_route, rdma_connect (cm.go)
+	stepDisconnect                 // rdma_disconnect (cm.go)
+	stepRereg                      // ibv_rereg_mr of a memory region
 )
 
 // step is one "at" or "on" line.
@@ -217,6 +219,8 @@ func (p *parser) stepBody(st *step, toks []lineformat.Token) error {
 		err = p.modifyStep(st, rest)
 	case "rereg":
 		err = p.reregStep(st, rest)
+	case "connect", "disconnect":
+		err = p.cmStep(st, verb, rest)
 	case "poll":
 		st.kind = stepPoll
 		st.pollRefs = []ref{st.qpRef}

@@ -246,6 +246,11 @@ func (w *World) linkChanged(now sim.Time, link string, up bool) {
 // not know (the drop-in library on a real network).
 func (h *Host) AddNeighbour(gid netip.Addr, mac wire.MAC) { h.dev.AddNeighbour(gid, mac) }
 
+// HasNeighbour reports whether the host's device knows the MAC of addr
+// (a GID or an IPv4 address): whether ARP would resolve it (rdmacm's
+// address resolution asks).
+func (h *Host) HasNeighbour(addr netip.Addr) bool { return h.dev.HasNeighbour(addr) }
+
 // Name returns the host's name.
 func (h *Host) Name() string { return h.name }
 

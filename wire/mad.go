@@ -93,3 +93,14 @@ func (m MAD) Data() []byte { return m[MADHeaderLen:MADLen] }
 func (m MAD) IsCM() bool {
 	return len(m) >= MADLen && m[0] == MADBaseVersion && m[1] == MADClassCM && m[2] == MADClassVersion
 }
+
+// CMAttr returns the attribute ID of a CM MAD, the message it carries
+// (IBTA §12.6: REQ, REP, RTU, ...); 0 when the MAD is not a CM Send
+// (IsCM false or another method), so a caller never mistakes another
+// class's attribute for a CM message.
+func (m MAD) CMAttr() CMAttr {
+	if !m.IsCM() || m[3] != MADMethodSend {
+		return 0
+	}
+	return CMAttr(binary.BigEndian.Uint16(m[16:]))
+}

@@ -46,6 +46,14 @@
 // Options.MaxFrames frames (65536), and the capture is streamed to its
 // file.
 //
+// # Connection management
+//
+// PairCM connects two hosts' RC QPs through rdma_cm (package rdmacm),
+// as rping does, instead of modify_qp calls; AwaitCM takes the next CM
+// event, DisconnectCM hangs up as rping does. The CM's MADs are frames
+// like any other: "drop cm=REQ first=1" loses the REQ, "cm=RTU" selects
+// RTUs.
+//
 // # Assertions
 //
 // RequireCompletion, RequireNoCompletion, RequireQPState, RequireFrames

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/rdmacm"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
@@ -116,6 +117,7 @@ type World struct {
 	psn       psnSource
 	wake      wakeHandler
 	names     names
+	cm        *rdmacm.CM // made on first use (cm.go)
 }
 
 // reportLine is something the failure report lists with its time: a plan
