@@ -230,7 +230,7 @@ func TestMatchCM(t *testing.T) {
 	// The key prints as it parses, upper case.
 	require.Equal(t, "drop cm=RTU first=1\n", mustParse(t, "drop cm=rtu first=1").String())
 	_, err := faults.Parse("drop cm=REQUEST")
-	require.ErrorContains(t, err, "1:6: bad cm")
+	require.ErrorContains(t, err, "1:9: bad cm")
 	require.ErrorContains(t, err, "REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP or APR")
 	bad := faults.Plan{Rules: []faults.Rule{{Action: faults.Drop, Match: faults.Match{CM: 0x99}}}}
 	require.ErrorContains(t, bad.Validate(), "unknown cm message CM(0x0099)")
