@@ -62,6 +62,9 @@ type Scheduler struct {
 	fired   uint64
 	limit   uint64
 	stopped bool
+	// reserved counts the tickets taken (Reserve) and not yet
+	// scheduled: events that will fire, though not in the heap yet.
+	reserved int
 }
 
 // heapEntry is a pending event in the heap: its key (time, then
@@ -91,7 +94,11 @@ func (s *Scheduler) Now() Time { return s.now }
 func (s *Scheduler) Fired() uint64 { return s.fired }
 
 // Pending returns how many events are scheduled and not yet fired or cancelled.
-func (s *Scheduler) Pending() int { return len(s.heap) }
+func (s *Scheduler) Pending() int { return len(s.heap) + s.reserved }
+
+// Queued returns how many events are in the heap: Pending less those
+// reserved (Reserve) and not yet scheduled.
+func (s *Scheduler) Queued() int { return len(s.heap) }
 
 // SetEventLimit sets how many events Run and RunUntil may fire in all
 // before they fail with ErrEventLimit; 0 means no limit.
@@ -125,6 +132,58 @@ func (s *Scheduler) Schedule(at Time, h Handler, arg uint64) Timer {
 	if at < s.now {
 		at = s.now
 	}
+	seq := s.seq
+	s.seq++
+	return s.schedule(at, seq, h, arg)
+}
+
+// Ticket is an event's place in the firing order (its time, then its
+// scheduling order), taken by Reserve before the event is scheduled.
+type Ticket struct {
+	at  Time
+	seq uint64
+}
+
+// At returns the time the ticket's event fires.
+func (t Ticket) At() Time { return t.at }
+
+// Reserve takes the place in the firing order that an event scheduled now
+// for at would have (a time in the past is taken as now), without putting
+// it in the heap yet: ScheduleTicket does that later, and the event then
+// fires exactly where it would have fired had it been scheduled now. A
+// source of events that fire in the order they are made (a link's
+// arrivals: constant propagation, frames serialized one after another)
+// keeps only its next one in the heap, so the heap holds one event per
+// link rather than one per frame in flight, and its depth stops growing
+// with the frames a large world has on its wires (issue 20). Pending
+// counts reserved events.
+func (s *Scheduler) Reserve(at Time) Ticket {
+	if at < s.now {
+		at = s.now
+	}
+	t := Ticket{at: at, seq: s.seq}
+	s.seq++
+	s.reserved++
+	return t
+}
+
+// ScheduleTicket schedules h.Fire(t.At(), arg) in the place t reserved.
+// It must be called before the clock passes t (while the event firing is
+// earlier in the order than t), or the order would be broken: that is a
+// bug in the caller, and it panics.
+func (s *Scheduler) ScheduleTicket(t Ticket, h Handler, arg uint64) Timer {
+	if h == nil {
+		panic("sim: ScheduleTicket with a nil handler")
+	}
+	if t.at < s.now {
+		panic(fmt.Sprintf("sim: ScheduleTicket for %v at %v: the clock has passed the reserved place", t.at, s.now))
+	}
+	s.reserved--
+	return s.schedule(t.at, t.seq, h, arg)
+}
+
+// schedule puts the event (at, seq) in the heap.
+func (s *Scheduler) schedule(at Time, seq uint64, h Handler, arg uint64) Timer {
 	var slot int32
 	if n := len(s.free); n > 0 {
 		slot = s.free[n-1]
@@ -134,8 +193,7 @@ func (s *Scheduler) Schedule(at Time, h Handler, arg uint64) Timer {
 		slot = int32(len(s.slots) - 1)
 	}
 	e := &s.slots[slot]
-	e.at, e.seq, e.h, e.arg = at, s.seq, h, arg
-	s.seq++
+	e.at, e.seq, e.h, e.arg = at, seq, h, arg
 	e.heap = int32(len(s.heap))
 	s.heap = append(s.heap, heapEntry{at: at, seq: e.seq, slot: slot})
 	s.up(int(e.heap))
@@ -230,7 +288,7 @@ func (s *Scheduler) RunUntil(t Time) error {
 	s.stopped = false
 	for len(s.heap) > 0 && s.heap[0].at <= t && !s.stopped {
 		if s.limit != 0 && s.fired >= s.limit {
-			return fmt.Errorf("%w: %d events fired by %v, %d still pending", ErrEventLimit, s.fired, s.now, len(s.heap))
+			return fmt.Errorf("%w: %d events fired by %v, %d still pending", ErrEventLimit, s.fired, s.now, s.Pending())
 		}
 		s.Step()
 	}

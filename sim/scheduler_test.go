@@ -179,3 +179,55 @@ func TestTraceText(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "2", v)
 }
+
+// TestReservedEventsFireInTheirPlace holds that an event scheduled through
+// a ticket fires exactly where it would have fired had it been scheduled
+// when the ticket was taken, ties at the same time included, and that
+// Pending counts it meanwhile while the heap does not hold it.
+func TestReservedEventsFireInTheirPlace(t *testing.T) {
+	// The reference: every event scheduled at once, in this order.
+	plan := []sim.Time{100, 100, 50, 100, 200, 100, 50}
+	ref := sim.NewScheduler()
+	var want recorder
+	for i, at := range plan {
+		ref.Schedule(at, &want, uint64(i))
+	}
+	require.NoError(t, ref.Run())
+
+	// The same, with the events at 100 reserved and handed to the heap
+	// one at a time, each when the one before it fires (as a link does).
+	s := sim.NewScheduler()
+	var got recorder
+	var tickets []sim.Ticket
+	var args []uint64
+	var chain sim.HandlerFunc
+	chain = func(now sim.Time, arg uint64) {
+		got.Fire(now, arg)
+		if len(tickets) > 0 {
+			s.ScheduleTicket(tickets[0], chain, args[0])
+			tickets, args = tickets[1:], args[1:]
+		}
+	}
+	for i, at := range plan {
+		if at == 100 {
+			tickets = append(tickets, s.Reserve(at))
+			args = append(args, uint64(i))
+			continue
+		}
+		s.Schedule(at, &got, uint64(i))
+	}
+	assert.Equal(t, len(plan), s.Pending())
+	assert.Equal(t, 3, s.Queued())
+	s.ScheduleTicket(tickets[0], chain, args[0])
+	tickets, args = tickets[1:], args[1:]
+	assert.Equal(t, 4, s.Queued())
+	require.NoError(t, s.Run())
+	assert.Equal(t, want.got, got.got)
+	assert.Equal(t, 0, s.Pending())
+
+	// A ticket handed in after the clock passed its place is a bug.
+	late := s.Reserve(s.Now() + 10)
+	s.Schedule(s.Now()+20, &got, 99)
+	require.NoError(t, s.Run())
+	assert.Panics(t, func() { s.ScheduleTicket(late, &got, 0) })
+}

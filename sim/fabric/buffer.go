@@ -3,6 +3,8 @@ package fabric
 import (
 	"math/bits"
 	"strings"
+
+	"github.com/rocesim/rocesim/sim"
 )
 
 // frameBuf is one frame owned by the fabric, from Send until it is
@@ -31,6 +33,9 @@ type frameBuf struct {
 	// the queue as a placeholder, to be recorded when it reaches the
 	// head: where it would have been on the wire); 0 otherwise.
 	dropRule int
+	// arrive is its place in the event order at the end of the link it
+	// is crossing (direction.transmit), while it is in flight.
+	arrive sim.Ticket
 	// owner is the node that sent it, until the frame has left that
 	// node's port (serialized or dropped); then the node's TxDone runs.
 	owner *Node
@@ -140,6 +145,14 @@ func (q *fifo) push(id int32) {
 	}
 	q.buf[(q.head+q.size)%len(q.buf)] = id
 	q.size++
+}
+
+// peek returns the oldest id without taking it.
+func (q *fifo) peek() (int32, bool) {
+	if q.size == 0 {
+		return 0, false
+	}
+	return q.buf[q.head], true
 }
 
 func (q *fifo) pop() (int32, bool) {

@@ -295,3 +295,31 @@ func TestPerLinkTap(t *testing.T) {
 	}
 	assert.Equal(t, []string{"n2->sw psn=3", "sw->n2 psn=2"}, got)
 }
+
+// TestFramesInFlightKeepOneArrivalQueued sends frames back to back over a
+// link whose propagation delay holds a hundred of them on the wire at
+// once: they arrive when serialization and propagation say, but only the
+// oldest one's arrival sits in the event heap (the others keep their
+// place in the order, sim.Reserve), so the heap of a large world is as
+// deep as its links, not as the frames on them (issue 20).
+func TestFramesInFlightKeepOneArrivalQueued(t *testing.T) {
+	w := newWorld(t, 2, nil, 1, nil)
+	cfg := fabric.LinkConfig{Bandwidth: 100e9, Propagation: 100 * sim.Microsecond, MTU: 1500, Overhead: fabric.EthernetOverhead}
+	_, err := w.f.Connect("n0-n1", w.nodes[0].Port(0), w.nodes[1].Port(0), cfg)
+	require.NoError(t, err)
+	const frames = 200
+	for range frames {
+		require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1514), ""))
+	}
+	// Run until the last frame is on the wire, none arrived yet.
+	ser := cfg.SerializationDelay(1514)
+	require.NoError(t, w.sched.RunUntil(sim.Time(frames)*sim.Time(ser)))
+	require.Empty(t, w.sinks[1].times)
+	assert.Equal(t, frames, w.sched.Pending(), "every frame's arrival is still to come")
+	assert.LessOrEqual(t, w.sched.Queued(), 2, "the heap holds the oldest arrival (and the last tx-done), not one per frame")
+	require.NoError(t, w.sched.Run())
+	require.Len(t, w.sinks[1].times, frames)
+	for i, at := range w.sinks[1].times {
+		require.Equal(t, sim.Time(i+1)*sim.Time(ser)+sim.Time(cfg.Propagation), at, "frame %d", i)
+	}
+}

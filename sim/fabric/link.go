@@ -245,9 +245,17 @@ func (d *direction) transmit() {
 	f.writeTaps(d, b, b.comment(), false)
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.link.cfg.SerializationDelay(b.n)
-	d.flight.push(id)
 	f.sched.After(ser, d, evTxDone)
-	f.sched.After(ser+d.link.cfg.Propagation, d, evArrive)
+	// Frames arrive in the order they were serialized (the link's
+	// propagation delay is fixed), so only the oldest frame in flight
+	// has its arrival in the event heap; the others hold their place in
+	// the order (Reserve) until it is their turn (Fire): the heap stays
+	// as deep as the links, not as the frames on them.
+	b.arrive = f.sched.Reserve(f.sched.Now().Add(ser + d.link.cfg.Propagation))
+	if d.flight.size == 0 {
+		f.sched.ScheduleTicket(b.arrive, d, evArrive)
+	}
+	d.flight.push(id)
 }
 
 // Fire handles the direction's two events: the wire is free again, and
@@ -259,6 +267,9 @@ func (d *direction) Fire(now sim.Time, ev uint64) {
 		d.transmit()
 	case evArrive:
 		id, _ := d.flight.pop()
+		if next, ok := d.flight.peek(); ok {
+			d.f.sched.ScheduleTicket(d.f.pool.at(next).arrive, d, evArrive)
+		}
 		d.stats.RxFrames++
 		d.f.arrive(d, d.f.pool.at(id))
 	}
