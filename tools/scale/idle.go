@@ -64,12 +64,18 @@ func idle(n int) (Result, error) {
 
 // stream runs the 2-node stream the alltoall's packet rate is compared
 // with: 4 KiB RDMA WRITEs (the alltoall's) from one host to the other over
-// one link, 64 outstanding, m in all.
-func stream(m int) (Result, error) {
+// one link, 64 outstanding, m in all. viaSwitch puts a switch between the
+// two hosts (kind "switched"): every packet then crosses two links, as in
+// the alltoall, which tells the second hop's share of the difference.
+func stream(m int, viaSwitch bool) (Result, error) {
 	r := Result{Kind: "stream", N: 2, QPs: 2}
 	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
 	ha, hb := w.AddHost("a"), w.AddHost("b")
-	if err := w.Connect(ha, hb); err != nil {
+	link := func() error { return w.Connect(ha, hb) }
+	if viaSwitch {
+		r.Kind, link = "switched", w.ConnectSwitch
+	}
+	if err := link(); err != nil {
 		return r, err
 	}
 	var hs [2]*host

@@ -19,6 +19,10 @@ func TestPoints(t *testing.T) {
 	if err != nil || s.Checked != 128 || s.Packets != 640 {
 		t.Errorf("stream:128: %+v %v, want 128 completions, 640 packets", s, err)
 	}
+	sw, err := runPoint("switched:128")
+	if err != nil || sw.Kind != "switched" || sw.Checked != 128 || sw.Packets != 640 {
+		t.Errorf("switched:128: %+v %v, want 128 completions, 640 packets", sw, err)
+	}
 	i, err := runPoint("idle:200")
 	if err != nil || i.QPs != 200 || i.PeakHeap == 0 {
 		t.Errorf("idle:200: %+v %v", i, err)

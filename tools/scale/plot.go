@@ -17,6 +17,8 @@ func markdown(w io.Writer, rs []Result, fits []fit) {
 		switch r.Kind {
 		case "stream":
 			name = "2-node stream, 4 KiB WRITEs"
+		case "switched":
+			name = "2-node stream through a switch"
 		case "idle":
 			name = fmt.Sprintf("%d idle RC QPs", r.N)
 		}
