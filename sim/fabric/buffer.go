@@ -33,9 +33,6 @@ type frameBuf struct {
 	// the queue as a placeholder, to be recorded when it reaches the
 	// head: where it would have been on the wire); 0 otherwise.
 	dropRule int
-	// arrive is its place in the event order at the end of the link it
-	// is crossing (direction.transmit), while it is in flight.
-	arrive sim.Ticket
 	// owner is the node that sent it, until the frame has left that
 	// node's port (serialized or dropped); then the node's TxDone runs.
 	owner *Node
@@ -129,38 +126,51 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 	return c
 }
 
-// fifo is a queue of buffer ids that reuses its storage.
-type fifo struct {
-	buf        []int32
+// fifo is a queue (of buffer ids, or of frames in flight) that reuses
+// its storage.
+type fifo[T any] struct {
+	buf        []T
 	head, size int
 }
 
-func (q *fifo) push(id int32) {
+func (q *fifo[T]) push(v T) {
 	if q.size == len(q.buf) {
-		n := make([]int32, max(8, 2*len(q.buf)))
+		n := make([]T, max(8, 2*len(q.buf)))
 		for i := range q.size {
 			n[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
 		q.buf, q.head = n, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = id
+	q.buf[(q.head+q.size)%len(q.buf)] = v
 	q.size++
 }
 
-// peek returns the oldest id without taking it.
-func (q *fifo) peek() (int32, bool) {
+// peek returns the oldest entry without taking it.
+func (q *fifo[T]) peek() (T, bool) {
 	if q.size == 0 {
-		return 0, false
+		var zero T
+		return zero, false
 	}
 	return q.buf[q.head], true
 }
 
-func (q *fifo) pop() (int32, bool) {
+func (q *fifo[T]) pop() (T, bool) {
 	if q.size == 0 {
-		return 0, false
+		var zero T
+		return zero, false
 	}
-	id := q.buf[q.head]
+	v := q.buf[q.head]
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
-	return id, true
+	return v, true
+}
+
+// inFlight is a frame on the wire and its place in the event order at
+// the far end (sim.Scheduler.Reserve), kept beside its id rather than in
+// its buffer: the direction schedules the next arrival as the one before
+// it lands, and its own small ring is in cache where the frame's buffer,
+// among thousands in flight in a large world, is not.
+type inFlight struct {
+	id     int32
+	arrive sim.Ticket
 }

@@ -87,10 +87,10 @@ type direction struct {
 	link     *Link
 	name     string // "a->b"
 	from, to *Port
-	queue    fifo // waiting to be serialized
+	queue    fifo[int32] // waiting to be serialized
 	qBytes   int
-	flight   fifo // serialized, propagating; they arrive in order
-	busy     bool // a frame is being serialized
+	flight   fifo[inFlight] // serialized, propagating; they arrive in order
+	busy     bool           // a frame is being serialized
 	held     []heldFrame
 	tapIDs   []tapID
 	stats    DirStats
@@ -251,11 +251,11 @@ func (d *direction) transmit() {
 	// has its arrival in the event heap; the others hold their place in
 	// the order (Reserve) until it is their turn (Fire): the heap stays
 	// as deep as the links, not as the frames on them.
-	b.arrive = f.sched.Reserve(f.sched.Now().Add(ser + d.link.cfg.Propagation))
+	t := f.sched.Reserve(f.sched.Now().Add(ser + d.link.cfg.Propagation))
 	if d.flight.size == 0 {
-		f.sched.ScheduleTicket(b.arrive, d, evArrive)
+		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(id)
+	d.flight.push(inFlight{id: id, arrive: t})
 }
 
 // Fire handles the direction's two events: the wire is free again, and
@@ -266,10 +266,11 @@ func (d *direction) Fire(now sim.Time, ev uint64) {
 		d.busy = false
 		d.transmit()
 	case evArrive:
-		id, _ := d.flight.pop()
+		fl, _ := d.flight.pop()
 		if next, ok := d.flight.peek(); ok {
-			d.f.sched.ScheduleTicket(d.f.pool.at(next).arrive, d, evArrive)
+			d.f.sched.ScheduleTicket(next.arrive, d, evArrive)
 		}
+		id := fl.id
 		d.stats.RxFrames++
 		d.f.arrive(d, d.f.pool.at(id))
 	}
