@@ -114,5 +114,5 @@ corpus:
 conformance:
 	conformance/install.sh
 	@start=$$(date +%s); \
-	ROCESIM_RESULTS=$(CURDIR)/conformance/RESULTS.md ROCESIM_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 20m ./conformance/; \
+	ROCESIM_RESULTS=$(CURDIR)/conformance/RESULTS.md ROCESIM_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 30m ./conformance/; \
 	rc=$$?; echo; cat conformance/RESULTS.md; echo "make conformance: $$(( $$(date +%s) - start )) s"; exit $$rc
