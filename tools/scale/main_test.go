@@ -46,3 +46,31 @@ func TestFit(t *testing.T) {
 		}
 	}
 }
+
+// TestFitLeavesOutTimesBelowTheFloor: a point whose time is under
+// minFitSeconds (process start and clock grain) does not bend a time fit,
+// and still counts in the others.
+func TestFitLeavesOutTimesBelowTheFloor(t *testing.T) {
+	rs := []Result{{Kind: "idle", QPs: 100, CPUS: minFitSeconds / 2, PeakHeap: 1e5}}
+	for _, n := range []float64{1e3, 1e4, 1e5} {
+		rs = append(rs, Result{Kind: "idle", QPs: int(n), CPUS: n * 1e-5, PeakHeap: uint64(n * 1000)})
+	}
+	seen := 0
+	for _, f := range fitAll(rs) {
+		switch f.y {
+		case "idle-QP creation CPU time":
+			seen++
+			if f.n != 2 || math.Abs(f.exp-1) > 1e-9 {
+				t.Errorf("creation time: %d points, exponent %v; want 2 points (the ones above the floor), exponent 1", f.n, f.exp)
+			}
+		case "idle-QP heap":
+			seen++
+			if f.n != 4 {
+				t.Errorf("heap: %d points, want all 4", f.n)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d of the two idle fits made", seen)
+	}
+}
