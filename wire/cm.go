@@ -52,6 +52,10 @@ func (a CMAttr) String() string {
 		return "LAP"
 	case CMAttrAPR:
 		return "APR"
+	case CMAttrSIDRREQ:
+		return "SIDR_REQ"
+	case CMAttrSIDRREP:
+		return "SIDR_REP"
 	}
 	return "CM(" + hex16(uint16(a)) + ")"
 }
