@@ -101,12 +101,14 @@ type agent struct {
 	cm   *CM
 	h    *verbs.Host
 	rnd  *rand.Rand
-	ids  []*CMID           // every ID made, in creation order (timers name them by index)
-	comm map[uint32]*CMID  // by local communication ID (looked up, never iterated)
-	lst  map[uint16]*CMID  // listeners by port
-	dups map[reqKey]*CMID  // passive IDs by the REQ that made them
-	buf  [wire.MADLen]byte // the MAD being built
-	next uint32            // the next local communication ID
+	ids  []*CMID          // every ID made, in creation order (timers name them by index)
+	comm map[uint32]*CMID // by local communication ID (looked up, never iterated)
+	lst  map[uint16]*CMID // listeners by port
+	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
+	udpLst map[uint16]*CMID
+	dups   map[reqKey]*CMID  // passive IDs by the REQ that made them
+	buf    [wire.MADLen]byte // the MAD being built
+	next   uint32            // the next local communication ID
 	// Dropped counts MADs the CM ignored: not CM, unknown attribute, or
 	// not expected in the ID's state.
 	Dropped uint64
@@ -197,6 +199,12 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 		a.onREQ(in.Src, h.TransactionID, &r)
 		return
 	}
+	if attr == wire.CMAttrSIDRREQ || attr == wire.CMAttrSIDRREP {
+		if !a.receiveSIDR(in.Src, attr, h.TransactionID, d) {
+			a.Dropped++
+		}
+		return
+	}
 	// Every other CM message carries the receiver's communication ID as
 	// its Remote Communication ID, at offset 4 (IBTA vol. 1 §12.6).
 	id := a.comm[binary.BigEndian.Uint32(d[4:])]
@@ -211,7 +219,7 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 // cm_apr_handler: "alternate path messages are not supported for RoCE",
 // -EINVAL, no APR sent back). MRA (rdma_cm sends one only to answer a
 // duplicate REQ or REP its application has not answered yet; never seen
-// in the captures) and SIDR are ignored too.
+// in the captures) is ignored too. SIDR is receiveSIDR's (sidr.go).
 func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	switch attr {
 	case wire.CMAttrREP:

@@ -57,6 +57,10 @@
 // INIT (cm_init_qp_init_attr); the exact REQ and REP timeouts, 6144 ms
 // and 4096 ms, where real rxe under TCG took 6.34–6.41 s and 4.19–4.35 s.
 //
+// RDMA_PS_UDP (PSUDP, udaddy's) connects UD QPs with SIDR_REQ and
+// SIDR_REP (sidr.go), from the IBTA (vol. 1 §12.11) and the kernel's
+// cma.c and cm.c only: no capture of real rxe holds a SIDR exchange yet.
+//
 // A program that makes its QPs before the connection, as a scenario
 // does, moves them to INIT with InitQP and gives each to its ID with
 // AttachQP (package scenario's cm= QPs).
@@ -71,9 +75,9 @@
 // port (cm.c: cm_lap_handler, cm_apr_handler).
 //
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
-// rdma_cm builds the path itself; no run provoked one), UD port spaces
-// and multicast, MRA (rdma_cm sends one only to answer a duplicate REQ
-// or REP that its application has not answered yet, IB_CM_MRA_FLAG_DELAY;
-// none in any capture), the TIMEWAIT_EXIT event, and a duplicate REQ
+// rdma_cm builds the path itself; no run provoked one), the UD port
+// spaces other than RDMA_PS_UDP, multicast, MRA (rdma_cm sends one only
+// to answer a duplicate REQ or REP that its application has not
+// answered yet, IB_CM_MRA_FLAG_DELAY; none in any capture), the TIMEWAIT_EXIT event, and a duplicate REQ
 // answered in TIMEWAIT.
 package rdmacm

@@ -68,6 +68,9 @@ type Event struct {
 	// UNREACHABLE -110 (-ETIMEDOUT), else 0.
 	Status int
 	Param  ConnParam
+	// UD: a UD ID's ESTABLISHED carries the peer's QPN, Q_Key and
+	// address (struct rdma_ud_param; sidr.go).
+	UD UDParam
 }
 
 // ErrNoEvent is returned by GetEvent when no event is waiting (a

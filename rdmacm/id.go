@@ -89,8 +89,8 @@ type CMID struct {
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
 func CreateID(ch *EventChannel, context any, ps PortSpace) (*CMID, error) {
-	if ps != PSTCP {
-		return nil, fmt.Errorf("rdmacm: create_id: port space %#x: only RDMA_PS_TCP (0x106) is modelled: %w", uint16(ps), syscall.EINVAL)
+	if ps != PSTCP && ps != PSUDP {
+		return nil, fmt.Errorf("rdmacm: create_id: port space %#x: only RDMA_PS_TCP (0x106) and RDMA_PS_UDP (0x111) are modelled: %w", uint16(ps), syscall.EINVAL)
 	}
 	id := ch.cm.newID(ch, ps)
 	id.Context = context
@@ -138,11 +138,11 @@ func (id *CMID) Listen(backlog int) error {
 	if id.state != stateIdle || id.src.Port() == 0 {
 		return misuse("listen", "the ID must be bound to a port and IDLE (it is %v, port %d)", id.state, id.src.Port())
 	}
-	if id.a.lst[id.src.Port()] != nil {
+	if id.a.listeners(id.ps)[id.src.Port()] != nil {
 		return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)
 	}
 	id.state = stateListen
-	id.a.lst[id.src.Port()] = id
+	id.a.listeners(id.ps)[id.src.Port()] = id
 	return nil
 }
 
@@ -215,12 +215,12 @@ func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
 	if id.state != stateRouteResolved && id.state != stateReqRcvd {
 		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
 	}
-	attr.Type = verbs.QPTypeRC
+	attr.Type = id.qpType()
 	qp, err := pd.CreateQP(attr)
 	if err != nil {
 		return err
 	}
-	if err := InitQP(qp); err != nil {
+	if err := id.initQP(qp); err != nil {
 		qp.Destroy()
 		return err
 	}
@@ -270,6 +270,9 @@ func (id *CMID) Connect(p ConnParam) error {
 	if id.state != stateRouteResolved {
 		return misuse("connect", "the ID is %v, not ROUTE_RESOLVED", id.state)
 	}
+	if id.ps == PSUDP {
+		return id.connectUD(p)
+	}
 	if id.QP == nil {
 		return misuse("connect", "the ID has no QP (CreateQP)")
 	}
@@ -277,9 +280,7 @@ func (id *CMID) Connect(p ConnParam) error {
 		return misuse("connect", "private_data_len %d > %d", len(p.PrivateData), wire.CMREQPrivateLen-wire.CMIPHeaderLen)
 	}
 	a := id.a
-	id.localComm = a.newCommID()
-	a.comm[id.localComm] = id
-	id.tid = tid(id.localComm)
+	id.startExchange()
 	id.rqPSN = a.rnd.Uint32N(1 << 24) // cma: get_random_u32() & 0xffffff
 	id.mtu = verbs.MTU1024
 	if pa, err := id.QP.Context().QueryPort(1); err == nil {
@@ -296,13 +297,8 @@ func (id *CMID) Connect(p ConnParam) error {
 		Primary: wire.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: gid, RemoteGID: wire.GIDFromAddr(id.dst.Addr()),
 			FlowLabel: id.flowLabel, HopLimit: 64, LocalACKTimeout: packetLifeTime + 1},
 	}
-	ip := wire.CMIPHeader{IPVersion: 4, SrcPort: id.src.Port(), Src: id.src.Addr(), Dst: id.dst.Addr()}
-	ip.Encode(req.PrivateData[:])
-	copy(req.PrivateData[wire.CMIPHeaderLen:], p.PrivateData)
-	a.header(wire.CMAttrREQ, id.tid)
-	req.Encode(wire.MAD(a.buf[:]).Data())
-	id.state = stateReqSent
-	id.sendWaiting(reqTimeout)
+	id.putIPHeader(req.PrivateData[:], p.PrivateData)
+	id.sendRequest(wire.CMAttrREQ, &req, reqTimeout)
 	return nil
 }
 
@@ -406,6 +402,9 @@ func (id *CMID) Accept(p ConnParam) error {
 	if id.state != stateReqRcvd {
 		return misuse("accept", "the ID is %v, not REQ_RCVD", id.state)
 	}
+	if id.ps == PSUDP {
+		return id.acceptUD(p)
+	}
 	if id.QP == nil {
 		return misuse("accept", "the ID has no QP (CreateQP)")
 	}
@@ -439,6 +438,9 @@ func (id *CMID) Reject(private []byte) error {
 	if id.state != stateReqRcvd {
 		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
 	}
+	if id.ps == PSUDP {
+		return id.rejectUD(private)
+	}
 	if len(private) > wire.CMREJPrivateLen {
 		return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
 	}
@@ -464,6 +466,9 @@ func (id *CMID) onREJ(r *wire.CMREJ) {
 // came first, the DREP that answers it. The side that sent the DREQ
 // gets DISCONNECTED with the DREP; the other got it with the DREQ.
 func (id *CMID) Disconnect() error {
+	if id.ps == PSUDP {
+		return id.disconnectUD()
+	}
 	switch id.state {
 	case stateEstablished, stateDreqRcvd:
 	default:
@@ -525,7 +530,7 @@ func (id *CMID) Destroy() error {
 	}
 	id.stopTimer()
 	if id.state == stateListen {
-		delete(id.a.lst, id.src.Port())
+		delete(id.a.listeners(id.ps), id.src.Port())
 	}
 	if id.localComm != 0 {
 		delete(id.a.comm, id.localComm)

@@ -141,17 +141,7 @@ func newPair(t *testing.T, plan string) *pair {
 	}
 	cm := rdmacm.New(w)
 	p := &pair{w: w, cm: cm, rec: rec, srv: newNode(t, cm, ha), cli: newNode(t, cm, hb)}
-	l, err := rdmacm.CreateID(p.srv.ch, nil, rdmacm.PSTCP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), rpingPort)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Listen(1); err != nil {
-		t.Fatal(err)
-	}
-	p.listen = l
+	p.listen = p.listenOn(t, rdmacm.PSTCP)
 	return p
 }
 
@@ -203,7 +193,18 @@ func (p *pair) event(t *testing.T, ch *rdmacm.EventChannel, want rdmacm.EventTyp
 // dial runs the client's side up to Connect, to port.
 func (p *pair) dial(t *testing.T, port uint16) *rdmacm.CMID {
 	t.Helper()
-	id, err := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	id := p.route(t, rdmacm.PSTCP, port)
+	if err := id.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// route runs the client's side up to CreateQP, in port space ps, to
+// port.
+func (p *pair) route(t *testing.T, ps rdmacm.PortSpace, port uint16) *rdmacm.CMID {
+	t.Helper()
+	id, err := rdmacm.CreateID(p.cli.ch, nil, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +217,6 @@ func (p *pair) dial(t *testing.T, port uint16) *rdmacm.CMID {
 	}
 	p.event(t, p.cli.ch, rdmacm.EventRouteResolved)
 	if err := id.CreateQP(p.cli.pd, p.cli.qpAttr()); err != nil {
-		t.Fatal(err)
-	}
-	if err := id.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -248,9 +246,16 @@ func (p *pair) answer(t *testing.T) *rdmacm.CMID {
 // ping sends "ping" from the client's QP and checks the server got it.
 func (p *pair) ping(t *testing.T, cli *rdmacm.CMID) {
 	t.Helper()
+	p.send(t, cli, verbs.SendWR{}, 0)
+}
+
+// send sends "ping" from the client's QP with wr's address fields and
+// checks the server got it at offset at of its buffer.
+func (p *pair) send(t *testing.T, cli *rdmacm.CMID, wr verbs.SendWR, at int) {
+	t.Helper()
 	copy(p.cli.buf, "ping")
-	if _, err := cli.QP.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{p.cli.mr.SGE(0, 4)}}}); err != nil {
+	wr.WRID, wr.Opcode, wr.Flags, wr.SGList = 1, verbs.WRSend, verbs.SendSignaled, []verbs.SGE{p.cli.mr.SGE(0, 4)}
+	if _, err := cli.QP.PostSend([]verbs.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
 	wcs := make([]verbs.WC, 4)
@@ -260,8 +265,8 @@ func (p *pair) ping(t *testing.T, cli *rdmacm.CMID) {
 		got = append(got, wcs[:n]...)
 		return len(got) > 0
 	})
-	if len(got) != 1 || got[0].Status != verbs.WCSuccess || got[0].WRID != 7 || string(p.srv.buf[:4]) != "ping" {
-		t.Fatalf("server completions %+v, buffer %q", got, p.srv.buf[:4])
+	if len(got) != 1 || got[0].Status != verbs.WCSuccess || got[0].WRID != 7 || string(p.srv.buf[at:at+4]) != "ping" {
+		t.Fatalf("server completions %+v, buffer %q", got, p.srv.buf[at:at+4])
 	}
 }
 
@@ -393,15 +398,7 @@ func TestRejectNoListener(t *testing.T) {
 func TestConsumerReject(t *testing.T) {
 	p := newPair(t, "")
 	p.dial(t, rpingPort)
-	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
-	if err := ev.ID.Reject([]byte("busy")); err != nil {
-		t.Fatal(err)
-	}
-	rej := p.event(t, p.cli.ch, rdmacm.EventRejected)
-	if rej.Status != 28 || string(rej.Param.PrivateData[:4]) != "busy" {
-		t.Errorf("REJECTED status %d private %q, want 28 and busy", rej.Status, rej.Param.PrivateData[:4])
-	}
-	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REJ"})
+	p.rejectBusy(t, rdmacm.EventRejected, 28, "b>REQ", "a>REJ")
 }
 
 // TestUnreachable: every MAD of the server lost. The client sends the
@@ -446,8 +443,8 @@ func TestMisuse(t *testing.T) {
 			t.Errorf("%s: %v, want EINVAL", c.name, c.err)
 		}
 	}
-	if _, err := rdmacm.CreateID(p.cli.ch, nil, 0x0111); err == nil {
-		t.Error("RDMA_PS_UDP accepted")
+	if _, err := rdmacm.CreateID(p.cli.ch, nil, 0x013F); err == nil {
+		t.Error("RDMA_PS_IB accepted")
 	}
 }
 

@@ -20,7 +20,7 @@ func (id *CMID) UseQP(qp *verbs.QP) error {
 	if id.state != stateRouteResolved && id.state != stateReqRcvd {
 		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
 	}
-	if err := InitQP(qp); err != nil {
+	if err := id.initQP(qp); err != nil {
 		return err
 	}
 	id.QP = qp

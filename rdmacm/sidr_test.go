@@ -1,0 +1,166 @@
+package rdmacm_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/rocesim/rocesim/rdmacm"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// udpPair is a pair (server a, client b) with an RDMA_PS_UDP listener on
+// rpingPort beside the TCP one: ports are per port space.
+func udpPair(t *testing.T, plan string) (*pair, *rdmacm.CMID) {
+	t.Helper()
+	p := newPair(t, plan)
+	return p, p.listenOn(t, rdmacm.PSUDP)
+}
+
+// listenOn makes a listener of port space ps on the server's rpingPort.
+func (p *pair) listenOn(t *testing.T, ps rdmacm.PortSpace) *rdmacm.CMID {
+	t.Helper()
+	l, err := rdmacm.CreateID(p.srv.ch, nil, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), rpingPort)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// dialUD runs udaddy's client side up to rdma_connect, to port.
+func (p *pair) dialUD(t *testing.T, port uint16, priv string) *rdmacm.CMID {
+	t.Helper()
+	id := p.route(t, rdmacm.PSUDP, port)
+	if id.QP.State() != verbs.QPStateRTS {
+		t.Fatalf("UD QP %v after create_qp, want RTS (ucma_init_ud_qp)", id.QP.State())
+	}
+	if err := id.Connect(rdmacm.ConnParam{PrivateData: []byte(priv)}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestSIDRConnectSend: udaddy's exchange. The client's SIDR_REQ makes a
+// CONNECT_REQUEST on the UDP listener (not the TCP one on the same
+// port) with the client's private data; the accept's SIDR_REP gives the
+// client ESTABLISHED with the server's QPN, Q_Key 0x01234567 and an
+// address, with which a UD SEND reaches the server's QP.
+func TestSIDRConnectSend(t *testing.T) {
+	p, l := udpPair(t, "")
+	cli := p.dialUD(t, rpingPort, "hello")
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if ev.ListenID != l || string(ev.Param.PrivateData[:5]) != "hello" || len(ev.Param.PrivateData) != 216-36 {
+		t.Fatalf("CONNECT_REQUEST on %p (UDP listener %p), private %q (%d bytes)", ev.ListenID, l, ev.Param.PrivateData[:5], len(ev.Param.PrivateData))
+	}
+	srv := ev.ID
+	if err := srv.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.QP.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{p.srv.mr.SGE(0, 40+64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Accept(rdmacm.ConnParam{PrivateData: []byte("welcome")}); err != nil {
+		t.Fatal(err)
+	}
+	est := p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	if est.UD.QPNum != srv.QP.QPNum || est.UD.QKey != wire.UDPQKey || string(est.Param.PrivateData[:7]) != "welcome" ||
+		est.UD.AHAttr.GRH.DGID.Unmap() != netip.MustParseAddr("10.0.0.1") || !est.UD.AHAttr.IsGlobal {
+		t.Fatalf("ESTABLISHED UD %+v private %q, want QPN %d, Q_Key %#x, DGID 10.0.0.1", est.UD, est.Param.PrivateData[:7], srv.QP.QPNum, wire.UDPQKey)
+	}
+	if p.srv.ch.Pending() != 0 {
+		t.Fatalf("%d events on the server after the accept, want none (no RTU in SIDR)", p.srv.ch.Pending())
+	}
+	ah, err := p.cli.pd.CreateAH(est.UD.AHAttr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A UD receive starts with the 40-byte GRH (IBTA §11.4.1.2).
+	p.send(t, cli, verbs.SendWR{AH: ah, RemoteQPN: est.UD.QPNum, RemoteQKey: est.UD.QKey}, 40)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>SIDR_REQ", "a>SIDR_REP"})
+	if err := cli.Disconnect(); err != nil || cli.QP.State() != verbs.QPStateErr {
+		t.Fatalf("disconnect: %v, QP %v", err, cli.QP.State())
+	}
+	equal(t, "CM messages after disconnect", p.rec.cm(), []string{"b>SIDR_REQ", "a>SIDR_REP"})
+}
+
+// TestSIDRReject: rdma_reject on a UD CONNECT_REQUEST answers with
+// SIDR_REP status 2 (IB_SIDR_REJECT); the client gets UNREACHABLE with
+// status 2 and the private data (cma_sidr_rep_handler).
+func TestSIDRReject(t *testing.T) {
+	p, _ := udpPair(t, "")
+	p.dialUD(t, rpingPort, "")
+	p.rejectBusy(t, rdmacm.EventUnreachable, 2, "b>SIDR_REQ", "a>SIDR_REP")
+}
+
+// rejectBusy rejects the server's CONNECT_REQUEST with private data
+// "busy" and checks the client's event want, its status and private
+// data, and the CM messages.
+func (p *pair) rejectBusy(t *testing.T, want rdmacm.EventType, status int, msgs ...string) {
+	t.Helper()
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.Reject([]byte("busy")); err != nil {
+		t.Fatal(err)
+	}
+	got := p.event(t, p.cli.ch, want)
+	if got.Status != status || string(got.Param.PrivateData[:4]) != "busy" {
+		t.Errorf("%v status %d private %q, want %d and busy", want, got.Status, got.Param.PrivateData[:4], status)
+	}
+	equal(t, "CM messages", p.rec.cm(), msgs)
+}
+
+// TestSIDRNoListener: a SIDR_REQ for a UDP port nobody listens on (the
+// TCP listener on the same port does not count) gets SIDR_REP status 1,
+// IB_SIDR_UNSUPPORTED (cm_sidr_req_handler), the client UNREACHABLE 1.
+func TestSIDRNoListener(t *testing.T) {
+	p := newPair(t, "")
+	p.dialUD(t, rpingPort, "")
+	un := p.event(t, p.cli.ch, rdmacm.EventUnreachable)
+	if un.Status != 1 {
+		t.Errorf("UNREACHABLE status %d, want 1", un.Status)
+	}
+	if p.srv.ch.Pending() != 0 {
+		t.Errorf("%d events on the server, want none", p.srv.ch.Pending())
+	}
+}
+
+// TestSIDRLostREQ: the first SIDR_REQ lost; the MAD layer sends it
+// again after 4096 ms (cma_resolve_ib_udp's timeout_ms) and the
+// connection is made. Every MAD of the server lost: 16 SIDR_REQs, then
+// UNREACHABLE -110 (IB_CM_SIDR_REQ_ERROR).
+func TestSIDRLostREQ(t *testing.T) {
+	p, _ := udpPair(t, "drop src=b qp=1 first=1")
+	p.dialUD(t, rpingPort, "")
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ID.Accept(rdmacm.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	ts := p.rec.times("b", wire.CMAttrSIDRREQ)
+	if len(ts) != 2 || ts[1].Sub(ts[0]) != 4096*sim.Millisecond {
+		t.Errorf("SIDR_REQs at %v, want two 4096 ms apart", ts)
+	}
+
+	p, _ = udpPair(t, "drop src=a qp=1")
+	cli := p.dialUD(t, rpingPort, "")
+	start := p.w.Now()
+	un := p.event(t, p.cli.ch, rdmacm.EventUnreachable)
+	if un.Status != -110 || cli.State() != "IDLE" {
+		t.Errorf("UNREACHABLE status %d, client %s, want -110 and IDLE", un.Status, cli.State())
+	}
+	if n := len(p.rec.times("b", wire.CMAttrSIDRREQ)); n != 16 {
+		t.Errorf("%d SIDR_REQs, want 16", n)
+	}
+	if got, want := p.w.Now().Sub(start), 16*4096*sim.Millisecond; got != want {
+		t.Errorf("UNREACHABLE after %v, want %v", got, want)
+	}
+}
