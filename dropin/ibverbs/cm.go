@@ -328,8 +328,8 @@ func (p *process) cmSetQP(h, qph uint32) syscall.Errno {
 	if !ok {
 		return syscall.EINVAL
 	}
-	if q.typ != verbs.QPTypeRC {
-		return syscall.EOPNOTSUPP // the model's CM connects RC QPs (RDMA_PS_TCP)
+	if q.typ != verbs.QPTypeRC && q.typ != verbs.QPTypeUD {
+		return syscall.EOPNOTSUPP // the model's CM connects RC (RDMA_PS_TCP) and UD (RDMA_PS_UDP) QPs
 	}
 	if err := w.id.UseQP(q.q); err != nil {
 		return p.cmDone(err)

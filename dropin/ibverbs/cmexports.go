@@ -187,6 +187,7 @@ func rs_cm_get_event(fd, mode C.int, out *C.struct_rs_cm_event) C.int {
 	}
 	n := copy(unsafe.Slice((*byte)(unsafe.Pointer(&out.private_data[0])), len(out.private_data)), ev.Param.PrivateData)
 	out.private_data_len = C.uint8_t(n)
+	udEvent(out, &ev.UD)
 	return 0
 }
 

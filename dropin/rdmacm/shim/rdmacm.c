@@ -281,6 +281,30 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
+/* ud_event fills a UD ID's event->param.ud (struct rdma_ud_param) in
+ * place of param.conn, as librdmacm's ucma_copy_ud_event: the private
+ * data, and for ESTABLISHED the peer's QPN, Q_Key and address handle
+ * attributes (a SIDR_REP's; rdmacm/sidr.go). */
+static void ud_event(struct rdma_cm_event *ev, const struct rs_cm_event *out, uint8_t *priv)
+{
+	struct ibv_ah_attr *ah = &ev->param.ud.ah_attr;
+
+	memset(&ev->param, 0, sizeof(ev->param));
+	ev->param.ud.private_data = priv;
+	ev->param.ud.private_data_len = out->private_data_len;
+	if (out->event != RDMA_CM_EVENT_ESTABLISHED)
+		return;
+	ev->param.ud.qp_num = out->qp_num;
+	ev->param.ud.qkey = out->qkey;
+	memcpy(ah->grh.dgid.raw, out->ah_dgid, sizeof(ah->grh.dgid.raw));
+	ah->grh.flow_label = out->ah_flow_label;
+	ah->grh.sgid_index = out->ah_sgid_index;
+	ah->grh.hop_limit = out->ah_hop_limit;
+	ah->grh.traffic_class = out->ah_traffic_class;
+	ah->is_global = 1;
+	ah->port_num = out->ah_port_num;
+}
+
 EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct rs_cm_event out;
@@ -351,6 +375,8 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	e->ev.param.conn.retry_count = out.retry_count;
 	e->ev.param.conn.rnr_retry_count = out.rnr_retry_count;
 	e->ev.param.conn.qp_num = out.qp_num;
+	if (r->id.qp_type == IBV_QPT_UD)
+		ud_event(&e->ev, &out, e->private_data);
 	if (out.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		r->req_resp = e->ev.param.conn.responder_resources;
 		r->req_init = e->ev.param.conn.initiator_depth;

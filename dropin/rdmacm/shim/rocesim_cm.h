@@ -28,6 +28,12 @@ struct rs_cm_event {
 	uint32_t qp_num;
 	uint8_t private_data_len;
 	uint8_t private_data[224];
+	/* A UD ID's ESTABLISHED (struct rdma_ud_param): the peer's Q_Key
+	 * (its QPN is qp_num) and the address handle's attributes. */
+	uint32_t qkey;
+	uint8_t ah_dgid[16];
+	uint32_t ah_flow_label;
+	uint8_t ah_sgid_index, ah_hop_limit, ah_traffic_class, ah_port_num;
 };
 
 /* rs_cm_get_event's modes: return EAGAIN at once without an event
