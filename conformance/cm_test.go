@@ -104,6 +104,20 @@ var cmPhases = []cmPhase{
 // sent them and which the plan dropped (cmPhase.cm), or for the dead
 // peer the 16 REQs.
 func TestRpingCM(t *testing.T) {
+	server := `(while true; do ib_write_bw -R -F -d rxe0 -n 5 -s 1024; echo "CM-PERF-DONE $?"; done) &
+(while true; do ` + CMAgentPath + ` server $rxe_ip 7471 64 65536; echo "CM-AGENT-DONE $?"; sleep 1; done) &
+(while true; do ` + CMAgentPath + ` reject $rxe_ip 7472 0 0; echo "CM-REJECT-DONE $?"; sleep 1; done) &
+while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
+	// A connect outside any capture, until the server's rping listens.
+	warmup := "rping -c -a $rxe_peer -C 1"
+	runCMPhases(t, server, warmup, phases())
+}
+
+// runCMPhases boots the two guests through the fault switch, the server
+// (VM a) running the shell command server, the client (VM b) running
+// warmup until it succeeds, then each phase's command under its plan
+// with its own capture (see TestRpingCM).
+func runCMPhases(t *testing.T, server, warmup string, phs []cmPhase) {
 	needHarness(t)
 	ports, err := FreeUDPPorts(2)
 	if err != nil {
@@ -122,20 +136,15 @@ func TestRpingCM(t *testing.T) {
 	}
 	defer sw.Close()
 
-	server := `(while true; do ib_write_bw -R -F -d rxe0 -n 5 -s 1024; echo "CM-PERF-DONE $?"; done) &
-(while true; do ` + CMAgentPath + ` server $rxe_ip 7471 64 65536; echo "CM-AGENT-DONE $?"; sleep 1; done) &
-(while true; do ` + CMAgentPath + ` reject $rxe_ip 7472 0 0; echo "CM-REJECT-DONE $?"; sleep 1; done) &
-while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	var client strings.Builder
 	client.WriteString("n=0; until ping -c1 -W1 $rxe_peer >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 98; done\n")
-	// A connect outside any capture, until the server's rping listens.
-	client.WriteString("n=0; until rping -c -a $rxe_peer -C 1 >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 97; sleep 1; done\n")
+	client.WriteString("n=0; until " + warmup + " >/dev/null 2>&1; do n=$((n+1)); [ $n -ge 60 ] && exit 97; sleep 1; done\n")
 	// The server's rping restarts after that connect; under TCG, with
 	// ib_write_bw's loop beside it, it can take more than the moment
 	// before the first phase to listen again (a REQ then meets REJ 8,
 	// no listener: seen in CI). Give it time.
 	client.WriteString("sleep 5\n")
-	for _, ph := range phases() {
+	for _, ph := range phs {
 		fmt.Fprintf(&client, "echo CM-PHASE %s; read go\n%s 2>&1; echo CM-DONE %s $?\n", ph.name, ph.client, ph.name)
 	}
 	client.WriteString("echo CM-PHASE end; read go\n")
@@ -156,7 +165,7 @@ while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	}
 	cl := vms[1]
 	from := 0
-	for _, ph := range phases() {
+	for _, ph := range phs {
 		line, at, err := cl.waitLine(ctx, from, func(l string) bool { return strings.HasPrefix(l, "CM-PHASE ") })
 		if err != nil {
 			t.Fatalf("%v\nclient:\n%s", err, cl.Console())
@@ -243,7 +252,7 @@ func consoleLines(vm *VM, from, to int) []string {
 // show what TestRpingCM demands of a fresh one, phase by phase (no
 // guests needed).
 func TestCMCapturesCommitted(t *testing.T) {
-	for _, ph := range cmPhases {
+	for _, ph := range append(cmPhases, sidrPhases...) {
 		if !ph.bulk {
 			checkCMPhase(t, ph, filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_"+ph.name+".pcapng"))
 		}

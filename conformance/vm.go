@@ -114,10 +114,10 @@ const CMAgentPath = "/usr/bin/rocesim-cmagent"
 const AgentPath = "/usr/bin/rocesim-agent"
 
 // guestBinaries are copied into the guest with the libraries ldd lists.
-// rping (rdmacm-utils) and ib_write_bw (perftest) are there for the CM
-// captures (TestRpingCM); ib_write_bw, ib_send_lat and ib_write_lat for
+// rping, udaddy (rdmacm-utils) and ib_write_bw (perftest) are there for
+// the CM captures (TestRpingCM, TestUdaddySIDR); ib_write_bw, ib_send_lat and ib_write_lat for
 // the rxe<->rxe figures of make bench-realnet (TestRealnetFigures).
-var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "rping", "ib_write_bw",
+var guestBinaries = []string{"rdma", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "rping", "udaddy", "ib_write_bw",
 	"ib_send_lat", "ib_write_lat"}
 
 // guestModules are loaded in this order, each after its dependencies from

@@ -82,24 +82,7 @@ func TestCMDissectsAsRxe(t *testing.T) {
 	p := newPair(t, "")
 	cli, srv := p.establish(t)
 	p.hangUp(t, cli, srv)
-
-	path := filepath.Join(t.TempDir(), "model_cm.pcapng")
-	cw, err := capture.Create(path, capture.PcapngOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	iface, err := cw.AddInterface("model", "rdmacm test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range p.rec.frames {
-		if err := cw.WriteFrame(int64(f.at)+1, iface, f.data, f.comment); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := p.rec.writePcapng(t)
 	model, order := cmDissection(t, path)
 	real, realOrder := cmDissection(t, filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_rping.pcapng"))
 	if strings.Join(order, " ") != strings.Join(realOrder, " ") {
@@ -115,4 +98,28 @@ func TestCMDissectsAsRxe(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages, %d field values compared", len(order), compared)
+}
+
+// writePcapng writes the recorded frames to a pcapng file in the test's
+// temporary directory and returns its path.
+func (r *recorder) writePcapng(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model_cm.pcapng")
+	cw, err := capture.Create(path, capture.PcapngOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iface, err := cw.AddInterface("model", "rdmacm test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.frames {
+		if err := cw.WriteFrame(int64(f.at)+1, iface, f.data, f.comment); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -2,8 +2,11 @@ package rdmacm_test
 
 import (
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/rocesim/rocesim/internal/tsharktest"
 	"github.com/rocesim/rocesim/rdmacm"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
@@ -132,19 +135,17 @@ func TestSIDRNoListener(t *testing.T) {
 
 // TestSIDRLostREQ: the first SIDR_REQ lost; the MAD layer sends it
 // again after 4096 ms (cma_resolve_ib_udp's timeout_ms) and the
-// connection is made. Every MAD of the server lost: 16 SIDR_REQs, then
-// UNREACHABLE -110 (IB_CM_SIDR_REQ_ERROR).
+// connection is made, as on rxe (rxe_cm_sidr_lost_req.pcapng). Every
+// MAD of the server lost: 16 SIDR_REQs, then UNREACHABLE -110
+// (IB_CM_SIDR_REQ_ERROR), as udaddy got on rxe
+// (rxe_cm_sidr_unreachable.pcapng).
 func TestSIDRLostREQ(t *testing.T) {
 	p, _ := udpPair(t, "drop src=b qp=1 first=1")
 	p.dialUD(t, rpingPort, "")
-	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
-	if err := ev.ID.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
-		t.Fatal(err)
-	}
-	if err := ev.ID.Accept(rdmacm.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
+	p.acceptUD(t)
 	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_sidr_lost_req.pcapng").cm())
+	// rxe under TCG: 4.17 s between the two.
 	ts := p.rec.times("b", wire.CMAttrSIDRREQ)
 	if len(ts) != 2 || ts[1].Sub(ts[0]) != 4096*sim.Millisecond {
 		t.Errorf("SIDR_REQs at %v, want two 4096 ms apart", ts)
@@ -153,14 +154,104 @@ func TestSIDRLostREQ(t *testing.T) {
 	p, _ = udpPair(t, "drop src=a qp=1")
 	cli := p.dialUD(t, rpingPort, "")
 	start := p.w.Now()
+	// udaddy's server accepts the first and reads no CM event after.
+	p.acceptUD(t)
 	un := p.event(t, p.cli.ch, rdmacm.EventUnreachable)
 	if un.Status != -110 || cli.State() != "IDLE" {
 		t.Errorf("UNREACHABLE status %d, client %s, want -110 and IDLE", un.Status, cli.State())
 	}
-	if n := len(p.rec.times("b", wire.CMAttrSIDRREQ)); n != 16 {
-		t.Errorf("%d SIDR_REQs, want 16", n)
-	}
+	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_sidr_unreachable.pcapng").cm())
 	if got, want := p.w.Now().Sub(start), 16*4096*sim.Millisecond; got != want {
 		t.Errorf("UNREACHABLE after %v, want %v", got, want)
 	}
+}
+
+// TestSIDRAsRxe: the model's SIDR exchange for udaddy's connect equals
+// real rxe's (wire/testdata/cm/rxe_cm_sidr_udaddy.pcapng, conformance
+// TestUdaddySIDR): the carrier and MAD header as tshark dissects them
+// (dissectFields; tshark 4.0 names SIDR_REQ "ServiceIDResReq" but
+// does not dissect its body), then every SIDR_REQ and SIDR_REP field
+// as package wire decodes it, but for those drawn at random (the
+// request ID and transaction ID, the client's rdma_cm port), the
+// server's QPN, and QP1's BTH PSN.
+func TestSIDRAsRxe(t *testing.T) {
+	tsharktest.Need(t)
+	p, _ := udpPair(t, "")
+	p.dialUD(t, rpingPort, "")
+	p.acceptUD(t)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	model, order := cmDissection(t, p.rec.writePcapng(t))
+	real, realOrder := cmDissection(t, filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_sidr_udaddy.pcapng"))
+	if strings.Join(order, " ") != strings.Join(realOrder, " ") {
+		t.Fatalf("CM messages: model %v, rxe %v", order, realOrder)
+	}
+	for _, key := range order {
+		for i, f := range dissectFields {
+			// QP1's PSN counts the MADs a host sent since boot: the
+			// guests had connected once before the capture (the
+			// harness's warm-up), the model's hosts had not.
+			if f != "infiniband.bth.psn" && model[key][i] != real[key][i] {
+				t.Errorf("%s %s: model %q, rxe %q", key, f, model[key][i], real[key][i])
+			}
+		}
+	}
+	mreq, mrep := sidrBodies(t, p.rec.frames)
+	rreq, rrep := sidrBodies(t, rxeCapture(t, "rxe_cm_sidr_udaddy.pcapng").frames)
+	for _, r := range []*wire.SIDRREQ{&mreq, &rreq} {
+		r.RequestID = 0
+		r.PrivateData[2], r.PrivateData[3] = 0, 0 // the client's port
+	}
+	if mreq != rreq {
+		t.Errorf("SIDR_REQ:\nmodel %+v\n  rxe %+v", mreq, rreq)
+	}
+	for _, r := range []*wire.SIDRREP{&mrep, &rrep} {
+		r.RequestID, r.QPN = 0, 0
+	}
+	if mrep != rrep {
+		t.Errorf("SIDR_REP:\nmodel %+v\n  rxe %+v", mrep, rrep)
+	}
+	t.Logf("rxe SIDR_REQ service ID %#x, SIDR_REP status %d Q_Key %#x", rreq.ServiceID, rrep.Status, rrep.QKey)
+}
+
+// sidrBodies decodes the first SIDR_REQ and SIDR_REP of the frames.
+func sidrBodies(t *testing.T, frames []recorded) (req wire.SIDRREQ, rep wire.SIDRREP) {
+	t.Helper()
+	var p wire.Packet
+	found := 0
+	for _, f := range frames {
+		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+			continue
+		}
+		m := wire.MAD(p.Payload)
+		switch wire.CMAttr(m.Header().AttributeID) {
+		case wire.CMAttrSIDRREQ:
+			if found&1 == 0 {
+				req.Decode(m.Data())
+			}
+			found |= 1
+		case wire.CMAttrSIDRREP:
+			if found&2 == 0 {
+				rep.Decode(m.Data())
+			}
+			found |= 2
+		}
+	}
+	if found != 3 {
+		t.Fatalf("no SIDR_REQ and SIDR_REP in the frames (found %b)", found)
+	}
+	return req, rep
+}
+
+// acceptUD takes the server's CONNECT_REQUEST, gives the new ID a QP and
+// accepts, as udaddy's server does.
+func (p *pair) acceptUD(t *testing.T) *rdmacm.CMID {
+	t.Helper()
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.ID.Accept(rdmacm.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	return ev.ID
 }

@@ -66,8 +66,11 @@
 //
 // # What is not there
 //
-// UD port spaces (RDMA_PS_UDP, RDMA_PS_IPOIB: udaddy) are refused with
-// EINVAL at rdma_create_id, as the model's CM has no SIDR; IPv6
+// RDMA_PS_UDP (udaddy) is there: a UD ID's QP goes to RTS at
+// rdma_create_qp, rdma_connect sends a SIDR_REQ, and event->param.ud
+// carries the peer's QPN, Q_Key and address handle attributes
+// (rdmacm/sidr.go). RDMA_PS_IPOIB is refused with EINVAL at
+// rdma_create_id; IPv6
 // addresses with EAFNOSUPPORT; multicast, rsockets (r*), SRQs on an ID,
 // rdma_init_qp_attr and rdma_establish (rping -q), ECE fail with ENOSYS
 // or EOPNOTSUPP. The CM lives on the process's first device; after the
