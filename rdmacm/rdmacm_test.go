@@ -141,7 +141,7 @@ func newPair(t *testing.T, plan string) *pair {
 	}
 	cm := rdmacm.New(w)
 	p := &pair{w: w, cm: cm, rec: rec, srv: newNode(t, cm, ha), cli: newNode(t, cm, hb)}
-	p.listen = p.listenOn(t, rdmacm.PSTCP)
+	p.listen = p.listenOn(t, rdmacm.PSTCP, rpingPort)
 	return p
 }
 

@@ -1,7 +1,9 @@
 package rdmacm_test
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,17 +20,17 @@ import (
 func udpPair(t *testing.T, plan string) (*pair, *rdmacm.CMID) {
 	t.Helper()
 	p := newPair(t, plan)
-	return p, p.listenOn(t, rdmacm.PSUDP)
+	return p, p.listenOn(t, rdmacm.PSUDP, rpingPort)
 }
 
-// listenOn makes a listener of port space ps on the server's rpingPort.
-func (p *pair) listenOn(t *testing.T, ps rdmacm.PortSpace) *rdmacm.CMID {
+// listenOn makes a listener of port space ps on the server's port.
+func (p *pair) listenOn(t *testing.T, ps rdmacm.PortSpace, port uint16) *rdmacm.CMID {
 	t.Helper()
 	l, err := rdmacm.CreateID(p.srv.ch, nil, ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), rpingPort)); err != nil {
+	if err := l.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Listen(1); err != nil {
@@ -95,7 +97,8 @@ func TestSIDRConnectSend(t *testing.T) {
 
 // TestSIDRReject: rdma_reject on a UD CONNECT_REQUEST answers with
 // SIDR_REP status 2 (IB_SIDR_REJECT); the client gets UNREACHABLE with
-// status 2 and the private data (cma_sidr_rep_handler).
+// status 2 (as on rxe: TestSIDRAsRxe/reject) and the private data
+// (cma_sidr_rep_handler; not checked on rxe).
 func TestSIDRReject(t *testing.T) {
 	p, _ := udpPair(t, "")
 	p.dialUD(t, rpingPort, "")
@@ -145,7 +148,7 @@ func TestSIDRLostREQ(t *testing.T) {
 	p.acceptUD(t)
 	p.event(t, p.cli.ch, rdmacm.EventEstablished)
 	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_sidr_lost_req.pcapng").cm())
-	// rxe under TCG: 4.17 s between the two.
+	// rxe under TCG: 4.29 s between the two.
 	ts := p.rec.times("b", wire.CMAttrSIDRREQ)
 	if len(ts) != 2 || ts[1].Sub(ts[0]) != 4096*sim.Millisecond {
 		t.Errorf("SIDR_REQs at %v, want two 4096 ms apart", ts)
@@ -166,37 +169,76 @@ func TestSIDRLostREQ(t *testing.T) {
 	}
 }
 
-// TestSIDRAsRxe: the model's SIDR exchange for udaddy's connect equals
-// real rxe's (wire/testdata/cm/rxe_cm_sidr_udaddy.pcapng, conformance
-// TestUdaddySIDR): the carrier and MAD header as tshark dissects them
-// (dissectFields; tshark 4.0 names SIDR_REQ "ServiceIDResReq" but
-// does not dissect its body), then every SIDR_REQ and SIDR_REP field
-// as package wire decodes it, but for those drawn at random (the
-// request ID and transaction ID, the client's rdma_cm port), the
-// server's QPN, and QP1's BTH PSN.
+// TestSIDRAsRxe: the model's SIDR exchanges equal real rxe's
+// (wire/testdata/cm/rxe_cm_sidr_*.pcapng, conformance TestUdaddySIDR):
+// udaddy's connect, accepted; a UD connect rejected by the server's
+// application (no private data); one to a port with no UDP listener.
+// Compared: the carrier and MAD header as tshark dissects them
+// (dissectFields; tshark 4.0 names SIDR_REQ "ServiceIDResReq" but does
+// not dissect its body), then every SIDR_REQ and SIDR_REP field as
+// package wire decodes it, but for those drawn at random (the request
+// ID and transaction ID, the client's rdma_cm port), the server's QPN
+// and QP1's BTH PSN; and the client's event and status against the rxe
+// client's console.
 func TestSIDRAsRxe(t *testing.T) {
 	tsharktest.Need(t)
-	p, _ := udpPair(t, "")
-	p.dialUD(t, rpingPort, "")
-	p.acceptUD(t)
-	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	for _, c := range []struct {
+		name   string
+		port   uint16
+		answer func(t *testing.T, p *pair)
+		want   rdmacm.EventType
+	}{
+		{"udaddy", rpingPort, func(t *testing.T, p *pair) { p.acceptUD(t) }, rdmacm.EventEstablished},
+		{"reject", 7473, func(t *testing.T, p *pair) {
+			if err := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID.Reject(nil); err != nil {
+				t.Fatal(err)
+			}
+		}, rdmacm.EventUnreachable},
+		{"no_listener", 7999, func(t *testing.T, p *pair) {}, rdmacm.EventUnreachable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, "")
+			p.listenOn(t, rdmacm.PSUDP, 7473)
+			p.listenOn(t, rdmacm.PSUDP, rpingPort)
+			p.dialUD(t, c.port, "")
+			c.answer(t, p)
+			ev := p.event(t, p.cli.ch, c.want)
+			name := "rxe_cm_sidr_" + c.name
+			if c.want == rdmacm.EventUnreachable {
+				console, err := os.ReadFile(filepath.Join("..", "wire", "testdata", "cm", name+".rping.txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if line := fmt.Sprintf("client event %v status %d", c.want, ev.Status); !strings.Contains(string(console), line) {
+					t.Errorf("model %q, rxe's client:\n%s", line, console)
+				}
+			}
+			compareSIDR(t, p, name+".pcapng")
+		})
+	}
+}
+
+// compareSIDR compares the SIDR frames of the pair with those of the rxe
+// capture name (see TestSIDRAsRxe).
+func compareSIDR(t *testing.T, p *pair, name string) {
+	t.Helper()
 	model, order := cmDissection(t, p.rec.writePcapng(t))
-	real, realOrder := cmDissection(t, filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_sidr_udaddy.pcapng"))
+	real, realOrder := cmDissection(t, filepath.Join("..", "wire", "testdata", "cm", name))
 	if strings.Join(order, " ") != strings.Join(realOrder, " ") {
 		t.Fatalf("CM messages: model %v, rxe %v", order, realOrder)
 	}
 	for _, key := range order {
 		for i, f := range dissectFields {
 			// QP1's PSN counts the MADs a host sent since boot: the
-			// guests had connected once before the capture (the
-			// harness's warm-up), the model's hosts had not.
+			// guests had connected before the capture (the harness's
+			// warm-up), the model's hosts had not.
 			if f != "infiniband.bth.psn" && model[key][i] != real[key][i] {
 				t.Errorf("%s %s: model %q, rxe %q", key, f, model[key][i], real[key][i])
 			}
 		}
 	}
 	mreq, mrep := sidrBodies(t, p.rec.frames)
-	rreq, rrep := sidrBodies(t, rxeCapture(t, "rxe_cm_sidr_udaddy.pcapng").frames)
+	rreq, rrep := sidrBodies(t, rxeCapture(t, name).frames)
 	for _, r := range []*wire.SIDRREQ{&mreq, &rreq} {
 		r.RequestID = 0
 		r.PrivateData[2], r.PrivateData[3] = 0, 0 // the client's port

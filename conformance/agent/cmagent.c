@@ -12,6 +12,9 @@
  *   rocesim-cmagent client IP PORT N SIZE   connect to IP:PORT, post N
  *       SENDs of SIZE bytes at once; on DISCONNECTED (the server's DREQ)
  *       rdma_disconnect (the QP to ERR, the DREP); poll the N completions.
+ *   rocesim-cmagent udpreject|udpclient IP PORT N SIZE   the same over
+ *       RDMA_PS_UDP (TestUdaddySIDR): the client only connects (a
+ *       SIDR_REQ, no QP) and prints the event the SIDR_REP gives.
  *
  * Every CM event is printed as "SIDE event NAME status S", every
  * completion status as "SIDE wc STATUS", and at the end one line
@@ -127,6 +130,9 @@ static void drain(struct conn *c, int n, int got, int ok, int flushed)
 	fflush(stdout);
 }
 
+/* The port space: RDMA_PS_TCP, or RDMA_PS_UDP for the udp* sides. */
+static enum rdma_port_space ps = RDMA_PS_TCP;
+
 static void addr(const char *ip, const char *port, struct sockaddr_in *sin)
 {
 	memset(sin, 0, sizeof(*sin));
@@ -143,7 +149,7 @@ static struct rdma_event_channel *listener(struct sockaddr_in *sin)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *l;
-	if (!ch || rdma_create_id(ch, &l, NULL, RDMA_PS_TCP))
+	if (!ch || rdma_create_id(ch, &l, NULL, ps))
 		die("rdma_create_id");
 	if (rdma_bind_addr(l, (struct sockaddr *)sin) || rdma_listen(l, 1))
 		die("rdma_listen");
@@ -211,7 +217,7 @@ static void client(struct sockaddr_in *sin, int n, int size)
 	struct rdma_cm_id *id;
 	struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7};
 	struct conn c;
-	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+	if (!ch || rdma_create_id(ch, &id, NULL, ps))
 		die("rdma_create_id");
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)sin, 2000))
 		die("rdma_resolve_addr");
@@ -219,15 +225,17 @@ static void client(struct sockaddr_in *sin, int n, int size)
 	if (rdma_resolve_route(id, 2000))
 		die("rdma_resolve_route");
 	rdma_ack_cm_event(next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
-	setup(id, &c, n, size);
+	/* A UD client only asks (SIDR): the kernel needs no QP for it. */
+	if (ps == RDMA_PS_TCP)
+		setup(id, &c, n, size);
 	if (rdma_connect(id, &p))
 		die("rdma_connect");
 	struct rdma_cm_event *ev;
 	if (rdma_get_cm_event(ch, &ev))
 		die("rdma_get_cm_event");
 	printf("%s event %s status %d\n", side, rdma_event_str(ev->event), ev->status);
-	if (ev->event == RDMA_CM_EVENT_REJECTED)
-		return; /* the reject server's answer */
+	if (ev->event == RDMA_CM_EVENT_REJECTED || ps == RDMA_PS_UDP)
+		return; /* the reject server's answer, or the SIDR_REP's */
 	if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
 		printf("%s error: want %s\n", side, rdma_event_str(RDMA_CM_EVENT_ESTABLISHED));
 		exit(1);
@@ -249,6 +257,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	side = argv[1];
+	/* udpclient, udpreject: the same over RDMA_PS_UDP (SIDR). */
+	if (strncmp(side, "udp", 3) == 0) {
+		ps = RDMA_PS_UDP;
+		side += 3;
+	}
 	addr(argv[2], argv[3], &sin);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(side, "server") == 0)
