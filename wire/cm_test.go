@@ -91,6 +91,14 @@ func reencodeCM(t testing.TB, m wire.MAD) wire.MAD {
 		var v wire.CMMRA
 		v.Decode(d)
 		v.Encode(o)
+	case wire.CMAttrSIDRREQ:
+		var v wire.SIDRREQ
+		v.Decode(d)
+		v.Encode(o)
+	case wire.CMAttrSIDRREP:
+		var v wire.SIDRREP
+		v.Decode(d)
+		v.Encode(o)
 	default:
 		t.Fatalf("attribute %v not decoded", wire.CMAttr(h.AttributeID))
 	}
