@@ -84,7 +84,7 @@ Flags:
                        starts it (an rxe QP that retries forever ends there)
   --profile rxe|spec   the NIC model's profile (default rxe)
   --seed N             the model's seed (default 1)
-  --lib DIR            use DIR/libibverbs.so.1 as it is
+  --lib DIR            use DIR/libibverbs.so.1 (and DIR/librdmacm.so.1) as they are
   --transport T        fabric (default: the above) or udp: the device is a
                        RoCE v2 endpoint on a UDP socket at --addr port 4791,
                        in real time, with no fabric (ROCESIM_TRANSPORT=udp);
@@ -268,6 +268,13 @@ func execLibrary(lib string, stderr io.Writer) (string, error) {
 	}
 	if _, err := os.Stat(filepath.Join(lib, "libibverbs.so.1")); err != nil {
 		return "", fmt.Errorf("--lib: %w", err)
+	}
+	// Without the drop-in librdmacm beside it, an rdma_cm program would
+	// load the system's, which talks to the kernel's rdma_cm device, not
+	// to the model: say so rather than let it fail obscurely (a verbs-only
+	// program does not need it).
+	if _, err := os.Stat(filepath.Join(lib, "librdmacm.so.1")); err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: warning: --lib %s has no librdmacm.so.1: an rdma_cm program would load the system's librdmacm, which does not reach the model (make dropin builds both)\n", lib)
 	}
 	return lib, nil
 }

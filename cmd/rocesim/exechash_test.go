@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,5 +32,34 @@ func TestSourceHashCoversTheLibrary(t *testing.T) {
 	}
 	if n < 5 {
 		t.Fatalf("go list named %d of the module's packages; the library imports more", n)
+	}
+}
+
+// TestExecLibWithoutRdmacmWarns: --lib naming a directory with only
+// libibverbs.so.1 is taken, with a warning that an rdma_cm program would
+// load the system's librdmacm; with both there is no warning; without
+// libibverbs.so.1 it is an error.
+func TestExecLibWithoutRdmacmWarns(t *testing.T) {
+	dir := t.TempDir()
+	var stderr strings.Builder
+	if _, err := execLibrary(dir, &stderr); err == nil {
+		t.Fatal("--lib with no libibverbs.so.1 was taken")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libibverbs.so.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := execLibrary(dir, &stderr)
+	if err != nil || got != dir {
+		t.Fatalf("execLibrary(%s) = %q, %v", dir, got, err)
+	}
+	if !strings.Contains(stderr.String(), "has no librdmacm.so.1") {
+		t.Errorf("no warning about the missing librdmacm.so.1: %q", stderr.String())
+	}
+	stderr.Reset()
+	if err := os.WriteFile(filepath.Join(dir, "librdmacm.so.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execLibrary(dir, &stderr); err != nil || stderr.Len() != 0 {
+		t.Errorf("with both libraries: %v, %q", err, stderr.String())
 	}
 }
