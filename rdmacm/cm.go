@@ -21,14 +21,15 @@ import (
 //  3. the message is decoded by its attribute (wire/cm.go) and matched:
 //     a REQ by the listener of its service ID (a duplicate REQ by the
 //     sender's address and communication ID), everything else by the
-//     remote communication ID it carries, which is ours;
+//     remote communication ID it carries, which is ours; a duplicate
+//     REQ the application has not answered yet gets an MRA;
 //  4. the CM ID's state decides: QP transitions, the answer MAD, the
 //     event posted on the ID's channel; a message the state does not
 //     expect is ignored and counted, as ib_cm drops it;
 //  5. a MAD that waits for an answer (REQ, REP, DREQ) keeps a timer in
 //     virtual time; when it runs out the MAD is sent again, at most
 //     max_cm_retries times, then the ID fails (UNREACHABLE, or
-//     DISCONNECTED for a DREQ).
+//     DISCONNECTED for a DREQ); an MRA for a REQ lengthens its timer.
 
 // The values rdma_cm and ib_cm use on rxe, as the REQs and REPs of
 // wire/testdata/cm carry them (see wire/testdata/cm/README.md).
@@ -49,6 +50,14 @@ const (
 	// which rping leaves at 7) and so in the QPs.
 	retryCount    = 7
 	rnrRetryCount = 7
+	// mraServiceTimeout is the service timeout of the MRA rdma_cm sends
+	// for a REQ its application has not answered yet: CMA_CM_MRA_SETTING
+	// (cma.c) is IB_CM_MRA_FLAG_DELAY | 24, and the MRA's 5-bit field
+	// keeps the 24 (4.096 µs × 2^24, 65536 ms by cm_convert_to_ms).
+	mraServiceTimeout = 24
+	// msgREQ is CM_MSG_RESPONSE_REQ, the MRA's (and REJ's) "message"
+	// field naming a REQ (IBTA vol. 1 §12.6.6).
+	msgREQ = 0
 	// hiTID is the high half of ib_cm's transaction IDs: its MAD
 	// agent's hi_tid, 2 in every capture (the first agent registered
 	// after ib_sa's).
@@ -89,10 +98,11 @@ const (
 	stateTimewait
 	stateDestroyed
 	stateAddrQuery // rdma_resolve_addr waiting for a neighbour that never answers
+	stateMRAReqRcvd
 )
 
 var stateNames = [...]string{"IDLE", "ADDR_RESOLVED", "ROUTE_RESOLVED", "LISTEN", "REQ_SENT", "REQ_RCVD",
-	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED", "ADDR_QUERY"}
+	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED", "ADDR_QUERY", "MRA_REQ_RCVD"}
 
 func (s cmState) String() string { return stateNames[s] }
 
@@ -164,7 +174,7 @@ func (a *agent) Fire(now sim.Time, arg uint64) {
 	}
 	id.retries++
 	a.send(id.peer, id.lastMAD[:])
-	id.armTimer(id.timeout)
+	id.armTimer(id.madTimeout)
 }
 
 // send sends a MAD; a MAD that cannot leave (no neighbour) is lost as
@@ -217,11 +227,15 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 // ID's state does not expect it (ib_cm drops it then). LAP and APR are
 // dropped as ib_cm drops them on a RoCE port (cm_lap_handler,
 // cm_apr_handler: "alternate path messages are not supported for RoCE",
-// -EINVAL, no APR sent back). MRA (rdma_cm sends one only to answer a
-// duplicate REQ or REP its application has not answered yet; never seen
-// in the captures) is ignored too. SIDR is receiveSIDR's (sidr.go).
+// -EINVAL, no APR sent back). An MRA is taken for a REQ only (rdma_cm
+// sends one for nothing else: see onREQ). SIDR is receiveSIDR's
+// (sidr.go).
 func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	switch attr {
+	case wire.CMAttrMRA:
+		var m wire.CMMRA
+		m.Decode(d)
+		return id.onMRA(&m)
 	case wire.CMAttrREP:
 		var r wire.CMREP
 		r.Decode(d)
@@ -229,7 +243,7 @@ func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	case wire.CMAttrRTU:
 		return id.answered(stateRepSent, stateEstablished, EventEstablished)
 	case wire.CMAttrREJ:
-		if id.state != stateReqSent && id.state != stateRepSent {
+		if id.state != stateReqSent && id.state != stateMRAReqRcvd && id.state != stateRepSent {
 			return false
 		}
 		var r wire.CMREJ
@@ -257,16 +271,28 @@ func (id *CMID) answered(waiting, next cmState, ev EventType) bool {
 	return true
 }
 
-// onREQ is a REQ arriving: a duplicate is ignored (cm_dup_req_handler
-// answers only from MRA_REQ_SENT and TIMEWAIT, which the model does not
-// reach with a live REQ), a REQ for a port nobody listens on is
-// rejected with reason 8, invalid service ID, as real rxe's host did
-// (rxe_cm_rej.pcapng), else a new ID and CONNECT_REQUEST on the
-// listener's channel.
+// onREQ is a REQ arriving: a duplicate whose application has not
+// accepted or rejected yet gets an MRA, any other duplicate is ignored
+// (cm_dup_req_handler; the model does not answer one in TIMEWAIT); a
+// REQ for a port nobody listens on is rejected with reason 8, invalid
+// service ID, as real rxe's host did (rxe_cm_rej.pcapng), else a new ID
+// and CONNECT_REQUEST on the listener's channel.
 func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 	key := reqKey{src, r.LocalCommID}
-	if a.dups[key] != nil {
-		a.Dropped++
+	if id := a.dups[key]; id != nil {
+		// cma_req_handler, once the CONNECT_REQUEST is queued for the
+		// application (rdma_cm's ID still RDMA_CM_CONNECT), calls
+		// ib_send_cm_mra with IB_CM_MRA_FLAG_DELAY: nothing is sent,
+		// ib_cm's ID goes to MRA_REQ_SENT, and from then on each
+		// duplicate REQ is answered with that MRA until the
+		// application accepts or rejects. The model's REQ_RCVD is that
+		// state (a user-space listener is never in ib_cm's REQ_RCVD
+		// when a duplicate comes).
+		if id.state != stateReqRcvd {
+			a.Dropped++
+			return
+		}
+		a.sendMRA(id)
 		return
 	}
 	port := uint16(r.ServiceID)
@@ -307,6 +333,18 @@ func (a *agent) reject(dst netip.Addr, t uint64, local, remote uint32, msg uint8
 	copy(rej.PrivateData[:], priv)
 	rej.Encode(wire.MAD(a.buf[:]).Data())
 	a.send(dst, a.buf[:])
+}
+
+// sendMRA answers a duplicate REQ for id with the MRA ib_cm keeps for
+// it (cm_dup_req_handler → cm_format_mra): message MRAed 0 (REQ), the
+// service timeout rdma_cm gave, no private data (cma_req_handler passes
+// none), the REQ's transaction ID.
+func (a *agent) sendMRA(id *CMID) {
+	a.header(wire.CMAttrMRA, id.tid)
+	mra := wire.CMMRA{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, MsgMRAed: msgREQ,
+		ServiceTimeout: mraServiceTimeout}
+	mra.Encode(wire.MAD(a.buf[:]).Data())
+	a.send(id.peer, a.buf[:])
 }
 
 func (a *agent) newID(ch *EventChannel, ps PortSpace) *CMID {

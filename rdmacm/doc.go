@@ -3,7 +3,7 @@
 // and route, listen, connect, accept, reject, disconnect, and the events
 // named as rdma_event_str names them. Underneath it speaks the IBTA CM
 // protocol (vol. 1 chapter 12) as Linux's ib_cm and rdma_cm do over rxe:
-// REQ, REP, RTU, REJ, DREQ and DREP MADs (wire/cm.go) on QP1 of each
+// REQ, MRA, REP, RTU, REJ, DREQ and DREP MADs (wire/cm.go) on QP1 of each
 // host (nic/gsi.go), with rdma_cm's IP private data, the QP attributes
 // the kernel chooses, and the MAD layer's retransmissions in virtual
 // time. What real rxe's hosts send was captured with the conformance
@@ -79,10 +79,23 @@
 // A LAP or APR is dropped unanswered, as ib_cm drops them on a RoCE
 // port (cm.c: cm_lap_handler, cm_apr_handler).
 //
+// An application that accepts late (after the REQ's 6144 ms) is
+// covered by an MRA, as the kernel does it (cma.c cma_req_handler
+// calls ib_send_cm_mra with CMA_CM_MRA_SETTING, IB_CM_MRA_FLAG_DELAY |
+// 24, which sends nothing; cm.c cm_dup_req_handler answers each
+// duplicate REQ with that MRA until the application accepts or
+// rejects): message REQ, service timeout 24, no private data, the REQ's
+// transaction ID. The active side (cm_mra_handler) then sends the REQ
+// again only after the MRA's service timeout plus the path's ACK
+// timeout, 65536 + 2048 ms, in state MRA_REQ_RCVD, ignores further
+// MRAs, and takes the REP or REJ as in REQ_SENT; no event is posted
+// for the MRA (cma_ib_handler ignores IB_CM_MRA_RECEIVED). This is from
+// the source of Linux 6.1 only: no capture of real rxe holds an MRA,
+// and it was not checked on rxe.
+//
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port
-// spaces other than RDMA_PS_UDP, multicast, MRA (rdma_cm sends one only
-// to answer a duplicate REQ or REP that its application has not
-// answered yet, IB_CM_MRA_FLAG_DELAY; none in any capture), the TIMEWAIT_EXIT event, and a duplicate REQ
-// answered in TIMEWAIT.
+// spaces other than RDMA_PS_UDP, multicast, an MRA for a REP (rdma_cm
+// sends none: its active side answers a REP at once), the TIMEWAIT_EXIT
+// event, and a duplicate REQ answered in TIMEWAIT.
 package rdmacm

@@ -79,12 +79,16 @@ type CMID struct {
 	peerResp   uint8
 	peerInit   uint8
 
-	// The MAD waiting for an answer, its timer and retries.
-	lastMAD [wire.MADLen]byte
-	timer   sim.Timer
-	timerOn bool
-	timeout sim.Duration
-	retries int
+	// The MAD waiting for an answer, its timer and retries. timeout is
+	// ib_cm's cm_id_priv->timeout_ms (a DREQ waits as long as the REQ
+	// or REP did); madTimeout the waiting MAD's own, which an MRA
+	// lengthens (ib_modify_mad).
+	lastMAD    [wire.MADLen]byte
+	timer      sim.Timer
+	timerOn    bool
+	timeout    sim.Duration
+	madTimeout sim.Duration
+	retries    int
 }
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
@@ -306,7 +310,7 @@ func (id *CMID) Connect(p ConnParam) error {
 func (id *CMID) sendWaiting(timeout sim.Duration) {
 	id.lastMAD = id.a.buf
 	id.retries = 0
-	id.timeout = timeout
+	id.timeout, id.madTimeout = timeout, timeout
 	id.a.send(id.peer, id.lastMAD[:])
 	id.armTimer(timeout)
 }
@@ -329,7 +333,7 @@ func (id *CMID) stopTimer() {
 // IB_CM_REQ_ERROR, REP_ERROR, DREQ_ERROR).
 func (id *CMID) giveUp() {
 	switch id.state {
-	case stateReqSent, stateRepSent:
+	case stateReqSent, stateMRAReqRcvd, stateRepSent:
 		id.state = stateIdle
 		id.post(&Event{Event: EventUnreachable, ID: id, Status: -int(syscall.ETIMEDOUT)})
 	case stateDreqSent:
@@ -347,7 +351,7 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 	case stateEstablished:
 		id.sendRTU()
 		return true
-	case stateReqSent:
+	case stateReqSent, stateMRAReqRcvd:
 	default:
 		return false
 	}
@@ -368,6 +372,27 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 	id.post(&Event{Event: EventEstablished, ID: id, Param: ConnParam{ResponderResources: r.ResponderResources,
 		InitiatorDepth: r.InitiatorDepth, RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN,
 		PrivateData: append([]byte(nil), r.PrivateData[:]...)}})
+	return true
+}
+
+// onMRA is the peer's MRA for our REQ (cm_mra_handler): the REQ is not
+// sent again before the MRA's service timeout plus the path's packet
+// life time have passed (ib_modify_mad gives the REQ's MAD that timeout,
+// for the rest of its retries too, which keep their count), and the ID
+// goes to MRA_REQ_RCVD, where a further MRA is a duplicate and changes
+// nothing. The REP or REJ that then comes is taken as in REQ_SENT.
+// rdma_cm reports no event for it (cma_ib_handler: IB_CM_MRA_RECEIVED
+// is ignored).
+func (id *CMID) onMRA(m *wire.CMMRA) bool {
+	if id.state != stateReqSent || m.MsgMRAed != msgREQ {
+		return false
+	}
+	// cm_convert_to_ms(service timeout) + cm_convert_to_ms(av.timeout),
+	// av.timeout being the packet life time + 1 (cm_init_av_by_path):
+	// 65536 + 2048 ms for rdma_cm's MRA on RoCE.
+	id.madTimeout = cmConvertToMs(m.ServiceTimeout) + cmConvertToMs(packetLifeTime+1)
+	id.armTimer(id.madTimeout)
+	id.state = stateMRAReqRcvd
 	return true
 }
 

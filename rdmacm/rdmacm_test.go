@@ -87,13 +87,28 @@ func (r *recorder) cm() []string {
 // times returns when each CM message of kind attr from host left.
 func (r *recorder) times(from string, attr wire.CMAttr) []sim.Time {
 	var out []sim.Time
+	for _, m := range r.sent(from, attr) {
+		out = append(out, m.at)
+	}
+	return out
+}
+
+// sentMAD is a CM message on the wire and when it left.
+type sentMAD struct {
+	at  sim.Time
+	mad wire.MAD
+}
+
+// sent returns every CM message of kind attr from host, in order.
+func (r *recorder) sent(from string, attr wire.CMAttr) []sentMAD {
+	var out []sentMAD
 	var p wire.Packet
 	for _, f := range r.frames {
 		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN || hostName(&p) != from {
 			continue
 		}
-		if wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID) == attr {
-			out = append(out, f.at)
+		if m := wire.MAD(p.Payload); wire.CMAttr(m.Header().AttributeID) == attr {
+			out = append(out, sentMAD{f.at, m})
 		}
 	}
 	return out
@@ -230,6 +245,14 @@ func (p *pair) answer(t *testing.T) *rdmacm.CMID {
 	if ev.ListenID != p.listen {
 		t.Fatalf("CONNECT_REQUEST on ID %p, want the listener", ev.ListenID)
 	}
+	p.accept(t, ev)
+	return ev.ID
+}
+
+// accept gives the ID of a CONNECT_REQUEST a QP with a receive posted,
+// and accepts.
+func (p *pair) accept(t *testing.T, ev *rdmacm.Event) {
+	t.Helper()
 	id := ev.ID
 	if err := id.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
 		t.Fatal(err)
@@ -240,7 +263,6 @@ func (p *pair) answer(t *testing.T) *rdmacm.CMID {
 	if err := id.Accept(rdmacm.ConnParam{ResponderResources: ev.Param.ResponderResources, InitiatorDepth: ev.Param.InitiatorDepth}); err != nil {
 		t.Fatal(err)
 	}
-	return id
 }
 
 // ping sends "ping" from the client's QP and checks the server got it.
