@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rocesim/rocesim/internal/tsharktest"
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -122,4 +123,44 @@ func (r *recorder) writePcapng(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestMRADissects: the model's MRA (TestLateAcceptMRA's) dissects in
+// tshark as a CM MRA from the server's QP1 to the client's: every field
+// of its frame up to the MAD header's attribute modifier is what real
+// rxe's server sent in its REP (rxe_cm_rping.pcapng; no capture of rxe
+// holds an MRA), but the attribute ID, 0x0011; tshark 4.0 names it "CM
+// MsgRcptAck" and does not dissect its body, so the body's bytes are
+// checked as IBTA vol. 1 §12.6.6 lays them out: message MRAed 0 in the
+// top two bits of byte 8, service timeout 24 in the top five of byte 9,
+// nothing after.
+func TestMRADissects(t *testing.T) {
+	tsharktest.Need(t)
+	p := newPair(t, "")
+	lateAccept(t, p, 20*sim.Second)
+	path := p.rec.writePcapng(t)
+	model, _ := cmDissection(t, path)
+	real, _ := cmDissection(t, filepath.Join("..", "wire", "testdata", "cm", "rxe_cm_rping.pcapng"))
+	mra, rep := model["MRA#1"], real["REP#1"]
+	if mra == nil {
+		t.Fatalf("no MRA dissected in %v", model)
+	}
+	for i, f := range dissectFields[:slices.Index(dissectFields, "infiniband.mad.attributemodifier")+1] {
+		want := rep[i]
+		if f == "infiniband.mad.attributeid" {
+			want = "0x0011"
+		}
+		if mra[i] != want {
+			t.Errorf("MRA %s: %q, want %q", f, mra[i], want)
+		}
+	}
+	out := tsharktest.Run(t, "-r", path, "-Y", "infiniband.mad.attributeid == 0x0011", "-V")
+	if !strings.Contains(out, "CM MsgRcptAck") {
+		t.Errorf("tshark does not name the MRA:\n%s", out)
+	}
+	data := strings.TrimSpace(tsharktest.Run(t, "-r", path, "-Y", "infiniband.mad.attributeid == 0x0011", "-T", "fields", "-e", "infiniband.mad.data"))
+	if len(data) != 2*wire.MADDataLen || data[16:20] != "00c0" || strings.Trim(data[20:], "0") != "" {
+		t.Errorf("MRA body %d hex digits, starting %.32s: want %d, 00c0 at bytes 8-9 (message REQ, service timeout 24) and zeros after",
+			len(data), data, 2*wire.MADDataLen)
+	}
 }

@@ -60,8 +60,9 @@ func TestLateAcceptMRA(t *testing.T) {
 		reqTID, mraTID := reqs[1].mad.Header().TransactionID, mras[0].mad.Header().TransactionID
 		if mra.MsgMRAed != 0 || mra.ServiceTimeout != 24 || mra.RemoteCommID != req.LocalCommID || mra.LocalCommID == 0 ||
 			mraTID != reqTID || mra.PrivateData != [wire.CMMRAPrivateLen]byte{} {
-			t.Errorf("MRA %+v (TID %#x) for REQ comm %#x TID %#x: want message REQ (0), service timeout 24, the REQ's IDs, no private data",
-				mra, mraTID, req.LocalCommID, reqTID)
+			t.Errorf("MRA message %d, service timeout %d, comm %#x→%#x, TID %#x, private data set %v for REQ comm %#x TID %#x: "+
+				"want message REQ (0), service timeout 24, the REQ's IDs, no private data", mra.MsgMRAed, mra.ServiceTimeout,
+				mra.LocalCommID, mra.RemoteCommID, mraTID, mra.PrivateData != [wire.CMMRAPrivateLen]byte{}, req.LocalCommID, reqTID)
 		}
 	}
 	p.hangUp(t, cli, srv)
