@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 )
 
 var cmUpdate = flag.Bool("cm.update", false, "TestRpingCM: write the captures to ../wire/testdata/cm/")
+
+var cmOnly = flag.String("cm.only", "", "TestRpingCM: run only the phases of these names (comma-separated)")
 
 // cmPhase is one rping run of TestRpingCM: what the client runs, the
 // fault plan the switch applies meanwhile, and the capture it yields.
@@ -43,6 +46,9 @@ type cmPhase struct {
 func phases() []cmPhase {
 	var ps []cmPhase
 	for _, ph := range cmPhases {
+		if *cmOnly != "" && !slices.Contains(strings.Split(*cmOnly, ","), ph.name) {
+			continue
+		}
 		if *cmUpdate || !ph.updateOnly {
 			ps = append(ps, ph)
 		}
@@ -92,6 +98,12 @@ var cmPhases = []cmPhase{
 	// The server's application rejects (rdma_reject, no private data).
 	{name: "consumer_rej", client: "rocesim-cmagent client $rxe_peer 7472 1 64", want: "client event RDMA_CM_EVENT_REJECTED status 28",
 		cm: []string{"b>REQ", "a>REJ"}},
+	// The server's application accepts 8 s late (cmagent's late mode):
+	// the REQ comes again before it, and the kernel answers that one
+	// with an MRA (cma_req_handler, cm_dup_req_handler); the client
+	// then waits for the REP.
+	{name: "mra", client: "rocesim-cmagent client $rxe_peer 7473 1 64", want: "client completions 1",
+		cm: []string{"b>REQ", "b>REQ", "a>MRA", "a>REP", "b>RTU", "a>DREQ", "b>DREP"}},
 	// The peer never answers: the REQ is resent until the CM gives up.
 	{name: "unreachable", plan: "drop src=a qp=1", client: "rping -c -a $rxe_peer -C 1 -v", want: "RDMA_CM_EVENT_UNREACHABLE"},
 }
@@ -107,6 +119,7 @@ func TestRpingCM(t *testing.T) {
 	server := `(while true; do ib_write_bw -R -F -d rxe0 -n 5 -s 1024; echo "CM-PERF-DONE $?"; done) &
 (while true; do ` + CMAgentPath + ` server $rxe_ip 7471 64 65536; echo "CM-AGENT-DONE $?"; sleep 1; done) &
 (while true; do ` + CMAgentPath + ` reject $rxe_ip 7472 0 0; echo "CM-REJECT-DONE $?"; sleep 1; done) &
+(while true; do ` + CMAgentPath + ` late $rxe_ip 7473 1 64; echo "CM-LATE-DONE $?"; sleep 1; done) &
 while true; do rping -s -a $rxe_ip -C 3 -v; echo "CM-SERVER-DONE $?"; done`
 	// A connect outside any capture, until the server's rping listens.
 	warmup := "rping -c -a $rxe_peer -C 1"

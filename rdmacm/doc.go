@@ -49,7 +49,7 @@
 // fields but its random IDs, rxe_cm_consumer_rej.pcapng); a disconnect
 // under load flushing what had not completed on both sides
 // (rxe_cm_flush.txt); a peer that never answers gives UNREACHABLE
-// (status -110) after 16 REQs.
+// (status -110) after 16 REQs; a late accept covered by an MRA (below).
 //
 // From the kernel's source only (not exercised by the captures): the
 // private data of a consumer reject; the DREQ's
@@ -89,9 +89,12 @@
 // again only after the MRA's service timeout plus the path's ACK
 // timeout, 65536 + 2048 ms, in state MRA_REQ_RCVD, ignores further
 // MRAs, and takes the REP or REJ as in REQ_SENT; no event is posted
-// for the MRA (cma_ib_handler ignores IB_CM_MRA_RECEIVED). This is from
-// the source of Linux 6.1 only: no capture of real rxe holds an MRA,
-// and it was not checked on rxe.
+// for the MRA (cma_ib_handler ignores IB_CM_MRA_RECEIVED). Checked on
+// rxe (rxe_cm_mra.pcapng: a server that accepts 8 s late): the same
+// messages in the same order, the MRA's fields as tshark shows them,
+// the REQ's second send 6.22 s after the first. The 67584 ms wait and
+// the MRA_REQ_RCVD state are from the source only (the capture's REP
+// came first).
 //
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port

@@ -7,6 +7,10 @@
  *       the first receive completes, rdma_disconnect (the QP to ERR, the
  *       DREQ) while the client's SENDs are still arriving; wait for
  *       DISCONNECTED; poll the N completions.
+ *   rocesim-cmagent late IP PORT N SIZE     as server, but each accept
+ *       comes 8 s after the connect request, later than the REQ's
+ *       timeout (6.1 s): the client's REQ comes again meanwhile, and the
+ *       kernel answers it with an MRA (TestRpingCM's "mra" phase).
  *   rocesim-cmagent reject IP PORT N SIZE   listen on IP:PORT, forever:
  *       reject every connect request (rdma_reject, no private data).
  *   rocesim-cmagent client IP PORT N SIZE   connect to IP:PORT, post N
@@ -156,7 +160,7 @@ static struct rdma_event_channel *listener(struct sockaddr_in *sin)
 	return ch;
 }
 
-static void server(struct sockaddr_in *sin, int n, int size)
+static void server(struct sockaddr_in *sin, int n, int size, unsigned delay)
 {
 	struct rdma_event_channel *ch = listener(sin);
 	for (;;) {
@@ -167,6 +171,10 @@ static void server(struct sockaddr_in *sin, int n, int size)
 		rdma_ack_cm_event(ev);
 		setup(id, &c, n, size);
 		post(id, &c, n, size, 0);
+		if (delay) {
+			printf("%s accept in %u s\n", side, delay);
+			sleep(delay);
+		}
 		if (rdma_accept(id, &p))
 			die("rdma_accept");
 		rdma_ack_cm_event(next(ch, RDMA_CM_EVENT_ESTABLISHED));
@@ -253,7 +261,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in sin;
 	if (argc != 6) {
-		fprintf(stderr, "usage: %s server|client IP PORT N SIZE\n", argv[0]);
+		fprintf(stderr, "usage: %s server|late|reject|client IP PORT N SIZE\n", argv[0]);
 		return 2;
 	}
 	side = argv[1];
@@ -265,7 +273,9 @@ int main(int argc, char **argv)
 	addr(argv[2], argv[3], &sin);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(side, "server") == 0)
-		server(&sin, atoi(argv[4]), atoi(argv[5]));
+		server(&sin, atoi(argv[4]), atoi(argv[5]), 0);
+	else if (strcmp(side, "late") == 0)
+		server(&sin, atoi(argv[4]), atoi(argv[5]), 8);
 	else if (strcmp(side, "reject") == 0)
 		rejecter(&sin);
 	else
