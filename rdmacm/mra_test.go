@@ -65,14 +65,7 @@ func TestLateAcceptMRA(t *testing.T) {
 				mra.LocalCommID, mra.RemoteCommID, mraTID, mra.PrivateData != [wire.CMMRAPrivateLen]byte{}, req.LocalCommID, reqTID)
 		}
 	}
-	if err := srv.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
-	if err := cli.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	p.hangUp(t, srv, cli) // the agent's server disconnects first
 	equal(t, "CM messages (model, rxe)", p.rec.cm(), rxeCapture(t, "rxe_cm_mra.pcapng").cm())
 	if d := p.cm.Dropped(p.srv.h) + p.cm.Dropped(p.cli.h); d != 0 {
 		t.Errorf("%d MADs ignored", d)

@@ -303,18 +303,18 @@ func (p *pair) establish(t *testing.T) (cli, srv *rdmacm.CMID) {
 	return cli, srv
 }
 
-// hangUp disconnects as rping does: the client first, the server when
-// DISCONNECTED reaches it.
-func (p *pair) hangUp(t *testing.T, cli, srv *rdmacm.CMID) {
+// hangUp disconnects as rping does: first (rping's client) first, the
+// other side when DISCONNECTED reaches it.
+func (p *pair) hangUp(t *testing.T, first, other *rdmacm.CMID) {
 	t.Helper()
-	if err := cli.Disconnect(); err != nil {
+	if err := first.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
-	if err := srv.Disconnect(); err != nil {
+	p.event(t, other.Channel(), rdmacm.EventDisconnected)
+	if err := other.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+	p.event(t, first.Channel(), rdmacm.EventDisconnected)
 }
 
 func equal(t *testing.T, what string, got, want []string) {
