@@ -126,3 +126,17 @@ func TestLostMRA(t *testing.T) {
 		}
 	}
 }
+
+// TestMRAKeepsDREQTimeout: the MRA lengthens only the REQ's wait
+// (ib_modify_mad on the REQ's MAD); ib_cm's cm_id_priv->timeout_ms,
+// which the DREQ waits, stays the REQ timeout. The client disconnects
+// after an MRA-covered connect, its first DREP lost: the DREQ goes again
+// 6144 ms later, not 67584.
+func TestMRAKeepsDREQTimeout(t *testing.T) {
+	p := newPair(t, "drop cm=DREP first=1")
+	cli, srv, _ := lateAccept(t, p, 8*sim.Second)
+	p.hangUp(t, cli, srv)
+	if dreqs := p.rec.times("b", wire.CMAttrDREQ); len(dreqs) != 2 || dreqs[1].Sub(dreqs[0]) != 6144*sim.Millisecond {
+		t.Errorf("client DREQs at %v, want two 6144 ms apart", dreqs)
+	}
+}
