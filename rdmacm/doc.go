@@ -92,9 +92,10 @@
 // for the MRA (cma_ib_handler ignores IB_CM_MRA_RECEIVED). Checked on
 // rxe (rxe_cm_mra.pcapng: a server that accepts 8 s late): the same
 // messages in the same order, the MRA's fields as tshark shows them,
-// the REQ's second send 6.22 s after the first. The 67584 ms wait and
-// the MRA_REQ_RCVD state are from the source only (the capture's REP
-// came first).
+// the REQ's second send 6.22 s after the first; and across the real
+// network (conformance's TestInteropLateAccept, a 15 s late accept),
+// rxe's client sends no third REQ after the model's MRA, nor the
+// model's after rxe's. The exact 67584 ms wait is from the source only.
 //
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port

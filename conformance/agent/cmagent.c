@@ -11,6 +11,9 @@
  *       comes 8 s after the connect request, later than the REQ's
  *       timeout (6.1 s): the client's REQ comes again meanwhile, and the
  *       kernel answers it with an MRA (TestRpingCM's "mra" phase).
+ *   rocesim-cmagent later IP PORT N SIZE    as late, 15 s: longer than
+ *       two REQ timeouts, so a client that ignored the MRA would send
+ *       a third REQ (TestInteropLateAccept).
  *   rocesim-cmagent reject IP PORT N SIZE   listen on IP:PORT, forever:
  *       reject every connect request (rdma_reject, no private data).
  *   rocesim-cmagent client IP PORT N SIZE   connect to IP:PORT, post N
@@ -261,7 +264,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in sin;
 	if (argc != 6) {
-		fprintf(stderr, "usage: %s server|late|reject|client IP PORT N SIZE\n", argv[0]);
+		fprintf(stderr, "usage: %s server|late|later|reject|client IP PORT N SIZE\n", argv[0]);
 		return 2;
 	}
 	side = argv[1];
@@ -276,6 +279,8 @@ int main(int argc, char **argv)
 		server(&sin, atoi(argv[4]), atoi(argv[5]), 0);
 	else if (strcmp(side, "late") == 0)
 		server(&sin, atoi(argv[4]), atoi(argv[5]), 8);
+	else if (strcmp(side, "later") == 0)
+		server(&sin, atoi(argv[4]), atoi(argv[5]), 15);
 	else if (strcmp(side, "reject") == 0)
 		rejecter(&sin);
 	else
