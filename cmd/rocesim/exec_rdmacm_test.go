@@ -322,14 +322,7 @@ func TestExecRpingUDP(t *testing.T) {
 // libibverbs.so.1), so a change there rebuilds both libraries.
 func TestDropinLibraryStaleRdmacm(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, text string) { writeFile(t, filepath.Join(root, rel), text) }
 	write("go.mod", "module "+modulePath+"\n")
 	write("dropin/ibverbs/libibverbs.map", "{};")
 	for _, rel := range []string{"dropin/rdmacm/shim/rdmacm.c", "dropin/rdmacm/shim/librdmacm.map", "dropin/rdmacm/shim/rocesim_cm.h", "rdmacm/id.go"} {

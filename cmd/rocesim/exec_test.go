@@ -469,14 +469,7 @@ func TestExecUsage(t *testing.T) {
 // says what to do.
 func TestDropinLibraryStale(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, text string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, text string) { writeFile(t, filepath.Join(root, rel), text) }
 	write("go.mod", "module "+modulePath+"\n")
 	write("dropin/ibverbs/libibverbs.map", "{};")
 	write("dropin/ibverbs/model.go", "package main\n")

@@ -35,6 +35,17 @@ func realCaptures(t testing.TB) []string {
 	return m
 }
 
+// writeFile writes text to path, making its directories.
+func writeFile(t testing.TB, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runCmd runs the command line and returns its exit status and output.
 func runCmd(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
