@@ -456,6 +456,59 @@ func TestReaderTruncated(t *testing.T) {
 	}
 }
 
+// Records gives what Next gives: every record of a whole file and a clean
+// end; for a cut file, the records before the cut, then the damage as a
+// last (nil, error) pair; and a loop that breaks early stops the reading.
+func TestReaderRecords(t *testing.T) {
+	recs := sample(t, 3)
+	for _, f := range []capture.Format{capture.FormatPcap, capture.FormatPcapng} {
+		full := write(t, f, recs)
+		r, err := capture.NewReader(bytes.NewReader(full))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rec, err := range r.Records() {
+			if err != nil {
+				t.Fatalf("%v: record %d: %v", f, n+1, err)
+			}
+			if string(rec.Data) != recs[n].Data || rec.Time != recs[n].Time {
+				t.Errorf("%v: record %d is %x at %d, want %x at %d", f, n+1, rec.Data, rec.Time, recs[n].Data, recs[n].Time)
+			}
+			n++
+		}
+		if n != len(recs) {
+			t.Errorf("%v: %d records, want %d", f, n, len(recs))
+		}
+
+		r, _ = capture.NewReader(bytes.NewReader(full[:len(full)-3]))
+		var errs []error
+		n = 0
+		for rec, err := range r.Records() {
+			if err != nil {
+				errs = append(errs, err)
+				if rec != nil {
+					t.Errorf("%v: the error came with a record", f)
+				}
+				continue
+			}
+			n++
+		}
+		if n != 2 || len(errs) != 1 || !errors.Is(errs[0], io.ErrUnexpectedEOF) {
+			t.Errorf("%v cut: %d records then %v; want 2 then one unexpected EOF", f, n, errs)
+		}
+
+		r, _ = capture.NewReader(bytes.NewReader(full))
+		for range r.Records() {
+			break
+		}
+		var x capture.Record
+		if err := r.Next(&x); err != nil || string(x.Data) != recs[1].Data {
+			t.Errorf("%v: after a loop broken at the first record, Next gives %x, %v; want the second record", f, x.Data, err)
+		}
+	}
+}
+
 // The real rxe captures: every frame is read, as many as tshark lists, in
 // time order, and the first timestamp agrees with tshark's.
 func TestRealCaptures(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 
 	"github.com/gopacket/gopacket"
@@ -189,4 +190,36 @@ func (r *Reader) Next(rec *Record) error {
 	rec.Data = data
 	rec.OrigLen = ci.Length
 	return nil
+}
+
+// Records ranges over the packets left in the file, in file order: each
+// record (valid only until the loop's next turn, as Next's), then, if the
+// file is damaged, one last pair with a nil record and the error, so a
+// loop that checks err reports the damage instead of stopping quietly:
+//
+//	for rec, err := range rd.Records() {
+//		if err != nil {
+//			return err
+//		}
+//		use(rec)
+//	}
+//
+// The clean end of the file ends the loop with no error.
+func (r *Reader) Records() iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		var rec Record
+		for {
+			err := r.Next(&rec)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&rec, nil) {
+				return
+			}
+		}
+	}
 }
