@@ -149,7 +149,12 @@ func (p *Port) Send(frame []byte, note string) error {
 		note = note[:MaxNote]
 	}
 	p.out = appendFrame(p.out, note, frame)
-	if len(p.out) >= 64<<10 {
+	if len(p.out) >= 64<<10 && !p.waiting {
+		// Written out early to bound the buffer, but only while the
+		// process runs: while another goroutine waits in the port, the
+		// daemon holds the process waiting and detaches it for a frame;
+		// those frames go with the next wait, after the Interrupt that
+		// must follow them.
 		return p.flush()
 	}
 	return nil

@@ -527,16 +527,7 @@ func TestTimeOrder(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	d, _ := testDaemon(t, ctx, Config{})
-	a, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := attachAB(t, d)
 	go b.Wait(sim.Never)
 	// Both wait for input that never comes: nothing would wake a.
 	got := make(chan sim.Time, 1)
@@ -549,15 +540,7 @@ func TestInterrupt(t *testing.T) {
 		}
 		got <- in.Now
 	}()
-	for {
-		a.mu.Lock()
-		w := a.waiting
-		a.mu.Unlock()
-		if w {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilWaiting(a)
 	if err := a.Interrupt(); err != nil {
 		t.Fatal(err)
 	}
@@ -720,5 +703,110 @@ func TestManyNodes(t *testing.T) {
 			t.Fatalf("node %d: %+v (a name out of order, a MAC seen before, or IPv6 not the MAC's link-local address)", i+1, n)
 		}
 		macs[n.MAC.String()] = true
+	}
+}
+
+// TestSendWhileWaiting: frames a goroutine sends while another waits in
+// the port (a program thread posting while the progress thread sleeps)
+// stay in the process until it runs and waits again, however many there
+// are: more than the 64 KiB the port otherwise writes out in one go must
+// not reach the daemon while it holds the process waiting, which it
+// answers by detaching the process (a 200-packet WRITE posted that way
+// did so).
+func TestSendWhileWaiting(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	const frames = 80 // 80 kB
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for n < frames {
+			in, err := b.Wait(sim.Never)
+			if err != nil {
+				t.Error("b:", err)
+				break
+			}
+			for _, e := range in.Events {
+				if e.Frame != nil {
+					n++
+				}
+			}
+		}
+		got <- n
+	}()
+	woke := make(chan error, 1)
+	go func() {
+		_, err := a.Wait(sim.Never)
+		woke <- err
+	}()
+	untilWaiting(a)
+	frame := make([]byte, 1000)
+	dst, src := b.Self().MAC, a.Self().MAC
+	copy(frame, dst[:])
+	copy(frame[6:], src[:])
+	for range frames {
+		if err := a.Send(frame, "sent while the port waits"); err != nil {
+			t.Fatalf("Send while waiting: %v", err)
+		}
+	}
+	if err := a.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("the waiting process was sent away: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Interrupt did not end the Wait")
+	}
+	// The frames go with the next wait; a keeps waiting, as a process's
+	// progress thread does (its port reports each frame gone).
+	go func() {
+		for {
+			if _, err := a.Wait(sim.Never); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case n := <-got:
+		if n != frames {
+			t.Errorf("b received %d frames, want %d", n, frames)
+		}
+	case <-ctx.Done():
+		t.Fatal("b did not receive the frames")
+	}
+	if st := d.Stats(); st.Refused != 0 || st.HeldTooLong != 0 {
+		t.Errorf("the daemon sent %d processes away (%d held too long)", st.Refused+st.HeldTooLong, st.HeldTooLong)
+	}
+}
+
+// attachAB attaches nodes a and b of d's fabric, closed when the test ends.
+func attachAB(t *testing.T, d *Daemon) (a, b *Port) {
+	t.Helper()
+	var ports [2]*Port
+	for i, name := range []string{"a", "b"} {
+		p, err := AttachDir(d.cfg.Dir, d.cfg.Name, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		ports[i] = p
+	}
+	return ports[0], ports[1]
+}
+
+// untilWaiting returns once p's owner blocks in Wait.
+func untilWaiting(p *Port) {
+	for {
+		p.mu.Lock()
+		w := p.waiting
+		p.mu.Unlock()
+		if w {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
