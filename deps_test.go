@@ -25,6 +25,8 @@ var imports = map[string][]string{
 	"internal/lineformat": {},
 	"internal/tsharktest": {},
 	"internal/tooltest":   {},
+	// a recording testing.TB, for tests of test helpers.
+	"internal/tbtest": {},
 	// network namespaces for tests, through x/sys (setns).
 	"internal/netnstest": {"x/sys"},
 	// the fault plans' text format is read with the shared tokenizer.
