@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/wire"
-	"github.com/rocesim/rocesim/wire/capture"
 )
 
 // programOf returns the PID of the program rocesim exec p runs (its
@@ -81,28 +79,16 @@ func awaitMainBlocked(t *testing.T, p *execProc) {
 // "10.0.0.2>REQ", with its comment.
 func cmMessages(t *testing.T, path string) (msgs, comments []string) {
 	t.Helper()
-	r, err := capture.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var rec capture.Record
 	var p wire.Packet
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			return msgs, comments
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+	for _, f := range readFrames(t, path) {
+		if p.Decode(f.data) != nil || p.BTH.DestQP() != wire.GSIQPN {
 			continue
 		}
 		attr := wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID)
 		msgs = append(msgs, p.Src().Unmap().String()+">"+attr.String())
-		comments = append(comments, strings.Join(rec.Comments, "; "))
+		comments = append(comments, strings.Join(f.comments, "; "))
 	}
+	return msgs, comments
 }
 
 // TestExecRping: unmodified rping, server (-s) and client (-c -a

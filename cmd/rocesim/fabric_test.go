@@ -10,7 +10,6 @@ import (
 
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/sim"
-	"github.com/rocesim/rocesim/wire/capture"
 )
 
 // TestFabricCommand runs `rocesim fabric --exit-when-idle` with two
@@ -91,21 +90,14 @@ func TestFabricCommand(t *testing.T) {
 	if !strings.Contains(stdout.String(), "2 attaches, 0 refused") || !strings.Contains(stdout.String(), "capture: "+pcap) {
 		t.Errorf("stdout %q", stdout.String())
 	}
-	r, err := capture.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var rec capture.Record
-	n := 0
-	for r.Next(&rec) == nil {
-		n++
-		if !bytes.Equal(rec.Data, frame) || !strings.Contains(strings.Join(rec.Comments, " "), "hello") || !strings.Contains(strings.Join(rec.Comments, " "), "rule 1") {
-			t.Errorf("captured %x %q", rec.Data, rec.Comments)
+	frames := readFrames(t, pcap)
+	for _, f := range frames {
+		if !bytes.Equal(f.data, frame) || !strings.Contains(strings.Join(f.comments, " "), "hello") || !strings.Contains(strings.Join(f.comments, " "), "rule 1") {
+			t.Errorf("captured %x %q", f.data, f.comments)
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d frames captured, want 1", n)
+	if len(frames) != 1 {
+		t.Errorf("%d frames captured, want 1", len(frames))
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is still there after exit: %v", err)

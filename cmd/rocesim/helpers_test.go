@@ -72,7 +72,8 @@ type frame struct {
 	comments []string
 }
 
-// readFrames reads every record of a capture file.
+// readFrames reads every record of a capture file; a damaged file fails
+// the test, rather than passing on the frames before the damage.
 func readFrames(t testing.TB, path string) []frame {
 	t.Helper()
 	r, err := capture.Open(path)
@@ -81,11 +82,28 @@ func readFrames(t testing.TB, path string) []frame {
 	}
 	defer r.Close()
 	var out []frame
-	var rec capture.Record
-	for r.Next(&rec) == nil {
+	for rec, err := range r.Records() {
+		if err != nil {
+			t.Fatalf("%s after %d frames: %v", path, len(out), err)
+		}
 		out = append(out, frame{rec.Time, bytes.Clone(rec.Data), rec.Comments})
 	}
 	return out
+}
+
+// cutCapture writes a copy of the capture at path without its last n
+// bytes, a file damaged inside its last record, and returns its path.
+func cutCapture(t testing.TB, path string, n int) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut-"+filepath.Base(path))
+	if err := os.WriteFile(cut, b[:len(b)-n], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cut
 }
 
 // writePcap writes frames to a new classic pcap file in dir.

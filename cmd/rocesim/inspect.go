@@ -18,8 +18,8 @@ import (
 
 // Inspecting a capture, frame by frame:
 //
-//  1. capture.Reader.Next gives the record: time, interface, bytes,
-//     pcapng comments.
+//  1. capture.Reader.Records gives the record: time, interface, bytes,
+//     pcapng comments; a damaged file ends the listing with its error.
 //  2. classify decodes it with the one reused wire.Packet:
 //     - no error: RoCE v2, well formed, ICRC good;
 //     - wire.ErrICRC: RoCE v2 with every field decoded but a bad ICRC;
@@ -148,21 +148,16 @@ type inspector struct {
 }
 
 func (in *inspector) run() error {
-	var rec capture.Record
-	for {
-		err := in.rd.Next(&rec)
-		if err == io.EOF {
-			break
-		}
+	for rec, err := range in.rd.Records() {
 		if err != nil {
 			return err
 		}
 		in.sum.Frames++
 		if in.sum.Frames == 1 {
 			in.t0 = rec.Time
-			in.header(&rec)
+			in.header(rec)
 		}
-		v, derr := in.classify(&rec)
+		v, derr := in.classify(rec)
 		switch v {
 		case verdictOther:
 			in.sum.Other++
@@ -175,16 +170,16 @@ func (in *inspector) run() error {
 				in.sum.Bad++
 			}
 		}
-		if in.sel != nil && !in.sel.match(in.rd, &rec, &in.p, rec.Time-in.t0) {
+		if in.sel != nil && !in.sel.match(in.rd, rec, &in.p, rec.Time-in.t0) {
 			continue
 		}
 		in.shown++
 		if in.json {
-			if err := in.writeJSON(&rec, v, derr); err != nil {
+			if err := in.writeJSON(rec, v, derr); err != nil {
 				return err
 			}
 		} else {
-			in.writeText(&rec, v, derr)
+			in.writeText(rec, v, derr)
 		}
 		if in.count > 0 && in.shown == in.count {
 			break

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocesim/rocesim/internal/tbtest"
 	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -386,15 +387,26 @@ func TestInspectMalformed(t *testing.T) {
 // A capture file that ends inside a record: the frames before it are
 // listed, then exit 2 with the reason.
 func TestInspectTruncatedFile(t *testing.T) {
-	b, err := os.ReadFile("../../wire/testdata/rc_send.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "short.pcap")
-	os.WriteFile(path, b[:len(b)-7], 0o644)
+	path := cutCapture(t, "../../wire/testdata/rc_send.pcap", 7)
 	code, out, errOut := runCmd("inspect", path)
 	if code != exitUsage || len(frameLines(out)) != 73 || !strings.Contains(errOut, "record 74: unexpected EOF") {
 		t.Errorf("exit %d, %d lines, stderr %q", code, len(frameLines(out)), errOut)
+	}
+	// -Y with dst= reads the file once before the listing (selector.learn):
+	// the damage is reported there too.
+	code, out, errOut = runCmd("inspect", "-Y", "dst=10.0.0.2", path)
+	if code != exitUsage || len(frameLines(out)) != 0 || !strings.Contains(errOut, "record 74: unexpected EOF") {
+		t.Errorf("-Y dst=: exit %d, %d lines, stderr %q", code, len(frameLines(out)), errOut)
+	}
+}
+
+// readFrames, the tests' reader, fails the test on a damaged capture
+// instead of returning the frames before the damage.
+func TestReadFramesDamaged(t *testing.T) {
+	path := cutCapture(t, "../../wire/testdata/rc_send.pcap", 7)
+	msg, failed := tbtest.Failure(t, func(tb testing.TB) { readFrames(tb, path) })
+	if !failed || !strings.Contains(msg, "after 73 frames") || !strings.Contains(msg, "unexpected EOF") {
+		t.Errorf("readFrames of a cut capture: failed %v, %q; want the damage reported", failed, msg)
 	}
 }
 

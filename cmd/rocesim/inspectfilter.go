@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/netip"
 	"strings"
 
@@ -133,14 +132,9 @@ func (s *selector) learn(path string) error {
 		return err
 	}
 	defer rd.Close()
-	var rec capture.Record
 	var p wire.Packet
-	for {
-		err := rd.Next(&rec)
+	for rec, err := range rd.Records() {
 		if err != nil {
-			if err == io.EOF {
-				return nil
-			}
 			return err
 		}
 		if rec.LinkType != capture.LinkTypeEthernet {
@@ -148,6 +142,7 @@ func (s *selector) learn(path string) error {
 		}
 		p = wire.Packet{}
 		_ = p.DecodeHeaders(rec.Data) // the addresses are all it needs; errors are the listing's to report
-		s.observe(rd, &rec, &p)
+		s.observe(rd, rec, &p)
 	}
+	return nil
 }
