@@ -5,9 +5,7 @@ package realnet_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -283,16 +281,11 @@ func checkCapture(t *testing.T, path string, ip netip.Addr) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var rec capture.Record
 	var p wire.Packet
 	frames := 0
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for rec, err := range r.Records() {
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s after %d frames: %v", path, frames, err)
 		}
 		frames++
 		if err := p.Decode(rec.Data); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,14 +237,11 @@ func eachRecord(t *testing.T, pcapng []byte, f func(i int, rec *capture.Record))
 	t.Helper()
 	rd, err := capture.NewReader(bytes.NewReader(pcapng))
 	require.NoError(t, err)
-	var rec capture.Record
-	for i := 1; ; i++ {
-		err := rd.Next(&rec)
-		if err == io.EOF {
-			return
-		}
-		require.NoError(t, err)
-		f(i, &rec)
+	i := 0
+	for rec, err := range rd.Records() {
+		require.NoError(t, err, "after record %d", i)
+		i++
+		f(i, rec)
 	}
 }
 
