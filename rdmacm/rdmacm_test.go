@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/bits"
 	"net/netip"
 	"path/filepath"
@@ -50,17 +49,13 @@ func rxeCapture(t *testing.T, name string) *recorder {
 	}
 	defer r.Close()
 	rec := &recorder{}
-	var cr capture.Record
-	for {
-		err := r.Next(&cr)
-		if errors.Is(err, io.EOF) {
-			return rec
-		}
+	for cr, err := range r.Records() {
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s after %d frames: %v", name, len(rec.frames), err)
 		}
 		rec.WriteFrame(cr.Time, cr.Interface, cr.Data, strings.Join(cr.Comments, "; "))
 	}
+	return rec
 }
 
 // hostName names the sender of a frame by its IP: a is 10.0.0.1.

@@ -156,8 +156,10 @@ func TestVMForwarding(t *testing.T) {
 	}
 	defer r.Close()
 	var comments []string
-	var rec capture.Record
-	for r.Next(&rec) == nil {
+	for rec, err := range r.Records() {
+		if err != nil {
+			t.Fatalf("%s after %d frames: %v", pcap, len(comments), err)
+		}
 		comments = append(comments, strings.Join(rec.Comments, ";"))
 	}
 	if len(comments) != 8 {
