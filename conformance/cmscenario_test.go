@@ -1,10 +1,7 @@
 package conformance
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,22 +128,9 @@ type cmMsg struct {
 // cmExchange lists the CM MADs of the capture at path in order.
 func cmExchange(t *testing.T, path string) []cmMsg {
 	t.Helper()
-	r, err := capture.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	var out []cmMsg
 	var p wire.Packet
-	var rec capture.Record
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range readRecords(t, path) {
 		if p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN || len(p.Payload) != wire.MADLen {
 			continue
 		}
@@ -154,8 +138,9 @@ func cmExchange(t *testing.T, path string) []cmMsg {
 		if strings.Contains(strings.Join(rec.Comments, " "), "dropped") {
 			m += "(dropped)"
 		}
-		out = append(out, cmMsg{m, time.Duration(rec.Time), bytes.Clone(p.Payload)})
+		out = append(out, cmMsg{m, time.Duration(rec.Time), p.Payload})
 	}
+	return out
 }
 
 func cmNames(ms []cmMsg) []string {

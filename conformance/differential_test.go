@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,13 +243,8 @@ func saveRoCEPcap(from, to string) error {
 		f.Close()
 		return err
 	}
-	var rec capture.Record
 	var pkt wire.Packet
-	for {
-		err := r.Next(&rec)
-		if err == io.EOF {
-			break
-		}
+	for rec, err := range r.Records() {
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("%s: %w", from, err)

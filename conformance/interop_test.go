@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -647,29 +646,15 @@ func TestInteropMatrix(t *testing.T) {
 // with whether keep says it was sent by the model.
 func roceFrames(t *testing.T, path string, fromModel func(rec *capture.Record) bool) (model, guest [][]byte) {
 	t.Helper()
-	r, err := capture.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var rec capture.Record
 	var pkt wire.Packet
-	for {
-		err := r.Next(&rec)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, rec := range readRecords(t, path) {
 		if pkt.DecodeHeaders(rec.Data) != nil {
 			continue
 		}
-		f := append([]byte(nil), rec.Data...)
 		if fromModel(&rec) {
-			model = append(model, f)
+			model = append(model, rec.Data)
 		} else {
-			guest = append(guest, f)
+			guest = append(guest, rec.Data)
 		}
 	}
 	return model, guest

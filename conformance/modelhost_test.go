@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -344,18 +342,13 @@ func TestModelHostCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var rec capture.Record
 	var p wire.Packet
 	var arp, roce [2]int // by interface: 0 sent, 1 received
 	var notes []string
 	last := int64(-1)
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for rec, err := range r.Records() {
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		if rec.Interface > 1 || rec.Time < last {
 			t.Fatalf("record on interface %d at %d ns (previous at %d)", rec.Interface, rec.Time, last)

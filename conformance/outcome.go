@@ -18,7 +18,6 @@ package conformance
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -200,14 +199,11 @@ func NormaliseCapture(r io.Reader, p *scenario.Program) ([]WireEvent, error) {
 	}
 	var (
 		out []WireEvent
-		rec capture.Record
 		pkt wire.Packet
+		n   int // record number, from 1, as Wireshark counts
 	)
-	for n := 1; ; n++ {
-		err := cr.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
+	for rec, err := range cr.Records() {
+		n++
 		if err != nil {
 			return nil, fmt.Errorf("conformance: normalise %s: record %d: %w", p.Name, n, err)
 		}
@@ -239,6 +235,7 @@ func NormaliseCapture(r io.Reader, p *scenario.Program) ([]WireEvent, error) {
 		}
 		out = append(out, e)
 	}
+	return out, nil
 }
 
 // srcOf returns the frame's IP source for messages.

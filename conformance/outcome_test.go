@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -269,6 +270,10 @@ func TestNormaliseSkipsOtherFramesAndRejectsStrangers(t *testing.T) {
 
 	_, err = NormaliseCapture(strings.NewReader("not a capture"), p)
 	assert.Error(t, err)
+
+	// A capture cut inside its last record is damage, not a shorter run.
+	_, err = NormaliseCapture(bytes.NewReader(pcap.Bytes()[:pcap.Len()-3]), p)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 }
 
 // TestCompareFindsTheFirstDifference: one change in each part is found

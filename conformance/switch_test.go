@@ -1,9 +1,7 @@
 package conformance
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/rswitch"
 	"github.com/rocesim/rocesim/wire"
-	"github.com/rocesim/rocesim/wire/capture"
 )
 
 // capturedFrame is one RoCE v2 frame of a switch capture.
@@ -48,35 +45,21 @@ func (f capturedFrame) String() string {
 // frames it holds in all.
 func readRoCE(t *testing.T, path string) ([]capturedFrame, int) {
 	t.Helper()
-	r, err := capture.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	recs := readRecords(t, path)
 	var out []capturedFrame
-	var rec capture.Record
 	var p wire.Packet
-	n := 0
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: record %d: %v", path, n, err)
-		}
-		n++
+	for i, rec := range recs {
 		if p.DecodeHeaders(rec.Data) != nil {
 			continue
 		}
-		f := capturedFrame{index: n, time: rec.Time, iface: rec.Interface, op: p.Info.Name, qp: p.BTH.DestQP(),
+		f := capturedFrame{index: i + 1, time: rec.Time, iface: rec.Interface, op: p.Info.Name, qp: p.BTH.DestQP(),
 			psn: p.BTH.PSN(), ackReq: p.BTH.AckReq(), comment: strings.Join(rec.Comments, "; ")}
 		if p.AETH != nil {
 			f.aeth, f.syn = true, p.AETH.Syndrome()
 		}
 		out = append(out, f)
 	}
-	return out, n
+	return out, len(recs)
 }
 
 // TestRxeGoBackNThroughSwitch runs ibv_rc_pingpong between two rxe VMs
