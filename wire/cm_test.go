@@ -3,8 +3,6 @@ package wire_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,12 +34,9 @@ func cmCaptures(t testing.TB) []cmFrame {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec capture.Record
-		for n := 1; ; n++ {
-			err := r.Next(&rec)
-			if errors.Is(err, io.EOF) {
-				break
-			}
+		n := 0 // frame number, from 1, as tshark counts
+		for rec, err := range r.Records() {
+			n++
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}

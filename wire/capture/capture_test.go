@@ -126,8 +126,10 @@ func TestReaderInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var x capture.Record
-	for r.Next(&x) == nil {
+	for _, err := range r.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, l := range links {
 		got, ok := r.Interface(i)

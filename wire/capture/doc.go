@@ -27,8 +27,10 @@
 // resolution, optionally gzip-compressed:
 //
 //	r, err := capture.Open("wire/testdata/rc_send.pcap")
-//	var rec capture.Record
-//	for r.Next(&rec) == nil { ... rec.Time, rec.Interface, rec.Data, rec.Comments }
+//	for rec, err := range r.Records() {
+//		if err != nil { ... the file is damaged ... }
+//		... rec.Time, rec.Interface, rec.Data, rec.Comments
+//	}
 //
 // A file that is neither pcap nor pcapng fails with an error matching
 // ErrFormat.

@@ -2,7 +2,6 @@ package capture_test
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,14 +50,9 @@ func readAll(t testing.TB, b []byte) (capture.Format, []rec) {
 		t.Fatalf("NewReader: %v", err)
 	}
 	var out []rec
-	var x capture.Record
-	for {
-		err := r.Next(&x)
-		if err == io.EOF {
-			break
-		}
+	for x, err := range r.Records() {
 		if err != nil {
-			t.Fatalf("Next after %d records: %v", len(out), err)
+			t.Fatalf("after %d records: %v", len(out), err)
 		}
 		out = append(out, rec{x.Time, x.Interface, string(x.Data), x.OrigLen, x.Comments, x.LinkType})
 	}
