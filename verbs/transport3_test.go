@@ -22,14 +22,7 @@ func TestAckReqPast64Packets(t *testing.T) {
 	tr := &sim.Trace{}
 	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
 	const n = 70 * 1024
-	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
-	require.NoError(t, err)
-	dst, err := b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	require.NoError(t, err)
-	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, n)}}})
-	require.NoError(t, err)
-	require.NoError(t, w.Run())
+	src, dst := writeAndRun(t, w, a, b, n)
 	var asked, acks []string
 	for _, l := range ladder(tr) {
 		switch {
@@ -57,14 +50,7 @@ func TestUnackedPSNWindow(t *testing.T) {
 	tr := &sim.Trace{}
 	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr, Plan: plan})
 	const n = 200 * 1024
-	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
-	require.NoError(t, err)
-	dst, err := b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	require.NoError(t, err)
-	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, n)}}})
-	require.NoError(t, err)
-	require.NoError(t, w.Run())
+	src, dst := writeAndRun(t, w, a, b, n)
 	var sent []string
 	for _, l := range ladder(tr) {
 		if strings.HasPrefix(l, "a ") {
@@ -116,6 +102,21 @@ func TestUnackedPSNWindowAfterRead(t *testing.T) {
 	assert.Less(t, send, at("b RC_RDMA_READ_RESPONSE_LAST psn=299"), "and goes before the READ completes")
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
 	assert.Equal(t, src.Bytes(), dst.Bytes())
+}
+
+// writeAndRun posts one signaled WRITE of n bytes (wr_id 1) from a to b
+// and runs the world; it returns the source and the target MR.
+func writeAndRun(t *testing.T, w *verbs.World, a, b *endpoint, n int) (src, dst *verbs.MR) {
+	t.Helper()
+	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
+	require.NoError(t, err)
+	dst, err = b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, uint64(n))}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	return src, dst
 }
 
 // TestFenceWaitsForRead: a fenced SEND after a READ goes out only once
