@@ -35,6 +35,7 @@ var ScenarioNames = []string{
 	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access",
 	"mw-invalidated-mid-write", "mw-bind-bound", "rewritten-fields", "link-cut-after-frames",
+	"unacked-window",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

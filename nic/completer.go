@@ -79,7 +79,7 @@ func (d *Device) complete(now sim.Time, qp *QP, p *wire.Packet, st compState) co
 		return compDone
 
 	case compCheckPSN:
-		if r.next == 0 {
+		if !r.sentAny() {
 			return compDone // nothing outstanding: a stale response
 		}
 		if psn.Less(qp.sq.at(0).firstPSN) {
@@ -210,7 +210,7 @@ func (d *Device) headBefore(qp *QP, psn wire.PSN) bool {
 func (d *Device) errorRetry(now sim.Time, qp *QP, why retryReason) {
 	r := &qp.req
 	timer := why == retryACKTimeout
-	if qp.state == QPStateErr || r.next == 0 {
+	if qp.state == QPStateErr || !r.sentAny() {
 		return
 	}
 	if r.startedRetry && !timer {
@@ -322,7 +322,7 @@ func (d *Device) completeHead(now sim.Time, qp *QP) {
 			return
 		}
 	}
-	if qp.state == QPStateSQD && r.next == 0 && qp.attr.EnSQDAsyncNotify {
+	if qp.state == QPStateSQD && !r.sentAny() && qp.attr.EnSQDAsyncNotify {
 		d.raise(AsyncEvent{Type: EventSQDrained, QP: qp, Time: now})
 	}
 }
@@ -367,9 +367,9 @@ func (d *Device) sendQueueError(now sim.Time, qp *QP) {
 func (d *Device) rewind(qp *QP, psn wire.PSN, why retryReason) {
 	r := &qp.req
 	r.why = why
-	for i := 0; i < r.next; i++ {
+	for i := 0; i < r.sending(qp); i++ {
 		w := qp.sq.at(i)
-		if w.done {
+		if w.done || !w.started {
 			continue
 		}
 		if psn.InRange(w.firstPSN, w.lastPSN()) || psn.Less(w.firstPSN) {
@@ -426,6 +426,12 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.mem.scatter(w.sges, off, p.Payload)
 		w.rdRcvd++
+		if r.waitPSN && !p.Info.Position.Ends() {
+			// The response moved the oldest unacknowledged PSN on: a
+			// requester stopped at the window goes on (rxe_comp.c
+			// COMPST_UPDATE_COMP reschedules a waiting requester).
+			d.requesterRun(now, qp)
+		}
 		if p.Info.Position.Ends() {
 			w.done = true
 			d.completeHead(now, qp)
@@ -511,8 +517,8 @@ func (d *Device) spendRetry(now sim.Time, qp *QP) bool {
 // comp.psn, the PSN after the last one acknowledged).
 func (d *Device) oldestUnacked(qp *QP) wire.PSN {
 	r := &qp.req
-	for i := 0; i < r.next; i++ {
-		if w := qp.sq.at(i); !w.done {
+	for i := 0; i < r.sending(qp); i++ {
+		if w := qp.sq.at(i); !w.done && w.started {
 			psn := w.firstPSN.Add(w.rdRcvd)
 			if r.hasAcked && r.acked.InRange(psn, w.lastPSN()) && r.acked != w.lastPSN() {
 				psn = r.acked.Add(1)

@@ -181,8 +181,8 @@
 //     hands it to pushCQE, which adds it to B's CQ (nic/cq.go (*CQ).push;
 //     overflow rules in pushCQE).
 //   - nic/responder.go (*Device).sendAck: the ACK of the last PSN (or of
-//     every 64th packet) goes out through emit, B's pump and the fabric
-//     as above.
+//     the 66th packet since the last that asked) goes out through emit,
+//     B's pump and the fabric as above.
 //
 // Back on A:
 //

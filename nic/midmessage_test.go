@@ -129,7 +129,7 @@ func TestSourceDeregisteredAtPortLimit(t *testing.T) {
 	}{
 		{name: "read", post: "post a read len=20000 id=1", held: "65 b->a RC_RDMA_READ_RESPONSE_MIDDLE psn=63 len=256",
 			owner: "b", next: "1 b->a RC_ACKNOWLEDGE psn=", a: "IBV_WC_RDMA_READ remote access error", b: "state ERR"},
-		{name: "write", post: "post a write len=20000 id=1", held: "64 a->b RC_RDMA_WRITE_MIDDLE psn=63 ack len=256",
+		{name: "write", post: "post a write len=20000 id=1", held: "64 a->b RC_RDMA_WRITE_MIDDLE psn=63 len=256",
 			owner: "a", next: "", a: "IBV_WC_RDMA_WRITE local protection error", b: "state RTS"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -52,9 +52,22 @@ const (
 	rxeMaxMWIndex  = rxeMaxValue
 )
 
-// maxPktPerAck is how many packets rxe sends before it asks for an ACK
-// even mid-message (RXE_MAX_PKT_PER_ACK).
+// maxPktPerAck is rxe's RXE_MAX_PKT_PER_ACK: a packet that is not the
+// last of its message asks for an ACK when more than this many packets
+// went out since the last one that asked (rxe_req.c init_req_packet:
+// noack_pkts++ > RXE_MAX_PKT_PER_ACK), so the 66th does; the count
+// carries over a go-back-N retry. Seen on rxe: conformance scenario
+// unacked-window asks at PSN 65, then at the third packet resent.
 const maxPktPerAck = 64
+
+// maxUnackedPSNs is rxe's RXE_MAX_UNACKED_PSNS: an RC requester sends a
+// packet only while its PSN is at most this far past the oldest PSN not
+// acknowledged (comp.psn); past it, the requester waits (wait_psn) until
+// a response moves comp.psn on (rxe_req.c rxe_requester, rxe_comp.c). So
+// at most 129 PSNs are in flight: conformance scenario unacked-window,
+// whose first ACK is lost, stops at PSN 128 and retries after the
+// timeout, where without the window the last packet's ACK covers it.
+const maxUnackedPSNs = 128
 
 // Frames handed to the port and not yet gone from it, per QP: rxe stops a
 // QP's requester while more than 64 of its packets sit in the network

@@ -441,7 +441,7 @@ func (d *Device) transition(now sim.Time, qp *QP, next QPState) {
 	case QPStateRTS:
 		d.requesterRun(now, qp)
 	case QPStateSQD:
-		if qp.attr.EnSQDAsyncNotify && qp.req.outstanding() == 0 {
+		if qp.attr.EnSQDAsyncNotify && !qp.req.sentAny() {
 			d.raise(AsyncEvent{Type: EventSQDrained, QP: qp, Time: now})
 		}
 	}

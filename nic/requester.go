@@ -19,8 +19,11 @@ import (
 //     one per path MTU of payload for SEND and WRITE (at least one), one
 //     request taking as many PSNs as the response has packets for READ,
 //     one for an atomic.
-//  4. Packets go out FIRST/MIDDLE/LAST or ONLY; the last packet of a
-//     message, and every 64th unacknowledged one (rxe), asks for an ACK.
+//  4. Packets go out FIRST/MIDDLE/LAST or ONLY, an RC packet only while
+//     its PSN is at most 128 past the oldest unacknowledged one (rxe's
+//     window, maxUnackedPSNs); the last packet of a message, and one
+//     more than 65 packets after the last that asked (rxe), asks for an
+//     ACK.
 //  5. RC arms the ACK timer; UC completes a WQE once its last packet is
 //     sent, UD once its only packet is.
 //
@@ -30,10 +33,13 @@ import (
 // it waited to be sent again is simply skipped.
 
 type requester struct {
-	psn        wire.PSN // the first PSN of the next new WQE
-	next       int      // index (from the head of the SQ) of the WQE being sent
-	pkt        uint32   // next packet of that WQE
-	noAck      int      // packets sent since the last AckReq
+	psn   wire.PSN // the first PSN of the next new WQE
+	next  int      // index (from the head of the SQ) of the WQE being sent
+	pkt   uint32   // next packet of that WQE
+	noAck int      // packets sent since the last AckReq (rxe's noack_pkts)
+	// waitPSN: the requester stopped at the window of unacknowledged
+	// PSNs (rxe's wait_psn); a response that moves the window runs it.
+	waitPSN    bool
 	rdAtomic   int      // READ/ATOMIC WQEs sent and not completed
 	retries    int      // timeout retries left
 	rnrRetries int      // RNR retries left
@@ -64,6 +70,20 @@ type requester struct {
 // outstanding returns how many WQEs have been sent and not completed.
 func (r *requester) outstanding() int { return r.next }
 
+// sentAny reports whether any packet is out and not yet acknowledged: a
+// WQE sent whole and not completed, or part of the one being sent (one
+// the window of unacknowledged PSNs, or the port, stopped mid-message).
+func (r *requester) sentAny() bool { return r.next > 0 || r.pkt > 0 }
+
+// sending returns how many WQEs from the head of the send queue have
+// packets out: those sent whole, and the one being sent if it has begun.
+func (r *requester) sending(qp *QP) int {
+	if r.pkt > 0 {
+		return min(r.next+1, qp.sq.size)
+	}
+	return r.next
+}
+
 // pmtu returns the QP's path MTU in bytes.
 func (qp *QP) pmtu() int {
 	if b := qp.attr.PathMTU.Bytes(); b > 0 {
@@ -91,6 +111,7 @@ func (w *sendWQE) lastPSN() wire.PSN { return w.firstPSN.Add(w.npkts - 1) }
 // requesterRun sends what the send queue allows now.
 func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	r := &qp.req
+	r.waitPSN = false
 	if !r.armed {
 		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
 		r.ackDue, r.rnrUntil, r.armed = sim.Never, sim.Never, true
@@ -158,9 +179,15 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 			}
 		}
 		if rdAtomic {
+			if d.pastWindow(qp, w.firstPSN.Add(r.pkt)) {
+				break
+			}
 			d.sendRdAtomic(now, qp, w)
 		} else {
 			for r.pkt < w.npkts {
+				if d.pastWindow(qp, w.firstPSN.Add(r.pkt)) {
+					break
+				}
 				if qp.skbOut >= inflightHigh {
 					qp.blocked = true // resume mid-message when TxDone frees room
 					break
@@ -186,7 +213,9 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		d.completeHead(now, qp)
 		return
 	}
-	if r.next > 0 && r.ackDue == sim.Never {
+	// rxe arms the timer with the first packet it sends (update_state),
+	// so a WQE stopped mid-message (at the window) has it running too.
+	if r.sentAny() && r.ackDue == sim.Never {
 		if r.idleDue > now {
 			r.ackDue = r.idleDue // rxe: the timer is still pending, not re-armed
 			d.retime(qp)
@@ -195,6 +224,25 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		}
 		r.idleDue = 0
 	}
+}
+
+// pastWindow reports whether an RC packet of PSN psn must wait for the
+// window of unacknowledged PSNs to move (maxUnackedPSNs), and marks the
+// requester waiting if so. The head WQE's first PSN bounds the oldest
+// unacknowledged one from below, so the exact PSN is computed only when
+// that many are in flight.
+func (d *Device) pastWindow(qp *QP, psn wire.PSN) bool {
+	if qp.init.Type != QPTypeRC {
+		return false
+	}
+	if head := qp.sq.at(0); head.started && psn.Diff(head.firstPSN) <= maxUnackedPSNs {
+		return false
+	}
+	if psn.Diff(d.oldestUnacked(qp)) <= maxUnackedPSNs {
+		return false
+	}
+	qp.req.waitPSN = true
+	return true
 }
 
 // armAckTimer (re)starts the local ACK timeout (Profile.ACKTimeout; 0
@@ -211,7 +259,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 // timer-ack-loss-stream, conformance/README.md).
 func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 	r := &qp.req
-	if qp.attr.Timeout == 0 || r.next == 0 {
+	if qp.attr.Timeout == 0 || !r.sentAny() {
 		if d.cfg.Profile == ProfileRXE && r.ackDue != sim.Never {
 			r.idleDue = r.ackDue
 		}
@@ -302,10 +350,11 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		return true // the planted bug: believed sent, never sent
 	}
 	if qp.init.Type == QPTypeRC {
-		qp.req.noAck++
-		if last || qp.req.noAck >= maxPktPerAck {
+		if last || qp.req.noAck > maxPktPerAck {
 			f.BTH.AckReq = true
 			qp.req.noAck = 0
+		} else {
+			qp.req.noAck++
 		}
 	}
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())

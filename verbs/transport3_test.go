@@ -8,25 +8,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
 
-// TestAckReqEvery64Packets: a 70-packet WRITE asks for an ACK on its 64th
-// packet and on its last (rxe's RXE_MAX_PKT_PER_ACK), and the responder
-// answers exactly those two.
-func TestAckReqEvery64Packets(t *testing.T) {
+// TestAckReqPast64Packets: a 70-packet WRITE asks for an ACK on its 66th
+// packet, the first with more than 64 before it since the last that asked
+// (rxe's RXE_MAX_PKT_PER_ACK, noack_pkts++ > 64: seen on rxe, conformance
+// scenario unacked-window), and on its last; the responder answers
+// exactly those two.
+func TestAckReqPast64Packets(t *testing.T) {
 	tr := &sim.Trace{}
 	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
 	const n = 70 * 1024
-	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
-	require.NoError(t, err)
-	dst, err := b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
-	require.NoError(t, err)
-	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
-		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, n)}}})
-	require.NoError(t, err)
-	require.NoError(t, w.Run())
+	src, dst := writeAndRun(t, w, a, b, n)
 	var asked, acks []string
 	for _, l := range ladder(tr) {
 		switch {
@@ -36,10 +32,91 @@ func TestAckReqEvery64Packets(t *testing.T) {
 			acks = append(acks, l)
 		}
 	}
-	assert.Equal(t, []string{"a RC_RDMA_WRITE_MIDDLE psn=163 ack", "a RC_RDMA_WRITE_LAST psn=169 ack"}, asked)
-	assert.Equal(t, []string{"b RC_ACKNOWLEDGE psn=163 ACK msn=0", "b RC_ACKNOWLEDGE psn=169 ACK msn=1"}, acks)
+	assert.Equal(t, []string{"a RC_RDMA_WRITE_MIDDLE psn=165 ack", "a RC_RDMA_WRITE_LAST psn=169 ack"}, asked)
+	assert.Equal(t, []string{"b RC_ACKNOWLEDGE psn=165 ACK msn=0", "b RC_ACKNOWLEDGE psn=169 ACK msn=1"}, acks)
 	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
 	assert.Equal(t, src.Bytes(), dst.Bytes())
+}
+
+// TestUnackedPSNWindow: an RC requester has at most 129 PSNs out (rxe's
+// RXE_MAX_UNACKED_PSNS: a packet goes only while its PSN is at most 128
+// past the oldest unacknowledged one; seen on rxe, conformance scenario
+// unacked-window). A 200-packet WRITE whose first ACK (asked at PSN +65)
+// is lost stops at PSN +128, and nothing is acknowledged until the
+// retransmit timer resends it from its first packet.
+func TestUnackedPSNWindow(t *testing.T) {
+	plan, err := faults.Parse("drop src=b class=ack nth=1 first=1\n")
+	require.NoError(t, err)
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr, Plan: plan})
+	const n = 200 * 1024
+	src, dst := writeAndRun(t, w, a, b, n)
+	var sent []string
+	for _, l := range ladder(tr) {
+		if strings.HasPrefix(l, "a ") {
+			sent = append(sent, strings.TrimSuffix(l, " ack"))
+		}
+	}
+	require.Greater(t, len(sent), 130)
+	assert.Equal(t, "a RC_RDMA_WRITE_MIDDLE psn=228", sent[128], "the last packet before the window closes")
+	assert.Equal(t, "a RC_RDMA_WRITE_FIRST psn=100", sent[129], "then the timeout's retry, from the first packet")
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, src.Bytes(), dst.Bytes())
+}
+
+// TestUnackedPSNWindowAfterRead: a SEND posted behind a 200-packet READ
+// (whose request takes 200 PSNs) waits for the READ's responses to bring
+// the oldest unacknowledged PSN within 128 of its own, then goes out
+// while the rest of the responses still arrive (rxe's completer wakes the
+// waiting requester as each response moves comp.psn on).
+func TestUnackedPSNWindowAfterRead(t *testing.T) {
+	tr := &sim.Trace{}
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Trace: tr})
+	const n = 200 * 1024
+	src, err := b.pd.RegMR(bytes.Repeat([]byte{9}, n), verbs.AccessLocalWrite|verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	dst, err := a.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite)
+	require.NoError(t, err)
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(9, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: src.Addr, RKey: src.RKey,
+			SGList: []verbs.SGE{dst.SGE(0, n)}},
+		{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 8)}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	l := ladder(tr)
+	at := func(line string) int {
+		t.Helper()
+		for i, x := range l {
+			if x == line || strings.HasPrefix(x, line+" ") {
+				return i
+			}
+		}
+		t.Fatalf("no %q in the ladder", line)
+		return -1
+	}
+	send := at("a RC_SEND_ONLY psn=300")
+	assert.Greater(t, send, at("b RC_RDMA_READ_RESPONSE_MIDDLE psn=171"), "the SEND waits for the window")
+	assert.Less(t, send, at("b RC_RDMA_READ_RESPONSE_LAST psn=299"), "and goes before the READ completes")
+	assert.Equal(t, []string{"1:IBV_WC_SUCCESS", "2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, src.Bytes(), dst.Bytes())
+}
+
+// writeAndRun posts one signaled WRITE of n bytes (wr_id 1) from a to b
+// and runs the world; it returns the source and the target MR.
+func writeAndRun(t *testing.T, w *verbs.World, a, b *endpoint, n int) (src, dst *verbs.MR) {
+	t.Helper()
+	src, err := a.pd.RegMR(bytes.Repeat([]byte{7}, n), verbs.AccessLocalWrite)
+	require.NoError(t, err)
+	dst, err = b.pd.RegMR(make([]byte, n), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		RemoteAddr: dst.Addr, RKey: dst.RKey, SGList: []verbs.SGE{src.SGE(0, uint64(n))}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	return src, dst
 }
 
 // TestFenceWaitsForRead: a fenced SEND after a READ goes out only once
