@@ -1,6 +1,7 @@
 package ladder_test
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,5 +45,30 @@ func TestDropCauseLabels(t *testing.T) {
 			out := text(t, tr, ladder.Options{Width: 40})
 			assert.Contains(t, out, c.short+" ✗", out)
 		})
+	}
+}
+
+// TestCMLabels: a connection manager's MAD is labelled with its message
+// (the trace's cm field), not as the UD SEND to QP1 that carries it: "CM
+// REQ psn=0 A" in a wide ladder, "CM REQ" in a narrow one.
+func TestCMLabels(t *testing.T) {
+	tr := &sim.Trace{}
+	for i, m := range []struct{ from, to, link, cm string }{
+		{"a", "b", "a->b", "REQ"}, {"b", "a", "b->a", "REP"}, {"a", "b", "a->b", "RTU"},
+	} {
+		f := []sim.Field{{Key: "link", Value: m.link}, {Key: "op", Value: "UD_SEND_ONLY"}, {Key: "psn", Value: strconv.Itoa(i)},
+			{Key: "ackreq", Value: "1"}, {Key: "cm", Value: m.cm}, {Key: "len", Value: "330"}}
+		at := sim.Time(100 * (i + 1))
+		tr.Add(sim.Event{Time: at, Node: m.from, Kind: "frame-tx", QPN: 1, HasQPN: true, Fields: f})
+		tr.Add(sim.Event{Time: at + 10, Node: m.to, Kind: "frame-rx", QPN: 1, HasQPN: true, Fields: f})
+	}
+	wide := text(t, tr, ladder.Options{Width: 100})
+	for i, m := range []string{"REQ", "REP", "RTU"} {
+		assert.Contains(t, wide, "CM "+m+" psn="+strconv.Itoa(i)+" A", wide)
+	}
+	assert.NotContains(t, wide, "UD_SEND_ONLY")
+	narrow := text(t, tr, ladder.Options{Width: 30})
+	for _, m := range []string{"CM REQ", "CM REP", "CM RTU"} {
+		assert.Contains(t, narrow, m, narrow)
 	}
 }

@@ -61,10 +61,21 @@ func synShort(s string) string {
 }
 
 // core is a frame's own label, full and compact: "SEND_LAST psn=103 A",
-// "NAK(seq) psn=101 msn=0"; compact "SEND_LAST 103 A", "NAK(seq) 101".
+// "NAK(seq) psn=101 msn=0", "CM REP psn=1 A"; compact "SEND_LAST 103 A",
+// "NAK(seq) 101", "CM REP".
 func (k frameKey) core(length string) (full, compact string) {
 	if k.op == "" {
 		return "frame len=" + length, "frame"
+	}
+	if k.cm != "" {
+		// A connection manager's MAD: its message is what a reader
+		// follows, the UD SEND to QP1 that carries it is not ("CM REQ
+		// psn=0 A", compact "CM REQ").
+		full = "CM " + k.cm + " psn=" + k.psn
+		if k.ackreq {
+			full += " A"
+		}
+		return full, "CM " + k.cm
 	}
 	name := opShort(k.op)
 	syn := synShort(k.aeth)

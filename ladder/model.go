@@ -85,6 +85,7 @@ type frameKey struct {
 	tx        string
 	ackreq    bool
 	aeth, msn string
+	cm        string // the connection manager's message a MAD to QP1 carries (REQ, REP, ...)
 }
 
 // frame is one frame's life, followed across hops.
@@ -213,6 +214,7 @@ func keyOf(e *sim.Event) frameKey {
 	k.ackreq = a == "1"
 	k.aeth, _ = e.Get("aeth")
 	k.msn, _ = e.Get("msn")
+	k.cm, _ = e.Get("cm")
 	return k
 }
 

@@ -59,8 +59,9 @@ func (f *Fabric) traceFrame(d *direction, b *frameBuf, kind sim.Kind, why string
 
 // FrameEvent returns the trace event of a frame of kind crossing link
 // (named "from->to") at node: its QPN, the fields link, op, psn, ackreq,
-// aeth, msn and tx (a retransmission) a RoCE v2 frame has, len, note and
-// why when not empty. Package ladder draws frames from these fields;
+// aeth, msn and tx (a retransmission) a RoCE v2 frame has, cm (REQ, REP,
+// RTU, ...) for a connection manager's MAD to QP1, len, note and why when
+// not empty. Package ladder draws frames from these fields;
 // rocesim switch (package rswitch) traces the real frames it forwards
 // with it, so its ladder is drawn as the fabric's.
 func FrameEvent(now sim.Time, node string, kind sim.Kind, link string, frame []byte, tx int, note, why string) sim.Event {
@@ -81,6 +82,11 @@ func FrameEvent(now sim.Time, node string, kind sim.Kind, link string, frame []b
 		}
 		if tx > 1 {
 			e.Fields = append(e.Fields, sim.Field{Key: "tx", Value: strconv.Itoa(tx)})
+		}
+		if p.BTH.DestQP() == wire.GSIQPN {
+			if a := wire.MAD(p.Payload).CMAttr(); a != 0 {
+				e.Fields = append(e.Fields, sim.Field{Key: "cm", Value: a.String()})
+			}
 		}
 	}
 	e.Fields = append(e.Fields, sim.Field{Key: "len", Value: strconv.Itoa(len(frame))})
