@@ -501,7 +501,16 @@ func (p *process) readableCM() int {
 // does. So while held, a thread that would wait on the fabric sleeps a
 // little (stepFabric) and the process counts as running. The hold ends
 // at the program's next CM call, or after cmHoldLimit of wall time.
+//
+// Over UDP there is nothing to hold: the clock is the wall clock, which
+// moves whatever the process does. Holding there only stopped the world
+// while the wall clock ran on: a frame that came meanwhile (the REQ's
+// resend, an ACK) was taken late, and a CM call made during the hold
+// acted at the instant of the event, its timers armed in the past.
 func (p *process) cmHold() bool {
+	if p.fab != nil && p.fab.udp != nil {
+		return false
+	}
 	c := cms[p]
 	return c != nil && !c.holdUntil.IsZero() && time.Now().Before(c.holdUntil)
 }

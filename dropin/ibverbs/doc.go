@@ -99,8 +99,14 @@
 // (realnet's UDP transport), in real time: GID 1 is ::ffff:ip (GID 0 the
 // link-local address of its stand-in MAC, unreachable over the socket),
 // MRs live at the program's own addresses as on a fabric, and the world's
-// clock follows the wall clock (udp.go). Two programs on one machine take
-// two loopback addresses:
+// clock follows the wall clock (udp.go). Every call of the program first
+// runs the world to the wall clock's instant, also while another thread
+// waits on the socket (the idle loop while the program slept), so what
+// the call sends leaves, and the timers it arms run, from the real
+// instant: a late rdma_accept sends one REP (TestLateAcceptUDP). The
+// clock hold for a CM event the program must answer (cm.go) applies on
+// a fabric only: the wall clock cannot be held. Two programs on one
+// machine take two loopback addresses:
 //
 //	ROCESIM_TRANSPORT=udp ROCESIM_ADDR=127.0.0.5 ibv_rc_pingpong -g 1 &
 //	ROCESIM_TRANSPORT=udp ROCESIM_ADDR=127.0.0.6 ibv_rc_pingpong -g 1 127.0.0.1

@@ -86,12 +86,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// compile builds testdata/name.c against the installed headers.
-func compile(t *testing.T, name string) string {
+// compile builds testdata/name.c against the installed headers, linked
+// with libs and libibverbs.
+func compile(t *testing.T, name string, libs ...string) string {
 	t.Helper()
 	library(t)
 	bin := filepath.Join(t.TempDir(), name)
-	out, err := exec.Command("gcc", "-Wall", "-Werror", "-pthread", "-o", bin, filepath.Join("testdata", name+".c"), "-libverbs").CombinedOutput()
+	args := append([]string{"-Wall", "-Werror", "-pthread", "-o", bin, filepath.Join("testdata", name+".c")}, libs...)
+	out, err := exec.Command("gcc", append(args, "-libverbs")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gcc %s.c: %v\n%s", name, err, out)
 	}

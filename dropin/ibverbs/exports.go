@@ -54,9 +54,7 @@ func lock() *process {
 			go proc.idleLoop(proc.cfg.IdleWake, time.Sleep)
 		}
 	})
-	proc.mu.Lock()
-	proc.calls++
-	proc.catchUp()
+	proc.enter()
 	return proc
 }
 

@@ -51,8 +51,10 @@ type fabricLink struct {
 	// udp is the port when it is a UDP socket (udp.go), else nil.
 	udp *udpPort
 	// waiting: a thread is blocked in Port.Wait (with p.mu released);
-	// the others wait on p.wake for what it brings.
-	waiting bool
+	// the others wait on p.wake for what it brings. deadline is the
+	// instant it waits for.
+	waiting  bool
+	deadline sim.Time
 }
 
 // joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
@@ -117,7 +119,7 @@ func (p *process) stepFabric() bool {
 	if s := p.w.Scheduler(); s.Pending() > 0 {
 		deadline = s.NextAt()
 	}
-	f.waiting = true
+	f.waiting, f.deadline = true, deadline
 	p.mu.Unlock()
 	in, err := f.port.Wait(deadline)
 	p.mu.Lock()

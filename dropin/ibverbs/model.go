@@ -461,6 +461,16 @@ func (p *process) deviceByGID(gid netip.Addr) *device {
 
 // ---- virtual time ----
 
+// enter takes the process lock for a call of the program (every export
+// does, through lock): the call is counted for the idle loop (idle.go),
+// and over UDP the world first catches up with the wall clock, so that
+// what the call does happens at the instant it is made (catchUp).
+func (p *process) enter() {
+	p.mu.Lock()
+	p.calls++
+	p.catchUp()
+}
+
 // step runs the world to its next event (every event of that instant)
 // and reports whether there was one.
 func (p *process) step() bool {

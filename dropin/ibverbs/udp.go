@@ -64,6 +64,7 @@ type udpPort struct {
 	free        [][]byte           // frame buffers for the reader
 	interrupted bool
 	closed      bool
+	blocked     bool   // a Wait is blocked (Quiet)
 	dropped     uint64 // frames dropped for a full queue
 }
 
@@ -163,6 +164,17 @@ func (u *udpPort) clock() sim.Time {
 	return u.now
 }
 
+// Quiet returns the wall-clock instant the port stands at (clock), and
+// whether a Wait is blocked with nothing received or sent since its
+// caller last ran the world: then everything that happened before that
+// instant has been handed out, what comes later is stamped later, and
+// the world may be run to it without the waiter (catchUp).
+func (u *udpPort) Quiet() (sim.Time, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.clock(), u.blocked && len(u.in.Events) == 0
+}
+
 // poke wakes a Wait.
 func (u *udpPort) poke() {
 	select {
@@ -216,6 +228,7 @@ func (u *udpPort) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
 			t = time.NewTimer(time.Duration(deadline - now))
 			timeout = t.C
 		}
+		u.blocked = true
 		u.mu.Unlock()
 		select {
 		case <-u.kick:
@@ -225,6 +238,7 @@ func (u *udpPort) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
 			t.Stop()
 		}
 		u.mu.Lock()
+		u.blocked = false
 	}
 }
 
@@ -251,14 +265,43 @@ func (u *udpPort) Close() error {
 }
 
 // catchUp brings the world to the wall clock before a verb acts, with
-// what the socket received meanwhile; the caller holds p.mu. A thread
-// waiting on the port does it for everyone.
+// what the socket received meanwhile; the caller holds p.mu. Also when
+// another thread waits on the port (the idle loop while the program
+// slept, a poller): its world stands at the last frame it took, and a
+// verb acting there would arm its timers in the past, to fire as soon
+// as the waiter caught up. A late rdma_accept sent its REP three times
+// at once so: built at the instant of the REQ's resend, 9 s back, its
+// resend timer (4096 ms, the REQ's local CM response timeout, rdmacm's
+// repTimeout) ran out twice in the catch-up (TestLateAcceptUDP).
+//
+// A waiter blocked with nothing come (Quiet) is left waiting: the world
+// runs to the instant here, and the waiter is woken only if a timer
+// now falls before the deadline it waits for. Otherwise it is
+// interrupted and this thread waits until it has run the world to the
+// instant of the call, frames and all.
 func (p *process) catchUp() {
-	if p.fab == nil || p.fab.udp == nil || p.fab.waiting || p.closed {
+	f := p.fab
+	if f == nil || f.udp == nil || p.closed {
 		return
 	}
-	p.fab.udp.Interrupt()
-	p.stepFabric()
+	now, quiet := f.udp.Quiet()
+	if f.waiting && quiet {
+		if err := p.w.RunTo(now); err != nil {
+			p.fatal(err)
+			return
+		}
+		if s := p.w.Scheduler(); s.Pending() > 0 && s.NextAt() < f.deadline {
+			f.port.Interrupt()
+		}
+		p.settle()
+		return
+	}
+	for !p.closed && p.w.Now() < now {
+		f.udp.Interrupt()
+		if !p.stepFabric() {
+			return
+		}
+	}
 }
 
 // addNeighbour lists a destination GID with the device at its stand-in
