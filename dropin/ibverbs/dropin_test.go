@@ -428,8 +428,10 @@ func faultedTwice(t *testing.T, ok string, comments []string, prog string, args 
 		t.Fatal(err)
 	}
 	counts := make([]int, len(comments))
-	var rec capture.Record
-	for rd.Next(&rec) == nil {
+	for rec, err := range rd.Records() {
+		if err != nil {
+			t.Fatalf("the capture: %v", err)
+		}
 		c := strings.Join(rec.Comments, " ")
 		for k, want := range comments {
 			if strings.Contains(c, want) {
