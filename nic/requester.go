@@ -67,9 +67,6 @@ type requester struct {
 	armed    bool // retry counters loaded
 }
 
-// outstanding returns how many WQEs have been sent and not completed.
-func (r *requester) outstanding() int { return r.next }
-
 // sentAny reports whether any packet is out and not yet acknowledged: a
 // WQE sent whole and not completed, or part of the one being sent (one
 // the window of unacknowledged PSNs, or the port, stopped mid-message).
