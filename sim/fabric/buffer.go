@@ -15,40 +15,106 @@ import (
 // worth of memory apiece; four classes per doubling keep a frame's buffer
 // within a quarter of its size (a 1,098-byte WRITE packet in 1,280 bytes,
 // not 2,048: issue 20, frames held in buffers sized to the frame).
+//
+// The struct is what every hop reads (transmit, a switch's forwarding,
+// the Observe record), held by value in the slab's chunks and kept to 64
+// bytes, one cache line: in a large world a frame waits behind tens of
+// thousands of others between two hops, so each hop finds its buffer
+// cold, and what it reads there costs a miss per line (issue 20: the
+// N=256 alltoall has 65,536 frames in the fabric at once). Nodes and
+// destinations are indices (Fabric.names, Fabric.macs), not strings; the
+// rare texts (the sender's note, what a fault did) live beside the slab
+// (frameText), read only when hasText says there are some.
 type frameBuf struct {
-	id   int32
 	data []byte // len is the buffer's size class
-	n    int
-	from string // sending node
-	to   string // destination node, "" if unknown
-	tx   int    // transmission number of its PSN (faults.Injector.CountTx), 0 if not RoCE
-	note string // why the sender sent it
-	// fault is what the fault plan did to it ("corrupted by rule 2: ...").
-	fault string
+	id   int32
+	n    int32
+	from int32 // sending node (index in Fabric.names)
+	to   int32 // destination node, noNode if unknown
+	// dst is the index in Fabric.macs of the frame's destination MAC,
+	// what a switch forwards by, found once at Send: noMAC if no node
+	// owns it, lookupMAC if the frame's bytes must be read again (a fault
+	// altered them).
+	dst int32
+	tx  int32 // transmission number of its PSN (faults.Injector.CountTx), 0 if not RoCE
 	// copy is 0 for a frame a node sent, i for the i-th copy a dup rule
 	// made of one.
-	copy int
+	copy int32
 	// dropRule is, for a frame the fault plan dropped behind frames still
 	// waiting for the wire, the rule that dropped it (the frame waits in
 	// the queue as a placeholder, to be recorded when it reaches the
 	// head: where it would have been on the wire); 0 otherwise.
-	dropRule int
-	// owner is the node that sent it, until the frame has left that
-	// node's port (serialized or dropped); then the node's TxDone runs.
-	owner *Node
+	dropRule int32
+	// owner is the node that sent it (index in Fabric.nodes), until the
+	// frame has left that node's port (serialized or dropped); then the
+	// node's TxDone runs and owner is noNode.
+	owner int32
+	// hasText is set while the frame's frameText holds a note or a fault.
+	hasText bool
 }
+
+// frameText is a frame's texts, apart from its frameBuf: most frames
+// have none.
+type frameText struct {
+	note string // why the sender sent it
+	// fault is what the fault plan did to it ("corrupted by rule 2: ...").
+	fault string
+}
+
+const (
+	noNode    = -1 // frameBuf.to, .owner: none
+	noMAC     = -1 // frameBuf.dst: no node owns the destination MAC
+	lookupMAC = -2 // frameBuf.dst: read the destination MAC from the frame
+)
 
 func (b *frameBuf) bytes() []byte { return b.data[:b.n] }
 
-// comment is the capture comment: the sender's note and any fault.
-func (b *frameBuf) comment() string {
-	switch {
-	case b.note == "":
-		return b.fault
-	case b.fault == "":
-		return b.note
+// comment is the capture comment of frame b: the sender's note and any
+// fault.
+func (p *bufPool) comment(b *frameBuf) string {
+	if !b.hasText {
+		return ""
 	}
-	return strings.Join([]string{b.note, b.fault}, "; ")
+	t := p.text(b.id)
+	switch {
+	case t.note == "":
+		return t.fault
+	case t.fault == "":
+		return t.note
+	}
+	return strings.Join([]string{t.note, t.fault}, "; ")
+}
+
+// note returns the sender's note of frame b.
+func (p *bufPool) note(b *frameBuf) string {
+	if !b.hasText {
+		return ""
+	}
+	return p.text(b.id).note
+}
+
+// fault returns what the fault plan did to frame b.
+func (p *bufPool) fault(b *frameBuf) string {
+	if !b.hasText {
+		return ""
+	}
+	return p.text(b.id).fault
+}
+
+// setNote sets the sender's note of frame b.
+func (p *bufPool) setNote(b *frameBuf, note string) {
+	if note != "" || b.hasText {
+		p.text(b.id).note = note
+		b.hasText = true
+	}
+}
+
+// setFault sets what the fault plan did to frame b.
+func (p *bufPool) setFault(b *frameBuf, fault string) {
+	if fault != "" || b.hasText {
+		p.text(b.id).fault = fault
+		b.hasText = true
+	}
 }
 
 // Size classes: 128 bytes, then four per doubling (160, 192, 224, 256,
@@ -78,51 +144,88 @@ func classSize(c int) int {
 	return 1<<e + (q+1)<<(e-2)
 }
 
-type bufPool struct {
-	slab []*frameBuf
-	free [numClasses][]int32 // ids of free buffers, by size class
+// The slab grows by chunks that never move, so a *frameBuf stays valid
+// while other buffers are taken (a NIC's Receive sends frames, and a dup
+// rule clones, with a buffer in hand).
+const (
+	chunkShift = 8
+	chunkSize  = 1 << chunkShift
+)
+
+type bufChunk struct {
+	bufs  [chunkSize]frameBuf
+	texts [chunkSize]frameText
 }
 
-// get returns a free buffer that holds n bytes (its n is not set).
+type bufPool struct {
+	chunks []*bufChunk
+	n      int32               // buffers made
+	free   [numClasses][]int32 // ids of free buffers, by size class
+}
+
+// get returns a free buffer that holds n bytes (its n is not set), with
+// no texts, copy number or drop rule.
 func (p *bufPool) get(n int) *frameBuf {
 	c := sizeClass(n)
 	if k := len(p.free[c]); k > 0 {
 		id := p.free[c][k-1]
 		p.free[c] = p.free[c][:k-1]
-		b := p.slab[id]
-		b.fault, b.copy, b.dropRule = "", 0, 0
+		b := p.at(id)
+		b.copy, b.dropRule = 0, 0
 		return b
 	}
-	b := &frameBuf{id: int32(len(p.slab)), data: make([]byte, classSize(c))}
-	p.slab = append(p.slab, b)
+	id := p.n
+	if int(id)>>chunkShift == len(p.chunks) {
+		p.chunks = append(p.chunks, new(bufChunk))
+	}
+	p.n++
+	b := p.at(id)
+	*b = frameBuf{id: id, data: make([]byte, classSize(c)), owner: noNode}
 	return b
 }
 
-func (p *bufPool) at(id int32) *frameBuf { return p.slab[id] }
+func (p *bufPool) at(id int32) *frameBuf { return &p.chunks[id>>chunkShift].bufs[id&(chunkSize-1)] }
+
+func (p *bufPool) text(id int32) *frameText {
+	return &p.chunks[id>>chunkShift].texts[id&(chunkSize-1)]
+}
+
+// release tells the sender its frame has left, if it had not been told,
+// and frees the frame's buffer.
+func (f *Fabric) release(b *frameBuf) {
+	b.left(f)
+	f.pool.put(b)
+}
 
 func (p *bufPool) put(b *frameBuf) {
-	b.left()
-	b.note, b.fault = "", ""
+	if b.hasText {
+		*p.text(b.id) = frameText{}
+		b.hasText = false
+	}
 	c := sizeClass(len(b.data))
 	p.free[c] = append(p.free[c], b.id)
 }
 
 // left tells the sending node, once, that its frame has left its port.
-func (b *frameBuf) left() {
-	if n := b.owner; n != nil {
-		b.owner = nil
-		if n.txDone != nil {
-			n.txDone(n.f.sched.Now())
+func (b *frameBuf) left(f *Fabric) {
+	if o := b.owner; o != noNode {
+		b.owner = noNode
+		if n := f.nodes[o]; n.txDone != nil {
+			n.txDone(f.sched.Now())
 		}
 	}
 }
 
 // clone returns a new buffer holding a copy of b.
 func (p *bufPool) clone(b *frameBuf) *frameBuf {
-	c := p.get(b.n)
-	c.n = copy(c.data, b.bytes())
-	c.from, c.to, c.tx, c.note, c.fault, c.copy = b.from, b.to, b.tx, b.note, b.fault, b.copy
-	c.owner = nil // a copy the fabric made was not sent by the node
+	c := p.get(int(b.n))
+	c.n = int32(copy(c.data, b.bytes()))
+	c.from, c.to, c.dst, c.tx, c.copy = b.from, b.to, b.dst, b.tx, b.copy
+	c.owner = noNode // a copy the fabric made was not sent by the node
+	if b.hasText {
+		*p.text(c.id) = *p.text(b.id)
+		c.hasText = true
+	}
 	return c
 }
 

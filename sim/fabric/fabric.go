@@ -103,7 +103,13 @@ type Fabric struct {
 	nodes    []*Node
 	switches []*Switch
 	links    []*Link
-	byMAC    map[wire.MAC]*Port // lookups only, never iterated
+	// names are the nodes' names by index (frameBuf.from, .to).
+	names []string
+	// macIdx finds a node port's MAC (macKey) in macs: a frame's
+	// destination is looked up once, at Send, and carried as its index
+	// (frameBuf.dst). Lookups only, never iterated.
+	macIdx   map[uint64]int32
+	macs     []macEntry
 	started  bool
 	pool     bufPool
 	pkt      wire.Packet // scratch decode of the frame being handled
@@ -129,7 +135,7 @@ func New(cfg Config) *Fabric {
 		trace:    cfg.Trace,
 		tap:      cfg.Tap,
 		inj:      faults.NewInjector(cfg.Plan, cfg.Rand),
-		byMAC:    map[wire.MAC]*Port{},
+		macIdx:   map[uint64]int32{},
 		linkHook: cfg.LinkHook,
 		downNow:  map[string]bool{},
 		observe:  cfg.Observe,
@@ -198,16 +204,39 @@ type PortConfig struct {
 	IPv6 netip.Addr // zero if none
 }
 
+// macEntry is a MAC some node port has.
+type macEntry struct {
+	port *Port // the port last added with it
+	node int32 // its node's index
+}
+
+// macKey is m as a map key: a uint64 key takes the map's fast path.
+func macKey(m wire.MAC) uint64 {
+	return uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+}
+
+// lookupMAC returns the index in f.macs of MAC m, noMAC if no node port
+// has it.
+func (f *Fabric) lookupMAC(m wire.MAC) int32 {
+	if i, ok := f.macIdx[macKey(m)]; ok {
+		return i
+	}
+	return noMAC
+}
+
 // Node is an endpoint with Ethernet ports and a Receiver (its NIC).
 type Node struct {
 	f      *Fabric
 	name   string
+	idx    int32 // in f.nodes
 	ports  []*Port
 	recv   Receiver
 	txDone func(now sim.Time)
 	// The last destination looked up (see destination).
-	lastMAC wire.MAC
-	lastDst string
+	lastMAC     wire.MAC
+	lastDst     int32
+	lastTo      int32
+	lastIsValid bool
 }
 
 // SetTxDone sets a function called once for every frame the node sends,
@@ -233,13 +262,20 @@ func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
 	if f.started {
 		panic(ErrStarted)
 	}
-	n := &Node{f: f, name: name}
+	n := &Node{f: f, name: name, idx: int32(len(f.nodes))}
 	for i, pc := range ports {
 		p := &Port{owner: name, index: i, cfg: pc, node: n}
 		n.ports = append(n.ports, p)
-		f.byMAC[pc.MAC] = p
+		k := macKey(pc.MAC)
+		if j, ok := f.macIdx[k]; ok {
+			f.macs[j] = macEntry{p, n.idx} // the later port wins, as in a map by MAC
+		} else {
+			f.macIdx[k] = int32(len(f.macs))
+			f.macs = append(f.macs, macEntry{p, n.idx})
+		}
 	}
 	f.nodes = append(f.nodes, n)
+	f.names = append(f.names, name)
 	return n
 }
 
@@ -297,28 +333,37 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	f := n.f
 	f.start()
 	b := f.pool.get(len(frame))
-	b.n = copy(b.data, frame)
-	b.from = n.name
-	b.to = n.destination(wire.Ethernet(frame).Dst())
-	b.note = note
+	b.n = int32(copy(b.data, frame))
+	b.from = n.idx
+	b.to, b.dst = n.destination(wire.Ethernet(frame).Dst())
+	f.pool.setNote(b, note)
 	b.tx = 0
-	b.owner = n
+	b.owner = n.idx
 	f.enter(p.out, b, true)
 	return nil
 }
 
-// destination returns the name of the node owning MAC m ("" if none),
-// remembering the last answer: a NIC mostly talks to one peer.
-func (n *Node) destination(m wire.MAC) string {
-	if m == n.lastMAC {
-		return n.lastDst
+// destination returns the node owning MAC m (noNode if none) and m's
+// index in f.macs (noMAC if none), remembering the last answer: a NIC
+// mostly talks to one peer.
+func (n *Node) destination(m wire.MAC) (to, dst int32) {
+	if n.lastIsValid && m == n.lastMAC {
+		return n.lastTo, n.lastDst
 	}
-	name := ""
-	if p, ok := n.f.byMAC[m]; ok && p.node != nil {
-		name = p.node.name
+	to, dst = noNode, n.f.lookupMAC(m)
+	if dst != noMAC {
+		to = n.f.macs[dst].node
 	}
-	n.lastMAC, n.lastDst = m, name
-	return name
+	n.lastMAC, n.lastTo, n.lastDst, n.lastIsValid = m, to, dst, true
+	return to, dst
+}
+
+// name returns the name of node i, "" for noNode.
+func (f *Fabric) name(i int32) string {
+	if i == noNode {
+		return ""
+	}
+	return f.names[i]
 }
 
 // start freezes the topology at the first frame and computes switch
@@ -329,7 +374,7 @@ func (f *Fabric) start() {
 	}
 	f.started = true
 	for _, s := range f.switches {
-		s.buildTable()
+		s.buildTable(f)
 	}
 }
 

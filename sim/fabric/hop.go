@@ -13,10 +13,10 @@ import (
 // judges it, then it is queued. first is true on the frame's first hop
 // (the sender's own link).
 func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
-	if mtu := d.link.cfg.MTU; b.n-wire.EthernetLen > mtu {
+	if mtu := d.link.cfg.MTU; int(b.n)-wire.EthernetLen > mtu {
 		d.stats.MTUDrops++
 		f.record(d, b, "frame-drop", sim.DropMTU, fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.link.name), 0)
-		f.pool.put(b)
+		f.release(b)
 		return
 	}
 	judge := f.plan != nil && len(f.plan.Rules) > 0
@@ -29,10 +29,10 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	if pkt.DecodeHeaders(b.bytes()) == nil {
 		roce = pkt
 	}
-	hop := faults.Hop{Link: d.link.name, From: b.from, To: b.to, First: first, Tx: b.tx}
+	hop := faults.Hop{Link: d.link.name, From: f.names[b.from], To: f.name(b.to), First: first, Tx: int(b.tx)}
 	if first && roce != nil {
-		b.tx = f.inj.CountTx(hop, roce)
-		hop.Tx = b.tx
+		hop.Tx = f.inj.CountTx(hop, roce)
+		b.tx = int32(hop.Tx)
 	}
 	if !judge {
 		d.enqueue(b)
@@ -48,6 +48,9 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		d.enqueue(b)
 		return
 	}
+	// Corrupt and Rewrite change the frame in place, Truncate shortens
+	// it: a switch reads its destination again.
+	b.dst = lookupMAC
 	switch v.Action {
 	case faults.Drop:
 		d.stats.FaultDrops++
@@ -57,17 +60,19 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 			// have started onto the wire, so captures and traces keep
 			// wire order (its PSN after theirs). It takes no wire time,
 			// and its sender is done with it now, as for any drop.
-			b.left()
-			b.fault, b.dropRule = v.String(), v.Rule
+			b.left(f)
+			f.pool.setFault(b, v.String())
+			b.dropRule = int32(v.Rule)
 			d.queue.push(b.id)
 			return
 		}
 		f.record(d, b, "frame-drop", sim.DropFault, v.String(), v.Rule)
-		f.pool.put(b)
+		f.release(b)
 	case faults.Duplicate:
 		d.stats.Duplicated += uint64(v.Copies)
-		b.fault = v.String()
-		f.traceFrame(d, b, "frame-dup", b.fault, faultFields(v)...)
+		why := v.String()
+		f.pool.setFault(b, why)
+		f.traceFrame(d, b, "frame-dup", why, faultFields(v)...)
 		// The copies are made one at a time from a template, not all at
 		// once: "dup n=100000000" must cost what the queue can hold, not
 		// a buffer per copy. Nothing leaves the queue while they are
@@ -76,7 +81,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		tmpl := f.pool.clone(b)
 		d.enqueue(b)
 		for i := 1; i <= v.Copies; i++ {
-			if q := d.link.cfg.QueueBytes; q > 0 && d.qBytes+tmpl.n > q && i > 1 {
+			if q := d.link.cfg.QueueBytes; q > 0 && d.qBytes+int(tmpl.n) > q && i > 1 {
 				rest := v.Copies - i + 1
 				d.stats.QueueDrops += uint64(rest)
 				f.traceFrame(d, tmpl, "queue-drop", fmt.Sprintf("dropped: copies %d to %d of rule %d: egress queue of %s full (%d of %d bytes queued)",
@@ -84,25 +89,29 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 				break
 			}
 			c := f.pool.clone(tmpl)
-			c.fault, c.copy = v.CopyNote(i), i
+			f.pool.setFault(c, v.CopyNote(i))
+			c.copy = int32(i)
 			d.enqueue(c)
 		}
-		f.pool.put(tmpl)
+		f.release(tmpl)
 	case faults.Delay:
-		b.fault = v.String()
-		f.traceFrame(d, b, "frame-delay", b.fault, faultFields(v)...)
+		why := v.String()
+		f.pool.setFault(b, why)
+		f.traceFrame(d, b, "frame-delay", why, faultFields(v)...)
 		f.delayH.hold(d, b, v.Delay)
 	case faults.Reorder:
-		b.fault = v.String()
-		f.traceFrame(d, b, "frame-hold", b.fault, faultFields(v)...)
+		why := v.String()
+		f.pool.setFault(b, why)
+		f.traceFrame(d, b, "frame-hold", why, faultFields(v)...)
 		d.held = append(d.held, heldFrame{id: b.id, after: v.Hold, rule: v.Rule})
 	case faults.Truncate:
-		b.n = min(b.n, max(v.Len, 0))
+		b.n = int32(min(int(b.n), max(v.Len, 0)))
 		fallthrough
 	case faults.Corrupt, faults.Rewrite:
 		d.stats.Altered++
-		b.fault = v.String()
-		f.traceFrame(d, b, "frame-alter", b.fault, faultFields(v)...)
+		why := v.String()
+		f.pool.setFault(b, why)
+		f.traceFrame(d, b, "frame-alter", why, faultFields(v)...)
 		d.enqueue(b)
 	default:
 		panic(fmt.Sprintf("fabric: fault verdict with unknown action %d", v.Action))
@@ -117,14 +126,17 @@ func (f *Fabric) arrive(d *direction, b *frameBuf) {
 		if r := to.node.recv; r != nil {
 			r.Receive(f.sched.Now(), to.index, b.bytes())
 		}
-		f.pool.put(b)
+		f.release(b)
 		return
 	}
-	out := to.sw.route(wire.Ethernet(b.bytes()).Dst())
+	if b.dst == lookupMAC {
+		b.dst = f.lookupMAC(wire.Ethernet(b.bytes()).Dst())
+	}
+	out := to.sw.route(b.dst)
 	if out == nil {
 		to.sw.unknown++
 		f.record(d, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
-		f.pool.put(b)
+		f.release(b)
 		return
 	}
 	f.enter(out.out, b, false)
@@ -167,10 +179,10 @@ func (h *delayHandler) Fire(now sim.Time, arg uint64) {
 // link is down or its nodes partitioned by now.
 func (f *Fabric) requeue(d *direction, b *frameBuf) {
 	now := f.sched.Now()
-	if !f.inj.LinkUp(now, d.link.name) || f.inj.Partitioned(now, b.from, b.to) {
+	if !f.inj.LinkUp(now, d.link.name) || f.inj.Partitioned(now, f.names[b.from], f.name(b.to)) {
 		d.stats.FaultDrops++
 		f.record(d, b, "frame-drop", sim.DropLinkDown, "dropped: held back by the fault plan, then its link went down", 0)
-		f.pool.put(b)
+		f.release(b)
 		return
 	}
 	d.enqueue(b)

@@ -173,14 +173,14 @@ func (d *direction) addTap(tap Tap) error {
 // the queue is full, and starts the wire if it is idle.
 func (d *direction) enqueue(b *frameBuf) {
 	f := d.f
-	if d.link.cfg.QueueBytes > 0 && d.qBytes+b.n > d.link.cfg.QueueBytes {
+	if d.link.cfg.QueueBytes > 0 && d.qBytes+int(b.n) > d.link.cfg.QueueBytes {
 		d.stats.QueueDrops++
 		f.record(d, b, "queue-drop", sim.DropQueueFull, fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
-		f.pool.put(b)
+		f.release(b)
 		return
 	}
 	d.queue.push(b.id)
-	d.qBytes += b.n
+	d.qBytes += int(b.n)
 	d.stats.MaxQueueBytes = max(d.stats.MaxQueueBytes, d.qBytes)
 	d.releaseHeld()
 	if !d.busy {
@@ -233,18 +233,18 @@ func (d *direction) transmit() {
 		if b.dropRule == 0 {
 			break
 		}
-		f.record(d, b, "frame-drop", sim.DropFault, b.fault, b.dropRule)
-		f.pool.put(b)
+		f.record(d, b, "frame-drop", sim.DropFault, f.pool.fault(b), int(b.dropRule))
+		f.release(b)
 	}
 	id := b.id
-	d.qBytes -= b.n
+	d.qBytes -= int(b.n)
 	d.busy = true
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(b.n)
-	b.left()
-	f.writeTaps(d, b, b.comment(), false)
+	b.left(f)
+	f.writeTaps(d, b, f.pool.comment(b), false)
 	f.traceFrame(d, b, "frame-tx", "")
-	ser := d.link.cfg.SerializationDelay(b.n)
+	ser := d.link.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
 	// Frames arrive in the order they were serialized (the link's
 	// propagation delay is fixed), so only the oldest frame in flight

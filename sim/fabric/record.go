@@ -11,8 +11,8 @@ import (
 // its cause) and writes it to the taps at the sender's side with the
 // reason as its comment, so the capture shows it where it vanished.
 func (f *Fabric) record(d *direction, b *frameBuf, kind sim.Kind, cause sim.DropCause, why string, rule int) {
-	b.fault = why
-	f.writeTaps(d, b, b.comment(), true)
+	f.pool.setFault(b, why)
+	f.writeTaps(d, b, f.pool.comment(b), true)
 	if !f.trace.Enabled() {
 		return
 	}
@@ -31,8 +31,8 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 	}
 	if f.observe != nil {
 		r := &f.obsRec
-		*r = FrameRecord{Time: f.sched.Now(), Link: d.link.name, Dir: d.name, From: b.from, To: b.to,
-			First: d.from.node != nil && d.from.node.name == b.from, Tx: b.tx, Dropped: dropped, Copy: b.copy,
+		*r = FrameRecord{Time: f.sched.Now(), Link: d.link.name, Dir: d.name, From: f.names[b.from], To: f.name(b.to),
+			First: d.from.node != nil && d.from.node.idx == b.from, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
 			Comment: comment, Frame: b.bytes()}
 		f.observe(r)
 	}
@@ -50,9 +50,9 @@ func (f *Fabric) traceFrame(d *direction, b *frameBuf, kind sim.Kind, why string
 	}
 	note := ""
 	if kind == "frame-tx" {
-		note = b.note
+		note = f.pool.note(b)
 	}
-	e := FrameEvent(f.sched.Now(), node, kind, d.name, b.bytes(), b.tx, note, why)
+	e := FrameEvent(f.sched.Now(), node, kind, d.name, b.bytes(), int(b.tx), note, why)
 	e.Fields = append(e.Fields, extra...)
 	f.trace.Add(e)
 }

@@ -1,16 +1,16 @@
 package fabric
 
-import "github.com/rocesim/rocesim/wire"
-
 // Switch is a store-and-forward Ethernet switch: a frame is received
 // whole, then queued at the egress port toward its destination MAC. The
 // forwarding table is static, computed from the topology when traffic
 // starts (no learning, no flooding: addresses are configured, as ARP is
 // not simulated); a frame for an unknown MAC is dropped and counted.
 type Switch struct {
-	name    string
-	ports   []*Port
-	table   map[wire.MAC]*Port // lookups only
+	name  string
+	ports []*Port
+	// table is the egress port toward each MAC of Fabric.macs (nil: no
+	// route), indexed as they are.
+	table   []*Port
 	unknown uint64
 }
 
@@ -19,7 +19,7 @@ func (f *Fabric) AddSwitch(name string, n int) *Switch {
 	if f.started {
 		panic(ErrStarted)
 	}
-	s := &Switch{name: name, table: map[wire.MAC]*Port{}}
+	s := &Switch{name: name}
 	for i := range n {
 		s.ports = append(s.ports, &Port{owner: name, index: i, sw: s})
 	}
@@ -41,13 +41,21 @@ func (s *Switch) Port(i int) *Port {
 // UnknownDrops counts frames dropped for a destination MAC with no route.
 func (s *Switch) UnknownDrops() uint64 { return s.unknown }
 
-func (s *Switch) route(dst wire.MAC) *Port { return s.table[dst] }
+// route returns the egress port toward the MAC of index dst in
+// Fabric.macs, nil if there is none.
+func (s *Switch) route(dst int32) *Port {
+	if dst < 0 {
+		return nil
+	}
+	return s.table[dst]
+}
 
 // buildTable finds, for every node port's MAC, the egress port on the
 // shortest path (breadth-first over links; ties go to the lower port
 // index, so the table is the same on every run).
-func (s *Switch) buildTable() {
-	dist := map[wire.MAC]int{}
+func (s *Switch) buildTable(f *Fabric) {
+	s.table = make([]*Port, len(f.macs))
+	dist := make([]int, len(f.macs)) // 0: not reached yet
 	for _, first := range s.ports {
 		if first.linked == nil {
 			continue
@@ -66,8 +74,8 @@ func (s *Switch) buildTable() {
 			}
 			seen[it.p] = true
 			if it.p.node != nil {
-				mac := it.p.cfg.MAC
-				if best, ok := dist[mac]; !ok || it.d < best {
+				mac := f.lookupMAC(it.p.cfg.MAC)
+				if best := dist[mac]; best == 0 || it.d < best {
 					dist[mac] = it.d
 					s.table[mac] = first
 				}
