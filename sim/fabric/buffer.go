@@ -272,8 +272,11 @@ func (q *fifo[T]) pop() (T, bool) {
 // the far end (sim.Scheduler.Reserve), kept beside its id rather than in
 // its buffer: the direction schedules the next arrival as the one before
 // it lands, and its own small ring is in cache where the frame's buffer,
-// among thousands in flight in a large world, is not.
+// among thousands in flight in a large world, is not. For the same
+// reason it carries what a switch forwards the frame by (its length and
+// frameBuf.dst), so a switch queues it without reading its buffer.
 type inFlight struct {
-	id     int32
+	id, n  int32
+	dst    int32
 	arrive sim.Ticket
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/rocesim/rocesim/wire"
 )
 
+// judges reports whether enter has work for the fault plan: rules to
+// judge a frame by, or transmissions to count.
+func (f *Fabric) judges() bool {
+	return f.countTx || f.plan != nil && len(f.plan.Rules) > 0
+}
+
 // enter brings frame b to the egress of direction d: the fault plan
 // judges it, then it is queued. first is true on the frame's first hop
 // (the sender's own link).
@@ -19,11 +25,11 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		f.release(b)
 		return
 	}
-	judge := f.plan != nil && len(f.plan.Rules) > 0
-	if !judge && !f.countTx {
+	if !f.judges() {
 		d.enqueue(b) // no plan: nothing to judge, no transmissions to count
 		return
 	}
+	judge := f.plan != nil && len(f.plan.Rules) > 0
 	pkt := &f.pkt
 	var roce *wire.Packet
 	if pkt.DecodeHeaders(b.bytes()) == nil {
@@ -118,10 +124,11 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	}
 }
 
-// arrive handles a frame that has crossed direction d.
-func (f *Fabric) arrive(d *direction, b *frameBuf) {
+// arrive handles frame fl, which has crossed direction d.
+func (f *Fabric) arrive(d *direction, fl inFlight) {
 	to := d.to
 	if to.node != nil {
+		b := f.pool.at(fl.id)
 		f.traceFrame(d, b, "frame-rx", "")
 		if r := to.node.recv; r != nil {
 			r.Receive(f.sched.Now(), to.index, b.bytes())
@@ -129,17 +136,27 @@ func (f *Fabric) arrive(d *direction, b *frameBuf) {
 		f.release(b)
 		return
 	}
-	if b.dst == lookupMAC {
+	// A switch forwards by what the frame's flight entry says, without
+	// reading its buffer (cold in a large world: see frameBuf) when
+	// nothing on the egress link needs more.
+	if fl.dst == lookupMAC {
+		b := f.pool.at(fl.id)
 		b.dst = f.lookupMAC(wire.Ethernet(b.bytes()).Dst())
+		fl.dst = b.dst
 	}
-	out := to.sw.route(b.dst)
+	out := to.sw.route(fl.dst)
 	if out == nil {
+		b := f.pool.at(fl.id)
 		to.sw.unknown++
 		f.record(d, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
 		f.release(b)
 		return
 	}
-	f.enter(out.out, b, false)
+	if o := out.out; !f.judges() && int(fl.n)-wire.EthernetLen <= o.link.cfg.MTU {
+		o.enqueueID(fl.id, int(fl.n))
+		return
+	}
+	f.enter(out.out, f.pool.at(fl.id), false)
 }
 
 // delayHandler re-enters frames after a fault's delay.

@@ -171,16 +171,20 @@ func (d *direction) addTap(tap Tap) error {
 
 // enqueue puts frame b at the tail of the egress queue, or drops it when
 // the queue is full, and starts the wire if it is idle.
-func (d *direction) enqueue(b *frameBuf) {
+func (d *direction) enqueue(b *frameBuf) { d.enqueueID(b.id, int(b.n)) }
+
+// enqueueID is enqueue of the frame of buffer id and length n.
+func (d *direction) enqueueID(id int32, n int) {
 	f := d.f
-	if d.link.cfg.QueueBytes > 0 && d.qBytes+int(b.n) > d.link.cfg.QueueBytes {
+	if d.link.cfg.QueueBytes > 0 && d.qBytes+n > d.link.cfg.QueueBytes {
 		d.stats.QueueDrops++
+		b := f.pool.at(id)
 		f.record(d, b, "queue-drop", sim.DropQueueFull, fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
 		f.release(b)
 		return
 	}
-	d.queue.push(b.id)
-	d.qBytes += int(b.n)
+	d.queue.push(id)
+	d.qBytes += n
 	d.stats.MaxQueueBytes = max(d.stats.MaxQueueBytes, d.qBytes)
 	d.releaseHeld()
 	if !d.busy {
@@ -255,7 +259,7 @@ func (d *direction) transmit() {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: id, arrive: t})
+	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t})
 }
 
 // Fire handles the direction's two events: the wire is free again, and
@@ -270,8 +274,7 @@ func (d *direction) Fire(now sim.Time, ev uint64) {
 		if next, ok := d.flight.peek(); ok {
 			d.f.sched.ScheduleTicket(next.arrive, d, evArrive)
 		}
-		id := fl.id
 		d.stats.RxFrames++
-		d.f.arrive(d, d.f.pool.at(id))
+		d.f.arrive(d, fl)
 	}
 }
