@@ -210,8 +210,8 @@ func (p *bufPool) put(b *frameBuf) {
 func (b *frameBuf) left(f *Fabric) {
 	if o := b.owner; o != noNode {
 		b.owner = noNode
-		if n := f.nodes[o]; n.txDone != nil {
-			n.txDone(f.sched.Now())
+		if fn := f.txDone[o]; fn != nil {
+			fn(f.sched.Now())
 		}
 	}
 }

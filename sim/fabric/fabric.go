@@ -105,6 +105,9 @@ type Fabric struct {
 	links    []*Link
 	// names are the nodes' names by index (frameBuf.from, .to).
 	names []string
+	// txDone are the nodes' SetTxDone functions by index (frameBuf.owner),
+	// here rather than only in the Node, which a frame need not reach.
+	txDone []func(now sim.Time)
 	// macIdx finds a node port's MAC (macKey) in macs: a frame's
 	// destination is looked up once, at Send, and carried as its index
 	// (frameBuf.dst). Lookups only, never iterated.
@@ -226,12 +229,11 @@ func (f *Fabric) lookupMAC(m wire.MAC) int32 {
 
 // Node is an endpoint with Ethernet ports and a Receiver (its NIC).
 type Node struct {
-	f      *Fabric
-	name   string
-	idx    int32 // in f.nodes
-	ports  []*Port
-	recv   Receiver
-	txDone func(now sim.Time)
+	f     *Fabric
+	name  string
+	idx   int32 // in f.nodes
+	ports []*Port
+	recv  Receiver
 	// The last destination looked up (see destination).
 	lastMAC     wire.MAC
 	lastDst     int32
@@ -244,7 +246,7 @@ type Node struct {
 // the link, or the port dropped it (fault, full queue, MTU). A NIC uses it
 // to bound the frames it has handed to the port, as rxe bounds the skbs a
 // QP has in the network stack.
-func (n *Node) SetTxDone(fn func(now sim.Time)) { n.txDone = fn }
+func (n *Node) SetTxDone(fn func(now sim.Time)) { n.f.txDone[n.idx] = fn }
 
 // Port is one Ethernet port of a node or switch.
 type Port struct {
@@ -276,6 +278,7 @@ func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
 	}
 	f.nodes = append(f.nodes, n)
 	f.names = append(f.names, name)
+	f.txDone = append(f.txDone, nil)
 	return n
 }
 
@@ -291,7 +294,18 @@ func (n *Node) Port(i int) *Port {
 }
 
 // SetReceiver sets what receives the node's frames.
-func (n *Node) SetReceiver(r Receiver) { n.recv = r }
+func (n *Node) SetReceiver(r Receiver) {
+	n.recv = r
+	for _, p := range n.ports {
+		if l := p.linked; l != nil {
+			for i := range l.dirs {
+				if d := &l.dirs[i]; d.to == p {
+					d.recv = r
+				}
+			}
+		}
+	}
+}
 
 // Config returns the port's addresses.
 func (p *Port) Config() PortConfig { return p.cfg }

@@ -19,9 +19,9 @@ func (f *Fabric) judges() bool {
 // judges it, then it is queued. first is true on the frame's first hop
 // (the sender's own link).
 func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
-	if mtu := d.link.cfg.MTU; int(b.n)-wire.EthernetLen > mtu {
+	if mtu := d.cfg.MTU; int(b.n)-wire.EthernetLen > mtu {
 		d.stats.MTUDrops++
-		f.record(d, b, "frame-drop", sim.DropMTU, fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.link.name), 0)
+		f.record(d, b, "frame-drop", sim.DropMTU, fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.linkName), 0)
 		f.release(b)
 		return
 	}
@@ -35,7 +35,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	if pkt.DecodeHeaders(b.bytes()) == nil {
 		roce = pkt
 	}
-	hop := faults.Hop{Link: d.link.name, From: f.names[b.from], To: f.name(b.to), First: first, Tx: int(b.tx)}
+	hop := faults.Hop{Link: d.linkName, From: f.names[b.from], To: f.name(b.to), First: first, Tx: int(b.tx)}
 	if first && roce != nil {
 		hop.Tx = f.inj.CountTx(hop, roce)
 		b.tx = int32(hop.Tx)
@@ -87,7 +87,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		tmpl := f.pool.clone(b)
 		d.enqueue(b)
 		for i := 1; i <= v.Copies; i++ {
-			if q := d.link.cfg.QueueBytes; q > 0 && d.qBytes+int(tmpl.n) > q && i > 1 {
+			if q := d.cfg.QueueBytes; q > 0 && d.qBytes+int(tmpl.n) > q && i > 1 {
 				rest := v.Copies - i + 1
 				d.stats.QueueDrops += uint64(rest)
 				f.traceFrame(d, tmpl, "queue-drop", fmt.Sprintf("dropped: copies %d to %d of rule %d: egress queue of %s full (%d of %d bytes queued)",
@@ -126,12 +126,12 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 
 // arrive handles frame fl, which has crossed direction d.
 func (f *Fabric) arrive(d *direction, fl inFlight) {
-	to := d.to
-	if to.node != nil {
+	sw := d.sw
+	if sw == nil {
 		b := f.pool.at(fl.id)
 		f.traceFrame(d, b, "frame-rx", "")
-		if r := to.node.recv; r != nil {
-			r.Receive(f.sched.Now(), to.index, b.bytes())
+		if r := d.recv; r != nil {
+			r.Receive(f.sched.Now(), d.port, b.bytes())
 		}
 		f.release(b)
 		return
@@ -144,15 +144,15 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 		b.dst = f.lookupMAC(wire.Ethernet(b.bytes()).Dst())
 		fl.dst = b.dst
 	}
-	out := to.sw.route(fl.dst)
+	out := sw.route(fl.dst)
 	if out == nil {
 		b := f.pool.at(fl.id)
-		to.sw.unknown++
-		f.record(d, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+to.sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
+		sw.unknown++
+		f.record(d, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+sw.name+" has no port for "+wire.Ethernet(b.bytes()).Dst().String(), 0)
 		f.release(b)
 		return
 	}
-	if o := out.out; !f.judges() && int(fl.n)-wire.EthernetLen <= o.link.cfg.MTU {
+	if o := out.out; !f.judges() && int(fl.n)-wire.EthernetLen <= o.cfg.MTU {
 		o.enqueueID(fl.id, int(fl.n))
 		return
 	}
@@ -196,7 +196,7 @@ func (h *delayHandler) Fire(now sim.Time, arg uint64) {
 // link is down or its nodes partitioned by now.
 func (f *Fabric) requeue(d *direction, b *frameBuf) {
 	now := f.sched.Now()
-	if !f.inj.LinkUp(now, d.link.name) || f.inj.Partitioned(now, f.names[b.from], f.name(b.to)) {
+	if !f.inj.LinkUp(now, d.linkName) || f.inj.Partitioned(now, f.names[b.from], f.name(b.to)) {
 		d.stats.FaultDrops++
 		f.record(d, b, "frame-drop", sim.DropLinkDown, "dropped: held back by the fault plan, then its link went down", 0)
 		f.release(b)

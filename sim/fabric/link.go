@@ -81,19 +81,31 @@ type DirStats struct {
 }
 
 // direction is one way of a link: the egress queue at its from port, the
-// wire, and the frames in flight.
+// wire, and the frames in flight. What every frame reads comes first and
+// holds copies of what it would otherwise reach through the link, the
+// ports and their nodes (the link's configuration and name, the far
+// end's receiver): in a large world a direction has gone cold between
+// two of its frames, and each object a frame reaches costs a miss
+// (issue 20).
 type direction struct {
-	f        *Fabric
-	link     *Link
+	f      *Fabric
+	queue  fifo[int32]    // waiting to be serialized
+	flight fifo[inFlight] // serialized, propagating; they arrive in order
+	qBytes int
+	busy   bool  // a frame is being serialized
+	node   int32 // the sending end's node (FrameRecord.First), noNode for a switch
+	held   []heldFrame
+	tapIDs []tapID
+	cfg    LinkConfig // the link's
+	// The far end: a node's port (recv, its Receiver, nil until it has
+	// one; port, the port's index) or a switch (sw).
+	recv     Receiver
+	port     int
+	sw       *Switch
+	linkName string
 	name     string // "a->b"
-	from, to *Port
-	queue    fifo[int32] // waiting to be serialized
-	qBytes   int
-	flight   fifo[inFlight] // serialized, propagating; they arrive in order
-	busy     bool           // a frame is being serialized
-	held     []heldFrame
-	tapIDs   []tapID
 	stats    DirStats
+	from, to *Port
 }
 
 type heldFrame struct {
@@ -122,7 +134,14 @@ func (f *Fabric) Connect(name string, a, b *Port, cfg LinkConfig) (*Link, error)
 	l := &Link{name: name, cfg: cfg}
 	for i, ends := range [2][2]*Port{{a, b}, {b, a}} {
 		d := &l.dirs[i]
-		*d = direction{f: f, link: l, name: ends[0].owner + "->" + ends[1].owner, from: ends[0], to: ends[1]}
+		*d = direction{f: f, name: ends[0].owner + "->" + ends[1].owner, from: ends[0], to: ends[1],
+			node: noNode, cfg: cfg, linkName: name, port: ends[1].index, sw: ends[1].sw}
+		if n := ends[0].node; n != nil {
+			d.node = n.idx
+		}
+		if n := ends[1].node; n != nil {
+			d.recv = n.recv
+		}
 		ends[0].out = d
 		if f.tap != nil {
 			if err := d.addTap(f.tap); err != nil {
@@ -160,7 +179,7 @@ func (l *Link) AddTap(tap Tap) error {
 }
 
 func (d *direction) addTap(tap Tap) error {
-	desc := fmt.Sprintf("link %s: %s to %s", d.link.name, d.from, d.to)
+	desc := fmt.Sprintf("link %s: %s to %s", d.linkName, d.from, d.to)
 	id, err := tap.AddInterface(d.name, desc)
 	if err != nil {
 		return fmt.Errorf("fabric: tap for %s: %w", d.name, err)
@@ -176,10 +195,10 @@ func (d *direction) enqueue(b *frameBuf) { d.enqueueID(b.id, int(b.n)) }
 // enqueueID is enqueue of the frame of buffer id and length n.
 func (d *direction) enqueueID(id int32, n int) {
 	f := d.f
-	if d.link.cfg.QueueBytes > 0 && d.qBytes+n > d.link.cfg.QueueBytes {
+	if d.cfg.QueueBytes > 0 && d.qBytes+n > d.cfg.QueueBytes {
 		d.stats.QueueDrops++
 		b := f.pool.at(id)
-		f.record(d, b, "queue-drop", sim.DropQueueFull, fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.link.cfg.QueueBytes), 0)
+		f.record(d, b, "queue-drop", sim.DropQueueFull, fmt.Sprintf("dropped: egress queue of %s full (%d of %d bytes queued)", d.name, d.qBytes, d.cfg.QueueBytes), 0)
 		f.release(b)
 		return
 	}
@@ -248,14 +267,14 @@ func (d *direction) transmit() {
 	b.left(f)
 	f.writeTaps(d, b, f.pool.comment(b), false)
 	f.traceFrame(d, b, "frame-tx", "")
-	ser := d.link.cfg.SerializationDelay(int(b.n))
+	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
 	// Frames arrive in the order they were serialized (the link's
 	// propagation delay is fixed), so only the oldest frame in flight
 	// has its arrival in the event heap; the others hold their place in
 	// the order (Reserve) until it is their turn (Fire): the heap stays
 	// as deep as the links, not as the frames on them.
-	t := f.sched.Reserve(f.sched.Now().Add(ser + d.link.cfg.Propagation))
+	t := f.sched.Reserve(f.sched.Now().Add(ser + d.cfg.Propagation))
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}

@@ -31,8 +31,8 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 	}
 	if f.observe != nil {
 		r := &f.obsRec
-		*r = FrameRecord{Time: f.sched.Now(), Link: d.link.name, Dir: d.name, From: f.names[b.from], To: f.name(b.to),
-			First: d.from.node != nil && d.from.node.idx == b.from, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
+		*r = FrameRecord{Time: f.sched.Now(), Link: d.linkName, Dir: d.name, From: f.names[b.from], To: f.name(b.to),
+			First: d.node == b.from, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
 			Comment: comment, Frame: b.bytes()}
 		f.observe(r)
 	}
