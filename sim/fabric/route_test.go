@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 )
 
@@ -52,4 +53,28 @@ func TestSwitchRoutesAlteredFrame(t *testing.T) {
 			assert.Equal(t, c.unknown, sw.UnknownDrops())
 		})
 	}
+}
+
+// TestReceiverSetAfterConnect: a link's far end hands frames to the
+// receiver its node has when they arrive, set before or after Connect
+// and changed between frames (the direction keeps a copy of it, which
+// SetReceiver must keep current), and TxDone likewise.
+func TestReceiverSetAfterConnect(t *testing.T) {
+	w := newWorld(t, 2, nil, 1, nil)
+	_, err := w.f.Connect("n0-n1", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	later := &sink{}
+	w.nodes[1].SetReceiver(later)
+	var done int
+	w.nodes[0].SetTxDone(func(sim.Time) { done++ })
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), ""))
+	require.NoError(t, w.sched.Run())
+	last := &sink{}
+	w.nodes[1].SetReceiver(last)
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 2, 64), ""))
+	require.NoError(t, w.sched.Run())
+	assert.Empty(t, w.sinks[1].frames, "the receiver set before Connect, replaced since")
+	assert.Len(t, later.frames, 1)
+	assert.Len(t, last.frames, 1)
+	assert.Equal(t, 2, done)
 }
