@@ -43,4 +43,14 @@
 // Nothing here reads the wall clock, starts a goroutine or iterates a map
 // where the order could reach output; frame buffers are pooled, so the
 // per-frame path allocates nothing when tracing is off.
+//
+// In a large world a frame waits behind tens of thousands of others
+// between two hops, so each hop finds what it reads cold and pays a cache
+// miss per object it reaches. A frame's bookkeeping is therefore one
+// 64-byte record in a slab, with nodes and its destination as indices
+// (its destination MAC is looked up once, at Send, and a switch forwards
+// by the index); its flight entry carries what a switch needs, so a
+// switch queues a frame without reading its record; and each link
+// direction holds copies of what a frame would otherwise reach through
+// the link, its ports and their nodes.
 package fabric

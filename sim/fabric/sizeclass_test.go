@@ -1,6 +1,9 @@
 package fabric
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestSizeClasses: every frame up to MaxFrame has a class that holds it,
 // wasting at most a quarter of its size beyond the smallest class, and a
@@ -25,5 +28,15 @@ func TestSizeClasses(t *testing.T) {
 	}
 	if sizeClass(1098) == sizeClass(2048) {
 		t.Fatal("a 1,098-byte WRITE packet is held in a 2 KiB buffer")
+	}
+}
+
+// TestFrameBufOneLine: a frame's bookkeeping fills one 64-byte cache
+// line exactly, so that in a chunk (page-aligned, as a large allocation)
+// each buffer has a line of its own: every hop of a frame in a large
+// world finds it cold (see frameBuf).
+func TestFrameBufOneLine(t *testing.T) {
+	if s := unsafe.Sizeof(frameBuf{}); s != 64 {
+		t.Fatalf("frameBuf is %d bytes, not 64", s)
 	}
 }
