@@ -32,9 +32,9 @@ func TestSizeClasses(t *testing.T) {
 }
 
 // TestFrameBufOneLine: a frame's bookkeeping fills one 64-byte cache
-// line exactly, so that in a chunk (page-aligned, as a large allocation)
-// each buffer has a line of its own: every hop of a frame in a large
-// world finds it cold (see frameBuf).
+// line exactly, so that in a chunk (24 KiB, which Go's allocator places
+// on a 64-byte boundary) each buffer has a line of its own: every hop of
+// a frame in a large world finds it cold (see frameBuf).
 func TestFrameBufOneLine(t *testing.T) {
 	if s := unsafe.Sizeof(frameBuf{}); s != 64 {
 		t.Fatalf("frameBuf is %d bytes, not 64", s)
