@@ -75,6 +75,11 @@ func (p *bufPool) comment(b *frameBuf) string {
 	if !b.hasText {
 		return ""
 	}
+	return p.texts(b)
+}
+
+// texts is comment for a frame with texts (hasText).
+func (p *bufPool) texts(b *frameBuf) string {
 	t := p.text(b.id)
 	switch {
 	case t.note == "":
@@ -193,11 +198,10 @@ func (p *bufPool) text(id int32) *frameText {
 // release tells the sender its frame has left, if it had not been told,
 // and frees the frame's buffer.
 func (f *Fabric) release(b *frameBuf) {
-	b.left(f)
-	f.pool.put(b)
-}
-
-func (p *bufPool) put(b *frameBuf) {
+	if b.owner != noNode {
+		b.left(f)
+	}
+	p := &f.pool
 	if b.hasText {
 		*p.text(b.id) = frameText{}
 		b.hasText = false

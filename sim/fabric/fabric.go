@@ -234,7 +234,8 @@ type Node struct {
 	idx   int32 // in f.nodes
 	ports []*Port
 	recv  Receiver
-	// The last destination looked up (see destination).
+	// The last destination looked up (see destination), valid once
+	// lastIsValid is set.
 	lastMAC     wire.MAC
 	lastDst     int32
 	lastTo      int32
@@ -349,7 +350,11 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	b := f.pool.get(len(frame))
 	b.n = int32(copy(b.data, frame))
 	b.from = n.idx
-	b.to, b.dst = n.destination(wire.Ethernet(frame).Dst())
+	if m := wire.Ethernet(frame).Dst(); n.lastIsValid && m == n.lastMAC {
+		b.to, b.dst = n.lastTo, n.lastDst // a NIC mostly talks to one peer
+	} else {
+		b.to, b.dst = n.destination(m)
+	}
 	f.pool.setNote(b, note)
 	b.tx = 0
 	b.owner = n.idx
@@ -358,12 +363,8 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 }
 
 // destination returns the node owning MAC m (noNode if none) and m's
-// index in f.macs (noMAC if none), remembering the last answer: a NIC
-// mostly talks to one peer.
+// index in f.macs (noMAC if none), and remembers the answer for Send.
 func (n *Node) destination(m wire.MAC) (to, dst int32) {
-	if n.lastIsValid && m == n.lastMAC {
-		return n.lastTo, n.lastDst
-	}
 	to, dst = noNode, n.f.lookupMAC(m)
 	if dst != noMAC {
 		to = n.f.macs[dst].node
