@@ -199,8 +199,7 @@ type Device struct {
 	ipID     uint16
 	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
 	trace    *sim.Trace
-	scratch  [4096]byte // one packet's payload while it is gathered
-	noteBuf  []byte     // the note being built (note), kept for its capacity
+	noteBuf  []byte // the note being built (note), kept for its capacity
 	rx       wire.Packet
 	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by

@@ -310,19 +310,27 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	if qp.init.Type == QPTypeUD {
 		n = w.length
 	}
-	payload := d.scratch[:n]
-	if w.isInline {
-		copy(payload, w.inline[off:off+n])
-	} else if !d.memStillValid(qp, w.sges, fromMemory) {
+	if !w.isInline && !d.memStillValid(qp, w.sges, fromMemory) {
 		d.localProtErr(now, qp, w)
 		return false
+	}
+	pos := segment(i == 0, i == w.npkts-1)
+	last := pos.Ends()
+	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
+	// The payload goes straight into the frame's buffer, where Encode
+	// finds it in place: one copy of the message's bytes, not two.
+	buf := d.outbox.buffer()
+	at, err := f.PayloadOffset()
+	if err != nil {
+		panic("nic: building a frame: " + err.Error()) // built from validated state: a bug
+	}
+	payload := buf[at : at+int(n)]
+	if w.isInline {
+		copy(payload, w.inline[off:off+n])
 	} else {
 		d.mem.gatherAt(w.sges, off, payload)
 	}
 	f.Payload = payload
-	pos := segment(i == 0, i == w.npkts-1)
-	last := pos.Ends()
-	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
 	f.BTH.PSN = w.firstPSN.Add(i)
 	info := f.BTH.Opcode.Info()
 	if info.Has(wire.HasRETH) {
@@ -344,6 +352,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		f.BTH.SolicitedEvent = true
 	}
 	if d.cfg.TestHooks != nil && d.skipRetransmit(qp, f.BTH.PSN) {
+		d.outbox.free = append(d.outbox.free, buf)
 		return true // the planted bug: believed sent, never sent
 	}
 	if qp.init.Type == QPTypeRC {
@@ -363,7 +372,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		b = strconv.AppendInt(append(b, " of "...), int64(w.npkts), 10)
 		note = d.note(b)
 	}
-	d.emit(qp, &f, note)
+	d.emitIn(buf, qp, &f, note)
 	return true
 }
 
