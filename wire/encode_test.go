@@ -96,8 +96,7 @@ func TestEncodePayloadInPlace(t *testing.T) {
 		for k := range buf {
 			buf[k] = 0xA5
 		}
-		at, err := f.PayloadOffset()
-		require.NoError(t, err)
+		at := f.PayloadOffset()
 		f.Payload = buf[at : at+copy(buf[at:], f.Payload)]
 		n, err := wire.Encode(buf, &f)
 		require.NoError(t, err)

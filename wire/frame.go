@@ -97,14 +97,17 @@ func (f *Frame) layout() (layout, error) {
 
 // PayloadOffset returns where Encode puts f's payload in the frame: the
 // offset of its first byte, after the headers f's addresses and opcode
-// call for. A caller that builds frames in buffers of its own can gather
-// the payload there first and set f.Payload to that slice of the buffer:
-// Encode then leaves it in place instead of copying it again (the NIC's
-// send path, where a second copy of each packet's payload was a tenth of
-// a packet's cost).
-func (f *Frame) PayloadOffset() (int, error) {
-	l, err := f.layout()
-	return EthernetLen + l.ipHdr + UDPLen + BTHLen + l.info.HdrLen, err
+// call for (a frame Encode refuses has no payload offset; the number is
+// then meaningless). A caller that builds frames in buffers of its own
+// can gather the payload there first and set f.Payload to that slice of
+// the buffer: Encode then leaves it in place instead of copying it again
+// (the NIC's send path: one copy of each packet's payload, not two).
+func (f *Frame) PayloadOffset() int {
+	ip := IPv6Len
+	if f.Dst.Is4() {
+		ip = IPv4MinLen + len(f.IPOptions)
+	}
+	return EthernetLen + ip + UDPLen + BTHLen + f.BTH.Opcode.Info().HdrLen
 }
 
 // Len returns the number of bytes Encode will write for f.
