@@ -72,7 +72,7 @@ func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
 	if d.inflight.full() {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
-	*d.inflight.grow() = qp
-	qp.skbOut++
+	*d.inflight.grow() = qp.tx
+	d.tx[qp.tx].out++
 	qp.txBuilt++
 }

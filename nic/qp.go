@@ -36,13 +36,12 @@ type QP struct {
 	req  requester
 	resp responder
 
-	skbOut  int      // frames handed to the port and not yet gone from it
+	tx      int32    // its slot in dev.tx: how many of its frames are in the port (see txSlot)
 	txBuilt uint64   // frames ever built for the port (txBuilt - skbOut have gone)
 	blocked bool     // the requester waits for skbOut to fall to inflightLow
 	listed  int      // index in dev.qpList
 	seq     uint64   // creation sequence: timers due together fire in this order
-	slot    int      // index in dev.timers, -1 when no timer is set
-	due     sim.Time // the deadline the QP is filed under in dev.timers
+	slot    int32    // index of its entry in dev.timers, noSlot when no timer is set
 	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
 }
 
@@ -203,7 +202,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	if ia.SRQ != nil {
 		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
 	}
-	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: -1}
+	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: noSlot}
 	d.qpSeq++
 	// The queues get storage as work requests arrive, and each slot its
 	// SGE and inline buffers on its first use (ring).
@@ -220,6 +219,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	ia.RecvCQ.refs++
 	pd.refs++
 	d.qps.put(qp.num, qp)
+	qp.tx = d.txSlotFor(qp)
 	qp.listed = len(d.qpList)
 	d.qpList = append(d.qpList, qp)
 	return qp, nil
@@ -344,6 +344,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 	d.qpns.free(qp.num)
 	d.unlistQP(qp)
 	d.retime(qp) // dead: out of the timer heap
+	d.txRelease(qp)
 	d.qpCount.put()
 	return nil
 }

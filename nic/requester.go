@@ -118,8 +118,8 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		return
 	}
 	for r.next < qp.sq.size {
-		if qp.skbOut >= inflightHigh {
-			qp.blocked = true // TxDone resumes it
+		if d.skbOut(qp) >= inflightHigh {
+			d.block(qp) // TxDone resumes it
 			break
 		}
 		w := qp.sq.at(r.next)
@@ -185,8 +185,8 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 				if d.pastWindow(qp, w.firstPSN.Add(r.pkt)) {
 					break
 				}
-				if qp.skbOut >= inflightHigh {
-					qp.blocked = true // resume mid-message when TxDone frees room
+				if d.skbOut(qp) >= inflightHigh {
+					d.block(qp) // resume mid-message when TxDone frees room
 					break
 				}
 				if !d.sendPacket(now, qp, w, r.pkt) {

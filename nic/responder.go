@@ -526,6 +526,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, a arrival) {
 		r.epsn = psn.Add(npkts)
 		r.keep(qp, rdResource{used: true, kind: rdRead, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
+	d.tx[qp.tx].wake = true // TxDone resumes the reply
 	r.rdState().reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
 	d.readReplyRun(now, qp)
 }
@@ -561,7 +562,7 @@ func (d *Device) readReplyRun(now sim.Time, qp *QP) {
 			x.active = false // RESET or ERR: the rest is not sent
 			break
 		}
-		if qp.skbOut >= inflightHigh {
+		if d.skbOut(qp) >= inflightHigh {
 			return // TxDone resumes it
 		}
 		if x.length > 0 && x.mr.dead {
@@ -631,7 +632,7 @@ func (d *Device) tooManyRdAtomic(qp *QP) bool {
 		return false
 	}
 	r := qp.resp.rdState()
-	gone := qp.txBuilt - uint64(qp.skbOut)
+	gone := qp.txBuilt - uint64(d.skbOut(qp))
 	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
 		r.rdOut.shift()
 	}
