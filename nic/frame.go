@@ -73,6 +73,7 @@ func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
 	*d.inflight.grow() = qp.tx
-	d.tx[qp.tx].out++
-	qp.txBuilt++
+	s := &d.tx[qp.tx]
+	s.out++
+	s.built++
 }

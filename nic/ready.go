@@ -265,10 +265,11 @@ func (d *Device) txWake(now sim.Time, qp *QP) {
 // the table is small and stays warm. The QP is looked at only when wake
 // says something waits for the count to fall.
 type txSlot struct {
-	qp   *QP
-	out  int32 // the QP's skb_out
-	wake bool  // the requester is blocked or a READ reply is being built
-	dead bool  // the QP is destroyed; the slot is free once out is 0
+	qp    *QP
+	built uint64 // frames ever built for the port (built - out have gone)
+	out   int32  // the QP's skb_out
+	wake  bool   // the requester is blocked or a READ reply is being built
+	dead  bool   // the QP is destroyed; the slot is free once out is 0
 }
 
 // txSlotFor gives qp a slot in d.tx (a free one first).
