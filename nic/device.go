@@ -188,19 +188,18 @@ type Device struct {
 	qps      qpnTable // live QPs by QPN
 	qpList   []*QP    // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
 	qpHoles  int
-	qpSeq    uint64    // the next QP's creation sequence
-	timers   timerHeap // QPs with a timer set, earliest first (timers.go)
-	due      []*QP     // Advance's list of QPs due, kept for its capacity
-	nextQPN  uint32    // where the cyclic QPN search starts
-	qpns     idSet     // the QPNs taken: live QPs' and the GSI QP's index
-	outbox   outbox    // what the inputs caused, until Ready (ready.go)
+	qpSeq    uint64       // the next QP's creation sequence
+	timers   []timerEntry // QPs with a timer set, earliest first (timers.go)
+	due      []*QP        // Advance's list of QPs due, kept for its capacity
+	nextQPN  uint32       // where the cyclic QPN search starts
+	qpns     idSet        // the QPNs taken: live QPs' and the GSI QP's index
+	outbox   outbox       // what the inputs caused, until Ready (ready.go)
 	counters Counters
 	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
 	ipID     uint16
 	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
 	trace    *sim.Trace
-	scratch  [4096]byte // one packet's payload while it is gathered
-	noteBuf  []byte     // the note being built (note), kept for its capacity
+	noteBuf  []byte // the note being built (note), kept for its capacity
 	rx       wire.Packet
 	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
@@ -210,7 +209,9 @@ type Device struct {
 	// processed them, by RxDrop (rxe's hdr_check drops them; see receive.go).
 	rxDrops  [numRxDrops]uint64
 	portDown bool
-	inflight ring[*QP] // the QP of each frame handed to the port, oldest first
+	inflight ring[int32] // the dev.tx slot of the QP of each frame handed to the port, oldest first
+	tx       []txSlot    // each QP's frames in the port (ready.go)
+	txFree   []int32     // slots of tx free for reuse
 }
 
 // RxErrors returns how many received frames were dropped as malformed,

@@ -33,6 +33,14 @@
 // QPs with a deadline, so NextDeadline and Advance cost the same with one
 // QP or 100,000 idle ones; QPs due together fire in creation order.
 //
+// At scale every QP is cold when its next packet comes, so the per-packet
+// path avoids touching QPs it does not work on and lines of the QP it
+// does not need: the heap's entries carry their deadlines (sifting reads
+// no other QP), each QP's frames in the port are counted in a dense
+// table of the device (ready.go, txSlot: TxDone reads the QP only when
+// something waits for room), the fields every packet uses open the QP
+// struct, and a packet's payload is gathered once, into its frame.
+//
 // # Behaviour profiles
 //
 // ProfileRXE (the default) follows Linux rxe where it departs from the

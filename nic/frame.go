@@ -56,7 +56,12 @@ func (d *Device) note(b []byte) string {
 // emit encodes f into an outbox buffer and queues it; qp is the QP whose
 // packet it is (counted until the port reports it gone, see TxDone).
 func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
-	buf := d.outbox.buffer()
+	d.emitIn(d.outbox.buffer(), qp, f, note)
+}
+
+// emitIn is emit into buf, a buffer from d.outbox.buffer that may already
+// hold f's payload where Encode puts it (sendPacket).
+func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
 	n, err := wire.Encode(buf, f)
 	if err != nil {
 		// Frames are built from validated state; failing here is a bug.
@@ -67,7 +72,8 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 	if d.inflight.full() {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
-	*d.inflight.grow() = qp
-	qp.skbOut++
-	qp.txBuilt++
+	*d.inflight.grow() = qp.tx
+	s := &d.tx[qp.tx]
+	s.out++
+	s.built++
 }

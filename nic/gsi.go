@@ -64,8 +64,10 @@ func gsiNote(mad []byte) string {
 // newGSI makes the device's QP1: a UD QP outside the user's table, so
 // QueryQP, DestroyQP and the receive path for user QPs never see it.
 func newGSI(d *Device) *QP {
-	return &QP{dev: d, num: wire.GSIQPN, init: QPInitAttr{Type: QPTypeUD}, state: QPStateRTS, slot: -1,
+	qp := &QP{dev: d, num: wire.GSIQPN, init: QPInitAttr{Type: QPTypeUD}, state: QPStateRTS, slot: noSlot,
 		attr: QPAttr{QPState: QPStateRTS, QKey: wire.GSIQKey}}
+	qp.tx = d.txSlotFor(qp)
+	return qp
 }
 
 // SendMAD sends one 256-byte MAD from QP1 to QP1 of dst. It returns

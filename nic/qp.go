@@ -22,13 +22,21 @@ type QPInitAttr struct {
 // state machine of IBTA §10.3 and, for each direction of traffic, the
 // requester, responder and completer of the transport.
 type QP struct {
-	dev   *Device
-	num   uint32
-	init  QPInitAttr
-	pd    *PD
-	state QPState
-	attr  QPAttr
-	dead  bool
+	// What every packet of the QP reads or writes comes first, so that a
+	// packet touches few of the QP's cache lines: at scale the QP is cold
+	// each time (issue 20: 65,280 QPs at N = 256).
+	dev     *Device
+	num     uint32
+	slot    int32    // index of its entry in dev.timers, noSlot when no timer is set
+	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
+	dead    bool
+	blocked bool   // the requester waits for skbOut to fall to inflightLow
+	tx      int32  // its slot in dev.tx: how many of its frames are in the port (see txSlot)
+	seq     uint64 // creation sequence: timers due together fire in this order
+	init    QPInitAttr
+	pd      *PD
+	state   QPState
+	attr    QPAttr
 
 	sq ring[sendWQE]
 	rq ring[recvWQE]
@@ -36,14 +44,7 @@ type QP struct {
 	req  requester
 	resp responder
 
-	skbOut  int      // frames handed to the port and not yet gone from it
-	txBuilt uint64   // frames ever built for the port (txBuilt - skbOut have gone)
-	blocked bool     // the requester waits for skbOut to fall to inflightLow
-	listed  int      // index in dev.qpList
-	seq     uint64   // creation sequence: timers due together fire in this order
-	slot    int      // index in dev.timers, -1 when no timer is set
-	due     sim.Time // the deadline the QP is filed under in dev.timers
-	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
+	listed int // index in dev.qpList
 }
 
 // sendWQE is a posted send work request and its progress.
@@ -105,7 +106,22 @@ func (r *ring[T]) at(i int) *T {
 	if len(r.slots) == 0 {
 		return new(T)
 	}
-	return &r.slots[(r.head+i)%len(r.slots)]
+	return &r.slots[r.wrap(r.head+i)]
+}
+
+// wrap maps a position past the head onto the storage: a subtraction, not
+// a division (the ring is looked at several times per packet; a 64-bit
+// division costs tens of cycles). Positions are head plus an index below
+// the storage's length, so one subtraction is enough; the modulo is
+// there for any other.
+func (r *ring[T]) wrap(j int) int {
+	if n := len(r.slots); j >= n {
+		j -= n
+		if j >= n {
+			j %= n
+		}
+	}
+	return j
 }
 
 // grow returns the slot after the newest, now part of the ring, first
@@ -114,7 +130,7 @@ func (r *ring[T]) grow() *T {
 	if r.size == len(r.slots) {
 		r.resize(min(r.limit, max(ringMin, 2*len(r.slots))))
 	}
-	p := &r.slots[(r.head+r.size)%len(r.slots)]
+	p := &r.slots[r.wrap(r.head+r.size)]
 	r.size++
 	r.peak = max(r.peak, r.size)
 	return p
@@ -125,7 +141,7 @@ func (r *ring[T]) shift() {
 	if r.size == 0 {
 		panic("nic: shift of an empty queue (a WQE retired twice)")
 	}
-	r.head = (r.head + 1) % len(r.slots)
+	r.head = r.wrap(r.head + 1)
 	r.size--
 	r.turns++
 }
@@ -135,7 +151,7 @@ func (r *ring[T]) shift() {
 func (r *ring[T]) resize(n int) {
 	s := make([]T, n)
 	for i := range min(n, len(r.slots)) {
-		s[i] = r.slots[(r.head+i)%len(r.slots)]
+		s[i] = r.slots[r.wrap(r.head+i)]
 	}
 	r.slots, r.head, r.peak, r.turns = s, 0, r.size, 0
 }
@@ -188,7 +204,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	if ia.SRQ != nil {
 		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
 	}
-	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: -1}
+	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: noSlot}
 	d.qpSeq++
 	// The queues get storage as work requests arrive, and each slot its
 	// SGE and inline buffers on its first use (ring).
@@ -205,6 +221,7 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	ia.RecvCQ.refs++
 	pd.refs++
 	d.qps.put(qp.num, qp)
+	qp.tx = d.txSlotFor(qp)
 	qp.listed = len(d.qpList)
 	d.qpList = append(d.qpList, qp)
 	return qp, nil
@@ -329,6 +346,7 @@ func (d *Device) DestroyQP(qp *QP) error {
 	d.qpns.free(qp.num)
 	d.unlistQP(qp)
 	d.retime(qp) // dead: out of the timer heap
+	d.txRelease(qp)
 	d.qpCount.put()
 	return nil
 }

@@ -118,8 +118,8 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 		return
 	}
 	for r.next < qp.sq.size {
-		if qp.skbOut >= inflightHigh {
-			qp.blocked = true // TxDone resumes it
+		if d.skbOut(qp) >= inflightHigh {
+			d.block(qp) // TxDone resumes it
 			break
 		}
 		w := qp.sq.at(r.next)
@@ -185,8 +185,8 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 				if d.pastWindow(qp, w.firstPSN.Add(r.pkt)) {
 					break
 				}
-				if qp.skbOut >= inflightHigh {
-					qp.blocked = true // resume mid-message when TxDone frees room
+				if d.skbOut(qp) >= inflightHigh {
+					d.block(qp) // resume mid-message when TxDone frees room
 					break
 				}
 				if !d.sendPacket(now, qp, w, r.pkt) {
@@ -310,19 +310,24 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	if qp.init.Type == QPTypeUD {
 		n = w.length
 	}
-	payload := d.scratch[:n]
-	if w.isInline {
-		copy(payload, w.inline[off:off+n])
-	} else if !d.memStillValid(qp, w.sges, fromMemory) {
+	if !w.isInline && !d.memStillValid(qp, w.sges, fromMemory) {
 		d.localProtErr(now, qp, w)
 		return false
+	}
+	pos := segment(i == 0, i == w.npkts-1)
+	last := pos.Ends()
+	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
+	// The payload goes straight into the frame's buffer, where Encode
+	// finds it in place: one copy of the message's bytes, not two.
+	buf := d.outbox.buffer()
+	at := f.PayloadOffset()
+	payload := buf[at : at+int(n)]
+	if w.isInline {
+		copy(payload, w.inline[off:off+n])
 	} else {
 		d.mem.gatherAt(w.sges, off, payload)
 	}
 	f.Payload = payload
-	pos := segment(i == 0, i == w.npkts-1)
-	last := pos.Ends()
-	f.BTH.Opcode = requestOpcode(qp.init.Type, w.wr.Opcode, pos)
 	f.BTH.PSN = w.firstPSN.Add(i)
 	info := f.BTH.Opcode.Info()
 	if info.Has(wire.HasRETH) {
@@ -344,6 +349,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		f.BTH.SolicitedEvent = true
 	}
 	if d.cfg.TestHooks != nil && d.skipRetransmit(qp, f.BTH.PSN) {
+		d.outbox.free = append(d.outbox.free, buf)
 		return true // the planted bug: believed sent, never sent
 	}
 	if qp.init.Type == QPTypeRC {
@@ -363,7 +369,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		b = strconv.AppendInt(append(b, " of "...), int64(w.npkts), 10)
 		note = d.note(b)
 	}
-	d.emit(qp, &f, note)
+	d.emitIn(buf, qp, &f, note)
 	return true
 }
 

@@ -75,7 +75,7 @@ type rdState struct {
 	held     [][]byte
 	heldHead int
 	// rdOut (spec profile): for each READ or atomic answered whose
-	// responses have not all left the port, the QP's txBuilt after its
+	// responses have not all left the port, the QP's txSlot.built after its
 	// last response; see tooManyRdAtomic.
 	rdOut ring[uint64]
 }
@@ -526,6 +526,7 @@ func (d *Device) answerRead(now sim.Time, qp *QP, p *wire.Packet, a arrival) {
 		r.epsn = psn.Add(npkts)
 		r.keep(qp, rdResource{used: true, kind: rdRead, first: psn, last: psn.Add(npkts - 1), va: va, length: length})
 	}
+	d.tx[qp.tx].wake = true // TxDone resumes the reply
 	r.rdState().reply = readReply{active: true, dup: dup, midStart: midStart, mr: mr, va: va, length: length, psn: psn, n: npkts}
 	d.readReplyRun(now, qp)
 }
@@ -561,7 +562,7 @@ func (d *Device) readReplyRun(now sim.Time, qp *QP) {
 			x.active = false // RESET or ERR: the rest is not sent
 			break
 		}
-		if qp.skbOut >= inflightHigh {
+		if d.skbOut(qp) >= inflightHigh {
 			return // TxDone resumes it
 		}
 		if x.length > 0 && x.mr.dead {
@@ -631,7 +632,8 @@ func (d *Device) tooManyRdAtomic(qp *QP) bool {
 		return false
 	}
 	r := qp.resp.rdState()
-	gone := qp.txBuilt - uint64(qp.skbOut)
+	s := &d.tx[qp.tx]
+	gone := s.built - uint64(s.out)
 	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
 		r.rdOut.shift()
 	}
@@ -651,7 +653,7 @@ func (d *Device) rdAtomicAnswered(qp *QP) {
 	if r.rdOut.full() {
 		r.rdOut.shift() // cannot happen: tooManyRdAtomic refused the request
 	}
-	*r.rdOut.grow() = qp.txBuilt
+	*r.rdOut.grow() = d.tx[qp.tx].built
 }
 
 // maxHeld bounds the requests one QP holds while it answers a READ

@@ -89,3 +89,29 @@ func TestQPNTable(t *testing.T) {
 	assert.NotNil(t, tb.pages[0], "QPN 1 and 0x12 still live in page 0")
 	assert.Same(t, qps[0x12], tb.get(0x12))
 }
+
+// TestRingWrapsLikeModulo runs a ring whose storage is not a power of two
+// (limit 6: 4 slots, then 6) through many turns and checks every element
+// against a plain FIFO, so the subtraction that replaced the modulo
+// (ring.wrap) finds the same slots.
+func TestRingWrapsLikeModulo(t *testing.T) {
+	var r ring[int]
+	r.init(6)
+	var fifo []int
+	next := 0
+	for step := range 200 {
+		if !r.full() && (step%3 != 2 || r.empty()) {
+			*r.grow() = next
+			fifo = append(fifo, next)
+			next++
+		} else {
+			r.shift()
+			fifo = fifo[1:]
+		}
+		require.Equal(t, len(fifo), r.size)
+		for i, v := range fifo {
+			require.Equal(t, v, *r.at(i), "step %d, element %d", step, i)
+		}
+	}
+	assert.Equal(t, 6, len(r.slots))
+}

@@ -2,7 +2,6 @@ package nic
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 
 	"github.com/rocesim/rocesim/sim"
@@ -16,55 +15,105 @@ import (
 //
 //  1. Every place that sets req.ackDue, req.rnrUntil, the whole req, or
 //     the QP's state calls retime, which computes the QP's deadline
-//     (timerDue) and puts the QP in the heap, moves it (heap.Fix) or
-//     takes it out: only QPs with a deadline are in the heap.
+//     (timerDue) and puts the QP in the heap, moves it or takes it out:
+//     only QPs with a deadline are in the heap.
 //  2. NextDeadline reads the top of the heap.
 //  3. Advance pops every QP due at now, then runs them in creation order
 //     (seq), as the scan over the creation-ordered QP list did, so the
 //     order of frames, completions and trace lines is unchanged.
 //
+// Each entry carries its deadline and the QP's creation sequence, so
+// comparing two reads no QP: at scale a QP's memory is cold, and a heap
+// of bare QP pointers cost a cache miss per comparison each time a WR
+// armed or an ACK disarmed a timer (issue 20). Only an entry that moves
+// has its QP's slot rewritten.
+//
 // The heap's slice and the due list are kept between calls: once they
 // have grown to the number of QPs with a timer, arming, moving and
 // firing allocate nothing.
 
-// timerHeap orders QPs by deadline, then by creation, for container/heap.
-type timerHeap []*QP
+// timerEntry files a QP in the heap under its deadline and creation
+// sequence.
+type timerEntry struct {
+	due sim.Time
+	seq uint64
+	qp  *QP
+}
 
-// Len is the number of QPs with a deadline.
-func (h timerHeap) Len() int { return len(h) }
-
-// Less orders by deadline; equal deadlines by creation sequence, so the
-// order never depends on how the heap was built.
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].due != h[j].due {
-		return h[i].due < h[j].due
+// before orders entries by deadline; equal deadlines by creation
+// sequence, so the order never depends on how the heap was built.
+func (e *timerEntry) before(o *timerEntry) bool {
+	if e.due != o.due {
+		return e.due < o.due
 	}
-	return h[i].seq < h[j].seq
+	return e.seq < o.seq
 }
 
-// Swap exchanges two entries and keeps their slots in the QPs.
-func (h timerHeap) Swap(i, j int) {
+// noSlot is QP.slot of a QP that is not in the heap.
+const noSlot = -1
+
+// place records where entry i now sits.
+func (d *Device) place(i int) { d.timers[i].qp.slot = int32(i) }
+
+// swapTimers exchanges two entries of the heap.
+func (d *Device) swapTimers(i, j int) {
+	h := d.timers
 	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = i, j
+	d.place(i)
+	d.place(j)
 }
 
-// Push appends a QP (container/heap then sifts it up).
-func (h *timerHeap) Push(x any) {
-	qp := x.(*QP)
-	qp.slot = len(*h)
-	*h = append(*h, qp)
+// timerUp sifts entry i towards the top; it reports whether it moved.
+func (d *Device) timerUp(i int) bool {
+	h := d.timers
+	moved := false
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		d.swapTimers(i, p)
+		i, moved = p, true
+	}
+	return moved
 }
 
-// Pop removes the last entry (container/heap has moved the minimum
-// there); the slot it leaves is cleared so the heap keeps no dead QP.
-func (h *timerHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	qp := old[n]
-	old[n] = nil
-	qp.slot = -1
-	*h = old[:n]
-	return qp
+// timerDown sifts entry i away from the top.
+func (d *Device) timerDown(i int) {
+	h := d.timers
+	n := len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && h[c+1].before(&h[c]) {
+			c++
+		}
+		if !h[c].before(&h[i]) {
+			return
+		}
+		d.swapTimers(i, c)
+		i = c
+	}
+}
+
+// removeTimer takes entry i out of the heap and returns its QP.
+func (d *Device) removeTimer(i int) *QP {
+	h := d.timers
+	e := h[i]
+	n := len(h) - 1
+	if i != n {
+		h[i] = h[n]
+		d.place(i)
+	}
+	h[n] = timerEntry{} // the heap keeps no pointer to a QP it no longer files
+	d.timers = h[:n]
+	if i != n && !d.timerUp(i) {
+		d.timerDown(i)
+	}
+	e.qp.slot = noSlot
+	return e.qp
 }
 
 // timerDue is the QP's next timer deadline: the earlier of its ACK
@@ -81,16 +130,20 @@ func timerDue(qp *QP) sim.Time {
 // deadlines or its state changed.
 func (d *Device) retime(qp *QP) {
 	due := timerDue(qp)
+	slot := int(qp.slot)
 	switch {
-	case qp.slot < 0 && due == sim.Never:
-	case qp.slot < 0:
-		qp.due = due
-		heap.Push(&d.timers, qp)
+	case slot < 0 && due == sim.Never:
+	case slot < 0:
+		d.timers = append(d.timers, timerEntry{due: due, seq: qp.seq, qp: qp})
+		d.place(len(d.timers) - 1)
+		d.timerUp(len(d.timers) - 1)
 	case due == sim.Never:
-		heap.Remove(&d.timers, qp.slot)
-	case due != qp.due:
-		qp.due = due
-		heap.Fix(&d.timers, qp.slot)
+		d.removeTimer(slot)
+	case due != d.timers[slot].due:
+		d.timers[slot].due = due
+		if !d.timerUp(slot) {
+			d.timerDown(slot)
+		}
 	}
 }
 
@@ -108,7 +161,7 @@ func (d *Device) NextDeadline() sim.Time {
 func (d *Device) Advance(now sim.Time) {
 	due := d.due[:0]
 	for len(d.timers) > 0 && d.timers[0].due <= now {
-		due = append(due, heap.Pop(&d.timers).(*QP))
+		due = append(due, d.removeTimer(0))
 	}
 	slices.SortFunc(due, func(a, b *QP) int { return cmp.Compare(a.seq, b.seq) })
 	for _, qp := range due {

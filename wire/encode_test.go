@@ -83,6 +83,27 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodePayloadInPlace checks that a frame whose payload was put in
+// the buffer first, at PayloadOffset (the NIC's send path), encodes to the
+// same bytes as one whose payload Encode copies, for every generated
+// opcode and payload length, over a buffer full of stale bytes.
+func TestEncodePayloadInPlace(t *testing.T) {
+	frames := allTestFrames(3)
+	raw := encodeAll(t, frames)
+	buf := make([]byte, 9000)
+	for i := range frames {
+		f := frames[i] // a copy: its Payload is repointed
+		for k := range buf {
+			buf[k] = 0xA5
+		}
+		at := f.PayloadOffset()
+		f.Payload = buf[at : at+copy(buf[at:], f.Payload)]
+		n, err := wire.Encode(buf, &f)
+		require.NoError(t, err)
+		require.Equal(t, hexdump(raw[i]), hexdump(buf[:n]), "frame %d %s", i, f.BTH.Opcode)
+	}
+}
+
 // TestCapturesRoundTrip decodes every RoCE frame of the real rxe captures,
 // verifies its ICRC, and re-encodes it byte for byte.
 func TestCapturesRoundTrip(t *testing.T) {

@@ -95,6 +95,21 @@ func (f *Frame) layout() (layout, error) {
 	return l, nil
 }
 
+// PayloadOffset returns where Encode puts f's payload in the frame: the
+// offset of its first byte, after the headers f's addresses and opcode
+// call for (a frame Encode refuses has no payload offset; the number is
+// then meaningless). A caller that builds frames in buffers of its own
+// can gather the payload there first and set f.Payload to that slice of
+// the buffer: Encode then leaves it in place instead of copying it again
+// (the NIC's send path: one copy of each packet's payload, not two).
+func (f *Frame) PayloadOffset() int {
+	ip := IPv6Len
+	if f.Dst.Is4() {
+		ip = IPv4MinLen + len(f.IPOptions)
+	}
+	return EthernetLen + ip + UDPLen + BTHLen + f.BTH.Opcode.Info().HdrLen
+}
+
 // Len returns the number of bytes Encode will write for f.
 func (f *Frame) Len() (int, error) {
 	l, err := f.layout()
@@ -103,7 +118,9 @@ func (f *Frame) Len() (int, error) {
 
 // Encode writes f as a complete Ethernet frame into b and returns its
 // length. It computes the IP and UDP lengths, the IPv4 header checksum,
-// the BTH pad count and the ICRC. It does not allocate.
+// the BTH pad count and the ICRC. It does not allocate. f.Payload may
+// already sit in b where it belongs (see PayloadOffset); any other
+// overlap with b is not allowed.
 func Encode(b []byte, f *Frame) (int, error) {
 	l, err := f.layout()
 	if err != nil {
@@ -181,7 +198,11 @@ func Encode(b []byte, f *Frame) (int, error) {
 		IETH(bth[off:]).Set(f.IETH)
 		off += IETHLen
 	}
-	off += copy(bth[off:], f.Payload)
+	if len(f.Payload) > 0 && &f.Payload[0] == &bth[off] {
+		off += len(f.Payload) // already in place (PayloadOffset)
+	} else {
+		off += copy(bth[off:], f.Payload)
+	}
 	off += copy(bth[off:off+l.pad], f.PadBytes[:])
 
 	// The 8 bytes before the IP header (source MAC and EtherType) stand in
