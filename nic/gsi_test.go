@@ -3,7 +3,6 @@ package nic
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -22,12 +21,7 @@ func capturedMADFrames(t *testing.T, name string) [][]byte {
 	defer r.Close()
 	var out [][]byte
 	var p wire.Packet
-	var rec capture.Record
-	for {
-		err := r.Next(&rec)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
+	for rec, err := range r.Records() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,6 +29,7 @@ func capturedMADFrames(t *testing.T, name string) [][]byte {
 			out = append(out, bytes.Clone(rec.Data))
 		}
 	}
+	return out
 }
 
 // TestSendMADAsRxe: the device's MAD frame carries what real rxe's did

@@ -221,8 +221,8 @@ func TestFaultsOnTheWire(t *testing.T) {
 	r, err := capture.NewReader(&buf)
 	require.NoError(t, err)
 	var comments []string
-	var rec capture.Record
-	for r.Next(&rec) == nil {
+	for rec, err := range r.Records() {
+		require.NoError(t, err)
 		c := ""
 		if len(rec.Comments) > 0 {
 			c = rec.Comments[0]
@@ -286,9 +286,9 @@ func TestPerLinkTap(t *testing.T) {
 	r, err := capture.NewReader(&buf)
 	require.NoError(t, err)
 	var got []string
-	var rec capture.Record
 	var p wire.Packet
-	for r.Next(&rec) == nil {
+	for rec, err := range r.Records() {
+		require.NoError(t, err)
 		require.NoError(t, p.Decode(rec.Data))
 		ifc, _ := r.Interface(rec.Interface)
 		got = append(got, fmt.Sprintf("%s psn=%d", ifc.Name, p.BTH.PSN()))
