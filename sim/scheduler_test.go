@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -230,4 +231,206 @@ func TestReservedEventsFireInTheirPlace(t *testing.T) {
 	s.Schedule(s.Now()+20, &got, 99)
 	require.NoError(t, s.Run())
 	assert.Panics(t, func() { s.ScheduleTicket(late, &got, 0) })
+}
+
+// refEvent is an event of the reference queue in
+// TestSchedulerMatchesReference.
+type refEvent struct {
+	at    sim.Time
+	order uint64 // when it was scheduled, or its ticket taken
+	id    uint64
+	timer sim.Timer // zero while reserved and not yet scheduled
+	chain bool      // reserved: a link's arrival, never cancelled
+	live  bool      // pending in the reference (not fired, not cancelled)
+	index int       // in the reference's list of pending events
+}
+
+// TestSchedulerMatchesReference drives the scheduler with long random
+// mixes of Schedule, Reserve and ScheduleTicket (a chain of reserved
+// arrivals, each handed to the heap when the one before fires, as a link
+// does), Cancel (of pending, fired and cancelled timers), Step, RunUntil
+// and handlers that schedule and cancel from inside Fire, at heap sizes
+// from a handful to thousands and with many equal times. It checks every
+// firing, NextAt, Pending, Queued and every Timer's Pending and At
+// against a reference that scans a list for the least (time, scheduling
+// order).
+func TestSchedulerMatchesReference(t *testing.T) {
+	for seed := range uint64(8) {
+		rng := rand.New(rand.NewPCG(seed, 0x5eed))
+		s := sim.NewScheduler()
+		var (
+			evs     []*refEvent // every event made, by id
+			pending []*refEvent // the live ones, in no order
+			order   uint64
+			chain   []*refEvent // reserved, in order; the first is in the heap
+			tickets []sim.Ticket
+			fired   int
+			peak    int
+		)
+		// next is the reference's earliest pending event.
+		next := func() *refEvent {
+			var best *refEvent
+			for _, ev := range pending {
+				if best == nil || ev.at < best.at || ev.at == best.at && ev.order < best.order {
+					best = ev
+				}
+			}
+			return best
+		}
+		later := func() sim.Time {
+			switch rng.IntN(8) {
+			case 0:
+				return s.Now() // ties with the current time
+			case 1:
+				return s.Now() - sim.Time(rng.IntN(3)) // the past means now
+			case 2:
+				return s.Now() + sim.Time(rng.IntN(100_000)) // a timer
+			default:
+				return s.Now() + sim.Time(rng.IntN(50))
+			}
+		}
+		add := func(at sim.Time) *refEvent {
+			ev := &refEvent{at: max(at, s.Now()), order: order, id: uint64(len(evs)), live: true, index: len(pending)}
+			order++
+			evs, pending = append(evs, ev), append(pending, ev)
+			return ev
+		}
+		gone := func(ev *refEvent) {
+			ev.live = false
+			last := pending[len(pending)-1]
+			pending[ev.index], last.index = last, ev.index
+			pending = pending[:len(pending)-1]
+		}
+		var h sim.HandlerFunc
+		schedule := func() {
+			ev := add(later())
+			ev.timer = s.Schedule(ev.at, h, ev.id)
+		}
+		reserve := func() {
+			at := later()
+			if n := len(chain); n > 0 {
+				at = max(at, chain[n-1].at)
+			}
+			ev := add(at)
+			ev.chain = true
+			tk := s.Reserve(at)
+			require.Equal(t, ev.at, tk.At())
+			chain, tickets = append(chain, ev), append(tickets, tk)
+			if len(chain) == 1 {
+				ev.timer = s.ScheduleTicket(tk, h, ev.id)
+			}
+		}
+		cancel := func() {
+			if len(evs) == 0 {
+				return
+			}
+			ev := evs[rng.IntN(len(evs))]
+			if ev.chain && ev.live {
+				return
+			}
+			require.Equal(t, ev.live, ev.timer.Cancel(), "seed %d: cancel of event %d", seed, ev.id)
+			if ev.live {
+				gone(ev)
+			}
+			require.False(t, ev.timer.Cancel())
+		}
+		h = func(now sim.Time, id uint64) {
+			fired++
+			want := next()
+			require.NotNil(t, want, "seed %d: event %d fired, none due", seed, id)
+			require.Equal(t, want.id, id, "seed %d: fired %d, the reference %d", seed, id, want.id)
+			require.Equal(t, want.at, now)
+			require.Equal(t, now, s.Now())
+			gone(want)
+			require.False(t, want.timer.Pending(), "a firing event is no longer pending")
+			if want.chain {
+				require.Same(t, chain[0], want)
+				chain, tickets = chain[1:], tickets[1:]
+				if len(chain) > 0 {
+					chain[0].timer = s.ScheduleTicket(tickets[0], h, chain[0].id)
+				}
+			}
+			// Handlers schedule, reserve and cancel too, as the fabric
+			// and the hosts do.
+			for range rng.IntN(3) {
+				switch rng.IntN(5) {
+				case 0, 1, 2:
+					schedule()
+				case 3:
+					cancel()
+				case 4:
+					reserve()
+				}
+			}
+		}
+		check := func(full bool) {
+			queued := 0
+			for _, ev := range pending {
+				if !full {
+					break
+				}
+				if ev.timer != (sim.Timer{}) {
+					queued++
+					if at := ev.timer.At(); !ev.timer.Pending() || at != ev.at {
+						t.Fatalf("seed %d: event %d for %v: Pending %v, At %v", seed, ev.id, ev.at, ev.timer.Pending(), at)
+					}
+				}
+			}
+			peak = max(peak, len(pending))
+			// Some of the fired and cancelled, whose slots may have
+			// been reused since.
+			for range min(20, len(evs)) {
+				if ev := evs[rng.IntN(len(evs))]; !ev.live {
+					require.False(t, ev.timer.Pending(), "seed %d: event %d", seed, ev.id)
+					require.Equal(t, sim.Never, ev.timer.At())
+				}
+			}
+			if full {
+				require.Equal(t, queued, s.Queued())
+			}
+			require.Equal(t, len(pending), s.Pending())
+			if b := next(); b != nil {
+				require.Equal(t, b.at, s.NextAt())
+			} else {
+				require.Equal(t, sim.Never, s.NextAt())
+			}
+		}
+		// target is about how many events are pending: it moves between
+		// a handful and thousands through the run.
+		target := 0
+		for step := range 6000 {
+			if step%500 == 0 {
+				target = []int{3, 40, 700, 2500}[rng.IntN(4)]
+			}
+			r := rng.IntN(10)
+			if s.Pending() < target {
+				r -= 4 // grow: more schedules, fewer steps
+			}
+			switch {
+			case r < 2:
+				schedule()
+			case r < 3:
+				cancel()
+			case r < 4:
+				reserve()
+			case r < 5:
+				until := s.Now() + sim.Time(rng.IntN(5))
+				require.NoError(t, s.RunUntil(until))
+				if b := next(); b != nil {
+					require.Greater(t, b.at, until, "seed %d: RunUntil(%v) left event %d", seed, until, b.id)
+				}
+				require.Equal(t, until, s.Now())
+			default:
+				before := fired
+				require.Equal(t, next() != nil, s.Step())
+				require.LessOrEqual(t, fired-before, 1)
+			}
+			check(step%16 == 0 || len(pending) < 64)
+		}
+		require.NoError(t, s.Run())
+		check(true)
+		require.Equal(t, 0, s.Pending())
+		require.Nil(t, next())
+		t.Logf("seed %d: %d events, %d fired, at most %d pending", seed, len(evs), fired, peak)
+	}
 }
