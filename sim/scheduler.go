@@ -337,6 +337,17 @@ func (s *Scheduler) up(i int, e heapEntry) {
 	s.set(i, e)
 }
 
+// branchyHeap is the heap size above which remove picks between the two
+// finalists with a branch rather than without one. A branch-free choice
+// makes the next level's address wait for the comparison; a predicted
+// branch lets the processor run ahead and start loading the level below
+// (right about half the time). While the heap is in a core's nearer
+// caches the mispredictions cost more than the wait; once it has outgrown
+// them (32,768 entries are 768 KiB, most of a 1 MiB L2) the loads run
+// ahead cost less. Measured with BenchmarkStep: branch-free is 30% faster
+// than a branch at 1,300 pending, 25% slower at 100,000.
+const branchyHeap = 1 << 15
+
 // remove takes the entry at index i out of the heap. The hole it leaves
 // moves down to a leaf, the least child rising into it at every level
 // without being compared with the entry that will fill it, and the last
@@ -363,7 +374,14 @@ func (s *Scheduler) remove(i int) {
 			// All four children: a tournament of three comparisons.
 			l := c + b2i(before(&h[c+1], &h[c]))
 			r := c + 2 + b2i(before(&h[c+3], &h[c+2]))
-			m = l ^ (l^r)&-b2i(before(&h[r], &h[l]))
+			if n > branchyHeap {
+				m = l
+				if before(&h[r], &h[l]) {
+					m = r
+				}
+			} else {
+				m = l ^ (l^r)&-b2i(before(&h[r], &h[l]))
+			}
 		case c < n:
 			m = c
 			for j := c + 1; j < n; j++ {

@@ -434,3 +434,62 @@ func TestSchedulerMatchesReference(t *testing.T) {
 		t.Logf("seed %d: %d events, %d fired, at most %d pending", seed, len(evs), fired, peak)
 	}
 }
+
+// TestLargeHeapOrder keeps some 50,000 events pending (past the size at
+// which the heap picks among children with a branch, branchyHeap) while
+// firing 100,000, scheduling one new and cancelling one old every few
+// steps, and checks that events fire in (time, scheduling order), each
+// once, and every one not cancelled.
+func TestLargeHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := sim.NewScheduler()
+	var (
+		timers []sim.Timer
+		ats    []sim.Time
+		done   []bool // fired or cancelled
+		last   struct {
+			at  sim.Time
+			seq uint64
+		}
+		n int
+	)
+	var h sim.HandlerFunc = func(now sim.Time, seq uint64) {
+		if now < last.at || now == last.at && seq < last.seq && n > 0 {
+			t.Fatalf("event %d at %v fired after event %d at %v", seq, now, last.seq, last.at)
+		}
+		if done[seq] || ats[seq] != now {
+			t.Fatalf("event %d for %v fired at %v (done %v)", seq, ats[seq], now, done[seq])
+		}
+		done[seq] = true
+		last.at, last.seq = now, seq
+		n++
+	}
+	add := func() {
+		at := s.Now() + sim.Time(rng.IntN(5000)) // many equal times
+		timers = append(timers, s.Schedule(at, h, uint64(len(timers))))
+		ats, done = append(ats, at), append(done, false)
+	}
+	for range 50_000 {
+		add()
+	}
+	cancelled := 0
+	for i := 0; n < 100_000; i++ {
+		require.True(t, s.Step())
+		if i%4 != 3 {
+			add()
+		}
+		if i%8 == 0 {
+			if k := rng.IntN(len(timers)); timers[k].Cancel() {
+				require.False(t, done[k])
+				done[k] = true
+				cancelled++
+			}
+		}
+	}
+	require.Greater(t, cancelled, 5000)
+	require.NoError(t, s.Run())
+	for k, d := range done {
+		require.True(t, d, "event %d never fired", k)
+	}
+	require.Equal(t, len(timers), n+cancelled)
+}
