@@ -41,9 +41,10 @@ func (f HandlerFunc) Fire(now Time, arg uint64) { f(now, arg) }
 
 // event is a slot: what a pending event fires, and the generation that
 // tells a Timer whether the event it refers to is still this one. Its
-// place in the heap is kept apart, in Scheduler.pos.
+// time is in its heap entry, its place in the heap in Scheduler.pos: 32
+// bytes, so that a slot never straddles two cache lines (Step's read of
+// it is one of the few misses an event costs in a large world).
 type event struct {
-	at  Time
 	h   Handler
 	arg uint64
 	gen uint32 // bumped when the slot is freed
@@ -67,7 +68,7 @@ type Scheduler struct {
 	// pos is each pending slot's index in heap, which is how Cancel
 	// finds its event: kept apart from slots so that the write a sift
 	// makes at every level lands in a small dense array rather than a
-	// 40-byte slot apiece (1,300 pending events: 5 KiB, not 52).
+	// 32-byte slot apiece (1,300 pending events: 5 KiB, not 41).
 	pos     []int32
 	free    []int32
 	heap    []heapEntry
@@ -206,7 +207,7 @@ func (s *Scheduler) schedule(at Time, seq uint64, h Handler, arg uint64) Timer {
 		slot = int32(len(s.slots) - 1)
 	}
 	e := &s.slots[slot]
-	e.at, e.h, e.arg = at, h, arg
+	e.h, e.arg = h, arg
 	s.heap = append(s.heap, heapEntry{})
 	s.up(len(s.heap)-1, heapEntry{at: at, seq: seq, slot: slot})
 	return Timer{s, slot, e.gen}
@@ -230,7 +231,7 @@ func (t Timer) At() Time {
 	if !t.Pending() {
 		return Never
 	}
-	return t.s.slots[t.slot].at
+	return t.s.heap[t.s.pos[t.slot]].at
 }
 
 // Cancel stops the event from firing. It reports whether the event was
@@ -259,9 +260,9 @@ func (s *Scheduler) Step() bool {
 	}
 	// The slot is read before the heap is mended: it is likely cold,
 	// and its load then overlaps the sift rather than following it.
-	slot := s.heap[0].slot
+	at, slot := s.heap[0].at, s.heap[0].slot
 	e := &s.slots[slot]
-	at, h, arg := e.at, e.h, e.arg
+	h, arg := e.h, e.arg
 	s.remove(0)
 	s.release(slot)
 	s.now = at
@@ -301,18 +302,14 @@ func (s *Scheduler) RunUntil(t Time) error {
 // (which child that is has no pattern a predictor could learn). Times in
 // the heap are never negative (Schedule takes a time in the past as
 // now), so they compare the same as unsigned.
-func before(a, b *heapEntry) bool {
-	_, borrow := bits.Sub64(a.seq, b.seq, 0)
-	_, borrow = bits.Sub64(uint64(a.at), uint64(b.at), borrow)
-	return borrow != 0
-}
+func before(a, b *heapEntry) bool { return borrow(a, b) != 0 }
 
-// b2i is 1 for true, 0 for false (compiled to a flag set, not a branch).
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// borrow is before as 1 or 0, the subtraction's borrow itself, for
+// indexing with no conversion from bool.
+func borrow(a, b *heapEntry) uint64 {
+	_, c := bits.Sub64(a.seq, b.seq, 0)
+	_, c = bits.Sub64(uint64(a.at), uint64(b.at), c)
+	return c
 }
 
 // set puts e at index i of the heap and records where its slot is.
@@ -372,16 +369,19 @@ func (s *Scheduler) remove(i int) {
 		switch {
 		case c+3 < n:
 			// All four children: a tournament of three comparisons.
-			l := c + b2i(before(&h[c+1], &h[c]))
-			r := c + 2 + b2i(before(&h[c+3], &h[c+2]))
+			// q, and the masks on its indices, let the compiler drop
+			// the bounds checks.
+			q := h[c : c+4 : c+4]
+			l := borrow(&q[1], &q[0])
+			r := 2 + borrow(&q[3], &q[2])
 			if n > branchyHeap {
-				m = l
-				if before(&h[r], &h[l]) {
-					m = r
+				if before(&q[r&3], &q[l&3]) {
+					l = r
 				}
 			} else {
-				m = l ^ (l^r)&-b2i(before(&h[r], &h[l]))
+				l ^= (l ^ r) & -borrow(&q[r&3], &q[l&3])
 			}
+			m = c + int(l)
 		case c < n:
 			m = c
 			for j := c + 1; j < n; j++ {
