@@ -16,8 +16,11 @@ import (
 // A run that never settles is a normal thing to write: rxe's retry_cnt 7
 // retries forever, rnr_retry 7 too, a link may stay down, a test may
 // forget a receive. The world watches every frame the fabric records
-// (first hops only, so a frame through a switch counts once) and keeps,
-// per flow (sending host, destination QPN), a few numbers and no more:
+// (first hops only, so a frame through a switch counts once), reads its
+// BTH and AETH where they lie (wire.Peek: no second decode of a frame the
+// NIC already built) and keeps, per flow (sending host, destination host,
+// destination QPN: a QPN alone names a QP only on its own host), a few
+// numbers and no more:
 //
 //  1. for requests: the next PSN never sent yet; a request below it is a
 //     retransmission, and one that does not continue the previous one
@@ -29,9 +32,10 @@ import (
 // When a run is cut off (its event budget spent, or a test's wait),
 // Diagnose turns the worst flows into Stalls, each named by the QP that
 // keeps retrying, and says which of its attributes makes it go on. The
-// state is one small record per flow, found through a map that is only
-// looked up (never iterated: the records sit in a slice in the order they
-// were first seen), so the diagnosis is deterministic.
+// state is one small record per flow, found through a table indexed by
+// the destination's host and QPN (a map for the QPNs beyond it) that is
+// only looked up (never iterated: the records sit in a slice in the order
+// they were first seen), so the diagnosis is deterministic.
 
 // Stall is one pattern that keeps a run going: a QP that retransmits the
 // same PSN round after round, or one that is refused with RNR NAKs.
@@ -135,18 +139,23 @@ func describe(stalls []Stall, faults string, name func(string, uint32) string) s
 	return strings.Join(parts, "; ")
 }
 
-// flowKey names a flow: the host a frame leaves (requests) or reaches
-// (responses, so both name the requester's side), and the QPN it is for.
-type flowKey struct {
-	host int32
-	qpn  uint32
-}
+// qpKey names a QP by its host's index and its QPN, packed in one word so
+// that the maps keyed by it take the 64-bit fast path.
+func qpKey(host int32, qpn uint32) uint64 { return uint64(uint32(host))<<32 | uint64(qpn) }
 
 // reqFlow is what the world keeps about one requester's flow of requests
-// (keyed by sender and destination QPN) and the RNR NAKs it was sent.
+// and the RNR NAKs it was sent. A flow is named by its sending host and
+// its destination QP (host and QPN): a QPN alone names a QP only on its
+// own host, and two QPs of one host may send to QPs of the same number on
+// two hosts (every host numbers its QPs from the same first QPN), which
+// must stay two flows, each with its own PSNs. The flows are found by
+// their destination QP (stallWatch.flowTo), then by sender along sibling:
+// an RC QP has one requester, so the chain is one flow long unless
+// several hosts send to one QP.
 type reqFlow struct {
 	from, to   int32 // host indexes
 	destQPN    uint32
+	sibling    int32    // the next flow to the same destination QP, or -1
 	next       wire.PSN // one past the highest request PSN sent
 	seen       bool
 	last       wire.PSN // the last retransmitted PSN (a round continues at last+1)
@@ -172,12 +181,17 @@ type rnrFlow struct {
 // stallWatch is the world's per-flow record of retransmissions and RNR
 // NAKs (see the comment at the top of this file).
 type stallWatch struct {
-	reqIdx map[flowKey]int32 // looked up only
+	// byDest[h][qpn] is 1 + the latest flow to QP qpn of host h (0:
+	// none), for QPNs below denseQPNs: a slice index where a map lookup
+	// would miss the cache once per request frame in a world of
+	// thousands of flows. reqIdx, keyed by qpKey, holds the rest (a QPN
+	// a fault plan rewrote, a frame to no known host); looked up only.
+	byDest [][]int32
+	reqIdx map[uint64]int32
 	reqs   []reqFlow
-	rnrIdx map[flowKey]int32 // looked up only
+	rnrIdx map[uint64]int32 // qpKey of the requester QP; looked up only
 	rnrs   []rnrFlow
 	hostIx map[string]int32 // host name -> index; looked up only
-	pkt    wire.Packet
 }
 
 // observe is the fabric's Observe: it feeds the watch, then the
@@ -196,43 +210,60 @@ func (sw *stallWatch) host(name string) int32 {
 	return -1
 }
 
-// frame records one frame on its first hop.
+// frame records one frame on its first hop. Only requests and RNR NAKs
+// of RC and UC are looked at further; the hosts are looked up for them
+// alone.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
-	if !r.First || sw.pkt.DecodeHeaders(r.Frame) != nil || sw.pkt.BTH == nil || sw.pkt.Info == nil {
+	if !r.First {
 		return
 	}
-	p := &sw.pkt
-	if p.Info.Transport != wire.TransportRC && p.Info.Transport != wire.TransportUC {
+	bth, info, aeth, ok := wire.Peek(r.Frame)
+	if !ok || info.Transport != wire.TransportRC && info.Transport != wire.TransportUC {
 		return
 	}
-	from, to := sw.host(r.From), sw.host(r.To)
-	kind := p.Info.Kind
 	switch {
-	case kind.IsRequest():
+	case info.Kind.IsRequest():
 		if r.Copy > 0 {
 			return // a copy the fault plan made is not the sender's retransmission
 		}
-		sw.request(from, to, p.BTH.DestQP(), p.BTH.PSN(), r.Time)
-	case kind == wire.KindAck && p.AETH != nil && p.AETH.Syndrome().IsRNRNAK():
-		k := flowKey{to, p.BTH.DestQP()}
+		sw.request(sw.host(r.From), sw.host(r.To), bth.DestQP(), bth.PSN(), r.Time)
+	case info.Kind == wire.KindAck && aeth != nil && aeth.Syndrome().IsRNRNAK():
+		to := sw.host(r.To)
+		// The NAK's destination QP is the requester's own QP on the
+		// host the NAK reaches: one QP, one count.
+		k := qpKey(to, bth.DestQP())
 		i, ok := sw.rnrIdx[k]
 		if !ok {
 			i = int32(len(sw.rnrs))
 			sw.rnrIdx[k] = i
-			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: from, qpn: k.qpn})
+			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: sw.host(r.From), qpn: bth.DestQP()})
 		}
 		sw.rnrs[i].naks++
 	}
 }
 
-// request records a request of flow (from, destQPN) with PSN psn.
+// request records a request of flow (from, to, destQPN) with PSN psn.
 func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now sim.Time) {
-	k := flowKey{from, destQPN}
-	i, ok := sw.reqIdx[k]
-	if !ok {
+	head, known := sw.flowTo(to, destQPN)
+	i := int32(-1)
+	if known {
+		for j := head; j >= 0; j = sw.reqs[j].sibling {
+			if sw.reqs[j].from == from {
+				i = j
+				break
+			}
+		}
+	}
+	if i < 0 {
+		// A new flow, put at the head of its destination's chain; the
+		// slice keeps the order flows were first seen in.
+		sibling := int32(-1)
+		if known {
+			sibling = head
+		}
 		i = int32(len(sw.reqs))
-		sw.reqIdx[k] = i
-		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN})
+		sw.setFlowTo(to, destQPN, i)
+		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN, sibling: sibling})
 	}
 	f := &sw.reqs[i]
 	if !f.seen || !psn.Less(f.next) {
@@ -256,6 +287,42 @@ func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now 
 	if f.rounds > f.bestRounds {
 		f.bestPSN, f.bestRounds, f.bestFirst, f.bestEnd = f.round, f.rounds, f.first, f.end
 	}
+}
+
+// denseQPNs bounds the QPNs stallWatch.byDest indexes: every QPN a device
+// hands out while it has fewer than 65536 QPs (nic numbers them from 0x11
+// upward, rxe's xa_alloc_cyclic), in at most 256 KiB per host.
+const denseQPNs = 1 << 16
+
+// flowTo returns the latest flow to QP qpn of host h, if any.
+func (sw *stallWatch) flowTo(h int32, qpn uint32) (int32, bool) {
+	if h < 0 || qpn >= denseQPNs {
+		i, ok := sw.reqIdx[qpKey(h, qpn)]
+		return i, ok
+	}
+	if int(h) < len(sw.byDest) {
+		if t := sw.byDest[h]; int(qpn) < len(t) && t[qpn] != 0 {
+			return t[qpn] - 1, true
+		}
+	}
+	return -1, false
+}
+
+// setFlowTo makes flow i the latest to QP qpn of host h.
+func (sw *stallWatch) setFlowTo(h int32, qpn uint32, i int32) {
+	if h < 0 || qpn >= denseQPNs {
+		sw.reqIdx[qpKey(h, qpn)] = i
+		return
+	}
+	if int(h) >= len(sw.byDest) {
+		sw.byDest = append(sw.byDest, make([][]int32, int(h)+1-len(sw.byDest))...)
+	}
+	t := sw.byDest[h]
+	if int(qpn) >= len(t) {
+		t = append(t, make([]int32, int(qpn)+1-len(t))...)
+		sw.byDest[h] = t
+	}
+	t[qpn] = i + 1
 }
 
 // maxStalls is how many stalls a diagnosis names.

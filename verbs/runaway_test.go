@@ -93,3 +93,68 @@ func TestProgressEvery65536Events(t *testing.T) {
 		}
 	}
 }
+
+// TestRunawayTwoStallsToSameQPN: two QPs resend their own PSN every ACK
+// timeout (every frame from a and b is lost), toward destination QPs of
+// one number; the diagnosis names both, each with its PSN and peer. In
+// "one sender, two peers", a has a QP toward QP X on b and one toward QP
+// X on c (b and c number their QPs alike): keyed by sender and
+// destination QPN alone, as the watch once was, the two QPs' requests
+// were one flow whose PSNs alternated, no PSN repeated round after round
+// and no stall was found. In "two senders, one peer", a's and b's QPs
+// both send to c's QP X: two flows of one destination QP.
+func TestRunawayTwoStallsToSameQPN(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		senders [2]string // the hosts of the two stalled QPs
+		peers   [2]string // the hosts of their destination QPs
+	}{
+		{"one sender, two peers", [2]string{"a", "a"}, [2]string{"b", "c"}},
+		{"two senders, one peer", [2]string{"a", "b"}, [2]string{"c", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Plan: planOf(t, "drop src=a\ndrop src=b\n"), MaxEvents: 4000})
+			hosts := map[string]*verbs.Host{}
+			for _, n := range []string{"a", "b", "c"} {
+				hosts[n] = w.AddHost(n)
+			}
+			require.NoError(t, w.ConnectSwitch())
+			// Each peer host's first QP is the destination: every host
+			// numbers its first QP alike, so both have number X.
+			dest := map[string]*endpoint{}
+			for _, n := range tc.peers {
+				if dest[n] == nil {
+					dest[n] = setup(hosts[n], 300)
+				}
+			}
+			src := [2]*endpoint{setup(hosts[tc.senders[0]], 100), setup(hosts[tc.senders[1]], 500)}
+			require.Equal(t, dest[tc.peers[0]].qp.QPNum, dest[tc.peers[1]].qp.QPNum, "the destination QPs must have one number")
+			for i, e := range src {
+				require.NoError(t, e.connect(dest[tc.peers[i]]))
+				if i == 0 || tc.peers[1] != tc.peers[0] {
+					require.NoError(t, dest[tc.peers[i]].connect(e))
+				}
+				_, err := e.qp.PostSend([]verbs.SendWR{sendWR(uint64(i), e, 8)})
+				require.NoError(t, err)
+			}
+			var ra *verbs.RunawayError
+			require.ErrorAs(t, w.Run(), &ra)
+			require.Len(t, ra.Stalls, 2, ra.Why())
+			for i, e := range src {
+				var s *verbs.Stall
+				for j := range ra.Stalls {
+					if ra.Stalls[j].Host == tc.senders[i] && ra.Stalls[j].QPN == e.qp.QPNum {
+						s = &ra.Stalls[j]
+					}
+				}
+				require.NotNil(t, s, "no stall for %s QP 0x%x: %s", tc.senders[i], e.qp.QPNum, ra.Why())
+				assert.Equal(t, tc.peers[i], s.Peer)
+				assert.Equal(t, dest[tc.peers[i]].qp.QPNum, s.PeerQPN)
+				assert.Equal(t, e.qp.QPNum, s.QPN)
+				assert.Equal(t, wire.PSN(100+400*i), s.PSN)
+				assert.Equal(t, 64*sim.Millisecond, s.Interval)
+				assert.Greater(t, s.Retransmits, uint64(10))
+			}
+		})
+	}
+}

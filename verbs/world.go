@@ -78,7 +78,7 @@ func NewWorld(cfg WorldConfig) *World {
 	if cfg.MaxEvents != 0 {
 		s.SetEventLimit(cfg.MaxEvents)
 	}
-	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]wire.MAC{}, watch: stallWatch{reqIdx: map[flowKey]int32{}, rnrIdx: map[flowKey]int32{},
+	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]wire.MAC{}, watch: stallWatch{reqIdx: map[uint64]int32{}, rnrIdx: map[uint64]int32{},
 		hostIx: map[string]int32{}}}
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
