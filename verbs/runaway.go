@@ -149,17 +149,13 @@ func qpKey(host int32, qpn uint32) uint64 { return uint64(uint32(host))<<32 | ui
 // own host, and two QPs of one host may send to QPs of the same number on
 // two hosts (every host numbers its QPs from the same first QPN), which
 // must stay two flows, each with its own PSNs. The flows are found by
-// their destination QP (stallWatch.flowTo), then by sender along sibling:
-// an RC QP has one requester, so the chain is one flow long unless
-// several hosts send to one QP.
+// their destination QP (stallWatch.flowTo), then by sender along
+// reqHot.sibling: an RC QP has one requester, so the chain is one flow
+// long unless several hosts send to one QP.
 type reqFlow struct {
 	from, to   int32 // host indexes
 	destQPN    uint32
-	sibling    int32    // the next flow to the same destination QP, or -1
-	next       wire.PSN // one past the highest request PSN sent
-	seen       bool
 	last       wire.PSN // the last retransmitted PSN (a round continues at last+1)
-	retrans    bool     // the last request was a retransmission
 	round      wire.PSN // the PSN the current run of rounds starts at
 	rounds     uint64
 	first, end sim.Time
@@ -168,6 +164,20 @@ type reqFlow struct {
 	bestRounds uint64
 	bestFirst  sim.Time
 	bestEnd    sim.Time
+}
+
+// reqHot is the part of flow i's record (stallWatch.hot[i]) that every
+// request reads: finding the flow and telling a new PSN from a resent
+// one. Kept apart from reqFlow, four to a cache line, so that a world of
+// thousands of flows, each visited once per message, does not miss the
+// cache on a 100-byte record per request: reqFlow is touched only by
+// retransmissions.
+type reqHot struct {
+	from    int32    // the sending host's index
+	sibling int32    // the next flow to the same destination QP, or -1
+	next    wire.PSN // one past the highest request PSN sent
+	seen    bool     // next is set
+	retrans bool     // the last request was a retransmission
 }
 
 // rnrFlow counts RNR NAKs sent to a requester QP (keyed by the requester's
@@ -188,6 +198,7 @@ type stallWatch struct {
 	// a fault plan rewrote, a frame to no known host); looked up only.
 	byDest [][]int32
 	reqIdx map[uint64]int32
+	hot    []reqHot
 	reqs   []reqFlow
 	rnrIdx map[uint64]int32 // qpKey of the requester QP; looked up only
 	rnrs   []rnrFlow
@@ -247,8 +258,8 @@ func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now 
 	head, known := sw.flowTo(to, destQPN)
 	i := int32(-1)
 	if known {
-		for j := head; j >= 0; j = sw.reqs[j].sibling {
-			if sw.reqs[j].from == from {
+		for j := head; j >= 0; j = sw.hot[j].sibling {
+			if sw.hot[j].from == from {
 				i = j
 				break
 			}
@@ -263,15 +274,17 @@ func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now 
 		}
 		i = int32(len(sw.reqs))
 		sw.setFlowTo(to, destQPN, i)
-		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN, sibling: sibling})
+		sw.hot = append(sw.hot, reqHot{from: from, sibling: sibling})
+		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN})
 	}
-	f := &sw.reqs[i]
-	if !f.seen || !psn.Less(f.next) {
-		f.next, f.seen, f.retrans = psn.Next(), true, false
+	h := &sw.hot[i]
+	if !h.seen || !psn.Less(h.next) {
+		h.next, h.seen, h.retrans = psn.Next(), true, false
 		return
 	}
-	continues := f.retrans && psn == f.last.Next()
-	f.last, f.retrans = psn, true
+	f := &sw.reqs[i]
+	continues := h.retrans && psn == f.last.Next()
+	f.last, h.retrans = psn, true
 	if continues {
 		return
 	}
