@@ -346,17 +346,24 @@ func (h *Host) pump() {
 		return // a verb called by the MAD handler below: the loop picks up its output (HasReady)
 	}
 	h.pumping = true
+	// A batch has lists to apply only if the device gathered something
+	// (HasReady, the flag Ready reads anyway); most pumps on a busy
+	// fabric find nothing, and reading the empty lists would touch the
+	// device's batch, cold among thousands of devices, for nothing.
+	full := h.dev.HasReady()
 	rd := h.dev.Ready()
 	for {
-		for _, f := range rd.Frames {
-			h.send(f.Bytes, f.Note)
-		}
-		if len(rd.Events) > 0 {
-			h.events.push(rd.Events)
-		}
-		for i := range rd.MADs {
-			if h.onMAD != nil {
-				h.onMAD(h.w.sched.Now(), &rd.MADs[i])
+		if full {
+			for _, f := range rd.Frames {
+				h.send(f.Bytes, f.Note)
+			}
+			if len(rd.Events) > 0 {
+				h.events.push(rd.Events)
+			}
+			for i := range rd.MADs {
+				if h.onMAD != nil {
+					h.onMAD(h.w.sched.Now(), &rd.MADs[i])
+				}
 			}
 		}
 		if h.txLater == 0 && !h.dev.HasReady() {
@@ -366,6 +373,7 @@ func (h *Host) pump() {
 		for ; h.txLater > 0; h.txLater-- {
 			h.dev.TxDone(now)
 		}
+		full = h.dev.HasReady()
 		rd = h.dev.Ready()
 	}
 	h.pumping = false
