@@ -20,7 +20,12 @@ import (
 // BTH and AETH where they lie (wire.Peek: no second decode of a frame the
 // NIC already built) and keeps, per flow (sending host, destination host,
 // destination QPN: a QPN alone names a QP only on its own host), a few
-// numbers and no more:
+// numbers and no more. In a world without a fault plan it peeks at each
+// frame when its host sends it, while the NIC's bytes are
+// in cache, rather than when the fabric records it on its first hop,
+// long after in a busy world: there each first hop carries the frames a
+// host sent, in the order it sent them (see sentRing), so the record
+// takes the oldest peek of its sender.
 //
 //  1. for requests: the next PSN never sent yet; a request below it is a
 //     retransmission, and one that does not continue the previous one
@@ -203,6 +208,92 @@ type stallWatch struct {
 	rnrIdx map[uint64]int32 // qpKey of the requester QP; looked up only
 	rnrs   []rnrFlow
 	hostIx map[string]int32 // host name -> index; looked up only
+	// sent[h] holds what host h's frames said when it sent them, until
+	// the fabric records them (see sentRing); nil once the world is
+	// outside what makes that exact (bySend false).
+	sent   []sentRing
+	bySend bool
+}
+
+// sentFrame is what the watch needs of a frame, read when it was sent.
+type sentFrame struct {
+	destQP uint32
+	psn    wire.PSN
+	n      int32 // its length, to check against the record's
+	kind   sentKind
+}
+
+// sentKind says what the watch does with a frame.
+type sentKind uint8
+
+const (
+	sentOther   sentKind = iota // not RoCE RC or UC, or neither a request nor an RNR NAK
+	sentRequest                 // an RC or UC request
+	sentRNRNAK                  // an RC or UC RNR NAK
+)
+
+// sentRing is one host's frames sent and not yet recorded, oldest first.
+// Without a fault plan the fabric records every frame a host sends
+// exactly once on its first hop, in the order sent (fabric: Node.Send,
+// enter, the FIFO egress queue, transmit), so the oldest entry is the
+// record's frame; the exceptions are frames dropped on entry, ahead of
+// those queued: one larger than the link's MTU (sending sees it coming)
+// and one a full egress queue refuses (recorded as dropped at once). The
+// watch leaves this way (stallWatch.bySendOff) for good, and reads that
+// record and every later one from the fabric, when a plan is set, on
+// either drop, or when a record does not match its entry.
+type sentRing = queue[sentFrame]
+
+// peekSent reads what the watch needs of a frame.
+func peekSent(frame []byte) sentFrame {
+	f := sentFrame{n: int32(len(frame))}
+	bth, info, aeth, ok := wire.Peek(frame)
+	if !ok || info.Transport != wire.TransportRC && info.Transport != wire.TransportUC {
+		return f
+	}
+	switch {
+	case info.Kind.IsRequest():
+		f.kind = sentRequest
+	case info.Kind == wire.KindAck && aeth != nil && aeth.Syndrome().IsRNRNAK():
+		f.kind = sentRNRNAK
+	default:
+		return f
+	}
+	f.destQP, f.psn = bth.DestQP(), bth.PSN()
+	return f
+}
+
+// sending is told of each frame host h puts on its port, before the
+// port takes it; it returns false if the frame was not taken into the
+// ring (unsent must then not be called).
+func (sw *stallWatch) sending(h int32, frame []byte, linkMTU int) bool {
+	if !sw.bySend {
+		return false
+	}
+	if len(frame)-wire.EthernetLen > linkMTU {
+		sw.bySendOff() // the fabric drops it at once, ahead of its queue
+		return false
+	}
+	for int(h) >= len(sw.sent) {
+		sw.sent = append(sw.sent, sentRing{})
+	}
+	sw.sent[h].push(peekSent(frame))
+	return true
+}
+
+// unsent takes back the frame sending took last for host h: the port
+// refused it, and the fabric records nothing.
+func (sw *stallWatch) unsent(h int32) {
+	if sw.bySend {
+		sw.sent[h].unpush()
+	}
+}
+
+// bySendOff makes the watch read every frame from the fabric's record
+// from now on: the frames still in the rings are recorded later and read
+// there.
+func (sw *stallWatch) bySendOff() {
+	sw.bySend, sw.sent = false, nil
 }
 
 // observe is the fabric's Observe: it feeds the watch, then the
@@ -228,26 +319,36 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 	if !r.First {
 		return
 	}
-	bth, info, aeth, ok := wire.Peek(r.Frame)
-	if !ok || info.Transport != wire.TransportRC && info.Transport != wire.TransportUC {
-		return
+	var f sentFrame
+	if sw.bySend {
+		from := sw.host(r.From)
+		var ok bool
+		if from >= 0 && int(from) < len(sw.sent) && r.Copy == 0 && !r.Dropped {
+			f, ok = sw.sent[from].pop()
+		}
+		if !ok || f.n != int32(len(r.Frame)) {
+			sw.bySendOff() // not the fabric this watch expects: read the record
+		}
 	}
-	switch {
-	case info.Kind.IsRequest():
+	if !sw.bySend {
+		f = peekSent(r.Frame)
+	}
+	switch f.kind {
+	case sentRequest:
 		if r.Copy > 0 {
 			return // a copy the fault plan made is not the sender's retransmission
 		}
-		sw.request(sw.host(r.From), sw.host(r.To), bth.DestQP(), bth.PSN(), r.Time)
-	case info.Kind == wire.KindAck && aeth != nil && aeth.Syndrome().IsRNRNAK():
+		sw.request(sw.host(r.From), sw.host(r.To), f.destQP, f.psn, r.Time)
+	case sentRNRNAK:
 		to := sw.host(r.To)
 		// The NAK's destination QP is the requester's own QP on the
 		// host the NAK reaches: one QP, one count.
-		k := qpKey(to, bth.DestQP())
+		k := qpKey(to, f.destQP)
 		i, ok := sw.rnrIdx[k]
 		if !ok {
 			i = int32(len(sw.rnrs))
 			sw.rnrIdx[k] = i
-			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: sw.host(r.From), qpn: bth.DestQP()})
+			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: sw.host(r.From), qpn: f.destQP})
 		}
 		sw.rnrs[i].naks++
 	}

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire"
 )
@@ -157,4 +159,78 @@ func TestRunawayTwoStallsToSameQPN(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStallWatchBySendAgrees: the stall watch reads frames as their host
+// sends them in a world without a fault plan, and from the fabric's
+// records with one; an empty plan changes nothing on the wire, so both
+// ways must build the same records and say the same. The workload has
+// every kind of flow the watch keeps: a QP refused with RNR NAKs (b
+// never posts a receive), one that retransmits forever (c's QP is in
+// ERROR and acknowledges nothing), and one that completes (c to b), over
+// three hosts and a switch. With a plan set while it runs (SetPlan) the
+// watch changes ways midway and must still agree.
+func TestStallWatchBySendAgrees(t *testing.T) {
+	run := func(t *testing.T, cfg verbs.WorldConfig, setPlan bool) (*verbs.World, error) {
+		t.Helper()
+		w := verbs.NewWorld(cfg)
+		ha, hb, hc := w.AddHost("a"), w.AddHost("b"), w.AddHost("c")
+		require.NoError(t, w.ConnectSwitch())
+		a1, a2, b1, b2, c1, c2 := setup(ha, 100), setup(ha, 500), setup(hb, 200), setup(hb, 600), setup(hc, 300), setup(hc, 700)
+		for _, p := range [][2]*endpoint{{a1, b1}, {b1, a1}, {a2, c1}, {c1, a2}, {c2, b2}, {b2, c2}} {
+			require.NoError(t, p[0].connect(p[1]))
+		}
+		require.NoError(t, c1.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState))
+		for i := range uint64(4) {
+			_, err := b2.qp.PostRecv([]verbs.RecvWR{{WRID: i, SGList: []verbs.SGE{b2.mr.SGE(i*1024, 1024)}}})
+			require.NoError(t, err)
+			_, err = c2.qp.PostSend([]verbs.SendWR{sendWR(i, c2, 1000)})
+			require.NoError(t, err)
+		}
+		_, err := a1.qp.PostSend([]verbs.SendWR{sendWR(1, a1, 8)})
+		require.NoError(t, err)
+		_, err = a2.qp.PostSend([]verbs.SendWR{sendWR(2, a2, 3000)})
+		require.NoError(t, err)
+		if setPlan {
+			require.NoError(t, w.RunFor(100*sim.Microsecond))
+			require.NoError(t, w.SetPlan(&faults.Plan{}))
+		}
+		return w, w.Run()
+	}
+	base := verbs.WorldConfig{Seed: 1, MaxEvents: 20000}
+	sent, errSent := run(t, base, false)
+	require.True(t, sent.WatchBySend(), "a world without a plan reads frames as they are sent")
+	var ra *verbs.RunawayError
+	require.ErrorAs(t, errSent, &ra)
+	require.Len(t, ra.Stalls, 2, ra.Why())
+
+	withPlan := base
+	withPlan.Plan = &faults.Plan{}
+	recorded, errRecorded := run(t, withPlan, false)
+	require.False(t, recorded.WatchBySend())
+	assert.Equal(t, errRecorded.Error(), errSent.Error())
+	assert.Equal(t, recorded.WatchState(), sent.WatchState())
+
+	switched, errSwitched := run(t, base, true)
+	require.False(t, switched.WatchBySend(), "SetPlan turns reading as sent off")
+	assert.Equal(t, errSwitched.Error(), errSent.Error())
+	assert.Equal(t, switched.WatchState(), sent.WatchState())
+
+	// Egress queues of two frames: a full one drops the frame on entry,
+	// ahead of those it holds, and the watch turns to the records there.
+	small := base
+	small.Link = fabric.DefaultLinkConfig()
+	small.Link.QueueBytes = 2200
+	smallPlan := small
+	smallPlan.Plan = &faults.Plan{}
+	dropped, errDropped := run(t, small, false)
+	droppedRecorded, errDroppedRecorded := run(t, smallPlan, false)
+	require.False(t, dropped.WatchBySend(), "a queue drop turns reading as sent off")
+	var drops uint64
+	for _, l := range dropped.Fabric().Links() {
+		drops += l.Stats(0).QueueDrops + l.Stats(1).QueueDrops
+	}
+	require.NotZero(t, drops, "the test needs a queue drop")
+	assert.Equal(t, errDroppedRecorded.Error(), errDropped.Error())
+	assert.Equal(t, droppedRecorded.WatchState(), dropped.WatchState())
 }

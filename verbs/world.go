@@ -80,6 +80,9 @@ func NewWorld(cfg WorldConfig) *World {
 	}
 	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]wire.MAC{}, watch: stallWatch{reqIdx: map[uint64]int32{}, rnrIdx: map[uint64]int32{},
 		hostIx: map[string]int32{}}}
+	// The watch reads frames as hosts send them only where the fabric
+	// records them in that order (sentRing).
+	w.watch.bySend = cfg.Plan == nil
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
 		Observe: w.observe, CountTx: cfg.CountTx})
@@ -106,9 +109,10 @@ type Host struct {
 	node   *fabric.Node
 	Dev    *Device
 	timer  sim.Timer
-	cqs    map[*nic.CQ]*CQ // the live CQs opened on this host, to take channel events back (looked up, never iterated)
-	events eventQueue      // asynchronous events for GetAsyncEvent
-	unsent uint64          // frames that could not be put on the port
+	cqs    map[*nic.CQ]*CQ       // the live CQs opened on this host, to take channel events back (looked up, never iterated)
+	events queue[nic.AsyncEvent] // asynchronous events for GetAsyncEvent
+	unsent uint64                // frames that could not be put on the port
+	ix     int32                 // the host's index in World.hosts
 	// onMAD takes the MADs QP1 received (SetMADHandler); nil drops them.
 	onMAD func(now sim.Time, in *nic.MADIn)
 	// out, if set, takes the device's frames instead of the host's
@@ -133,8 +137,7 @@ func (w *World) AddHost(name string) *Host {
 	}
 	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, i)
 	w.addNeighbours(h)
-	w.watch.hostIx[name] = int32(len(w.hosts))
-	w.hosts = append(w.hosts, h)
+	w.index(h)
 	return h
 }
 
@@ -193,9 +196,21 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 			h.dev.AddNeighbour(netip.AddrFrom16(n.IPv4.As16()), n.MAC)
 		}
 	}
-	w.watch.hostIx[name] = int32(len(w.hosts))
-	w.hosts = append(w.hosts, h)
+	w.index(h)
 	return h
+}
+
+// index gives h the next index in w.hosts, where the stall watch finds it
+// by name. Two hosts of one name share the watch's index (the later
+// one's), so their frames cannot be told apart when sent: the watch then
+// reads them from the fabric's records.
+func (w *World) index(h *Host) {
+	if _, dup := w.watch.hostIx[h.name]; dup {
+		w.watch.bySendOff()
+	}
+	h.ix = int32(len(w.hosts))
+	w.watch.hostIx[h.name] = h.ix
+	w.hosts = append(w.hosts, h)
 }
 
 // addNeighbours enters h's GIDs in the world's neighbour table, which
@@ -279,7 +294,10 @@ func (w *World) ConnectSwitch() error {
 // a link the new plan holds down goes down now and its hosts see their
 // port go down. It returns an error, and changes nothing, if the plan is
 // invalid (faults.Plan.Validate).
-func (w *World) SetPlan(p *faults.Plan) error { return w.fab.SetPlan(p) }
+func (w *World) SetPlan(p *faults.Plan) error {
+	w.watch.bySendOff() // a plan may drop, delay or alter frames
+	return w.fab.SetPlan(p)
+}
 
 // Now returns the current virtual time.
 func (w *World) Now() sim.Time { return w.sched.Now() }
@@ -361,8 +379,8 @@ func (h *Host) pump() {
 			for _, f := range rd.Frames {
 				h.send(f.Bytes, f.Note)
 			}
-			if len(rd.Events) > 0 {
-				h.events.push(rd.Events)
+			for _, e := range rd.Events {
+				h.events.push(e)
 			}
 			for i := range rd.MADs {
 				if h.onMAD != nil {
@@ -401,7 +419,13 @@ func (h *Host) send(frame []byte, note string) {
 		h.out(frame, note)
 		return
 	}
+	// The watch is told before the port takes the frame: an idle port
+	// puts it on the wire, and the fabric records it, inside Send.
+	watched := h.w.watch.sending(h.ix, frame, h.w.cfg.Link.MTU)
 	if err := h.node.Send(0, frame, note); err != nil {
+		if watched {
+			h.w.watch.unsent(h.ix)
+		}
 		h.unsent++
 		now := h.w.sched.Now()
 		if h.w.cfg.Trace.Enabled() {
@@ -441,40 +465,47 @@ func (h *Host) IPv4() netip.Addr { return h.dev.Config().IPv4 }
 // World returns the world the host is in.
 func (h *Host) World() *World { return h.w }
 
-// eventQueue holds the device's asynchronous events until the user reads
-// them (ibv_get_async_event), oldest first. Its ring grows by doubling, so
-// a reader that keeps up stops allocating.
-type eventQueue struct {
-	ring []nic.AsyncEvent
+// queue is a FIFO whose storage grows by doubling and is reused, so a
+// reader that keeps up stops allocating: a host's asynchronous events
+// until the user reads them (ibv_get_async_event), the stall watch's
+// frames sent and not yet recorded (sentRing).
+type queue[T any] struct {
+	buf  []T
 	head int
 	n    int
 }
 
-// push appends a batch's events.
-func (q *eventQueue) push(es []nic.AsyncEvent) {
-	for _, e := range es {
-		if q.n == len(q.ring) {
-			grown := make([]nic.AsyncEvent, max(8, 2*len(q.ring)))
-			for i := range q.n {
-				grown[i] = q.ring[(q.head+i)%len(q.ring)]
-			}
-			q.ring, q.head = grown, 0
-		}
-		q.ring[(q.head+q.n)%len(q.ring)] = e
-		q.n++
+// push appends v.
+func (q *queue[T]) push(v T) {
+	if q.n == len(q.buf) {
+		// Full: unwrap into one twice the size, oldest first.
+		grown := make([]T, max(8, 2*q.n))
+		copy(grown[copy(grown, q.buf[q.head:]):], q.buf[:q.head])
+		q.buf, q.head = grown, 0
 	}
+	q.buf[(q.head+q.n)%len(q.buf)] = v
+	q.n++
 }
 
-// pop removes and returns the oldest event.
-func (q *eventQueue) pop() (nic.AsyncEvent, bool) {
-	if q.n == 0 {
-		return nic.AsyncEvent{}, false
-	}
-	e := q.ring[q.head]
-	q.ring[q.head] = nic.AsyncEvent{}
-	q.head = (q.head + 1) % len(q.ring)
+// unpush removes the entry push appended last.
+func (q *queue[T]) unpush() {
 	q.n--
-	return e, true
+	var zero T
+	q.buf[(q.head+q.n)%len(q.buf)] = zero
+}
+
+// pop removes and returns the oldest entry; its slot is cleared, so the
+// queue keeps no pointer the reader has taken.
+func (q *queue[T]) pop() (T, bool) {
+	var zero T
+	if q.n == 0 {
+		return zero, false
+	}
+	v := q.buf[q.head]
+	q.buf[q.head] = zero
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return v, true
 }
 
 // Seed returns the world's master seed (WorldConfig.Seed), from which
