@@ -468,7 +468,9 @@ func (h *Host) World() *World { return h.w }
 // queue is a FIFO whose storage grows by doubling and is reused, so a
 // reader that keeps up stops allocating: a host's asynchronous events
 // until the user reads them (ibv_get_async_event), the stall watch's
-// frames sent and not yet recorded (sentRing).
+// frames sent and not yet recorded (sentRing). Its length is a power of
+// two, so positions wrap with a mask, not a division (the watch's queue
+// is used twice per frame).
 type queue[T any] struct {
 	buf  []T
 	head int
@@ -483,7 +485,7 @@ func (q *queue[T]) push(v T) {
 		copy(grown[copy(grown, q.buf[q.head:]):], q.buf[:q.head])
 		q.buf, q.head = grown, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = v
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
 	q.n++
 }
 
@@ -491,7 +493,7 @@ func (q *queue[T]) push(v T) {
 func (q *queue[T]) unpush() {
 	q.n--
 	var zero T
-	q.buf[(q.head+q.n)%len(q.buf)] = zero
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = zero
 }
 
 // pop removes and returns the oldest entry; its slot is cleared, so the
@@ -503,7 +505,7 @@ func (q *queue[T]) pop() (T, bool) {
 	}
 	v := q.buf[q.head]
 	q.buf[q.head] = zero
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.n--
 	return v, true
 }
