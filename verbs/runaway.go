@@ -312,16 +312,16 @@ func (sw *stallWatch) host(name string) int32 {
 	return -1
 }
 
-// frame records one frame on its first hop. Only requests and RNR NAKs
-// of RC and UC are looked at further; the hosts are looked up for them
-// alone.
+// frame records one frame on its first hop: its sender names the queue
+// it was peeked into; only requests and RNR NAKs of RC and UC are looked
+// at further, and their destination host looked up.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 	if !r.First {
 		return
 	}
+	from := sw.host(r.From)
 	var f sentFrame
 	if sw.bySend {
-		from := sw.host(r.From)
 		var ok bool
 		if from >= 0 && int(from) < len(sw.sent) && r.Copy == 0 && !r.Dropped {
 			f, ok = sw.sent[from].pop()
@@ -338,7 +338,7 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 		if r.Copy > 0 {
 			return // a copy the fault plan made is not the sender's retransmission
 		}
-		sw.request(sw.host(r.From), sw.host(r.To), f.destQP, f.psn, r.Time)
+		sw.request(from, sw.host(r.To), f.destQP, f.psn, r.Time)
 	case sentRNRNAK:
 		to := sw.host(r.To)
 		// The NAK's destination QP is the requester's own QP on the
@@ -348,7 +348,7 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 		if !ok {
 			i = int32(len(sw.rnrs))
 			sw.rnrIdx[k] = i
-			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: sw.host(r.From), qpn: f.destQP})
+			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: from, qpn: f.destQP})
 		}
 		sw.rnrs[i].naks++
 	}
