@@ -49,8 +49,8 @@ func TestFailureReportOfABrokenKVStore(t *testing.T) {
 	rd, err := capture.Open(pcap)
 	require.NoError(t, err)
 	frames, rnr := 0, 0
-	var rec capture.Record
-	for rd.Next(&rec) == nil {
+	for rec, err := range rd.Records() {
+		require.NoError(t, err)
 		frames++
 		if strings.Contains(strings.Join(rec.Comments, " "), "RNR NAK") {
 			rnr++
