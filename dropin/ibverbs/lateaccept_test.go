@@ -325,3 +325,29 @@ func TestCatchUpUDP(t *testing.T) {
 		})
 	}
 }
+
+// TestGetEventAcrossChannelDestroy: testdata/chanclose.c, a thread
+// blocked in rdma_get_cm_event while the main thread destroys its
+// channel, stays blocked until the process exits, as librdmacm's read(2)
+// of the fd does. The drop-in waits in slices of cmWaitSlice (so that the
+// thread can be cancelled between them); a slice that began after the
+// destroy found no channel and returned EINVAL, and rping's CM thread
+// exited its server with status 255 after a clean run (seen in
+// conformance's TestInteropRping). Over UDP and on a fabric.
+func TestGetEventAcrossChannelDestroy(t *testing.T) {
+	dir := rdmacmLibrary(t)
+	bin := compile(t, "chanclose", "-lrdmacm", "-lpthread")
+	for _, env := range [][]string{{"ROCESIM_TRANSPORT=udp", "ROCESIM_ADDR=127.0.0.43"}, nil} {
+		ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+		cmd := command(ctx, dir, env, bin)
+		out, err := cmd.CombinedOutput()
+		late := ctx.Err() != nil
+		cancel()
+		if late {
+			t.Fatalf("%v: still running after %v: killed\n%s", env, runLimit, out)
+		}
+		if err != nil || !strings.Contains(string(out), "chanclose ok") {
+			t.Errorf("%v: %v\n%s", env, err, out)
+		}
+	}
+}

@@ -310,7 +310,7 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	struct rs_cm_event out;
 	struct rs_event *e;
 	struct rs_id *r;
-	int flags, err;
+	int flags, err, waited = 0;
 
 	if (!channel || !event)
 		return fail(EINVAL);
@@ -328,15 +328,19 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 		 * the channel went away meanwhile (the program destroys it
 		 * after cancelling, and read(2) would not have returned). */
 		pthread_testcancel();
-		if (err == ECANCELED) {
-			/* The channel went away, or the process is exiting,
-			 * while this waited: librdmacm's read(2) would go on
-			 * blocking, so this does (until cancelled or the end). */
+		/* The channel went away, or the process is exiting, while
+		 * this waited: librdmacm's read(2) would go on blocking, so
+		 * this does (until cancelled or the end). EINVAL, no such
+		 * channel, after a slice means the same: it went between two
+		 * slices, while this thread was still blocked in the call
+		 * (rping's server exited 255 when its CM thread returned it). */
+		if (err == ECANCELED || (err == EINVAL && waited)) {
 			for (;;)
 				pause();
 		}
 		if (err != ETIMEDOUT)
 			break;
+		waited = 1;
 	}
 	if (err)
 		return fail(err);
