@@ -56,47 +56,34 @@ func reencodeCM(t testing.TB, m wire.MAD) wire.MAD {
 	h := m.Header()
 	out := make(wire.MAD, wire.MADLen)
 	out.SetHeader(&h)
-	d, o := m.Data(), out.Data()
+	var v interface {
+		Decode([]byte)
+		Encode([]byte)
+	}
 	switch wire.CMAttr(h.AttributeID) {
 	case wire.CMAttrREQ:
-		var v wire.CMREQ
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMREQ)
 	case wire.CMAttrREP:
-		var v wire.CMREP
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMREP)
 	case wire.CMAttrRTU:
-		var v wire.CMRTU
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMRTU)
 	case wire.CMAttrREJ:
-		var v wire.CMREJ
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMREJ)
 	case wire.CMAttrDREQ:
-		var v wire.CMDREQ
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMDREQ)
 	case wire.CMAttrDREP:
-		var v wire.CMDREP
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMDREP)
 	case wire.CMAttrMRA:
-		var v wire.CMMRA
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.CMMRA)
 	case wire.CMAttrSIDRREQ:
-		var v wire.SIDRREQ
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.SIDRREQ)
 	case wire.CMAttrSIDRREP:
-		var v wire.SIDRREP
-		v.Decode(d)
-		v.Encode(o)
+		v = new(wire.SIDRREP)
 	default:
 		t.Fatalf("attribute %v not decoded", wire.CMAttr(h.AttributeID))
 	}
+	v.Decode(m.Data())
+	v.Encode(out.Data())
 	return out
 }
 
