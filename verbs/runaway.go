@@ -15,8 +15,11 @@ import (
 //
 // A run that never settles is a normal thing to write: rxe's retry_cnt 7
 // retries forever, rnr_retry 7 too, a link may stay down, a test may
-// forget a receive. The world watches every frame the fabric records
-// (first hops only, so a frame through a switch counts once), reads its
+// forget a receive. The world watches every frame the fabric records on
+// its first hop (fabric.Config.ObserveFirst: a frame through a switch
+// counts once, and the fabric builds no record for the hops beyond
+// unless a test observes them too), finds its sender and destination
+// hosts by their fabric node (no name hashed per frame), reads its
 // BTH and AETH where they lie (wire.Peek: no second decode of a frame the
 // NIC already built) and keeps, per flow (sending host, destination host,
 // destination QPN: a QPN alone names a QP only on its own host), a few
@@ -208,6 +211,11 @@ type stallWatch struct {
 	rnrIdx map[uint64]int32 // qpKey of the requester QP; looked up only
 	rnrs   []rnrFlow
 	hostIx map[string]int32 // host name -> index; looked up only
+	// nodeHost[i] is the index of the host whose fabric node is node i
+	// (Node.Index), as hostIx would give it by the node's name: the
+	// world's hosts are its nodes, so a record's sender and destination
+	// are found without hashing their names.
+	nodeHost []int32
 	// sent[h] holds what host h's frames said when it sent them, until
 	// the fabric records them (see sentRing); nil once the world is
 	// outside what makes that exact (bySend false).
@@ -296,30 +304,41 @@ func (sw *stallWatch) bySendOff() {
 	sw.bySend, sw.sent = false, nil
 }
 
-// observe is the fabric's Observe: it feeds the watch, then the
-// configured observer.
-func (w *World) observe(r *fabric.FrameRecord) {
-	w.watch.frame(r)
-	if w.cfg.Observe != nil {
-		w.cfg.Observe(r)
+// host returns the index of the host of fabric node node, named name:
+// from nodeHost for the nodes the world added, by name for any other (a
+// node added to the fabric directly, or none: -1 unless a host has that
+// name), as every frame was once looked up.
+func (sw *stallWatch) host(node int32, name string) int32 {
+	if node >= 0 && int(node) < len(sw.nodeHost) && sw.nodeHost[node] != nodeByName {
+		return sw.nodeHost[node]
 	}
-}
-
-func (sw *stallWatch) host(name string) int32 {
 	if i, ok := sw.hostIx[name]; ok {
 		return i
 	}
 	return -1
 }
 
-// frame records one frame on its first hop: its sender names the queue
-// it was peeked into; only requests and RNR NAKs of RC and UC are looked
-// at further, and their destination host looked up.
+// nodeByName marks a fabric node the world did not add as a host
+// (stallWatch.nodeHost).
+const nodeByName = -2
+
+// setNodeHost makes host ix the host of fabric node node.
+func (sw *stallWatch) setNodeHost(node, ix int32) {
+	for int(node) >= len(sw.nodeHost) {
+		sw.nodeHost = append(sw.nodeHost, nodeByName)
+	}
+	sw.nodeHost[node] = ix
+}
+
+// frame is the fabric's ObserveFirst: it records one frame on its first
+// hop. Its sender names the queue it was peeked into; only requests and
+// RNR NAKs of RC and UC are looked at further, and their destination
+// host looked up.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 	if !r.First {
 		return
 	}
-	from := sw.host(r.From)
+	from := sw.host(r.FromNode, r.From)
 	var f sentFrame
 	if sw.bySend {
 		var ok bool
@@ -338,9 +357,9 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 		if r.Copy > 0 {
 			return // a copy the fault plan made is not the sender's retransmission
 		}
-		sw.request(from, sw.host(r.To), f.destQP, f.psn, r.Time)
+		sw.request(from, sw.host(r.ToNode, r.To), f.destQP, f.psn, r.Time)
 	case sentRNRNAK:
-		to := sw.host(r.To)
+		to := sw.host(r.ToNode, r.To)
 		// The NAK's destination QP is the requester's own QP on the
 		// host the NAK reaches: one QP, one count.
 		k := qpKey(to, f.destQP)

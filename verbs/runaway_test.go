@@ -234,3 +234,39 @@ func TestStallWatchBySendAgrees(t *testing.T) {
 	assert.Equal(t, errDroppedRecorded.Error(), errDropped.Error())
 	assert.Equal(t, droppedRecorded.WatchState(), dropped.WatchState())
 }
+
+// TestStallWatchNamesHostsByNode: the stall watch finds a record's
+// sender and destination by their fabric node (FrameRecord.FromNode,
+// ToNode), which is not the host's index when a node was added to the
+// fabric outside the world: the diagnosis must still name a's QP and b.
+// A test's own Observe still sees every hop (a switch makes two per
+// frame), while the watch takes first hops alone.
+func TestStallWatchNamesHostsByNode(t *testing.T) {
+	first, later := 0, 0
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, MaxEvents: 5000, Observe: func(r *fabric.FrameRecord) {
+		if r.First {
+			first++
+		} else {
+			later++
+		}
+	}})
+	w.Fabric().AddNode("stray", fabric.PortConfig{MAC: wire.MAC{0x02, 0, 0, 0, 0xff, 0xfe}})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.ConnectSwitch())
+	a, b := setup(ha, 100), setup(hb, 200)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 8)})
+	require.NoError(t, err)
+	var ra *verbs.RunawayError
+	require.ErrorAs(t, w.Run(), &ra)
+	require.True(t, w.WatchBySend())
+	require.NotEmpty(t, ra.Stalls)
+	s := ra.Stalls[0]
+	assert.Equal(t, "a", s.Host)
+	assert.Equal(t, a.qp.QPNum, s.QPN)
+	assert.Equal(t, "b", s.Peer)
+	assert.Greater(t, s.RNRNAKs, uint64(100))
+	assert.NotZero(t, first)
+	assert.InDelta(t, first, later, 1, "every frame crosses the switch: two hops (one may be on its way when the budget ends)")
+}

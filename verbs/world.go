@@ -85,7 +85,7 @@ func NewWorld(cfg WorldConfig) *World {
 	w.watch.bySend = cfg.Plan == nil
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
-		Observe: w.observe, CountTx: cfg.CountTx})
+		ObserveFirst: w.watch.frame, Observe: cfg.Observe, CountTx: cfg.CountTx})
 	return w
 }
 
@@ -205,11 +205,17 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 // one's), so their frames cannot be told apart when sent: the watch then
 // reads them from the fabric's records.
 func (w *World) index(h *Host) {
+	h.ix = int32(len(w.hosts))
 	if _, dup := w.watch.hostIx[h.name]; dup {
 		w.watch.bySendOff()
+		for _, o := range w.hosts {
+			if o.name == h.name {
+				w.watch.setNodeHost(o.node.Index(), h.ix)
+			}
+		}
 	}
-	h.ix = int32(len(w.hosts))
 	w.watch.hostIx[h.name] = h.ix
+	w.watch.setNodeHost(h.node.Index(), h.ix)
 	w.hosts = append(w.hosts, h)
 }
 

@@ -44,6 +44,13 @@ type Config struct {
 	// Observe, if set, sees every frame the fabric records, as it writes
 	// its taps (see FrameRecord): test tools that count frames use it.
 	Observe func(*FrameRecord)
+	// ObserveFirst, if set, sees the frames the fabric records on their
+	// first hop only (FrameRecord.First), before Observe sees the same
+	// record: a watcher of what nodes send (package verbs' stall watch)
+	// then costs nothing on the hops beyond, and, with Observe nil,
+	// nothing is built for them (a frame through a switch is recorded
+	// twice).
+	ObserveFirst func(*FrameRecord)
 	// CountTx numbers the transmissions of every PSN (tx=) even while the
 	// plan is empty, so that a plan set later with SetPlan counts a
 	// retransmission as one. Without a plan and without CountTx the
@@ -63,6 +70,10 @@ type FrameRecord struct {
 	// From is the node that sent the frame and To the node it is
 	// addressed to ("" if no node owns its destination MAC).
 	From, To string
+	// FromNode and ToNode are From's and To's Node.Index (-1 for none):
+	// a watcher keeps per-node state in a slice by them, where a map by
+	// name would hash a string per frame.
+	FromNode, ToNode int32
 	// First is true on the sender's own link, the frame's first hop.
 	First bool
 	// Tx is the transmission number of its PSN (faults.Injector.CountTx),
@@ -123,7 +134,8 @@ type Fabric struct {
 	linkHook func(now sim.Time, link string, up bool)
 	downNow  map[string]bool // links the LinkHook was last told are down (looked up, never iterated)
 	observe  func(*FrameRecord)
-	obsRec   FrameRecord // reused for every Observe call
+	obsFirst func(*FrameRecord)
+	obsRec   FrameRecord // reused for every Observe and ObserveFirst call
 	countTx  bool
 }
 
@@ -142,6 +154,7 @@ func New(cfg Config) *Fabric {
 		linkHook: cfg.LinkHook,
 		downNow:  map[string]bool{},
 		observe:  cfg.Observe,
+		obsFirst: cfg.ObserveFirst,
 		countTx:  cfg.CountTx,
 	}
 	f.delayH.f = f
@@ -285,6 +298,10 @@ func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
 
 // Name returns the node's name.
 func (n *Node) Name() string { return n.name }
+
+// Index returns the node's place in the order nodes were added (Nodes),
+// from 0: FrameRecord.FromNode and ToNode.
+func (n *Node) Index() int32 { return n.idx }
 
 // Port returns port i, or nil.
 func (n *Node) Port(i int) *Port {

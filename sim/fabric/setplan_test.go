@@ -69,16 +69,35 @@ func TestSetPlanMidRun(t *testing.T) {
 // TestObserveSeesEveryRecordedFrame checks the frame records a test tool
 // gets: one per hop, first hop marked, drops marked, and the addressee.
 func TestObserveSeesEveryRecordedFrame(t *testing.T) {
+	var recs []fabric.FrameRecord
+	s, a := observedSwitch(t, fabric.Config{Observe: func(r *fabric.FrameRecord) {
+		c := *r
+		c.Frame = append([]byte(nil), r.Frame...)
+		recs = append(recs, c)
+	}})
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), "first"))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+	require.NoError(t, s.Run())
+
+	require.Len(t, recs, 3)
+	assert.Equal(t, fabric.FrameRecord{Time: 0, Link: "n0-sw", Dir: "n0->sw", From: "n0", To: "n1", FromNode: 0, ToNode: 1,
+		First: true, Tx: 1, Comment: "first", Frame: recs[0].Frame}, recs[0])
+	assert.True(t, recs[1].Dropped, "PSN 1 dropped on its first hop")
+	assert.Contains(t, recs[1].Comment, "dropped by rule 1")
+	assert.Equal(t, "sw->n1", recs[2].Dir)
+	assert.False(t, recs[2].First)
+	assert.Equal(t, 1, recs[2].Tx, "the hop after the switch carries the first hop's count")
+}
+
+// observedSwitch builds, with cfg's observers, nodes n0 and n1 joined by
+// a switch, under a plan that drops PSN 1; it returns the scheduler and
+// n0.
+func observedSwitch(t *testing.T, cfg fabric.Config) (*sim.Scheduler, *fabric.Node) {
+	t.Helper()
 	plan, err := faults.Parse("drop psn=1\n")
 	require.NoError(t, err)
-	var recs []fabric.FrameRecord
-	s := sim.NewScheduler()
-	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
-		Observe: func(r *fabric.FrameRecord) {
-			c := *r
-			c.Frame = append([]byte(nil), r.Frame...)
-			recs = append(recs, c)
-		}})
+	cfg.Sched, cfg.Plan, cfg.Rand = sim.NewScheduler(), plan, sim.NewSeeds(1).Stream("faults")
+	f := fabric.New(cfg)
 	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
 	b := f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
 	b.SetReceiver(&sink{})
@@ -87,18 +106,47 @@ func TestObserveSeesEveryRecordedFrame(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Connect("n1-sw", b.Port(0), sw.Port(1), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), "first"))
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
-	require.NoError(t, s.Run())
+	return cfg.Sched, a
+}
 
-	require.Len(t, recs, 3)
-	assert.Equal(t, fabric.FrameRecord{Time: 0, Link: "n0-sw", Dir: "n0->sw", From: "n0", To: "n1", First: true, Tx: 1,
-		Comment: "first", Frame: recs[0].Frame}, recs[0])
-	assert.True(t, recs[1].Dropped, "PSN 1 dropped on its first hop")
-	assert.Contains(t, recs[1].Comment, "dropped by rule 1")
-	assert.Equal(t, "sw->n1", recs[2].Dir)
-	assert.False(t, recs[2].First)
-	assert.Equal(t, 1, recs[2].Tx, "the hop after the switch carries the first hop's count")
+// TestObserveFirstSeesFirstHops: ObserveFirst is called for the records
+// of first hops only (drops there included), each before Observe sees
+// the same record, and a fabric with ObserveFirst alone calls it for the
+// same records; a frame to a MAC no node owns has ToNode -1.
+func TestObserveFirstSeesFirstHops(t *testing.T) {
+	run := func(all bool) (calls []string) {
+		cfg := fabric.Config{ObserveFirst: func(r *fabric.FrameRecord) {
+			require.True(t, r.First)
+			calls = append(calls, fmt.Sprintf("first %s %s->%s %d->%d dropped=%v", r.Dir, r.From, r.To, r.FromNode, r.ToNode, r.Dropped))
+		}}
+		if all {
+			cfg.Observe = func(r *fabric.FrameRecord) { calls = append(calls, "all "+r.Dir) }
+		}
+		s, a := observedSwitch(t, cfg)
+		require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), ""))
+		require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+		stray := roce(t, 0, 1, 2, 32)
+		m := mac(9)
+		copy(stray[0:6], m[:])
+		require.NoError(t, a.Send(0, stray, ""))
+		require.NoError(t, s.Run())
+		return calls
+	}
+	assert.Equal(t, []string{
+		"first n0->sw n0->n1 0->1 dropped=false", "all n0->sw",
+		"first n0->sw n0->n1 0->1 dropped=true", "all n0->sw",
+		"first n0->sw n0-> 0->-1 dropped=false", "all n0->sw",
+		"all sw->n1",
+		// The switch drops the stray frame and records the drop on
+		// the hop it came in by: its sender's.
+		"first n0->sw n0-> 0->-1 dropped=true", "all n0->sw",
+	}, run(true))
+	assert.Equal(t, []string{
+		"first n0->sw n0->n1 0->1 dropped=false",
+		"first n0->sw n0->n1 0->1 dropped=true",
+		"first n0->sw n0-> 0->-1 dropped=false",
+		"first n0->sw n0-> 0->-1 dropped=true",
+	}, run(false))
 }
 
 // TestObserveMarksCopies: a copy a dup rule made is marked as one (Copy
