@@ -78,6 +78,8 @@ func TestFramePathZeroAllocs(t *testing.T) {
 		// No plan, transmissions counted, an observer: a verbstest world.
 		// Many PSNs, so the counting windows see new ones.
 		{"count-tx-observe", fabric.Config{CountTx: true, Observe: func(*fabric.FrameRecord) {}}},
+		// A verbs world: the stall watch on first hops only.
+		{"observe-first", fabric.Config{ObserveFirst: func(*fabric.FrameRecord) {}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, a := setupBenchConfig(t, c.cfg)
