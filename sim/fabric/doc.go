@@ -52,5 +52,8 @@
 // by the index); its flight entry carries what a switch needs, so a
 // switch queues a frame without reading its record; and each link
 // direction holds copies of what a frame would otherwise reach through
-// the link, its ports and their nodes.
+// the link, its ports and their nodes. An observer of what nodes send
+// (Config.ObserveFirst) is called on first hops only, so a fabric without
+// a hop-by-hop observer builds no FrameRecord for the hops beyond; a
+// record names its nodes by index too (FrameRecord.FromNode, ToNode).
 package fabric
