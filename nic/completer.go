@@ -228,7 +228,7 @@ func (d *Device) errorRetry(now sim.Time, qp *QP, why retryReason) {
 // round on a valid response (rxe's reset_retry_counters).
 func (d *Device) resetRetries(qp *QP) {
 	r := &qp.req
-	r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+	r.retries, r.rnrRetries = int(r.retryCnt), int(r.rnrRetry)
 	r.startedRetry = false
 }
 

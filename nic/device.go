@@ -211,6 +211,7 @@ type Device struct {
 	portDown bool
 	inflight ring[int32] // the dev.tx slot of the QP of each frame handed to the port, oldest first
 	tx       []txSlot    // each QP's frames in the port (ready.go)
+	txQP     []*QP       // the QP of each slot of tx, read only to wake it
 	txFree   []int32     // slots of tx free for reuse
 }
 

@@ -73,7 +73,6 @@ func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows
 	}
 	*d.inflight.grow() = qp.tx
-	s := &d.tx[qp.tx]
-	s.out++
-	s.built++
+	d.tx[qp.tx].out++
+	qp.txBuilt++
 }

@@ -22,47 +22,64 @@ type QPInitAttr struct {
 // state machine of IBTA §10.3 and, for each direction of traffic, the
 // requester, responder and completer of the transport.
 type QP struct {
-	// What every packet of the QP reads or writes comes first, so that a
-	// packet touches few of the QP's cache lines: at scale the QP is cold
-	// each time (issue 20: 65,280 QPs at N = 256).
+	// The fields are laid out by cache line (issue 20: at scale the QP is
+	// cold at each message, 65,280 QPs at N = 256, so each line a message
+	// touches is a miss). The Go runtime puts an 8-byte header before an
+	// object of over 512 bytes with pointers, in a 640-byte slot, so the
+	// QP's lines begin at offsets 56, 120, 184 and so on:
+	//   - 0–56: what every packet reads (and the PD, for the memory checks);
+	//   - 56–120: the send queue's ring (post, completion);
+	//   - 120–248: the requester and completer's state;
+	//   - 248–376: init (type, caps, CQs) and the attributes, whose fields
+	//     every packet reads (path MTU, destination QPN, access flags and
+	//     GRH) end at 376: the sender's message touches lines 0–5 and no
+	//     other, the receiver's lines 0, 4, 5, 7 and 8 (responder).
+	// At 600 bytes the QP keeps its 640-byte slot.
 	dev     *Device
 	num     uint32
 	slot    int32    // index of its entry in dev.timers, noSlot when no timer is set
 	dmac    wire.MAC // the MAC of attr.AHAttr's DGID, resolved when it was set
 	dead    bool
-	blocked bool   // the requester waits for skbOut to fall to inflightLow
-	tx      int32  // its slot in dev.tx: how many of its frames are in the port (see txSlot)
-	seq     uint64 // creation sequence: timers due together fire in this order
-	init    QPInitAttr
-	pd      *PD
+	blocked bool  // the requester waits for skbOut to fall to inflightLow
+	tx      int32 // its slot in dev.tx: how many of its frames are in the port (see txSlot)
 	state   QPState
-	attr    QPAttr
+	seq     uint64 // creation sequence: timers due together fire in this order
+	txBuilt uint64 // frames ever built for the port (txBuilt - skbOut have gone)
+	pd      *PD
 
-	sq ring[sendWQE]
-	rq ring[recvWQE]
+	sq  ring[sendWQE]
+	req requester
 
-	req  requester
+	init QPInitAttr
+	attr QPAttr
+
 	resp responder
+	rq   ring[recvWQE]
 
 	listed int // index in dev.qpList
 }
 
-// sendWQE is a posted send work request and its progress.
+// sendWQE is a posted send work request and its progress. What the
+// completer reads of a WQE (its progress, status and length, and the
+// WR's ID and opcode) fills the first 64 bytes, so that completing a WQE,
+// at scale long after it was sent, costs one or two cache misses for the
+// WQE (as the slot falls on the lines) rather than three to five (issue
+// 20: each alltoall QP carries one WRITE).
 type sendWQE struct {
-	wr       SendWR
-	sges     []SGE  // the QP's own copy (MaxSendSGE capacity)
-	inline   []byte // inline data copy (MaxInlineData capacity)
-	isInline bool
-	length   uint64 // message length
-	signaled bool
+	length uint64 // message length
 	// Transport progress, set when the requester first sends it.
-	started  bool
 	firstPSN wire.PSN
 	npkts    uint32
-	rdRcvd   uint32   // READ: response packets received in order so far
-	status   WCStatus // a local error found at post time (completes in order)
-	why      wcReason // what the post-time check found, for the trace
+	isInline bool
+	signaled bool
+	started  bool
 	done     bool     // acknowledged (or failed); completes when it reaches the head
+	status   WCStatus // a local error found at post time (completes in order)
+	wr       SendWR   // at byte 24: WRID, then SGList, then Opcode at 56
+	sges     []SGE    // the QP's own copy (MaxSendSGE capacity)
+	inline   []byte   // inline data copy (MaxInlineData capacity)
+	rdRcvd   uint32   // READ: response packets received in order so far
+	why      wcReason // what the post-time check found, for the trace
 }
 
 // recvWQE is a posted receive work request.
@@ -429,9 +446,9 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrQKey, func() { c.QKey = a.QKey })
 	set(QPAttrAV, func() { c.AHAttr = a.AHAttr })
 	set(QPAttrPathMTU, func() { c.PathMTU = a.PathMTU })
-	set(QPAttrTimeout, func() { c.Timeout = a.Timeout })
-	set(QPAttrRetryCnt, func() { c.RetryCnt = a.RetryCnt; qp.req.retries = int(a.RetryCnt) })
-	set(QPAttrRNRRetry, func() { c.RNRRetry = a.RNRRetry; qp.req.rnrRetries = int(a.RNRRetry) })
+	set(QPAttrTimeout, func() { c.Timeout, qp.req.timeout = a.Timeout, a.Timeout })
+	set(QPAttrRetryCnt, func() { c.RetryCnt, qp.req.retryCnt, qp.req.retries = a.RetryCnt, a.RetryCnt, int(a.RetryCnt) })
+	set(QPAttrRNRRetry, func() { c.RNRRetry, qp.req.rnrRetry, qp.req.rnrRetries = a.RNRRetry, a.RNRRetry, int(a.RNRRetry) })
 	set(QPAttrRQPSN, func() { c.RQPSN = a.RQPSN & wire.PSNMask; qp.resp.epsn = wire.PSN(c.RQPSN) })
 	set(QPAttrMaxQPRdAtomic, func() { c.MaxRdAtomic = a.MaxRdAtomic })
 	set(QPAttrMinRNRTimer, func() { c.MinRNRTimer = a.MinRNRTimer })

@@ -65,6 +65,11 @@ type requester struct {
 	acked    wire.PSN
 	hasAcked bool
 	armed    bool // retry counters loaded
+	// The QP's retry_cnt, rnr_retry and timeout (copies of attr's, set
+	// with them by apply): every message reloads the budgets and arms
+	// the ACK timer, and here they share the requester's cache line
+	// rather than costing a miss on the attributes' last line (issue 20).
+	retryCnt, rnrRetry, timeout uint8
 }
 
 // sentAny reports whether any packet is out and not yet acknowledged: a
@@ -110,7 +115,7 @@ func (d *Device) requesterRun(now sim.Time, qp *QP) {
 	r := &qp.req
 	r.waitPSN = false
 	if !r.armed {
-		r.retries, r.rnrRetries = int(qp.attr.RetryCnt), int(qp.attr.RNRRetry)
+		r.retries, r.rnrRetries = int(r.retryCnt), int(r.rnrRetry)
 		r.ackDue, r.rnrUntil, r.armed = sim.Never, sim.Never, true
 		d.retime(qp)
 	}
@@ -256,7 +261,7 @@ func (d *Device) pastWindow(qp *QP, psn wire.PSN) bool {
 // timer-ack-loss-stream, conformance/README.md).
 func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 	r := &qp.req
-	if qp.attr.Timeout == 0 || !r.sentAny() {
+	if r.timeout == 0 || !r.sentAny() {
 		if d.cfg.Profile == ProfileRXE && r.ackDue != sim.Never {
 			r.idleDue = r.ackDue
 		}
@@ -264,7 +269,7 @@ func (d *Device) armAckTimer(now sim.Time, qp *QP) {
 		d.retime(qp)
 		return
 	}
-	r.ackDue = now.Add(d.cfg.Profile.ACKTimeout(qp.attr.Timeout))
+	r.ackDue = now.Add(d.cfg.Profile.ACKTimeout(r.timeout))
 	d.retime(qp)
 }
 

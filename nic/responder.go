@@ -75,7 +75,7 @@ type rdState struct {
 	held     [][]byte
 	heldHead int
 	// rdOut (spec profile): for each READ or atomic answered whose
-	// responses have not all left the port, the QP's txSlot.built after its
+	// responses have not all left the port, the QP's txBuilt after its
 	// last response; see tooManyRdAtomic.
 	rdOut ring[uint64]
 }
@@ -632,8 +632,7 @@ func (d *Device) tooManyRdAtomic(qp *QP) bool {
 		return false
 	}
 	r := qp.resp.rdState()
-	s := &d.tx[qp.tx]
-	gone := s.built - uint64(s.out)
+	gone := qp.txBuilt - uint64(d.tx[qp.tx].out)
 	for !r.rdOut.empty() && *r.rdOut.at(0) <= gone {
 		r.rdOut.shift()
 	}
@@ -653,7 +652,7 @@ func (d *Device) rdAtomicAnswered(qp *QP) {
 	if r.rdOut.full() {
 		r.rdOut.shift() // cannot happen: tooManyRdAtomic refused the request
 	}
-	*r.rdOut.grow() = d.tx[qp.tx].built
+	*r.rdOut.grow() = qp.txBuilt
 }
 
 // maxHeld bounds the requests one QP holds while it answers a READ

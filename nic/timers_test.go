@@ -285,6 +285,7 @@ func TestTxSlotOutlivesItsQP(t *testing.T) {
 	assert.Equal(t, 1, d.skbOut(b))
 	c := timerQP(t, d, pd, cq)
 	assert.Equal(t, a.tx, c.tx, "freed once its frames are gone")
+	assert.Same(t, c, d.txQP[c.tx], "the slot names its new QP, the one TxDone wakes")
 	d.TxDone(0)
 	assert.Equal(t, 0, d.skbOut(b))
 	assert.Equal(t, 0, d.skbOut(c))

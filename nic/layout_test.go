@@ -1,0 +1,93 @@
+package nic
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// TestPerMessageLayout holds the layout the per-message path's cache
+// misses depend on (issue 20; the alltoall at N = 128 under cachegrind):
+// TxDone's slot is 8 bytes, so the slots of eight QPs share a line, and
+// what the completer reads of a send WQE lies in its first 64 bytes (one
+// or two lines, as the slot falls, rather than three to five).
+func TestPerMessageLayout(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(txSlot{}), uintptr(8), "txSlot")
+	var w sendWQE
+	wr := unsafe.Offsetof(w.wr)
+	for name, end := range map[string]uintptr{
+		"length":    unsafe.Offsetof(w.length) + unsafe.Sizeof(w.length),
+		"firstPSN":  unsafe.Offsetof(w.firstPSN) + unsafe.Sizeof(w.firstPSN),
+		"npkts":     unsafe.Offsetof(w.npkts) + unsafe.Sizeof(w.npkts),
+		"signaled":  unsafe.Offsetof(w.signaled) + 1,
+		"done":      unsafe.Offsetof(w.done) + 1,
+		"status":    unsafe.Offsetof(w.status) + unsafe.Sizeof(w.status),
+		"wr.WRID":   wr + unsafe.Offsetof(w.wr.WRID) + unsafe.Sizeof(w.wr.WRID),
+		"wr.Opcode": wr + unsafe.Offsetof(w.wr.Opcode) + unsafe.Sizeof(w.wr.Opcode),
+	} {
+		assert.LessOrEqual(t, end, uintptr(64), "sendWQE.%s ends at byte %d", name, end)
+	}
+}
+
+// TestRetryBudgetCopies: the requester's copies of retry_cnt, rnr_retry
+// and timeout follow the attributes: set by modify_qp, reloaded into the
+// budgets, used for the ACK timeout, and cleared with them by RESET.
+func TestRetryBudgetCopies(t *testing.T) {
+	d, pd, cq := resDevice(t)
+	qp := timerQP(t, d, pd, cq) // RTS with timeout 14, retry_cnt 7, rnr_retry 7
+	r := &qp.req
+	assert.Equal(t, [3]uint8{7, 7, 14}, [3]uint8{r.retryCnt, r.rnrRetry, r.timeout})
+	_, err := d.PostSend(0, qp, []SendWR{{WRID: 1, Opcode: WRSend}})
+	require.NoError(t, err)
+	d.Ready()
+	assert.Equal(t, sim.Time(0).Add(d.cfg.Profile.ACKTimeout(14)), r.ackDue, "the ACK timer armed with the QP's timeout")
+	r.retries, r.rnrRetries = 0, 0
+	d.resetRetries(qp)
+	assert.Equal(t, [2]int{7, 7}, [2]int{r.retries, r.rnrRetries}, "budgets reloaded from the copies")
+
+	require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPState: QPStateReset}, QPAttrState))
+	assert.Equal(t, [3]uint8{0, 0, 0}, [3]uint8{r.retryCnt, r.rnrRetry, r.timeout})
+	a, _ := qp.Query()
+	assert.Equal(t, [3]uint8{0, 0, 0}, [3]uint8{a.RetryCnt, a.RNRRetry, a.Timeout})
+}
+
+// TestQPLinesPerMessage counts the cache lines of a QP, where the
+// allocator put it, that the fields a message reads on each side span:
+// six for the sender (post, send, completion: eight before the fields
+// were laid out by line) and five for the receiver of a WRITE. The plan
+// (see QP) counts on the Go runtime's 8-byte header before an object of
+// over 512 bytes with pointers; if that changes, this says so.
+func TestQPLinesPerMessage(t *testing.T) {
+	d, pd, cq := resDevice(t)
+	qp := resQP(t, d, pd, cq)
+	base := uintptr(unsafe.Pointer(qp))
+	lines := func(spans ...[2]uintptr) int {
+		seen := map[uintptr]bool{}
+		for _, s := range spans {
+			for b := base + s[0]; b < base+s[0]+s[1]; b++ {
+				seen[b/64] = true
+			}
+		}
+		return len(seen)
+	}
+	field := func(off, size uintptr) [2]uintptr { return [2]uintptr{off, size} }
+	var a QPAttr
+	header := field(0, unsafe.Offsetof(qp.txBuilt)+8) // dev … txBuilt
+	typ := field(unsafe.Offsetof(qp.init)+unsafe.Offsetof(qp.init.Type), 1)
+	mtu := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.PathMTU), 1)
+	dqpn := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.DestQPNum), 8) // and the access flags
+	grh := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.AHAttr), unsafe.Sizeof(a.AHAttr.GRH))
+	sender := lines(header, typ, mtu, dqpn, grh,
+		field(unsafe.Offsetof(qp.init), unsafe.Sizeof(qp.init)),
+		field(unsafe.Offsetof(qp.sq), unsafe.Sizeof(qp.sq)),
+		field(unsafe.Offsetof(qp.req), unsafe.Sizeof(qp.req)))
+	receiver := lines(header, typ, mtu, dqpn, grh,
+		field(unsafe.Offsetof(qp.pd), 8),
+		field(unsafe.Offsetof(qp.resp), unsafe.Sizeof(qp.resp)))
+	assert.Equal(t, 6, sender, "QP lines a sent message reads (QP at %#x)", base)
+	assert.Equal(t, 5, receiver, "QP lines a received WRITE reads (QP at %#x)", base)
+}
