@@ -65,29 +65,34 @@ func TestRingGrowsAsUsed(t *testing.T) {
 }
 
 // TestQPNTable: a QP is found by number anywhere in the 24-bit QPN space
-// the wire can name, a page goes when its last QP does, and a number
-// never taken finds nothing.
+// the wire can name, on either side of the pages kept in the table
+// itself, a page goes when its last QP does, and a number never taken
+// finds nothing.
 func TestQPNTable(t *testing.T) {
 	var tb qpnTable
 	qps := map[uint32]*QP{}
-	for _, n := range []uint32{1, 0x11, 0x12, 0x1ff, 0x200, rxeMaxQPIndex} {
+	for _, n := range []uint32{1, 0x11, 0x12, 0x1ff, 0x200, 0x7ff, 0x800, 0x9ff, rxeMaxQPIndex} {
 		qps[n] = &QP{num: n}
 		tb.put(n, qps[n])
 	}
 	for n, qp := range qps {
 		assert.Same(t, qp, tb.get(n))
 	}
-	for _, n := range []uint32{0, 0x13, 0x300, rxeMaxQPIndex + 1, 1<<24 - 1} {
+	for _, n := range []uint32{0, 0x13, 0x300, 0x7fe, 0x801, 0xa00, rxeMaxQPIndex + 1, 1<<24 - 1} {
 		assert.Nil(t, tb.get(n), "QPN %#x", n)
 	}
 	tb.del(0x200)
 	assert.Nil(t, tb.get(0x200))
-	assert.Nil(t, tb.pages[2], "the page of 0x200 went with its last QP")
+	assert.Nil(t, tb.low[2], "the page of 0x200 went with its last QP")
 	tb.del(0x1ff)
-	assert.Nil(t, tb.pages[1], "0x1ff was page 1's only QP")
+	assert.Nil(t, tb.low[1], "0x1ff was page 1's only QP")
 	tb.del(0x11)
-	assert.NotNil(t, tb.pages[0], "QPN 1 and 0x12 still live in page 0")
+	assert.NotNil(t, tb.low[0], "QPN 1 and 0x12 still live in page 0")
 	assert.Same(t, qps[0x12], tb.get(0x12))
+	tb.del(0x800)
+	assert.Nil(t, tb.high[0], "0x800 was the first page past the table's own")
+	assert.Same(t, qps[0x9ff], tb.get(0x9ff))
+	assert.Same(t, qps[0x7ff], tb.get(0x7ff))
 }
 
 // TestRingWrapsLikeModulo runs a ring whose storage is not a power of two
