@@ -24,6 +24,7 @@ func TestDropCauseLabels(t *testing.T) {
 		{sim.DropMTU, "MTU"},
 		{sim.DropLinkDown, "link down"},
 		{sim.DropNoRoute, "no route"},
+		{sim.DropRunt, "runt"},
 		{"", "dropped"},
 	} {
 		t.Run(string(c.cause), func(t *testing.T) {

@@ -188,6 +188,8 @@ func (f *frame) lossTexts() []string {
 		short = "MTU"
 	case sim.DropNoRoute:
 		short = "no route"
+	case sim.DropRunt:
+		short = "runt"
 	case sim.DropLinkDown:
 		short = "link down"
 	}

@@ -322,7 +322,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 		if f == nil {
 			f = b.copyOf(link, k) // a copy lost as it entered the link
 		}
-		if f == nil && sim.DropCause(cause) == sim.DropNoRoute {
+		if f == nil && atSwitch(sim.DropCause(cause)) {
 			f = take(b.flight, link, k, true) // lost on arrival at the switch
 			if f != nil {
 				f.hops++ // count the link it crossed
@@ -333,7 +333,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 		}
 		f.lost, f.end, f.lostAt, f.lostHop, f.lostRule, f.lostWhy = true, e.Time, from, f.hops, rule, why
 		f.lostCause = sim.DropCause(cause)
-		if f.lostCause == sim.DropNoRoute {
+		if atSwitch(f.lostCause) {
 			f.lostAt = to
 		}
 		if f.origin == from && f.hops == 0 {
@@ -529,4 +529,11 @@ func drawable(f *frame) bool {
 		return false
 	}
 	return f.to >= 0 || f.dst == "" && f.lost
+}
+
+// atSwitch reports whether a frame lost for cause was lost on arrival at
+// a switch (sim/fabric's arrive), after crossing its link, rather than
+// at the egress of the link it was traced on.
+func atSwitch(cause sim.DropCause) bool {
+	return cause == sim.DropNoRoute || cause == sim.DropRunt
 }

@@ -832,7 +832,7 @@ func (r *runState) finish() *Result {
 		}
 	}
 	for _, sw := range r.sws {
-		frames += sw.UnknownDrops()
+		frames += sw.UnknownDrops() + sw.RuntDrops()
 	}
 	res.Frames = int(frames)
 	res.VirtualTime = sim.Duration(r.w.Now())

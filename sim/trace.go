@@ -25,6 +25,7 @@ const (
 	DropMTU       DropCause = "mtu"        // the IP packet exceeds the link's MTU
 	DropNoRoute   DropCause = "no-route"   // the switch has no port for the destination MAC
 	DropLinkDown  DropCause = "link-down"  // held back by the fault plan, then its link went down
+	DropRunt      DropCause = "runt"       // too short for its Ethernet header: a switch cannot read where it goes
 )
 
 // Field returns the event field that records c.

@@ -95,6 +95,7 @@ var (
 	ErrNoPort       = errors.New("fabric: no such port")
 	ErrNotConnected = errors.New("fabric: port is not connected to a link")
 	ErrFrameSize    = errors.New("fabric: frame larger than the fabric's largest frame buffer")
+	ErrRunt         = errors.New("fabric: frame shorter than an Ethernet header")
 	ErrStarted      = errors.New("fabric: topology cannot change once traffic has started")
 	ErrConnected    = errors.New("fabric: port already connected")
 )
@@ -350,7 +351,8 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // Send puts frame on the wire from port: it is copied, judged by the fault
 // plan, queued at the port's egress and serialized onto the link. note, if
 // not empty, says why the frame exists ("retransmission #2"); it goes into
-// the trace and the frame's capture comment.
+// the trace and the frame's capture comment. A frame longer than MaxFrame
+// (ErrFrameSize) or shorter than an Ethernet header (ErrRunt) is refused.
 func (n *Node) Send(port int, frame []byte, note string) error {
 	p := n.Port(port)
 	if p == nil {
@@ -361,6 +363,11 @@ func (n *Node) Send(port int, frame []byte, note string) error {
 	}
 	if len(frame) > MaxFrame {
 		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
+	}
+	if len(frame) < wire.EthernetLen {
+		// No destination MAC to look up (reading one would read past
+		// the frame): a sender's bug, refused as an oversized frame is.
+		return fmt.Errorf("%w: %d bytes, %d needed", ErrRunt, len(frame), wire.EthernetLen)
 	}
 	f := n.f
 	f.start()
@@ -437,3 +444,9 @@ func (f *Fabric) FaultHits() uint64 {
 	}
 	return n
 }
+
+// TxEvictions returns how many flows the fault plan's transmission
+// counting has forgotten to bound its memory (faults.Injector.TxEvictions):
+// when it is not 0, a tx= rule may have taken a retransmission of an
+// evicted flow for a first transmission. 0 in any ordinary simulation.
+func (f *Fabric) TxEvictions() uint64 { return f.inj.TxEvictions() }

@@ -141,6 +141,16 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 	// nothing on the egress link needs more.
 	if fl.dst == lookupMAC {
 		b := f.pool.at(fl.id)
+		if b.n < wire.EthernetLen {
+			// Cut by a truncate rule: the bytes where its destination
+			// was are the buffer's earlier contents (buffers are
+			// reused), so routing by them would deliver a frame a real
+			// switch discards as a runt.
+			sw.runts++
+			f.record(d, b, "frame-drop", sim.DropRunt, "dropped: switch "+sw.name+" got a runt of "+strconv.Itoa(int(b.n))+" bytes, shorter than an Ethernet header", 0)
+			f.release(b)
+			return
+		}
 		b.dst = f.lookupMAC(wire.Ethernet(b.bytes()).Dst())
 		fl.dst = b.dst
 	}

@@ -4,7 +4,12 @@ package fabric
 // whole, then queued at the egress port toward its destination MAC. The
 // forwarding table is static, computed from the topology when traffic
 // starts (no learning, no flooding: addresses are configured, as ARP is
-// not simulated); a frame for an unknown MAC is dropped and counted.
+// not simulated); a frame for an unknown MAC is dropped and counted, and
+// so is a runt: a frame a fault cut shorter than its Ethernet header,
+// which has no destination to read (a real switch discards any frame
+// under IEEE 802.3's 64-byte minimum, minFrameSize; the fabric carries
+// frames without FCS or padding, so only frames it cannot route count as
+// runts here).
 type Switch struct {
 	name  string
 	ports []*Port
@@ -12,6 +17,7 @@ type Switch struct {
 	// route), indexed as they are.
 	table   []*Port
 	unknown uint64
+	runts   uint64
 }
 
 // AddSwitch adds a switch with n ports.
@@ -40,6 +46,11 @@ func (s *Switch) Port(i int) *Port {
 
 // UnknownDrops counts frames dropped for a destination MAC with no route.
 func (s *Switch) UnknownDrops() uint64 { return s.unknown }
+
+// RuntDrops counts frames dropped for being shorter than an Ethernet
+// header (wire.EthernetLen bytes): a truncate rule of the fault plan cut
+// them before the switch, and they have no destination MAC to route by.
+func (s *Switch) RuntDrops() uint64 { return s.runts }
 
 // route returns the egress port toward the MAC of index dst in
 // Fabric.macs, nil if there is none.
