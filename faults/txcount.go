@@ -89,6 +89,22 @@ func (in *Injector) TxEvictions() uint64 {
 	return in.tx.evictions
 }
 
+// LimitTx lowers the bounds of CountTx's memory to at most maxFlows
+// flows and maxEntries counters over all of them; a bound below 1 or
+// above the package's own (2^18 flows, 2^24 counters) keeps the
+// package's. Flows past the new bounds are evicted as new ones arrive
+// (TxEvictions). It is for a caller with less memory to spare, and for
+// tests of what reports TxEvictions, which cannot otherwise reach the
+// bounds without a quarter of a million flows.
+func (in *Injector) LimitTx(maxFlows, maxEntries int) {
+	if maxFlows >= 1 && maxFlows < in.tx.maxFlows {
+		in.tx.maxFlows = maxFlows
+	}
+	if maxEntries >= 1 && maxEntries < in.tx.maxEntries {
+		in.tx.maxEntries = maxEntries
+	}
+}
+
 // evict forgets one flow other than keep, the first in the clock's order
 // not used since the clock last passed it (clearing the mark of those it
 // passes); false if there is none but keep.

@@ -94,6 +94,14 @@ type Stats struct {
 	Foreign    uint64 // from an address that is not the endpoint's, dropped unjudged
 	BadICRC    uint64 // RoCE v2 frames whose ICRC does not verify: judged and forwarded as they are, not numbered (tx=)
 	SendErrors uint64 // frames the transport refused
+	// Runts are frames shorter than an Ethernet header, received so or
+	// cut so by a truncate rule: dropped, as a switch drops a runt.
+	Runts uint64
+	// TxEvictions is how many flows the plan's transmission counting
+	// forgot to bound its memory (faults.Injector.TxEvictions): when not
+	// 0, a tx= rule may have taken a retransmission for a first
+	// transmission.
+	TxEvictions uint64
 }
 
 // Switch is a fault-injecting switch between two endpoints. It applies a
@@ -387,7 +395,9 @@ func (s *Switch) Names() []string { return s.names[:] }
 func (s *Switch) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	st.TxEvictions = s.inj.TxEvictions()
+	return st
 }
 
 // Hits returns how many times rule (1-based, as in Verdict.Rule) acted.
@@ -468,6 +478,12 @@ func (s *Switch) handle(i int, frame []byte) {
 	}
 	s.stats.Frames++
 	s.last = time.Now()
+	if len(frame) < wire.EthernetLen {
+		// Only a whole-frame transport (a VM's link, an interface) can
+		// deliver one; nothing in it can be judged or forwarded.
+		s.dropRunt(s.planTime(s.last), i, frame, "", 0)
+		return
+	}
 	var roce *wire.Packet
 	var icrcErr uint32
 	if s.pkt.DecodeHeaders(frame) == nil {
@@ -531,6 +547,15 @@ func (s *Switch) handle(i int, frame []byte) {
 		s.held[i] = append(s.held[i], heldFrame{frame: append([]byte(nil), frame...), after: v.Hold, comment: v.String()})
 	case faults.Truncate:
 		frame = frame[:min(len(frame), max(v.Len, 0))]
+		if len(frame) < wire.EthernetLen {
+			// Cut inside its Ethernet header: the far side's switch
+			// (or NIC) would discard it as a runt, so it goes no
+			// further than here.
+			s.stats.Altered++
+			s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), hop.Tx, ruleField(v))
+			s.dropRunt(now, i, frame, s.note(v, 0)+"; ", hop.Tx)
+			return
+		}
 		fallthrough
 	case faults.Corrupt, faults.Rewrite:
 		s.stats.Altered++
@@ -539,6 +564,17 @@ func (s *Switch) handle(i int, frame []byte) {
 	default:
 		panic(fmt.Sprintf("rswitch: fault verdict with unknown action %d", v.Action))
 	}
+}
+
+// dropRunt drops frame, from side i and shorter than an Ethernet header,
+// as a switch drops a runt: counted, captured and traced with why
+// (after the verdict that cut it, if one did: prefix). The caller holds
+// s.mu.
+func (s *Switch) dropRunt(now sim.Time, i int, frame []byte, prefix string, tx int) {
+	s.stats.Runts++
+	why := prefix + "dropped: a runt of " + strconv.Itoa(len(frame)) + " bytes, shorter than an Ethernet header"
+	s.record(i, frame, why)
+	s.trace(now, i, frame, "frame-drop", "", why, tx, sim.DropRunt.Field())
 }
 
 // note returns the capture comment of verdict v (copy 0) or of its

@@ -66,6 +66,10 @@ type Options struct {
 	// TestHooks plants deliberate bugs in every device (nic.TestHooks),
 	// for tests that replay a shrunk swarm case; nil in every real use.
 	TestHooks *nic.TestHooks
+	// TxLimit, if not 0, lowers the flows the fault plan's transmission
+	// counting remembers (fabric.Fabric.LimitTx), so that a test can see
+	// what a run reports once it forgets some (Result.TxEvictions).
+	TxLimit int
 }
 
 // Result is what a run produced: the completions in the order polled, the
@@ -89,9 +93,15 @@ type Result struct {
 	// Checked is how many expect lines were checked (those of the other
 	// profile are not): 0 means the scenario claimed nothing.
 	Checked int `json:"-"`
+	// TxEvictions is how many flows the fault plan's transmission
+	// counting forgot to bound its memory (fabric.Fabric.TxEvictions):
+	// when not 0, a tx= rule may have misjudged a retransmission as a
+	// first transmission, and Warnings says so. 0 in any ordinary run.
+	TxEvictions uint64 `json:"tx_evictions,omitempty"`
 	// Warnings are things a scenario author should know that are not
 	// failures: a fault rule that never acted, each as
-	// "line N: fault rule K never matched a frame: TEXT".
+	// "line N: fault rule K never matched a frame: TEXT", and the
+	// evictions above (TxEvictionWarning).
 	Warnings []string `json:"warnings,omitempty"`
 	// Failed lists the expectations not met, each as
 	// "line N: expect ...: got ..."; empty when the scenario passed.
@@ -239,6 +249,7 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		wc.Observe, wc.CountTx = r.observe, true
 	}
 	r.w = verbs.NewWorld(wc)
+	r.w.Fabric().LimitTx(opt.TxLimit, 0)
 	r.res = &Result{Scenario: s.Name, Seed: seed, Profile: opt.Profile.String(), Completions: []Completion{},
 		AsyncEvents: []AsyncEvent{}, Counters: map[string]map[string]uint64{}, Trace: tr}
 
@@ -299,6 +310,16 @@ func (r *runState) warn(res *Result) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: fault rule %d never matched a frame: %s", line, i+1, r.s.faultText(i)))
 		}
 	}
+	if res.TxEvictions = fab.TxEvictions(); res.TxEvictions > 0 {
+		res.Warnings = append(res.Warnings, TxEvictionWarning(res.TxEvictions))
+	}
+}
+
+// TxEvictionWarning is the warning for n flows forgotten by the fault
+// plan's transmission counting (faults.Injector.TxEvictions), as a run's
+// summary and rocesim switch print it.
+func TxEvictionWarning(n uint64) string {
+	return fmt.Sprintf("the fault plan's transmission counting forgot %d flows to bound its memory: tx= rules may have taken a retransmission for a first transmission", n)
 }
 
 // runTo runs the world to t (sim.Never: until nothing is left to

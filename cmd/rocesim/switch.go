@@ -17,6 +17,7 @@ import (
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/realnet"
 	"github.com/rocesim/rocesim/rswitch"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 )
 
@@ -265,9 +266,8 @@ func switchMain(ctx context.Context, args []string, stdout, stderr io.Writer, re
 		}
 	}
 	st := sw.Stats()
-	fmt.Fprintf(stdout, "switch %s-%s: %v; %d frames (%d RoCE v2), %d forwarded, %d dropped, %d copies, %d delayed, %d altered, %d foreign, %d refused by a transport\n",
-		na, nb, time.Since(start).Round(time.Millisecond), st.Frames, st.RoCE, st.Forwarded, st.Dropped, st.Duplicated,
-		st.Delayed, st.Altered, st.Foreign+tr[0].Stats().Foreign+tr[1].Stats().Foreign, st.SendErrors)
+	st.Foreign += tr[0].Stats().Foreign + tr[1].Stats().Foreign
+	printSwitchStats(stdout, na+"-"+nb, time.Since(start), st)
 	if *pcap != "" {
 		fmt.Fprintf(stdout, "capture: %s\n", *pcap)
 	}
@@ -308,4 +308,16 @@ func writeLadderFile(path string, tr *sim.Trace, nodes []string, title string) e
 func withNodes(opt ladder.Options, nodes []string) ladder.Options {
 	opt.Nodes = nodes
 	return opt
+}
+
+// printSwitchStats writes the summary line of a switch's run, and a
+// warning when the plan's transmission counting forgot flows (its tx=
+// rules may then have misjudged retransmissions).
+func printSwitchStats(w io.Writer, name string, ran time.Duration, st rswitch.Stats) {
+	fmt.Fprintf(w, "switch %s: %v; %d frames (%d RoCE v2), %d forwarded, %d dropped, %d copies, %d delayed, %d altered, %d runts, %d foreign, %d refused by a transport\n",
+		name, ran.Round(time.Millisecond), st.Frames, st.RoCE, st.Forwarded, st.Dropped, st.Duplicated,
+		st.Delayed, st.Altered, st.Runts, st.Foreign, st.SendErrors)
+	if st.TxEvictions > 0 {
+		fmt.Fprintf(w, "warning: %s\n", scenario.TxEvictionWarning(st.TxEvictions))
+	}
 }

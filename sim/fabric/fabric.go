@@ -450,3 +450,8 @@ func (f *Fabric) FaultHits() uint64 {
 // when it is not 0, a tx= rule may have taken a retransmission of an
 // evicted flow for a first transmission. 0 in any ordinary simulation.
 func (f *Fabric) TxEvictions() uint64 { return f.inj.TxEvictions() }
+
+// LimitTx lowers the bounds of the fault plan's transmission counting
+// (faults.Injector.LimitTx): for a fabric that must use less memory, and
+// for tests of what reports TxEvictions.
+func (f *Fabric) LimitTx(maxFlows, maxEntries int) { f.inj.LimitTx(maxFlows, maxEntries) }
