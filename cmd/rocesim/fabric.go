@@ -14,6 +14,7 @@ import (
 
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/procfabric"
+	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -163,6 +164,9 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 	st := d.Stats()
 	fmt.Fprintf(stdout, "fabric %s: virtual time %v, wall time %v; %d attaches, %d refused (%d of another user), %d held too long, %d frames to a node no process held\n",
 		*name, end, wall.Round(time.Millisecond), st.Attaches, st.Refused, st.RefusedUID, st.HeldTooLong, st.Undelivered)
+	if fab := d.Fabric(); fab != nil && fab.TxEvictions() > 0 {
+		fmt.Fprintf(stdout, "warning: %s\n", scenario.TxEvictionWarning(fab.TxEvictions()))
+	}
 	for _, f := range []struct{ flag, file string }{{"capture", *pcap}, {"trace", *traceFile}} {
 		if f.file != "" {
 			fmt.Fprintf(stdout, "%s: %s\n", f.flag, f.file)
