@@ -20,10 +20,29 @@ import (
 //
 //  1. Attach: connect, send attach(node), read attached: the process
 //     runs, at the virtual time the reply gives;
-//  2. while it runs: Send buffers the frames its NIC built;
+//  2. while it runs: Send buffers the frames its NIC built, and writes
+//     them out past writeAt bytes; frames sent from another goroutine
+//     while the owner waits stay buffered (the daemon refuses a frame
+//     from a waiting process) up to MaxPending bytes, where Send wakes
+//     the wait (as Interrupt does) and blocks until it has ended;
 //  3. Wait(deadline): flush the frames and wait(deadline), then read the
 //     batch up to now(t): the process runs again, at t;
 //  4. Close: detach and close.
+
+// MaxPending bounds the frame bytes a Port holds while its owner waits
+// in another goroutine (at most one frame more): a Send that finds this
+// many held wakes the Wait (a resume, as Interrupt sends) and blocks until
+// the Wait has returned and the frames can go with the next wait, or the
+// port fails or closes. It cannot deadlock: the resume makes the daemon
+// wake the process at once, whatever the rest of the fabric does. 1 MiB
+// is some 1000 full frames, far more than a program thread posts between
+// two turns of a progress thread, and far below the 64 MiB a process may
+// send in one turn (DefaultMaxHeld).
+const MaxPending = 1 << 20
+
+// writeAt is how many frame bytes Send buffers while the process runs
+// before it writes them out.
+const writeAt = 64 << 10
 
 // ErrDetached is returned by Wait when the daemon sent the process away;
 // the error's text says why (the hold limit, the run's deadline).
@@ -35,6 +54,9 @@ var ErrDetached = errors.New("procfabric: detached by the fabric")
 type Port struct {
 	mu          sync.Mutex // guards writes, waiting and interrupted (Interrupt's state)
 	waiting     bool       // a wait message is out and its now(t) not yet read
+	resumed     bool       // Send sent a resume during this wait (MaxPending)
+	waitEnded   sync.Cond  // on mu: broadcast when a wait ends or the port closes
+	maxPending  int        // MaxPending (tests lower it)
 	interrupted bool       // Interrupt came while the process ran: the next Wait returns at once
 	closed      bool       // Close was called
 	c           *net.UnixConn
@@ -80,7 +102,8 @@ func AttachDir(dir, name, node string) (*Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Port{c: c, r: reader{r: c}}
+	p := &Port{c: c, r: reader{r: c}, maxPending: MaxPending}
+	p.waitEnded.L = &p.mu
 	if _, err := c.Write(appendAttach(nil, node)); err != nil {
 		c.Close()
 		return nil, err
@@ -132,29 +155,46 @@ func (p *Port) Now() sim.Time { return p.now }
 
 // Send puts a frame the NIC built on the port, at the process's current
 // virtual time; note (at most MaxNote bytes) says why it exists and goes
-// into the capture's comment. The frame is copied.
+// into the capture's comment. The frame is copied. Called while another
+// goroutine waits in the port, it may block: see MaxPending.
 func (p *Port) Send(frame []byte, note string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return net.ErrClosed
-	}
-	if p.err != nil {
-		return p.err
-	}
 	if len(frame) < wire.EthernetLen || len(frame) > fabric.MaxFrame {
 		return fmt.Errorf("procfabric: Send: frame of %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
+	}
+	for {
+		if p.closed {
+			return net.ErrClosed
+		}
+		if p.err != nil {
+			return p.err
+		}
+		if !p.waiting || len(p.out) < p.maxPending {
+			break
+		}
+		// Held to the cap while the owner waits: the daemon detaches a
+		// waiting process for a frame, so they cannot be written now.
+		// Wake the wait and let it end; the owner's next wait (or this
+		// Send, if the owner runs on without one) writes them out.
+		if !p.resumed {
+			if _, err := p.c.Write(appendEmpty(nil, msgResume)); err != nil {
+				return err // the waiting goroutine reads why
+			}
+			p.resumed = true
+		}
+		p.waitEnded.Wait()
 	}
 	if len(note) > MaxNote {
 		note = note[:MaxNote]
 	}
 	p.out = appendFrame(p.out, note, frame)
-	if len(p.out) >= 64<<10 && !p.waiting {
+	if len(p.out) >= writeAt && !p.waiting {
 		// Written out early to bound the buffer, but only while the
 		// process runs: while another goroutine waits in the port, the
 		// daemon holds the process waiting and detaches it for a frame;
 		// those frames go with the next wait, after the Interrupt that
-		// must follow them.
+		// must follow them (or the wake-up at MaxPending above).
 		return p.flush()
 	}
 	return nil
@@ -206,7 +246,7 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 	}
 	p.out = appendTime(p.out, msgWait, max(deadline, 0))
 	err := p.flush()
-	p.waiting = err == nil
+	p.waiting, p.resumed = err == nil, false
 	p.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -214,6 +254,7 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 	defer func() {
 		p.mu.Lock()
 		p.waiting = false
+		p.waitEnded.Broadcast() // a Send held at MaxPending goes on
 		p.mu.Unlock()
 	}()
 	p.in.Events, p.arena = p.in.Events[:0], p.arena[:0]
@@ -292,6 +333,7 @@ func (p *Port) Close() error {
 		return net.ErrClosed
 	}
 	p.closed = true
+	p.waitEnded.Broadcast() // a Send held at MaxPending returns
 	if p.waiting {
 		// The owner is blocked reading; its frames went out with its wait.
 		p.c.Write(appendEmpty(nil, msgDetach))

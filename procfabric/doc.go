@@ -112,6 +112,14 @@
 // the wall clock, so a program that relies on them is reproducible only
 // as far as its threads are.
 //
+// The frames such a thread sends while the owner waits stay in the
+// process (the daemon detaches a waiting process for a frame) and go with
+// the next wait. They are bounded: at MaxPending bytes (1 MiB) Send wakes
+// the wait itself, as Interrupt does, and blocks until the Wait has
+// returned; the owner's next wait writes them out. The resume makes the
+// daemon wake the process at once, so the block always ends (or the port
+// fails or closes, and Send returns the error).
+//
 // A process that exits or is killed (its socket closes) is detached: the
 // frames it sent before are still put on the fabric, frames to its node
 // are dropped and counted (Stats.Undelivered), and its node stays on the

@@ -1,0 +1,92 @@
+package procfabric
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rocesim/rocesim/sim"
+)
+
+// TestSendWhileWaitingAtTheCap: frames a goroutine sends while the owner
+// waits in the port (with no input coming: it waits for input only) are
+// held only up to the port's cap; the Send that finds the cap reached
+// wakes the wait itself (no Interrupt is called here) and blocks until it
+// has ended, and the frames go with the owner's next wait. The buffer
+// never holds more than the cap and one frame, or than the 64 KiB the
+// port writes out at while running; every frame arrives and nobody is
+// sent away. The cap is lowered to 16 KiB so that 200 frames wake the
+// wait many times.
+func TestSendWhileWaitingAtTheCap(t *testing.T) {
+	ctx := bound(t, 60*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	a.maxPending = 16 << 10
+	const frames = 200 // 200 kB
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for n < frames {
+			in, err := b.Wait(sim.Never)
+			if err != nil {
+				t.Error("b:", err)
+				break
+			}
+			for _, e := range in.Events {
+				if e.Frame != nil {
+					n++
+				}
+			}
+		}
+		got <- n
+	}()
+	// a's progress loop: it waits for input only, as a progress thread
+	// with nothing posted does, until the port closes.
+	wakes := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			if _, err := a.Wait(sim.Never); err != nil {
+				wakes <- n
+				return
+			}
+			n++
+		}
+	}()
+	untilWaiting(a)
+	frame := make([]byte, 1000)
+	dst, src := b.Self().MAC, a.Self().MAC
+	copy(frame, dst[:])
+	copy(frame[6:], src[:])
+	peak := 0
+	for range frames {
+		if err := a.Send(frame, "sent while the port waits"); err != nil {
+			t.Fatalf("Send while waiting: %v", err)
+		}
+		a.mu.Lock()
+		peak = max(peak, len(a.out))
+		a.mu.Unlock()
+	}
+	if limit := max(a.maxPending, writeAt) + len(frame) + 64; peak > limit {
+		t.Errorf("the port held %d bytes, more than %d", peak, limit)
+	}
+	// The frames held last go with a's next wait, which the cap's last
+	// wake-up brought about, or with an Interrupt for the rest.
+	if err := a.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != frames {
+			t.Errorf("b received %d frames, want %d", n, frames)
+		}
+	case <-ctx.Done():
+		t.Fatal("b did not receive the frames")
+	}
+	a.Close()
+	if n := <-wakes; n < frames*len(frame)/a.maxPending/2 {
+		t.Errorf("a's wait woke %d times: the cap did not wake it for every %d bytes held", n, a.maxPending)
+	}
+	if st := d.Stats(); st.Refused != 0 || st.HeldTooLong != 0 {
+		t.Errorf("the daemon sent %d processes away (%d held too long)", st.Refused+st.HeldTooLong, st.HeldTooLong)
+	}
+}
