@@ -22,23 +22,7 @@ func TestSendWhileWaitingAtTheCap(t *testing.T) {
 	a, b := attachAB(t, d)
 	a.maxPending = 16 << 10
 	const frames = 200 // 200 kB
-	got := make(chan int, 1)
-	go func() {
-		n := 0
-		for n < frames {
-			in, err := b.Wait(sim.Never)
-			if err != nil {
-				t.Error("b:", err)
-				break
-			}
-			for _, e := range in.Events {
-				if e.Frame != nil {
-					n++
-				}
-			}
-		}
-		got <- n
-	}()
+	got := receiveFrames(t, b, frames)
 	// a's progress loop: it waits for input only, as a progress thread
 	// with nothing posted does, until the port closes.
 	wakes := make(chan int, 1)
@@ -53,10 +37,7 @@ func TestSendWhileWaitingAtTheCap(t *testing.T) {
 		}
 	}()
 	untilWaiting(a)
-	frame := make([]byte, 1000)
-	dst, src := b.Self().MAC, a.Self().MAC
-	copy(frame, dst[:])
-	copy(frame[6:], src[:])
+	frame := frameTo(a, b)
 	peak := 0
 	for range frames {
 		if err := a.Send(frame, "sent while the port waits"); err != nil {

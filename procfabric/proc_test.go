@@ -718,33 +718,14 @@ func TestSendWhileWaiting(t *testing.T) {
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
 	const frames = 80 // 80 kB
-	got := make(chan int, 1)
-	go func() {
-		n := 0
-		for n < frames {
-			in, err := b.Wait(sim.Never)
-			if err != nil {
-				t.Error("b:", err)
-				break
-			}
-			for _, e := range in.Events {
-				if e.Frame != nil {
-					n++
-				}
-			}
-		}
-		got <- n
-	}()
+	got := receiveFrames(t, b, frames)
 	woke := make(chan error, 1)
 	go func() {
 		_, err := a.Wait(sim.Never)
 		woke <- err
 	}()
 	untilWaiting(a)
-	frame := make([]byte, 1000)
-	dst, src := b.Self().MAC, a.Self().MAC
-	copy(frame, dst[:])
-	copy(frame[6:], src[:])
+	frame := frameTo(a, b)
 	for range frames {
 		if err := a.Send(frame, "sent while the port waits"); err != nil {
 			t.Fatalf("Send while waiting: %v", err)
@@ -809,4 +790,36 @@ func untilWaiting(p *Port) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// receiveFrames has b wait for input until n frames have arrived, then
+// sends how many did (fewer if b failed) on the channel it returns.
+func receiveFrames(t *testing.T, b *Port, n int) <-chan int {
+	got := make(chan int, 1)
+	go func() {
+		k := 0
+		for k < n {
+			in, err := b.Wait(sim.Never)
+			if err != nil {
+				t.Error("b:", err)
+				break
+			}
+			for _, e := range in.Events {
+				if e.Frame != nil {
+					k++
+				}
+			}
+		}
+		got <- k
+	}()
+	return got
+}
+
+// frameTo is a 1000-byte frame from a's node to b's.
+func frameTo(a, b *Port) []byte {
+	frame := make([]byte, 1000)
+	dst, src := b.Self().MAC, a.Self().MAC
+	copy(frame, dst[:])
+	copy(frame[6:], src[:])
+	return frame
 }
