@@ -103,7 +103,10 @@
 // flow, 2^18 flows, 2^24 counters in all); past a bound a flow is
 // forgotten, one that has not sent lately before one in use
 // (Injector.TxEvictions counts them), and a forgotten flow's next frame
-// of any PSN is tx=1 again.
+// of any PSN is tx=1 again. Whoever shows a run's fault statistics shows
+// the evictions and warns that tx= rules may have misjudged
+// (fabric.Fabric.TxEvictions, scenario.Result.TxEvictions, rswitch
+// Stats.TxEvictions); Injector.LimitTx lowers the bounds.
 //
 // # Text format
 //

@@ -42,6 +42,13 @@
 // random QPNs and PSNs opens no transmission windows (TestSwitchBadInput:
 // the heap is flat over a flood); the per-frame path allocates nothing,
 // a capture and the plan's comments included (TestSwitchFrameAllocs).
+// A frame shorter than an Ethernet header, received so from a whole-frame
+// transport or cut so by a truncate rule, is dropped as a real switch
+// drops a runt (Stats.Runts), traced drop=runt and captured with a
+// comment saying why, without an allocation (TestSwitchRuntAllocs).
+// Stats.TxEvictions reports flows the plan's tx= numbering forgot to
+// bound its memory (faults.Injector.TxEvictions); rocesim switch warns
+// when it is not 0.
 //
 // The flow of a frame is at the top of switch.go. The command is
 // rocesim switch (cmd/rocesim/switch.go).

@@ -132,3 +132,29 @@ func TestSwitchReportsTxEvictions(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchRuntAllocs: dropping a runt allocates nothing per frame, a
+// capture and its comment included, whether a truncate rule cut it or it
+// came so: a VM sending runts must not feed the garbage collector.
+func TestSwitchRuntAllocs(t *testing.T) {
+	for _, c := range []struct{ name, plan string }{{"cut", "truncate len=5\n"}, {"received", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newBenchSwitch(t, t.TempDir(), "x.pcapng", c.plan)
+			frame := roceFrame(t, 7)
+			if c.plan == "" {
+				frame = frame[:5]
+			}
+			buf := make([]byte, len(frame))
+			allocs := testing.AllocsPerRun(200, func() {
+				copy(buf, frame)
+				s.handleOne(buf)
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per runt, want 0", allocs)
+			}
+			if st := s.Stats(); st.Runts < 200 || st.Forwarded != 0 {
+				t.Errorf("stats %+v: want every frame dropped as a runt", st)
+			}
+		})
+	}
+}

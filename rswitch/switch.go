@@ -140,7 +140,9 @@ type Switch struct {
 }
 
 // noteKey names one capture comment of a plan's verdicts: its rule and
-// action, and for the extra copies of a dup, which copy of how many.
+// action, and for the extra copies of a dup, which copy of how many; for
+// a runt's drop (dropRunt) copy is -1 minus its length, rule 0 when no
+// rule cut it.
 type noteKey struct {
 	rule   int
 	action faults.ActionKind
@@ -481,7 +483,7 @@ func (s *Switch) handle(i int, frame []byte) {
 	if len(frame) < wire.EthernetLen {
 		// Only a whole-frame transport (a VM's link, an interface) can
 		// deliver one; nothing in it can be judged or forwarded.
-		s.dropRunt(s.planTime(s.last), i, frame, "", 0)
+		s.dropRunt(s.planTime(s.last), i, frame, faults.Verdict{}, 0)
 		return
 	}
 	var roce *wire.Packet
@@ -553,7 +555,7 @@ func (s *Switch) handle(i int, frame []byte) {
 			// further than here.
 			s.stats.Altered++
 			s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), hop.Tx, ruleField(v))
-			s.dropRunt(now, i, frame, s.note(v, 0)+"; ", hop.Tx)
+			s.dropRunt(now, i, frame, v, hop.Tx)
 			return
 		}
 		fallthrough
@@ -567,12 +569,21 @@ func (s *Switch) handle(i int, frame []byte) {
 }
 
 // dropRunt drops frame, from side i and shorter than an Ethernet header,
-// as a switch drops a runt: counted, captured and traced with why
-// (after the verdict that cut it, if one did: prefix). The caller holds
-// s.mu.
-func (s *Switch) dropRunt(now sim.Time, i int, frame []byte, prefix string, tx int) {
+// as a switch drops a runt: counted, captured and traced with why (after
+// verdict v, if a truncate rule cut it: v.Rule > 0). The comment is made
+// once per rule and length and kept, as note does: a VM sending runts
+// costs no allocation per frame. The caller holds s.mu.
+func (s *Switch) dropRunt(now sim.Time, i int, frame []byte, v faults.Verdict, tx int) {
 	s.stats.Runts++
-	why := prefix + "dropped: a runt of " + strconv.Itoa(len(frame)) + " bytes, shorter than an Ethernet header"
+	k := noteKey{rule: v.Rule, action: v.Action, copy: -1 - len(frame)} // copy < 0: a runt's note
+	why, ok := s.notes[k]
+	if !ok {
+		why = "dropped: a runt of " + strconv.Itoa(len(frame)) + " bytes, shorter than an Ethernet header"
+		if v.Rule > 0 {
+			why = s.note(v, 0) + "; " + why
+		}
+		s.notes[k] = why
+	}
 	s.record(i, frame, why)
 	s.trace(now, i, frame, "frame-drop", "", why, tx, sim.DropRunt.Field())
 }

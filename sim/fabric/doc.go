@@ -31,7 +31,10 @@
 // an idle link is recorded at once, which is the same moment. Its sender
 // is told the frame has left at once either way. Tail drops, MTU drops
 // and frames a switch cannot route are recorded when they happen (they
-// never had a place on the wire). Altered,
+// never had a place on the wire): a destination no port leads to
+// (Switch.UnknownDrops, drop=no-route), and a runt, a frame a truncate
+// rule cut below its Ethernet header, whose destination MAC is gone
+// (Switch.RuntDrops, drop=runt; Node.Send refuses one, ErrRunt). Altered,
 // duplicated, delayed and reordered frames say so too, and so do frames
 // whose sender gave a note ("retransmission #2"). A duplicate's copies
 // are made one at a time while its egress queue has room; the copies it
