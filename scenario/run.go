@@ -93,6 +93,9 @@ type Result struct {
 	// Checked is how many expect lines were checked (those of the other
 	// profile are not): 0 means the scenario claimed nothing.
 	Checked int `json:"-"`
+	// SwitchDrops lists, in declaration order, the switches that dropped
+	// frames on arrival, and why; nil when none did.
+	SwitchDrops []SwitchDrops `json:"switch_drops,omitempty"`
 	// TxEvictions is how many flows the fault plan's transmission
 	// counting forgot to bound its memory (fabric.Fabric.TxEvictions):
 	// when not 0, a tx= rule may have misjudged a retransmission as a
@@ -115,6 +118,17 @@ type Result struct {
 	// Memory holds every memory region's bytes at the end of the run (a
 	// copy), in declaration order, so callers can compare memory.
 	Memory []MemoryRegion `json:"-"`
+}
+
+// SwitchDrops counts the frames one switch dropped on arrival.
+type SwitchDrops struct {
+	Switch string `json:"switch"`
+	// NoRoute counts frames for a MAC no port leads to
+	// (fabric.Switch.UnknownDrops).
+	NoRoute uint64 `json:"no_route"`
+	// Runts counts frames cut below their Ethernet header by a truncate
+	// rule (fabric.Switch.RuntDrops).
+	Runts uint64 `json:"runts"`
 }
 
 // Rereg is the answer to one rereg step.
@@ -852,8 +866,12 @@ func (r *runState) finish() *Result {
 			frames += st.TxFrames + st.QueueDrops + st.FaultDrops + st.MTUDrops
 		}
 	}
+	res.SwitchDrops = res.SwitchDrops[:0]
 	for _, sw := range r.sws {
 		frames += sw.UnknownDrops() + sw.RuntDrops()
+		if sw.UnknownDrops()+sw.RuntDrops() > 0 {
+			res.SwitchDrops = append(res.SwitchDrops, SwitchDrops{Switch: sw.Name(), NoRoute: sw.UnknownDrops(), Runts: sw.RuntDrops()})
+		}
 	}
 	res.Frames = int(frames)
 	res.VirtualTime = sim.Duration(r.w.Now())

@@ -393,6 +393,10 @@ func printSummary(w io.Writer, width int, res *scenario.Result, wall time.Durati
 		}
 		wrapWords(w, width, "counters "+n+": ", " ", parts)
 	}
+	for _, d := range res.SwitchDrops {
+		wrapWords(w, width, "switch "+d.Switch+" dropped: ", ", ", []string{plural(int(d.Runts), "runt"),
+			fmt.Sprintf("%d with no route", d.NoRoute)})
+	}
 	for _, warn := range res.Warnings {
 		wrapWords(w, width, "warning: ", " ", strings.Fields(warn))
 	}
