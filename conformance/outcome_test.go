@@ -41,7 +41,7 @@ func TestScenariosRunInTheModel(t *testing.T) {
 		"timer-idle-gap", "timer-ack-loss-stream", "read-ghost-response",
 		"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 		"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access",
-		"mw-invalidated-mid-write", "mw-bind-bound", "rewritten-fields", "link-cut-after-frames", "unacked-window"}, names)
+		"mw-invalidated-mid-write", "mw-bind-bound", "rewritten-fields", "link-cut-after-frames", "unacked-window", "runt-dropped"}, names)
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Description)

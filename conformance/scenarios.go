@@ -24,7 +24,8 @@ var scenarioFS embed.FS
 // READs and atomics in flight, the implied NAK, NAK-started retries, the
 // retransmit timer), malformed and over-limit requests, memory windows,
 // ibv_rereg_mr; then issue 15's window invalidated in the middle of a WRITE
-// and BIND_MW of a bound type 2 window.
+// and BIND_MW of a bound type 2 window; then the runts a fault cuts below
+// their Ethernet header.
 var ScenarioNames = []string{
 	"go-back-n", "ack-timeout", "ack-loss", "duplicate", "read-response-loss", "atomic-ack-loss",
 	"rnr", "rnr-exceeded", "retry-exceeded", "remote-access-error", "cq-overflow",
@@ -35,7 +36,7 @@ var ScenarioNames = []string{
 	"read-request-with-payload", "atomic-request-with-payload", "reserved-opcode", "malformed-dropped", "read-over-max-dest-rd-atomic", "atomic-over-max-dest-rd-atomic",
 	"mw-type2-write", "mw-local-inv", "mw-send-inv", "mw-send-inv-type1", "mw-type1-read", "mw-past-window", "rereg-access",
 	"mw-invalidated-mid-write", "mw-bind-bound", "rewritten-fields", "link-cut-after-frames",
-	"unacked-window",
+	"unacked-window", "runt-dropped",
 }
 
 // Scenarios parses the embedded differential scenarios, in the order of

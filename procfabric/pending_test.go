@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 )
 
@@ -69,5 +70,57 @@ func TestSendWhileWaitingAtTheCap(t *testing.T) {
 	}
 	if st := d.Stats(); st.Refused != 0 || st.HeldTooLong != 0 {
 		t.Errorf("the daemon sent %d processes away (%d held too long)", st.Refused+st.HeldTooLong, st.HeldTooLong)
+	}
+}
+
+// TestDeliverRunt: a frame a truncate rule cuts below its Ethernet header
+// on a direct link reaches the node as it is, for its NIC to count as
+// truncated (as in a simulated world); the port took such a delivery for
+// a protocol error and failed (the C ABI agent died of it).
+func TestDeliverRunt(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	plan, err := faults.Parse("truncate len=5\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := testDaemon(t, ctx, Config{Plan: plan})
+	a, b := attachAB(t, d)
+	type result struct {
+		in  []Input
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		in, err := b.Wait(sim.Never)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		got <- result{in: append([]Input(nil), in.Events...)}
+	}()
+	go func() {
+		for {
+			if _, err := a.Wait(sim.Never); err != nil {
+				return
+			}
+		}
+	}()
+	untilWaiting(b)
+	if err := a.Send(frameTo(a, b), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("b: %v", r.err)
+		}
+		if len(r.in) != 1 || len(r.in[0].Frame) != 5 {
+			t.Fatalf("b got %+v, want one 5-byte frame", r.in)
+		}
+	case <-ctx.Done():
+		t.Fatal("b got nothing")
 	}
 }
