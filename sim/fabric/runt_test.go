@@ -87,7 +87,7 @@ func TestSwitchDropsRunts(t *testing.T) {
 func TestSendRefusesRunts(t *testing.T) {
 	w := pair(t, "")
 	for _, n := range []int{0, 5, 13} {
-		err := w.nodes[0].Send(0, make([]byte, n, n), "")
+		err := w.nodes[0].Send(0, make([]byte, n), "")
 		assert.ErrorIs(t, err, fabric.ErrRunt, "%d bytes", n)
 	}
 	require.NoError(t, w.sched.Run())
