@@ -88,10 +88,14 @@ type OutcomeWC struct {
 	Opcode  string // IBV_WC_SEND, ...
 	ByteLen uint32
 	Imm     uint32 // 0 unless the completion carries immediate data
+	// WCFlags are its wc_flags as a program reads them, spelled as
+	// scenario.WCFlagsName does ("IBV_WC_GRH|IBV_WC_WITH_IMM", "0"): rxe's
+	// as the agent printed them, the model's from its Result.
+	WCFlags string
 }
 
 // String formats the completion for a Diff: "wr=2 IBV_WC_SUCCESS
-// IBV_WC_SEND byte_len=4096".
+// IBV_WC_SEND byte_len=4096 flags=0".
 //
 // A completion that is not a success shows only its wr_id and status:
 // ibv_poll_cq(3) leaves the other fields undefined then (rxe zeroes them,
@@ -105,7 +109,7 @@ func (c OutcomeWC) String() string {
 	if c.Imm != 0 {
 		s += " imm=" + strconv.FormatUint(uint64(c.Imm), 10)
 	}
-	return s
+	return s + " flags=" + c.WCFlags
 }
 
 // WireEvent is one RoCE v2 frame between the nodes, normalised.
@@ -313,7 +317,7 @@ func ModelOutcome(s *scenario.Scenario, capturePath string) (*Outcome, *scenario
 		for _, c := range res.Completions {
 			if c.Node == n.Name {
 				o.Completions = append(o.Completions, OutcomeWC{Node: c.Node, WRID: c.WRID, Status: c.Status,
-					Opcode: c.Opcode, ByteLen: c.ByteLen, Imm: c.Imm})
+					Opcode: c.Opcode, ByteLen: c.ByteLen, Imm: c.Imm, WCFlags: c.WCFlags})
 			}
 		}
 		for _, a := range res.AsyncEvents {
@@ -328,6 +332,26 @@ func ModelOutcome(s *scenario.Scenario, capturePath string) (*Outcome, *scenario
 		}
 	}
 	return o, res, nil
+}
+
+// CheckClaims evaluates s's claims on completions (expect node.qp wr=N
+// ... and node.qp completions ..., those for the rxe profile and those for
+// any) against an Outcome of its Program p: a run on real rxe or through
+// the C ABI, where the scenario's own checks never ran. Each node's
+// completions are its one QP's. It returns how many claims it checked and
+// those not met (scenario.Scenario.CheckCompletions).
+func CheckClaims(s *scenario.Scenario, p *scenario.Program, o *Outcome) (int, []string) {
+	wcs := map[string][]scenario.Completion{}
+	for _, n := range p.Nodes {
+		qp := n.Name + "." + n.QP.Name
+		for _, c := range o.Completions {
+			if c.Node == n.Name {
+				wcs[qp] = append(wcs[qp], scenario.Completion{Node: c.Node, WRID: c.WRID, Status: c.Status,
+					Opcode: c.Opcode, ByteLen: c.ByteLen, Imm: c.Imm, WCFlags: c.WCFlags})
+			}
+		}
+	}
+	return s.CheckCompletions(nic.ProfileRXE, wcs)
 }
 
 func planOrNone(text string) string {
@@ -354,7 +378,7 @@ func (d Diff) String() string { return d.What + ": " + d.Detail }
 // rxe's, one Diff per part that differs, giving its first difference:
 //
 //   - completions, node by node, in poll order: wr_id, status, opcode,
-//     byte_len, imm;
+//     byte_len, imm, wc_flags;
 //   - memory, region by region, byte for byte (the first differing offset
 //     and how many bytes differ);
 //   - the answers of the rereg steps (ibv_rereg_mr), in order;
@@ -527,7 +551,7 @@ func RenderResults(pv Provenance, rows []ResultRow) string {
 	fmt.Fprintf(&b, "Produced from commit %s, on guests running kernel %s, on %s.\n\n", pv.Commit, pv.Kernel, pv.Date)
 	b.WriteString("Each scenario of conformance/scenarios ran in the simulation (two model NICs, rxe profile) and on two\n")
 	b.WriteString("rxe VMs through the fault switch under the same fault plan. Compared, after normalising QPNs, PSN bases,\n")
-	b.WriteString("addresses, keys and times: completions (order, wr_id, status; opcode, byte_len and imm of successes), final\n")
+	b.WriteString("addresses, keys and times: completions (order, wr_id, status; opcode, byte_len, imm and wc_flags of successes), final\n")
 	b.WriteString("memory, asynchronous events (but port events), and the wire per direction (opcode, PSN offset, AckReq, AETH\n")
 	b.WriteString("syndrome class, MSN, dropped). What is not compared, and why, and the known deviations with their causes:\n")
 	b.WriteString("conformance/README.md.\n\n")

@@ -123,8 +123,8 @@ func TestNormaliseGoBackN(t *testing.T) {
 		ba("ACK", 3, 1),
 	}, o.Wire)
 	assert.Equal(t, []OutcomeWC{
-		{Node: "a", WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND", ByteLen: 4096},
-		{Node: "b", WRID: 1, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_RECV", ByteLen: 4096},
+		{Node: "a", WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND", ByteLen: 4096, WCFlags: "0"},
+		{Node: "b", WRID: 1, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_RECV", ByteLen: 4096, WCFlags: "IBV_WC_GRH"},
 	}, o.Completions)
 	require.Len(t, o.Memory, 2)
 	assert.Equal(t, "b.buf", o.Memory[1].Name)
@@ -296,11 +296,13 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 		want   []Diff
 	}{
 		{"status", func(o *Outcome) { o.Completions[0].Status = "IBV_WC_RETRY_EXC_ERR" },
-			[]Diff{{"completions a", "#0: model wr=2 IBV_WC_SUCCESS IBV_WC_SEND byte_len=4096, rxe wr=2 IBV_WC_RETRY_EXC_ERR"}}},
+			[]Diff{{"completions a", "#0: model wr=2 IBV_WC_SUCCESS IBV_WC_SEND byte_len=4096 flags=0, rxe wr=2 IBV_WC_RETRY_EXC_ERR"}}},
 		{"byte_len", func(o *Outcome) { o.Completions[1].ByteLen = 0 },
-			[]Diff{{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096, rxe wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=0"}}},
+			[]Diff{{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=IBV_WC_GRH, rxe wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=0 flags=IBV_WC_GRH"}}},
+		{"wc_flags", func(o *Outcome) { o.Completions[1].WCFlags = "0" },
+			[]Diff{{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=IBV_WC_GRH, rxe wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=0"}}},
 		{"missing completion", func(o *Outcome) { o.Completions = o.Completions[:1] },
-			[]Diff{{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 (1 in all), rxe none (0 in all)"}}},
+			[]Diff{{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=IBV_WC_GRH (1 in all), rxe none (0 in all)"}}},
 		{"memory", func(o *Outcome) { o.Memory[1].Bytes[1000] = 7; o.Memory[1].Bytes[3000] = 0 },
 			[]Diff{{"memory b.buf", "+1000: model 0xe8, rxe 0x07; 2 of 4096 bytes differ"}}},
 		{"memory size", func(o *Outcome) { o.Memory[0].Bytes = o.Memory[0].Bytes[:10] },
@@ -325,7 +327,7 @@ func TestCompareFindsTheFirstDifference(t *testing.T) {
 			o.Wire[0].PSN = 5
 			o.Wire[4].MSN = 9
 		}, []Diff{
-			{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096, rxe wr=9 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096"},
+			{"completions b", "#0: model wr=1 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=IBV_WC_GRH, rxe wr=9 IBV_WC_SUCCESS IBV_WC_RECV byte_len=4096 flags=IBV_WC_GRH"},
 			{"memory a.buf", "+0: model 0x00, rxe 0x01; 1 of 4096 bytes differ"},
 			{"wire a->b", "#0: model RC_SEND_FIRST psn+0, rxe RC_SEND_FIRST psn+5"},
 			{"wire b->a", "#0: model RC_ACKNOWLEDGE psn+1 NAK-SEQ msn=0, rxe RC_ACKNOWLEDGE psn+1 NAK-SEQ msn=9"},
@@ -411,8 +413,8 @@ func modelOutcome(t *testing.T, name string) *Outcome {
 // success defines only wr_id and status (ibv_poll_cq(3)); rxe zeroes the
 // rest, the model fills in the opcode, and that is no difference.
 func TestCompareIgnoresUndefinedFieldsOfErrors(t *testing.T) {
-	model := &Outcome{Completions: []OutcomeWC{{Node: "a", WRID: 1, Status: "IBV_WC_REM_ACCESS_ERR", Opcode: "IBV_WC_RDMA_WRITE"}}}
-	real := &Outcome{Completions: []OutcomeWC{{Node: "a", WRID: 1, Status: "IBV_WC_REM_ACCESS_ERR", Opcode: "IBV_WC_SEND", ByteLen: 7}}}
+	model := &Outcome{Completions: []OutcomeWC{{Node: "a", WRID: 1, Status: "IBV_WC_REM_ACCESS_ERR", Opcode: "IBV_WC_RDMA_WRITE", WCFlags: "0"}}}
+	real := &Outcome{Completions: []OutcomeWC{{Node: "a", WRID: 1, Status: "IBV_WC_REM_ACCESS_ERR", Opcode: "IBV_WC_SEND", ByteLen: 7, WCFlags: "IBV_WC_GRH"}}}
 	if d := Compare(model, real); len(d) != 0 {
 		t.Errorf("Compare = %v, want no difference", d)
 	}
@@ -420,4 +422,55 @@ func TestCompareIgnoresUndefinedFieldsOfErrors(t *testing.T) {
 	if d := Compare(model, real); len(d) != 1 {
 		t.Errorf("Compare = %v, want the status difference", d)
 	}
+}
+
+// TestCheckClaimsOnAnOutcome: a scenario's claims on completions are
+// evaluated on an Outcome (the rxe leg's, the C ABI leg's) as the
+// simulation evaluates them on its Result: every scenario's own model
+// Outcome meets them, and mw-send-inv's receive flagged as libibverbs
+// means it (IBV_WC_WITH_INV) instead of as rxe does fails its flags=.
+func TestCheckClaimsOnAnOutcome(t *testing.T) {
+	ss, err := Scenarios()
+	require.NoError(t, err)
+	total := 0
+	for _, s := range ss {
+		p, err := s.Program()
+		require.NoError(t, err)
+		n, failed := CheckClaims(s, p, modelOutcome(t, s.Name))
+		assert.Empty(t, failed, s.Name)
+		total += n
+	}
+	assert.Greater(t, total, 44, "most scenarios claim completions")
+
+	s := lookup(t, "mw-send-inv")
+	p, err := s.Program()
+	require.NoError(t, err)
+	o := modelOutcome(t, s.Name)
+	i := slices.IndexFunc(o.Completions, func(c OutcomeWC) bool { return c.Node == "b" && c.WRID == 20 })
+	require.GreaterOrEqual(t, i, 0)
+	require.Equal(t, "IBV_WC_GRH|IBV_WC_IP_CSUM_OK", o.Completions[i].WCFlags)
+	o.Completions[i].WCFlags = "IBV_WC_WITH_INV"
+	_, failed := CheckClaims(s, p, o)
+	require.Len(t, failed, 1)
+	assert.Regexp(t, `^line \d+: expect b\.q wr=20 IBV_WC_SUCCESS opcode=IBV_WC_RECV byte_len=16 flags=IBV_WC_GRH\|IBV_WC_IP_CSUM_OK profile=rxe: got flags IBV_WC_WITH_INV$`, failed[0])
+}
+
+// TestSpecClaimsOfScenarios: the differential runs the scenarios under
+// the rxe profile only, so the claims they make for the IBTA profile
+// (profile=spec, flags= of receives among them) are checked here: a
+// scenario that makes one meets all its claims under spec.
+func TestSpecClaimsOfScenarios(t *testing.T) {
+	ss, err := Scenarios()
+	require.NoError(t, err)
+	n := 0
+	for _, s := range ss {
+		if !strings.Contains(s.Text, "profile=spec") {
+			continue
+		}
+		n++
+		res, err := s.Run(scenario.Options{Profile: nic.ProfileSpec})
+		require.NoError(t, err, s.Name)
+		assert.Empty(t, res.Failed, s.Name)
+	}
+	assert.GreaterOrEqual(t, n, 8)
 }

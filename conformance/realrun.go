@@ -567,7 +567,8 @@ func (n *rigNode) run(ctx context.Context, cmds []string) error {
 		for _, ev := range evs {
 			switch ev.Event {
 			case "wc":
-				n.wcs = append(n.wcs, OutcomeWC{Node: n.node.Name, WRID: ev.WRID, Status: ev.Status, Opcode: ev.Opcode, ByteLen: ev.ByteLen, Imm: ev.Imm})
+				n.wcs = append(n.wcs, OutcomeWC{Node: n.node.Name, WRID: ev.WRID, Status: ev.Status, Opcode: ev.Opcode, ByteLen: ev.ByteLen, Imm: ev.Imm,
+					WCFlags: scenario.WCFlagsName(nic.WCFlags(ev.WCFlags))})
 			case "async":
 				n.async = append(n.async, ev.Type)
 			case "rereg":

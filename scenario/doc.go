@@ -142,7 +142,7 @@
 //	            | "timeout=" num | "retry_cnt=" num | "rnr_retry=" num | "min_rnr_timer=" num
 //	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num .
 //
-//	claim       = qpref "wr=" num status { "opcode=" wcopcode | "byte_len=" num | "imm=" num }
+//	claim       = qpref "wr=" num status { "opcode=" wcopcode | "byte_len=" num | "imm=" num | "flags=" wcflags }
 //	            | qpref "completions" ( "none" | num ":" status { num ":" status } )
 //	            | qpref "state" state
 //	            | "event" ( node | qpref ) event [ "count=" num ]
@@ -154,6 +154,7 @@
 //	            | "cm" qpref ( "none" | cmevent { cmevent } ) .
 //	cmevent     = rdma_cm event [ ":" status ] .   (ESTABLISHED, REJECTED:28; the RDMA_CM_EVENT_ prefix may be left out)
 //	cmp         = "=" | "!=" | ">=" | "<=" | ">" | "<" .
+//	wcflags     = "0" | wcflag { "|" wcflag } .   (IBV_WC_GRH, IBV_WC_WITH_IMM, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_INV, ...; prefix optional)
 //
 //	qpref, mrref, ref = node "." name .
 //	errno       = "EOPNOTSUPP" | "EINVAL" | "ENOMEM" | "EACCES" | "EPERM" | "EFAULT" | "EBUSY" | "ENOSYS" .
@@ -291,6 +292,7 @@
 //
 //	expect a.q wr=2 IBV_WC_RETRY_EXC_ERR        exactly one completion of wr 2 on a.q, with that status
 //	                                             (and opcode=, byte_len=, imm= if given)
+//	expect b.q wr=1 SUCCESS flags=IBV_WC_GRH|IBV_WC_WITH_IMM   its wc_flags, exactly (flags=0: none)
 //	expect a.q completions 1:SUCCESS 2:WR_FLUSH_ERR   a.q's completions (send and receive), exactly, in
 //	                                             the order polled; "none" for none
 //	expect a.q state ERR                        the QP's state at the end
@@ -327,6 +329,22 @@
 // Any expect line may end with profile=rxe or profile=spec: the claim
 // then holds only under that behaviour profile (where rxe and the IBTA
 // differ, a scenario states both).
+//
+// flags= is where the profiles differ most (nic package doc): rxe sets
+// IBV_WC_GRH on every receive, RC and UC too, IBV_WC_WITH_IMM on the send
+// side of a SEND or WRITE with immediate, and flags a receive that
+// invalidated an R_Key with the kernel's IB_WC_WITH_INVALIDATE, which
+// libibverbs reads as IBV_WC_IP_CSUM_OK; under spec an RC receive of a
+// SEND WITH INVALIDATE carries IBV_WC_WITH_INV alone. So a claim on the
+// flags of a receive usually comes in two lines:
+//
+//	expect b.q wr=2 SUCCESS flags=IBV_WC_GRH|IBV_WC_IP_CSUM_OK profile=rxe
+//	expect b.q wr=2 SUCCESS flags=IBV_WC_WITH_INV profile=spec
+//
+// Result.Completions spell each completion's flags the same way
+// (Completion.WCFlags), so a run's JSON can be pasted into a claim. The
+// flags of a completion that is not a success are whatever the NIC left
+// (ibv_poll_cq(3): undefined); a claim on them is rarely meant.
 //
 // # Errors
 //

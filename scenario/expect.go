@@ -52,6 +52,7 @@ type expectation struct {
 	opcode     *nic.WCOpcode
 	byteLen    *uint32
 	imm        *uint32
+	flags      *nic.WCFlags
 	list       []wrStatus
 	state      nic.QPState
 	event      nic.AsyncEventType
@@ -268,8 +269,16 @@ func (p *parser) expectQP(e *expectation) error {
 				} else {
 					e.byteLen = &v
 				}
+			case "flags":
+				f, off, ok := parseWCFlags(val)
+				if !ok {
+					bad, _, _ := strings.Cut(val[off:], "|")
+					return p.errorf(vc+utf8.RuneCountInString(val[:off]), "bad flags %q: want 0 or completion flags joined by |, e.g. flags=IBV_WC_GRH|IBV_WC_WITH_IMM (verbs.h: %s)",
+						bad, wcFlagList())
+				}
+				e.flags = &f
 			default:
-				return p.errorf(it.Col, "unknown key %q (want wr=, opcode=, byte_len=, imm= and a status)", key)
+				return p.errorf(it.Col, "unknown key %q (want wr=, opcode=, byte_len=, imm=, flags= and a status)", key)
 			}
 		}
 		if !hasStatus {
@@ -470,44 +479,8 @@ func (e *expectation) check(r *runState, res *Result) string {
 			return fmt.Sprintf("expected %d matching frames, got %d", e.value, got)
 		}
 		return ""
-	case expectWR:
-		var got []Completion
-		for _, c := range r.qpCompletions(res, e.qp) {
-			if c.WRID == e.wr {
-				got = append(got, c)
-			}
-		}
-		if len(got) != 1 {
-			return fmt.Sprintf("expected one completion of wr %d on %s, got %d", e.wr, e.qp, len(got))
-		}
-		c := got[0]
-		var diffs []string
-		if c.Status != e.status.Name() {
-			diffs = append(diffs, "status "+c.Status)
-		}
-		if e.opcode != nil && c.Opcode != e.opcode.String() {
-			diffs = append(diffs, "opcode "+c.Opcode)
-		}
-		if e.byteLen != nil && c.ByteLen != *e.byteLen {
-			diffs = append(diffs, "byte_len "+strconv.FormatUint(uint64(c.ByteLen), 10))
-		}
-		if e.imm != nil && c.Imm != *e.imm {
-			diffs = append(diffs, "imm 0x"+strconv.FormatUint(uint64(c.Imm), 16))
-		}
-		if len(diffs) > 0 {
-			return "got " + strings.Join(diffs, ", ")
-		}
-	case expectCompletions:
-		var got, want []string
-		for _, c := range r.qpCompletions(res, e.qp) {
-			got = append(got, strconv.FormatUint(c.WRID, 10)+":"+c.Status)
-		}
-		for _, w := range e.list {
-			want = append(want, strconv.FormatUint(w.wr, 10)+":"+w.status.Name())
-		}
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			return "got " + orNone(got)
-		}
+	case expectWR, expectCompletions:
+		return e.checkCompletions(r.qpCompletions(res, e.qp))
 	case expectState:
 		if s := r.qps[e.qp.idx].State(); s != e.state {
 			return "got " + s.String()
@@ -590,6 +563,81 @@ func (e *expectation) check(r *runState, res *Result) string {
 			}
 			return fmt.Sprintf("%d bytes differ, the first at offset %d: %#02x, not %#02x", diff, i, a[i], b[i])
 		}
+	}
+	return ""
+}
+
+// CheckCompletions evaluates the scenario's claims on completions (the
+// expect lines "node.qp wr=N STATUS ..." and "node.qp completions ...")
+// that hold under profile against completions polled elsewhere: the same
+// Program replayed on real rxe, say, whose completions have no QPN the
+// scenario knows. wcs holds each QP's completions by name ("node.qp"), in
+// poll order; a QP it lacks had none. It returns how many claims it
+// checked and those not met, worded as Result.Failed words them.
+func (s *Scenario) CheckCompletions(profile nic.Profile, wcs map[string][]Completion) (checked int, failed []string) {
+	for _, e := range s.expects {
+		if (e.kind != expectWR && e.kind != expectCompletions) || (e.profile != "" && e.profile != profile.String()) {
+			continue
+		}
+		checked++
+		if msg := e.checkCompletions(wcs[e.qp.String()]); msg != "" {
+			failed = append(failed, e.failure(msg))
+		}
+	}
+	return checked, failed
+}
+
+// failure words a claim not met for Result.Failed: "line N: expect ...:
+// got ...".
+func (e *expectation) failure(msg string) string {
+	return fmt.Sprintf("line %d: expect %s: %s", e.line, e.text, msg)
+}
+
+// checkCompletions evaluates a claim on a QP's completions (expectWR,
+// expectCompletions) against qp's completions, in poll order, and returns
+// "" or what went wrong.
+func (e *expectation) checkCompletions(qp []Completion) string {
+	if e.kind == expectCompletions {
+		var got, want []string
+		for _, c := range qp {
+			got = append(got, strconv.FormatUint(c.WRID, 10)+":"+c.Status)
+		}
+		for _, w := range e.list {
+			want = append(want, strconv.FormatUint(w.wr, 10)+":"+w.status.Name())
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			return "got " + orNone(got)
+		}
+		return ""
+	}
+	var got []Completion
+	for _, c := range qp {
+		if c.WRID == e.wr {
+			got = append(got, c)
+		}
+	}
+	if len(got) != 1 {
+		return fmt.Sprintf("expected one completion of wr %d on %s, got %d", e.wr, e.qpRef, len(got))
+	}
+	c := got[0]
+	var diffs []string
+	if c.Status != e.status.Name() {
+		diffs = append(diffs, "status "+c.Status)
+	}
+	if e.opcode != nil && c.Opcode != e.opcode.String() {
+		diffs = append(diffs, "opcode "+c.Opcode)
+	}
+	if e.byteLen != nil && c.ByteLen != *e.byteLen {
+		diffs = append(diffs, "byte_len "+strconv.FormatUint(uint64(c.ByteLen), 10))
+	}
+	if e.imm != nil && c.Imm != *e.imm {
+		diffs = append(diffs, "imm 0x"+strconv.FormatUint(uint64(c.Imm), 16))
+	}
+	if e.flags != nil && c.WCFlags != WCFlagsName(*e.flags) {
+		diffs = append(diffs, "flags "+c.WCFlags)
+	}
+	if len(diffs) > 0 {
+		return "got " + strings.Join(diffs, ", ")
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,4 +125,73 @@ func ErrnoName(e syscall.Errno) string {
 		}
 	}
 	return "errno " + strconv.Itoa(int(e))
+}
+
+// wcFlagName is one completion flag and its verbs.h name.
+type wcFlagName struct {
+	name string
+	flag nic.WCFlags
+}
+
+// wcFlagNames are the completion flags of libibverbs' enum ibv_wc_flags
+// (verbs.h), in bit order: the names flags= takes and WCFlagsName
+// writes. The tag-matching ones are there because verbs.h spells them; no
+// profile sets them.
+var wcFlagNames = []wcFlagName{
+	{"IBV_WC_GRH", nic.WCFlagGRH},
+	{"IBV_WC_WITH_IMM", nic.WCFlagWithImm},
+	{"IBV_WC_IP_CSUM_OK", nic.WCFlagIPCSumOK},
+	{"IBV_WC_WITH_INV", nic.WCFlagWithInv},
+	{"IBV_WC_TM_SYNC_REQ", 1 << 4},
+	{"IBV_WC_TM_MATCH", 1 << 5},
+	{"IBV_WC_TM_DATA_VALID", 1 << 6},
+}
+
+// WCFlagsName spells wc_flags as an expect line's flags= does and
+// Completion.WCFlags holds them: the verbs.h names joined by "|" in bit
+// order ("IBV_WC_GRH|IBV_WC_WITH_IMM"), "0" for none, and bits verbs.h
+// does not name as one hexadecimal number at the end.
+func WCFlagsName(f nic.WCFlags) string {
+	if f == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, n := range wcFlagNames {
+		if f&n.flag != 0 {
+			parts = append(parts, n.name)
+			f &^= n.flag
+		}
+	}
+	if f != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(f), 16))
+	}
+	return strings.Join(parts, "|")
+}
+
+// wcFlagList is the names flags= takes, for messages.
+func wcFlagList() string {
+	var names []string
+	for _, n := range wcFlagNames {
+		names = append(names, n.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseWCFlags reads flags=: "0", or verbs.h names joined by "|", each
+// with or without its IBV_WC_ prefix, in any case. When a name is not
+// one, ok is false and off is its byte offset in s.
+func parseWCFlags(s string) (f nic.WCFlags, off int, ok bool) {
+	if s == "0" {
+		return 0, 0, true
+	}
+	for part := range strings.SplitSeq(s, "|") {
+		u := strings.ToUpper(part)
+		i := slices.IndexFunc(wcFlagNames, func(n wcFlagName) bool { return n.name == u || n.name == "IBV_WC_"+u })
+		if i < 0 {
+			return 0, off, false
+		}
+		f |= wcFlagNames[i].flag
+		off += len(part) + 1
+	}
+	return f, 0, true
 }

@@ -156,6 +156,11 @@ type Completion struct {
 	Opcode  string `json:"opcode"`   // IBV_WC_SEND, IBV_WC_RECV, ... (as the NIC filled it, also for errors)
 	ByteLen uint32 `json:"byte_len"` // as the NIC filled it; at the requester the message length under the rxe profile, under spec 0 for a SEND or WRITE; 0 for any error
 	Imm     uint32 `json:"imm"`      // the immediate data, when the completion carries one; else 0
+	// WCFlags are the completion's wc_flags as the NIC set them, spelled
+	// as flags= takes them (WCFlagsName): "IBV_WC_GRH|IBV_WC_WITH_IMM",
+	// "0" for none. Names, not the number, so that a reader needs no bit
+	// table and can paste the value into an expect line.
+	WCFlags string `json:"wc_flags"`
 }
 
 // AsyncEvent is one asynchronous event a device raised.
@@ -308,7 +313,7 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 		}
 		res.Checked++
 		if msg := e.check(r, res); msg != "" {
-			res.Failed = append(res.Failed, fmt.Sprintf("line %d: expect %s: %s", e.line, e.text, msg))
+			res.Failed = append(res.Failed, e.failure(msg))
 		}
 	}
 	return res, nil
@@ -809,7 +814,7 @@ func (r *runState) poll(all bool, cqs []*cqDecl) {
 			n := cq.Poll(r.wcs)
 			for _, wc := range r.wcs[:n] {
 				comp := Completion{Node: c.node.name, QPN: wc.QPNum, WRID: wc.WRID, Status: wc.Status.Name(),
-					Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen}
+					Opcode: wc.Opcode.String(), ByteLen: wc.ByteLen, WCFlags: WCFlagsName(wc.WCFlags)}
 				if wc.WCFlags&nic.WCFlagWithImm != 0 {
 					comp.Imm = wc.ImmData
 				}

@@ -155,8 +155,9 @@ func TestGoBackNResult(t *testing.T) {
 		Scenario: "go-back-n", Seed: 1, Profile: "rxe",
 		Completions: []scenario.Completion{
 			// rxe reports a send-side completion's message length.
-			{Node: "a", QPN: 0x11, WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND", ByteLen: 4096},
-			{Node: "b", QPN: 0x11, WRID: 1, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_RECV", ByteLen: 4096},
+			{Node: "a", QPN: 0x11, WRID: 2, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_SEND", ByteLen: 4096, WCFlags: "0"},
+			// rxe flags every receive IBV_WC_GRH, RC too.
+			{Node: "b", QPN: 0x11, WRID: 1, Status: "IBV_WC_SUCCESS", Opcode: "IBV_WC_RECV", ByteLen: 4096, WCFlags: "IBV_WC_GRH"},
 		},
 		AsyncEvents: []scenario.AsyncEvent{},
 		Counters: map[string]map[string]uint64{
@@ -182,7 +183,7 @@ func TestResultJSON(t *testing.T) {
 	var comps []map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(m["completions"], &comps))
 	require.NotEmpty(t, comps)
-	assert.ElementsMatch(t, []string{"node", "qpn", "wr_id", "status", "opcode", "byte_len", "imm"}, keys(comps[0]))
+	assert.ElementsMatch(t, []string{"node", "qpn", "wr_id", "status", "opcode", "byte_len", "imm", "wc_flags"}, keys(comps[0]))
 	var evs []map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(m["async_events"], &evs))
 	require.NotEmpty(t, evs)
@@ -191,7 +192,7 @@ func TestResultJSON(t *testing.T) {
 	// rxe's retransmit timer, armed by the SEND at 0 and never stopped,
 	// fires the first retry of the SENDs at 20 µs one timeout after 0.
 	assert.Equal(t, `16000000`, string(m["virtual_time_ns"]), "4 timeouts of one jiffy (timeout=8: 1.05 ms, rounded to 4 ms) from the first SEND")
-	assert.Contains(t, string(b), `{"node":"a","qpn":17,"wr_id":2,"status":"IBV_WC_RETRY_EXC_ERR","opcode":"IBV_WC_SEND","byte_len":0,"imm":0}`)
+	assert.Contains(t, string(b), `{"node":"a","qpn":17,"wr_id":2,"status":"IBV_WC_RETRY_EXC_ERR","opcode":"IBV_WC_SEND","byte_len":0,"imm":0,"wc_flags":"0"}`)
 	assert.Contains(t, string(b), `"async_events":[{"node":"a","type":"IBV_EVENT_PORT_ERR","qpn":0},{"node":"b","type":"IBV_EVENT_PORT_ERR","qpn":0}]`)
 
 	// A failing run also lists what failed.
@@ -222,6 +223,7 @@ func TestFailedExpectationsSayWhatHappened(t *testing.T) {
 		"expect a.q wr=2 IBV_WC_RETRY_EXC_ERR",
 		"expect a.q wr=9 SUCCESS",
 		"expect b.q wr=1 SUCCESS opcode=IBV_WC_SEND byte_len=10",
+		"expect b.q wr=1 SUCCESS flags=IBV_WC_WITH_IMM",
 		"expect counter a.rcvd_seq_err=5",
 		"expect counter a.retry_exceeded_err>=1",
 		"expect b.q completions none",
@@ -242,14 +244,15 @@ func TestFailedExpectationsSayWhatHappened(t *testing.T) {
 		l(1) + "expect a.q wr=2 IBV_WC_RETRY_EXC_ERR: got status IBV_WC_SUCCESS",
 		l(2) + "expect a.q wr=9 SUCCESS: expected one completion of wr 9 on a.q, got 0",
 		l(3) + "expect b.q wr=1 SUCCESS opcode=IBV_WC_SEND byte_len=10: got opcode IBV_WC_RECV, byte_len 4096",
-		l(4) + "expect counter a.rcvd_seq_err=5: got 1",
-		l(5) + "expect counter a.retry_exceeded_err>=1: got 0",
-		l(6) + "expect b.q completions none: got 1:IBV_WC_SUCCESS",
-		l(7) + "expect events a CQ_ERR: got none",
-		l(8) + "expect event b CQ_ERR: got 0 such events; b had none",
-		l(9) + "expect a.q state ERR: got RTS",
-		l(10) + "expect mem b.buf+0 u64=7: got 506097522914230528 (0x706050403020100)",
-		l(11) + "expect mem b.buf+1 len=8 equals=a.buf: 8 bytes differ, the first at offset 0: 0x01, not 0x00",
+		l(4) + "expect b.q wr=1 SUCCESS flags=IBV_WC_WITH_IMM: got flags IBV_WC_GRH",
+		l(5) + "expect counter a.rcvd_seq_err=5: got 1",
+		l(6) + "expect counter a.retry_exceeded_err>=1: got 0",
+		l(7) + "expect b.q completions none: got 1:IBV_WC_SUCCESS",
+		l(8) + "expect events a CQ_ERR: got none",
+		l(9) + "expect event b CQ_ERR: got 0 such events; b had none",
+		l(10) + "expect a.q state ERR: got RTS",
+		l(11) + "expect mem b.buf+0 u64=7: got 506097522914230528 (0x706050403020100)",
+		l(12) + "expect mem b.buf+1 len=8 equals=a.buf: 8 bytes differ, the first at offset 0: 0x01, not 0x00",
 	}, res.Failed)
 }
 
@@ -277,7 +280,7 @@ at 0 a.q send wr=1 len=8
 
 	res, err = s.Run(scenario.Options{Profile: verbs.ProfileSpec})
 	require.NoError(t, err)
-	assert.Equal(t, []scenario.Completion{{Node: "a", QPN: 0x11, WRID: 1, Status: "IBV_WC_RETRY_EXC_ERR", Opcode: "IBV_WC_SEND"}}, res.Completions)
+	assert.Equal(t, []scenario.Completion{{Node: "a", QPN: 0x11, WRID: 1, Status: "IBV_WC_RETRY_EXC_ERR", Opcode: "IBV_WC_SEND", WCFlags: "0"}}, res.Completions)
 
 	d, err := scenario.Parse("deadline", text+"deadline 102ms\n")
 	require.NoError(t, err)
@@ -353,7 +356,9 @@ expect a.q state RTS
 expect b.q state RTS
 expect a.q completions 3:SUCCESS
 expect a.u completions 5:SUCCESS 6:SUCCESS
-expect b.q wr=1 SUCCESS opcode=IBV_WC_RECV_RDMA_WITH_IMM byte_len=5000 imm=0xcafe
+expect b.q wr=1 SUCCESS opcode=IBV_WC_RECV_RDMA_WITH_IMM byte_len=5000 imm=0xcafe flags=GRH|with_imm
+expect a.q wr=3 SUCCESS flags=IBV_WC_WITH_IMM
+expect b.u wr=2 SUCCESS flags=IBV_WC_GRH
 expect b.q wr=7 SUCCESS opcode=RECV byte_len=16
 expect b.u completions 2:SUCCESS
 expect b.u wr=2 SUCCESS byte_len=48
@@ -386,6 +391,7 @@ func TestParseErrors(t *testing.T) {
 	const prelude = "node a b\nlink a b\nmr a.buf size=64\nmr b.buf size=64\nqp b.q rc peer=a.p\nqp a.p rc\n" // lines 1-6
 	counters := "sent_pkts, rcvd_pkts, duplicate_request, out_of_seq_request, rcvd_rnr_err, send_rnr_err, rcvd_seq_err, " +
 		"ack_deferred, retry_exceeded_err, retry_rnr_exceeded_err, completer_retry_err, send_err, link_downed, rdma_sends, rdma_recvs"
+	wcFlags := "IBV_WC_GRH, IBV_WC_WITH_IMM, IBV_WC_IP_CSUM_OK, IBV_WC_WITH_INV, IBV_WC_TM_SYNC_REQ, IBV_WC_TM_MATCH, IBV_WC_TM_DATA_VALID"
 	for _, c := range []struct{ text, want string }{
 		{"at ten a.p send wr=1 len=8", `7:4: expected a duration like 10us, got "ten"`},
 		{"at 0 a.p send wr=1 len=8 rkey=3 remote=b.buf", `7:26: remote= and rkey= apply to write, write_imm, read, cas and faa`},
@@ -414,6 +420,10 @@ func TestParseErrors(t *testing.T) {
 		{"at 0 a.p send wr=1 len=8 local=b.buf", `7:32: local buffer b.buf is not on node a`},
 		{"at 0 a.p send wr=1 op=read len=8 remote=a.buf", `7:41: remote buffer a.buf is not on b, the node of a.p's peer`},
 		{"expect a.p wr=1 IBV_WC_BOGUS", `7:17: expected a completion status like IBV_WC_SUCCESS or IBV_WC_RETRY_EXC_ERR, got "IBV_WC_BOGUS"`},
+		{"expect a.p wr=1 SUCCESS flags=IBV_WC_GRH|IBV_WC_BOGUS", `7:42: bad flags "IBV_WC_BOGUS": want 0 or completion flags joined by |, e.g. flags=IBV_WC_GRH|IBV_WC_WITH_IMM (verbs.h: ` + wcFlags + `)`},
+		{"expect a.p wr=1 SUCCESS flags=1", `7:31: bad flags "1": want 0 or completion flags joined by |, e.g. flags=IBV_WC_GRH|IBV_WC_WITH_IMM (verbs.h: ` + wcFlags + `)`},
+		{"expect a.p wr=1 SUCCESS flags=", `7:25: missing value for flags=`},
+		{"expect a.p wr=1 SUCCESS foo=1", `7:25: unknown key "foo" (want wr=, opcode=, byte_len=, imm=, flags= and a status)`},
 		{"expect a.p completions 1-SUCCESS", `7:24: expected wr:STATUS like 2:IBV_WC_SUCCESS, got "1-SUCCESS"`},
 		{"expect counter a.bogus=1", `7:18: unknown counter "bogus" (rxe's: ` + counters + `)`},
 		{"expect counter a.sent_pkts~1", `7:16: expected node.counter=N, e.g. a.rcvd_seq_err=1, got "a.sent_pkts~1"`},
@@ -553,4 +563,59 @@ expect counter a.rcvd_seq_err=1
 	res, err := s.Run(scenario.Options{})
 	require.NoError(t, err)
 	assert.Empty(t, res.Failed)
+}
+
+// TestWCFlagsClaim: flags= compares a completion's wc_flags exactly, and
+// the flags differ by profile where rxe departs from libibverbs (nic
+// package doc): every receive flagged IBV_WC_GRH, an invalidating receive
+// IBV_WC_IP_CSUM_OK, the send side of an immediate IBV_WC_WITH_IMM.
+func TestWCFlagsClaim(t *testing.T) {
+	const text = `scenario flags
+node a b
+link a b
+mr a.buf size=4096 fill=seq
+mr b.buf size=4096 access=local_write,remote_write,mw_bind
+mw b.win type=2
+qp a.q rc peer=b.q
+qp b.q rc
+qp a.u ud
+qp b.u ud
+at 0 b.q send wr=9 op=bind mw=b.win local=b.buf+1024 len=1024 access=remote_write
+at 0 b.q recv wr=20 len=512
+at 0 b.q recv wr=21 len=512
+at 0 b.q recv wr=22 len=512
+at 0 b.q recv wr=24 len=512
+at 0 b.u recv wr=23 len=512
+at 1ms a.q send wr=1 op=send len=16
+at 2ms a.q send wr=2 op=send_imm len=16 imm=7
+at 3ms a.q send wr=3 op=write_imm len=16 remote=b.buf
+at 4ms a.q send wr=4 op=send_inv len=16 mw=b.win
+at 5ms a.u send wr=5 len=8 dest=b.u
+expect a.q wr=1 SUCCESS flags=0
+expect a.q wr=4 SUCCESS flags=0
+expect a.u wr=5 SUCCESS flags=0
+expect b.q wr=9 SUCCESS flags=0
+expect b.u wr=23 SUCCESS flags=IBV_WC_GRH
+expect a.q wr=2 SUCCESS flags=IBV_WC_WITH_IMM profile=rxe
+expect a.q wr=3 SUCCESS flags=IBV_WC_WITH_IMM profile=rxe
+expect b.q wr=20 SUCCESS flags=IBV_WC_GRH profile=rxe
+expect b.q wr=21 SUCCESS flags=IBV_WC_GRH|IBV_WC_WITH_IMM profile=rxe
+expect b.q wr=22 SUCCESS flags=IBV_WC_GRH|IBV_WC_WITH_IMM opcode=RECV_RDMA_WITH_IMM profile=rxe
+expect b.q wr=24 SUCCESS flags=IBV_WC_GRH|IBV_WC_IP_CSUM_OK profile=rxe
+expect a.q wr=2 SUCCESS flags=0 profile=spec
+expect a.q wr=3 SUCCESS flags=0 profile=spec
+expect b.q wr=20 SUCCESS flags=0 profile=spec
+expect b.q wr=21 SUCCESS flags=WITH_IMM profile=spec
+expect b.q wr=22 SUCCESS flags=IBV_WC_WITH_IMM profile=spec
+expect b.q wr=24 SUCCESS flags=IBV_WC_WITH_INV profile=spec
+`
+	s, err := scenario.Parse("flags.scenario", text)
+	require.NoError(t, err)
+	for _, prof := range []verbs.Profile{verbs.ProfileRXE, verbs.ProfileSpec} {
+		res, err := s.Run(scenario.Options{Profile: prof})
+		require.NoError(t, err)
+		assert.Equal(t, 11, res.Checked, prof)
+		assert.Empty(t, res.Warnings, prof)
+		assert.Empty(t, res.Failed, prof)
+	}
 }
