@@ -116,9 +116,12 @@ type agent struct {
 	lst  map[uint16]*CMID // listeners by port
 	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
 	udpLst map[uint16]*CMID
-	dups   map[reqKey]*CMID  // passive IDs by the REQ that made them
-	buf    [wire.MADLen]byte // the MAD being built
-	next   uint32            // the next local communication ID
+	dups   map[reqKey]*CMID // passive IDs by the REQ that made them
+	// owing: IDs that received a REQ or a DREQ their user has not
+	// answered yet, in the order they came (Unanswered prunes it).
+	owing []*CMID
+	buf   [wire.MADLen]byte // the MAD being built
+	next  uint32            // the next local communication ID
 	// Dropped counts MADs the CM ignored: not CM, unknown attribute, or
 	// not expected in the ID's state.
 	Dropped uint64
@@ -304,6 +307,7 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	id := a.newID(l.ch, l.ps)
 	id.state = stateReqRcvd
+	a.owe(id)
 	id.localComm = a.newCommID() // cm_req_handler gives the new ID its own
 	a.comm[id.localComm] = id
 	id.peer = src
@@ -324,6 +328,31 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 	l.post(&Event{Event: EventConnectRequest, ID: id, ListenID: l, Param: ConnParam{PrivateData: priv,
 		ResponderResources: r.ResponderResources, InitiatorDepth: r.InitiatorDepth, RetryCount: r.RetryCount,
 		RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN}})
+}
+
+// owe records that id received a REQ or a DREQ its user must answer.
+func (a *agent) owe(id *CMID) {
+	if !id.owes {
+		id.owes = true
+		a.owing = append(a.owing, id)
+	}
+}
+
+// unanswered drops from owing the IDs that answered (they left REQ_RCVD
+// or DREQ_RCVD: accepted, rejected, disconnected, destroyed, timed out)
+// and returns how many are left.
+func (a *agent) unanswered() int {
+	kept := a.owing[:0]
+	for _, id := range a.owing {
+		if id.state == stateReqRcvd || id.state == stateDreqRcvd {
+			kept = append(kept, id)
+		} else {
+			id.owes = false
+		}
+	}
+	clear(a.owing[len(kept):])
+	a.owing = kept
+	return len(kept)
 }
 
 // reject sends a REJ answering the message with transaction ID t.

@@ -33,6 +33,21 @@ func (cm *CM) CreateEventChannel(h *verbs.Host) *EventChannel {
 	return &EventChannel{cm: a}
 }
 
+// Unanswered returns how many of host h's IDs received a REQ or a DREQ
+// that their user has not answered yet: a CONNECT_REQUEST not yet
+// accepted or rejected (REQ_RCVD), a DISCONNECTED not yet answered with
+// rdma_disconnect (DREQ_RCVD), whether or not the event was taken from
+// its channel. The peer's CM waits for that answer on a timer (the
+// REQ's, the DREQ's) that a real host's user beats by seconds: a driver
+// whose clock runs while its program is busy outside the library (the
+// drop-in library on a fabric) holds the clock while this is non-zero.
+func (cm *CM) Unanswered(h *verbs.Host) int {
+	if a := cm.agents[h]; a != nil {
+		return a.unanswered()
+	}
+	return 0
+}
+
 // Dropped returns how many MADs host h's CM ignored (not CM, or not
 // expected in the state of the ID they name).
 func (cm *CM) Dropped(h *verbs.Host) uint64 {
@@ -89,6 +104,8 @@ type CMID struct {
 	timeout    sim.Duration
 	madTimeout sim.Duration
 	retries    int
+	// owes: the ID is in its agent's owing list (Unanswered).
+	owes bool
 }
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
@@ -536,6 +553,7 @@ func (id *CMID) onDREQ(t uint64) bool {
 	case stateEstablished, stateRepSent:
 		id.stopTimer()
 		id.state = stateDreqRcvd
+		id.a.owe(id)
 		id.tid = t
 		id.post(&Event{Event: EventDisconnected, ID: id})
 	case stateTimewait, stateDreqSent:

@@ -343,6 +343,54 @@ func TestConnectSendDisconnect(t *testing.T) {
 	}
 }
 
+// TestUnanswered: the server owes an answer from the instant its CM
+// takes the REQ (before the application takes the CONNECT_REQUEST) until
+// Accept, and from the DREQ until Disconnect; rdma_create_qp in between
+// does not answer. The drop-in library holds a fabric's clock by it.
+func TestUnanswered(t *testing.T) {
+	p := newPair(t, "")
+	owed := func(when string, want int) {
+		t.Helper()
+		if n := p.cm.Unanswered(p.srv.h); n != want {
+			t.Errorf("%s: the server owes %d answers, want %d", when, n, want)
+		}
+		if n := p.cm.Unanswered(p.cli.h); n != 0 {
+			t.Errorf("%s: the client owes %d answers, want 0", when, n)
+		}
+	}
+	owed("listening", 0)
+	cli := p.dial(t, rpingPort)
+	if _, err := p.w.RunUntil(func() bool { return p.srv.ch.Pending() > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	owed("CONNECT_REQUEST waiting", 1)
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	if err := ev.ID.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	owed("QP created", 1)
+	if err := ev.ID.Accept(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	owed("accepted", 0)
+	p.event(t, p.cli.ch, rdmacm.EventEstablished)
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.w.RunUntil(func() bool { return p.srv.ch.Pending() > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	owed("DISCONNECTED waiting", 1)
+	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	owed("DISCONNECTED taken", 1)
+	if err := ev.ID.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	owed("disconnected", 0)
+	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+}
+
 // TestLostMAD: a lost REQ is sent again one REQ timeout later (6144
 // ms; real rxe: 6.34 s, rxe_cm_lost_req.pcapng); a lost REP after the
 // REQ's CM response timeout (4096 ms; real rxe: 4.25 s,

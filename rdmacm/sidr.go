@@ -164,6 +164,7 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	id := a.newID(l.ch, PSUDP)
 	id.state = stateReqRcvd
+	a.owe(id)
 	id.peer = src
 	id.remoteComm = r.RequestID
 	id.tid = t

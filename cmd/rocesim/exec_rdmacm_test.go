@@ -19,7 +19,17 @@ import (
 )
 
 // programOf returns the PID of the program rocesim exec p runs (its
-// child), waiting for it to start.
+// child), waiting for it to start. rocesim exec has other children, all
+// rocesim itself: the fabric daemon the first one starts (`rocesim
+// fabric`, in a session of its own), usually the first in /proc's order,
+// and the Go runtime's probe for CLONE_PIDFD (os/exec's first start
+// clones a child that exits at once), as well as the program before its
+// execve. They are skipped, and so is a child that has exited (the
+// probe until it is reaped). Taken for the program, the daemon's main
+// thread, which may idle in epoll_wait, or the probe, gone at once, kept
+// awaitMainBlocked waiting until the server was killed (TestExecRping
+// and TestExecPerftestRdmacm ending at their 60 s bound under load), or
+// let the client start before the server listened.
 func programOf(t *testing.T, p *execProc) int {
 	t.Helper()
 	parent := strconv.Itoa(p.cmd.Process.Pid)
@@ -34,7 +44,7 @@ func programOf(t *testing.T, p *execProc) int {
 			// pid (comm) state ppid ...: comm may hold spaces, so split
 			// after its closing parenthesis.
 			i := bytes.LastIndexByte(b, ')')
-			if f := strings.Fields(string(b[i+1:])); i > 0 && len(f) > 1 && f[1] == parent {
+			if f := strings.Fields(string(b[i+1:])); i > 0 && len(f) > 1 && f[1] == parent && isProgram(filepath.Dir(s)) {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
 				return pid
 			}
@@ -49,23 +59,47 @@ func programOf(t *testing.T, p *execProc) int {
 	return 0
 }
 
+// isProgram reports whether the process of /proc directory dir runs a
+// program other than rocesim (a zombie's command line is empty).
+func isProgram(dir string) bool {
+	b, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+	argv0, _, _ := strings.Cut(string(b), "\x00")
+	return argv0 != "" && filepath.Base(argv0) != filepath.Base(execBin)
+}
+
 // awaitMainBlocked waits until the main thread of p's program has been
-// blocked in futex(2) (sem_wait, pthread_join) for a while: rping's
-// main thread does that once it listens (rping_run_server: rdma_listen,
-// then sem_wait for the CONNECT_REQUEST). A client started earlier could
-// meet a node with no listener yet, as on a real network: REJ, reason 8.
+// blocked in futex(2) for a while: rping's main thread does that once it
+// listens (rping_run_server: rdma_listen, then sem_wait for the
+// CONNECT_REQUEST), perftest's and rdma_server's in rdma_get_cm_event. A
+// client started earlier could meet a node with no listener yet, as on a
+// real network: REJ, reason 8. Before it listens, the main thread may
+// wait too, in the drop-in library (its Go runtime; attaching to the
+// fabric, slow under load), so a wait there must last 500 ms, and one
+// elsewhere (glibc's sem_wait) 100 ms.
 func awaitMainBlocked(t *testing.T, p *execProc) {
 	t.Helper()
 	pid := programOf(t, p)
 	path := fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid)
-	const futex = "202 " // x86-64
-	end := time.Now().Add(execLimit)
-	for n := 0; n < 5 && time.Now().Before(end); {
+	const futex = "202" // x86-64
+	// Half the program's bound: past it the test says what the thread
+	// was doing, before the program is killed.
+	end := time.Now().Add(execLimit / 2)
+	for n, need := 0, 5; n < need; {
 		b, _ := os.ReadFile(path)
-		if strings.HasPrefix(string(b), futex) {
+		// "nr args... sp pc" (proc_pid_syscall(5)).
+		if f := strings.Fields(string(b)); len(f) > 1 && f[0] == futex {
+			if n == 0 {
+				need = 5
+			}
+			if pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64); err != nil || inDropin(pid, pc) {
+				need = 25
+			}
 			n++
 		} else {
 			n = 0
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%v: the main thread of its program (PID %d) did not block within %v (last in syscall %q)", p.cmd.Args, pid, execLimit/2, b)
 		}
 		select {
 		case <-p.done:
@@ -73,6 +107,26 @@ func awaitMainBlocked(t *testing.T, p *execProc) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// inDropin reports whether address pc of process pid lies in the drop-in
+// libibverbs.so.1 (the Go runtime's futex waits are there).
+func inDropin(pid int, pc uint64) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		// "lo-hi perms offset dev inode path"
+		f := strings.Fields(line)
+		if len(f) < 6 || filepath.Base(f[5]) != "libibverbs.so.1" {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		l, err1 := strconv.ParseUint(lo, 16, 64)
+		h, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 == nil && err2 == nil && l <= pc && pc < h {
+			return true
+		}
+	}
+	return false
 }
 
 // cmMessages lists the CM messages of a capture in order, each as
@@ -236,7 +290,15 @@ func rdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs, clientArgs []stri
 	srv = startExec(t, f, append(append(append([]string{"--node", "server"}, nodes...), "--"), serverArgs...)...)
 	awaitMainBlocked(t, srv)
 	cli = startExec(t, f, append(append(append([]string{"--node", "client"}, nodes...), "--"), clientArgs...)...)
-	return srv.wait(t), cli.wait(t)
+	// Both ended before either is judged: a server that waits for ever
+	// is often told by what its client said (a REJ, reason 8).
+	<-srv.done
+	<-cli.done
+	if srv.timedOut || cli.timedOut {
+		t.Fatalf("killed at the bound of %v: server %v, client %v\nserver (exit %d) stdout:\n%s\nstderr:\n%s\nclient (exit %d) stdout:\n%s\nstderr:\n%s",
+			execLimit, srv.timedOut, cli.timedOut, srv.code, srv.stdout.String(), srv.stderr.String(), cli.code, cli.stdout.String(), cli.stderr.String())
+	}
+	return srv, cli
 }
 
 // TestExecPerftestRdmacm: perftest's ib_send_bw, ib_write_bw and

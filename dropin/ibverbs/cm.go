@@ -38,16 +38,17 @@ import (
 type cmProc struct {
 	cm    *rdmacm.CM
 	chans []*cmChannel
-	// holdUntil: the program took an event it must answer (a
-	// CONNECT_REQUEST, a DISCONNECTED) and has not made a CM call since;
-	// until then, or this wall time, the process does not wait on the
-	// fabric (cmHold).
-	holdUntil time.Time
+	// The clock hold (cmHold): since when (wall time) the CM has owed
+	// its peers an answer, and how many it owed then; zero while it
+	// owes none.
+	holdSince time.Time
+	holdOwed  int
 }
 
-// cmHoldLimit bounds how long a program that took a CONNECT_REQUEST or a
-// DISCONNECTED may keep the fabric's clock still before answering.
-// Below the fabric's hold limit (10 s), which would detach the process.
+// cmHoldLimit bounds how long a program that owes a CONNECT_REQUEST or a
+// DISCONNECTED its answer may keep the fabric's clock still before
+// answering. Below the fabric's hold limit (10 s), which would detach
+// the process.
 const cmHoldLimit = 5 * time.Second
 
 // cmHoldNap is how long a thread that would wait on the fabric sleeps
@@ -174,7 +175,6 @@ func (p *process) cmIDOf(h uint32) (*cmID, syscall.Errno) {
 
 // cmDestroyID releases an ID (rdma_destroy_id).
 func (p *process) cmDestroyID(h uint32) syscall.Errno {
-	p.cmRelease()
 	return destroy(p, h, func(w *cmID) error { return w.id.Destroy() })
 }
 
@@ -246,7 +246,6 @@ func (p *process) cmPortBound(w *cmID, port uint16) bool {
 // cmDone settles the channels after a CM call and wakes whoever waits:
 // the call may have posted an event or built a MAD.
 func (p *process) cmDone(err error) syscall.Errno {
-	p.cmRelease()
 	p.settleCM()
 	p.poke()
 	return errnoOf(err)
@@ -423,11 +422,6 @@ func (p *process) cmGetEvent(fd int, nonblock, slice bool) (*rdmacm.Event, sysca
 	if ev.ID != nil && ev.ID.Context == nil {
 		p.wrapID(ev.ID)
 	}
-	// Events the program must answer: a CONNECT_REQUEST (rdma_accept or
-	// rdma_reject), the peer's DREQ (rdma_disconnect sends the DREP).
-	if ev.Event == rdmacm.EventConnectRequest || (ev.Event == rdmacm.EventDisconnected && ev.ID.State() == "DREQ_RCVD") {
-		c.holdUntil = time.Now().Add(cmHoldLimit)
-	}
 	if ev.Event == rdmacm.EventConnectRequest {
 		p.addNeighbour(ev.ID.RemoteAddr().Addr()) // the REP goes back there (udp.go)
 	}
@@ -491,16 +485,28 @@ func (p *process) readableCM() int {
 	return n
 }
 
-// cmHold reports whether the fabric's clock is held for the program: it
-// took a CONNECT_REQUEST or a DISCONNECTED and is about to answer
-// (rdma_accept, rdma_disconnect) from another thread than the one that
-// would wait. rping's CQ thread waits in ibv_get_cq_event while its main
-// thread sets up the QP and accepts: were the process counted as waiting
-// then, the fabric would move the clock to the peer's next timer, and
-// the REQ would be sent again before the REP leaves, as no real host
-// does. So while held, a thread that would wait on the fabric sleeps a
-// little (stepFabric) and the process counts as running. The hold ends
-// at the program's next CM call, or after cmHoldLimit of wall time.
+// cmHold reports whether the fabric's clock is held for the program: its
+// CM received a REQ or a DREQ that the program has not answered yet
+// (rdma_accept or rdma_reject, rdma_disconnect, rdma_destroy_id:
+// rdmacm.CM.Unanswered). The answer comes from a thread that does not
+// wait on the fabric meanwhile: rping's CM thread is asleep in poll(2)
+// on the channel's fd when the event comes, its main thread sets up the
+// QP and buffers before rdma_accept, while its CQ thread waits in
+// ibv_get_cq_event. Were the process counted as waiting then, the
+// fabric would move the clock to the peer's next timer, and the REQ or
+// DREQ would be sent again (6.1 s, 4.1 s of virtual time later) before
+// the REP or DREP leaves, as no real host does: its user answers within
+// milliseconds. So while held, a thread that would wait on the fabric
+// sleeps a little (stepFabric) and the process counts as running.
+//
+// The hold starts when the REQ or DREQ is taken from the fabric, not
+// when the program takes its event: between the two, the thread that
+// brought the frame (the CQ thread) would wait again at once, and the
+// clock could move before the CM thread is scheduled (TestExecRping's
+// DREQ sent twice). It ends with the answer, not at the program's next
+// CM call (rping calls rdma_create_qp before rdma_accept), or after
+// cmHoldLimit of wall time; a new REQ or DREQ while one is owed starts
+// it again.
 //
 // Over UDP there is nothing to hold: the clock is the wall clock, which
 // moves whatever the process does. Holding there only stopped the world
@@ -512,14 +518,20 @@ func (p *process) cmHold() bool {
 		return false
 	}
 	c := cms[p]
-	return c != nil && !c.holdUntil.IsZero() && time.Now().Before(c.holdUntil)
-}
-
-// cmRelease ends the hold: the program answered.
-func (p *process) cmRelease() {
-	if c := cms[p]; c != nil {
-		c.holdUntil = time.Time{}
+	if c == nil {
+		return false
 	}
+	owed := c.cm.Unanswered(p.devs[0].host)
+	switch {
+	case owed == 0:
+		c.holdSince, c.holdOwed = time.Time{}, 0
+		return false
+	case c.holdSince.IsZero() || owed > c.holdOwed:
+		c.holdSince, c.holdOwed = time.Now(), owed
+		return true
+	}
+	c.holdOwed = owed
+	return time.Since(c.holdSince) < cmHoldLimit
 }
 
 // cmGone is waitFor's EBADF for rs_cm_get_event: the channel was

@@ -22,7 +22,10 @@ type fabricEnd struct {
 	va, rkey uint64
 }
 
-func newFabricEnd(t *testing.T, dir, node string) *fabricEnd {
+// fabricProcess is the model of a program on node of the fabric in dir,
+// made in this test's process, its idle loop running as lock() starts
+// it; it shuts down when the test ends.
+func fabricProcess(t *testing.T, dir, node string) *process {
 	t.Helper()
 	p, err := newProcess(Config{Devices: 1, Seed: 1, Fabric: "t", Node: node, FabricDir: dir, IdleWake: DefaultFabricIdleWake},
 		&fakeFDs{ready: map[int]bool{}}, io.Discard, func(code int) { t.Errorf("%s: exit %d", node, code) })
@@ -34,6 +37,12 @@ func newFabricEnd(t *testing.T, dir, node string) *fabricEnd {
 	// program makes no verb call (b, done with its poll, must still
 	// send its ACK).
 	go p.idleLoop(p.cfg.IdleWake, time.Sleep)
+	return p
+}
+
+func newFabricEnd(t *testing.T, dir, node string) *fabricEnd {
+	t.Helper()
+	p := fabricProcess(t, dir, node)
 	e := &fabricEnd{p: p, buf: make([]byte, 8192)}
 	e.va = uint64(uintptr(unsafe.Pointer(&e.buf[0]))) // the program's own address
 	ctx, _, errno := p.open(0)
@@ -93,14 +102,12 @@ func (e *fabricEnd) pollUntil(n int) []verbs.WC {
 	return got
 }
 
-// TestFabricTwoProcesses: two models on one procfabric daemon, as two
-// programs through rocesim exec: over GID 0 (the link-local address the
-// attach reply gives), a WRITE to the address the peer program has its
-// buffer at (its MR is there: RegMRAt) and a SEND complete on both
-// sides. The post comes from another thread while the sender's poller is
-// blocked on the daemon: its Interrupt (poke) makes the frames leave;
-// without it both pollers would wait forever.
-func TestFabricTwoProcesses(t *testing.T) {
+// twoNodeFabric starts a procfabric daemon of nodes a (10.0.0.1) and b
+// (10.0.0.2) in this test's process and returns its directory. It is
+// closed when the test ends, or after 30 s of wall time (the test
+// fails): whatever waits on it then returns.
+func twoNodeFabric(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "pf")
 	if err != nil {
 		t.Fatal(err)
@@ -112,13 +119,23 @@ func TestFabricTwoProcesses(t *testing.T) {
 	}
 	served := make(chan struct{})
 	go func() { d.Serve(); close(served) }()
-	// Cleanups run last first: the processes shut down (newFabricEnd)
-	// before the daemon closes.
-	t.Cleanup(func() { d.Close(); <-served })
 	bound := time.AfterFunc(30*time.Second, func() { t.Error("still running after 30s: the daemon is closed"); d.Close() })
-	defer bound.Stop()
+	// Cleanups run last first: the processes shut down (fabricProcess)
+	// before the daemon closes.
+	t.Cleanup(func() { bound.Stop(); d.Close(); <-served })
+	return dir + "/rocesim"
+}
 
-	a, b := newFabricEnd(t, dir+"/rocesim", "a"), newFabricEnd(t, dir+"/rocesim", "b")
+// TestFabricTwoProcesses: two models on one procfabric daemon, as two
+// programs through rocesim exec: over GID 0 (the link-local address the
+// attach reply gives), a WRITE to the address the peer program has its
+// buffer at (its MR is there: RegMRAt) and a SEND complete on both
+// sides. The post comes from another thread while the sender's poller is
+// blocked on the daemon: its Interrupt (poke) makes the frames leave;
+// without it both pollers would wait forever.
+func TestFabricTwoProcesses(t *testing.T) {
+	dir := twoNodeFabric(t)
+	a, b := newFabricEnd(t, dir, "a"), newFabricEnd(t, dir, "b")
 	a.connect(t, b)
 	b.connect(t, a)
 	if errno := b.p.postRecv(b.qp, verbs.RecvWR{WRID: 7, SGList: []verbs.SGE{{Addr: b.va + 4096, Length: 4096, LKey: uint32(b.rkey)}}}); errno != 0 {

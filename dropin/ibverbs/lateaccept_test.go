@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -62,24 +61,42 @@ func rdmacmLibrary(t *testing.T) string {
 	return dir
 }
 
-// repCounter is a node port that counts the CM REPs it receives.
-type repCounter struct {
+// cmCounter is a node port that counts the CM messages it receives, by
+// attribute.
+type cmCounter struct {
 	nodePort
-	reps atomic.Int32
+	mu  sync.Mutex
+	got map[wire.CMAttr]int
 }
 
-func (r *repCounter) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
-	in, err := r.nodePort.Wait(deadline)
+// countCM puts a cmCounter on p's port (before the program's first CM
+// call).
+func countCM(p *process) *cmCounter {
+	c := &cmCounter{nodePort: p.fab.port, got: map[wire.CMAttr]int{}}
+	p.fab.port = c
+	return c
+}
+
+func (c *cmCounter) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
+	in, err := c.nodePort.Wait(deadline)
 	if in != nil {
 		for _, e := range in.Events {
 			var pk wire.Packet
-			if e.Frame != nil && pk.Decode(e.Frame) == nil && pk.BTH.DestQP() == wire.GSIQPN &&
-				wire.CMAttr(wire.MAD(pk.Payload).Header().AttributeID) == wire.CMAttrREP {
-				r.reps.Add(1)
+			if e.Frame != nil && pk.Decode(e.Frame) == nil && pk.BTH.DestQP() == wire.GSIQPN {
+				c.mu.Lock()
+				c.got[wire.CMAttr(wire.MAD(pk.Payload).Header().AttributeID)]++
+				c.mu.Unlock()
 			}
 		}
 	}
 	return in, err
+}
+
+// count returns how many messages of attribute a came.
+func (c *cmCounter) count(a wire.CMAttr) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got[a]
 }
 
 // udpProcess is the model of a program on the UDP transport at addr,
@@ -156,16 +173,10 @@ func (e *cmEnd) next(want rdmacm.EventType) *rdmacm.Event {
 	return ev
 }
 
-// connect resolves dst and sends the REQ with an RC QP attached, as
-// rdma_connect after rdma_create_qp.
-func (e *cmEnd) connect(dst string, port uint16) {
+// createQP gives the ID of handle id an RC QP, as rdma_create_qp.
+func (e *cmEnd) createQP(id uint32) {
 	e.t.Helper()
 	p := e.p
-	a := netip.MustParseAddr(dst).As4()
-	e.do("rdma_resolve_addr", func() syscall.Errno { return p.cmResolveAddr(e.id, nil, a[:], port, 2000) })
-	e.next(rdmacm.EventAddrResolved)
-	e.do("rdma_resolve_route", func() syscall.Errno { return p.cmResolveRoute(e.id, 2000) })
-	e.next(rdmacm.EventRouteResolved)
 	e.do("rdma_create_qp", func() syscall.Errno {
 		ctx, _, errno := p.open(0)
 		if errno != 0 {
@@ -184,8 +195,21 @@ func (e *cmEnd) connect(dst string, port uint16) {
 		if errno != 0 {
 			return errno
 		}
-		return p.cmSetQP(e.id, qp)
+		return p.cmSetQP(id, qp)
 	})
+}
+
+// connect resolves dst and sends the REQ with an RC QP attached, as
+// rdma_connect after rdma_create_qp.
+func (e *cmEnd) connect(dst string, port uint16) {
+	e.t.Helper()
+	p := e.p
+	a := netip.MustParseAddr(dst).As4()
+	e.do("rdma_resolve_addr", func() syscall.Errno { return p.cmResolveAddr(e.id, nil, a[:], port, 2000) })
+	e.next(rdmacm.EventAddrResolved)
+	e.do("rdma_resolve_route", func() syscall.Errno { return p.cmResolveRoute(e.id, 2000) })
+	e.next(rdmacm.EventRouteResolved)
+	e.createQP(e.id)
 	e.do("rdma_connect", func() syscall.Errno {
 		return p.cmConnect(e.id, rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
 	})
@@ -253,8 +277,7 @@ func TestLateAcceptUDP(t *testing.T) {
 	}
 
 	cp := udpProcess(t, "127.0.0.42", runLimit)
-	rec := &repCounter{nodePort: cp.fab.port}
-	cp.fab.port = rec
+	rec := countCM(cp)
 	go cp.idleLoop(cp.cfg.IdleWake, time.Sleep)
 	cli := newCMEnd(t, cp)
 	cli.connect("127.0.0.41", port)
@@ -265,7 +288,7 @@ func TestLateAcceptUDP(t *testing.T) {
 	if srv.ProcessState.ExitCode() != 0 || !strings.Contains(log, "done") {
 		t.Errorf("server exit %d\n%s", srv.ProcessState.ExitCode(), log)
 	}
-	if n := rec.reps.Load(); n != 1 {
+	if n := rec.count(wire.CMAttrREP); n != 1 {
 		t.Errorf("the client received %d REPs, want 1\n%s", n, log)
 	}
 }

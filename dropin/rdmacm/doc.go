@@ -57,12 +57,14 @@
 // the same program on both); where it crashes (a NULL ID, rdma_accept or
 // rdma_create_qp on an ID with no device), EINVAL.
 //
-// Time on a fabric: a program that took a CONNECT_REQUEST, or the
-// DISCONNECTED of the peer's DREQ, answers it from one thread while
-// another (rping's CQ thread) may wait in a verb; the process then does
-// not count as waiting until its next CM call (at most 5 s of wall time), so the fabric does
-// not move the clock past the answer and the peer does not send its REQ
-// again (dropin/ibverbs cm.go, cmHold).
+// Time on a fabric: a program owes the peer an answer from the moment its
+// CM receives a REQ or a DREQ (the CONNECT_REQUEST, the DISCONNECTED,
+// taken or not) until rdma_accept or rdma_reject, rdma_disconnect, or
+// rdma_destroy_id; it answers from one thread while another (rping's CQ
+// thread) may wait in a verb. Meanwhile the process does not count as
+// waiting (at most 5 s of wall time), so the fabric does not move the
+// clock past the answer and the peer does not send its REQ or DREQ
+// again (dropin/ibverbs cm.go, cmHold; TestHoldUntilAnswered).
 //
 // # What is not there
 //
