@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,7 +156,7 @@ func TestExecRping(t *testing.T) {
 	needTools(t, "rping")
 	f := newFabricEnv(t)
 	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
-	srv, cli := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"rping", "-s", "-v", "-C", "10"},
+	srv, cli, retries := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"rping", "-s", "-v", "-C", "10"},
 		[]string{"rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v"})
 	for _, c := range []struct {
 		p      *execProc
@@ -173,6 +174,13 @@ func TestExecRping(t *testing.T) {
 	}
 	fabricTimes(t, f) // the fabric has exited: the capture is complete
 	msgs, comments := cmMessages(t, pcap)
+	// Each retried client left its REQ and the REJ that answered it.
+	for range retries {
+		if len(msgs) < 2 || msgs[0] != "10.0.0.2>REQ" || msgs[1] != "10.0.0.1>REJ" {
+			t.Fatalf("CM messages %v: %d retried clients, but no REQ and REJ first", msgs, retries)
+		}
+		msgs, comments = msgs[2:], comments[2:]
+	}
 	want := []string{"10.0.0.2>REQ", "10.0.0.1>REP", "10.0.0.2>RTU", "10.0.0.2>DREQ", "10.0.0.1>DREP"}
 	if strings.Join(msgs, " ") != strings.Join(want, " ") {
 		t.Errorf("CM messages:\n got %v\nwant %v", msgs, want)
@@ -283,22 +291,188 @@ func cachedLibrary() (string, error) {
 // rdmacmPair runs an rdma_cm program as server (serverArgs) and client
 // (clientArgs) through rocesim exec on fabric f, the client once the
 // server's main thread waits (for its first CM event), and waits for
-// both.
-func rdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs, clientArgs []string) (srv, cli *execProc) {
+// both. A client rejected before it connected, while the server still
+// runs, is started again (see runRdmacmPair); retries says how often,
+// each retry having left a REQ and a REJ in the fabric's capture.
+func rdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs, clientArgs []string) (srv, cli *execProc, retries int) {
+	t.Helper()
+	srv, cli, retries, err := runRdmacmPair(t, f, fabric, serverArgs, func(int) []string { return clientArgs })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli, retries
+}
+
+// Client retries of runRdmacmPair: at most rdmacmRetries, rdmacmPause
+// apart (a server past awaitMainBlocked listens within a few hundred
+// milliseconds even under load).
+const (
+	rdmacmRetries = 5
+	rdmacmPause   = 300 * time.Millisecond
+	rdmacmGrace   = 5 * time.Second // a server's wait after its client failed
+)
+
+// rdmacmRejected holds what each client says when its REQ is rejected
+// (RDMA_CM_EVENT_REJECTED before ESTABLISHED), which is how a client
+// that met a server not yet listening ends (the fabric answers a REQ for
+// a service ID nobody listens on with REJ reason 8, invalid service ID,
+// as rdmacm's agent does after real rxe's host, rxe_cm_rej.pcapng).
+// The fabric's record of the exchange (its trace, its capture) is
+// written only when it exits, after the server, so the client's own
+// words decide.
+var rdmacmRejected = []string{
+	// rping's cma_event_handler: the event and its status, the REJ's
+	// reason.
+	"cma event RDMA_CM_EVENT_REJECTED, error 8\n",
+	// perftest's rdma_client_connect (perftest_communication.c): the
+	// event number, 8 being RDMA_CM_EVENT_REJECTED; its status is not
+	// printed.
+	"Unexpected CM event bl blka 8\n",
+	// rdma_client (rdmacm-utils): rdma_connect on a synchronous ID fails
+	// with ECONNREFUSED on REJECTED (librdmacm's ucma_complete).
+	"rdma_connect: Connection refused\n",
+}
+
+// rejectedBeforeConnect reports whether client p ended because its REQ
+// was rejected: it exited with a failure of its own (not killed by a
+// signal: a crash is never retried) and said so on stderr.
+func rejectedBeforeConnect(p *execProc) bool {
+	if p.timedOut || p.code == 0 || p.code > 128 && p.code < 128+65 {
+		return false
+	}
+	// What rping -v and perftest print once connected.
+	for _, s := range []string{"ping data: ", " #bytes "} {
+		if strings.Contains(p.stdout.String(), s) {
+			return false
+		}
+	}
+	for _, s := range rdmacmRejected {
+		if strings.Contains(p.stderr.String(), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// runRdmacmPair is rdmacmPair with the client's arguments of each try
+// (0 first) and the failure as an error. The server can still meet its
+// first REQ before it listens: the main thread of a loaded machine may
+// wait in the drop-in's Go runtime for longer than awaitMainBlocked
+// allows before rdma_listen. A harness on real rxe has the same race and
+// retries the client; so does this, when the client was rejected before
+// it connected (rejectedBeforeConnect) and the server still runs, up to
+// rdmacmRetries times, logging each rejected client's output. Anything
+// else ends both and is judged by the caller; each process stays bounded
+// by startExec's execLimit and killed by PID at the test's end.
+func runRdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs []string, clientArgs func(try int) []string) (srv, cli *execProc, retries int, err error) {
 	t.Helper()
 	nodes := append([]string{"--nodes", "server,client"}, fabric...)
 	srv = startExec(t, f, append(append(append([]string{"--node", "server"}, nodes...), "--"), serverArgs...)...)
 	awaitMainBlocked(t, srv)
-	cli = startExec(t, f, append(append(append([]string{"--node", "client"}, nodes...), "--"), clientArgs...)...)
+	for try := 0; ; try++ {
+		cli = startExec(t, f, append(append(append([]string{"--node", "client"}, nodes...), "--"), clientArgs(try)...)...)
+		<-cli.done
+		if try == rdmacmRetries || !rejectedBeforeConnect(cli) {
+			break
+		}
+		select {
+		case <-srv.done:
+		default:
+			t.Logf("try %d: %v rejected before it connected (exit %d): retrying in %v\nstdout:\n%s\nstderr:\n%s",
+				try+1, cli.cmd.Args, cli.code, rdmacmPause, cli.stdout.String(), cli.stderr.String())
+			retries++
+			time.Sleep(rdmacmPause)
+			continue
+		}
+		break
+	}
 	// Both ended before either is judged: a server that waits for ever
-	// is often told by what its client said (a REJ, reason 8).
+	// is often told by what its client said. One whose client failed
+	// will not finish: it is killed after rdmacmGrace, not at the bound.
+	if cli.code != 0 {
+		select {
+		case <-srv.done:
+		case <-time.After(rdmacmGrace):
+			syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
+			<-srv.done
+			return srv, cli, retries, fmt.Errorf("%v failed (exit %d); the server still ran %v later: killed\nserver stdout:\n%s\nstderr:\n%s\nclient stdout:\n%s\nstderr:\n%s",
+				cli.cmd.Args, cli.code, rdmacmGrace, srv.stdout.String(), srv.stderr.String(), cli.stdout.String(), cli.stderr.String())
+		}
+	}
 	<-srv.done
-	<-cli.done
 	if srv.timedOut || cli.timedOut {
-		t.Fatalf("killed at the bound of %v: server %v, client %v\nserver (exit %d) stdout:\n%s\nstderr:\n%s\nclient (exit %d) stdout:\n%s\nstderr:\n%s",
+		return srv, cli, retries, fmt.Errorf("killed at the bound of %v: server %v, client %v\nserver (exit %d) stdout:\n%s\nstderr:\n%s\nclient (exit %d) stdout:\n%s\nstderr:\n%s",
 			execLimit, srv.timedOut, cli.timedOut, srv.code, srv.stdout.String(), srv.stderr.String(), cli.code, cli.stdout.String(), cli.stderr.String())
 	}
-	return srv, cli
+	return srv, cli, retries, nil
+}
+
+// TestRdmacmPairRetry: runRdmacmPair starts again a client rejected
+// before it connected, and only that one. Each program's first client
+// asks for a port nobody listens on (REJ, reason 8, as when it comes
+// before the server's rdma_listen), the second for the server's: the
+// pair passes after exactly one retry, and for rping the capture holds
+// the rejected REQ and its REJ before the exchange. A client that
+// crashed after saying it was rejected, one that said so after it
+// connected, and one that failed otherwise (no such address) are not
+// retried.
+func TestRdmacmPairRetry(t *testing.T) {
+	needTools(t, "rping", "ib_send_bw", "rdma_server", "rdma_client")
+	for _, c := range []struct {
+		name                string
+		server, first, then []string
+	}{
+		{"rping", []string{"rping", "-s", "-C", "1"}, []string{"rping", "-c", "-a", "10.0.0.1", "-p", "9999", "-C", "1"}, []string{"rping", "-c", "-a", "10.0.0.1", "-C", "1"}},
+		{"ib_send_bw", []string{"ib_send_bw", "-R", "-n", "10"}, []string{"ib_send_bw", "-R", "-n", "10", "-p", "9999", "10.0.0.1"}, []string{"ib_send_bw", "-R", "-n", "10", "10.0.0.1"}},
+		{"rdma_client", []string{"rdma_server"}, []string{"rdma_client", "-s", "10.0.0.1", "-p", "9999"}, []string{"rdma_client", "-s", "10.0.0.1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFabricEnv(t)
+			pcap := filepath.Join(t.TempDir(), "retry.pcapng")
+			srv, cli, retries, err := runRdmacmPair(t, f, []string{"--pcap", pcap}, c.server, func(try int) []string {
+				if try == 0 {
+					return c.first
+				}
+				return c.then
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if retries != 1 || srv.code != 0 || cli.code != 0 {
+				t.Fatalf("retries %d (want 1), server exit %d, client exit %d\nserver:\n%s%s\nclient:\n%s%s",
+					retries, srv.code, cli.code, srv.stdout.String(), srv.stderr.String(), cli.stdout.String(), cli.stderr.String())
+			}
+			fabricTimes(t, f)
+			msgs, _ := cmMessages(t, pcap)
+			if len(msgs) < 3 || strings.Join(msgs[:3], " ") != "10.0.0.2>REQ 10.0.0.1>REJ 10.0.0.2>REQ" {
+				t.Errorf("CM messages %v: want a REQ, its REJ, a REQ first", msgs)
+			}
+		})
+	}
+	rejected := "echo 'cma event RDMA_CM_EVENT_REJECTED, error 8' >&2; "
+	for _, c := range []struct {
+		name   string
+		client []string
+	}{
+		{"crash", []string{"sh", "-c", rejected + "kill -SEGV $$"}},
+		{"connected", []string{"sh", "-c", "echo 'ping data: rdma-ping-0: ABC'; " + rejected + "exit 255"}},
+		{"no-address", []string{"rping", "-c", "-a", "10.0.0.9", "-C", "1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFabricEnv(t)
+			// Retried, the second client would connect, and the pair pass.
+			srv, cli, retries, err := runRdmacmPair(t, f, nil, []string{"rping", "-s", "-C", "1"}, func(try int) []string {
+				if try == 0 {
+					return c.client
+				}
+				return []string{"rping", "-c", "-a", "10.0.0.1", "-C", "1"}
+			})
+			if err == nil || retries != 0 || cli.code == 0 {
+				t.Fatalf("retries %d (want 0), error %v, client exit %d, server exit %d", retries, err, cli.code, srv.code)
+			}
+			t.Logf("not retried: %v", err)
+		})
+	}
 }
 
 // TestExecPerftestRdmacm: perftest's ib_send_bw, ib_write_bw and
@@ -311,7 +485,7 @@ func TestExecPerftestRdmacm(t *testing.T) {
 	for _, prog := range tests {
 		t.Run(prog, func(t *testing.T) {
 			f := newFabricEnv(t)
-			srv, cli := rdmacmPair(t, f, nil, []string{prog, "-R", "-n", "100"}, []string{prog, "-R", "-n", "100", "10.0.0.1"})
+			srv, cli, _ := rdmacmPair(t, f, nil, []string{prog, "-R", "-n", "100"}, []string{prog, "-R", "-n", "100", "10.0.0.1"})
 			for _, p := range []*execProc{srv, cli} {
 				out := p.stdout.String()
 				if p.code != 0 || !strings.Contains(out, "Data ex. method : rdma_cm") || !strings.Contains(out, " 65536      100 ") {
@@ -330,7 +504,7 @@ func TestExecPerftestRdmacm(t *testing.T) {
 func TestExecRdmaServerClient(t *testing.T) {
 	needTools(t, "rdma_server", "rdma_client")
 	f := newFabricEnv(t)
-	srv, cli := rdmacmPair(t, f, nil, []string{"rdma_server"}, []string{"rdma_client", "-s", "10.0.0.1"})
+	srv, cli, _ := rdmacmPair(t, f, nil, []string{"rdma_server"}, []string{"rdma_client", "-s", "10.0.0.1"})
 	for _, c := range []struct {
 		p    *execProc
 		name string

@@ -18,7 +18,7 @@ func TestExecUdaddy(t *testing.T) {
 	needTools(t, "udaddy")
 	f := newFabricEnv(t)
 	pcap := filepath.Join(t.TempDir(), "udaddy.pcapng")
-	srv, cli := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"udaddy"}, []string{"udaddy", "-s", "10.0.0.1"})
+	srv, cli, _ := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"udaddy"}, []string{"udaddy", "-s", "10.0.0.1"})
 	for _, p := range []*execProc{srv, cli} {
 		out := p.stdout.String()
 		if p.code != 0 || !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "test complete") {
