@@ -354,6 +354,16 @@ func rejectedBeforeConnect(p *execProc) bool {
 	return false
 }
 
+// ended reports whether p has exited.
+func (p *execProc) ended() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // runRdmacmPair is rdmacmPair with the client's arguments of each try
 // (0 first) and the failure as an error. The server can still meet its
 // first REQ before it listens: the main thread of a loaded machine may
@@ -372,19 +382,13 @@ func runRdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs []string, clien
 	for try := 0; ; try++ {
 		cli = startExec(t, f, append(append(append([]string{"--node", "client"}, nodes...), "--"), clientArgs(try)...)...)
 		<-cli.done
-		if try == rdmacmRetries || !rejectedBeforeConnect(cli) {
+		if try == rdmacmRetries || !rejectedBeforeConnect(cli) || srv.ended() {
 			break
 		}
-		select {
-		case <-srv.done:
-		default:
-			t.Logf("try %d: %v rejected before it connected (exit %d): retrying in %v\nstdout:\n%s\nstderr:\n%s",
-				try+1, cli.cmd.Args, cli.code, rdmacmPause, cli.stdout.String(), cli.stderr.String())
-			retries++
-			time.Sleep(rdmacmPause)
-			continue
-		}
-		break
+		t.Logf("try %d: %v rejected before it connected (exit %d): retrying in %v\nstdout:\n%s\nstderr:\n%s",
+			try+1, cli.cmd.Args, cli.code, rdmacmPause, cli.stdout.String(), cli.stderr.String())
+		retries++
+		time.Sleep(rdmacmPause)
 	}
 	// Both ended before either is judged: a server that waits for ever
 	// is often told by what its client said. One whose client failed
