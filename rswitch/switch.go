@@ -141,13 +141,14 @@ type Switch struct {
 
 // noteKey names one capture comment of a plan's verdicts: its rule and
 // action, and for the extra copies of a dup, which copy of how many; for
-// a runt's drop (dropRunt) copy is -1 minus its length, rule 0 when no
-// rule cut it.
+// a runt's drop (dropRunt) its length (runt > 0), rule 0 when no rule cut
+// it.
 type noteKey struct {
 	rule   int
 	action faults.ActionKind
 	copy   int
 	copies int
+	runt   int // a runt's length plus one: 0 for every other note
 }
 
 // heldFrame is a frame held back by a reorder verdict until after more
@@ -575,7 +576,7 @@ func (s *Switch) handle(i int, frame []byte) {
 // costs no allocation per frame. The caller holds s.mu.
 func (s *Switch) dropRunt(now sim.Time, i int, frame []byte, v faults.Verdict, tx int) {
 	s.stats.Runts++
-	k := noteKey{rule: v.Rule, action: v.Action, copy: -1 - len(frame)} // copy < 0: a runt's note
+	k := noteKey{rule: v.Rule, action: v.Action, runt: len(frame) + 1}
 	why, ok := s.notes[k]
 	if !ok {
 		why = "dropped: a runt of " + strconv.Itoa(len(frame)) + " bytes, shorter than an Ethernet header"

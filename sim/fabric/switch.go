@@ -7,7 +7,7 @@ package fabric
 // not simulated); a frame for an unknown MAC is dropped and counted, and
 // so is a runt: a frame a fault cut shorter than its Ethernet header,
 // which has no destination to read (a real switch discards any frame
-// under IEEE 802.3's 64-byte minimum, minFrameSize; the fabric carries
+// under IEEE 802.3's 64-byte minimum; the fabric carries
 // frames without FCS or padding, so only frames it cannot route count as
 // runts here).
 type Switch struct {
