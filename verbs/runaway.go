@@ -335,9 +335,6 @@ func (sw *stallWatch) setNodeHost(node, ix int32) {
 // RNR NAKs of RC and UC are looked at further, and their destination
 // host looked up.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
-	if !r.First {
-		return
-	}
 	from := sw.host(r.FromNode, r.From)
 	var f sentFrame
 	if sw.bySend {
