@@ -63,6 +63,14 @@ func Parse(text string) (*Plan, error) {
 	return p, nil
 }
 
+// ParseInline reads a plan given on one line, as a command-line flag
+// (rocesim --faults) or an environment variable (ROCESIM_FAULTS) gives
+// it: rules are separated by ';' as well as by newlines. An error's line
+// is the rule's place in that list, from 1.
+func ParseInline(text string) (*Plan, error) {
+	return Parse(strings.ReplaceAll(text, ";", "\n"))
+}
+
 // ParseMatch reads match keys alone, the words a rule has after its
 // verb ("class=nak src=b psn=2"), for tools that select frames rather
 // than act on them. The stateful keys (nth= prob= first=) are refused:

@@ -337,9 +337,7 @@ func (r *runState) warn(res *Result) {
 // TxEvictionWarning is the warning for n flows forgotten by the fault
 // plan's transmission counting (faults.Injector.TxEvictions), as a run's
 // summary and rocesim switch print it.
-func TxEvictionWarning(n uint64) string {
-	return fmt.Sprintf("the fault plan's transmission counting forgot %d flows to bound its memory: tx= rules may have taken a retransmission for a first transmission", n)
-}
+func TxEvictionWarning(n uint64) string { return faults.TxEvictionWarning(n) }
 
 // runTo runs the world to t (sim.Never: until nothing is left to
 // happen). Without on lines or cm= QPs it is World.RunTo. With them it

@@ -164,8 +164,11 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 	st := d.Stats()
 	fmt.Fprintf(stdout, "fabric %s: virtual time %v, wall time %v; %d attaches, %d refused (%d of another user), %d held too long, %d frames to a node no process held\n",
 		*name, end, wall.Round(time.Millisecond), st.Attaches, st.Refused, st.RefusedUID, st.HeldTooLong, st.Undelivered)
-	if fab := d.Fabric(); fab != nil && fab.TxEvictions() > 0 {
-		fmt.Fprintf(stdout, "warning: %s\n", scenario.TxEvictionWarning(fab.TxEvictions()))
+	if fab := d.Fabric(); fab != nil {
+		printPlanReport(stdout, cfg.Plan, fab.RuleHits)
+		if fab.TxEvictions() > 0 {
+			fmt.Fprintf(stdout, "warning: %s\n", scenario.TxEvictionWarning(fab.TxEvictions()))
+		}
 	}
 	for _, f := range []struct{ flag, file string }{{"capture", *pcap}, {"trace", *traceFile}} {
 		if f.file != "" {

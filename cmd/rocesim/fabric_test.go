@@ -90,6 +90,12 @@ func TestFabricCommand(t *testing.T) {
 	if !strings.Contains(stdout.String(), "2 attaches, 0 refused") || !strings.Contains(stdout.String(), "capture: "+pcap) {
 		t.Errorf("stdout %q", stdout.String())
 	}
+	// What each rule did: a's frame was delayed, b sent nothing.
+	for _, want := range []string{"\nfault rule 1 acted on 1 frame: delay 1us src=a\n", "\nwarning: fault rule 2 never matched a frame: drop src=b\n"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout %q lacks %q", stdout.String(), want)
+		}
+	}
 	frames := readFrames(t, pcap)
 	for _, f := range frames {
 		if !bytes.Equal(f.data, frame) || !strings.Contains(strings.Join(f.comments, " "), "hello") || !strings.Contains(strings.Join(f.comments, " "), "rule 1") {

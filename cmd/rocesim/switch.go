@@ -268,6 +268,7 @@ func switchMain(ctx context.Context, args []string, stdout, stderr io.Writer, re
 	st := sw.Stats()
 	st.Foreign += tr[0].Stats().Foreign + tr[1].Stats().Foreign
 	printSwitchStats(stdout, na+"-"+nb, time.Since(start), st)
+	printPlanReport(stdout, cfg.Plan, sw.Hits)
 	if *pcap != "" {
 		fmt.Fprintf(stdout, "capture: %s\n", *pcap)
 	}
@@ -282,11 +283,9 @@ func parsePlanFlag(text string) (*faults.Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		text = string(b)
-	} else {
-		text = strings.ReplaceAll(text, ";", "\n")
+		return faults.Parse(string(b))
 	}
-	return faults.Parse(text)
+	return faults.ParseInline(text)
 }
 
 // writeLadderFile writes tr's ladder to path: SVG if the name ends in
@@ -308,6 +307,19 @@ func writeLadderFile(path string, tr *sim.Trace, nodes []string, title string) e
 func withNodes(opt ladder.Options, nodes []string) ladder.Options {
 	opt.Nodes = nodes
 	return opt
+}
+
+// printPlanReport writes what each rule of plan did, a line each, given
+// its decisions (hits): a rule that never matched is a warning, as in
+// rocesim run (a PSN no program reached, a misspelt key value).
+func printPlanReport(w io.Writer, plan *faults.Plan, hits func(rule int) uint64) {
+	for _, r := range plan.Report(hits) {
+		if r.Quiet() {
+			fmt.Fprintf(w, "warning: fault %v\n", r)
+		} else {
+			fmt.Fprintf(w, "fault %v\n", r)
+		}
+	}
 }
 
 // printSwitchStats writes the summary line of a switch's run, and a

@@ -133,7 +133,8 @@
 //	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
 //	ROCESIM_SEED=S         the world's seed (default 1)
 //	ROCESIM_PROFILE=P      rxe (default) or spec
-//	ROCESIM_FAULTS=PLAN    a fault plan (faults.Parse's text, one rule a line; links rocesim0-sw, ...)
+//	ROCESIM_FAULTS=PLAN    a fault plan (faults.ParseInline: rules separated by ';' or newlines; links rocesim0-sw, ...);
+//	                       at exit, stderr says what each rule did and warns of one that never matched
 //	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
 //	ROCESIM_LADDER=PATH    draw the run's ladder into PATH at exit (.svg: SVG, else text; a
 //	                       device's frames to itself are not drawn, its completions are)

@@ -400,6 +400,25 @@ func TestLoopbackUnderFaults(t *testing.T) {
 	}
 }
 
+// TestFaultRuleNeverMatched: a rule that matched no frame by the time
+// the program ended is a warning on stderr, naming the rule as the plan
+// has it; the program's own outcome is untouched.
+func TestFaultRuleNeverMatched(t *testing.T) {
+	bin := compile(t, "loopback")
+	out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop psn=102 tx=1; drop psn=999999 qp=0x42", noIdle}, bin, "0")
+	if code != 0 || !strings.Contains(out, "loopback ok") {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"rocesim: ROCESIM_FAULTS rule 1 acted on 2 frames: drop psn=102 tx=1\n", // the WRITE's packet and the NAK of the gap, which carries PSN 102 too
+		"rocesim: warning: ROCESIM_FAULTS rule 2 never matched a frame: drop qp=0x42 psn=999999\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q lacks %q", stderr, want)
+		}
+	}
+}
+
 // faultedTwice runs prog twice with a fault plan that drops PSN 102 once
 // and a capture, checks that it prints ok both times and that the two
 // captures are the same bytes, and returns how many frames of the first
@@ -408,12 +427,14 @@ func faultedTwice(t *testing.T, ok string, comments []string, prog string, args 
 	t.Helper()
 	dir := t.TempDir()
 	var caps [2][]byte
+	var stderrs [2]string
 	for i := range caps {
 		pcap := filepath.Join(dir, fmt.Sprintf("run%d.pcapng", i))
 		out, stderr, code := run(t, []string{"ROCESIM_FAULTS=drop psn=102 tx=1", "ROCESIM_PCAP=" + pcap, noIdle}, prog, args...)
 		if code != 0 || !strings.Contains(out, ok) {
 			t.Fatalf("run %d: exit %d\n%s%s", i, code, out, stderr)
 		}
+		stderrs[i] = stderr
 		b, err := os.ReadFile(pcap)
 		if err != nil {
 			t.Fatal(err)
@@ -428,6 +449,7 @@ func faultedTwice(t *testing.T, ok string, comments []string, prog string, args 
 		t.Fatal(err)
 	}
 	counts := make([]int, len(comments))
+	dropped := 0
 	for rec, err := range rd.Records() {
 		if err != nil {
 			t.Fatalf("the capture: %v", err)
@@ -437,6 +459,21 @@ func faultedTwice(t *testing.T, ok string, comments []string, prog string, args 
 			if strings.Contains(c, want) {
 				counts[k]++
 			}
+		}
+		if strings.Contains(c, "dropped by rule 1:") {
+			dropped++
+		}
+	}
+	// At exit the library says what the plan did: as many frames as the
+	// capture shows dropped (the data packet's first transmission, and
+	// the NAK of the gap it left, whose PSN is 102 too).
+	want := fmt.Sprintf("rocesim: ROCESIM_FAULTS rule 1 acted on %d frames: drop psn=102 tx=1\n", dropped)
+	if dropped == 1 {
+		want = "rocesim: ROCESIM_FAULTS rule 1 acted on 1 frame: drop psn=102 tx=1\n"
+	}
+	for i, e := range stderrs {
+		if !strings.Contains(e, want) {
+			t.Errorf("run %d: stderr %q lacks %q", i, e, want)
 		}
 	}
 	return counts

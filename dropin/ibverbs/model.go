@@ -114,7 +114,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("ROCESIM_PROFILE=%q: want rxe or spec", s)
 	}
 	if s := getenv("ROCESIM_FAULTS"); s != "" {
-		p, err := faults.Parse(s)
+		p, err := faults.ParseInline(s)
 		if err != nil {
 			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
 		}
@@ -595,6 +595,29 @@ func (p *process) shutdown() {
 		if err := writeLadder(p.cfg.Ladder, p.tr, p.cfg); err != nil {
 			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_LADDER: %v\n", err)
 		}
+	}
+	p.reportFaults()
+}
+
+// reportFaults says on stderr what each rule of ROCESIM_FAULTS did by
+// the time the program ended: a user who asked for "drop psn=102 tx=1"
+// learns whether the run lost that packet, and a rule that never matched
+// (a PSN the program never reached, a misspelt key value) is a warning,
+// as rocesim run gives one for a scenario's rule.
+func (p *process) reportFaults() {
+	if p.cfg.Plan == nil || p.w == nil {
+		return
+	}
+	fab := p.w.Fabric()
+	for _, r := range p.cfg.Plan.Report(fab.RuleHits) {
+		if r.Quiet() {
+			fmt.Fprintf(p.stderr, "rocesim: warning: ROCESIM_FAULTS %v\n", r)
+		} else {
+			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_FAULTS %v\n", r)
+		}
+	}
+	if n := fab.TxEvictions(); n > 0 {
+		fmt.Fprintf(p.stderr, "rocesim: warning: ROCESIM_FAULTS: %s\n", faults.TxEvictionWarning(n))
 	}
 }
 

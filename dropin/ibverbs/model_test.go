@@ -24,6 +24,8 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_SEED": "-1"}, `ROCESIM_SEED="-1"`},
 		{map[string]string{"ROCESIM_PROFILE": "mlx5"}, `ROCESIM_PROFILE="mlx5"`},
 		{map[string]string{"ROCESIM_FAULTS": "drop psn="}, "ROCESIM_FAULTS: 1:"},
+		{map[string]string{"ROCESIM_FAULTS": "drop psn=3 tx=1; dup psn=4\ndelay 1us"}, `1 1 rxe 3 "" 0 50ms ""`},
+		{map[string]string{"ROCESIM_FAULTS": "drop psn=3; drop pns=4"}, "ROCESIM_FAULTS: 2:"},
 		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
 		{map[string]string{"ROCESIM_FABRIC": "f"}, `ROCESIM_FABRIC="f": ROCESIM_NODE must name the node`},
 		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n"}, `1 1 rxe 0 "" 0 1ms ""`},

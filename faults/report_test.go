@@ -1,0 +1,48 @@
+package faults_test
+
+import (
+	"testing"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// TestReport: a plan's report counts what each rule decided and says a
+// rule that never matched, in the plan's order and canonical text.
+func TestReport(t *testing.T) {
+	plan := mustParse(t, "drop tx=1 psn=2\ndup psn=3\ndrop psn=9999")
+	in := faults.NewInjector(plan, newRand(1))
+	for i, psn := range []uint32{1, 2, 2, 3, 3} {
+		// PSN 2 twice: its first transmission, then a retransmission.
+		hop := faults.Hop{Link: "a-sw", From: "a", To: "b", First: true, Tx: 1}
+		if i == 2 {
+			hop.Tx = 2
+		}
+		frame, pkt := sent{pkt: &pktSpec{op: wire.OpRCSendOnly, psn: psn, qp: 0x11}}.frame(t)
+		in.Decide(0, hop, frame, pkt)
+	}
+	var got []string
+	for _, r := range plan.Report(in.Hits) {
+		got = append(got, r.String())
+	}
+	want := []string{
+		"rule 1 acted on 1 frame: drop psn=2 tx=1",
+		"rule 2 acted on 2 frames: dup psn=3",
+		"rule 3 never matched a frame: drop psn=9999",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("report %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %q, want %q", i+1, got[i], want[i])
+		}
+	}
+	if r := plan.Report(in.Hits); r[0].Quiet() || !r[2].Quiet() {
+		t.Errorf("Quiet: rule 1 %v, rule 3 %v; want false, true", r[0].Quiet(), r[2].Quiet())
+	}
+	var none *faults.Plan
+	if r := none.Report(in.Hits); r != nil {
+		t.Errorf("a nil plan's report: %v", r)
+	}
+}
