@@ -128,6 +128,18 @@ func TestTextThroughSwitch(t *testing.T) {
 	x := strings.Index(ls[i], "✗")
 	assert.Greater(t, utf8.RuneCountInString(ls[i][:x]), 60, ls[i])
 	rowIndex(t, ls, i, "SEND_MIDDLE psn=101 ", "retx #1", "▶│")
+
+	// A frame the switch's egress alters is still the frame a sent,
+	// drawn to b with what the rule did, although the fabric traces it
+	// with the headers the rule left: a rewritten PSN, a BTH cut short.
+	for _, c := range []struct{ plan, row string }{
+		{"rewrite set-psn=7 link=b-sw psn=101 tx=1", "├─ SEND_MIDDLE psn=7 · rewritten at sw by rule 1"},
+		{"truncate len=50 link=b-sw psn=101 tx=1", "├─ frame len=50 · truncated at sw by rule 1"},
+	} {
+		out = text(t, run(t, scenario{plan: c.plan, sw: true}), ladder.Options{})
+		rowIndex(t, lines(out), 1, c.row, "▶│")
+		assert.NotContains(t, out, "not delivered in the trace", c.plan)
+	}
 }
 
 // TestTextRetryExceeded: timers, the QP's fall to ERR and the error

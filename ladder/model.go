@@ -347,6 +347,9 @@ func (b *builder) frameEvent(e *sim.Event) {
 			f = b.arrive(e, from, k)
 		}
 		f.key = k // an alteration may change it
+		if l, ok := e.Get("len"); ok {
+			f.length = l // and a truncation its length
+		}
 		if m, ok := faultMark(e.Kind, why, rule, from, f.origin); ok {
 			f.marks = append(f.marks, m)
 		}
@@ -369,8 +372,41 @@ func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 		if f := b.takeToward(from, k); f != nil {
 			return f
 		}
+		if e.Kind == "frame-alter" {
+			if f := b.takeAlteredToward(from, k); f != nil {
+				return f
+			}
+		}
 	}
 	return b.newFrame(e, from)
+}
+
+// takeAlteredToward finds the frame a switch's frame-alter is about when
+// its key matches none in flight toward the switch: the fabric alters a
+// frame before it traces it, so a rewrite (set-psn=), a truncation that
+// cuts into the BTH or a bit flip in it changes what the event says. A
+// link delivers in order, so the frame that reached the switch is the
+// oldest in flight on one of the links toward it: among those heads, the
+// one that kept its QPN, opcode and transmission count (a rewrite keeps
+// them), else the one sent first.
+func (b *builder) takeAlteredToward(node string, k frameKey) *frame {
+	var best *frame
+	var bestLink string
+	bestKept := false
+	for _, l := range b.links {
+		if _, to, _ := strings.Cut(l, "->"); to != node || len(b.flight[l]) == 0 {
+			continue
+		}
+		f := b.flight[l][0]
+		kept := f.key.qpn == k.qpn && f.key.hasQPN == k.hasQPN && f.key.op == k.op && f.key.tx == k.tx
+		if best == nil || kept && !bestKept || kept == bestKept && f.t < best.t {
+			best, bestLink, bestKept = f, l, kept
+		}
+	}
+	if best != nil {
+		b.flight[bestLink] = b.flight[bestLink][1:]
+	}
+	return best
 }
 
 // copyOf returns a new frame for a copy made by frame-dup on link, if one
