@@ -68,7 +68,10 @@
 // Options.Faults (text) or Options.Plan (Go) is the initial fault plan of
 // package faults; SetFaults, AddFaults and SetPlan change it in the middle
 // of a test ("now cut the server off": AddFaults("down link=" +
-// server.LinkName())).
+// server.LinkName())). RuleHits says how many frames a rule of the plan
+// in force acted on, so a test can prove its fault happened rather than
+// trust a rule whose psn= the run never reached; a failed test's report
+// says it for every rule ("faults: rule 2 never matched a frame: ...").
 //
 // # Looking at frames
 //

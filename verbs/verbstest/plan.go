@@ -50,9 +50,20 @@ func (w *World) SetPlan(p *faults.Plan) {
 // Plan returns the plan in force (nil if none).
 func (w *World) Plan() *faults.Plan { return w.plan }
 
+// RuleHits returns how many frames rule (from 1, as the plan in force
+// numbers its rules) has acted on since that plan was set: dropped,
+// duplicated, delayed, held back or altered; for a link event, frames
+// lost to it. A test proves its fault happened with it, rather than
+// trusting a rule whose psn= or qp= the run never reached:
+//
+//	require.EqualValues(t, 1, w.RuleHits(1), "the WRITE's middle packet was dropped once")
+//
+// 0 for a rule number outside the plan.
+func (w *World) RuleHits(rule int) uint64 { return w.vw.Fabric().RuleHits(rule) }
+
 func (w *World) parse(what, text string) *faults.Plan {
 	w.t.Helper()
-	p, err := faults.Parse(text)
+	p, err := faults.ParseInline(text)
 	if err != nil {
 		w.fatalf("verbstest: %s: fault plan line %v", what, err)
 	}

@@ -156,6 +156,15 @@ func (w *World) failureReport(files keptFiles) string {
 			fmt.Fprintf(&b, "           %*s  %s\n", len("from "+c.at.String()), "", l)
 		}
 	}
+	// What the plan in force did: a rule that never matched a frame is
+	// often why a test did not see the fault it was written for.
+	for i, r := range w.plan.Report(w.RuleHits) {
+		label := "  faults:  "
+		if i > 0 {
+			label = "           "
+		}
+		fmt.Fprintf(&b, "%s%v\n", label, r)
+	}
 	for i, c := range w.loops {
 		if i == maxLoopLines {
 			fmt.Fprintf(&b, "           ... and %d more (see the trace)\n", len(w.loops)-i)

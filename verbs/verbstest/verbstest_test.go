@@ -41,6 +41,8 @@ func TestLostPacketRecovered(t *testing.T) {
 	nak := w.RequireFrames("class=nak src=b", 1)
 	assert.Equal(t, "NAK(PSN sequence error)", nak[0].Packet.AETH.Syndrome().String())
 	w.RequireNoFrames("class=rnr")
+	assert.EqualValues(t, 1, w.RuleHits(1), "the rule dropped one frame")
+	assert.EqualValues(t, 0, w.RuleHits(2), "a rule outside the plan")
 	assert.Equal(t, 5, len(w.Frames("dst=b")), "FIRST, MIDDLE (dropped), LAST (out of sequence: NAK), MIDDLE and LAST again")
 	assert.Equal(t, 2, len(w.Frames("src=b")), "the NAK and the final ACK")
 }
@@ -196,6 +198,7 @@ func TestCaptureKeptOnFailure(t *testing.T) {
 	assert.Contains(t, out, "IBV_WC_RETRY_EXC_ERR")
 	assert.Contains(t, out, "seed:    42")
 	assert.Contains(t, out, "plan:    from 0s: drop src=a class=request")
+	assert.Contains(t, out, "faults:  rule 1 acted on 2 frames: drop src=a class=request", "the WRITE and its one retry")
 	assert.Contains(t, out, "rerun:   go test ./verbs/verbstest -run '^TestBroken$/^sub case$' -count=1 -rocesim.seed=42")
 	assert.Contains(t, out, "capture: "+path)
 	rd, err := capture.Open(path)

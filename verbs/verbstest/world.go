@@ -47,7 +47,8 @@ type Options struct {
 	// Link describes every link; zero fields take the defaults.
 	Link Link
 	// Faults is the initial fault plan in the text form of package
-	// faults ("drop psn=2 tx=1"); Plan is the same built in Go. Give at
+	// faults ("drop psn=2 tx=1"; rules separated by newlines or ';',
+	// faults.ParseInline); Plan is the same built in Go. Give at
 	// most one. SetFaults, AddFaults and SetPlan change it later.
 	Faults string
 	Plan   *faults.Plan
