@@ -5,8 +5,10 @@
 // N = 1k … 100k. For each point it prints the wall time, the simulated
 // packets per second, the peak live heap and the peak RSS; then the
 // fitted growth exponents (wall time against packets, heap against QPs),
-// which must stay at most 1.1. -svg draws the curves, -md prints the
-// table in the README's form.
+// which must stay at most 1.1, and what a dependent load to memory costs
+// on this machine at a few working-set sizes (latency.go; -latency=false
+// leaves it out). -svg draws the curves, -md prints the table in the
+// README's form.
 //
 // Each point runs in a child process of its own (the same binary with
 // -point), so that its peak RSS is its own and a point that runs away is
@@ -43,9 +45,14 @@ func main() {
 		cpuprof = flag.String("cpuprofile", "", "with -point: write a CPU profile of the point here")
 		win     = flag.Int("window", 64, "alltoall: WRITEs each host has outstanding at most (the round size)")
 		memprof = flag.String("memprofile", "", "with -point: write a heap profile here at the end of the point")
+		probe   = flag.Bool("latency", true, "print what a dependent load to memory costs at a few working-set sizes")
 	)
 	flag.Parse()
 	window = max(1, *win)
+	if *point == "latency:1" {
+		fmt.Println(latencyLine())
+		return
+	}
 	if *point != "" {
 		if *cpuprof != "" {
 			f, err := os.Create(*cpuprof)
@@ -115,6 +122,14 @@ func main() {
 			failed = true
 		}
 		fmt.Printf("growth: %s ∝ %s^%.3f (%d points) %s\n", f.y, f.x, f.exp, f.n, verdict)
+	}
+	if *probe {
+		// In a child, as the points are: its 2 GiB walk is its own.
+		if out, err := exec.Command(os.Args[0], "-point", "latency:1").Output(); err == nil {
+			fmt.Print(string(out))
+		} else {
+			fmt.Fprintf(os.Stderr, "scale: memory latency: %v\n", err)
+		}
 	}
 	if s, a := find(rs, "stream", 2), find(rs, "alltoall", 256); s != nil && a != nil {
 		// Reported, not enforced: the alltoall's cost per packet no

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestPoints: each kind of point runs, verifies what it must and counts
@@ -72,5 +73,13 @@ func TestFitLeavesOutTimesBelowTheFloor(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("%d of the two idle fits made", seen)
+	}
+}
+
+// TestLatencyLine: the memory probe walks a working set and says what a
+// dependent load cost, for every size it probes.
+func TestLatencyLine(t *testing.T) {
+	if d := missLatency(1); d <= 0 || d > time.Millisecond {
+		t.Errorf("a dependent load within 1 MiB took %v", d)
 	}
 }
