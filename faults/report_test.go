@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rocesim/rocesim/faults"
@@ -44,5 +45,33 @@ func TestReport(t *testing.T) {
 	var none *faults.Plan
 	if r := none.Report(in.Hits); r != nil {
 		t.Errorf("a nil plan's report: %v", r)
+	}
+}
+
+// TestCheckNames: a rule naming a link or node the topology lacks is an
+// error that names the rule, the key and what there is; names that
+// exist, and rules that name none, pass.
+func TestCheckNames(t *testing.T) {
+	links, nodes := []string{"a-sw", "b-sw"}, []string{"a", "b", "sw"}
+	for _, c := range []struct{ plan, err string }{
+		{"drop psn=2 tx=1; delay 1us link=a-sw; drop dir=sw->b src=a dst=b; partition a|b; down link=b-sw", ""},
+		{"drop psn=2\ndrop link=a-b", `rule 2: link=a-b: no such link (links: a-sw, b-sw)`},
+		{"drop src=c", `rule 1: src=: no node "c" (nodes: a, b, sw)`},
+		{"drop dst=rocesim0", `rule 1: dst=: no node "rocesim0" (nodes: a, b, sw)`},
+		{"drop dir=a->c", `rule 1: dir=: no node "c" (nodes: a, b, sw)`},
+		{"partition a|x", `rule 1: partition: no node "x" (nodes: a, b, sw)`},
+	} {
+		err := mustParse(t, strings.ReplaceAll(c.plan, ";", "\n")).CheckNames(links, nodes)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.err {
+			t.Errorf("%s: error %q, want %q", c.plan, got, c.err)
+		}
+	}
+	var none *faults.Plan
+	if err := none.CheckNames(links, nodes); err != nil {
+		t.Errorf("nil plan: %v", err)
 	}
 }

@@ -230,6 +230,11 @@ func Listen(cfg Config) (*Daemon, error) {
 		if err := d.build(cfg.Nodes); err != nil {
 			return nil, err
 		}
+		// The nodes are known: a rule naming a link or node the fabric
+		// lacks could never match, and is refused as a scenario's is.
+		if err := cfg.Plan.CheckNames(d.names()); err != nil {
+			return nil, fmt.Errorf("procfabric: fault plan: %w", err)
+		}
 	}
 	var err error
 	if d.ln, d.lock, err = listen(cfg.Dir, cfg.Name); err != nil {
@@ -292,6 +297,21 @@ func (d *Daemon) build(names []string) error {
 		}
 	}
 	return nil
+}
+
+// names returns the built fabric's links and nodes (its switch, if it
+// has one, among the nodes), for checking a fault plan's names.
+func (d *Daemon) names() (links, nodes []string) {
+	for _, l := range d.fab.Links() {
+		links = append(links, l.Name())
+	}
+	for _, s := range d.slots {
+		nodes = append(nodes, s.info.Name)
+	}
+	if len(d.slots) > 2 {
+		nodes = append(nodes, "sw")
+	}
+	return links, nodes
 }
 
 // Path returns the daemon's socket.
@@ -546,6 +566,11 @@ func (d *Daemon) attach(c *conn, name string) {
 			panic(fmt.Sprintf("procfabric: building checked nodes %q: %v", names, err)) // names are checked and distinct
 		}
 		d.logf("nodes %s attached: the fabric is built", strings.Join(names, ", "))
+		if err := d.cfg.Plan.CheckNames(d.names()); err != nil {
+			// The processes named the nodes: too late to refuse the
+			// plan, not too late to say that a rule will not match.
+			d.logf("warning: fault plan: %v: the rule will never match", err)
+		}
 		for _, o := range claims {
 			if !o.c.gone {
 				d.attach(o.c, o.name)

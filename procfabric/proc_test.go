@@ -823,3 +823,57 @@ func frameTo(a, b *Port) []byte {
 	copy(frame[6:], src[:])
 	return frame
 }
+
+// TestPlanNames: with named nodes a fault rule naming a link or node the
+// fabric lacks is refused at Listen (it could never match); when the
+// processes name the nodes, the daemon logs it once the fabric is built.
+func TestPlanNames(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	for _, c := range []struct {
+		nodes []string
+		plan  string
+		err   string
+	}{
+		{[]string{"a", "b"}, "drop link=a-b src=b", ""},
+		{[]string{"a", "b"}, "drop link=a-sw", "procfabric: fault plan: rule 1: link=a-sw: no such link (links: a-b)"},
+		{[]string{"a", "b", "c"}, "drop link=a-sw dir=sw->c", ""},
+		{[]string{"a", "b", "c"}, "drop psn=1\ndrop dst=d", `procfabric: fault plan: rule 2: dst=: no node "d" (nodes: a, b, c, sw)`},
+	} {
+		plan, err := faults.Parse(c.plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Listen(Config{Name: "names", Dir: shortDir(t), Nodes: c.nodes, Plan: plan})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			d.Close()
+		}
+		if got != c.err {
+			t.Errorf("nodes %v, plan %q: error %q, want %q", c.nodes, c.plan, got, c.err)
+		}
+	}
+	plan, _ := faults.Parse("drop src=server")
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{Count: 2, Plan: plan, Log: &log})
+	attached := make(chan error, 1)
+	go func() {
+		p, err := AttachDir(d.cfg.Dir, d.cfg.Name, "x")
+		if err == nil {
+			p.Close()
+		}
+		attached <- err
+	}()
+	p, err := AttachDir(d.cfg.Dir, d.cfg.Name, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if err := <-attached; err != nil {
+		t.Fatal(err)
+	}
+	if want := `warning: fault plan: rule 1: src=: no node "server" (nodes: x, y): the rule will never match`; !strings.Contains(log.String(), want) {
+		t.Errorf("log %q lacks %q", log.String(), want)
+	}
+}

@@ -184,7 +184,29 @@ func readConfig(getenv func(string) string) (Config, error) {
 		}
 		c.IdleWake = d
 	}
+	if c.Plan != nil {
+		// A link or node the world will not have makes a rule that can
+		// never match: said now, as a scenario's would be, not found
+		// out from a run that lost nothing.
+		if err := c.Plan.CheckNames(topologyNames(c.Devices)); err != nil {
+			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
+		}
+	}
 	return c, nil
+}
+
+// deviceName is the name of device i, and of its host and fabric node.
+func deviceName(i int) string { return fmt.Sprintf("rocesim%d", i) }
+
+// topologyNames are the links and nodes of a world of n devices as
+// newProcess builds it: every device's host on the switch "sw", over
+// the link "rocesimI-sw".
+func topologyNames(n int) (links, nodes []string) {
+	for i := range n {
+		links = append(links, deviceName(i)+"-sw")
+		nodes = append(nodes, deviceName(i))
+	}
+	return links, append(nodes, "sw")
 }
 
 // process is the model of one program: the world and the objects the
@@ -350,7 +372,7 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	}
 	p.w = verbs.NewWorld(wc)
 	for i := range cfg.Devices {
-		name := fmt.Sprintf("rocesim%d", i)
+		name := deviceName(i)
 		p.devs = append(p.devs, &device{name: name, host: p.w.AddHost(name), keys: map[uint32]*memRegion{},
 			windows: map[uint32]*memRegion{}})
 	}

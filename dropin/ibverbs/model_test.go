@@ -26,6 +26,10 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_FAULTS": "drop psn="}, "ROCESIM_FAULTS: 1:"},
 		{map[string]string{"ROCESIM_FAULTS": "drop psn=3 tx=1; dup psn=4\ndelay 1us"}, `1 1 rxe 3 "" 0 50ms ""`},
 		{map[string]string{"ROCESIM_FAULTS": "drop psn=3; drop pns=4"}, "ROCESIM_FAULTS: 2:"},
+		// Names the world will have pass; others would never match.
+		{map[string]string{"ROCESIM_DEVICES": "2", "ROCESIM_FAULTS": "drop link=rocesim1-sw src=rocesim0 dir=sw->rocesim1"}, `2 1 rxe 1 "" 0 50ms ""`},
+		{map[string]string{"ROCESIM_FAULTS": "drop link=a-sw"}, "ROCESIM_FAULTS: rule 1: link=a-sw: no such link (links: rocesim0-sw)"},
+		{map[string]string{"ROCESIM_FAULTS": "drop psn=2; drop src=rocesim1"}, `ROCESIM_FAULTS: rule 2: src=: no node "rocesim1" (nodes: rocesim0, sw)`},
 		{map[string]string{"ROCESIM_MAX_EVENTS": "0"}, `ROCESIM_MAX_EVENTS="0"`},
 		{map[string]string{"ROCESIM_FABRIC": "f"}, `ROCESIM_FABRIC="f": ROCESIM_NODE must name the node`},
 		{map[string]string{"ROCESIM_FABRIC": "f", "ROCESIM_NODE": "n"}, `1 1 rxe 0 "" 0 1ms ""`},
@@ -50,6 +54,26 @@ func TestReadConfig(t *testing.T) {
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%v: %q, want %q", c.env, got, c.want)
 		}
+	}
+}
+
+// TestTopologyNames: the names ROCESIM_FAULTS is checked against are
+// those of the world newProcess builds.
+func TestTopologyNames(t *testing.T) {
+	p, err := newProcess(Config{Devices: 3, Seed: 1}, &fakeFDs{ready: map[int]bool{}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links, nodes []string
+	for _, l := range p.w.Fabric().Links() {
+		links = append(links, l.Name())
+	}
+	for _, n := range p.w.Fabric().Nodes() {
+		nodes = append(nodes, n.Name())
+	}
+	wantLinks, wantNodes := topologyNames(3)
+	if fmt.Sprint(links) != fmt.Sprint(wantLinks) || fmt.Sprint(append(nodes, "sw")) != fmt.Sprint(wantNodes) {
+		t.Errorf("world: links %v, nodes %v and the switch sw; topologyNames: %v, %v", links, nodes, wantLinks, wantNodes)
 	}
 }
 
