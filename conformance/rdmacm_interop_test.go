@@ -34,11 +34,33 @@ func TestInteropRping(t *testing.T) {
 		return c
 	}
 
-	t.Run("host-client", func(t *testing.T) {
-		ns, ports, a, _, sw := udpRig(t, "r", filepath.Join(logs, "interop-rping-host-client.pcapng"))
+	// -q: both ends make their QPs with ibv_create_qp and move them with
+	// rdma_init_qp_attr, the client answering CONNECT_RESPONSE with
+	// rdma_establish (UCX's way): the guest's kernel rdma_cm runs that
+	// path for its rping, the model's for the host's.
+	for _, q := range []struct{ name, opt string }{{"", ""}, {"-selfqp", "-q"}} {
+		interopRping(ctx, t, logs, host, q.name, q.opt)
+	}
+}
+
+// interopRping is TestInteropRping's two directions, with opt (if not
+// empty) given to rping on both ends.
+func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns string, args ...string) *exec.Cmd, name, opt string) {
+	with := func(args ...string) []string {
+		if opt != "" {
+			args = append(args, opt)
+		}
+		return args
+	}
+	sh := ""
+	if opt != "" {
+		sh = " " + opt
+	}
+	t.Run("host-client"+name, func(t *testing.T) {
+		ns, ports, a, _, sw := udpRig(t, "r", filepath.Join(logs, "interop-rping-host-client"+name+".pcapng"))
 		vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0],
-			RemotePort: int(a.LocalAddr().Port()), Cmd: "rping -s -a 10.0.0.1 -C 5 -v",
-			Timeout: 5 * time.Minute, LogPath: filepath.Join(logs, "rxe-rping-server.log")})
+			RemotePort: int(a.LocalAddr().Port()), Cmd: "rping -s -a 10.0.0.1 -C 5 -v" + sh,
+			Timeout: 5 * time.Minute, LogPath: filepath.Join(logs, "rxe-rping-server"+name+".log")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +69,7 @@ func TestInteropRping(t *testing.T) {
 		// (reason 8): try again, each try bounded by ctx.
 		var out []byte
 		for ctx.Err() == nil {
-			out, err = host(ns.Name, "-c", "-a", "10.0.0.1", "-C", "5", "-v").CombinedOutput()
+			out, err = host(ns.Name, with("-c", "-a", "10.0.0.1", "-C", "5", "-v")...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "RDMA_CM_EVENT_REJECTED") {
 				break
 			}
@@ -63,9 +85,9 @@ func TestInteropRping(t *testing.T) {
 		t.Logf("host client:\n%s", out)
 	})
 
-	t.Run("guest-client", func(t *testing.T) {
-		ns, ports, a, _, sw := udpRig(t, "s", filepath.Join(logs, "interop-rping-guest-client.pcapng"))
-		srv := host(ns.Name, "-s", "-a", "10.0.0.2", "-C", "5", "-v")
+	t.Run("guest-client"+name, func(t *testing.T) {
+		ns, ports, a, _, sw := udpRig(t, "s", filepath.Join(logs, "interop-rping-guest-client"+name+".pcapng"))
+		srv := host(ns.Name, with("-s", "-a", "10.0.0.2", "-C", "5", "-v")...)
 		var sout strings.Builder
 		srv.Stdout, srv.Stderr = &sout, &sout
 		if err := srv.Start(); err != nil {
@@ -82,8 +104,8 @@ func TestInteropRping(t *testing.T) {
 		}()
 		vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", Peer: "10.0.0.2", LocalPort: ports[0],
 			RemotePort: int(a.LocalAddr().Port()),
-			Cmd:        "n=0; until rping -c -a 10.0.0.2 -C 5 -v; do n=$((n+1)); [ $n -ge 30 ] && exit 97; sleep 1; done",
-			Timeout:    5 * time.Minute, LogPath: filepath.Join(logs, "rxe-rping-client.log")})
+			Cmd:        "n=0; until rping -c -a 10.0.0.2 -C 5 -v" + sh + "; do n=$((n+1)); [ $n -ge 30 ] && exit 97; sleep 1; done",
+			Timeout:    5 * time.Minute, LogPath: filepath.Join(logs, "rxe-rping-client"+name+".log")})
 		if err != nil {
 			t.Fatal(err)
 		}

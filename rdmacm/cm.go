@@ -99,10 +99,15 @@ const (
 	stateDestroyed
 	stateAddrQuery // rdma_resolve_addr waiting for a neighbour that never answers
 	stateMRAReqRcvd
+	// stateRepRcvd: the active side of a connection whose QP the
+	// application made itself has the REP and reported CONNECT_RESPONSE;
+	// Establish sends the RTU (ib_cm's MRA_REP_SENT: rdma_cm holds the
+	// REP with a delayed MRA until the application answers).
+	stateRepRcvd
 )
 
 var stateNames = [...]string{"IDLE", "ADDR_RESOLVED", "ROUTE_RESOLVED", "LISTEN", "REQ_SENT", "REQ_RCVD",
-	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED", "ADDR_QUERY", "MRA_REQ_RCVD"}
+	"REP_SENT", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT", "DESTROYED", "ADDR_QUERY", "MRA_REQ_RCVD", "REP_RCVD"}
 
 func (s cmState) String() string { return stateNames[s] }
 
@@ -117,7 +122,8 @@ type agent struct {
 	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
 	udpLst map[uint16]*CMID
 	dups   map[reqKey]*CMID // passive IDs by the REQ that made them
-	// owing: IDs that received a REQ or a DREQ their user has not
+	// owing: IDs that received a REQ, a DREQ, or the REP of a
+	// connection whose QP the user made, their user has not
 	// answered yet, in the order they came (Unanswered prunes it).
 	owing []*CMID
 	buf   [wire.MADLen]byte // the MAD being built
@@ -338,13 +344,14 @@ func (a *agent) owe(id *CMID) {
 	}
 }
 
-// unanswered drops from owing the IDs that answered (they left REQ_RCVD
-// or DREQ_RCVD: accepted, rejected, disconnected, destroyed, timed out)
+// unanswered drops from owing the IDs that answered (they left REQ_RCVD,
+// DREQ_RCVD or REP_RCVD: accepted, rejected, disconnected, established,
+// destroyed, timed out)
 // and returns how many are left.
 func (a *agent) unanswered() int {
 	kept := a.owing[:0]
 	for _, id := range a.owing {
-		if id.state == stateReqRcvd || id.state == stateDreqRcvd {
+		if id.state == stateReqRcvd || id.state == stateDreqRcvd || id.state == stateRepRcvd {
 			kept = append(kept, id)
 		} else {
 			id.owes = false

@@ -70,6 +70,14 @@
 // does, moves them to INIT with InitQP and gives each to its ID with
 // AttachQP (package scenario's cm= QPs).
 //
+// A program that keeps its QP to itself, as UCX and rping -q do, leaves
+// the ID without one: it moves the QP with the attributes InitQPAttr
+// gives (rdma_init_qp_attr), names it in ConnParam.QPNum, and on the
+// active side answers CONNECT_RESPONSE with Establish (rdma_establish),
+// which sends the RTU (userqp.go has the flow and where its attributes
+// come from; Linux's cma.c and cm.c, read, and rping -q against real
+// rxe's in conformance's TestInteropRping).
+//
 // Address resolution as rxe's hosts do it (rxe_cm_addr_error,
 // rxe_cm_no_route): an address nobody has gives ADDR_ERROR with -110
 // when the resolve timeout runs out (ARP itself is not simulated), one

@@ -36,9 +36,11 @@ func (cm *CM) CreateEventChannel(h *verbs.Host) *EventChannel {
 // Unanswered returns how many of host h's IDs received a REQ or a DREQ
 // that their user has not answered yet: a CONNECT_REQUEST not yet
 // accepted or rejected (REQ_RCVD), a DISCONNECTED not yet answered with
-// rdma_disconnect (DREQ_RCVD), whether or not the event was taken from
-// its channel. The peer's CM waits for that answer on a timer (the
-// REQ's, the DREQ's) that a real host's user beats by seconds: a driver
+// rdma_disconnect (DREQ_RCVD), a CONNECT_RESPONSE of a connection whose
+// QP the user made not yet answered with Establish (REP_RCVD), whether
+// or not the event was taken from its channel. The peer's CM waits for
+// that answer on a timer (the REQ's, the DREQ's, the REP's) that a real
+// host's user beats by seconds: a driver
 // whose clock runs while its program is busy outside the library (the
 // drop-in library on a fabric) holds the clock while this is non-zero.
 func (cm *CM) Unanswered(h *verbs.Host) int {
@@ -106,6 +108,12 @@ type CMID struct {
 	retries    int
 	// owes: the ID is in its agent's owing list (Unanswered).
 	owes bool
+	// rqDrawn: rqPSN is drawn (a passive ID draws it at Accept, or
+	// earlier when InitQPAttr asks for RTR first); accepted: Accept ran.
+	rqDrawn, accepted bool
+	// devBound: BindAddr named the host's address, which gives the ID
+	// the device (cma_acquire_dev); the any address binds a port only.
+	devBound bool
 }
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
@@ -150,6 +158,7 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 		return misuse("bind_addr", "addr %v is not the host's (%v)", a, id.a.h.IPv4())
 	}
 	id.src = netip.AddrPortFrom(id.a.h.IPv4(), addr.Port())
+	id.devBound = addr.Addr().IsValid() && !addr.Addr().IsUnspecified()
 	return nil
 }
 
@@ -294,24 +303,19 @@ func (id *CMID) Connect(p ConnParam) error {
 	if id.ps == PSUDP {
 		return id.connectUD(p)
 	}
-	if id.QP == nil {
-		return misuse("connect", "the ID has no QP (CreateQP)")
-	}
 	if len(p.PrivateData) > wire.CMREQPrivateLen-wire.CMIPHeaderLen {
 		return misuse("connect", "private_data_len %d > %d", len(p.PrivateData), wire.CMREQPrivateLen-wire.CMIPHeaderLen)
 	}
 	a := id.a
 	id.startExchange()
 	id.rqPSN = a.rnd.Uint32N(1 << 24) // cma: get_random_u32() & 0xffffff
-	id.mtu = verbs.MTU1024
-	if pa, err := id.QP.Context().QueryPort(1); err == nil {
-		id.mtu = pa.ActiveMTU
-	}
+	id.rqDrawn = true
+	id.mtu = id.portMTU()
 	id.respRes, id.initDepth = p.ResponderResources, p.InitiatorDepth
 	gid := wire.GIDFromAddr(id.src.Addr())
 	req := wire.CMREQ{
 		LocalCommID: id.localComm, ServiceID: wire.CMServiceID(id.dst.Port()), LocalCAGUID: a.h.GUID(),
-		LocalQPN: id.QP.QPNum, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		LocalQPN: id.qpNum(p), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: wire.PSN(id.rqPSN),
 		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: retryCount, PKey: 0xFFFF, PathMTU: uint8(id.mtu),
 		RNRRetryCount: rnrRetryCount, MaxCMRetries: maxCMRetries,
@@ -369,6 +373,11 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 		id.sendRTU()
 		return true
 	case stateReqSent, stateMRAReqRcvd:
+	case stateRepRcvd:
+		// Its application has not called Establish yet: ib_cm would
+		// answer with an MRA (cm_dup_rep_handler); not modelled, the
+		// REP is dropped and sent again until Establish.
+		return false
 	default:
 		return false
 	}
@@ -376,6 +385,10 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 	id.remoteComm, id.remoteQPN = r.LocalCommID, r.LocalQPN
 	id.sqPSN = uint32(r.StartingPSN)
 	id.peerResp, id.peerInit = r.ResponderResources, r.InitiatorDepth
+	if id.QP == nil {
+		id.repRcvd(r) // the application's own QP (userqp.go)
+		return true
+	}
 	if err := id.toRTS(); err != nil {
 		// cma_rep_recv failing: the kernel rejects the REP and reports
 		// CONNECT_ERROR.
@@ -423,18 +436,32 @@ func (id *CMID) sendRTU() {
 // toRTS moves the ID's QP to RTR and RTS with the attributes ib_cm
 // derives from the exchange (cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
 func (id *CMID) toRTS() error {
-	rtr := verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: id.mtu, DestQPNum: id.remoteQPN, RQPSN: id.rqPSN,
-		MaxDestRdAtomic: id.respRes, MinRNRTimer: 0,
-		AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.AddrFrom16(id.peer.As16()),
-			FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: 1}}}
-	if err := id.QP.Modify(&rtr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
-		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
+	rtr, mask := id.rtrAttr(id.respRes)
+	if err := id.QP.Modify(&rtr, mask); err != nil {
 		return err
 	}
-	rts := verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: packetLifeTime + 1, RetryCnt: retryCount,
-		RNRRetry: rnrRetryCount, SQPSN: id.sqPSN, MaxRdAtomic: id.initDepth}
-	return id.QP.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
-		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic)
+	rts, mask := id.rtsAttr(id.initDepth)
+	return id.QP.Modify(&rts, mask)
+}
+
+// rtrAttr is the RTR transition of a connected QP (cm_init_qp_rtr_attr)
+// with maxDestRd as its max_dest_rd_atomic.
+func (id *CMID) rtrAttr(maxDestRd uint8) (verbs.QPAttr, verbs.QPAttrMask) {
+	return verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: id.mtu, DestQPNum: id.remoteQPN, RQPSN: id.rqPSN,
+			MaxDestRdAtomic: maxDestRd, MinRNRTimer: 0,
+			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.AddrFrom16(id.peer.As16()),
+				FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: 1}}},
+		verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN |
+			verbs.QPAttrRQPSN | verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+}
+
+// rtsAttr is the RTS transition of a connected QP (cm_init_qp_rts_attr)
+// with maxRd as its max_rd_atomic.
+func (id *CMID) rtsAttr(maxRd uint8) (verbs.QPAttr, verbs.QPAttrMask) {
+	return verbs.QPAttr{QPState: verbs.QPStateRTS, Timeout: packetLifeTime + 1, RetryCnt: retryCount,
+			RNRRetry: rnrRetryCount, SQPSN: id.sqPSN, MaxRdAtomic: maxRd},
+		verbs.QPAttrState | verbs.QPAttrTimeout | verbs.QPAttrRetryCnt |
+			verbs.QPAttrRNRRetry | verbs.QPAttrSQPSN | verbs.QPAttrMaxQPRdAtomic
 }
 
 // Accept answers a CONNECT_REQUEST (rdma_accept): the QP to RTR and RTS
@@ -447,22 +474,24 @@ func (id *CMID) Accept(p ConnParam) error {
 	if id.ps == PSUDP {
 		return id.acceptUD(p)
 	}
-	if id.QP == nil {
-		return misuse("accept", "the ID has no QP (CreateQP)")
-	}
 	if len(p.PrivateData) > wire.CMREPPrivateLen {
 		return misuse("accept", "private_data_len %d > %d", len(p.PrivateData), wire.CMREPPrivateLen)
 	}
 	a := id.a
-	id.rqPSN = a.rnd.Uint32N(1 << 24)
+	id.drawRQPSN()
 	// cma_accept_ib → ib_send_cm_rep: the REP's resources are the
 	// user's, capped by what the REQ offered (cma_set_rep_event_data
 	// gives the user the REQ's as defaults).
 	id.respRes, id.initDepth = min(p.ResponderResources, id.peerInit), min(p.InitiatorDepth, id.peerResp)
-	if err := id.toRTS(); err != nil {
-		return err
+	id.accepted = true
+	// The application's own QP is its to move (InitQPAttr); the REP
+	// names it by p.QPNum.
+	if id.QP != nil {
+		if err := id.toRTS(); err != nil {
+			return err
+		}
 	}
-	rep := wire.CMREP{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: id.QP.QPNum,
+	rep := wire.CMREP{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: id.qpNum(p),
 		StartingPSN: wire.PSN(id.rqPSN), ResponderResources: id.respRes, InitiatorDepth: id.initDepth,
 		TargetACKDelay: targetACKDelay, RNRRetryCount: rnrRetryCount, LocalCAGUID: a.h.GUID()}
 	copy(rep.PrivateData[:], p.PrivateData)

@@ -214,6 +214,17 @@ func (p *pair) dial(t *testing.T, port uint16) *rdmacm.CMID {
 // port.
 func (p *pair) route(t *testing.T, ps rdmacm.PortSpace, port uint16) *rdmacm.CMID {
 	t.Helper()
+	id := p.resolve(t, ps, port)
+	if err := id.CreateQP(p.cli.pd, p.cli.qpAttr()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// resolve runs the client's side up to ROUTE_RESOLVED, in port space
+// ps, to port.
+func (p *pair) resolve(t *testing.T, ps rdmacm.PortSpace, port uint16) *rdmacm.CMID {
+	t.Helper()
 	id, err := rdmacm.CreateID(p.cli.ch, nil, ps)
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +237,6 @@ func (p *pair) route(t *testing.T, ps rdmacm.PortSpace, port uint16) *rdmacm.CMI
 		t.Fatal(err)
 	}
 	p.event(t, p.cli.ch, rdmacm.EventRouteResolved)
-	if err := id.CreateQP(p.cli.pd, p.cli.qpAttr()); err != nil {
-		t.Fatal(err)
-	}
 	return id
 }
 

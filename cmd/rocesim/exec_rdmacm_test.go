@@ -152,12 +152,24 @@ func cmMessages(t *testing.T, path string) (msgs, comments []string) {
 // fabric's capture has the CM exchange on QP1 that real rxe's hosts have
 // for rping (wire/testdata/cm/rxe_cm_rping.pcapng): REQ, REP, RTU, DREQ,
 // DREP, each sent once, each frame commented.
-func TestExecRping(t *testing.T) {
+func TestExecRping(t *testing.T) { execRping(t) }
+
+// TestExecRpingSelfQP: rping -q, both sides making their QPs with
+// ibv_create_qp and moving them with rdma_init_qp_attr (the server all
+// the way to RTS before rdma_accept, the client after
+// RDMA_CM_EVENT_CONNECT_RESPONSE, then rdma_establish), as UCX does: the
+// same ten pings and the same CM exchange, each message once.
+func TestExecRpingSelfQP(t *testing.T) { execRping(t, "-q") }
+
+// execRping runs rping's server and client, with the options opts added
+// to both, through rocesim exec on one fabric, and checks ten pings on
+// each side and the CM exchange in the capture.
+func execRping(t *testing.T, opts ...string) {
 	needTools(t, "rping")
 	f := newFabricEnv(t)
 	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
-	srv, cli, retries := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{"rping", "-s", "-v", "-C", "10"},
-		[]string{"rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v"})
+	srv, cli, retries := rdmacmPair(t, f, []string{"--pcap", pcap}, append([]string{"rping", "-s", "-v", "-C", "10"}, opts...),
+		append([]string{"rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v"}, opts...))
 	for _, c := range []struct {
 		p      *execProc
 		prefix string
@@ -242,26 +254,31 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"bind_null_id", "-1 EINVAL"},
 		{"connect_null_id", "-1 EINVAL"},
 		{"accept_null_id", "-1 EINVAL"},
+		{"init_qp_attr_unbound", "-1 EINVAL"}, // ucma_init_qp_attr: no device
+		{"establish_unbound", "-1 EINVAL"},    // rdma_accept: not CONNECT
 		{"bind_null_addr", "-1 EINVAL"},
-		{"bind_foreign_addr", "-1 EADDRNOTAVAIL"},  // rdma_translate_ip: no device has 10.9.9.9
-		{"connect_before_resolve", "-1 EINVAL"},    // rdma_connect: not ROUTE_RESOLVED
-		{"accept_unconnected", "-1 EINVAL"},        // rdma_accept: not CONNECT
-		{"reject_unconnected", "-1 EINVAL"},        // rdma_reject: no ib_cm ID
-		{"disconnect_unconnected", "-1 EINVAL"},    // rdma_disconnect: no ib_cm ID
-		{"resolve_route_before_addr", "-1 EINVAL"}, // not ADDR_RESOLVED
-		{"create_qp_unbound", "-1 EINVAL"},         // no device, no PD
-		{"resolve_addr_null_dst", "-1 EINVAL"},     // no destination
-		{"set_option_unknown", "-1 ENOSYS"},        // ucma_set_option_level
-		{"get_event_nonblock_empty", "-1 EAGAIN"},  // read(2) of a non-blocking fd
-		{"event_str_unknown", "UNKNOWN EVENT"},     // rdma_event_str
-		{"resolve_addr", "0 0"},                    //
-		{"event", "RDMA_CM_EVENT_ADDR_RESOLVED"},   //
-		{"connect_before_route", "-1 EINVAL"},      // ADDR_RESOLVED, not ROUTE_RESOLVED
-		{"destroy_id_unacked", "0 0"},              // waits for the other thread's ack ...
-		{"destroy_returned_after_ack", "1"},        // ... and returns after it
-		{"bind_any_again", "-1 EADDRNOTAVAIL"},     // cma_check_port: another ID's port
-		{"listen_same_port", "0 0"},                // not bound: rdma_listen binds it
-		{"listen_twice", "-1 EINVAL"},              // not IDLE
+		{"bind_foreign_addr", "-1 EADDRNOTAVAIL"},                                              // rdma_translate_ip: no device has 10.9.9.9
+		{"connect_before_resolve", "-1 EINVAL"},                                                // rdma_connect: not ROUTE_RESOLVED
+		{"accept_unconnected", "-1 EINVAL"},                                                    // rdma_accept: not CONNECT
+		{"reject_unconnected", "-1 EINVAL"},                                                    // rdma_reject: no ib_cm ID
+		{"disconnect_unconnected", "-1 EINVAL"},                                                // rdma_disconnect: no ib_cm ID
+		{"resolve_route_before_addr", "-1 EINVAL"},                                             // not ADDR_RESOLVED
+		{"create_qp_unbound", "-1 EINVAL"},                                                     // no device, no PD
+		{"resolve_addr_null_dst", "-1 EINVAL"},                                                 // no destination
+		{"set_option_unknown", "-1 ENOSYS"},                                                    // ucma_set_option_level
+		{"get_event_nonblock_empty", "-1 EAGAIN"},                                              // read(2) of a non-blocking fd
+		{"event_str_unknown", "UNKNOWN EVENT"},                                                 // rdma_event_str
+		{"resolve_addr", "0 0"},                                                                //
+		{"event", "RDMA_CM_EVENT_ADDR_RESOLVED"},                                               //
+		{"connect_before_route", "-1 EINVAL"},                                                  // ADDR_RESOLVED, not ROUTE_RESOLVED
+		{"init_qp_attr_before_connect", "0 0"},                                                 // cma_ib_init_qp_attr: no ib_cm ID yet ...
+		{"init_qp_attr_before_connect_attr", "mask=0x39 state=2 access=0 port=1 pkey_index=0"}, // ... INIT's fields for RTR
+		{"establish_before_connect", "-1 EINVAL"},                                              //
+		{"destroy_id_unacked", "0 0"},                                                          // waits for the other thread's ack ...
+		{"destroy_returned_after_ack", "1"},                                                    // ... and returns after it
+		{"bind_any_again", "-1 EADDRNOTAVAIL"},                                                 // cma_check_port: another ID's port
+		{"listen_same_port", "0 0"},                                                            // not bound: rdma_listen binds it
+		{"listen_twice", "-1 EINVAL"},                                                          // not IDLE
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

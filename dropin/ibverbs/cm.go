@@ -346,6 +346,27 @@ func (p *process) cmConnect(h uint32, prm rdmacm.ConnParam) syscall.Errno {
 	return p.cmDone(w.id.Connect(prm))
 }
 
+// cmInitQPAttr answers rdma_init_qp_attr: the attributes that take a QP
+// the program made itself (ibv_create_qp) to state.
+func (p *process) cmInitQPAttr(h uint32, state verbs.QPState) (verbs.QPAttr, verbs.QPAttrMask, syscall.Errno) {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return verbs.QPAttr{}, 0, e
+	}
+	a, m, err := w.id.InitQPAttr(state)
+	return a, m, p.cmDone(err)
+}
+
+// cmEstablish sends the RTU of a connection whose QP the program made
+// (rdma_establish).
+func (p *process) cmEstablish(h uint32) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	return p.cmDone(w.id.Establish())
+}
+
 // cmAccept sends the REP (rdma_accept).
 func (p *process) cmAccept(h uint32, prm rdmacm.ConnParam) syscall.Errno {
 	w, e := p.cmIDOf(h)

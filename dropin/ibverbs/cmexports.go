@@ -11,6 +11,7 @@ package main
 #cgo CFLAGS: -I${SRCDIR}/../rdmacm/shim
 #define ROCESIM_CM_TYPES_ONLY
 #include <stdint.h>
+#include <infiniband/verbs.h>
 #include "rocesim_cm.h"
 */
 import "C"
@@ -20,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/rocesim/rocesim/rdmacm"
+	"github.com/rocesim/rocesim/verbs"
 )
 
 // cmBytes views n bytes at b (nil for none).
@@ -130,24 +132,61 @@ func rs_cm_set_qp(id, qp C.uint32_t) C.int {
 }
 
 // connParam converts rdma_conn_param's fields; the private data is
-// copied (the model keeps what it sends).
-func connParam(priv unsafe.Pointer, n C.int, resp, init, retry, rnr C.int) rdmacm.ConnParam {
+// copied (the model keeps what it sends). qpn is the QP a program made
+// itself names (0 when the ID has the QP rdma_create_qp made).
+func connParam(priv unsafe.Pointer, n C.int, resp, init, retry, rnr C.int, qpn C.uint32_t) rdmacm.ConnParam {
 	return rdmacm.ConnParam{PrivateData: append([]byte(nil), cmBytes((*C.uint8_t)(priv), n)...),
-		ResponderResources: uint8(resp), InitiatorDepth: uint8(init), RetryCount: uint8(retry), RNRRetryCount: uint8(rnr)}
+		ResponderResources: uint8(resp), InitiatorDepth: uint8(init), RetryCount: uint8(retry), RNRRetryCount: uint8(rnr),
+		QPNum: uint32(qpn)}
 }
 
 //export rs_cm_connect
-func rs_cm_connect(id C.uint32_t, priv unsafe.Pointer, n, resp, init, retry, rnr C.int) C.int {
+func rs_cm_connect(id C.uint32_t, priv unsafe.Pointer, n, resp, init, retry, rnr C.int, qpn C.uint32_t) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	return errC(p.cmConnect(uint32(id), connParam(priv, n, resp, init, retry, rnr)))
+	return errC(p.cmConnect(uint32(id), connParam(priv, n, resp, init, retry, rnr, qpn)))
 }
 
 //export rs_cm_accept
-func rs_cm_accept(id C.uint32_t, priv unsafe.Pointer, n, resp, init C.int) C.int {
+func rs_cm_accept(id C.uint32_t, priv unsafe.Pointer, n, resp, init C.int, qpn C.uint32_t) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	return errC(p.cmAccept(uint32(id), connParam(priv, n, resp, init, 0, 0)))
+	return errC(p.cmAccept(uint32(id), connParam(priv, n, resp, init, 0, 0, qpn)))
+}
+
+//export rs_cm_init_qp_attr
+func rs_cm_init_qp_attr(id C.uint32_t, state C.int, a *C.struct_ibv_qp_attr, mask *C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	m, msk, e := p.cmInitQPAttr(uint32(id), verbs.QPState(state))
+	if e != 0 {
+		return errC(e)
+	}
+	// As ibv_copy_qp_attr_from_kern after the kernel zeroed and filled
+	// its struct: every field is written, those the mask leaves out as
+	// zero, but qp_state, which stays the caller's.
+	st := a.qp_state
+	*a = C.struct_ibv_qp_attr{}
+	a.qp_state = st
+	a.path_mtu = uint32(m.PathMTU)
+	a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num = C.uint32_t(m.QKey), C.uint32_t(m.RQPSN), C.uint32_t(m.SQPSN), C.uint32_t(m.DestQPNum)
+	a.qp_access_flags = C.uint(m.QPAccessFlags)
+	if msk&verbs.QPAttrAV != 0 {
+		ahToC(m.AHAttr, &a.ah_attr)
+	}
+	a.pkey_index = C.uint16_t(m.PKeyIndex)
+	a.max_rd_atomic, a.max_dest_rd_atomic = C.uint8_t(m.MaxRdAtomic), C.uint8_t(m.MaxDestRdAtomic)
+	a.min_rnr_timer, a.port_num, a.timeout = C.uint8_t(m.MinRNRTimer), C.uint8_t(m.PortNum), C.uint8_t(m.Timeout)
+	a.retry_cnt, a.rnr_retry = C.uint8_t(m.RetryCnt), C.uint8_t(m.RNRRetry)
+	*mask = C.int(msk)
+	return 0
+}
+
+//export rs_cm_establish
+func rs_cm_establish(id C.uint32_t) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.cmEstablish(uint32(id)))
 }
 
 //export rs_cm_reject

@@ -25,6 +25,7 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire"
+	"github.com/rocesim/rocesim/wire/capture"
 )
 
 var (
@@ -372,5 +373,46 @@ func TestGetEventAcrossChannelDestroy(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "chanclose ok") {
 			t.Errorf("%v: %v\n%s", env, err, out)
 		}
+	}
+}
+
+// TestOwnQP: testdata/ownqp.c connects through librdmacm with QPs it
+// makes and moves itself, as UCX does: rdma_init_qp_attr before each
+// ibv_modify_qp, rdma_connect and rdma_accept naming the QPs by qp_num,
+// RDMA_CM_EVENT_CONNECT_RESPONSE answered by rdma_establish, ESTABLISHED
+// on the passive side; then a SEND and an RDMA READ cross. Misuse is
+// said (rdma_connect without a parameter, RTR before the REP: EINVAL).
+// The CM messages are those of any connection: REQ, REP, RTU, each once.
+func TestOwnQP(t *testing.T) {
+	dir := rdmacmLibrary(t)
+	bin := compile(t, "ownqp", "-lrdmacm")
+	pcap := filepath.Join(t.TempDir(), "ownqp.pcapng")
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+	defer cancel()
+	out, err := command(ctx, dir, []string{"ROCESIM_PCAP=" + pcap}, bin).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("still running after %v: killed\n%s", runLimit, out)
+	}
+	if err != nil || !strings.Contains(string(out), "ownqp ok") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	rd, err := capture.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var cm []string
+	var p wire.Packet
+	for rec, err := range rd.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Interface != 0 || p.Decode(rec.Data) != nil || p.BTH.DestQP() != wire.GSIQPN {
+			continue // each frame once: as it left the device
+		}
+		cm = append(cm, wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID).String())
+	}
+	if got := strings.Join(cm, " "); got != "REQ REP RTU DREQ DREP" {
+		t.Errorf("CM messages %q, want REQ REP RTU DREQ DREP", got)
 	}
 }

@@ -74,8 +74,11 @@
 // (rdmacm/sidr.go). RDMA_PS_IPOIB is refused with EINVAL at
 // rdma_create_id; IPv6
 // addresses with EAFNOSUPPORT; multicast, rsockets (r*), SRQs on an ID,
-// rdma_init_qp_attr and rdma_establish (rping -q), ECE fail with ENOSYS
-// or EOPNOTSUPP. The CM lives on the process's first device; after the
+// ECE fail with ENOSYS or EOPNOTSUPP. A QP the program makes itself
+// (rping -q, UCX) is there: rdma_init_qp_attr gives each transition's
+// attributes, rdma_connect and rdma_accept take it by qp_num, and the
+// client answers RDMA_CM_EVENT_CONNECT_RESPONSE with rdma_establish
+// (package rdmacm, userqp.go). The CM lives on the process's first device; after the
 // program exits its CM no longer answers (the kernel's ib_cm would
 // answer a late DREQ from TIMEWAIT).
 package rdmacm

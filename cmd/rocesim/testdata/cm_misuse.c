@@ -97,6 +97,8 @@ int main(int argc, char **argv)
 	struct sockaddr_in any = sin4("0.0.0.0", 7174), far = sin4("10.9.9.9", 7174);
 	struct sockaddr_in peer = sin4("10.0.0.1", 7174); /* the device's own: no ARP */
 	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr qattr;
+	int qmask = 0;
 	pthread_t th;
 	int one = 1;
 
@@ -126,6 +128,11 @@ int main(int argc, char **argv)
 		perror("rdma_create_id");
 		return 1;
 	}
+	/* No device yet: nothing to say of a QP's attributes. */
+	memset(&qattr, 0, sizeof(qattr));
+	qattr.qp_state = IBV_QPS_INIT;
+	CHECK("init_qp_attr_unbound", rdma_init_qp_attr(id, &qattr, &qmask));
+	CHECK("establish_unbound", rdma_establish(id));
 	CRASHY("bind_null_addr", rdma_bind_addr(id, NULL));
 	CHECK("bind_foreign_addr", rdma_bind_addr(id, (struct sockaddr *)&far));
 	CRASHY("connect_before_resolve", rdma_connect(id, NULL));
@@ -147,6 +154,15 @@ int main(int argc, char **argv)
 	CHECK("get_event", rdma_get_cm_event(ch, &ev));
 	printf("event %s\n", rdma_event_str(ev->event));
 	CRASHY("connect_before_route", rdma_connect(id, NULL));
+	/* Before rdma_connect the kernel has no ib_cm ID to ask: INIT's
+	 * fields, with no access flags, whatever state is asked. */
+	memset(&qattr, 0, sizeof(qattr));
+	qattr.qp_state = IBV_QPS_RTR;
+	qmask = 0;
+	CHECK("init_qp_attr_before_connect", rdma_init_qp_attr(id, &qattr, &qmask));
+	printf("init_qp_attr_before_connect_attr mask=%#x state=%d access=%#x port=%d pkey_index=%d\n", qmask,
+	       qattr.qp_state, qattr.qp_access_flags, qattr.port_num, qattr.pkey_index);
+	CHECK("establish_before_connect", rdma_establish(id));
 	pthread_create(&th, NULL, ack_later, ev);
 	CHECK("destroy_id_unacked", rdma_destroy_id(id));
 	printf("destroy_returned_after_ack %d\n", acked);

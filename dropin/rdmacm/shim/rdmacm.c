@@ -640,13 +640,18 @@ EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 		return fail(EINVAL);
 	if (p && p->private_data_len && !p->private_data)
 		return fail(EINVAL);
+	/* A QP the program made itself is named by the parameter, which
+	 * must be there then (ucma_valid_param). */
+	if (!id->qp && id->qp_type != IBV_QPT_UD && !p)
+		return fail(EINVAL);
 	if (p)
 		err = rs_cm_connect(to_rs(id)->handle, p->private_data, p->private_data_len,
-				    p->responder_resources, p->initiator_depth, p->retry_count, p->rnr_retry_count);
+				    p->responder_resources, p->initiator_depth, p->retry_count, p->rnr_retry_count,
+				    id->qp ? 0 : p->qp_num);
 	else
 		/* librdmacm's defaults without a parameter: no RDMA reads
 		 * either way, retries 7. */
-		err = rs_cm_connect(to_rs(id)->handle, NULL, 0, 0, 0, 7, 7);
+		err = rs_cm_connect(to_rs(id)->handle, NULL, 0, 0, 0, 7, 7, 0);
 	if (err)
 		return fail(err);
 	return complete(to_rs(id));
@@ -662,14 +667,40 @@ EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	if (p && p->private_data_len && !p->private_data)
 		return fail(EINVAL);
 	r = to_rs(id);
+	/* A QP the program made itself is named by the parameter (librdmacm
+	 * reads it without a check, and would crash without one). */
+	if (!id->qp && id->qp_type != IBV_QPT_UD && !p)
+		return fail(EINVAL);
 	/* Without a parameter, or with RDMA_MAX_*, librdmacm takes what the
 	 * CONNECT_REQUEST offered (ucma_valid_param, rdma_accept). */
 	resp = !p || p->responder_resources == RDMA_MAX_RESP_RES ? r->req_resp : p->responder_resources;
 	init = !p || p->initiator_depth == RDMA_MAX_INIT_DEPTH ? r->req_init : p->initiator_depth;
-	err = rs_cm_accept(r->handle, p ? p->private_data : NULL, p ? p->private_data_len : 0, resp, init);
+	err = rs_cm_accept(r->handle, p ? p->private_data : NULL, p ? p->private_data_len : 0, resp, init,
+			   id->qp || !p ? 0 : p->qp_num);
 	if (err)
 		return fail(err);
 	return complete(r);
+}
+
+/* rdma_init_qp_attr: the attributes that take a QP the program made
+ * itself (ibv_create_qp) to attr->qp_state, as the kernel's
+ * rdma_init_qp_attr gives them through ucma; *mask says which are set.
+ * The model's ID answers (rdmacm.CMID.InitQPAttr). */
+EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
+{
+	if (!id || !qp_attr || !qp_attr_mask)
+		return fail(EINVAL);
+	return fail(rs_cm_init_qp_attr(to_rs(id)->handle, qp_attr->qp_state, qp_attr, qp_attr_mask));
+}
+
+/* rdma_establish: the RTU of a connection whose QP the program made and
+ * moved to RTS after RDMA_CM_EVENT_CONNECT_RESPONSE. EINVAL for an ID
+ * with rdma_create_qp's QP, as librdmacm says. */
+EXPORT int rdma_establish(struct rdma_cm_id *id)
+{
+	if (!id || id->qp)
+		return fail(EINVAL);
+	return fail(rs_cm_establish(to_rs(id)->handle));
 }
 
 EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
@@ -942,8 +973,6 @@ EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 /* ---- what the model does not offer: librdmacm's answer for an
  * unsupported operation (ENOSYS), so that programs that link them load. ---- */
 
-EXPORT int rdma_establish(struct rdma_cm_id *id) { return fail(id ? ENOSYS : EINVAL); }
-EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *a, int *m) { return fail(id ? ENOSYS : EINVAL); }
 EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *a) { return fail(ENOSYS); }
 EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *a) { return fail(ENOSYS); }
 EXPORT void rdma_destroy_srq(struct rdma_cm_id *id) {}

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+struct ibv_qp_attr;
+
 /* What rdma_get_cm_event needs of one event. */
 struct rs_cm_event {
 	uint32_t id;		/* the event's ID */
@@ -63,8 +65,13 @@ int rs_cm_resolve_addr(uint32_t id, const uint8_t *src, int slen, const uint8_t 
 		       uint16_t port, int timeout_ms);
 int rs_cm_resolve_route(uint32_t id, int timeout_ms);
 int rs_cm_set_qp(uint32_t id, uint32_t qp);
-int rs_cm_connect(uint32_t id, const void *priv, int len, int resp, int init, int retry, int rnr);
-int rs_cm_accept(uint32_t id, const void *priv, int len, int resp, int init);
+/* qpn: the QP a program made itself (ibv_create_qp) names, when the ID
+ * has none of rdma_create_qp's; 0 otherwise. */
+int rs_cm_connect(uint32_t id, const void *priv, int len, int resp, int init, int retry, int rnr, uint32_t qpn);
+int rs_cm_accept(uint32_t id, const void *priv, int len, int resp, int init, uint32_t qpn);
+/* rdma_init_qp_attr and rdma_establish, for such a QP. */
+int rs_cm_init_qp_attr(uint32_t id, int state, struct ibv_qp_attr *attr, int *mask);
+int rs_cm_establish(uint32_t id);
 int rs_cm_reject(uint32_t id, const void *priv, int len);
 int rs_cm_disconnect(uint32_t id);
 int rs_cm_get_event(int fd, int mode, struct rs_cm_event *out);
