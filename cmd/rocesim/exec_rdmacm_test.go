@@ -506,6 +506,17 @@ func TestExecPerftestRdmacm(t *testing.T) {
 	for _, prog := range tests {
 		t.Run(prog, func(t *testing.T) {
 			f := newFabricEnv(t)
+			// perftest's client connects its data QP as soon as the
+			// handshake over its first connection ends, while the server
+			// still has rdma_listen to call for it: if the server's
+			// process makes no call for ROCESIM_IDLE_WAKE of wall time
+			// (1 ms on a fabric: a loaded machine's scheduler), the
+			// fabric takes it as waiting, the REQ comes first and is
+			// rejected (reason 8), and perftest's retry of the
+			// connection uses the IDs it destroyed and crashes (seen in
+			// CI: exit 139). A longer wake keeps the fabric's clock
+			// until the server has listened.
+			f.env = []string{"ROCESIM_IDLE_WAKE=250ms"}
 			srv, cli, _ := rdmacmPair(t, f, nil, []string{prog, "-R", "-n", "100"}, []string{prog, "-R", "-n", "100", "10.0.0.1"})
 			for _, p := range []*execProc{srv, cli} {
 				out := p.stdout.String()

@@ -95,6 +95,7 @@ func execSetup(t *testing.T) {
 type fabricEnv struct {
 	name    string
 	runtime string // XDG_RUNTIME_DIR
+	env     []string
 }
 
 // newFabricEnv returns a fabric name no other test uses, in a runtime
@@ -158,7 +159,7 @@ func startExec(t *testing.T, f fabricEnv, args ...string) *execProc {
 	}
 	shArgs = append(shArgs, args...)
 	p.cmd = exec.Command("sh", shArgs...)
-	p.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+execCache, "XDG_RUNTIME_DIR="+f.runtime, "CI=")
+	p.cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+execCache, "XDG_RUNTIME_DIR="+f.runtime, "CI="), f.env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
