@@ -56,8 +56,9 @@ const (
 	// keeps the 24 (4.096 µs × 2^24, 65536 ms by cm_convert_to_ms).
 	mraServiceTimeout = 24
 	// msgREQ is CM_MSG_RESPONSE_REQ, the MRA's (and REJ's) "message"
-	// field naming a REQ (IBTA vol. 1 §12.6.6).
+	// field naming a REQ (IBTA vol. 1 §12.6.6); msgREP names a REP.
 	msgREQ = 0
+	msgREP = 1
 	// hiTID is the high half of ib_cm's transaction IDs: its MAD
 	// agent's hi_tid, 2 in every capture (the first agent registered
 	// after ib_sa's).
@@ -252,7 +253,7 @@ func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	case wire.CMAttrRTU:
 		return id.answered(stateRepSent, stateEstablished, EventEstablished)
 	case wire.CMAttrREJ:
-		if id.state != stateReqSent && id.state != stateMRAReqRcvd && id.state != stateRepSent {
+		if id.state != stateReqSent && id.state != stateMRAReqRcvd && id.state != stateRepSent && id.state != stateRepRcvd {
 			return false
 		}
 		var r wire.CMREJ
@@ -336,7 +337,8 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 		RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN}})
 }
 
-// owe records that id received a REQ or a DREQ its user must answer.
+// owe records that id received a REQ, a DREQ, or the REP of a
+// connection whose QP its user made, which its user must answer.
 func (a *agent) owe(id *CMID) {
 	if !id.owes {
 		id.owes = true
@@ -375,9 +377,15 @@ func (a *agent) reject(dst netip.Addr, t uint64, local, remote uint32, msg uint8
 // it (cm_dup_req_handler → cm_format_mra): message MRAed 0 (REQ), the
 // service timeout rdma_cm gave, no private data (cma_req_handler passes
 // none), the REQ's transaction ID.
-func (a *agent) sendMRA(id *CMID) {
+func (a *agent) sendMRA(id *CMID) { a.sendMRAFor(id, msgREQ) }
+
+// sendMRAFor sends the MRA of message msg (msgREQ, msgREP) for id:
+// rdma_cm holds a REP the same way for a connection whose QP the user
+// made, until rdma_establish (cma_ib_handler's IB_CM_MRA_FLAG_DELAY
+// MRA, repeated for each duplicate REP by cm_dup_rep_handler).
+func (a *agent) sendMRAFor(id *CMID, msg uint8) {
 	a.header(wire.CMAttrMRA, id.tid)
-	mra := wire.CMMRA{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, MsgMRAed: msgREQ,
+	mra := wire.CMMRA{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, MsgMRAed: msg,
 		ServiceTimeout: mraServiceTimeout}
 	mra.Encode(wire.MAD(a.buf[:]).Data())
 	a.send(id.peer, a.buf[:])

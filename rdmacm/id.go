@@ -111,6 +111,9 @@ type CMID struct {
 	// rqDrawn: rqPSN is drawn (a passive ID draws it at Accept, or
 	// earlier when InitQPAttr asks for RTR first); accepted: Accept ran.
 	rqDrawn, accepted bool
+	// repMRAed: the active side's MRA for this passive ID's REP came
+	// (ib_cm's MRA_REP_RCVD: a further one changes nothing).
+	repMRAed bool
 	// devBound: BindAddr named the host's address, which gives the ID
 	// the device (cma_acquire_dev); the any address binds a port only.
 	devBound bool
@@ -374,10 +377,11 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 		return true
 	case stateReqSent, stateMRAReqRcvd:
 	case stateRepRcvd:
-		// Its application has not called Establish yet: ib_cm would
-		// answer with an MRA (cm_dup_rep_handler); not modelled, the
-		// REP is dropped and sent again until Establish.
-		return false
+		// Its application has not called Establish yet: the MRA
+		// rdma_cm holds the REP with (cm_dup_rep_handler), which gives
+		// the passive side the MRA's service timeout more to wait.
+		id.a.sendMRAFor(id, msgREP)
+		return true
 	default:
 		return false
 	}
@@ -414,6 +418,9 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 // rdma_cm reports no event for it (cma_ib_handler: IB_CM_MRA_RECEIVED
 // is ignored).
 func (id *CMID) onMRA(m *wire.CMMRA) bool {
+	if id.state == stateRepSent && m.MsgMRAed == msgREP {
+		return id.repMRA()
+	}
 	if id.state != stateReqSent || m.MsgMRAed != msgREQ {
 		return false
 	}
@@ -506,6 +513,9 @@ func (id *CMID) Accept(p ConnParam) error {
 // consumer reject, and the private data; the active side gets REJECTED
 // with status 28.
 func (id *CMID) Reject(private []byte) error {
+	if id.state == stateRepRcvd {
+		return id.rejectREP(private) // userqp.go
+	}
 	if id.state != stateReqRcvd {
 		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
 	}
@@ -542,6 +552,11 @@ func (id *CMID) Disconnect() error {
 	}
 	switch id.state {
 	case stateEstablished, stateDreqRcvd:
+	case stateRepRcvd:
+		// A connection whose QP the user made, not established yet:
+		// ib_send_cm_dreq refuses, rdma_disconnect returns 0 all the
+		// same (cma.c), and nothing is sent.
+		return nil
 	default:
 		return misuse("disconnect", "the ID is %v, not connected", id.state)
 	}
@@ -603,6 +618,11 @@ func (id *CMID) Destroy() error {
 	id.stopTimer()
 	if id.state == stateListen {
 		delete(id.a.listeners(id.ps), id.src.Port())
+	}
+	if id.state == stateRepRcvd {
+		// cm_destroy_id: the REP is rejected, so the passive side
+		// learns now rather than after its REP's retries.
+		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, nil)
 	}
 	if id.localComm != 0 {
 		delete(id.a.comm, id.localComm)

@@ -42,15 +42,21 @@ import (
 // (cm_init_qp_rtr_attr).
 func (id *CMID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.QPAttrMask, error) {
 	init := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort
+	// An ID with no device (not bound to an address of one, nor
+	// resolved) has nothing to say: EINVAL, as ucma_init_qp_attr answers
+	// on real rxe (conformance TestRdmacmMisuseRxe).
+	if !id.hasDevice() {
+		return verbs.QPAttr{}, 0, misuse("init_qp_attr", "the ID has no device yet (bind it to an address, or resolve one)")
+	}
 	if id.ps == PSUDP {
 		return verbs.QPAttr{QPState: state, PortNum: 1, QKey: wire.UDPQKey}, init | verbs.QPAttrQKey, nil
 	}
 	switch id.state {
-	case stateIdle, stateAddrResolved, stateRouteResolved, stateAddrQuery:
-		// An ID with no device (not bound to an address of one, nor
-		// resolved) has nothing to say: EINVAL, as ucma_init_qp_attr
-		// answers on real rxe (conformance TestRdmacmMisuseRxe).
-		if state > verbs.QPStateErr || id.state == stateIdle && !id.hasDevice() {
+	case stateIdle, stateAddrResolved, stateRouteResolved:
+		// An ID back in IDLE after a connection attempt (rejected,
+		// unreachable) has an ib_cm ID in its IDLE, which answers
+		// nothing (ib_cm_init_qp_attr).
+		if state > verbs.QPStateErr || id.state == stateIdle && id.localComm != 0 {
 			break
 		}
 		return verbs.QPAttr{QPState: state, PortNum: 1}, init | verbs.QPAttrAccessFlags, nil
@@ -81,7 +87,11 @@ func (id *CMID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.QPAttrMask,
 // to the host's address (rdma_bind_addr to 0.0.0.0 binds a port only) or
 // past address resolution.
 func (id *CMID) hasDevice() bool {
-	return id.state != stateIdle || id.devBound
+	switch id.state {
+	case stateIdle, stateAddrQuery:
+		return id.devBound || id.localComm != 0
+	}
+	return true
 }
 
 // rdAtomic is the connection's RDMA read depths as ib_cm holds them for
@@ -114,6 +124,32 @@ func (id *CMID) Establish() error {
 	}
 	id.sendRTU()
 	id.state = stateEstablished
+	return nil
+}
+
+// repMRA is the active side's MRA for this passive ID's REP (its user
+// made its QP and has not called Establish yet): the REP is not sent
+// again before the MRA's service timeout plus the packet life time
+// (cm_mra_handler in REP_SENT), once.
+func (id *CMID) repMRA() bool {
+	if id.repMRAed {
+		return true // a duplicate: ib_cm's MRA_REP_RCVD ignores it
+	}
+	id.repMRAed = true
+	id.madTimeout = cmConvertToMs(mraServiceTimeout) + cmConvertToMs(packetLifeTime+1)
+	id.armTimer(id.madTimeout)
+	return true
+}
+
+// rejectREP refuses the REP of a connection whose QP the user made
+// (rdma_reject after CONNECT_RESPONSE: ib_send_cm_rej takes REP_RCVD): a
+// REJ of the REP, consumer reject, and the ID is idle.
+func (id *CMID) rejectREP(private []byte) error {
+	if len(private) > wire.CMREJPrivateLen {
+		return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
+	}
+	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, private)
+	id.state = stateIdle
 	return nil
 }
 

@@ -2,6 +2,7 @@ package rdmacm_test
 
 import (
 	"errors"
+	"net/netip"
 	"syscall"
 	"testing"
 
@@ -31,55 +32,7 @@ func move(t *testing.T, id *rdmacm.CMID, qp *verbs.QP, state verbs.QPState) {
 // gives a user QP. A SEND and an RDMA READ then cross.
 func TestUserQP(t *testing.T) {
 	p := newPair(t, "")
-	id := p.resolve(t, rdmacm.PSTCP, rpingPort)
-
-	// Before Connect the kernel has no ib_cm ID to ask: INIT's fields
-	// for any state, with no access flags.
-	for _, s := range []verbs.QPState{verbs.QPStateInit, verbs.QPStateRTR} {
-		a, m, err := id.InitQPAttr(s)
-		if err != nil || m != verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags || a.QPAccessFlags != 0 || a.PortNum != 1 {
-			t.Errorf("before connect, %v: %+v mask %v, %v", s, a, m, err)
-		}
-	}
-	rc := func(a verbs.QPInitAttr) verbs.QPInitAttr { a.Type = verbs.QPTypeRC; return a }
-	cqp, err := p.cli.pd.CreateQP(rc(p.cli.qpAttr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	move(t, id, cqp, verbs.QPStateInit)
-	if err := id.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, QPNum: cqp.QPNum}); err != nil {
-		t.Fatal(err)
-	}
-	// Until the REP the peer is unknown: no RTR.
-	if _, _, err := id.InitQPAttr(verbs.QPStateRTR); !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("RTR before the REP: %v, want EINVAL", err)
-	}
-
-	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
-	srv := ev.ID
-	if ev.Param.QPNum != cqp.QPNum {
-		t.Errorf("CONNECT_REQUEST names QP %#x, want the client's own %#x", ev.Param.QPNum, cqp.QPNum)
-	}
-	sqp, err := p.srv.pd.CreateQP(rc(p.srv.qpAttr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The server goes all the way to RTS before its REP, as ib_cm
-	// allows (cm_init_qp_rts_attr).
-	for _, s := range []verbs.QPState{verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS} {
-		move(t, srv, sqp, s)
-	}
-	if _, err := sqp.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{p.srv.mr.SGE(0, 64)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Accept(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, QPNum: sqp.QPNum}); err != nil {
-		t.Fatal(err)
-	}
-
-	resp := p.event(t, p.cli.ch, rdmacm.EventConnectResponse)
-	if resp.Param.QPNum != sqp.QPNum {
-		t.Errorf("CONNECT_RESPONSE names QP %#x, want the server's %#x", resp.Param.QPNum, sqp.QPNum)
-	}
+	id, srv, cqp, sqp := userResponse(t, p)
 	equal(t, "CM messages before Establish", p.rec.cm(), []string{"b>REQ", "a>REP"})
 	if n := p.cm.Unanswered(p.cli.h); n != 1 {
 		t.Errorf("the client owes its RTU: Unanswered %d, want 1", n)
@@ -166,7 +119,7 @@ func TestUserQP(t *testing.T) {
 }
 
 // TestUserQPMisuse: Establish on an ID whose QP the CM made, or before a
-// REP, is EINVAL; so are RTR and RTS asked of a listener.
+// REP, is EINVAL; so is RTR asked of a listener.
 func TestUserQPMisuse(t *testing.T) {
 	p := newPair(t, "")
 	cli, _ := p.establish(t)
@@ -183,12 +136,133 @@ func TestUserQPMisuse(t *testing.T) {
 	if err := id.Establish(); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("Establish on a new ID: %v, want EINVAL", err)
 	}
-	// A UD ID gives INIT's fields and rdma_cm's Q_Key for any state.
+	// A UD ID with no device has nothing to say; bound to its host's
+	// address it gives INIT's fields and rdma_cm's Q_Key for any state.
 	ud, err := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSUDP)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ud.InitQPAttr(verbs.QPStateRTS); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a UD ID with no device: %v, want EINVAL", err)
+	}
+	if err := ud.BindAddr(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), 0)); err != nil {
 		t.Fatal(err)
 	}
 	if a, m, err := ud.InitQPAttr(verbs.QPStateRTS); err != nil || a.QKey != 0x01234567 || m&verbs.QPAttrQKey == 0 || m&verbs.QPAttrAccessFlags != 0 {
 		t.Errorf("UD: %+v mask %v, %v", a, m, err)
 	}
+}
+
+// TestUserQPLateEstablish: a client that takes longer than the REP's
+// timeout to call Establish answers the REP sent again with an MRA (the
+// REP of a user QP is held with one, cm_dup_rep_handler), which gives
+// the server the MRA's service timeout more: an Establish a minute
+// later still connects both sides, with one MRA sent.
+func TestUserQPLateEstablish(t *testing.T) {
+	p := newPair(t, "")
+	id, _, cqp, _ := userResponse(t, p)
+	if err := p.w.RunFor(60 * sim.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []verbs.QPState{verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS} {
+		move(t, id, cqp, s)
+	}
+	if err := id.Establish(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.srv.ch, rdmacm.EventEstablished)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "a>REP", "b>MRA", "b>RTU"})
+}
+
+// TestUserQPClientGivesUp: a client that destroys its ID, or rejects,
+// after CONNECT_RESPONSE rejects the REP (cm_destroy_id, ib_send_cm_rej
+// in REP_RCVD): the server gets REJECTED at once, not UNREACHABLE after
+// its REP's retries; a Disconnect there returns 0 and sends nothing.
+func TestUserQPClientGivesUp(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(id *rdmacm.CMID) error
+	}{
+		{"destroy", (*rdmacm.CMID).Destroy},
+		{"reject", func(id *rdmacm.CMID) error { return id.Reject(nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, "")
+			id, srv, _, _ := userResponse(t, p)
+			if err := id.Disconnect(); err != nil {
+				t.Errorf("Disconnect before Establish: %v, want nil (rdma_disconnect's 0)", err)
+			}
+			start := p.w.Now()
+			if err := c.end(id); err != nil {
+				t.Fatal(err)
+			}
+			ev := p.event(t, p.srv.ch, rdmacm.EventRejected)
+			if ev.ID != srv || ev.Status != 28 || p.w.Now().Sub(start) > sim.Millisecond {
+				t.Errorf("REJECTED on %p status %d after %v, want the server's ID, 28 (consumer reject), at once", ev.ID, ev.Status, p.w.Now().Sub(start))
+			}
+			equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>REJ"})
+			if n := p.cm.Unanswered(p.cli.h); n != 0 {
+				t.Errorf("Unanswered %d after giving up, want 0", n)
+			}
+		})
+	}
+}
+
+// userResponse connects a client and a server that make their own QPs,
+// up to the client's CONNECT_RESPONSE: both QPs made and moved with
+// InitQPAttr (the server's to RTS, the client's to INIT), a receive
+// posted on the server's; it checks what InitQPAttr answers on the way.
+func userResponse(t *testing.T, p *pair) (id, srv *rdmacm.CMID, cqp, sqp *verbs.QP) {
+	t.Helper()
+	id = p.resolve(t, rdmacm.PSTCP, rpingPort)
+
+	// Before Connect the kernel has no ib_cm ID to ask: INIT's fields
+	// for any state, with no access flags.
+	for _, s := range []verbs.QPState{verbs.QPStateInit, verbs.QPStateRTR} {
+		a, m, err := id.InitQPAttr(s)
+		if err != nil || m != verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags || a.QPAccessFlags != 0 || a.PortNum != 1 {
+			t.Errorf("before connect, %v: %+v mask %v, %v", s, a, m, err)
+		}
+	}
+	rc := func(a verbs.QPInitAttr) verbs.QPInitAttr { a.Type = verbs.QPTypeRC; return a }
+	var err error
+	cqp, err = p.cli.pd.CreateQP(rc(p.cli.qpAttr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	move(t, id, cqp, verbs.QPStateInit)
+	if err := id.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, QPNum: cqp.QPNum}); err != nil {
+		t.Fatal(err)
+	}
+	// Until the REP the peer is unknown: no RTR.
+	if _, _, err := id.InitQPAttr(verbs.QPStateRTR); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("RTR before the REP: %v, want EINVAL", err)
+	}
+
+	ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+	srv = ev.ID
+	if ev.Param.QPNum != cqp.QPNum {
+		t.Errorf("CONNECT_REQUEST names QP %#x, want the client's own %#x", ev.Param.QPNum, cqp.QPNum)
+	}
+	sqp, err = p.srv.pd.CreateQP(rc(p.srv.qpAttr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server goes all the way to RTS before its REP, as ib_cm
+	// allows (cm_init_qp_rts_attr).
+	for _, s := range []verbs.QPState{verbs.QPStateInit, verbs.QPStateRTR, verbs.QPStateRTS} {
+		move(t, srv, sqp, s)
+	}
+	if _, err := sqp.PostRecv([]verbs.RecvWR{{WRID: 7, SGList: []verbs.SGE{p.srv.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Accept(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, QPNum: sqp.QPNum}); err != nil {
+		t.Fatal(err)
+	}
+
+	resp := p.event(t, p.cli.ch, rdmacm.EventConnectResponse)
+	if resp.Param.QPNum != sqp.QPNum {
+		t.Errorf("CONNECT_RESPONSE names QP %#x, want the server's %#x", resp.Param.QPNum, sqp.QPNum)
+	}
+	return id, srv, cqp, sqp
 }

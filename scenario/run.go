@@ -104,7 +104,7 @@ type Result struct {
 	// Warnings are things a scenario author should know that are not
 	// failures: a fault rule that never acted, each as
 	// "line N: fault rule K never matched a frame: TEXT", and the
-	// evictions above (TxEvictionWarning).
+	// evictions above (faults.TxEvictionWarning).
 	Warnings []string `json:"warnings,omitempty"`
 	// Failed lists the expectations not met, each as
 	// "line N: expect ...: got ..."; empty when the scenario passed.
@@ -330,14 +330,9 @@ func (r *runState) warn(res *Result) {
 		}
 	}
 	if res.TxEvictions = fab.TxEvictions(); res.TxEvictions > 0 {
-		res.Warnings = append(res.Warnings, TxEvictionWarning(res.TxEvictions))
+		res.Warnings = append(res.Warnings, faults.TxEvictionWarning(res.TxEvictions))
 	}
 }
-
-// TxEvictionWarning is the warning for n flows forgotten by the fault
-// plan's transmission counting (faults.Injector.TxEvictions), as a run's
-// summary and rocesim switch print it.
-func TxEvictionWarning(n uint64) string { return faults.TxEvictionWarning(n) }
 
 // runTo runs the world to t (sim.Never: until nothing is left to
 // happen). Without on lines or cm= QPs it is World.RunTo. With them it

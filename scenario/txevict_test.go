@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/scenario"
 )
 
@@ -25,12 +26,12 @@ func TestTxEvictionsWarned(t *testing.T) {
 	res, err := s.Run(scenario.Options{})
 	require.NoError(t, err)
 	assert.Zero(t, res.TxEvictions)
-	assert.NotContains(t, res.Warnings, scenario.TxEvictionWarning(res.TxEvictions))
+	assert.NotContains(t, res.Warnings, faults.TxEvictionWarning(res.TxEvictions))
 	assert.Empty(t, res.Failed)
 
 	res, err = s.Run(scenario.Options{TxLimit: 1, Deadline: 1e9})
 	require.NoError(t, err)
 	assert.NotZero(t, res.TxEvictions)
-	assert.Contains(t, res.Warnings, scenario.TxEvictionWarning(res.TxEvictions))
+	assert.Contains(t, res.Warnings, faults.TxEvictionWarning(res.TxEvictions))
 	assert.Contains(t, res.Failed, "line 24: expect counter a.completer_retry_err=1: got 2", "PSN 2 dropped twice")
 }

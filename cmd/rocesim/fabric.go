@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/procfabric"
-	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire/capture"
 )
@@ -167,7 +167,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 	if fab := d.Fabric(); fab != nil {
 		printPlanReport(stdout, cfg.Plan, fab.RuleHits)
 		if fab.TxEvictions() > 0 {
-			fmt.Fprintf(stdout, "warning: %s\n", scenario.TxEvictionWarning(fab.TxEvictions()))
+			fmt.Fprintf(stdout, "warning: %s\n", faults.TxEvictionWarning(fab.TxEvictions()))
 		}
 	}
 	for _, f := range []struct{ flag, file string }{{"capture", *pcap}, {"trace", *traceFile}} {

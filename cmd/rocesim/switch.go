@@ -17,7 +17,6 @@ import (
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/realnet"
 	"github.com/rocesim/rocesim/rswitch"
-	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
 )
 
@@ -330,6 +329,6 @@ func printSwitchStats(w io.Writer, name string, ran time.Duration, st rswitch.St
 		name, ran.Round(time.Millisecond), st.Frames, st.RoCE, st.Forwarded, st.Dropped, st.Duplicated,
 		st.Delayed, st.Altered, st.Runts, st.Foreign, st.SendErrors)
 	if st.TxEvictions > 0 {
-		fmt.Fprintf(w, "warning: %s\n", scenario.TxEvictionWarning(st.TxEvictions))
+		fmt.Fprintf(w, "warning: %s\n", faults.TxEvictionWarning(st.TxEvictions))
 	}
 }

@@ -508,7 +508,9 @@ func (p *process) readableCM() int {
 
 // cmHold reports whether the fabric's clock is held for the program: its
 // CM received a REQ or a DREQ that the program has not answered yet
-// (rdma_accept or rdma_reject, rdma_disconnect, rdma_destroy_id:
+// (rdma_accept or rdma_reject, rdma_disconnect, rdma_destroy_id), or the
+// REP of a connection whose QP the program made, not yet answered with
+// rdma_establish (rping -q's client moves its QP first:
 // rdmacm.CM.Unanswered). The answer comes from a thread that does not
 // wait on the fabric meanwhile: rping's CM thread is asleep in poll(2)
 // on the channel's fd when the event comes, its main thread sets up the

@@ -60,7 +60,8 @@
 // Time on a fabric: a program owes the peer an answer from the moment its
 // CM receives a REQ or a DREQ (the CONNECT_REQUEST, the DISCONNECTED,
 // taken or not) until rdma_accept or rdma_reject, rdma_disconnect, or
-// rdma_destroy_id; it answers from one thread while another (rping's CQ
+// rdma_destroy_id, and from a REP for a QP it made itself (the
+// CONNECT_RESPONSE) until rdma_establish; it answers from one thread while another (rping's CQ
 // thread) may wait in a verb. Meanwhile the process does not count as
 // waiting (at most 5 s of wall time), so the fabric does not move the
 // clock past the answer and the peer does not send its REQ or DREQ

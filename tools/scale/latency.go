@@ -47,7 +47,7 @@ func missLatency(mib int) time.Duration {
 		j = next[j]
 	}
 	d := time.Since(t) / steps
-	if j == 1<<31 { // never (j is below 2^26): keeps the walk from being optimized away
+	if j == 1<<31 { // never (j is below 2^28): keeps the walk from being optimized away
 		fmt.Print("")
 	}
 	return d

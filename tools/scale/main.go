@@ -124,7 +124,7 @@ func main() {
 		fmt.Printf("growth: %s ∝ %s^%.3f (%d points) %s\n", f.y, f.x, f.exp, f.n, verdict)
 	}
 	if *probe {
-		// In a child, as the points are: its 2 GiB walk is its own.
+		// In a child, as the points are: the 1 GiB walk's memory is its own.
 		if out, err := exec.Command(os.Args[0], "-point", "latency:1").Output(); err == nil {
 			fmt.Print(string(out))
 		} else {
