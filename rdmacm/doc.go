@@ -50,6 +50,11 @@
 // under load flushing what had not completed on both sides
 // (rxe_cm_flush.txt); a peer that never answers gives UNREACHABLE
 // (status -110) after 16 REQs; a late accept covered by an MRA (below).
+// From conformance's TestRdmacmMisuseRxe, which runs one program on both:
+// an ID destroyed while its CONNECT_REQUEST is unanswered rejects the
+// REQ at once (consumer reject, the client's REJECTED status 28), and
+// rdma_init_qp_attr's answers for an ID with no device and before
+// rdma_connect (userqp.go).
 //
 // From the kernel's source only (not exercised by the captures): the
 // private data of a consumer reject; the DREQ's

@@ -619,9 +619,14 @@ func (id *CMID) Destroy() error {
 	if id.state == stateListen {
 		delete(id.a.listeners(id.ps), id.src.Port())
 	}
-	if id.state == stateRepRcvd {
-		// cm_destroy_id: the REP is rejected, so the passive side
-		// learns now rather than after its REP's retries.
+	// cm_destroy_id: a REQ or (for a QP the user made) a REP not yet
+	// answered is rejected, consumer reject, so the peer learns now
+	// rather than after its retries (conformance TestRdmacmMisuseRxe:
+	// REJECTED, status 28, on real rxe).
+	switch {
+	case id.state == stateReqRcvd && id.ps == PSTCP:
+		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREQ, wire.CMREJConsumerReject, nil)
+	case id.state == stateRepRcvd:
 		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, nil)
 	}
 	if id.localComm != 0 {

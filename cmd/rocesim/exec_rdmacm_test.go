@@ -279,6 +279,10 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"bind_any_again", "-1 EADDRNOTAVAIL"},                                                 // cma_check_port: another ID's port
 		{"listen_same_port", "0 0"},                                                            // not bound: rdma_listen binds it
 		{"listen_twice", "-1 EINVAL"},                                                          // not IDLE
+		{"connect_own_qpn", "0 0"},                                                             // a QP number of the program's own
+		{"request_event", "RDMA_CM_EVENT_CONNECT_REQUEST qp_num=0x4242"},
+		{"destroy_unanswered_request", "0 0"},                // cm_destroy_id in REQ_RCVD: a REJ ...
+		{"answer_event", "RDMA_CM_EVENT_REJECTED status=28"}, // ... consumer reject, at once
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

@@ -177,6 +177,37 @@ int main(int argc, char **argv)
 	CHECK("listen_same_port", rdma_listen(id2, 1));
 	CHECK("listen_twice", rdma_listen(id, 1));
 	rdma_destroy_id(id2);
+
+	/* A connect request whose new ID is destroyed unanswered is
+	 * rejected at once (cm_destroy_id: a consumer reject), not left to
+	 * time out. The client names a QP number of its own (no QP is
+	 * needed for the exchange to start). */
+	{
+		struct sockaddr_in self = sin4("10.0.0.1", 7174);
+		struct rdma_conn_param cp;
+		struct rdma_cm_id *req;
+
+		rdma_create_id(ch, &id2, NULL, RDMA_PS_TCP);
+		rdma_resolve_addr(id2, NULL, (struct sockaddr *)&self, 2000);
+		rdma_get_cm_event(ch, &ev);
+		rdma_ack_cm_event(ev);
+		rdma_resolve_route(id2, 2000);
+		rdma_get_cm_event(ch, &ev);
+		rdma_ack_cm_event(ev);
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = 0x4242;
+		cp.retry_count = cp.rnr_retry_count = 7;
+		CHECK("connect_own_qpn", rdma_connect(id2, &cp));
+		CHECK("get_request", rdma_get_cm_event(ch, &ev));
+		printf("request_event %s qp_num=%#x\n", rdma_event_str(ev->event), ev->param.conn.qp_num);
+		req = ev->id;
+		rdma_ack_cm_event(ev);
+		CHECK("destroy_unanswered_request", rdma_destroy_id(req));
+		CHECK("get_answer", rdma_get_cm_event(ch, &ev));
+		printf("answer_event %s status=%d\n", rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(id2);
+	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	printf("done\n");
