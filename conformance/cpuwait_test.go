@@ -60,6 +60,10 @@ func TestStallLimit(t *testing.T) {
 		{"qp a.q rc peer=b.q timeout=12\nqp b.q rc timeout=18\n", 4096 * time.Nanosecond << 12 / 4},
 		{"qp a.q rc peer=b.q timeout=20\nqp b.q rc timeout=18\n", stallLimitMax},
 		{"qp a.q uc peer=b.q\nqp b.q uc\n", stallLimitMax}, // UC arms no ACK timer
+		// A burst: two sends by one node at one instant.
+		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 0 a.q send wr=2 op=write len=8\n", burstStallLimit},
+		// Two sends at different instants are no burst.
+		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 1ms a.q send wr=2 op=write len=8\n", 4096 * time.Nanosecond << 14 / 4},
 	} {
 		s, err := scenario.Parse("t", "scenario t\nnode a b\nlink a b\nmr a.buf size=64\nmr b.buf size=64\n"+c.qps)
 		if err != nil {
