@@ -135,6 +135,10 @@ func TestTextThroughSwitch(t *testing.T) {
 	for _, c := range []struct{ plan, row string }{
 		{"rewrite set-psn=7 link=b-sw psn=101 tx=1", "├─ SEND_MIDDLE psn=7 · rewritten at sw by rule 1"},
 		{"truncate len=50 link=b-sw psn=101 tx=1", "├─ frame len=50 · truncated at sw by rule 1"},
+		// Rewritten to the key of the next frame, still in flight
+		// toward the switch: the frame the fabric altered (was_psn),
+		// not that one, carries the mark.
+		{"rewrite set-psn=102 link=b-sw op=RC_SEND_MIDDLE psn=101 tx=1", "├─ SEND_MIDDLE psn=102 · rewritten at sw by rule 1"},
 	} {
 		out = text(t, run(t, scenario{plan: c.plan, sw: true}), ladder.Options{})
 		rowIndex(t, lines(out), 1, c.row, "▶│")

@@ -369,6 +369,13 @@ func (b *builder) frameEvent(e *sim.Event) {
 // the switch; a frame whose history is not in the trace otherwise.
 func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 	if !b.hosts[from] {
+		// An alteration's event names the frame as it was before
+		// (was_*: the fabric's): that first, then as it is now.
+		if was, ok := wasKeyOf(e, k); ok {
+			if f := b.takeToward(from, was); f != nil {
+				return f
+			}
+		}
 		if f := b.takeToward(from, k); f != nil {
 			return f
 		}
@@ -381,14 +388,34 @@ func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 	return b.newFrame(e, from)
 }
 
+// wasKeyOf is the key of the frame a frame-alter event is about as it
+// was before the fault plan altered it (the fabric's was_qpn, was_op,
+// was_psn; the rest as now, which an alteration leaves), if the event
+// says it.
+func wasKeyOf(e *sim.Event, k frameKey) (frameKey, bool) {
+	qpn, ok := e.Get("was_qpn")
+	if !ok || e.Kind != "frame-alter" {
+		return k, false
+	}
+	n, err := strconv.ParseUint(qpn, 10, 32)
+	if err != nil {
+		return k, false
+	}
+	k.qpn, k.hasQPN = uint32(n), true
+	k.op, _ = e.Get("was_op")
+	k.psn, _ = e.Get("was_psn")
+	return k, true
+}
+
 // takeAlteredToward finds the frame a switch's frame-alter is about when
-// its key matches none in flight toward the switch: the fabric alters a
-// frame before it traces it, so a rewrite (set-psn=), a truncation that
-// cuts into the BTH or a bit flip in it changes what the event says. A
-// link delivers in order, so the frame that reached the switch is the
-// oldest in flight on one of the links toward it: among those heads, the
-// one that kept its QPN, opcode and transmission count (a rewrite keeps
-// them), else the one sent first.
+// neither the key it had nor the one it has matches a frame in flight
+// toward the switch (a trace without was_*: rocesim switch's): a
+// rewrite (set-psn=), a truncation that cuts into the BTH or a bit flip
+// in it changes what the event says. A link delivers in order, so the
+// frame that reached the switch is the oldest in flight on one of the
+// links toward it: among those heads, the one that kept its QPN, opcode
+// and transmission count (a rewrite keeps them), else the one sent
+// first. A delay or reorder rule on the way in breaks that order.
 func (b *builder) takeAlteredToward(node string, k frameKey) *frame {
 	var best *frame
 	var bestLink string

@@ -44,6 +44,13 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		d.enqueue(b)
 		return
 	}
+	// What identifies the frame before a rule alters it in place: a
+	// frame-alter event carries it (was_qpn, was_op, was_psn), so that a
+	// reader of the trace (the ladder) finds the frame that changed.
+	var was wasKey
+	if roce != nil {
+		was = wasKey{qpn: roce.BTH.DestQP(), op: roce.BTH.Opcode(), psn: roce.BTH.PSN(), ok: true}
+	}
 	v := f.inj.Decide(f.sched.Now(), hop, b.bytes(), roce)
 	if v.Cut.Rule > 0 {
 		// A down after=K event: this frame, the K-th, still goes; the
@@ -117,7 +124,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		d.stats.Altered++
 		why := v.String()
 		f.pool.setFault(b, why)
-		f.traceFrame(d, b, "frame-alter", why, faultFields(v)...)
+		f.traceFrame(d, b, "frame-alter", why, was.fields(faultFields(v))...)
 		d.enqueue(b)
 	default:
 		panic(fmt.Sprintf("fabric: fault verdict with unknown action %d", v.Action))
@@ -243,6 +250,24 @@ func (f *Fabric) linkChange(now sim.Time, c faults.LinkChange) {
 		fields = append(fields, sim.Field{Key: "rule", Value: strconv.Itoa(c.Rule)})
 	}
 	f.trace.Add(sim.Event{Time: now, Kind: kind, Fields: append(fields, sim.Field{Key: "why", Value: c.Text})})
+}
+
+// wasKey is a RoCE frame's identity before the fault plan altered it.
+type wasKey struct {
+	qpn uint32
+	op  wire.Opcode
+	psn wire.PSN
+	ok  bool // the frame was RoCE v2
+}
+
+// fields appends the identity to fs as a frame-alter event's was_qpn,
+// was_op and was_psn (a frame that was not RoCE adds none).
+func (w wasKey) fields(fs []sim.Field) []sim.Field {
+	if !w.ok {
+		return fs
+	}
+	return append(fs, sim.Field{Key: "was_qpn", Value: strconv.FormatUint(uint64(w.qpn), 10)},
+		sim.Field{Key: "was_op", Value: w.op.Info().Name}, sim.Field{Key: "was_psn", Value: w.psn.String()})
 }
 
 func faultFields(v faults.Verdict) []sim.Field {
