@@ -62,6 +62,8 @@ func TestStallLimit(t *testing.T) {
 		{"qp a.q uc peer=b.q\nqp b.q uc\n", stallLimitMax}, // UC arms no ACK timer
 		// A burst: two sends by one node at one instant.
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 0 a.q send wr=2 op=write len=8\n", burstStallLimit},
+		// One message of 200 packets is a burst of its own.
+		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=204800\n", burstStallLimit},
 		// Two sends at different instants are no burst.
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 1ms a.q send wr=2 op=write len=8\n", 4096 * time.Nanosecond << 14 / 4},
 	} {
