@@ -232,7 +232,7 @@ func Listen(cfg Config) (*Daemon, error) {
 		}
 		// The nodes are known: a rule naming a link or node the fabric
 		// lacks could never match, and is refused as a scenario's is.
-		if err := cfg.Plan.CheckNames(d.names()); err != nil {
+		if err := cfg.Plan.CheckNames(d.fab.Names()); err != nil {
 			return nil, fmt.Errorf("procfabric: fault plan: %w", err)
 		}
 	}
@@ -297,21 +297,6 @@ func (d *Daemon) build(names []string) error {
 		}
 	}
 	return nil
-}
-
-// names returns the built fabric's links and nodes (its switch, if it
-// has one, among the nodes), for checking a fault plan's names.
-func (d *Daemon) names() (links, nodes []string) {
-	for _, l := range d.fab.Links() {
-		links = append(links, l.Name())
-	}
-	for _, s := range d.slots {
-		nodes = append(nodes, s.info.Name)
-	}
-	if len(d.slots) > 2 {
-		nodes = append(nodes, "sw")
-	}
-	return links, nodes
 }
 
 // Path returns the daemon's socket.
@@ -566,7 +551,7 @@ func (d *Daemon) attach(c *conn, name string) {
 			panic(fmt.Sprintf("procfabric: building checked nodes %q: %v", names, err)) // names are checked and distinct
 		}
 		d.logf("nodes %s attached: the fabric is built", strings.Join(names, ", "))
-		if err := d.cfg.Plan.CheckNames(d.names()); err != nil {
+		if err := d.cfg.Plan.CheckNames(d.fab.Names()); err != nil {
 			// The processes named the nodes: too late to refuse the
 			// plan, not too late to say that a rule will not match.
 			d.logf("warning: fault plan: %v: the rule will never match", err)

@@ -423,6 +423,20 @@ func (f *Fabric) Nodes() []*Node { return f.nodes }
 // Links returns the links in the order they were connected.
 func (f *Fabric) Links() []*Link { return f.links }
 
+// Names returns the names a fault plan may use for this fabric: its
+// links', and its nodes' and switches' (faults.Plan.CheckNames), in the
+// order they were added.
+func (f *Fabric) Names() (links, nodes []string) {
+	for _, l := range f.links {
+		links = append(links, l.name)
+	}
+	nodes = append(nodes, f.names...)
+	for _, s := range f.switches {
+		nodes = append(nodes, s.name)
+	}
+	return links, nodes
+}
+
 // Now returns the fabric's current time.
 func (f *Fabric) Now() sim.Time { return f.sched.Now() }
 

@@ -124,7 +124,11 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		d.stats.Altered++
 		why := v.String()
 		f.pool.setFault(b, why)
-		f.traceFrame(d, b, "frame-alter", why, was.fields(faultFields(v))...)
+		if f.trace.Enabled() {
+			// The fields are built only for a trace: a plan that
+			// alters every frame allocates nothing per frame without one.
+			f.traceFrame(d, b, "frame-alter", why, was.fields(faultFields(v))...)
+		}
 		d.enqueue(b)
 	default:
 		panic(fmt.Sprintf("fabric: fault verdict with unknown action %d", v.Action))
