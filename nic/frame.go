@@ -1,6 +1,10 @@
 package nic
 
-import "github.com/rocesim/rocesim/wire"
+import (
+	"unsafe"
+
+	"github.com/rocesim/rocesim/wire"
+)
 
 // frameTo fills the outer headers of f for a packet from qp to the
 // address vector av: MACs from the neighbour table, the source GID of the
@@ -44,13 +48,14 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	f.BTH.DestQP = destQPN
 }
 
-// note returns the note built in b, d.noteBuf's storage, as a string: the
-// note's one allocation (concatenating and formatting numbers as strings
-// took two or three), which a capture or trace needs, since the note
-// travels with the frame until the fabric records it.
+// note returns the note built in b, d.noteBuf's storage, as a string
+// that shares b's bytes: no allocation per frame with notes on (issue 20,
+// capture without allocation). The string is valid until the next note is
+// built, which is enough: it goes straight to emit, and push copies it
+// into the batch's note storage before anything else is built.
 func (d *Device) note(b []byte) string {
 	d.noteBuf = b
-	return string(b)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // emit encodes f into an outbox buffer and queues it; qp is the QP whose

@@ -12,7 +12,7 @@ import (
 //
 //	for {
 //		rd := dev.Ready()
-//		for _, f := range rd.Frames { port.Send(f.Bytes, f.Note) } // copies
+//		for _, f := range rd.Frames { port.Send(f.Bytes, f.Note) } // copies both
 //		events = append(events, rd.Events...)
 //		for _, ch := range rd.Notified { wake(ch) }
 //		timer.Reset(rd.Deadline)
@@ -57,9 +57,10 @@ type Ready struct {
 
 // OutFrame is one frame for the wire and the note saying why it exists
 // (empty unless Config.Annotate, or a trace for a recovery's frames).
+// Both belong to the batch, as its buffers do: a driver copies them.
 type OutFrame struct {
 	Bytes []byte
-	Note  string
+	Note  []byte
 }
 
 // Empty reports whether the batch has nothing to apply but its deadline.
@@ -79,7 +80,11 @@ type outbox struct {
 	cqs      []*CQ
 	notified []*CompChannel
 	mads     []MADIn
-	ready    Ready // the batch handed out last
+	// notes holds the bytes of the frames' notes, one after another;
+	// readyNotes is the storage of the batch handed out last. Swapped as
+	// the lists are, so notes cost no allocation once both have grown.
+	notes, readyNotes []byte
+	ready             Ready // the batch handed out last
 	// gathered is set when a list above took something, handed when the
 	// last batch held something: the pump of a device with nothing to say
 	// (most of them, on a busy fabric) tests two flags.
@@ -102,9 +107,17 @@ func (o *outbox) buffer() []byte {
 	return make([]byte, maxFrameLen)
 }
 
-// push queues buf[:n] for sending with the note given.
+// push queues buf[:n] for sending with a copy of the note given.
 func (o *outbox) push(buf []byte, n int, note string) {
-	o.frames = append(o.frames, OutFrame{buf[:n], note})
+	f := OutFrame{Bytes: buf[:n]}
+	if note != "" {
+		// A frame noted earlier in the batch keeps the old storage if
+		// this append moves the notes: its bytes do not change.
+		k := len(o.notes)
+		o.notes = append(o.notes, note...)
+		f.Note = o.notes[k:len(o.notes):len(o.notes)]
+	}
+	o.frames = append(o.frames, f)
 	o.gathered = true
 }
 
@@ -186,6 +199,7 @@ func (d *Device) Ready() *Ready {
 		o.cqs, r.CQs = r.CQs, o.cqs
 		o.notified, r.Notified = r.Notified, o.notified
 		o.mads, r.MADs = r.MADs, o.mads
+		o.notes, o.readyNotes = o.readyNotes, o.notes
 		for _, cq := range r.CQs {
 			cq.inReady = false
 		}
@@ -210,6 +224,7 @@ func (o *outbox) recycle() {
 	clear(r.Events)
 	clear(r.CQs)
 	clear(r.Notified)
+	o.readyNotes = o.readyNotes[:0]
 	r.Frames, r.Events, r.CQs, r.Notified, r.MADs = r.Frames[:0], r.Events[:0], r.CQs[:0], r.Notified[:0], r.MADs[:0]
 }
 

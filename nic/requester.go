@@ -403,10 +403,14 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 	}
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
-		note = "wr " + strconv.FormatUint(w.wr.WRID, 10) + " " + w.wr.Opcode.name()
+		b := strconv.AppendUint(append(d.noteBuf[:0], "wr "...), w.wr.WRID, 10)
+		b = append(append(b, ' '), w.wr.Opcode.name()...)
 		if w.wr.Opcode == WRRDMARead {
-			note += " of " + strconv.FormatUint(w.length, 10) + " bytes (" + strconv.Itoa(int(w.npkts)) + " responses)"
+			b = strconv.AppendUint(append(b, " of "...), uint64(w.length), 10)
+			b = strconv.AppendInt(append(b, " bytes ("...), int64(w.npkts), 10)
+			b = append(b, " responses)"...)
 		}
+		note = d.note(b)
 	}
 	d.emit(qp, &f, note)
 	// A READ's responses use all its PSNs: they count as sent.

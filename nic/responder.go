@@ -610,7 +610,8 @@ func (d *Device) buildReadResponse(qp *QP, x *readReply) {
 	case x.dup:
 		note = "replayed READ response"
 	case d.cfg.Annotate:
-		note = "READ response " + strconv.Itoa(int(i)+1) + " of " + strconv.Itoa(int(x.n))
+		b := strconv.AppendInt(append(d.noteBuf[:0], "READ response "...), int64(i)+1, 10)
+		note = d.note(strconv.AppendInt(append(b, " of "...), int64(x.n), 10))
 	}
 	d.emit(qp, &f, note)
 }
@@ -753,7 +754,7 @@ func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
 	f.AETH = wire.AETHFields{Syndrome: wire.ACKSyndrome(wire.CreditsUnlimited), MSN: qp.resp.msn}
 	f.AtomicAckETH = orig
 	if note == "" && d.cfg.Annotate {
-		note = "atomic executed: the target held " + strconv.FormatUint(orig, 10)
+		note = d.note(strconv.AppendUint(append(d.noteBuf[:0], "atomic executed: the target held "...), orig, 10))
 	}
 	d.emit(qp, &f, note)
 }

@@ -156,9 +156,9 @@ func (p *Port) Now() sim.Time { return p.now }
 
 // Send puts a frame the NIC built on the port, at the process's current
 // virtual time; note (at most MaxNote bytes) says why it exists and goes
-// into the capture's comment. The frame is copied. Called while another
+// into the capture's comment. The frame and the note are copied. Called while another
 // goroutine waits in the port, it may block: see MaxPending.
-func (p *Port) Send(frame []byte, note string) error {
+func (p *Port) Send(frame, note []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(frame) < wire.EthernetLen || len(frame) > fabric.MaxFrame {

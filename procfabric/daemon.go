@@ -158,7 +158,7 @@ type slot struct {
 }
 
 type heldFrame struct {
-	note  string
+	note  []byte
 	frame []byte
 }
 

@@ -41,7 +41,7 @@ func TestSendWhileWaitingAtTheCap(t *testing.T) {
 	frame := frameTo(a, b)
 	peak := 0
 	for range frames {
-		if err := a.Send(frame, "sent while the port waits"); err != nil {
+		if err := a.Send(frame, []byte("sent while the port waits")); err != nil {
 			t.Fatalf("Send while waiting: %v", err)
 		}
 		a.mu.Lock()
@@ -106,7 +106,7 @@ func TestDeliverRunt(t *testing.T) {
 		}
 	}()
 	untilWaiting(b)
-	if err := a.Send(frameTo(a, b), ""); err != nil {
+	if err := a.Send(frameTo(a, b), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Interrupt(); err != nil {

@@ -727,7 +727,7 @@ func TestSendWhileWaiting(t *testing.T) {
 	untilWaiting(a)
 	frame := frameTo(a, b)
 	for range frames {
-		if err := a.Send(frame, "sent while the port waits"); err != nil {
+		if err := a.Send(frame, []byte("sent while the port waits")); err != nil {
 			t.Fatalf("Send while waiting: %v", err)
 		}
 	}

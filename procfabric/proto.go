@@ -82,7 +82,7 @@ func appendAttach(b []byte, node string) []byte {
 	return finish(append(b, node...), h)
 }
 
-func appendFrame(b []byte, note string, frame []byte) []byte {
+func appendFrame(b, note, frame []byte) []byte {
 	b, h := header(b, msgFrame)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
 	b = append(b, note...)
@@ -218,19 +218,19 @@ func parseTime(t msgType, body []byte) (sim.Time, error) {
 }
 
 // parseFrame reads a frame message's body; note and frame alias body.
-func parseFrame(body []byte) (note string, frame []byte, err error) {
+func parseFrame(body []byte) (note, frame []byte, err error) {
 	if len(body) < 2 {
-		return "", nil, protoErr("frame: %d bytes", len(body))
+		return nil, nil, protoErr("frame: %d bytes", len(body))
 	}
 	n := int(binary.BigEndian.Uint16(body))
 	if n > MaxNote || 2+n > len(body) {
-		return "", nil, protoErr("frame: note of %d bytes in a body of %d", n, len(body))
+		return nil, nil, protoErr("frame: note of %d bytes in a body of %d", n, len(body))
 	}
 	frame = body[2+n:]
 	if len(frame) < wire.EthernetLen || len(frame) > fabric.MaxFrame {
-		return "", nil, protoErr("frame: %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
+		return nil, nil, protoErr("frame: %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
 	}
-	return string(body[2 : 2+n]), frame, nil
+	return body[2 : 2+n], frame, nil
 }
 
 // reader reads messages from one stream into a reused buffer.

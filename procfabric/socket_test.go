@@ -56,7 +56,7 @@ func TestHostileMessages(t *testing.T) {
 	frame := make([]byte, 60)
 	flood := [][]byte{appendAttach(nil, "a")}
 	for range 20 {
-		flood = append(flood, appendFrame(nil, "", frame))
+		flood = append(flood, appendFrame(nil, nil, frame))
 	}
 	cases := []struct {
 		name string
@@ -69,17 +69,17 @@ func TestHostileMessages(t *testing.T) {
 		{"unknown type", [][]byte{msg(Version, 77, nil)}, "unknown message type 77"},
 		{"garbage", [][]byte{[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")}, "length"},
 		{"cut short", [][]byte{{0, 0, 0, 40, 1, 3, 0}}, "stream ends inside"},
-		{"frame before attach", [][]byte{appendFrame(nil, "", frame)}, "not running"},
+		{"frame before attach", [][]byte{appendFrame(nil, nil, frame)}, "not running"},
 		{"daemon's message", [][]byte{appendTime(nil, msgNow, 5)}, "only the daemon sends"},
 		{"no such node", [][]byte{appendAttach(nil, "zz")}, `no node "zz"`},
 		{"bad node name", [][]byte{appendAttach(nil, "../x")}, "bad node name"},
 		{"second attach", [][]byte{appendAttach(nil, "a"), appendAttach(nil, "b")}, "a second attach"},
 		{"short wait", [][]byte{appendAttach(nil, "a"), msg(Version, msgWait, []byte{1, 2})}, "2 bytes, want 8"},
 		{"negative wait", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, -5)}, "negative time"},
-		{"runt frame", [][]byte{appendAttach(nil, "a"), appendFrame(nil, "", frame[:3])}, "frame: 3 bytes"},
+		{"runt frame", [][]byte{appendAttach(nil, "a"), appendFrame(nil, nil, frame[:3])}, "frame: 3 bytes"},
 		{"note too long", [][]byte{appendAttach(nil, "a"), msg(Version, msgFrame, []byte{0xff, 0xff, 1})}, "note of 65535 bytes"},
 		{"frames without waiting", flood, "more than 1000 bytes of frames"},
-		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, 0), appendFrame(nil, "", frame)}, "not running"},
+		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, 0), appendFrame(nil, nil, frame)}, "not running"},
 	}
 	for i, c := range cases {
 		hostile(t, d, c.msgs...)
@@ -274,7 +274,7 @@ func FuzzReader(f *testing.F) {
 	f.Add(appendAttach(nil, "a"))
 	v4, v6 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")
 	f.Add(appendAttached(nil, 1, 5, []NodeInfo{{Name: "a", IPv4: v4, IPv6: v6}, {Name: "b", IPv4: v4, IPv6: v6}}))
-	f.Add(appendFrame(nil, "note", make([]byte, 60)))
+	f.Add(appendFrame(nil, []byte("note"), make([]byte, 60)))
 	f.Add(appendDeliver(nil, 3, make([]byte, 60)))
 	f.Add([]byte{0, 0, 0, 2, 1, 4})
 	f.Fuzz(func(t *testing.T, b []byte) {

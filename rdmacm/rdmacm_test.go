@@ -35,7 +35,7 @@ type recorded struct {
 func (r *recorder) AddInterface(name, description string) (int, error) { return 0, nil }
 
 func (r *recorder) WriteFrame(ns int64, iface int, frame []byte, comment string) error {
-	r.frames = append(r.frames, recorded{sim.Time(ns), bytes.Clone(frame), comment})
+	r.frames = append(r.frames, recorded{sim.Time(ns), bytes.Clone(frame), strings.Clone(comment)})
 	return nil
 }
 

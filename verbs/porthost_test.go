@@ -21,8 +21,8 @@ func TestAddPortHost(t *testing.T) {
 	}
 	var toB, toA [][]byte
 	wa, wb := verbs.NewWorld(verbs.WorldConfig{Seed: 1}), verbs.NewWorld(verbs.WorldConfig{Seed: 1})
-	ha := wa.AddPortHost("a", addr(1), 1, []verbs.HostAddr{addr(2)}, func(f []byte, _ string) { toB = append(toB, append([]byte(nil), f...)) })
-	hb := wb.AddPortHost("b", addr(2), 2, []verbs.HostAddr{addr(1)}, func(f []byte, _ string) { toA = append(toA, append([]byte(nil), f...)) })
+	ha := wa.AddPortHost("a", addr(1), 1, []verbs.HostAddr{addr(2)}, func(f, _ []byte) { toB = append(toB, append([]byte(nil), f...)) })
+	hb := wb.AddPortHost("b", addr(2), 2, []verbs.HostAddr{addr(1)}, func(f, _ []byte) { toA = append(toA, append([]byte(nil), f...)) })
 	a, b := setup(ha, 100), setup(hb, 200)
 	for _, e := range []*endpoint{a, b} {
 		if g, _ := e.ctx.QueryGID(1, 0); !g.IsLinkLocalUnicast() {

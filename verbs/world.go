@@ -117,7 +117,7 @@ type Host struct {
 	onMAD func(now sim.Time, in *nic.MADIn)
 	// out, if set, takes the device's frames instead of the host's
 	// port on this world's fabric (AddPortHost).
-	out func(frame []byte, note string)
+	out func(frame, note []byte)
 }
 
 // MinLinkMTU is the smallest link (IP) MTU a host can run RoCE v2 over:
@@ -184,7 +184,7 @@ func HostAddrOf(i int) HostAddr {
 // fabric's (RunTo). index (from 1) is the node's number on that fabric:
 // it places the device's simulated memory as AddHost's i-th host's.
 // neighbours are the other nodes' addresses: ARP is not simulated.
-func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []HostAddr, send func(frame []byte, note string)) *Host {
+func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []HostAddr, send func(frame, note []byte)) *Host {
 	h := w.addHost(name, self, index)
 	h.out = send
 	w.addNeighbours(h)
@@ -414,13 +414,15 @@ func (h *Host) pump() {
 	}
 }
 
-// send puts a frame the device built on the host's port. PostSend refuses
+// send puts a frame the device built on the host's port, with its note
+// (the batch's bytes: the fabric copies them, as an outer port's sender
+// must). PostSend refuses
 // on a host with no link, so a frame that cannot leave (no link, no
 // port) should not happen; if one does, it is lost as on a port that
 // drops it, counted in Host.Unsent and traced, and the device is told it
 // has gone (its count of frames in the port would otherwise stall the
 // QP), never a panic.
-func (h *Host) send(frame []byte, note string) {
+func (h *Host) send(frame, note []byte) {
 	if h.out != nil {
 		h.out(frame, note)
 		return

@@ -55,7 +55,7 @@ func TestFabricCommand(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() { in, err := b.Wait(sim.Never); got <- result{in, err} }()
-	if err := a.Send(frame, "hello"); err != nil {
+	if err := a.Send(frame, []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Wait(sim.Never); err != nil { // woken by its tx-done

@@ -93,7 +93,7 @@ func (p *process) joinFabric() error {
 
 // sendFrame puts a frame of the device on the node's port (the host's
 // output, verbs.World.AddPortHost).
-func (p *process) sendFrame(frame []byte, note string) {
+func (p *process) sendFrame(frame, note []byte) {
 	if err := p.fab.port.Send(frame, note); err != nil {
 		// The daemon is gone or sent us away: the next wait says why.
 		p.fab.host.TxDone(p.w.Now())

@@ -39,7 +39,7 @@ import (
 
 // nodePort is what stepFabric waits on: a procfabric.Port, or a udpPort.
 type nodePort interface {
-	Send(frame []byte, note string) error
+	Send(frame, note []byte) error
 	Wait(deadline sim.Time) (*procfabric.Inputs, error)
 	Interrupt() error
 	Close() error
@@ -185,7 +185,7 @@ func (u *udpPort) poke() {
 
 // Send sends the frame; the socket taking it (or refusing it, dropped at
 // the port) is the frame leaving the port, as in realnet.Driver.
-func (u *udpPort) Send(frame []byte, note string) error {
+func (u *udpPort) Send(frame, _ []byte) error {
 	u.one[0] = frame
 	_, err := u.tr.Send(u.one[:])
 	u.one[0] = nil

@@ -60,7 +60,7 @@ func BenchmarkFrameThroughSwitch(b *testing.B) {
 	frame := roce(b, 0, 1, 1, 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := a.Send(0, frame, ""); err != nil {
+		if err := a.Send(0, frame, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Run(); err != nil {
@@ -89,7 +89,7 @@ func TestFramePathZeroAllocs(t *testing.T) {
 				frames[i] = roce(t, 0, 1, uint32(i), 1024)
 			}
 			run := func() {
-				if err := a.Send(0, frames[psn%4096], ""); err != nil {
+				if err := a.Send(0, frames[psn%4096], nil); err != nil {
 					t.Fatal(err)
 				}
 				psn++

@@ -17,7 +17,7 @@ func TestDupCostsWhatTheQueueHolds(t *testing.T) {
 	const n = 100_000_000
 	w := pair(t, "dup n=100000000")
 	frame := roce(t, 0, 1, 7, 32)
-	require.NoError(t, w.nodes[0].Send(0, frame, ""))
+	require.NoError(t, w.nodes[0].Send(0, frame, nil))
 	require.NoError(t, w.sched.Run())
 	st := w.f.Links()[0].Stats(0)
 	assert.Equal(t, uint64(n), st.Duplicated)

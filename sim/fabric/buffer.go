@@ -2,7 +2,7 @@ package fabric
 
 import (
 	"math/bits"
-	"strings"
+	"unsafe"
 
 	"github.com/rocesim/rocesim/sim"
 )
@@ -54,9 +54,11 @@ type frameBuf struct {
 }
 
 // frameText is a frame's texts, apart from its frameBuf: most frames
-// have none.
+// have none. The note's storage is kept when the frame is released, so a
+// fabric whose senders note every frame (a capture's comments) allocates
+// nothing per frame once each slot has held its longest note.
 type frameText struct {
-	note string // why the sender sent it
+	note []byte // why the sender sent it
 	// fault is what the fault plan did to it ("corrupted by rule 2: ...").
 	fault string
 }
@@ -70,32 +72,31 @@ const (
 func (b *frameBuf) bytes() []byte { return b.data[:b.n] }
 
 // comment is the capture comment of frame b: the sender's note and any
-// fault.
+// fault, joined by "; ". It shares the bytes of the frame's note or of
+// the pool's scratch buffer, so it is valid only until the next call or
+// until the frame is released: it goes straight to the taps and the
+// observers, which copy what they keep (Tap, FrameRecord).
 func (p *bufPool) comment(b *frameBuf) string {
 	if !b.hasText {
 		return ""
 	}
-	return p.texts(b)
-}
-
-// texts is comment for a frame with texts (hasText).
-func (p *bufPool) texts(b *frameBuf) string {
 	t := p.text(b.id)
 	switch {
-	case t.note == "":
+	case len(t.note) == 0:
 		return t.fault
 	case t.fault == "":
-		return t.note
+		return unsafe.String(unsafe.SliceData(t.note), len(t.note))
 	}
-	return strings.Join([]string{t.note, t.fault}, "; ")
+	p.scratch = append(append(append(p.scratch[:0], t.note...), "; "...), t.fault...)
+	return unsafe.String(unsafe.SliceData(p.scratch), len(p.scratch))
 }
 
-// note returns the sender's note of frame b.
+// note returns a copy of the sender's note of frame b, for the trace.
 func (p *bufPool) note(b *frameBuf) string {
 	if !b.hasText {
 		return ""
 	}
-	return p.text(b.id).note
+	return string(p.text(b.id).note)
 }
 
 // fault returns what the fault plan did to frame b.
@@ -106,10 +107,11 @@ func (p *bufPool) fault(b *frameBuf) string {
 	return p.text(b.id).fault
 }
 
-// setNote sets the sender's note of frame b.
-func (p *bufPool) setNote(b *frameBuf, note string) {
-	if note != "" || b.hasText {
-		p.text(b.id).note = note
+// setNote sets the sender's note of frame b to a copy of note.
+func (p *bufPool) setNote(b *frameBuf, note []byte) {
+	if len(note) != 0 || b.hasText {
+		t := p.text(b.id)
+		t.note = append(t.note[:0], note...)
 		b.hasText = true
 	}
 }
@@ -166,6 +168,9 @@ type bufPool struct {
 	chunks []*bufChunk
 	n      int32               // buffers made
 	free   [numClasses][]int32 // ids of free buffers, by size class
+	// scratch holds the comment of a frame with both a note and a fault
+	// (comment), kept for its capacity.
+	scratch []byte
 }
 
 // get returns a free buffer that holds n bytes (its n is not set), with
@@ -203,7 +208,8 @@ func (f *Fabric) release(b *frameBuf) {
 	}
 	p := &f.pool
 	if b.hasText {
-		*p.text(b.id) = frameText{}
+		t := p.text(b.id)
+		t.note, t.fault = t.note[:0], ""
 		b.hasText = false
 	}
 	c := sizeClass(len(b.data))
@@ -227,7 +233,8 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 	c.from, c.to, c.dst, c.tx, c.copy = b.from, b.to, b.dst, b.tx, b.copy
 	c.owner = noNode // a copy the fabric made was not sent by the node
 	if b.hasText {
-		*p.text(c.id) = *p.text(b.id)
+		t, u := p.text(c.id), p.text(b.id)
+		t.note, t.fault = append(t.note[:0], u.note...), u.fault
 		c.hasText = true
 	}
 	return c

@@ -24,7 +24,7 @@ func TestBuffersSizedToFrame(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range burst {
-		require.NoError(t, w.nodes[0].Send(0, frame, ""))
+		require.NoError(t, w.nodes[0].Send(0, frame, nil))
 	}
 	runtime.ReadMemStats(&after)
 	perFrame := (after.TotalAlloc - before.TotalAlloc) / burst

@@ -9,7 +9,7 @@
 //	b := f.AddNode("b", fabric.PortConfig{MAC: macB, IPv4: ipB})
 //	f.Connect("a-b", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
 //	b.SetReceiver(nicB)              // nicB.Receive(now, port, frame)
-//	a.Send(0, frame, "")             // copied, judged, queued, serialized
+//	a.Send(0, frame, nil)             // copied, judged, queued, serialized
 //	s.Run()
 //
 // The link model: each direction has an egress queue (capacity in bytes,

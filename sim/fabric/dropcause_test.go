@@ -40,7 +40,7 @@ func TestDropCauses(t *testing.T) {
 	planned := func(plan string) func(t *testing.T) *world {
 		return func(t *testing.T) *world {
 			w := pair(t, plan)
-			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), ""))
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), nil))
 			return w
 		}
 	}
@@ -53,13 +53,13 @@ func TestDropCauses(t *testing.T) {
 		{"queue full", func(t *testing.T) *world {
 			w := direct(t, 1000)
 			for range 3 { // one on the wire, one queued, one dropped
-				require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1000), ""))
+				require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1000), nil))
 			}
 			return w
 		}, sim.DropQueueFull, "queue-drop"},
 		{"MTU", func(t *testing.T) *world {
 			w := direct(t, 0)
-			require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1515), ""))
+			require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1515), nil))
 			return w
 		}, sim.DropMTU, "frame-drop"},
 		{"fault rule", planned("drop psn=0\n"), sim.DropFault, "frame-drop"},
@@ -70,7 +70,7 @@ func TestDropCauses(t *testing.T) {
 				_, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), fabric.DefaultLinkConfig())
 				require.NoError(t, err)
 			}
-			require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 9, 100), ""))
+			require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 9, 100), nil))
 			return w
 		}, sim.DropNoRoute, "frame-drop"},
 		{"link down", planned("delay 50us psn=0\ndown link=a-b from=10us to=100us\n"), sim.DropLinkDown, "frame-drop"},

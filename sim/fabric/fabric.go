@@ -22,7 +22,10 @@ type Receiver interface {
 // Tap records the frames the fabric puts on its links: a capture file.
 // wire/capture's writers satisfy it. The fabric adds one interface per
 // link direction and writes every frame as it starts onto the link, with
-// a comment saying why it exists or what a fault did to it.
+// a comment saying why it exists or what a fault did to it. The frame and
+// the comment are valid only during the call (the comment shares the
+// fabric's storage, so that noting every frame allocates nothing): a tap
+// copies what it keeps (strings.Clone for the comment).
 type Tap interface {
 	AddInterface(name, description string) (int, error)
 	WriteFrame(ns int64, iface int, frame []byte, comment string) error
@@ -62,7 +65,8 @@ type Config struct {
 // link direction it starts onto, and one where the fabric dropped it (a
 // fault drop at the time the frame would have started onto the link, in
 // wire order: see the package documentation).
-// Frame and the record itself are valid only during the Observe call.
+// Frame, Comment and the record itself are valid only during the Observe
+// call: Comment shares the fabric's storage (strings.Clone keeps it).
 type FrameRecord struct {
 	Time sim.Time
 	// Link is the link's name ("a-b") and Dir the direction's ("a->b").
@@ -351,9 +355,11 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // Send puts frame on the wire from port: it is copied, judged by the fault
 // plan, queued at the port's egress and serialized onto the link. note, if
 // not empty, says why the frame exists ("retransmission #2"); it goes into
-// the trace and the frame's capture comment. A frame longer than MaxFrame
-// (ErrFrameSize) or shorter than an Ethernet header (ErrRunt) is refused.
-func (n *Node) Send(port int, frame []byte, note string) error {
+// the trace and the frame's capture comment, and is copied as the frame
+// is (a NIC's notes live in its batch: nic.OutFrame). A frame longer than
+// MaxFrame (ErrFrameSize) or shorter than an Ethernet header (ErrRunt) is
+// refused.
+func (n *Node) Send(port int, frame, note []byte) error {
 	p := n.Port(port)
 	if p == nil {
 		return fmt.Errorf("%w: %s has no port %d", ErrNoPort, n.name, port)

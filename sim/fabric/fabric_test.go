@@ -108,7 +108,7 @@ func TestLinkTiming(t *testing.T) {
 		sizes = append(sizes, wire.EthernetLen+min(left, 1500))
 	}
 	for _, n := range sizes {
-		require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, n), ""))
+		require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, n), nil))
 	}
 	require.NoError(t, w.sched.Run())
 
@@ -142,7 +142,7 @@ func TestQueueTailDrop(t *testing.T) {
 	for i := range 50 {
 		f := rawFrame(0, 1, 1000)
 		f[14] = byte(i)
-		require.NoError(t, w.nodes[0].Send(0, f, ""))
+		require.NoError(t, w.nodes[0].Send(0, f, nil))
 	}
 	require.NoError(t, w.sched.Run())
 	// The first frame goes straight onto the wire; ten more fit the queue.
@@ -166,8 +166,8 @@ func TestMTUDrop(t *testing.T) {
 	w := newWorld(t, 2, nil, 1, nil)
 	_, err := w.f.Connect("n0-n1", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
-	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1514), ""))
-	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1515), ""))
+	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1514), nil))
+	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1515), nil))
 	require.NoError(t, w.sched.Run())
 	assert.Len(t, w.sinks[1].frames, 1)
 	assert.Equal(t, uint64(1), w.f.Links()[0].Stats(0).MTUDrops)
@@ -185,7 +185,7 @@ func TestSwitchForwards(t *testing.T) {
 		require.NoError(t, err)
 	}
 	frame := roce(t, 0, 2, 5, 256)
-	require.NoError(t, w.nodes[0].Send(0, frame, ""))
+	require.NoError(t, w.nodes[0].Send(0, frame, nil))
 	require.NoError(t, w.sched.Run())
 	assert.Empty(t, w.sinks[1].frames)
 	require.Len(t, w.sinks[2].frames, 1)
@@ -194,7 +194,7 @@ func TestSwitchForwards(t *testing.T) {
 	assert.Equal(t, sim.Time(2*hop), w.sinks[2].times[0])
 
 	// Unknown destination: dropped at the switch and counted.
-	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 9, 100), ""))
+	require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 9, 100), nil))
 	require.NoError(t, w.sched.Run())
 	assert.Equal(t, uint64(1), sw.UnknownDrops())
 }
@@ -210,9 +210,9 @@ func TestFaultsOnTheWire(t *testing.T) {
 	_, err = w.f.Connect("n0-n1", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
 	for psn := uint32(1); psn <= 3; psn++ {
-		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 64), ""))
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 64), nil))
 	}
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 2, 64), "retransmission #1"))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 2, 64), []byte("retransmission #1")))
 	require.NoError(t, w.sched.Run())
 	require.NoError(t, tap.Close())
 	assert.Equal(t, []uint32{1, 3, 2}, w.sinks[1].psns(t))
@@ -247,7 +247,7 @@ func runScripted(t *testing.T, seed uint64) ([]byte, string) {
 		require.NoError(t, err)
 	}
 	for psn := range uint32(40) {
-		require.NoError(t, w.nodes[psn%3].Send(0, roce(t, int(psn%3), int(psn+1)%3, psn, int(psn*13%700)), ""))
+		require.NoError(t, w.nodes[psn%3].Send(0, roce(t, int(psn%3), int(psn+1)%3, psn, int(psn*13%700)), nil))
 	}
 	require.NoError(t, w.sched.Run())
 	require.NoError(t, tap.Close())
@@ -278,9 +278,9 @@ func TestPerLinkTap(t *testing.T) {
 	var buf bytes.Buffer
 	tap := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
 	require.NoError(t, links[2].AddTap(tap))
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), ""))
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 2, 2, 64), ""))
-	require.NoError(t, w.nodes[2].Send(0, roce(t, 2, 0, 3, 64), ""))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), nil))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 2, 2, 64), nil))
+	require.NoError(t, w.nodes[2].Send(0, roce(t, 2, 0, 3, 64), nil))
 	require.NoError(t, w.sched.Run())
 	require.NoError(t, tap.Close())
 	r, err := capture.NewReader(&buf)
@@ -309,7 +309,7 @@ func TestFramesInFlightKeepOneArrivalQueued(t *testing.T) {
 	require.NoError(t, err)
 	const frames = 200
 	for range frames {
-		require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1514), ""))
+		require.NoError(t, w.nodes[0].Send(0, rawFrame(0, 1, 1514), nil))
 	}
 	// Run until the last frame is on the wire, none arrived yet.
 	ser := cfg.SerializationDelay(1514)

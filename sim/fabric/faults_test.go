@@ -27,7 +27,7 @@ func pair(t *testing.T, planText string) *world {
 // sendAt schedules node i to send frame at time at.
 func (w *world) sendAt(t *testing.T, at sim.Time, i int, frame []byte) {
 	w.sched.Schedule(at, sim.HandlerFunc(func(sim.Time, uint64) {
-		require.NoError(t, w.nodes[i].Send(0, frame, ""))
+		require.NoError(t, w.nodes[i].Send(0, frame, nil))
 	}), 0)
 }
 
@@ -38,7 +38,7 @@ func TestFabricAppliesEachAction(t *testing.T) {
 	t.Run("dup", func(t *testing.T) {
 		w := pair(t, "dup n=2 psn=7")
 		for psn := uint32(6); psn <= 8; psn++ {
-			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), ""))
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), nil))
 		}
 		require.NoError(t, w.sched.Run())
 		assert.Equal(t, []uint32{6, 7, 7, 7, 8}, w.sinks[1].psns(t))
@@ -48,8 +48,8 @@ func TestFabricAppliesEachAction(t *testing.T) {
 	t.Run("delay", func(t *testing.T) {
 		w := pair(t, "delay 50us psn=1")
 		f0, f1 := roce(t, 0, 1, 0, 32), roce(t, 0, 1, 1, 32)
-		require.NoError(t, w.nodes[0].Send(0, f0, ""))
-		require.NoError(t, w.nodes[0].Send(0, f1, ""))
+		require.NoError(t, w.nodes[0].Send(0, f0, nil))
+		require.NoError(t, w.nodes[0].Send(0, f1, nil))
 		require.NoError(t, w.sched.Run())
 		assert.Equal(t, []uint32{0, 1}, w.sinks[1].psns(t))
 		assert.Equal(t, sim.Time(oneHop(len(f0))), w.sinks[1].times[0])
@@ -59,7 +59,7 @@ func TestFabricAppliesEachAction(t *testing.T) {
 	t.Run("reorder", func(t *testing.T) {
 		w := pair(t, "reorder n=2 psn=1")
 		for psn := range uint32(5) {
-			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), ""))
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, psn, 32), nil))
 		}
 		require.NoError(t, w.sched.Run())
 		assert.Equal(t, []uint32{0, 2, 3, 1, 4}, w.sinks[1].psns(t))
@@ -67,8 +67,8 @@ func TestFabricAppliesEachAction(t *testing.T) {
 
 	t.Run("corrupt", func(t *testing.T) {
 		w := pair(t, "corrupt psn=1")
-		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), ""))
-		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 32), ""))
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), nil))
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 32), nil))
 		require.NoError(t, w.sched.Run())
 		var p wire.Packet
 		require.NoError(t, p.Decode(w.sinks[1].frames[0]))
@@ -95,7 +95,7 @@ func TestFabricAppliesEachAction(t *testing.T) {
 		t.Run(tc.plan, func(t *testing.T) {
 			w := pair(t, tc.plan)
 			f := roce(t, 0, 1, 0, 32)
-			require.NoError(t, w.nodes[0].Send(0, f, ""))
+			require.NoError(t, w.nodes[0].Send(0, f, nil))
 			require.NoError(t, w.sched.Run())
 			require.Len(t, w.sinks[1].frames, 1)
 			assert.Len(t, w.sinks[1].frames[0], len(f)-4)
@@ -105,7 +105,7 @@ func TestFabricAppliesEachAction(t *testing.T) {
 
 	t.Run("rewrite", func(t *testing.T) {
 		w := pair(t, "rewrite set-psn=+100 psn=3")
-		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 3, 32), ""))
+		require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 3, 32), nil))
 		require.NoError(t, w.sched.Run())
 		var p wire.Packet
 		require.NoError(t, p.Decode(w.sinks[1].frames[0]), "a rewritten frame carries a valid ICRC")
@@ -133,7 +133,7 @@ func TestLinkDownAndPartition(t *testing.T) {
 // is down: it is dropped when released, not delivered.
 func TestHeldFrameMeetsDownLink(t *testing.T) {
 	w := pair(t, "delay 50us psn=0\ndown link=a-b from=10us to=100us\n")
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), ""))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 0, 32), nil))
 	require.NoError(t, w.sched.Run())
 	assert.Empty(t, w.sinks[1].frames)
 	assert.Contains(t, w.trace.Text(), "50µs n0 frame-drop")
@@ -186,7 +186,7 @@ func TestFaultDropRecordedInWireOrder(t *testing.T) {
 	frames := make([][]byte, 4)
 	for psn := range frames {
 		frames[psn] = roce(t, 0, 1, uint32(psn), 1000)
-		require.NoError(t, a.Send(0, frames[psn], ""))
+		require.NoError(t, a.Send(0, frames[psn], nil))
 	}
 	require.NoError(t, sched.Run())
 	ser := cfg.SerializationDelay(len(frames[0]))
@@ -228,7 +228,7 @@ func TestRecordShowsTheRewrittenFrame(t *testing.T) {
 	b.SetReceiver(s)
 	_, err = f.Connect("a-b", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 5, 32), ""))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 5, 32), nil))
 	require.NoError(t, sched.Run())
 	assert.Equal(t, []uint32{0x77}, qps)
 	assert.Equal(t, []byte{3}, ecn)

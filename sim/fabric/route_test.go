@@ -44,9 +44,9 @@ func TestSwitchRoutesAlteredFrame(t *testing.T) {
 			}
 			// Two frames to n1: the second is sent after the first was
 			// altered, and must not take its route from it.
-			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 5, 64), ""))
+			require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 5, 64), nil))
 			require.NoError(t, w.sched.Run())
-			require.NoError(t, w.nodes[2].Send(0, roce(t, 2, 1, 6, 64), ""))
+			require.NoError(t, w.nodes[2].Send(0, roce(t, 2, 1, 6, 64), nil))
 			require.NoError(t, w.sched.Run())
 			assert.Len(t, w.sinks[1].frames, c.n1+1, "frames at n1")
 			assert.Len(t, w.sinks[2].frames, c.n2, "frames at n2")
@@ -67,11 +67,11 @@ func TestReceiverSetAfterConnect(t *testing.T) {
 	w.nodes[1].SetReceiver(later)
 	var done int
 	w.nodes[0].SetTxDone(func(sim.Time) { done++ })
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), ""))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 1, 64), nil))
 	require.NoError(t, w.sched.Run())
 	last := &sink{}
 	w.nodes[1].SetReceiver(last)
-	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 2, 64), ""))
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 2, 64), nil))
 	require.NoError(t, w.sched.Run())
 	assert.Empty(t, w.sinks[1].frames, "the receiver set before Connect, replaced since")
 	assert.Len(t, later.frames, 1)

@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,7 +26,7 @@ func (c *commentTap) AddInterface(name, description string) (int, error) { retur
 
 func (c *commentTap) WriteFrame(ns int64, iface int, frame []byte, comment string) error {
 	c.lens = append(c.lens, len(frame))
-	c.comments = append(c.comments, comment)
+	c.comments = append(c.comments, strings.Clone(comment)) // the fabric's bytes (Tap)
 	return nil
 }
 
@@ -62,7 +63,7 @@ func TestSwitchDropsRunts(t *testing.T) {
 				_, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), fabric.DefaultLinkConfig())
 				require.NoError(t, err)
 			}
-			require.NoError(t, w.nodes[0].Send(0, frame, ""))
+			require.NoError(t, w.nodes[0].Send(0, frame, nil))
 			require.NoError(t, w.sched.Run())
 			assert.Len(t, w.sinks[1].frames, c.atDst, "frames at n1")
 			assert.Zero(t, sw.UnknownDrops())
@@ -87,7 +88,7 @@ func TestSwitchDropsRunts(t *testing.T) {
 func TestSendRefusesRunts(t *testing.T) {
 	w := pair(t, "")
 	for _, n := range []int{0, 5, 13} {
-		err := w.nodes[0].Send(0, make([]byte, n), "")
+		err := w.nodes[0].Send(0, make([]byte, n), nil)
 		assert.ErrorIs(t, err, fabric.ErrRunt, "%d bytes", n)
 	}
 	require.NoError(t, w.sched.Run())

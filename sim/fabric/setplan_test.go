@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,11 +73,11 @@ func TestObserveSeesEveryRecordedFrame(t *testing.T) {
 	var recs []fabric.FrameRecord
 	s, a := observedSwitch(t, fabric.Config{Observe: func(r *fabric.FrameRecord) {
 		c := *r
-		c.Frame = append([]byte(nil), r.Frame...)
+		c.Frame, c.Comment = append([]byte(nil), r.Frame...), strings.Clone(r.Comment)
 		recs = append(recs, c)
 	}})
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), "first"))
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), []byte("first")))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil))
 	require.NoError(t, s.Run())
 
 	require.Len(t, recs, 3)
@@ -123,12 +124,12 @@ func TestObserveFirstSeesFirstHops(t *testing.T) {
 			cfg.Observe = func(r *fabric.FrameRecord) { calls = append(calls, "all "+r.Dir) }
 		}
 		s, a := observedSwitch(t, cfg)
-		require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), ""))
-		require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+		require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), nil))
+		require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil))
 		stray := roce(t, 0, 1, 2, 32)
 		m := mac(9)
 		copy(stray[0:6], m[:])
-		require.NoError(t, a.Send(0, stray, ""))
+		require.NoError(t, a.Send(0, stray, nil))
 		require.NoError(t, s.Run())
 		return calls
 	}
@@ -160,7 +161,9 @@ func TestObserveMarksCopies(t *testing.T) {
 	f := fabric.New(fabric.Config{Sched: s, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
 		Observe: func(r *fabric.FrameRecord) {
 			if r.First {
-				first = append(first, *r)
+				c := *r
+				c.Comment = strings.Clone(r.Comment)
+				first = append(first, c)
 			}
 		}})
 	a := f.AddNode("n0", fabric.PortConfig{MAC: mac(1), IPv4: ip4(1)})
@@ -168,8 +171,8 @@ func TestObserveMarksCopies(t *testing.T) {
 	b.SetReceiver(&sink{})
 	_, err = f.Connect("n0-n1", a.Port(0), b.Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), ""))
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), ""))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), nil))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil))
 	require.NoError(t, s.Run())
 	var copies []int
 	for _, r := range first {

@@ -30,7 +30,7 @@ func TestTxEvictionsReported(t *testing.T) {
 			require.NoError(t, p.DecodeHeaders(f))
 			p.BTH.SetDestQP(qp)
 			p.UpdateICRC()
-			require.NoError(t, w.nodes[0].Send(0, f, ""))
+			require.NoError(t, w.nodes[0].Send(0, f, nil))
 		}
 		require.NoError(t, w.sched.Run())
 		assert.Equal(t, c.want, w.f.TxEvictions(), "limit %d", c.limit)

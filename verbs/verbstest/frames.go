@@ -52,7 +52,7 @@ func (w *World) observe(r *fabric.FrameRecord) {
 		return
 	}
 	f := Frame{FrameRecord: *r}
-	f.Frame = append([]byte(nil), r.Frame...)
+	f.Frame, f.Comment = append([]byte(nil), r.Frame...), strings.Clone(r.Comment)
 	var p wire.Packet
 	if p.DecodeHeaders(f.Frame) == nil {
 		f.Packet = &p
