@@ -30,7 +30,9 @@ type WorldConfig struct {
 	// for tests of the invariant swarm; nil in every real use.
 	TestHooks *nic.TestHooks
 	// Observe, if set, sees every frame the fabric records
-	// (fabric.Config.Observe): a test's frame log.
+	// (fabric.Config.Observe): a test's frame log. The record, its
+	// frame and its comment are valid during the call only: copy what
+	// you keep (verbstest's frame log does).
 	Observe func(*fabric.FrameRecord)
 	// CountTx numbers transmissions even without a plan, so a plan set
 	// later with SetPlan can match tx= (fabric.Config.CountTx).
