@@ -59,6 +59,9 @@ const (
 	// field naming a REQ (IBTA vol. 1 §12.6.6); msgREP names a REP.
 	msgREQ = 0
 	msgREP = 1
+	// msgOther names neither: a REJ sent while connecting or waiting
+	// for the RTU (cm_format_rej).
+	msgOther = 2
 	// hiTID is the high half of ib_cm's transaction IDs: its MAD
 	// agent's hi_tid, 2 in every capture (the first agent registered
 	// after ib_sa's).
@@ -226,8 +229,16 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 		return
 	}
 	// Every other CM message carries the receiver's communication ID as
-	// its Remote Communication ID, at offset 4 (IBTA vol. 1 §12.6).
+	// its Remote Communication ID, at offset 4 (IBTA vol. 1 §12.6), but
+	// the REJ of a requester that gave up before it learnt ours (reason
+	// timeout, Remote Communication ID 0): ib_cm finds that request by
+	// its sender's GUID and communication ID (cm_acquire_rejected_id),
+	// the model by its sender's address and communication ID.
 	id := a.comm[binary.BigEndian.Uint32(d[4:])]
+	if attr == wire.CMAttrREJ && binary.BigEndian.Uint32(d[4:]) == 0 &&
+		wire.CMREJReason(binary.BigEndian.Uint16(d[10:])) == wire.CMREJTimeout {
+		id = a.dups[reqKey{in.Src, binary.BigEndian.Uint32(d[0:])}]
+	}
 	if id == nil || !id.receive(attr, h.TransactionID, d) {
 		a.Dropped++
 	}
@@ -253,7 +264,8 @@ func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	case wire.CMAttrRTU:
 		return id.answered(stateRepSent, stateEstablished, EventEstablished)
 	case wire.CMAttrREJ:
-		if id.state != stateReqSent && id.state != stateMRAReqRcvd && id.state != stateRepSent && id.state != stateRepRcvd {
+		if id.state != stateReqSent && id.state != stateMRAReqRcvd && id.state != stateRepSent && id.state != stateRepRcvd &&
+			id.state != stateReqRcvd {
 			return false
 		}
 		var r wire.CMREJ

@@ -51,10 +51,15 @@
 // (rxe_cm_flush.txt); a peer that never answers gives UNREACHABLE
 // (status -110) after 16 REQs; a late accept covered by an MRA (below).
 // From conformance's TestRdmacmMisuseRxe, which runs one program on both:
-// an ID destroyed while its CONNECT_REQUEST is unanswered rejects the
-// REQ at once (consumer reject, the client's REJECTED status 28), and
-// rdma_init_qp_attr's answers for an ID with no device and before
-// rdma_connect (userqp.go).
+// what rdma_destroy_id tells the peer in each state of a connection
+// (id.go, farewell): a CONNECT_REQUEST unanswered is rejected at once
+// (consumer reject, the client's REJECTED status 28; a UD one a SIDR_REP
+// of status 2, the client's UNREACHABLE 2), so is an accept whose RTU
+// has not come, a connection never disconnected gets a DREQ (the peer's
+// DISCONNECTED), and a client destroyed while connecting voids the
+// listener's request (rdma_accept and rdma_reject fail) with no event;
+// ports taken per port space; and rdma_init_qp_attr's answers for an ID
+// with no device and before rdma_connect (userqp.go).
 //
 // From the kernel's source only (not exercised by the captures): the
 // private data of a consumer reject; the DREQ's

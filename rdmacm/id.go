@@ -1,6 +1,7 @@
 package rdmacm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -133,6 +134,10 @@ func CreateID(ch *EventChannel, context any, ps PortSpace) (*CMID, error) {
 // ESTABLISHED, ...), for tests and traces.
 func (id *CMID) State() string { return id.state.String() }
 
+// PortSpace returns the port space the ID was created in: ports are
+// taken per space (RDMA_PS_TCP's 7174 is not RDMA_PS_UDP's).
+func (id *CMID) PortSpace() PortSpace { return id.ps }
+
 // Channel returns the ID's event channel.
 func (id *CMID) Channel() *EventChannel { return id.ch }
 
@@ -239,14 +244,29 @@ func (id *CMID) ResolveRoute(timeoutMs int) error {
 	return nil
 }
 
+// mayCreateQP reports whether rdma_create_qp may give the ID a QP:
+// librdmacm needs the ID's device (id->verbs), which an ID has once its
+// address is resolved, when bound to the device's address, or as a
+// CONNECT_REQUEST's new ID (conformance TestRdmacmMisuseRxe: after
+// ADDR_RESOLVED, before the route, real rxe makes it).
+func (id *CMID) mayCreateQP() bool {
+	switch id.state {
+	case stateAddrResolved, stateRouteResolved, stateReqRcvd:
+		return true
+	case stateIdle:
+		return id.devBound
+	}
+	return false
+}
+
 // CreateQP creates the ID's RC QP and moves it to INIT (rdma_create_qp:
 // ucma_init_conn_qp).
 func (id *CMID) CreateQP(pd *verbs.PD, attr verbs.QPInitAttr) error {
 	if id.QP != nil {
 		return misuse("create_qp", "the ID has a QP already")
 	}
-	if id.state != stateRouteResolved && id.state != stateReqRcvd {
-		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
+	if !id.mayCreateQP() {
+		return misuse("create_qp", "the ID is %v and has no device: resolve an address, bind to the device's, or take a CONNECT_REQUEST, first", id.state)
 	}
 	attr.Type = id.qpType()
 	qp, err := pd.CreateQP(attr)
@@ -531,9 +551,16 @@ func (id *CMID) Reject(private []byte) error {
 }
 
 // onREJ is a REJ of our REQ or REP: the QP to ERR (cma_modify_qp_err)
-// and REJECTED with the reason as the status.
+// and REJECTED with the reason as the status. A request whose requester
+// gave up (REJ of reason timeout, in REQ_RCVD) is void, with no event:
+// real rxe's listener hears nothing, and answering the request then
+// fails (conformance TestRdmacmMisuseRxe).
 func (id *CMID) onREJ(r *wire.CMREJ) {
 	id.stopTimer()
+	if id.state == stateReqRcvd {
+		id.state = stateIdle
+		return
+	}
 	id.state = stateIdle
 	if id.QP != nil {
 		id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState)
@@ -570,15 +597,20 @@ func (id *CMID) Disconnect() error {
 		id.state = stateTimewait
 		return nil
 	}
-	// A DREQ carries its sender's own transaction ID (cm_form_tid of the
-	// sender's ID), whichever side connected: in rxe_cm_write_bw.pcapng
-	// both sides send one, each with its own.
-	id.a.header(wire.CMAttrDREQ, tid(id.localComm))
-	dreq := wire.CMDREQ{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, RemoteQPN: id.remoteQPN}
-	dreq.Encode(wire.MAD(id.a.buf[:]).Data())
+	id.buildDREQ()
 	id.state = stateDreqSent
 	id.sendWaiting(id.timeout)
 	return nil
+}
+
+// buildDREQ builds the ID's DREQ in the agent's buffer.
+// A DREQ carries its sender's own transaction ID (cm_form_tid of the
+// sender's ID), whichever side connected: in rxe_cm_write_bw.pcapng
+// both sides send one, each with its own.
+func (id *CMID) buildDREQ() {
+	id.a.header(wire.CMAttrDREQ, tid(id.localComm))
+	dreq := wire.CMDREQ{LocalCommID: id.localComm, RemoteCommID: id.remoteComm, RemoteQPN: id.remoteQPN}
+	dreq.Encode(wire.MAD(id.a.buf[:]).Data())
 }
 
 func (id *CMID) sendDREP(t uint64) {
@@ -608,8 +640,58 @@ func (id *CMID) onDREQ(t uint64) bool {
 	return true
 }
 
+// farewell tells the peer of a connection that the ID being destroyed
+// leaves (cm_destroy_id), so it learns now rather than after its
+// retries; each answer is real rxe's (conformance TestRdmacmMisuseRxe):
+//   - a request not yet answered (REQ_RCVD), or a REP held for a QP the
+//     user made (REP_RCVD): a consumer REJ of that message, and the peer
+//     gets REJECTED, status 28; a UD request: a SIDR_REP of status
+//     IB_SIDR_REJECT, and the peer gets UNREACHABLE, status 2;
+//   - waiting for the RTU (REP_SENT): a consumer REJ of "other"; the
+//     peer gets REJECTED, status 28;
+//   - connected: a DREQ, sent once (the ID is not there to resend it);
+//     the peer gets DISCONNECTED. The peer's DREQ received: its DREP.
+//
+// Connecting (REQ_SENT, or after an MRA): a REJ of reason timeout, its
+// ARI the device's GUID, naming the request by our communication ID
+// alone (we have not learnt the peer's). The listener's request is
+// void then (rdma_accept and rdma_reject fail), but its application
+// gets no event on real rxe (onREJ).
+func (id *CMID) farewell() {
+	a := id.a
+	if id.ps == PSUDP {
+		// SIDR leaves no connection behind: ib_cm's ID is IDLE once
+		// the SIDR_REP is sent or received.
+		if id.state == stateReqRcvd {
+			id.answerSIDR(wire.SIDRReject, nil)
+		}
+		return
+	}
+	switch id.state {
+	case stateReqSent, stateMRAReqRcvd:
+		a.header(wire.CMAttrREJ, id.tid)
+		rej := wire.CMREJ{LocalCommID: id.localComm, MsgRejected: msgOther, Reason: wire.CMREJTimeout,
+			RejectInfoLength: 8}
+		binary.BigEndian.PutUint64(rej.ARI[:], a.h.GUID())
+		rej.Encode(wire.MAD(a.buf[:]).Data())
+		a.send(id.peer, a.buf[:])
+	case stateReqRcvd:
+		a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREQ, wire.CMREJConsumerReject, nil)
+	case stateRepRcvd:
+		a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, nil)
+	case stateRepSent:
+		a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgOther, wire.CMREJConsumerReject, nil)
+	case stateEstablished:
+		id.buildDREQ()
+		a.send(id.peer, a.buf[:])
+	case stateDreqRcvd:
+		id.sendDREP(id.tid)
+	}
+}
+
 // Destroy releases the ID (rdma_destroy_id): its timer stops, its
-// listener port is free again. The QP is the user's to destroy
+// listener port is free again, and the peer of a connection is told
+// (farewell). The QP is the user's to destroy
 // (rdma_destroy_qp).
 func (id *CMID) Destroy() error {
 	if id.state == stateDestroyed {
@@ -619,16 +701,7 @@ func (id *CMID) Destroy() error {
 	if id.state == stateListen {
 		delete(id.a.listeners(id.ps), id.src.Port())
 	}
-	// cm_destroy_id: a REQ or (for a QP the user made) a REP not yet
-	// answered is rejected, consumer reject, so the peer learns now
-	// rather than after its retries (conformance TestRdmacmMisuseRxe:
-	// REJECTED, status 28, on real rxe).
-	switch {
-	case id.state == stateReqRcvd && id.ps == PSTCP:
-		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREQ, wire.CMREJConsumerReject, nil)
-	case id.state == stateRepRcvd:
-		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, nil)
-	}
+	id.farewell()
 	if id.localComm != 0 {
 		delete(id.a.comm, id.localComm)
 	}

@@ -17,8 +17,8 @@ func (id *CMID) UseQP(qp *verbs.QP) error {
 	if id.QP != nil {
 		return misuse("create_qp", "the ID has a QP already")
 	}
-	if id.state != stateRouteResolved && id.state != stateReqRcvd {
-		return misuse("create_qp", "the ID is %v: resolve the route, or take a CONNECT_REQUEST, first", id.state)
+	if !id.mayCreateQP() {
+		return misuse("create_qp", "the ID is %v and has no device: resolve an address, bind to the device's, or take a CONNECT_REQUEST, first", id.state)
 	}
 	if err := id.initQP(qp); err != nil {
 		return err

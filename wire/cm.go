@@ -293,8 +293,8 @@ type CMREJReason uint16
 // The reasons this model sends or that rxe was seen to send.
 const (
 	CMREJNoQP              CMREJReason = 1  // no QP available
-	CMREJTimeout           CMREJReason = 2  // the REJ of a CM that gave up waiting
-	CMREJInvalidCommID     CMREJReason = 5  // no connection with that communication ID (stale)
+	CMREJTimeout           CMREJReason = 4  // a CM that gave up waiting (ARI: its GUID)
+	CMREJInvalidCommID     CMREJReason = 6  // no connection with that communication ID (stale)
 	CMREJInvalidServiceID  CMREJReason = 8  // no listener on the service ID: what rxe's host sent for rping to a closed port
 	CMREJConsumerReject    CMREJReason = 28 // the application rejected (rdma_reject)
 	CMREJInvalidClassVersn CMREJReason = 31

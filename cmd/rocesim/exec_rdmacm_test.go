@@ -283,6 +283,24 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"request_event", "RDMA_CM_EVENT_CONNECT_REQUEST qp_num=0x4242"},
 		{"destroy_unanswered_request", "0 0"},                // cm_destroy_id in REQ_RCVD: a REJ ...
 		{"answer_event", "RDMA_CM_EVENT_REJECTED status=28"}, // ... consumer reject, at once
+		// rdma_destroy_id in each state of a connection (cm_destroy_id).
+		{"connecting_request", "RDMA_CM_EVENT_CONNECT_REQUEST status=0"},
+		{"destroy_connecting", "0 0"},                                          // REQ_SENT: a REJ, reason timeout ...
+		{"accepted_request", "RDMA_CM_EVENT_CONNECT_REQUEST status=0"},         // ... which gives the listener no event ...
+		{"reject_after_client_destroyed", "-1 EINVAL"},                         // ... but voids its request
+		{"accepted_response", "RDMA_CM_EVENT_CONNECT_RESPONSE status=0"},       //
+		{"destroy_accepted", "0 0"},                                            // REP_SENT: a consumer REJ ...
+		{"accepted_destroyed_event", "RDMA_CM_EVENT_REJECTED status=28"},       // ... to the client owing its RTU
+		{"create_qp_null_pd", "0 0"},                                           // rdma_create_qp(id, NULL, ...) ...
+		{"qp_pd", "id_pd=1 same=1"},                                            // ... on the device's PD, the ID's
+		{"established_event", "RDMA_CM_EVENT_ESTABLISHED status=0"},            //
+		{"destroy_established", "0 0"},                                         // ESTABLISHED: a DREQ ...
+		{"established_destroyed_event", "RDMA_CM_EVENT_DISCONNECTED status=0"}, // ... and the peer is DISCONNECTED
+		{"disconnect_destroyed_peer", "0 0"},                                   //
+		{"bind_udp", "0 0"},                                                    // TCP's port 7174 is not UDP's
+		{"sidr_request", "RDMA_CM_EVENT_CONNECT_REQUEST status=0"},             //
+		{"destroy_unanswered_sidr", "0 0"},                                     // SIDR_REQ_RCVD: SIDR_REP, IB_SIDR_REJECT ...
+		{"sidr_answer_event", "RDMA_CM_EVENT_UNREACHABLE status=2"},            // ... the client UNREACHABLE 2
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

@@ -231,11 +231,12 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 
 // cmPortBound reports whether an ID other than w is bound to port and
 // not connected (bound and IDLE, or listening): the kernel's port space
-// refuses a second bind there (cma_check_port). A listener's passive IDs
-// share its port, as in the kernel.
+// refuses a second bind there (cma_check_port), within the ID's port
+// space: each has ports of its own (cma_ps_find). A listener's passive
+// IDs share its port, as in the kernel.
 func (p *process) cmPortBound(w *cmID, port uint16) bool {
 	for _, o := range p.objs {
-		if v, ok := o.(*cmID); ok && v != w && v.id.LocalAddr().Port() == port &&
+		if v, ok := o.(*cmID); ok && v != w && v.id.LocalAddr().Port() == port && v.id.PortSpace() == w.id.PortSpace() &&
 			(v.id.State() == "IDLE" || v.id.State() == "LISTEN") {
 			return true
 		}

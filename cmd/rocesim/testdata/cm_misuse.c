@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,6 +78,84 @@ static struct sockaddr_in sin4(const char *ip, int port)
 	s.sin_port = htons(port);
 	inet_pton(AF_INET, ip, &s.sin_addr);
 	return s;
+}
+
+/* next_event takes the channel's next event, or, on real librdmacm,
+ * says "name timeout" and ends the run if none comes in 10 s (a wrong
+ * guess of what the kernel answers must not hang the guest); the test
+ * that runs the model bounds its run itself. */
+static const char *waiting_for;
+
+static void timed_out(int sig)
+{
+	char b[128];
+	int n = snprintf(b, sizeof(b), "%s timeout\n", waiting_for);
+
+	(void)sig;
+	if (write(1, b, n) < 0)
+		_exit(4);
+	_exit(3);
+}
+
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, const char *name)
+{
+	struct rdma_cm_event *ev = NULL;
+
+	waiting_for = name;
+	if (real) {
+		signal(SIGALRM, timed_out);
+		alarm(10);
+	}
+	if (rdma_get_cm_event(ch, &ev))
+		printf("%s get_event %s\n", name, ename(errno));
+	if (real)
+		alarm(0);
+	return ev;
+}
+
+/* event_line prints an event as "name EVENT status=N" and acks it. */
+static struct rdma_cm_id *event_line(struct rdma_event_channel *ch, const char *name)
+{
+	struct rdma_cm_event *ev = next_event(ch, name);
+	struct rdma_cm_id *id;
+
+	if (!ev)
+		return NULL;
+	printf("%s %s status=%d\n", name, rdma_event_str(ev->event), ev->status);
+	fflush(stdout);
+	id = ev->id;
+	rdma_ack_cm_event(ev);
+	return id;
+}
+
+/* connect_to makes an ID in port space ps that connects to the
+ * device's own address at port, naming qpn as its QP (no QP needed for
+ * the exchange to start), printing "name_connect" for rdma_connect; the
+ * listener's CONNECT_REQUEST is the next event, printed as name, and its
+ * ID is returned in *req. */
+static struct rdma_cm_id *connect_to(struct rdma_event_channel *ch, enum rdma_port_space ps, int port,
+				     uint32_t qpn, const char *name, struct rdma_cm_id **req)
+{
+	struct sockaddr_in self = sin4("10.0.0.1", port);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	char call[64];
+
+	rdma_create_id(ch, &id, NULL, ps);
+	rdma_resolve_addr(id, NULL, (struct sockaddr *)&self, 2000);
+	if ((ev = next_event(ch, name)))
+		rdma_ack_cm_event(ev);
+	rdma_resolve_route(id, 2000);
+	if ((ev = next_event(ch, name)))
+		rdma_ack_cm_event(ev);
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = qpn;
+	cp.retry_count = cp.rnr_retry_count = 7;
+	snprintf(call, sizeof(call), "%s_connect", name);
+	CHECK(call, rdma_connect(id, &cp));
+	*req = event_line(ch, name);
+	return id;
 }
 
 static volatile int acked;
@@ -207,6 +287,72 @@ int main(int argc, char **argv)
 		printf("answer_event %s status=%d\n", rdma_event_str(ev->event), ev->status);
 		rdma_ack_cm_event(ev);
 		rdma_destroy_id(id2);
+	}
+
+	/* rdma_destroy_id in each state of a connection (cm_destroy_id):
+	 * the peer learns at once what became of it. */
+	{
+		struct rdma_cm_id *cl, *req, *req2, *ul;
+		struct rdma_conn_param cp;
+
+		/* Connecting, REQ_SENT: ib_cm's REJ of reason timeout voids
+		 * the listener's request, with no event: the next events are
+		 * the next connection's, and answering the request fails. */
+		cl = connect_to(ch, RDMA_PS_TCP, 7174, 0x4343, "connecting_request", &req2);
+		CHECK("destroy_connecting", rdma_destroy_id(cl));
+
+		/* Accepted, REP_SENT, the client owing its RTU
+		 * (CONNECT_RESPONSE: its QP is its own): a consumer REJ. */
+		cl = connect_to(ch, RDMA_PS_TCP, 7174, 0x4444, "accepted_request", &req);
+		CHECK("reject_after_client_destroyed", rdma_reject(req2, NULL, 0));
+		rdma_destroy_id(req2);
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = 0x4545;
+		CHECK("accept_own_qpn", rdma_accept(req, &cp));
+		event_line(ch, "accepted_response");
+		CHECK("destroy_accepted", rdma_destroy_id(req));
+		event_line(ch, "accepted_destroyed_event");
+		rdma_destroy_id(cl);
+
+		/* A bound ID has its device's PD (ucma_get_device), which
+		 * rdma_create_qp uses when given none. */
+		{
+			struct sockaddr_in self = sin4("10.0.0.1", 7174);
+
+			rdma_create_id(ch, &cl, NULL, RDMA_PS_TCP);
+			rdma_resolve_addr(cl, NULL, (struct sockaddr *)&self, 2000);
+			if ((ev = next_event(ch, "qp_pd")))
+				rdma_ack_cm_event(ev);
+			CHECK("create_qp_null_pd", rdma_create_qp(cl, NULL, &qa));
+			printf("qp_pd id_pd=%d same=%d\n", cl->pd != NULL, cl->qp && cl->qp->pd == cl->pd);
+			rdma_destroy_qp(cl);
+			rdma_destroy_id(cl);
+		}
+
+		/* Established, never disconnected: a DREQ, and the peer
+		 * answers it with its rdma_disconnect. */
+		cl = connect_to(ch, RDMA_PS_TCP, 7174, 0x4646, "established_request", &req);
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = 0x4747;
+		rdma_accept(req, &cp);
+		event_line(ch, "established_response");
+		CHECK("establish", rdma_establish(cl));
+		event_line(ch, "established_event");
+		CHECK("destroy_established", rdma_destroy_id(cl));
+		event_line(ch, "established_destroyed_event");
+		CHECK("disconnect_destroyed_peer", rdma_disconnect(req));
+		rdma_destroy_id(req);
+
+		/* A UD (SIDR) request destroyed unanswered: a SIDR_REP,
+		 * status 2 (IB_SIDR_REJECT). */
+		rdma_create_id(ch, &ul, NULL, RDMA_PS_UDP);
+		CHECK("bind_udp", rdma_bind_addr(ul, (struct sockaddr *)&any));
+		CHECK("listen_udp", rdma_listen(ul, 1));
+		cl = connect_to(ch, RDMA_PS_UDP, 7174, 0x4848, "sidr_request", &req);
+		CHECK("destroy_unanswered_sidr", rdma_destroy_id(req));
+		event_line(ch, "sidr_answer_event");
+		rdma_destroy_id(cl);
+		rdma_destroy_id(ul);
 	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);

@@ -71,6 +71,11 @@ struct rs_event {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static struct ibv_device **devices;
 static struct ibv_context *verbs;	/* rocesim0, shared by every ID */
+/* The device's PD of its own, id->pd of every ID bound to it, which
+ * rdma_create_qp(id, NULL, ...) and rdma_reg_msgs use, as librdmacm's
+ * ucma_get_device gives each ID its device's default PD. It lives as
+ * long as the process. */
+static struct ibv_pd *default_pd;
 
 static void init(void)
 {
@@ -79,6 +84,8 @@ static void init(void)
 	devices = ibv_get_device_list(&n);
 	if (devices && n > 0)
 		verbs = ibv_open_device(devices[0]);
+	if (verbs)
+		default_pd = ibv_alloc_pd(verbs);
 }
 
 /* ready opens the device on first use: ENODEV without one, as
@@ -157,6 +164,8 @@ static void refresh(struct rs_id *r)
 	dst->sin_port = htons(a.dport);
 	if (a.bound) {
 		r->id.verbs = verbs;
+		if (!r->id.pd)
+			r->id.pd = default_pd;
 		r->id.port_num = 1;
 		gid_of(&r->id.route.addr.addr.ibaddr.sgid, a.src);
 		r->id.route.addr.addr.ibaddr.pkey = htons(0xffff);

@@ -1,0 +1,138 @@
+package rdmacm_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/rocesim/rocesim/rdmacm"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// TestDestroyTellsThePeer: an ID destroyed in the middle of a connection
+// tells its peer (cm_destroy_id), which learns at once, not after its
+// own retries; each answer is what real rxe's librdmacm gives the peer's
+// application (conformance TestRdmacmMisuseRxe runs the same states).
+func TestDestroyTellsThePeer(t *testing.T) {
+	t.Run("connecting", func(t *testing.T) {
+		// REQ_SENT: a REJ of reason timeout (4) whose ARI is the
+		// client's GUID voids the listener's request, with no event.
+		p := newPair(t, "")
+		cli := p.dial(t, rpingPort)
+		srv := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID
+		if err := cli.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "b>REJ"})
+		if n := p.srv.ch.Pending(); n != 0 {
+			t.Errorf("%d events on the listener's channel, want none (real rxe gives none)", n)
+		}
+		if err := srv.Accept(rdmacm.ConnParam{QPNum: 0x99}); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("Accept of the void request: %v, want EINVAL", err)
+		}
+		if n := p.cm.Unanswered(p.srv.h); n != 0 {
+			t.Errorf("Unanswered %d: a void request is owed nothing", n)
+		}
+		rej := p.rec.sent("b", wire.CMAttrREJ)[0].mad
+		var r wire.CMREJ
+		r.Decode(rej.Data())
+		if r.Reason != wire.CMREJTimeout || r.RemoteCommID != 0 || r.MsgRejected != 2 || r.RejectInfoLength != 8 ||
+			binary.BigEndian.Uint64(r.ARI[:]) != p.cli.h.GUID() {
+			t.Errorf("REJ %+v, want reason 4, remote comm ID 0, message other, ARI the GUID %#x", r, p.cli.h.GUID())
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		// REP_SENT (the client's QP its own: CONNECT_RESPONSE, no RTU
+		// yet): a consumer REJ, the client REJECTED 28.
+		p := newPair(t, "")
+		_, srv, _, _ := userResponse(t, p)
+		start := p.w.Now()
+		if err := srv.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		ev := p.event(t, p.cli.ch, rdmacm.EventRejected)
+		if ev.Status != 28 || p.w.Now().Sub(start) > sim.Millisecond {
+			t.Errorf("REJECTED status %d after %v, want 28 at once", ev.Status, p.w.Now().Sub(start))
+		}
+		equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "a>REJ"})
+	})
+	t.Run("established", func(t *testing.T) {
+		// Connected, never disconnected: one DREQ (the ID is gone, so
+		// nothing resends it), the peer DISCONNECTED; its Disconnect's
+		// DREP then finds no one.
+		p := newPair(t, "")
+		cli, srv := p.establish(t)
+		if err := cli.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+		if err := srv.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"})
+		if srv.QP.State() != verbs.QPStateErr {
+			t.Errorf("server QP %v after Disconnect, want ERR", srv.QP.State())
+		}
+	})
+	t.Run("disconnect-received", func(t *testing.T) {
+		// The peer's DREQ received, not answered: Destroy sends the
+		// DREP, and the peer's Disconnect completes.
+		p := newPair(t, "")
+		cli, srv := p.establish(t)
+		if err := cli.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+		if err := srv.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+		equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREP"})
+	})
+	t.Run("sidr", func(t *testing.T) {
+		// A UD request destroyed unanswered: SIDR_REP status 2
+		// (IB_SIDR_REJECT), the client UNREACHABLE 2.
+		p, _ := udpPair(t, "")
+		p.dialUD(t, rpingPort, "")
+		srv := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID
+		if err := srv.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if ev := p.event(t, p.cli.ch, rdmacm.EventUnreachable); ev.Status != 2 {
+			t.Errorf("UNREACHABLE status %d, want 2", ev.Status)
+		}
+		equal(t, "CM messages", p.rec.cm(), []string{"b>SIDR_REQ", "a>SIDR_REP"})
+	})
+	t.Run("sidr-answered", func(t *testing.T) {
+		// SIDR leaves no connection: destroying either side after
+		// the SIDR_REP sends nothing (no DREQ: udaddy's exchange).
+		p, _ := udpPair(t, "")
+		cli := p.dialUD(t, rpingPort, "")
+		ev := p.event(t, p.srv.ch, rdmacm.EventConnectRequest)
+		if err := ev.ID.CreateQP(p.srv.pd, p.srv.qpAttr()); err != nil {
+			t.Fatal(err)
+		}
+		if err := ev.ID.Accept(rdmacm.ConnParam{}); err != nil {
+			t.Fatal(err)
+		}
+		p.event(t, p.cli.ch, rdmacm.EventEstablished)
+		for _, id := range []*rdmacm.CMID{cli, ev.ID} {
+			if err := id.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		equal(t, "CM messages", p.rec.cm(), []string{"b>SIDR_REQ", "a>SIDR_REP"})
+	})
+}
