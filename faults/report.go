@@ -27,6 +27,18 @@ func (r RuleReport) String() string {
 	return head + " acted on " + strconv.FormatUint(r.Hits, 10) + " frames: " + r.Text
 }
 
+// Line is the report as a tool prints it, after what names the plan's
+// source: "ROCESIM_FAULTS rule 1 acted on 2 frames: ...", and, for a
+// rule that never matched (a PSN the run never reached, a misspelt key
+// value), the same as a warning: "warning: fault rule 2 never matched a
+// frame: ...".
+func (r RuleReport) Line(what string) string {
+	if r.Quiet() {
+		return "warning: " + what + " " + r.String()
+	}
+	return what + " " + r.String()
+}
+
 // Report is what each of the plan's rules did, given each rule's count of
 // decisions (Injector.Hits, or a fabric's RuleHits), in the plan's order;
 // nil for a nil or empty plan.

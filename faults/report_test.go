@@ -39,8 +39,16 @@ func TestReport(t *testing.T) {
 			t.Errorf("line %d: %q, want %q", i+1, got[i], want[i])
 		}
 	}
-	if r := plan.Report(in.Hits); r[0].Quiet() || !r[2].Quiet() {
+	r := plan.Report(in.Hits)
+	if r[0].Quiet() || !r[2].Quiet() {
 		t.Errorf("Quiet: rule 1 %v, rule 3 %v; want false, true", r[0].Quiet(), r[2].Quiet())
+	}
+	// A quiet rule is a warning where a tool prints the report.
+	if l := r[0].Line("fault"); l != "fault rule 1 acted on 1 frame: drop psn=2 tx=1" {
+		t.Errorf("rule 1's line %q", l)
+	}
+	if l := r[2].Line("ROCESIM_FAULTS"); l != "warning: ROCESIM_FAULTS rule 3 never matched a frame: drop psn=9999" {
+		t.Errorf("rule 3's line %q", l)
 	}
 	var none *faults.Plan
 	if r := none.Report(in.Hits); r != nil {

@@ -313,11 +313,7 @@ func withNodes(opt ladder.Options, nodes []string) ladder.Options {
 // rocesim run (a PSN no program reached, a misspelt key value).
 func printPlanReport(w io.Writer, plan *faults.Plan, hits func(rule int) uint64) {
 	for _, r := range plan.Report(hits) {
-		if r.Quiet() {
-			fmt.Fprintf(w, "warning: fault %v\n", r)
-		} else {
-			fmt.Fprintf(w, "fault %v\n", r)
-		}
+		fmt.Fprintln(w, r.Line("fault"))
 	}
 }
 

@@ -632,11 +632,7 @@ func (p *process) reportFaults() {
 	}
 	fab := p.w.Fabric()
 	for _, r := range p.cfg.Plan.Report(fab.RuleHits) {
-		if r.Quiet() {
-			fmt.Fprintf(p.stderr, "rocesim: warning: ROCESIM_FAULTS %v\n", r)
-		} else {
-			fmt.Fprintf(p.stderr, "rocesim: ROCESIM_FAULTS %v\n", r)
-		}
+		fmt.Fprintf(p.stderr, "rocesim: %s\n", r.Line("ROCESIM_FAULTS"))
 	}
 	if n := fab.TxEvictions(); n > 0 {
 		fmt.Fprintf(p.stderr, "rocesim: warning: ROCESIM_FAULTS: %s\n", faults.TxEvictionWarning(n))
