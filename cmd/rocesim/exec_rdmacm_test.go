@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -611,5 +612,39 @@ func TestDropinLibraryStaleRdmacm(t *testing.T) {
 		if h, _ := sourceHash(root); h == h0 {
 			t.Errorf("a changed %s kept the key %s", rel, h)
 		}
+	}
+}
+
+// TestExecExitConnected: testdata/exitconn.c's client returns from main
+// with its connection up, without rdma_disconnect or rdma_destroy_id.
+// As the kernel does when it closes the process's rdma_cm file, the
+// drop-in destroys the IDs the program left at exit, and the server,
+// another process on the fabric, gets DISCONNECTED at once (the
+// client's DREQ on the fabric as it detaches), not silence until its
+// QP timed out.
+func TestExecExitConnected(t *testing.T) {
+	execSetup(t)
+	needTools(t, cc())
+	lib, err := cachedLibrary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "exitconn")
+	if out, err := exec.Command(cc(), "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "exitconn.c"),
+		"-L"+lib, "-l:librdmacm.so.1", "-l:libibverbs.so.1").CombinedOutput(); err != nil {
+		t.Fatalf("building exitconn: %v\n%s", err, out)
+	}
+	f := newFabricEnv(t)
+	pcap := filepath.Join(t.TempDir(), "exitconn.pcapng")
+	srv, cli, _ := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{bin, "-s", "7480"}, []string{bin, "-c", "10.0.0.1", "7480"})
+	want := "RDMA_CM_EVENT_CONNECT_REQUEST\nRDMA_CM_EVENT_ESTABLISHED\nRDMA_CM_EVENT_DISCONNECTED\n"
+	if srv.code != 0 || srv.stdout.String() != want || cli.code != 0 {
+		t.Fatalf("server exit %d, stdout %q (want %q), stderr:\n%s\nclient exit %d, stdout %q, stderr:\n%s",
+			srv.code, srv.stdout.String(), want, srv.stderr.String(), cli.code, cli.stdout.String(), cli.stderr.String())
+	}
+	fabricTimes(t, f) // the fabric has exited: the capture is complete
+	msgs, _ := cmMessages(t, pcap)
+	if !slices.Contains(msgs, "10.0.0.2>DREQ") {
+		t.Errorf("CM messages %v: no DREQ from the client", msgs)
 	}
 }

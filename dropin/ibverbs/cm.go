@@ -174,6 +174,33 @@ func (p *process) cmIDOf(h uint32) (*cmID, syscall.Errno) {
 }
 
 // cmDestroyID releases an ID (rdma_destroy_id).
+// farewellCM destroys, at exit, the CM IDs the program left, as the
+// kernel does when the process's rdma_cm file closes (ucma_close
+// destroys each ID): a peer connected to one gets its DREQ and
+// DISCONNECTED, a peer waiting on an unanswered request or accept its
+// REJ, rather than silence until its QP or its CM times out. The IDs go
+// in handle order, and their MADs leave at the process's current
+// instant, before the port closes (on a fabric the daemon puts the
+// frames of a process that detached on the wire with its round). Only
+// on a fabric or the real network: in a world of its own a program has
+// no peer left to tell.
+func (p *process) farewellCM() {
+	if cms[p] == nil {
+		return
+	}
+	left := false
+	for _, o := range p.objs {
+		if w, ok := o.(*cmID); ok && w.id.State() != "DESTROYED" {
+			left = w.id.Destroy() == nil || left
+		}
+	}
+	if left {
+		// The world at its current instant only: the device hands the
+		// MADs to the port; no virtual time passes.
+		_ = p.w.RunTo(p.w.Now())
+	}
+}
+
 func (p *process) cmDestroyID(h uint32) syscall.Errno {
 	return destroy(p, h, func(w *cmID) error { return w.id.Destroy() })
 }

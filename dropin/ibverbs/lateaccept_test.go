@@ -416,3 +416,54 @@ func TestOwnQP(t *testing.T) {
 		t.Errorf("CM messages %q, want REQ REP RTU DREQ DREP", got)
 	}
 }
+
+// TestExitTellsThePeerUDP: a program that exits with a connection still
+// up tells its peer, as the kernel does when it closes the process's
+// rdma_cm file (ucma_close destroys each ID, cm_destroy_id sends the
+// DREQ): the server, a model of a program over UDP at 127.0.0.47 in
+// this process, gets DISCONNECTED at once, not silence until its QP
+// times out. The client at 127.0.0.48 never calls rdma_disconnect.
+func TestExitTellsThePeerUDP(t *testing.T) {
+	sp := udpProcess(t, "127.0.0.47", runLimit)
+	go sp.idleLoop(sp.cfg.IdleWake, time.Sleep)
+	srv := newCMEnd(t, sp)
+	const port = 7473
+	srv.do("rdma_bind_addr", func() syscall.Errno {
+		a := netip.MustParseAddr("127.0.0.47").As4()
+		return sp.cmBind(srv.id, a[:], port)
+	})
+	srv.do("rdma_listen", func() syscall.Errno { return sp.cmListen(srv.id, 1) })
+
+	cp := udpProcess(t, "127.0.0.48", runLimit)
+	go cp.idleLoop(cp.cfg.IdleWake, time.Sleep)
+	cli := newCMEnd(t, cp)
+	cli.connect("127.0.0.47", port)
+	req := srv.next(rdmacm.EventConnectRequest).ID.Context.(*cmID).h
+	srv.createQP(req)
+	srv.do("rdma_accept", func() syscall.Errno {
+		return sp.cmAccept(req, rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1})
+	})
+	cli.next(rdmacm.EventEstablished)
+	srv.next(rdmacm.EventEstablished)
+
+	// The client's program returns from main: the library's destructor.
+	cp.mu.Lock()
+	cp.shutdown()
+	cp.mu.Unlock()
+	// Waited for in slices, for 5 s at most: without the DREQ nothing
+	// would ever come.
+	for start := time.Now(); ; {
+		var ev *rdmacm.Event
+		var errno syscall.Errno
+		sp.call(func() { ev, errno = sp.cmGetEvent(srv.fd, false, true) })
+		if errno == 0 {
+			if ev.Event != rdmacm.EventDisconnected {
+				t.Fatalf("the server got %v, want DISCONNECTED", ev.Event)
+			}
+			return
+		}
+		if errno != syscall.ETIMEDOUT || time.Since(start) > 5*time.Second {
+			t.Fatalf("no DISCONNECTED %v after the client exited (%v)", time.Since(start).Round(time.Millisecond), errno)
+		}
+	}
+}

@@ -606,6 +606,7 @@ func (p *process) shutdown() {
 	}
 	p.closed = true
 	if p.fab != nil {
+		p.farewellCM()
 		p.fab.port.Close()
 	}
 	if p.tap != nil {
