@@ -389,7 +389,8 @@ func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 }
 
 // wasKeyOf is the key of the frame a frame-alter event is about as it
-// was before the fault plan altered it (the fabric's was_qpn, was_op,
+// was before the fault plan altered it (the fabric's and rocesim
+// switch's was_qpn, was_op,
 // was_psn; the rest as now, which an alteration leaves), if the event
 // says it.
 func wasKeyOf(e *sim.Event, k frameKey) (frameKey, bool) {
@@ -409,7 +410,8 @@ func wasKeyOf(e *sim.Event, k frameKey) (frameKey, bool) {
 
 // takeAlteredToward finds the frame a switch's frame-alter is about when
 // neither the key it had nor the one it has matches a frame in flight
-// toward the switch (a trace without was_*: rocesim switch's): a
+// toward the switch (a trace without was_*: one written before the
+// fabric and rocesim switch gave them): a
 // rewrite (set-psn=), a truncation that cuts into the BTH or a bit flip
 // in it changes what the event says. A link delivers in order, so the
 // frame that reached the switch is the oldest in flight on one of the

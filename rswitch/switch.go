@@ -513,6 +513,7 @@ func (s *Switch) handle(i int, frame []byte) {
 	}
 	now := s.planTime(s.last)
 	s.judged = now
+	was := fabric.WasOf(roce) // before a rule rewrites the frame in place
 	v := s.inj.Decide(now, hop, frame, roce)
 	switch v.Action {
 	case faults.Pass:
@@ -555,14 +556,14 @@ func (s *Switch) handle(i int, frame []byte) {
 			// (or NIC) would discard it as a runt, so it goes no
 			// further than here.
 			s.stats.Altered++
-			s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), hop.Tx, ruleField(v))
+			s.traceAlter(now, i, frame, v, hop.Tx, was)
 			s.dropRunt(now, i, frame, v, hop.Tx)
 			return
 		}
 		fallthrough
 	case faults.Corrupt, faults.Rewrite:
 		s.stats.Altered++
-		s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), hop.Tx, ruleField(v))
+		s.traceAlter(now, i, frame, v, hop.Tx, was)
 		s.send(i, frame, s.note(v, 0), hop.Tx)
 	default:
 		panic(fmt.Sprintf("rswitch: fault verdict with unknown action %d", v.Action))
@@ -706,6 +707,16 @@ func (s *Switch) trace(now sim.Time, i int, frame []byte, kind sim.Kind, note, w
 	e := fabric.FrameEvent(now, node, kind, s.names[i]+"->"+s.names[1-i], frame, tx, note, why)
 	e.Fields = append(e.Fields, extra...)
 	s.cfg.Trace.Add(e)
+}
+
+// traceAlter traces a frame verdict v altered, with its identity from
+// before (was_qpn, was_op, was_psn), as the fabric does: the ladder marks
+// the frame it altered by it, not by guessing among the frames in
+// flight.
+func (s *Switch) traceAlter(now sim.Time, i int, frame []byte, v faults.Verdict, tx int, was fabric.Was) {
+	if s.cfg.Trace.Enabled() {
+		s.trace(now, i, frame, "frame-alter", "", s.note(v, 0), tx, was.Fields([]sim.Field{ruleField(v)})...)
+	}
 }
 
 func ruleField(v faults.Verdict) sim.Field {

@@ -177,6 +177,21 @@ func TestVMForwarding(t *testing.T) {
 	if !strings.Contains(lad.String(), "rule 1") {
 		t.Errorf("ladder does not show the drop:\n%s", lad.String())
 	}
+	// The rewrite's trace event says what the frame was before it (the
+	// ladder finds the altered frame by it, as in the fabric's traces).
+	var alter []string
+	for _, e := range tr.Events() {
+		if e.Kind == "frame-alter" {
+			for _, f := range e.Fields {
+				alter = append(alter, f.Key+"="+f.Value)
+			}
+		}
+	}
+	for _, w := range []string{"psn=104", "was_psn=4", "was_op=RC_SEND_ONLY", "rule=3"} {
+		if !slices.Contains(alter, w) {
+			t.Errorf("frame-alter event %q: no %s", alter, w)
+		}
+	}
 }
 
 // TestSwitchHold: the plan's clock stands still while held, does not

@@ -47,10 +47,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 	// What identifies the frame before a rule alters it in place: a
 	// frame-alter event carries it (was_qpn, was_op, was_psn), so that a
 	// reader of the trace (the ladder) finds the frame that changed.
-	var was wasKey
-	if roce != nil {
-		was = wasKey{qpn: roce.BTH.DestQP(), op: roce.BTH.Opcode(), psn: roce.BTH.PSN(), ok: true}
-	}
+	was := WasOf(roce)
 	v := f.inj.Decide(f.sched.Now(), hop, b.bytes(), roce)
 	if v.Cut.Rule > 0 {
 		// A down after=K event: this frame, the K-th, still goes; the
@@ -127,7 +124,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		if f.trace.Enabled() {
 			// The fields are built only for a trace: a plan that
 			// alters every frame allocates nothing per frame without one.
-			f.traceFrame(d, b, "frame-alter", why, was.fields(faultFields(v))...)
+			f.traceFrame(d, b, "frame-alter", why, was.Fields(faultFields(v))...)
 		}
 		d.enqueue(b)
 	default:
@@ -256,17 +253,30 @@ func (f *Fabric) linkChange(now sim.Time, c faults.LinkChange) {
 	f.trace.Add(sim.Event{Time: now, Kind: kind, Fields: append(fields, sim.Field{Key: "why", Value: c.Text})})
 }
 
-// wasKey is a RoCE frame's identity before the fault plan altered it.
-type wasKey struct {
+// Was is a RoCE frame's identity before a fault rule altered it in
+// place, for the trace's frame-alter event (the fabric's, and rocesim
+// switch's, which traces the real frames it forwards as the fabric
+// does): a reader of the trace (the ladder) finds the frame that
+// changed by it, even when the rule gave the frame another frame's key.
+type Was struct {
 	qpn uint32
 	op  wire.Opcode
 	psn wire.PSN
 	ok  bool // the frame was RoCE v2
 }
 
-// fields appends the identity to fs as a frame-alter event's was_qpn,
+// WasOf takes the identity of the decoded frame p (nil: not RoCE); it is
+// a copy, so it outlives a rule that rewrites the frame's bytes.
+func WasOf(p *wire.Packet) Was {
+	if p == nil {
+		return Was{}
+	}
+	return Was{qpn: p.BTH.DestQP(), op: p.BTH.Opcode(), psn: p.BTH.PSN(), ok: true}
+}
+
+// Fields appends the identity to fs as a frame-alter event's was_qpn,
 // was_op and was_psn (a frame that was not RoCE adds none).
-func (w wasKey) fields(fs []sim.Field) []sim.Field {
+func (w Was) Fields(fs []sim.Field) []sim.Field {
 	if !w.ok {
 		return fs
 	}
