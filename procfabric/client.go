@@ -330,12 +330,25 @@ func (p *Port) Interrupt() error {
 // Close sends the frames not yet sent, detaches and closes the
 // connection. The node goes silent; its peers see their QPs time out.
 // It may be called from any goroutine: a Wait blocked in another then
-// returns an error.
+// returns an error. Frames sent while that Wait blocks (a program's
+// last words at exit, its CM's DREQs, while its progress thread waits)
+// go too: the Wait is resumed first, as Send does at MaxPending, for the
+// daemon takes frames only from a process that runs.
 func (p *Port) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return net.ErrClosed
+	}
+	if p.waiting && len(p.out) > 0 && p.err == nil {
+		if !p.resumed {
+			if _, err := p.c.Write(appendEmpty(nil, msgResume)); err == nil {
+				p.resumed = true
+			}
+		}
+		for p.resumed && p.waiting && p.err == nil {
+			p.waitEnded.Wait() // the daemon's answer, or the connection's end
+		}
 	}
 	p.closed = true
 	p.waitEnded.Broadcast() // a Send held at MaxPending returns

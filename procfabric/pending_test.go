@@ -124,3 +124,47 @@ func TestDeliverRunt(t *testing.T) {
 		t.Fatal("b got nothing")
 	}
 }
+
+// TestCloseSendsWhatTheWaitHeld: frames sent while another goroutine
+// waits in the port stay in the process (the daemon takes frames only
+// from a process that runs); Close resumes that wait and sends them
+// before it detaches, as a program's last frames at exit (its CM's
+// DREQs, while its progress thread waits) must reach the peers.
+func TestCloseSendsWhatTheWaitHeld(t *testing.T) {
+	ctx := bound(t, 60*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	const frames = 3
+	got := receiveFrames(t, b, frames)
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := a.Wait(sim.Never); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	untilWaiting(a)
+	for range frames {
+		if err := a.Send(frameTo(a, b), []byte("last words")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != frames {
+			t.Errorf("b received %d frames, want %d", n, frames)
+		}
+	case <-ctx.Done():
+		t.Fatal("b did not receive the frames sent before Close")
+	}
+	select {
+	case <-ended: // the closed connection ends a's wait
+	case <-ctx.Done():
+		t.Fatal("a's wait did not end after Close")
+	}
+}
