@@ -136,3 +136,33 @@ func TestDestroyTellsThePeer(t *testing.T) {
 		equal(t, "CM messages", p.rec.cm(), []string{"b>SIDR_REQ", "a>SIDR_REP"})
 	})
 }
+
+// TestDisconnectWithoutConnection: rdma_disconnect on an ID whose ib_cm
+// ID has no connection to end returns 0 and sends nothing, the ID's QP
+// in ERR (ib_send_cm_dreq and ib_send_cm_drep refuse; cma.c returns 0
+// all the same), as on real rxe (conformance TestRdmacmMisuseRxe); one
+// with no ib_cm ID yet (never connected) is EINVAL. A program's cleanup
+// path (disconnect, then destroy) after a failed connect relies on it.
+func TestDisconnectWithoutConnection(t *testing.T) {
+	p := newPair(t, "")
+	cli := p.route(t, rdmacm.PSTCP, rpingPort)
+	if err := cli.Disconnect(); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Disconnect before Connect: %v, want EINVAL", err)
+	}
+	if err := cli.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID
+	for _, id := range []*rdmacm.CMID{cli, srv} {
+		if err := id.Disconnect(); err != nil {
+			t.Errorf("Disconnect in %s: %v, want nil", id.State(), err)
+		}
+	}
+	if cli.QP.State() != verbs.QPStateErr {
+		t.Errorf("client QP %v after Disconnect, want ERR", cli.QP.State())
+	}
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ"})
+	if cli.State() != "REQ_SENT" || srv.State() != "REQ_RCVD" {
+		t.Errorf("states %s, %s: Disconnect changed what it could not end", cli.State(), srv.State())
+	}
+}

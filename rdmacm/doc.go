@@ -58,7 +58,9 @@
 // has not come, a connection never disconnected gets a DREQ (the peer's
 // DISCONNECTED), and a client destroyed while connecting voids the
 // listener's request (rdma_accept and rdma_reject fail) with no event;
-// ports taken per port space; and rdma_init_qp_attr's answers for an ID
+// rdma_disconnect on an ID with nothing to end returns 0 (EINVAL before
+// rdma_connect); ports taken per port space; and rdma_init_qp_attr's
+// answers for an ID
 // with no device and before rdma_connect (userqp.go).
 //
 // From the kernel's source only (not exercised by the captures): the

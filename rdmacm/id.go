@@ -579,13 +579,23 @@ func (id *CMID) Disconnect() error {
 	}
 	switch id.state {
 	case stateEstablished, stateDreqRcvd:
-	case stateRepRcvd:
-		// A connection whose QP the user made, not established yet:
-		// ib_send_cm_dreq refuses, rdma_disconnect returns 0 all the
-		// same (cma.c), and nothing is sent.
-		return nil
 	default:
-		return misuse("disconnect", "the ID is %v, not connected", id.state)
+		if id.localComm == 0 {
+			// No ib_cm ID of its own (rdma_connect or a
+			// CONNECT_REQUEST makes one; a listener on the any
+			// address has none either, as on rxe): -EINVAL.
+			return misuse("disconnect", "the ID is %v, never connected", id.state)
+		}
+		// An ib_cm ID with no connection to end (connecting, an
+		// accept waiting for its RTU, a request not answered, a
+		// connection over): ib_send_cm_dreq and ib_send_cm_drep both
+		// refuse, and rdma_disconnect returns 0 all the same, the QP
+		// in ERR and nothing sent (cma.c; conformance
+		// TestRdmacmMisuseRxe).
+		if id.QP != nil {
+			return id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState)
+		}
+		return nil
 	}
 	if id.QP != nil {
 		if err := id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState); err != nil {

@@ -292,6 +292,12 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"accepted_response", "RDMA_CM_EVENT_CONNECT_RESPONSE status=0"},       //
 		{"destroy_accepted", "0 0"},                                            // REP_SENT: a consumer REJ ...
 		{"accepted_destroyed_event", "RDMA_CM_EVENT_REJECTED status=28"},       // ... to the client owing its RTU
+		{"disconnect_listener", "-1 EINVAL"},                                   // rdma_disconnect: no ib_cm ID of its own
+		{"disconnect_connecting", "0 0"},                                       // REQ_SENT: nothing to end, 0 all the same
+		{"disconnect_unaccepted", "0 0"},                                       // REQ_RCVD: the same
+		{"accept_after_disconnect", "0 0"},                                     //
+		{"disconnect_accepted", "0 0"},                                         // REP_SENT: the same
+		{"disconnect_response", "0 0"},                                         // REP_RCVD: the same
 		{"create_qp_null_pd", "0 0"},                                           // rdma_create_qp(id, NULL, ...) ...
 		{"qp_pd", "id_pd=1 same=1"},                                            // ... on the device's PD, the ID's
 		{"established_event", "RDMA_CM_EVENT_ESTABLISHED status=0"},            //

@@ -314,6 +314,22 @@ int main(int argc, char **argv)
 		event_line(ch, "accepted_destroyed_event");
 		rdma_destroy_id(cl);
 
+		/* rdma_disconnect on an ID with an ib_cm ID but no
+		 * connection (ib_send_cm_dreq and _drep both refuse): 0,
+		 * nothing sent; twice after a disconnect: 0 again. */
+		cl = connect_to(ch, RDMA_PS_TCP, 7174, 0x4a4a, "disc_request", &req);
+		CHECK("disconnect_listener", rdma_disconnect(id));
+		CHECK("disconnect_connecting", rdma_disconnect(cl));
+		CHECK("disconnect_unaccepted", rdma_disconnect(req));
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = 0x4b4b;
+		CHECK("accept_after_disconnect", rdma_accept(req, &cp));
+		event_line(ch, "disc_response");
+		CHECK("disconnect_accepted", rdma_disconnect(req));
+		CHECK("disconnect_response", rdma_disconnect(cl));
+		rdma_destroy_id(cl);
+		rdma_destroy_id(req);
+
 		/* A bound ID has its device's PD (ucma_get_device), which
 		 * rdma_create_qp uses when given none. */
 		{
