@@ -319,11 +319,12 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	struct rs_cm_event out;
 	struct rs_event *e;
 	struct rs_id *r;
-	int flags, err, waited = 0;
+	int fd, flags, err, waited = 0;
 
 	if (!channel || !event)
 		return fail(EINVAL);
-	flags = fcntl(channel->fd, F_GETFL);
+	fd = channel->fd; /* the channel may be freed while this waits */
+	flags = fcntl(fd, F_GETFL);
 	if (flags < 0)
 		return -1;
 	/* A blocking wait goes to the model a slice at a time, with a
@@ -332,7 +333,7 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	 * blocks here. */
 	for (;;) {
 		memset(&out, 0, sizeof(out));
-		err = rs_cm_get_event(channel->fd, (flags & O_NONBLOCK) ? RS_CM_NONBLOCK : RS_CM_SLICE, &out);
+		err = rs_cm_get_event(fd, (flags & O_NONBLOCK) ? RS_CM_NONBLOCK : RS_CM_SLICE, &out);
 		/* A cancel that came while this waited acts here, also when
 		 * the channel went away meanwhile (the program destroys it
 		 * after cancelling, and read(2) would not have returned). */
@@ -342,8 +343,13 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 		 * this does (until cancelled or the end). EINVAL, no such
 		 * channel, after a slice means the same: it went between two
 		 * slices, while this thread was still blocked in the call
-		 * (rping's server exited 255 when its CM thread returned it). */
-		if (err == ECANCELED || (err == EINVAL && waited)) {
+		 * (rping's server exited 255 when its CM thread returned it),
+		 * and so does EINVAL with the channel's fd closed since this
+		 * call began: it went while this thread waited for the
+		 * library's lock, before its first slice (rping's client
+		 * exited 255 so, over UDP, its main thread destroying the
+		 * channel as its CM thread came back for the next event). */
+		if (err == ECANCELED || (err == EINVAL && (waited || fcntl(fd, F_GETFD) < 0))) {
 			for (;;)
 				pause();
 		}
