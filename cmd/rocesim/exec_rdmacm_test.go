@@ -308,6 +308,15 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"sidr_request", "RDMA_CM_EVENT_CONNECT_REQUEST status=0"},             //
 		{"destroy_unanswered_sidr", "0 0"},                                     // SIDR_REQ_RCVD: SIDR_REP, IB_SIDR_REJECT ...
 		{"sidr_answer_event", "RDMA_CM_EVENT_UNREACHABLE status=2"},            // ... the client UNREACHABLE 2
+		{"set_option_tos", "0 0"},                                              // rdma_set_option: the kernel's sizes ...
+		{"set_option_tos_int", "-1 EINVAL"},                                    // ... a u8
+		{"set_option_reuseaddr", "0 0"},                                        //
+		{"set_option_reuseaddr_byte", "-1 EINVAL"},                             // ... an int
+		{"set_option_afonly", "0 0"},                                           //
+		{"set_option_ack_timeout", "0 0"},                                      //
+		{"set_option_ack_timeout_int", "-1 EINVAL"},                            // ... a u8
+		{"set_option_ack_timeout_udp", "-1 EINVAL"},                            // ... on an RC ID only
+		{"set_option_bad_level", "-1 ENOSYS"},                                  //
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

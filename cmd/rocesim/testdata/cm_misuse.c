@@ -369,6 +369,28 @@ int main(int argc, char **argv)
 		event_line(ch, "sidr_answer_event");
 		rdma_destroy_id(cl);
 		rdma_destroy_id(ul);
+
+		/* rdma_set_option: the ID options programs set (perftest
+		 * the TOS, UCX address reuse and the ACK timeout), each with
+		 * the size the kernel wants (ucma_set_option_id). */
+		{
+			uint8_t u8v = 0x10;
+			int iv = 1;
+
+			rdma_create_id(ch, &cl, NULL, RDMA_PS_TCP);
+			rdma_create_id(ch, &ul, NULL, RDMA_PS_UDP);
+			CHECK("set_option_tos", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8v, sizeof(u8v)));
+			CHECK("set_option_tos_int", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &iv, sizeof(iv)));
+			CHECK("set_option_reuseaddr", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &iv, sizeof(iv)));
+			CHECK("set_option_reuseaddr_byte", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &u8v, sizeof(u8v)));
+			CHECK("set_option_afonly", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &iv, sizeof(iv)));
+			CHECK("set_option_ack_timeout", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8v, sizeof(u8v)));
+			CHECK("set_option_ack_timeout_int", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &iv, sizeof(iv)));
+			CHECK("set_option_ack_timeout_udp", rdma_set_option(ul, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8v, sizeof(u8v)));
+			CHECK("set_option_bad_level", rdma_set_option(cl, 99, RDMA_OPTION_ID_TOS, &u8v, sizeof(u8v)));
+			rdma_destroy_id(cl);
+			rdma_destroy_id(ul);
+		}
 	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);

@@ -841,11 +841,24 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 {
 	if (!id || (optlen && !optval))
 		return fail(EINVAL);
+	if (level != RDMA_OPTION_ID)
+		return fail(ENOSYS);
 	/* Type of service, address reuse, IPv6-only, ACK timeout: accepted
-	 * and without effect on the model's single-path fabric. */
-	if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_TOS || optname == RDMA_OPTION_ID_REUSEADDR ||
-					optname == RDMA_OPTION_ID_AFONLY || optname == RDMA_OPTION_ID_ACK_TIMEOUT))
+	 * and without effect on the model's single-path fabric, each with
+	 * the size the kernel wants, and the ACK timeout for a connected
+	 * (RC) ID only (ucma_set_option_id, rdma_set_ack_timeout;
+	 * conformance TestRdmacmMisuseRxe). */
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		return optlen == sizeof(uint8_t) ? 0 : fail(EINVAL);
+	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_AFONLY:
+		return optlen == sizeof(int) ? 0 : fail(EINVAL);
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		if (optlen != sizeof(uint8_t) || id->ps != RDMA_PS_TCP)
+			return fail(EINVAL);
 		return 0;
+	}
 	return fail(ENOSYS);
 }
 
