@@ -166,3 +166,25 @@ func TestDisconnectWithoutConnection(t *testing.T) {
 		t.Errorf("states %s, %s: Disconnect changed what it could not end", cli.State(), srv.State())
 	}
 }
+
+// TestRejectAfterAccept: rdma_reject after rdma_accept, the RTU not yet
+// come (the client's QP its own: CONNECT_RESPONSE), returns EINVAL and
+// yet sends the REJ, and the client gets REJECTED 28; its Establish is
+// then EINVAL. So did real rxe 6.1 (conformance's cm_misuse.c, run
+// once, with a second rdma_accept before it, EINVAL on both: that run
+// left a reference in the guest's ib_cm, whose destroy then waited in
+// 10 s steps, so the case is not kept there).
+func TestRejectAfterAccept(t *testing.T) {
+	p := newPair(t, "")
+	cli, srv, _, _ := userResponse(t, p)
+	if err := srv.Reject(nil); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Reject after Accept: %v, want EINVAL", err)
+	}
+	if ev := p.event(t, p.cli.ch, rdmacm.EventRejected); ev.Status != 28 {
+		t.Errorf("REJECTED status %d, want 28", ev.Status)
+	}
+	if err := cli.Establish(); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Establish after the REJ: %v, want EINVAL", err)
+	}
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "a>REJ"})
+}

@@ -536,6 +536,19 @@ func (id *CMID) Reject(private []byte) error {
 	if id.state == stateRepRcvd {
 		return id.rejectREP(private) // userqp.go
 	}
+	if id.state == stateRepSent && id.ps == PSTCP {
+		// After the accept, before the RTU: ib_cm takes the REJ in
+		// REP_SENT and sends it (the client gets REJECTED, status
+		// 28), its ID to TIMEWAIT, yet rdma_reject returns EINVAL, as
+		// real rxe's does (conformance TestRdmacmMisuseRxe).
+		if len(private) > wire.CMREJPrivateLen {
+			return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
+		}
+		id.stopTimer()
+		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgOther, wire.CMREJConsumerReject, private)
+		id.state = stateTimewait
+		return misuse("reject", "the ID is REP_SENT: the REJ is sent, and rdma_reject still says EINVAL, as the kernel's does")
+	}
 	if id.state != stateReqRcvd {
 		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
 	}
