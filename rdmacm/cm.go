@@ -117,12 +117,17 @@ func (s cmState) String() string { return stateNames[s] }
 
 // agent is one host's connection manager: QP1's user.
 type agent struct {
-	cm   *CM
-	h    *verbs.Host
-	rnd  *rand.Rand
-	ids  []*CMID          // every ID made, in creation order (timers name them by index)
-	comm map[uint32]*CMID // by local communication ID (looked up, never iterated)
-	lst  map[uint16]*CMID // listeners by port
+	cm  *CM
+	h   *verbs.Host
+	rnd *rand.Rand
+	// ids are the live IDs by index (timers name them by it); a
+	// destroyed ID's slot is nil and goes to freeIDs, for the next ID:
+	// a server that accepts connections for ever keeps a table the size
+	// of its most IDs at once.
+	ids     []*CMID
+	freeIDs []uint64
+	comm    map[uint32]*CMID // by local communication ID (looked up, never iterated)
+	lst     map[uint16]*CMID // listeners by port
 	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
 	udpLst map[uint16]*CMID
 	dups   map[reqKey]*CMID // passive IDs by the REQ that made them
@@ -172,6 +177,9 @@ func tid(comm uint32) uint64 { return hiTID<<32 | uint64(bits.ReverseBytes32(com
 // or, in ADDR_QUERY, address resolution's.
 func (a *agent) Fire(now sim.Time, arg uint64) {
 	id := a.ids[arg]
+	if id == nil {
+		return // destroyed: Destroy cancels its timer, so never
+	}
 	id.timerOn = false
 	if id.state == stateAddrQuery {
 		// rdma_resolve_ip's request timed out (process_one_req:
@@ -404,7 +412,27 @@ func (a *agent) sendMRAFor(id *CMID, msg uint8) {
 }
 
 func (a *agent) newID(ch *EventChannel, ps PortSpace) *CMID {
-	id := &CMID{a: a, ch: ch, ps: ps, index: uint64(len(a.ids))}
+	id := &CMID{a: a, ch: ch, ps: ps}
+	if n := len(a.freeIDs); n > 0 {
+		id.index = a.freeIDs[n-1]
+		a.freeIDs = a.freeIDs[:n-1]
+		a.ids[id.index] = id
+		return id
+	}
+	id.index = uint64(len(a.ids))
 	a.ids = append(a.ids, id)
 	return id
+}
+
+// forget takes a destroyed ID out of the agent's tables: its slot, its
+// communication ID, the request that made it.
+func (a *agent) forget(id *CMID) {
+	if id.localComm != 0 {
+		delete(a.comm, id.localComm)
+	}
+	if k := (reqKey{id.peer, id.remoteComm}); a.dups[k] == id {
+		delete(a.dups, k)
+	}
+	a.ids[id.index] = nil
+	a.freeIDs = append(a.freeIDs, id.index)
 }

@@ -725,9 +725,7 @@ func (id *CMID) Destroy() error {
 		delete(id.a.listeners(id.ps), id.src.Port())
 	}
 	id.farewell()
-	if id.localComm != 0 {
-		delete(id.a.comm, id.localComm)
-	}
+	id.a.forget(id)
 	id.state = stateDestroyed
 	return nil
 }
