@@ -120,6 +120,13 @@ func TestInteropLateAccept(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer vm.Stop()
+		// A REQ sent before the guest's rxe is up goes unanswered and
+		// is sent again 6 s later, which the exchange checked below
+		// does not expect (CI: REQ, REQ, REQ, then the MRA): wait for
+		// the guest to say its device is ready.
+		if _, _, err := vm.waitLine(ctx, 0, func(l string) bool { return strings.Contains(l, markerReady) }); err != nil {
+			t.Fatal(err)
+		}
 		// Until the guest's agent listens, its kernel rejects the REQ
 		// (reason 8): try again, each try bounded by ctx.
 		var out []byte

@@ -65,6 +65,11 @@ func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns s
 			t.Fatal(err)
 		}
 		defer vm.Stop()
+		// A REQ sent before the guest's rxe is up goes unanswered for a
+		// REQ timeout (6 s): wait for the guest's device first.
+		if _, _, err := vm.waitLine(ctx, 0, func(l string) bool { return strings.Contains(l, markerReady) }); err != nil {
+			t.Fatal(err)
+		}
 		// Until the guest's rping listens, its kernel rejects the REQ
 		// (reason 8): try again, each try bounded by ctx.
 		var out []byte
