@@ -533,32 +533,28 @@ func (id *CMID) Accept(p ConnParam) error {
 // consumer reject, and the private data; the active side gets REJECTED
 // with status 28.
 func (id *CMID) Reject(private []byte) error {
-	if id.state == stateRepRcvd {
-		return id.rejectREP(private) // userqp.go
-	}
-	if id.state == stateRepSent && id.ps == PSTCP {
-		// After the accept, before the RTU: ib_cm takes the REJ in
-		// REP_SENT and sends it (the client gets REJECTED, status
-		// 28), its ID to TIMEWAIT, yet rdma_reject returns EINVAL, as
-		// real rxe's does (conformance TestRdmacmMisuseRxe).
-		if len(private) > wire.CMREJPrivateLen {
-			return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
-		}
-		id.stopTimer()
-		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgOther, wire.CMREJConsumerReject, private)
-		id.state = stateTimewait
-		return misuse("reject", "the ID is REP_SENT: the REJ is sent, and rdma_reject still says EINVAL, as the kernel's does")
-	}
-	if id.state != stateReqRcvd {
-		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
-	}
-	if id.ps == PSUDP {
+	if id.ps == PSUDP && id.state == stateReqRcvd {
 		return id.rejectUD(private)
 	}
 	if len(private) > wire.CMREJPrivateLen {
 		return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
 	}
-	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, 0, wire.CMREJConsumerReject, private)
+	switch {
+	case id.state == stateRepRcvd:
+		return id.rejectREP(private) // userqp.go
+	case id.state == stateRepSent && id.ps == PSTCP:
+		// After the accept, before the RTU: ib_cm takes the REJ in
+		// REP_SENT and sends it (the client gets REJECTED, status
+		// 28), its ID to TIMEWAIT, yet rdma_reject returns EINVAL, as
+		// real rxe's does (conformance TestRdmacmMisuseRxe).
+		id.stopTimer()
+		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgOther, wire.CMREJConsumerReject, private)
+		id.state = stateTimewait
+		return misuse("reject", "the ID is REP_SENT: the REJ is sent, and rdma_reject still says EINVAL, as the kernel's does")
+	case id.state != stateReqRcvd:
+		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
+	}
+	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREQ, wire.CMREJConsumerReject, private)
 	id.state = stateIdle
 	return nil
 }
@@ -593,7 +589,7 @@ func (id *CMID) Disconnect() error {
 	switch id.state {
 	case stateEstablished, stateDreqRcvd:
 	default:
-		if id.localComm == 0 {
+		if !id.hasCMID() {
 			// No ib_cm ID of its own (rdma_connect or a
 			// CONNECT_REQUEST makes one; a listener on the any
 			// address has none either, as on rxe): -EINVAL.

@@ -56,7 +56,7 @@ func (id *CMID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.QPAttrMask,
 		// An ID back in IDLE after a connection attempt (rejected,
 		// unreachable) has an ib_cm ID in its IDLE, which answers
 		// nothing (ib_cm_init_qp_attr).
-		if state > verbs.QPStateErr || id.state == stateIdle && id.localComm != 0 {
+		if state > verbs.QPStateErr || id.state == stateIdle && id.hasCMID() {
 			break
 		}
 		return verbs.QPAttr{QPState: state, PortNum: 1}, init | verbs.QPAttrAccessFlags, nil
@@ -89,7 +89,7 @@ func (id *CMID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.QPAttrMask,
 func (id *CMID) hasDevice() bool {
 	switch id.state {
 	case stateIdle, stateAddrQuery:
-		return id.devBound || id.localComm != 0
+		return id.devBound || id.hasCMID()
 	}
 	return true
 }
@@ -141,13 +141,16 @@ func (id *CMID) repMRA() bool {
 	return true
 }
 
+// hasCMID reports whether the ID has an ib_cm ID of its own, which
+// rdma_connect or a CONNECT_REQUEST gives it with its communication ID
+// and which outlives the connection (rdma_disconnect, rdma_init_qp_attr
+// and the device an idle ID keeps depend on it).
+func (id *CMID) hasCMID() bool { return id.localComm != 0 }
+
 // rejectREP refuses the REP of a connection whose QP the user made
 // (rdma_reject after CONNECT_RESPONSE: ib_send_cm_rej takes REP_RCVD): a
 // REJ of the REP, consumer reject, and the ID is idle.
-func (id *CMID) rejectREP(private []byte) error {
-	if len(private) > wire.CMREJPrivateLen {
-		return misuse("reject", "private_data_len %d > %d", len(private), wire.CMREJPrivateLen)
-	}
+func (id *CMID) rejectREP(private []byte) error { // private's length checked by Reject
 	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, private)
 	id.state = stateIdle
 	return nil

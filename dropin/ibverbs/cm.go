@@ -190,8 +190,8 @@ func (p *process) farewellCM() {
 	}
 	left := false
 	for _, o := range p.objs {
-		if w, ok := o.(*cmID); ok && w.id.State() != "DESTROYED" {
-			left = w.id.Destroy() == nil || left
+		if w, ok := o.(*cmID); ok {
+			left = w.id.Destroy() == nil || left // an ID destroyed already says so
 		}
 	}
 	if left {
