@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -73,6 +74,9 @@ func main() {
 			os.Exit(1)
 		}
 		if *memprof != "" {
+			// A heap profile holds what the last GC published: one
+			// now puts the run's own allocations in it.
+			runtime.GC()
 			if f, err := os.Create(*memprof); err == nil {
 				_ = pprof.WriteHeapProfile(f)
 				f.Close()
