@@ -74,23 +74,59 @@ func newGSI(d *Device) *QP {
 // EINVAL when mad is not 256 bytes or dst is not a GID this device can
 // reach (no neighbour entry).
 func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
+	var f wire.Frame
+	if err := d.madFrame(&f, dst, mad, "send_mad"); err != nil {
+		return err
+	}
+	qp := d.gsi
+	qp.req.psn = qp.req.psn.Add(1)
+	d.emit(qp, &f, gsiNote(mad))
+	return nil
+}
+
+// MADFrame appends to buf the frame SendMAD would send now for the same
+// MAD, and returns it with its note, without sending it: QP1's PSN, the
+// IPv4 identification and the counters stay as they are. A CM that
+// wants the fabric to send its last MADs if its process dies
+// (procfabric's will) builds them with it.
+func (d *Device) MADFrame(buf []byte, dst netip.Addr, mad []byte) ([]byte, string, error) {
+	var f wire.Frame
+	ipID := d.ipID
+	err := d.madFrame(&f, dst, mad, "mad_frame")
+	d.ipID = ipID
+	if err != nil {
+		return buf, "", err
+	}
+	at := len(buf)
+	n, err := f.Len()
+	if err == nil {
+		buf = append(buf, make([]byte, n)...)
+		n, err = wire.Encode(buf[at:], &f)
+	}
+	if err != nil {
+		panic("nic: building a MAD frame: " + err.Error()) // built from checked state
+	}
+	return buf[:at+n], gsiNote(mad), nil
+}
+
+// madFrame builds in f the UD SEND_ONLY that carries mad from QP1 to QP1
+// of dst, with QP1's current PSN (SendMAD advances it); verb names the
+// caller in errors.
+func (d *Device) madFrame(f *wire.Frame, dst netip.Addr, mad []byte, verb string) error {
 	if len(mad) != wire.MADLen {
-		return errno(syscall.EINVAL, "send_mad: mad is %d bytes, not 256", len(mad))
+		return errno(syscall.EINVAL, "%s: mad is %d bytes, not 256", verb, len(mad))
 	}
 	dst = dst.Unmap()
 	if _, ok := d.neighbour(dst); !ok {
-		return errno(syscall.EINVAL, "send_mad: dst %v is not a known neighbour", dst)
+		return errno(syscall.EINVAL, "%s: dst %v is not a known neighbour", verb, dst)
 	}
 	qp := d.gsi
-	var f wire.Frame
-	d.frameTo(&f, qp, &AHAttr{GRH: GRH{DGID: dst}, IsGlobal: true}, wire.GSIQPN)
+	d.frameTo(f, qp, &AHAttr{GRH: GRH{DGID: dst}, IsGlobal: true}, wire.GSIQPN)
 	f.BTH.Opcode = wire.OpUDSendOnly
 	f.BTH.AckReq = true // what rxe sets on every UD SEND_ONLY (see the captures)
 	f.BTH.PSN = qp.req.psn
-	qp.req.psn = qp.req.psn.Add(1)
 	f.DETH = wire.DETHFields{QKey: wire.GSIQKey, SrcQP: wire.GSIQPN}
 	f.Payload = mad
-	d.emit(qp, &f, gsiNote(mad))
 	return nil
 }
 

@@ -68,6 +68,53 @@ func TestSendMADAsRxe(t *testing.T) {
 	}
 }
 
+// TestMADFrameSendsNothing: MADFrame builds, byte for byte, the frame
+// SendMAD then sends (real rxe's REQ again), and leaves the device as it
+// was: QP1's PSN, the IP ID and the counters unmoved, nothing to send.
+// A bad MAD or an unknown destination is EINVAL, as for SendMAD.
+func TestMADFrameSendsNothing(t *testing.T) {
+	want := capturedMADFrames(t, "rxe_cm_rping.pcapng")[0]
+	var p wire.Packet
+	if err := p.Decode(want); err != nil {
+		t.Fatal(err)
+	}
+	d := New(Config{Name: "rxe0", MAC: wire.MAC{0x52, 0x54, 0, 0, 0, 2}, IPv4: netip.MustParseAddr("10.0.0.2")})
+	peer := netip.MustParseAddr("10.0.0.1")
+	d.AddNeighbour(peer, wire.MAC{0x52, 0x54, 0, 0, 0, 1})
+	d.ipID = p.IPv4.ID()
+	prefix := []byte("kept")
+	for range 2 { // twice: the first left nothing behind
+		got, note, err := d.MADFrame(prefix, peer, p.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:4], prefix) || !bytes.Equal(got[4:], want) {
+			t.Errorf("MADFrame\n got %x\nwant kept+%x", got, want)
+		}
+		if note != "MAD on QP1: CM REQ (connect request)" {
+			t.Errorf("note %q, want the CM REQ's", note)
+		}
+	}
+	if d.HasReady() || d.Counters()[CounterSentPkts] != 0 || d.gsi.req.psn != 0 || d.ipID != p.IPv4.ID() {
+		t.Errorf("MADFrame changed the device: ready %v, sent %d, PSN %d, IP ID %d", d.HasReady(),
+			d.Counters()[CounterSentPkts], d.gsi.req.psn, d.ipID)
+	}
+	if err := d.SendMAD(0, peer, p.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if rd := d.Ready(); len(rd.Frames) != 1 || !bytes.Equal(rd.Frames[0].Bytes, want) {
+		t.Errorf("SendMAD after MADFrame sent %d frames, not the same one", len(rd.Frames))
+	}
+	for _, c := range []struct {
+		dst netip.Addr
+		mad []byte
+	}{{peer, p.Payload[:255]}, {netip.MustParseAddr("10.0.0.9"), p.Payload}} {
+		if _, _, err := d.MADFrame(nil, c.dst, c.mad); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("MADFrame to %v, %d bytes: %v, want EINVAL", c.dst, len(c.mad), err)
+		}
+	}
+}
+
 // TestReceiveMAD: the server's REP reaches the client's Ready.MADs; a
 // MAD with another Q_Key or a short payload is dropped and counted.
 func TestReceiveMAD(t *testing.T) {

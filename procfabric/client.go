@@ -228,6 +228,40 @@ func (p *Port) why(err error) error {
 	}
 }
 
+// WillFrame is a frame of a process's will, with its note.
+type WillFrame struct {
+	Frame, Note []byte
+}
+
+// SetWill leaves frames with the daemon, in place of the last will: if
+// the process's connection ends without Close (the process was killed,
+// or crashed), the daemon puts them on the fabric for it, as a kernel
+// sends what a dead process's connections owe (the CM's DREQs of its
+// rdma_cm IDs). Close voids the will. The will goes to the daemon at
+// once, after the frames sent before it, while the process runs; while
+// another goroutine waits in the port, with the next wait. The frames
+// are copied.
+func (p *Port) SetWill(frames []WillFrame) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range frames {
+		if len(f.Frame) < wire.EthernetLen || len(f.Frame) > fabric.MaxFrame {
+			return fmt.Errorf("procfabric: SetWill: frame of %d bytes, want %d to %d", len(f.Frame), wire.EthernetLen, fabric.MaxFrame)
+		}
+	}
+	if p.closed {
+		return net.ErrClosed
+	}
+	if p.err != nil {
+		return p.err
+	}
+	p.out = appendWill(p.out, frames)
+	if !p.waiting {
+		return p.flush()
+	}
+	return nil
+}
+
 // Wait says the process waits until deadline (its NIC's next deadline;
 // sim.Never to wait for input only) and blocks until the fabric wakes it:
 // input arrived, or virtual time reached deadline. The result is valid
@@ -328,7 +362,8 @@ func (p *Port) Interrupt() error {
 }
 
 // Close sends the frames not yet sent, detaches and closes the
-// connection. The node goes silent; its peers see their QPs time out.
+// connection, and voids the will (SetWill). The node goes silent; its
+// peers see their QPs time out.
 // It may be called from any goroutine: a Wait blocked in another then
 // returns an error. Frames sent while that Wait blocks (a program's
 // last words at exit, its CM's DREQs, while its progress thread waits)

@@ -111,6 +111,9 @@ type Stats struct {
 	HeldTooLong uint64
 	// Undelivered counts frames that arrived at a node no process holds.
 	Undelivered uint64
+	// Wills counts the wills sent for processes that left without
+	// detaching (Port.SetWill).
+	Wills uint64
 }
 
 // Daemon is a running fabric: see the package documentation.
@@ -153,6 +156,10 @@ type slot struct {
 	held     []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
+	// will: the frames to send for the process if its connection ends
+	// without a detach (Port.SetWill), bounded by maxHeld too.
+	will      []heldFrame
+	willBytes int
 	// at is the instant the process was last woken at (hold.go).
 	at sim.Time
 }
@@ -508,6 +515,7 @@ func (d *Daemon) handle(ev event) {
 			return
 		}
 		if ev.t == msgDetach {
+			s.voidWill()
 			d.drop(c, "")
 		} else if s.waiting {
 			// Another thread of the process has work: it runs now, at
@@ -515,6 +523,26 @@ func (d *Daemon) handle(ev event) {
 			// it asked for finds the process running, and does nothing.
 			d.wake(s, d.sched.Now())
 		}
+	case msgWill:
+		if s == nil {
+			d.refuse(c, "a will from a process not attached")
+			return
+		}
+		if len(ev.body) == 0 {
+			s.voidWill()
+			return
+		}
+		note, frame, err := parseFrame(ev.body)
+		if err != nil {
+			d.refuse(c, "will: "+err.Error())
+			return
+		}
+		if s.willBytes += len(frame) + len(note); s.willBytes > d.cfg.maxHeld {
+			s.voidWill() // a process sent away for its will leaves none
+			d.refuse(c, fmt.Sprintf("a will of more than %d bytes", d.cfg.maxHeld))
+			return
+		}
+		s.will = append(s.will, heldFrame{note: note, frame: frame})
 	default:
 		d.refuse(c, fmt.Sprintf("message type %d, which only the daemon sends", ev.t))
 	}
@@ -638,11 +666,28 @@ func (d *Daemon) drop(c *conn, reason string) {
 		}
 		s.c, s.waiting, s.deadline, s.pending = nil, false, sim.Never, s.pending[:0]
 		d.count(func(st *Stats) { st.Detaches++ })
+		if len(s.will) > 0 {
+			// The process left without detaching: its will goes with
+			// the frames it sent, in this round, in the order given.
+			d.logf("node %s: its process left without detaching: sending its will (%d frames)", s.info.Name, len(s.will))
+			suffix := []byte(" (sent by the fabric: node " + s.info.Name + "'s process ended without detaching)")
+			for _, w := range s.will {
+				s.held = append(s.held, heldFrame{note: append(w.note[:len(w.note):len(w.note)], suffix...), frame: w.frame})
+			}
+			d.count(func(st *Stats) { st.Wills++ })
+			s.voidWill()
+		}
 	}
 	d.mu.Lock()
 	delete(d.conns, c)
 	d.mu.Unlock()
 	c.c.Close()
+}
+
+// voidWill forgets s's will.
+func (s *slot) voidWill() {
+	clear(s.will)
+	s.will, s.willBytes = s.will[:0], 0
 }
 
 // write sends b to s's process, bounded in wall time; a process that
@@ -767,6 +812,7 @@ func (d *Daemon) end() {
 	d.logf("%s", why)
 	for _, s := range d.slots {
 		if s.c != nil {
+			s.voidWill() // sent away, not dead: and the clock has stopped
 			d.drop(s.c, why)
 		}
 	}

@@ -73,7 +73,9 @@
 //	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
 //	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
-//	                   detach                the process is done (closing the socket is the same)
+//	                   will()                the process's will is void
+//	                   will(note, bytes)     a frame of the process's will (after will(): its frames in order)
+//	                   detach                the process is done (closing the socket is the same, but for the will)
 //	                   resume                (while waiting) another thread has work: run now
 //	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
 //	                   txdone(at)            the port finished (or dropped) one of the node's frames
@@ -125,6 +127,17 @@
 // are dropped and counted (Stats.Undelivered), and its node stays on the
 // fabric as a silent port, so its peers' QPs time out and retry as on a
 // real network where a host died. The same node name may attach again.
+//
+// A process may leave a will (Port.SetWill): frames the daemon puts on
+// the fabric for it, with its round, if its socket closes without a
+// detach, each note saying so (Stats.Wills). A Linux host whose program
+// is killed still sends what the kernel owes for it: closing the
+// process's rdma_cm file destroys its IDs, and a connection's DREQ
+// leaves. The drop-in library keeps its will the DREQs and REJs its CM
+// IDs would send if destroyed (rdmacm.CM.Farewells), renewed before each
+// wait, so the peer of a killed program learns at once. Detach (Close)
+// voids the will: a process that closes its port has said its farewells
+// itself.
 //
 // A process that never waits (a busy loop with no verbs call, a
 // debugger's breakpoint) holds the clock for everyone. The bound is wall

@@ -51,6 +51,7 @@ const (
 	msgDetach   msgType = 9
 	msgResume   msgType = 10
 	msgNodes    msgType = 11 // the attach reply's further nodes (appendAttached)
+	msgWill     msgType = 12 // empty: the will is void; else a frame of it (appendFrame's body)
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -82,11 +83,28 @@ func appendAttach(b []byte, node string) []byte {
 	return finish(append(b, node...), h)
 }
 
-func appendFrame(b, note, frame []byte) []byte {
-	b, h := header(b, msgFrame)
+func appendFrame(b, note, frame []byte) []byte { return appendNoted(b, msgFrame, note, frame) }
+
+// appendNoted appends a message of type t whose body is a noted frame.
+func appendNoted(b []byte, t msgType, note, frame []byte) []byte {
+	b, h := header(b, t)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
 	b = append(b, note...)
 	return finish(append(b, frame...), h)
+}
+
+// appendWill appends the messages that make frames the process's will:
+// an empty will message, which voids the last, then one per frame.
+func appendWill(b []byte, frames []WillFrame) []byte {
+	b = appendEmpty(b, msgWill)
+	for _, f := range frames {
+		note := f.Note
+		if len(note) > MaxNote {
+			note = note[:MaxNote]
+		}
+		b = appendNoted(b, msgWill, note, f.Frame)
+	}
+	return b
 }
 
 func appendDeliver(b []byte, at sim.Time, frame []byte) []byte {
@@ -269,7 +287,7 @@ func (r *reader) next() (msgType, []byte, error) {
 		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
 	}
 	t := msgType(b[1])
-	if t < msgAttach || t > msgNodes {
+	if t < msgAttach || t > msgWill {
 		return 0, nil, protoErr("unknown message type %d", t)
 	}
 	return t, b[2:], nil

@@ -140,6 +140,12 @@ type agent struct {
 	// Dropped counts MADs the CM ignored: not CM, unknown attribute, or
 	// not expected in the ID's state.
 	Dropped uint64
+	// changes counts the MADs sent, the events posted and the IDs
+	// destroyed: every change of what an ID's farewell would send comes
+	// with one of them (CM.Changes).
+	changes uint64
+	// will, when set, takes the MADs send would send (CM.Farewells).
+	will func(dst netip.Addr, mad []byte)
 }
 
 // reqKey names a REQ: who sent it and the communication ID it chose.
@@ -201,6 +207,11 @@ func (a *agent) Fire(now sim.Time, arg uint64) {
 // send sends a MAD; a MAD that cannot leave (no neighbour) is lost as
 // the MAD layer would lose it, and its timer repairs nothing: counted.
 func (a *agent) send(dst netip.Addr, mad []byte) {
+	if a.will != nil {
+		a.will(dst, mad)
+		return
+	}
+	a.changes++
 	if err := a.h.SendMAD(dst, mad); err != nil {
 		a.Dropped++
 	}

@@ -3,6 +3,7 @@ package rdmacm_test
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"syscall"
 	"testing"
 
@@ -211,4 +212,76 @@ func TestTablesStayBounded(t *testing.T) {
 			t.Errorf("%s after 100 connections: %d ID slots, %d requests kept", h.Name(), ids, dups)
 		}
 	}
+}
+
+// TestFarewellsAreWhatDestroySends: Farewells reports, without sending
+// or changing anything, the MAD each ID's Destroy then sends (what a
+// process on a fabric leaves with the daemon to be sent if it dies):
+// the REJ of a connecting client, the REJ of an unanswered request, the
+// DREQ of a connection; a listener alone leaves nothing. Changes moves
+// with each MAD and event, not with Farewells.
+func TestFarewellsAreWhatDestroySends(t *testing.T) {
+	farewells := func(p *pair, h *verbs.Host) []string {
+		var out []string
+		before, frames := p.cm.Changes(h), len(p.rec.frames)
+		p.cm.Farewells(h, func(dst netip.Addr, mad []byte) {
+			out = append(out, dst.String()+" "+string(mad))
+		})
+		if p.cm.Changes(h) != before || len(p.rec.frames) != frames {
+			t.Errorf("Farewells changed the count (%d to %d) or sent %d frames", before, p.cm.Changes(h), len(p.rec.frames)-frames)
+		}
+		return out
+	}
+	// destroyed destroys id and returns the MAD its host then sent.
+	destroyed := func(p *pair, id *rdmacm.CMID, from string, attr wire.CMAttr) []string {
+		t.Helper()
+		n := len(p.rec.sent(from, attr))
+		if err := id.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.w.Run(); err != nil {
+			t.Fatal(err)
+		}
+		sent := p.rec.sent(from, attr)
+		if len(sent) != n+1 {
+			t.Fatalf("%d %v sent by %s after Destroy, want 1", len(sent)-n, attr, from)
+		}
+		peer := "10.0.0.1"
+		if from == "a" {
+			peer = "10.0.0.2"
+		}
+		return []string{peer + " " + string(sent[n].mad)}
+	}
+	t.Run("listener", func(t *testing.T) {
+		p := newPair(t, "")
+		if got := farewells(p, p.srv.h); len(got) != 0 {
+			t.Errorf("a listener alone leaves %d farewells, want none", len(got))
+		}
+	})
+	t.Run("connecting", func(t *testing.T) {
+		p := newPair(t, "")
+		before := p.cm.Changes(p.cli.h)
+		cli := p.dial(t, rpingPort)
+		p.event(t, p.srv.ch, rdmacm.EventConnectRequest) // the client in REQ_SENT
+		if p.cm.Changes(p.cli.h) == before {
+			t.Error("Changes did not move with the REQ")
+		}
+		equal(t, "the client's farewell", farewells(p, p.cli.h), destroyed(p, cli, "b", wire.CMAttrREJ))
+	})
+	t.Run("request", func(t *testing.T) {
+		p := newPair(t, "")
+		p.dial(t, rpingPort)
+		srv := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID
+		equal(t, "the server's farewell", farewells(p, p.srv.h), destroyed(p, srv, "a", wire.CMAttrREJ))
+	})
+	t.Run("established", func(t *testing.T) {
+		p := newPair(t, "")
+		cli, srv := p.establish(t)
+		equal(t, "the server's farewell", farewells(p, p.srv.h), destroyed(p, srv, "a", wire.CMAttrDREQ))
+		p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+		equal(t, "the client's farewell (DREQ received)", farewells(p, p.cli.h), destroyed(p, cli, "b", wire.CMAttrDREP))
+		if got := farewells(p, p.cli.h); len(got) != 0 {
+			t.Errorf("after Destroy, %d farewells, want none", len(got))
+		}
+	})
 }

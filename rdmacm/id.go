@@ -51,6 +51,37 @@ func (cm *CM) Unanswered(h *verbs.Host) int {
 	return 0
 }
 
+// Farewells calls fn with each MAD that destroying each of host h's IDs
+// now would send (Destroy's farewell: a connection's DREQ, an unanswered
+// request's REJ, …), in the order of the IDs' making, and sends nothing
+// and changes no ID. mad is valid during the call only. A process on a
+// fabric leaves these with the fabric, to be sent if it dies without
+// closing its port (procfabric's will), as the kernel destroys a killed
+// process's IDs when its rdma_cm file closes.
+func (cm *CM) Farewells(h *verbs.Host, fn func(dst netip.Addr, mad []byte)) {
+	a := cm.agents[h]
+	if a == nil {
+		return
+	}
+	a.will = fn
+	defer func() { a.will = nil }()
+	for _, id := range a.ids {
+		if id != nil {
+			id.farewell()
+		}
+	}
+}
+
+// Changes counts the MADs host h's CM has sent, the events it has posted
+// and the IDs destroyed: what Farewells reports can change only when
+// this count does.
+func (cm *CM) Changes(h *verbs.Host) uint64 {
+	if a := cm.agents[h]; a != nil {
+		return a.changes
+	}
+	return 0
+}
+
 // Dropped returns how many MADs host h's CM ignored (not CM, or not
 // expected in the state of the ID they name).
 func (cm *CM) Dropped(h *verbs.Host) uint64 {
@@ -150,7 +181,10 @@ func (id *CMID) RemoteAddr() netip.AddrPort { return id.dst }
 // LocalAddr is the ID's address and port (rdma_get_local_addr).
 func (id *CMID) LocalAddr() netip.AddrPort { return id.src }
 
-func (id *CMID) post(e *Event) { id.ch.post(e) }
+func (id *CMID) post(e *Event) {
+	id.a.changes++
+	id.ch.post(e)
+}
 
 func misuse(verb, format string, args ...any) error {
 	return fmt.Errorf("rdmacm: %s: %s: %w", verb, fmt.Sprintf(format, args...), syscall.EINVAL)
@@ -722,6 +756,7 @@ func (id *CMID) Destroy() error {
 	}
 	id.farewell()
 	id.a.forget(id)
+	id.a.changes++
 	id.state = stateDestroyed
 	return nil
 }

@@ -194,7 +194,9 @@ func (id *CMID) answerSIDR(st wire.SIDRStatus, priv []byte) {
 	}
 	copy(rep.PrivateData[:], priv)
 	id.a.sidrRep(id.peer, id.tid, &rep)
-	delete(id.a.dups, reqKey{id.peer, id.remoteComm})
+	if id.a.will == nil { // Farewells asks what would be sent: nothing changes
+		delete(id.a.dups, reqKey{id.peer, id.remoteComm})
+	}
 }
 
 // acceptUD answers a UD CONNECT_REQUEST (rdma_accept on a UD ID): no

@@ -465,6 +465,14 @@ func (h *Host) SendMAD(dst netip.Addr, mad []byte) error {
 	return nil
 }
 
+// MADFrame appends to buf the frame SendMAD would send now for the same
+// MAD, and returns it with its note, sending nothing (the device's
+// MADFrame): what a process's CM leaves with the fabric to send if the
+// process dies (procfabric's will).
+func (h *Host) MADFrame(buf []byte, dst netip.Addr, mad []byte) ([]byte, string, error) {
+	return h.dev.MADFrame(buf, dst, mad)
+}
+
 // GUID returns the device's node GUID, the CA GUID a CM puts in its
 // messages (the EUI-64 of the MAC, as rxe derives it).
 func (h *Host) GUID() uint64 { return h.dev.QueryDevice().NodeGUID }

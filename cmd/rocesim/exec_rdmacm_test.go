@@ -636,7 +636,10 @@ func TestDropinLibraryStaleRdmacm(t *testing.T) {
 // drop-in destroys the IDs the program left at exit, and the server,
 // another process on the fabric, gets DISCONNECTED at once (the
 // client's DREQ on the fabric as it detaches), not silence until its
-// QP timed out.
+// QP timed out. A client killed by SIGKILL once connected runs no exit
+// code at all, yet the kernel would still close its files: the fabric
+// sends the DREQ the drop-in left it as the process's will, its comment
+// saying so.
 func TestExecExitConnected(t *testing.T) {
 	execSetup(t)
 	needTools(t, cc())
@@ -649,17 +652,35 @@ func TestExecExitConnected(t *testing.T) {
 		"-L"+lib, "-l:librdmacm.so.1", "-l:libibverbs.so.1").CombinedOutput(); err != nil {
 		t.Fatalf("building exitconn: %v\n%s", err, out)
 	}
-	f := newFabricEnv(t)
-	pcap := filepath.Join(t.TempDir(), "exitconn.pcapng")
-	srv, cli, _ := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{bin, "-s", "7480"}, []string{bin, "-c", "10.0.0.1", "7480"})
-	want := "RDMA_CM_EVENT_CONNECT_REQUEST\nRDMA_CM_EVENT_ESTABLISHED\nRDMA_CM_EVENT_DISCONNECTED\n"
-	if srv.code != 0 || srv.stdout.String() != want || cli.code != 0 {
-		t.Fatalf("server exit %d, stdout %q (want %q), stderr:\n%s\nclient exit %d, stdout %q, stderr:\n%s",
-			srv.code, srv.stdout.String(), want, srv.stderr.String(), cli.code, cli.stdout.String(), cli.stderr.String())
-	}
-	fabricTimes(t, f) // the fabric has exited: the capture is complete
-	msgs, _ := cmMessages(t, pcap)
-	if !slices.Contains(msgs, "10.0.0.2>DREQ") {
-		t.Errorf("CM messages %v: no DREQ from the client", msgs)
+	for _, c := range []struct {
+		name, flag string
+		code       int    // the client's exit status (128+signal)
+		comment    string // in the DREQ's capture comment
+	}{
+		{"exit", "-c", 0, "DREQ"},
+		{"killed", "-k", 128 + int(syscall.SIGKILL), "process ended without detaching"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFabricEnv(t)
+			pcap := filepath.Join(t.TempDir(), "exitconn.pcapng")
+			srv, cli, _ := rdmacmPair(t, f, []string{"--pcap", pcap}, []string{bin, "-s", "7480"}, []string{bin, c.flag, "10.0.0.1", "7480"})
+			want := "RDMA_CM_EVENT_CONNECT_REQUEST\nRDMA_CM_EVENT_ESTABLISHED\nRDMA_CM_EVENT_DISCONNECTED\n"
+			if srv.code != 0 || srv.stdout.String() != want || cli.code != c.code || cli.stdout.String() != "established\n" {
+				t.Fatalf("server exit %d, stdout %q (want %q), stderr:\n%s\nclient exit %d (want %d), stdout %q, stderr:\n%s",
+					srv.code, srv.stdout.String(), want, srv.stderr.String(), cli.code, c.code, cli.stdout.String(), cli.stderr.String())
+			}
+			fabricTimes(t, f) // the fabric has exited: the capture is complete
+			msgs, comments := cmMessages(t, pcap)
+			i := slices.Index(msgs, "10.0.0.2>DREQ")
+			if i < 0 {
+				t.Fatalf("CM messages %v: no DREQ from the client", msgs)
+			}
+			if !strings.Contains(comments[i], c.comment) {
+				t.Errorf("the DREQ's comment %q lacks %q", comments[i], c.comment)
+			}
+			if n := strings.Count(strings.Join(msgs, " "), "10.0.0.2>RTU"); n != 1 {
+				t.Errorf("CM messages %v: %d RTUs from the client, want 1", msgs, n)
+			}
+		})
 	}
 }

@@ -95,7 +95,8 @@ func (c *cmProc) chanByFD(fd int) *cmChannel {
 }
 
 // settleCM makes each channel's fd readable exactly while an event
-// waits on it (settle calls it after each run of the world).
+// waits on it (settle calls it after each run of the world), and on a
+// fabric renews the process's will when the CM has changed.
 func (p *process) settleCM() {
 	c := cms[p]
 	if c == nil {
@@ -106,6 +107,9 @@ func (p *process) settleCM() {
 			p.fds.set(ch.fd, want)
 			ch.signalled = want
 		}
+	}
+	if p.fab != nil && !p.closed {
+		p.renewWill() // fabric.go
 	}
 }
 

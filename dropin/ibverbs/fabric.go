@@ -21,6 +21,11 @@ package main
 //     finished) go to the device at their instants, the world's timers
 //     firing in between, and the world runs to the daemon's now.
 //
+// Whenever its CM changes, the process leaves the daemon its will
+// (renewWill): the MADs its CM IDs would send if destroyed, which the
+// daemon sends if the process dies without detaching (killed by a
+// signal, crashed).
+//
 // Another thread that posts or modifies while one waits calls
 // Port.Interrupt (poke): the daemon wakes the waiter at once, so the
 // frames the post built leave at the current instant.
@@ -34,6 +39,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/rocesim/rocesim/procfabric"
@@ -55,6 +61,11 @@ type fabricLink struct {
 	// instant it waits for.
 	waiting  bool
 	deadline sim.Time
+	// willAt is the CM's change count the will was last made at
+	// (renewWill); willBuf holds its frames.
+	willAt  uint64
+	willBuf []byte
+	will    []procfabric.WillFrame
 }
 
 // joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
@@ -155,6 +166,51 @@ func (p *process) stepFabric() bool {
 	}
 	p.settle()
 	return true
+}
+
+// renewWill leaves with the daemon, each time the CM has changed, what it would
+// send if each of its IDs were destroyed now (rdmacm.CM.Farewells): if
+// the program is killed, the daemon sends it for the program, as the
+// kernel destroys a dead process's IDs when it closes its rdma_cm file,
+// so a connection's peer gets its DREQ and DISCONNECTED at once rather
+// than waiting out its retries, or for ever if it was idle. The will
+// is made again when the CM has changed (its change count: settleCM
+// asks after every call and every run of the world) and written at once
+// with the frames the process sent before it, so that a program killed
+// right after an event (ESTABLISHED, its RTU just built) leaves the
+// daemon that RTU and a will that matches it. A UDP port has no daemon
+// to leave it with.
+func (p *process) renewWill() {
+	f := p.fab
+	wp, ok := f.port.(interface {
+		SetWill([]procfabric.WillFrame) error
+	})
+	c := cms[p]
+	if !ok || c == nil {
+		return
+	}
+	n := c.cm.Changes(f.host)
+	if n == f.willAt {
+		return
+	}
+	f.willAt = n
+	f.willBuf, f.will = f.willBuf[:0], f.will[:0]
+	var ends []int
+	c.cm.Farewells(f.host, func(dst netip.Addr, mad []byte) {
+		b, note, err := f.host.MADFrame(f.willBuf, dst, mad)
+		if err != nil {
+			return // no neighbour: Destroy could not send it either
+		}
+		f.willBuf = b
+		ends = append(ends, len(b))
+		f.will = append(f.will, procfabric.WillFrame{Note: []byte(note)})
+	})
+	at := 0
+	for i, end := range ends { // willBuf may have moved as it grew
+		f.will[i].Frame, at = f.willBuf[at:end], end
+	}
+	// An error here is the port's: the wait that follows reports it.
+	_ = wp.SetWill(f.will)
 }
 
 // poke tells the waiters something changed: another thread posted or

@@ -5,12 +5,16 @@
  * side. On Linux the kernel destroys the client's IDs when the process's
  * rdma_cm file closes, and the server gets RDMA_CM_EVENT_DISCONNECTED
  * (cm_destroy_id sends the DREQ); TestExecExitConnected holds the
- * drop-in to the same.
+ * drop-in to the same. The kernel does it for a process killed by a
+ * signal too (its files close as it dies), hence -k.
  *
  *	exitconn -s PORT	the server: prints "established", then the
  *				next event's name, and exits 0 on DISCONNECTED
  *	exitconn -c ADDR PORT	the client: prints "established" and exits
+ *	exitconn -k ADDR PORT	the client, killed by SIGKILL once connected
+ *				(no exit handler, no destructor runs)
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +54,7 @@ int main(int argc, char **argv)
 	struct rdma_cm_id *id;
 
 	if (argc < 3 || !ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
-		fprintf(stderr, "usage: exitconn -s PORT | -c ADDR PORT\n");
+		fprintf(stderr, "usage: exitconn -s PORT | -c ADDR PORT | -k ADDR PORT\n");
 		return 2;
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -109,5 +113,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("established\n");
+	if (!strcmp(argv[1], "-k")) {
+		fflush(stdout);
+		raise(SIGKILL);
+	}
 	return 0; /* connected: no rdma_disconnect, no rdma_destroy_id */
 }
