@@ -16,6 +16,14 @@ func TestPoints(t *testing.T) {
 	if a.QPs != 20 || a.Checked != 20 || a.Packets != 100 {
 		t.Errorf("alltoall:5: %+v, want 20 QPs, 20 completions, 100 packets", a)
 	}
+	// -repeat 3: the exchange three times over the same QPs, every
+	// block verified each time.
+	repeat = 3
+	a, err = runPoint("alltoall:5")
+	repeat = 1
+	if err != nil || a.QPs != 20 || a.Checked != 60 || a.Packets != 300 {
+		t.Errorf("alltoall:5 -repeat 3: %+v %v, want 20 QPs, 60 completions, 300 packets", a, err)
+	}
 	s, err := runPoint("stream:128")
 	if err != nil || s.Checked != 128 || s.Packets != 640 {
 		t.Errorf("stream:128: %+v %v, want 128 completions, 640 packets", s, err)

@@ -64,6 +64,10 @@ func (r Result) PktsPerS() float64 {
 // rather than N's (N=1024 posted at once would hold 8 GB of frames).
 var window = 64 // -window
 
+// repeat is how many times the alltoall runs its whole exchange over the
+// same QPs (-repeat; 1 in make scale).
+var repeat = 1
+
 // msgLen is every WRITE's length: four 1024-byte packets at the default
 // path MTU.
 const msgLen = 4096
@@ -173,59 +177,64 @@ func alltoall(n int) (Result, error) {
 	// workload's own in the measured loop (PostSend copies what it keeps).
 	sge := make([]verbs.SGE, 1)
 	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: sge}}
-	for first := 1; first < n; first += window {
-		// Round: host i writes to i+first … i+first+window-1, each
-		// into the slot of its offset in the round. At every offset
-		// the targets are a permutation of the hosts, so no egress
-		// port is the goal of every sender at once.
-		last := min(n-1, first+window-1)
-		t1, c1 := time.Now(), cpuTime()
-		for i, h := range hosts {
-			for d := first; d <= last; d++ {
-				j := (i + d) % n
-				sge[0] = h.src.SGE(0, msgLen)
-				wr[0].WRID, wr[0].RemoteAddr, wr[0].RKey = uint64(j), hosts[j].dst.Addr+uint64((d-first)*msgLen), hosts[j].dst.RKey
-				if _, err := h.qps[j].PostSend(wr); err != nil {
-					return r, fmt.Errorf("host %d, WRITE to %d: %w", i, j, err)
-				}
-			}
-		}
-		if err := w.Run(); err != nil {
-			return r, err
-		}
-		wall, cpu = wall+time.Since(t1), cpu+cpuTime()-c1
-		hs.sample()
-		for i, h := range hosts {
-			got := 0
-			for {
-				m := h.cq.Poll(wcs)
-				if m == 0 {
-					break
-				}
-				for _, wc := range wcs[:m] {
-					d := (int(wc.WRID) - i + n) % n
-					if wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite || wc.WRID >= uint64(n) || d < first || d > last {
-						return r, fmt.Errorf("host %d, round from %d: unexpected completion %+v", i, first, wc)
+	// -repeat runs the whole exchange again over the same QPs: with
+	// the state warm the cost per packet is the path's own, and what a
+	// larger world adds to it is what its memory costs.
+	for range repeat {
+		for first := 1; first < n; first += window {
+			// Round: host i writes to i+first … i+first+window-1, each
+			// into the slot of its offset in the round. At every offset
+			// the targets are a permutation of the hosts, so no egress
+			// port is the goal of every sender at once.
+			last := min(n-1, first+window-1)
+			t1, c1 := time.Now(), cpuTime()
+			for i, h := range hosts {
+				for d := first; d <= last; d++ {
+					j := (i + d) % n
+					sge[0] = h.src.SGE(0, msgLen)
+					wr[0].WRID, wr[0].RemoteAddr, wr[0].RKey = uint64(j), hosts[j].dst.Addr+uint64((d-first)*msgLen), hosts[j].dst.RKey
+					if _, err := h.qps[j].PostSend(wr); err != nil {
+						return r, fmt.Errorf("host %d, WRITE to %d: %w", i, j, err)
 					}
-					got++
 				}
 			}
-			if got != last-first+1 {
-				return r, fmt.Errorf("host %d, round from %d: %d completions, want %d", i, first, got, last-first+1)
+			if err := w.Run(); err != nil {
+				return r, err
 			}
-			r.Checked += got
-			// Every block of the round landed in its slot.
-			buf := h.dst.Bytes()
-			for d := first; d <= last; d++ {
-				from := (i - d + n) % n
-				for k := range want {
-					want[k] = pattern(from, k)
+			wall, cpu = wall+time.Since(t1), cpu+cpuTime()-c1
+			hs.sample()
+			for i, h := range hosts {
+				got := 0
+				for {
+					m := h.cq.Poll(wcs)
+					if m == 0 {
+						break
+					}
+					for _, wc := range wcs[:m] {
+						d := (int(wc.WRID) - i + n) % n
+						if wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRDMAWrite || wc.WRID >= uint64(n) || d < first || d > last {
+							return r, fmt.Errorf("host %d, round from %d: unexpected completion %+v", i, first, wc)
+						}
+						got++
+					}
 				}
-				slot := buf[(d-first)*msgLen : (d-first+1)*msgLen]
-				if !bytes.Equal(slot, want) {
-					return r, fmt.Errorf("host %d: the block from %d is not what %d sent", i, from, from)
+				if got != last-first+1 {
+					return r, fmt.Errorf("host %d, round from %d: %d completions, want %d", i, first, got, last-first+1)
 				}
-				clear(slot)
+				r.Checked += got
+				// Every block of the round landed in its slot.
+				buf := h.dst.Bytes()
+				for d := first; d <= last; d++ {
+					from := (i - d + n) % n
+					for k := range want {
+						want[k] = pattern(from, k)
+					}
+					slot := buf[(d-first)*msgLen : (d-first+1)*msgLen]
+					if !bytes.Equal(slot, want) {
+						return r, fmt.Errorf("host %d: the block from %d is not what %d sent", i, from, from)
+					}
+					clear(slot)
+				}
 			}
 		}
 	}
