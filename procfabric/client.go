@@ -228,25 +228,28 @@ func (p *Port) why(err error) error {
 	}
 }
 
-// WillFrame is a frame of a process's will, with its note.
-type WillFrame struct {
+// WillEntry is a change to a process's will: the frame that goes under
+// Key, with its note, or a nil Frame to take Key's frame out.
+type WillEntry struct {
+	Key         uint32
 	Frame, Note []byte
 }
 
-// SetWill leaves frames with the daemon, in place of the last will: if
+// SetWill changes the frames the process leaves with the daemon, each
+// under a key of the caller's (the drop-in's: one per rdma_cm ID): if
 // the process's connection ends without Close (the process was killed,
-// or crashed), the daemon puts them on the fabric for it, as a kernel
-// sends what a dead process's connections owe (the CM's DREQs of its
-// rdma_cm IDs). Close voids the will. The will goes to the daemon at
-// once, after the frames sent before it, while the process runs; while
-// another goroutine waits in the port, with the next wait. The frames
-// are copied.
-func (p *Port) SetWill(frames []WillFrame) error {
+// or crashed), the daemon puts them on the fabric for it, in the order
+// of their keys, as a kernel sends what a dead process's connections
+// owe (the CM's DREQs of its rdma_cm IDs). Close voids the will. The
+// changes go to the daemon at once, after the frames sent before them,
+// while the process runs; while another goroutine waits in the port,
+// with the next wait. The frames are copied.
+func (p *Port) SetWill(entries []WillEntry) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, f := range frames {
-		if len(f.Frame) < wire.EthernetLen || len(f.Frame) > fabric.MaxFrame {
-			return fmt.Errorf("procfabric: SetWill: frame of %d bytes, want %d to %d", len(f.Frame), wire.EthernetLen, fabric.MaxFrame)
+	for _, e := range entries {
+		if e.Frame != nil && (len(e.Frame) < wire.EthernetLen || len(e.Frame) > fabric.MaxFrame) {
+			return fmt.Errorf("procfabric: SetWill: frame of %d bytes, want %d to %d", len(e.Frame), wire.EthernetLen, fabric.MaxFrame)
 		}
 	}
 	if p.closed {
@@ -255,7 +258,7 @@ func (p *Port) SetWill(frames []WillFrame) error {
 	if p.err != nil {
 		return p.err
 	}
-	p.out = appendWill(p.out, frames)
+	p.out = appendWill(p.out, entries)
 	if !p.waiting {
 		return p.flush()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -156,9 +157,11 @@ type slot struct {
 	held     []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
-	// will: the frames to send for the process if its connection ends
-	// without a detach (Port.SetWill), bounded by maxHeld too.
-	will      []heldFrame
+	// will: the frames to send for the process, in key order, if its
+	// connection ends without a detach (Port.SetWill), bounded by
+	// maxHeld too. Its keys are sorted before it is sent, never
+	// iterated otherwise.
+	will      map[uint32]heldFrame
 	willBytes int
 	// at is the instant the process was last woken at (hold.go).
 	at sim.Time
@@ -528,13 +531,16 @@ func (d *Daemon) handle(ev event) {
 			d.refuse(c, "a will from a process not attached")
 			return
 		}
-		if len(ev.body) == 0 {
-			s.voidWill()
+		key, note, frame, err := parseWill(ev.body)
+		if err != nil {
+			d.refuse(c, err.Error())
 			return
 		}
-		note, frame, err := parseFrame(ev.body)
-		if err != nil {
-			d.refuse(c, "will: "+err.Error())
+		if old, ok := s.will[key]; ok {
+			s.willBytes -= len(old.frame) + len(old.note)
+			delete(s.will, key)
+		}
+		if frame == nil {
 			return
 		}
 		if s.willBytes += len(frame) + len(note); s.willBytes > d.cfg.maxHeld {
@@ -542,7 +548,10 @@ func (d *Daemon) handle(ev event) {
 			d.refuse(c, fmt.Sprintf("a will of more than %d bytes", d.cfg.maxHeld))
 			return
 		}
-		s.will = append(s.will, heldFrame{note: note, frame: frame})
+		if s.will == nil {
+			s.will = map[uint32]heldFrame{}
+		}
+		s.will[key] = heldFrame{note: note, frame: frame}
 	default:
 		d.refuse(c, fmt.Sprintf("message type %d, which only the daemon sends", ev.t))
 	}
@@ -668,10 +677,12 @@ func (d *Daemon) drop(c *conn, reason string) {
 		d.count(func(st *Stats) { st.Detaches++ })
 		if len(s.will) > 0 {
 			// The process left without detaching: its will goes with
-			// the frames it sent, in this round, in the order given.
+			// the frames it sent, in this round, in key order.
 			d.logf("node %s: its process left without detaching: sending its will (%d frames)", s.info.Name, len(s.will))
 			suffix := []byte(" (sent by the fabric: node " + s.info.Name + "'s process ended without detaching)")
-			for _, w := range s.will {
+			keys := slices.Sorted(maps.Keys(s.will))
+			for _, k := range keys {
+				w := s.will[k]
 				s.held = append(s.held, heldFrame{note: append(w.note[:len(w.note):len(w.note)], suffix...), frame: w.frame})
 			}
 			d.count(func(st *Stats) { st.Wills++ })
@@ -687,7 +698,7 @@ func (d *Daemon) drop(c *conn, reason string) {
 // voidWill forgets s's will.
 func (s *slot) voidWill() {
 	clear(s.will)
-	s.will, s.willBytes = s.will[:0], 0
+	s.willBytes = 0
 }
 
 // write sends b to s's process, bounded in wall time; a process that

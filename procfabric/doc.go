@@ -73,8 +73,8 @@
 //	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
 //	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
-//	                   will()                the process's will is void
-//	                   will(note, bytes)     a frame of the process's will (after will(): its frames in order)
+//	                   will(key, note, bytes) the frame of the process's will under key (replacing any)
+//	                   will(key)             key's frame is out of the will
 //	                   detach                the process is done (closing the socket is the same, but for the will)
 //	                   resume                (while waiting) another thread has work: run now
 //	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
@@ -129,15 +129,17 @@
 // real network where a host died. The same node name may attach again.
 //
 // A process may leave a will (Port.SetWill): frames the daemon puts on
-// the fabric for it, with its round, if its socket closes without a
-// detach, each note saying so (Stats.Wills). A Linux host whose program
-// is killed still sends what the kernel owes for it: closing the
-// process's rdma_cm file destroys its IDs, and a connection's DREQ
-// leaves. The drop-in library keeps its will the DREQs and REJs its CM
-// IDs would send if destroyed (rdmacm.CM.Farewells), renewed before each
-// wait, so the peer of a killed program learns at once. Detach (Close)
-// voids the will: a process that closes its port has said its farewells
-// itself.
+// the fabric for it, in the order of their keys, with its round, if its
+// socket closes without a detach, each note saying so (Stats.Wills). A
+// Linux host whose program is killed still sends what the kernel owes
+// for it: closing the process's rdma_cm file destroys its IDs, and a
+// connection's DREQ leaves. The drop-in library keeps under each CM ID's
+// key the MAD the ID would send if destroyed (rdmacm.CM.FarewellChanges),
+// changed as the ID changes, so the peer of a killed program learns at
+// once, and a server with many connections sends one frame per change,
+// not its whole will. Detach (Close) voids the will: a process that
+// closes its port has said its farewells itself. The will's bytes are
+// bounded as a turn's frames are.
 //
 // A process that never waits (a busy loop with no verbs call, a
 // debugger's breakpoint) holds the clock for everyone. The bound is wall

@@ -51,7 +51,7 @@ const (
 	msgDetach   msgType = 9
 	msgResume   msgType = 10
 	msgNodes    msgType = 11 // the attach reply's further nodes (appendAttached)
-	msgWill     msgType = 12 // empty: the will is void; else a frame of it (appendFrame's body)
+	msgWill     msgType = 12 // a key of the process's will, and its frame or none (appendWill)
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -83,26 +83,30 @@ func appendAttach(b []byte, node string) []byte {
 	return finish(append(b, node...), h)
 }
 
-func appendFrame(b, note, frame []byte) []byte { return appendNoted(b, msgFrame, note, frame) }
-
-// appendNoted appends a message of type t whose body is a noted frame.
-func appendNoted(b []byte, t msgType, note, frame []byte) []byte {
-	b, h := header(b, t)
+func appendFrame(b, note, frame []byte) []byte {
+	b, h := header(b, msgFrame)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
 	b = append(b, note...)
 	return finish(append(b, frame...), h)
 }
 
-// appendWill appends the messages that make frames the process's will:
-// an empty will message, which voids the last, then one per frame.
-func appendWill(b []byte, frames []WillFrame) []byte {
-	b = appendEmpty(b, msgWill)
-	for _, f := range frames {
-		note := f.Note
-		if len(note) > MaxNote {
-			note = note[:MaxNote]
+// appendWill appends one will message per entry: its key, then the
+// noted frame, or nothing to take the key's frame out of the will.
+func appendWill(b []byte, entries []WillEntry) []byte {
+	for _, e := range entries {
+		var h int
+		b, h = header(b, msgWill)
+		b = binary.BigEndian.AppendUint32(b, e.Key)
+		if e.Frame != nil {
+			note := e.Note
+			if len(note) > MaxNote {
+				note = note[:MaxNote]
+			}
+			b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
+			b = append(b, note...)
+			b = append(b, e.Frame...)
 		}
-		b = appendNoted(b, msgWill, note, f.Frame)
+		b = finish(b, h)
 	}
 	return b
 }
@@ -249,6 +253,20 @@ func parseFrame(body []byte) (note, frame []byte, err error) {
 		return nil, nil, protoErr("frame: %d bytes, want %d to %d", len(frame), wire.EthernetLen, fabric.MaxFrame)
 	}
 	return body[2 : 2+n], frame, nil
+}
+
+// parseWill reads a will message: its key, and its frame and note, or a
+// nil frame for a key taken out.
+func parseWill(body []byte) (key uint32, note, frame []byte, err error) {
+	if len(body) < 4 {
+		return 0, nil, nil, protoErr("will: %d bytes", len(body))
+	}
+	key = binary.BigEndian.Uint32(body)
+	if len(body) == 4 {
+		return key, nil, nil, nil
+	}
+	note, frame, err = parseFrame(body[4:])
+	return key, note, frame, err
 }
 
 // reader reads messages from one stream into a reused buffer.

@@ -58,6 +58,13 @@ func TestHostileMessages(t *testing.T) {
 	for range 20 {
 		flood = append(flood, appendFrame(nil, nil, frame))
 	}
+	// A will of 20 frames under 20 keys: past 1000 bytes. The same key
+	// set again and again replaces its frame and stays within.
+	var bigWill, sameKey []WillEntry
+	for k := range 20 {
+		bigWill = append(bigWill, WillEntry{Key: uint32(k), Frame: frame})
+		sameKey = append(sameKey, WillEntry{Key: 7, Frame: frame})
+	}
 	cases := []struct {
 		name string
 		msgs [][]byte
@@ -80,6 +87,10 @@ func TestHostileMessages(t *testing.T) {
 		{"note too long", [][]byte{appendAttach(nil, "a"), msg(Version, msgFrame, []byte{0xff, 0xff, 1})}, "note of 65535 bytes"},
 		{"frames without waiting", flood, "more than 1000 bytes of frames"},
 		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendTime(nil, msgWait, 0), appendFrame(nil, nil, frame)}, "not running"},
+		{"will before attach", [][]byte{appendWill(nil, []WillEntry{{Key: 1, Frame: frame}})}, "a will from a process not attached"},
+		{"short will", [][]byte{appendAttach(nil, "a"), msg(Version, msgWill, []byte{1, 2})}, "will: 2 bytes"},
+		{"runt will frame", [][]byte{appendAttach(nil, "a"), appendWill(nil, []WillEntry{{Key: 1, Frame: frame[:3]}})}, "frame: 3 bytes"},
+		{"will too large", [][]byte{appendAttach(nil, "a"), appendWill(appendWill(nil, sameKey), bigWill)}, "a will of more than 1000 bytes"},
 	}
 	for i, c := range cases {
 		hostile(t, d, c.msgs...)

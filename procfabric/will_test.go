@@ -52,22 +52,27 @@ func framesUntil(t *testing.T, b *Port, until sim.Time) [][]byte {
 
 // TestWill: a process whose connection ends without a detach (killed:
 // here its socket is closed under it) has the daemon send its will, the
-// last one it set, with the frames' notes saying so; a process that
-// closes its port, or voids its will, leaves nothing behind. This is how
-// a killed program's rdma_cm IDs still send their DREQs (the drop-in's
+// last frame set under each key, in key order, the notes saying so; a
+// key taken out, or a port closed, leaves nothing behind. This is how a
+// killed program's rdma_cm IDs still send their DREQs (the drop-in's
 // will), as the kernel sends them when it closes a dead process's files.
 func TestWill(t *testing.T) {
+	const suffix = " (sent by the fabric: node a's process ended without detaching)"
+	type set struct {
+		key  uint32
+		note string // "": take the key out
+	}
 	for _, c := range []struct {
-		name  string
-		wills [][]string // notes of each SetWill in turn
-		end   func(a *Port)
-		want  []string // notes of the frames b receives
+		name string
+		sets [][]set // each SetWill in turn
+		end  func(a *Port)
+		want []string // notes of the frames b receives, in order
 	}{
-		{"killed", [][]string{{"first will"}, {"last words", "and more"}}, func(a *Port) { a.c.Close() },
-			[]string{"last words (sent by the fabric: node a's process ended without detaching)",
-				"and more (sent by the fabric: node a's process ended without detaching)"}},
-		{"voided", [][]string{{"last words"}, nil}, func(a *Port) { a.c.Close() }, nil},
-		{"closed", [][]string{{"last words"}}, func(a *Port) { a.Close() }, nil},
+		{"killed", [][]set{{{2, "two"}, {1, "first"}}, {{1, "one"}}}, func(a *Port) { a.c.Close() },
+			[]string{"one" + suffix, "two" + suffix}},
+		{"taken out", [][]set{{{1, "one"}, {2, "two"}}, {{1, ""}}}, func(a *Port) { a.c.Close() },
+			[]string{"two" + suffix}},
+		{"closed", [][]set{{{1, "one"}}}, func(a *Port) { a.Close() }, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := bound(t, 30*time.Second)
@@ -75,19 +80,22 @@ func TestWill(t *testing.T) {
 			d, _ := testDaemon(t, ctx, Config{Tap: tap})
 			a, b := attachAB(t, d)
 			frame := frameTo(a, b)
-			for i, notes := range c.wills {
-				var w []WillFrame
-				for _, n := range notes {
-					f := bytes.Clone(frame)
-					f[len(f)-1] = byte(i) // which will it came from
-					w = append(w, WillFrame{Frame: f, Note: []byte(n)})
+			for _, sets := range c.sets {
+				var w []WillEntry
+				for _, st := range sets {
+					e := WillEntry{Key: st.key}
+					if st.note != "" {
+						e.Frame, e.Note = bytes.Clone(frame), []byte(st.note)
+						e.Frame[len(frame)-1] = st.note[0] // which frame it is
+					}
+					w = append(w, e)
 				}
 				if err := a.SetWill(w); err != nil {
 					t.Fatal(err)
 				}
 			}
-			// a waits once (its will goes to the daemon with the wait)
-			// and then ends; b waits a millisecond of virtual time.
+			// a waits once and then ends; b waits a millisecond of
+			// virtual time once the daemon has seen a go.
 			go func() { a.Wait(sim.Never) }()
 			untilWaiting(a)
 			c.end(a)
@@ -102,9 +110,9 @@ func TestWill(t *testing.T) {
 			if len(got) != len(c.want) {
 				t.Fatalf("b received %d frames, want %d (notes captured: %q)", len(got), len(c.want), tap.all())
 			}
-			for _, f := range got {
-				if f[len(f)-1] != byte(len(c.wills)-1) {
-					t.Errorf("a frame of will %d, want the last (%d)", f[len(f)-1], len(c.wills)-1)
+			for i, f := range got {
+				if f[len(f)-1] != c.want[i][0] {
+					t.Errorf("frame %d is %q's, want %q's", i, f[len(f)-1], c.want[i][0])
 				}
 			}
 			equalStrings(t, "captured notes", tap.all(), c.want)
@@ -122,9 +130,9 @@ func TestWillBounded(t *testing.T) {
 	d, _ := testDaemon(t, ctx, Config{maxHeld: 4000})
 	a, b := attachAB(t, d)
 	frame := frameTo(a, b)
-	w := make([]WillFrame, 5)
+	w := make([]WillEntry, 5)
 	for i := range w {
-		w[i] = WillFrame{Frame: frame, Note: []byte("last words")}
+		w[i] = WillEntry{Key: uint32(i), Frame: frame, Note: []byte("last words")}
 	}
 	if err := a.SetWill(w); err != nil {
 		t.Fatal(err)

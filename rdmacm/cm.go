@@ -140,11 +140,13 @@ type agent struct {
 	// Dropped counts MADs the CM ignored: not CM, unknown attribute, or
 	// not expected in the ID's state.
 	Dropped uint64
-	// changes counts the MADs sent, the events posted and the IDs
-	// destroyed: every change of what an ID's farewell would send comes
-	// with one of them (CM.Changes).
-	changes uint64
-	// will, when set, takes the MADs send would send (CM.Farewells).
+	// tracking: FarewellChanges has been called; from then on changed
+	// lists, in order, the IDs whose state moved since its last call
+	// (each once: CMID.dirty). Nothing is kept before, so a CM nobody
+	// asks grows nothing.
+	tracking bool
+	changed  []*CMID
+	// will, when set, takes the MADs send would send (FarewellChanges).
 	will func(dst netip.Addr, mad []byte)
 }
 
@@ -191,7 +193,7 @@ func (a *agent) Fire(now sim.Time, arg uint64) {
 		// rdma_resolve_ip's request timed out (process_one_req:
 		// -ETIMEDOUT); rdma_cm's addr_handler takes the ID back to
 		// its bound state and reports ADDR_ERROR.
-		id.state = stateIdle
+		id.setState(stateIdle)
 		id.post(&Event{Event: EventAddrError, ID: id, Status: -int(syscall.ETIMEDOUT)})
 		return
 	}
@@ -211,7 +213,6 @@ func (a *agent) send(dst netip.Addr, mad []byte) {
 		a.will(dst, mad)
 		return
 	}
-	a.changes++
 	if err := a.h.SendMAD(dst, mad); err != nil {
 		a.Dropped++
 	}
@@ -307,7 +308,7 @@ func (id *CMID) answered(waiting, next cmState, ev EventType) bool {
 		return false
 	}
 	id.stopTimer()
-	id.state = next
+	id.setState(next)
 	id.post(&Event{Event: ev, ID: id})
 	return true
 }
@@ -344,7 +345,7 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 	}
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	id := a.newID(l.ch, l.ps)
-	id.state = stateReqRcvd
+	id.setState(stateReqRcvd)
 	a.owe(id)
 	id.localComm = a.newCommID() // cm_req_handler gives the new ID its own
 	a.comm[id.localComm] = id

@@ -214,24 +214,56 @@ func TestTablesStayBounded(t *testing.T) {
 	}
 }
 
-// TestFarewellsAreWhatDestroySends: Farewells reports, without sending
-// or changing anything, the MAD each ID's Destroy then sends (what a
-// process on a fabric leaves with the daemon to be sent if it dies):
-// the REJ of a connecting client, the REJ of an unanswered request, the
-// DREQ of a connection; a listener alone leaves nothing. Changes moves
-// with each MAD and event, not with Farewells.
-func TestFarewellsAreWhatDestroySends(t *testing.T) {
-	farewells := func(p *pair, h *verbs.Host) []string {
-		var out []string
-		before, frames := p.cm.Changes(h), len(p.rec.frames)
-		p.cm.Farewells(h, func(dst netip.Addr, mad []byte) {
-			out = append(out, dst.String()+" "+string(mad))
-		})
-		if p.cm.Changes(h) != before || len(p.rec.frames) != frames {
-			t.Errorf("Farewells changed the count (%d to %d) or sent %d frames", before, p.cm.Changes(h), len(p.rec.frames)-frames)
-		}
-		return out
+// will is a host's farewells as FarewellChanges reports them, applied
+// as a fabric daemon applies a will: a MAD per key, nil deleting it.
+type will struct {
+	mads  map[uint64]string
+	calls int // fn calls of the last update
+}
+
+// update applies the changes since the last one and says whether
+// anything was sent meanwhile (nothing may be).
+func (w *will) update(t *testing.T, p *pair, h *verbs.Host) {
+	t.Helper()
+	if w.mads == nil {
+		w.mads = map[uint64]string{}
 	}
+	frames := len(p.rec.frames)
+	w.calls = 0
+	p.cm.FarewellChanges(h, func(key uint64, dst netip.Addr, mad []byte) {
+		w.calls++
+		if mad == nil {
+			delete(w.mads, key)
+			return
+		}
+		w.mads[key] = dst.String() + " " + string(mad)
+	})
+	if len(p.rec.frames) != frames {
+		t.Errorf("FarewellChanges sent %d frames", len(p.rec.frames)-frames)
+	}
+}
+
+// only returns the one MAD of the will.
+func (w *will) only(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, m := range w.mads {
+		out = append(out, m)
+	}
+	if len(out) != 1 {
+		t.Fatalf("the will holds %d MADs, want 1", len(out))
+	}
+	return out
+}
+
+// TestFarewellsAreWhatDestroySends: FarewellChanges reports, without
+// sending or changing anything, the MAD each ID's Destroy then sends
+// (what a process on a fabric leaves with the daemon as its will): the
+// REJ of a connecting client, the REJ of an unanswered request, the DREQ
+// of a connection, the DREP owed for a DREQ; a listener alone leaves
+// nothing, and a destroyed ID's entry goes. After the first call only
+// the IDs that changed are reported: nothing when nothing moved.
+func TestFarewellsAreWhatDestroySends(t *testing.T) {
 	// destroyed destroys id and returns the MAD its host then sent.
 	destroyed := func(p *pair, id *rdmacm.CMID, from string, attr wire.CMAttr) []string {
 		t.Helper()
@@ -254,34 +286,60 @@ func TestFarewellsAreWhatDestroySends(t *testing.T) {
 	}
 	t.Run("listener", func(t *testing.T) {
 		p := newPair(t, "")
-		if got := farewells(p, p.srv.h); len(got) != 0 {
-			t.Errorf("a listener alone leaves %d farewells, want none", len(got))
+		var w will
+		if w.update(t, p, p.srv.h); len(w.mads) != 0 {
+			t.Errorf("a listener alone leaves %d farewells, want none", len(w.mads))
 		}
 	})
 	t.Run("connecting", func(t *testing.T) {
 		p := newPair(t, "")
-		before := p.cm.Changes(p.cli.h)
+		var w will
+		w.update(t, p, p.cli.h)
 		cli := p.dial(t, rpingPort)
 		p.event(t, p.srv.ch, rdmacm.EventConnectRequest) // the client in REQ_SENT
-		if p.cm.Changes(p.cli.h) == before {
-			t.Error("Changes did not move with the REQ")
+		w.update(t, p, p.cli.h)
+		equal(t, "the client's farewell", w.only(t), destroyed(p, cli, "b", wire.CMAttrREJ))
+		if w.update(t, p, p.cli.h); len(w.mads) != 0 {
+			t.Errorf("after Destroy the will holds %d MADs", len(w.mads))
 		}
-		equal(t, "the client's farewell", farewells(p, p.cli.h), destroyed(p, cli, "b", wire.CMAttrREJ))
 	})
 	t.Run("request", func(t *testing.T) {
 		p := newPair(t, "")
 		p.dial(t, rpingPort)
 		srv := p.event(t, p.srv.ch, rdmacm.EventConnectRequest).ID
-		equal(t, "the server's farewell", farewells(p, p.srv.h), destroyed(p, srv, "a", wire.CMAttrREJ))
+		var w will
+		w.update(t, p, p.srv.h) // the first call: every live ID
+		equal(t, "the server's farewell", w.only(t), destroyed(p, srv, "a", wire.CMAttrREJ))
 	})
 	t.Run("established", func(t *testing.T) {
 		p := newPair(t, "")
+		var ws, wc will
+		ws.update(t, p, p.srv.h)
+		wc.update(t, p, p.cli.h)
 		cli, srv := p.establish(t)
-		equal(t, "the server's farewell", farewells(p, p.srv.h), destroyed(p, srv, "a", wire.CMAttrDREQ))
+		ws.update(t, p, p.srv.h)
+		if ws.update(t, p, p.srv.h); ws.calls != 0 {
+			t.Errorf("nothing moved, yet %d changes reported", ws.calls)
+		}
+		equal(t, "the server's farewell", ws.only(t), destroyed(p, srv, "a", wire.CMAttrDREQ))
 		p.event(t, p.cli.ch, rdmacm.EventDisconnected)
-		equal(t, "the client's farewell (DREQ received)", farewells(p, p.cli.h), destroyed(p, cli, "b", wire.CMAttrDREP))
-		if got := farewells(p, p.cli.h); len(got) != 0 {
-			t.Errorf("after Destroy, %d farewells, want none", len(got))
+		wc.update(t, p, p.cli.h)
+		equal(t, "the client's farewell (DREQ received)", wc.only(t), destroyed(p, cli, "b", wire.CMAttrDREP))
+		if ws.update(t, p, p.srv.h); len(ws.mads) != 0 {
+			t.Errorf("the server's will holds %d MADs after its Destroy", len(ws.mads))
+		}
+	})
+	t.Run("many", func(t *testing.T) {
+		// Each connection's changes are its own IDs', however many
+		// connections the host has: the will costs a MAD per change.
+		p := newPair(t, "")
+		var w will
+		w.update(t, p, p.srv.h)
+		for i := range 20 {
+			p.establish(t)
+			if w.update(t, p, p.srv.h); w.calls != 1 || len(w.mads) != i+1 {
+				t.Fatalf("connection %d: %d changes reported, will of %d MADs; want 1 and %d", i+1, w.calls, len(w.mads), i+1)
+			}
 		}
 	})
 }

@@ -51,35 +51,51 @@ func (cm *CM) Unanswered(h *verbs.Host) int {
 	return 0
 }
 
-// Farewells calls fn with each MAD that destroying each of host h's IDs
-// now would send (Destroy's farewell: a connection's DREQ, an unanswered
-// request's REJ, …), in the order of the IDs' making, and sends nothing
-// and changes no ID. mad is valid during the call only. A process on a
-// fabric leaves these with the fabric, to be sent if it dies without
-// closing its port (procfabric's will), as the kernel destroys a killed
-// process's IDs when its rdma_cm file closes.
-func (cm *CM) Farewells(h *verbs.Host, fn func(dst netip.Addr, mad []byte)) {
+// FarewellChanges reports what destroying host h's IDs would send now
+// (Destroy's farewell: a connection's DREQ, an unanswered request's
+// REJ, …), as changes since its last call: fn gets, for each ID whose
+// state has moved since, in the order they first moved, its key and
+// either the MAD its Destroy would send (to dst) or a nil mad if it
+// would send nothing (a destroyed ID among them). The first call reports
+// every live ID that would send something. A key names one live ID of
+// the host; a destroyed ID's key may name a later one, reported after
+// it. Nothing is sent and no ID changes; mad is valid during the call.
+//
+// A process on a fabric keeps the daemon its will this way, to be sent
+// if it dies without closing its port (procfabric's will), as the
+// kernel destroys a killed process's IDs when its rdma_cm file closes:
+// each change costs one MAD, however many IDs the host has.
+func (cm *CM) FarewellChanges(h *verbs.Host, fn func(key uint64, dst netip.Addr, mad []byte)) {
 	a := cm.agents[h]
 	if a == nil {
 		return
 	}
-	a.will = fn
-	defer func() { a.will = nil }()
-	for _, id := range a.ids {
-		if id != nil {
-			id.farewell()
+	ids, first := a.changed, !a.tracking
+	if first {
+		a.tracking, ids = true, nil
+		for _, id := range a.ids {
+			if id != nil {
+				ids = append(ids, id)
+			}
 		}
 	}
-}
-
-// Changes counts the MADs host h's CM has sent, the events it has posted
-// and the IDs destroyed: what Farewells reports can change only when
-// this count does.
-func (cm *CM) Changes(h *verbs.Host) uint64 {
-	if a := cm.agents[h]; a != nil {
-		return a.changes
+	defer func() { a.will = nil }()
+	for _, id := range ids {
+		id.dirty = false
+		said := false
+		if id.state != stateDestroyed {
+			a.will = func(dst netip.Addr, mad []byte) {
+				said = true
+				fn(id.index, dst, mad)
+			}
+			id.farewell()
+		}
+		if !said && !first {
+			fn(id.index, netip.Addr{}, nil)
+		}
 	}
-	return 0
+	clear(a.changed)
+	a.changed = a.changed[:0]
 }
 
 // Dropped returns how many MADs host h's CM ignored (not CM, or not
@@ -105,6 +121,7 @@ type CMID struct {
 	ps    PortSpace
 	index uint64
 	state cmState
+	dirty bool // in its agent's changed list (setState)
 
 	// Context is the user's (rdma_cm_id.context).
 	Context any
@@ -181,9 +198,16 @@ func (id *CMID) RemoteAddr() netip.AddrPort { return id.dst }
 // LocalAddr is the ID's address and port (rdma_get_local_addr).
 func (id *CMID) LocalAddr() netip.AddrPort { return id.src }
 
-func (id *CMID) post(e *Event) {
-	id.a.changes++
-	id.ch.post(e)
+func (id *CMID) post(e *Event) { id.ch.post(e) }
+
+// setState moves the ID to s, and notes that its farewell may have
+// changed (FarewellChanges).
+func (id *CMID) setState(s cmState) {
+	id.state = s
+	if a := id.a; a.tracking && !id.dirty {
+		id.dirty = true
+		a.changed = append(a.changed, id)
+	}
 }
 
 func misuse(verb, format string, args ...any) error {
@@ -213,7 +237,7 @@ func (id *CMID) Listen(backlog int) error {
 	if id.a.listeners(id.ps)[id.src.Port()] != nil {
 		return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)
 	}
-	id.state = stateListen
+	id.setState(stateListen)
 	id.a.listeners(id.ps)[id.src.Port()] = id
 	return nil
 }
@@ -253,11 +277,11 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	id.dst = netip.AddrPortFrom(to, dst.Port())
 	id.peer = id.dst.Addr()
 	if !known {
-		id.state = stateAddrQuery
+		id.setState(stateAddrQuery)
 		id.armTimer(sim.Duration(max(timeoutMs, 0)) * sim.Millisecond)
 		return nil
 	}
-	id.state = stateAddrResolved
+	id.setState(stateAddrResolved)
 	id.post(&Event{Event: EventAddrResolved, ID: id})
 	return nil
 }
@@ -273,7 +297,7 @@ func (id *CMID) ResolveRoute(timeoutMs int) error {
 	// cma_get_roce_udp_flow_label: sport × 31 + dport, 20 bits (checked
 	// against the capture: ports 48384 and 7174 give 0x6ff06).
 	id.flowLabel = (uint32(id.src.Port())*31 + uint32(id.dst.Port())) & 0xFFFFF
-	id.state = stateRouteResolved
+	id.setState(stateRouteResolved)
 	id.post(&Event{Event: EventRouteResolved, ID: id})
 	return nil
 }
@@ -412,10 +436,10 @@ func (id *CMID) stopTimer() {
 func (id *CMID) giveUp() {
 	switch id.state {
 	case stateReqSent, stateMRAReqRcvd, stateRepSent:
-		id.state = stateIdle
+		id.setState(stateIdle)
 		id.post(&Event{Event: EventUnreachable, ID: id, Status: -int(syscall.ETIMEDOUT)})
 	case stateDreqSent:
-		id.state = stateTimewait
+		id.setState(stateTimewait)
 		id.post(&Event{Event: EventDisconnected, ID: id, Status: -int(syscall.ETIMEDOUT)})
 	}
 }
@@ -451,12 +475,12 @@ func (id *CMID) onREP(r *wire.CMREP) bool {
 		// cma_rep_recv failing: the kernel rejects the REP and reports
 		// CONNECT_ERROR.
 		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, 1, wire.CMREJConsumerReject, nil)
-		id.state = stateIdle
+		id.setState(stateIdle)
 		id.post(&Event{Event: EventConnectError, ID: id, Status: -int(syscall.EINVAL)})
 		return true
 	}
 	id.sendRTU()
-	id.state = stateEstablished
+	id.setState(stateEstablished)
 	id.post(&Event{Event: EventEstablished, ID: id, Param: ConnParam{ResponderResources: r.ResponderResources,
 		InitiatorDepth: r.InitiatorDepth, RNRRetryCount: r.RNRRetryCount, QPNum: r.LocalQPN,
 		PrivateData: append([]byte(nil), r.PrivateData[:]...)}})
@@ -483,7 +507,7 @@ func (id *CMID) onMRA(m *wire.CMMRA) bool {
 	// 65536 + 2048 ms for rdma_cm's MRA on RoCE.
 	id.madTimeout = cmConvertToMs(m.ServiceTimeout) + cmConvertToMs(packetLifeTime+1)
 	id.armTimer(id.madTimeout)
-	id.state = stateMRAReqRcvd
+	id.setState(stateMRAReqRcvd)
 	return true
 }
 
@@ -558,7 +582,7 @@ func (id *CMID) Accept(p ConnParam) error {
 	copy(rep.PrivateData[:], p.PrivateData)
 	a.header(wire.CMAttrREP, id.tid)
 	rep.Encode(wire.MAD(a.buf[:]).Data())
-	id.state = stateRepSent
+	id.setState(stateRepSent)
 	id.sendWaiting(repTimeout)
 	return nil
 }
@@ -583,13 +607,13 @@ func (id *CMID) Reject(private []byte) error {
 		// real rxe's does (conformance TestRdmacmMisuseRxe).
 		id.stopTimer()
 		id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgOther, wire.CMREJConsumerReject, private)
-		id.state = stateTimewait
+		id.setState(stateTimewait)
 		return misuse("reject", "the ID is REP_SENT: the REJ is sent, and rdma_reject still says EINVAL, as the kernel's does")
 	case id.state != stateReqRcvd:
 		return misuse("reject", "the ID is %v, not REQ_RCVD", id.state)
 	}
 	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREQ, wire.CMREJConsumerReject, private)
-	id.state = stateIdle
+	id.setState(stateIdle)
 	return nil
 }
 
@@ -601,10 +625,10 @@ func (id *CMID) Reject(private []byte) error {
 func (id *CMID) onREJ(r *wire.CMREJ) {
 	id.stopTimer()
 	if id.state == stateReqRcvd {
-		id.state = stateIdle
+		id.setState(stateIdle)
 		return
 	}
-	id.state = stateIdle
+	id.setState(stateIdle)
 	if id.QP != nil {
 		id.QP.Modify(&verbs.QPAttr{QPState: verbs.QPStateErr}, verbs.QPAttrState)
 	}
@@ -647,11 +671,11 @@ func (id *CMID) Disconnect() error {
 	}
 	if id.state == stateDreqRcvd {
 		id.sendDREP(id.tid)
-		id.state = stateTimewait
+		id.setState(stateTimewait)
 		return nil
 	}
 	id.buildDREQ()
-	id.state = stateDreqSent
+	id.setState(stateDreqSent)
 	id.sendWaiting(id.timeout)
 	return nil
 }
@@ -681,7 +705,7 @@ func (id *CMID) onDREQ(t uint64) bool {
 	switch id.state {
 	case stateEstablished, stateRepSent:
 		id.stopTimer()
-		id.state = stateDreqRcvd
+		id.setState(stateDreqRcvd)
 		id.a.owe(id)
 		id.tid = t
 		id.post(&Event{Event: EventDisconnected, ID: id})
@@ -756,7 +780,6 @@ func (id *CMID) Destroy() error {
 	}
 	id.farewell()
 	id.a.forget(id)
-	id.a.changes++
-	id.state = stateDestroyed
+	id.setState(stateDestroyed)
 	return nil
 }

@@ -122,7 +122,7 @@ func (id *CMID) putIPHeader(priv, user []byte) {
 func (id *CMID) sendRequest(attr wire.CMAttr, m interface{ Encode([]byte) }, timeout sim.Duration) {
 	id.a.header(attr, id.tid)
 	m.Encode(wire.MAD(id.a.buf[:]).Data())
-	id.state = stateReqSent
+	id.setState(stateReqSent)
 	id.sendWaiting(timeout)
 }
 
@@ -163,7 +163,7 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 	}
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	id := a.newID(l.ch, PSUDP)
-	id.state = stateReqRcvd
+	id.setState(stateReqRcvd)
 	a.owe(id)
 	id.peer = src
 	id.remoteComm = r.RequestID
@@ -209,7 +209,7 @@ func (id *CMID) acceptUD(p ConnParam) error {
 		return misuse("accept", "private_data_len %d > %d", len(p.PrivateData), wire.SIDRREPPrivateLen)
 	}
 	id.answerSIDR(wire.SIDRSuccess, p.PrivateData)
-	id.state = stateEstablished
+	id.setState(stateEstablished)
 	return nil
 }
 
@@ -219,7 +219,7 @@ func (id *CMID) rejectUD(private []byte) error {
 		return misuse("reject", "private_data_len %d > %d", len(private), wire.SIDRREPPrivateLen)
 	}
 	id.answerSIDR(wire.SIDRReject, private)
-	id.state = stateIdle
+	id.setState(stateIdle)
 	return nil
 }
 
@@ -228,12 +228,12 @@ func (id *CMID) onSIDRREP(r *wire.SIDRREP) {
 	id.stopTimer()
 	priv := append([]byte(nil), r.PrivateData[:]...)
 	if r.Status != wire.SIDRSuccess {
-		id.state = stateIdle
+		id.setState(stateIdle)
 		id.post(&Event{Event: EventUnreachable, ID: id, Status: int(r.Status), Param: ConnParam{PrivateData: priv}})
 		return
 	}
 	id.remoteQPN = r.QPN
-	id.state = stateEstablished
+	id.setState(stateEstablished)
 	// ib_init_ah_attr_from_path on the route cma_resolve_iboe_route
 	// built: the peer's GID, the flow label hashed from the ports, hop
 	// limit 64, the IPv4 GID (index 1).
@@ -254,6 +254,6 @@ func (id *CMID) disconnectUD() error {
 			return err
 		}
 	}
-	id.state = stateTimewait
+	id.setState(stateTimewait)
 	return nil
 }

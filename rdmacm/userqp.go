@@ -123,7 +123,7 @@ func (id *CMID) Establish() error {
 		return misuse("establish", "the ID is %v, not REP_RCVD (after CONNECT_RESPONSE)", id.state)
 	}
 	id.sendRTU()
-	id.state = stateEstablished
+	id.setState(stateEstablished)
 	return nil
 }
 
@@ -152,7 +152,7 @@ func (id *CMID) hasCMID() bool { return id.localComm != 0 }
 // REJ of the REP, consumer reject, and the ID is idle.
 func (id *CMID) rejectREP(private []byte) error { // private's length checked by Reject
 	id.a.reject(id.peer, id.tid, id.localComm, id.remoteComm, msgREP, wire.CMREJConsumerReject, private)
-	id.state = stateIdle
+	id.setState(stateIdle)
 	return nil
 }
 
@@ -160,7 +160,7 @@ func (id *CMID) rejectREP(private []byte) error { // private's length checked by
 // ID waits for Establish, and the application gets CONNECT_RESPONSE with
 // what the REP carried (cma_set_rep_event_data).
 func (id *CMID) repRcvd(r *wire.CMREP) {
-	id.state = stateRepRcvd
+	id.setState(stateRepRcvd)
 	// The peer waits for the RTU, and sends its REP again if Establish
 	// is late: the user owes an answer (Unanswered), as for a REQ.
 	id.a.owe(id)

@@ -61,11 +61,8 @@ type fabricLink struct {
 	// instant it waits for.
 	waiting  bool
 	deadline sim.Time
-	// willAt is the CM's change count the will was last made at
-	// (renewWill); willBuf holds its frames.
-	willAt  uint64
-	willBuf []byte
-	will    []procfabric.WillFrame
+	// will holds the changes renewWill sends.
+	will []procfabric.WillEntry
 }
 
 // joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
@@ -168,49 +165,42 @@ func (p *process) stepFabric() bool {
 	return true
 }
 
-// renewWill leaves with the daemon, each time the CM has changed, what it would
-// send if each of its IDs were destroyed now (rdmacm.CM.Farewells): if
-// the program is killed, the daemon sends it for the program, as the
-// kernel destroys a dead process's IDs when it closes its rdma_cm file,
-// so a connection's peer gets its DREQ and DISCONNECTED at once rather
-// than waiting out its retries, or for ever if it was idle. The will
-// is made again when the CM has changed (its change count: settleCM
-// asks after every call and every run of the world) and written at once
-// with the frames the process sent before it, so that a program killed
-// right after an event (ESTABLISHED, its RTU just built) leaves the
-// daemon that RTU and a will that matches it. A UDP port has no daemon
-// to leave it with.
+// renewWill keeps the daemon the process's will: what the CM would send
+// if each of its IDs were destroyed now (rdmacm.CM.FarewellChanges),
+// one frame per ID under the ID's key. If the program is killed, the
+// daemon sends it for the program, as the kernel destroys a dead
+// process's IDs when it closes its rdma_cm file, so a connection's peer
+// gets its DREQ and DISCONNECTED at once rather than waiting out its
+// retries, or for ever if it was idle. settleCM calls it after every
+// call and every run of the world; only the IDs that changed since are
+// sent, each at once with the frames the process sent before it, so
+// that a program killed right after an event (ESTABLISHED, its RTU just
+// built) leaves the daemon that RTU and a will that matches it. A UDP
+// port has no daemon to leave it with.
 func (p *process) renewWill() {
 	f := p.fab
 	wp, ok := f.port.(interface {
-		SetWill([]procfabric.WillFrame) error
+		SetWill([]procfabric.WillEntry) error
 	})
 	c := cms[p]
 	if !ok || c == nil {
 		return
 	}
-	n := c.cm.Changes(f.host)
-	if n == f.willAt {
-		return
-	}
-	f.willAt = n
-	f.willBuf, f.will = f.willBuf[:0], f.will[:0]
-	var ends []int
-	c.cm.Farewells(f.host, func(dst netip.Addr, mad []byte) {
-		b, note, err := f.host.MADFrame(f.willBuf, dst, mad)
-		if err != nil {
-			return // no neighbour: Destroy could not send it either
+	f.will = f.will[:0]
+	c.cm.FarewellChanges(f.host, func(key uint64, dst netip.Addr, mad []byte) {
+		e := procfabric.WillEntry{Key: uint32(key)}
+		if mad != nil {
+			if frame, note, err := f.host.MADFrame(nil, dst, mad); err == nil { // else Destroy could not send it either
+				e.Frame, e.Note = frame, []byte(note)
+			}
 		}
-		f.willBuf = b
-		ends = append(ends, len(b))
-		f.will = append(f.will, procfabric.WillFrame{Note: []byte(note)})
+		f.will = append(f.will, e)
 	})
-	at := 0
-	for i, end := range ends { // willBuf may have moved as it grew
-		f.will[i].Frame, at = f.willBuf[at:end], end
+	if len(f.will) > 0 {
+		// An error here is the port's: the next wait reports it.
+		_ = wp.SetWill(f.will)
+		clear(f.will)
 	}
-	// An error here is the port's: the wait that follows reports it.
-	_ = wp.SetWill(f.will)
 }
 
 // poke tells the waiters something changed: another thread posted or
