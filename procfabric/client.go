@@ -48,17 +48,22 @@ const writeAt = 64 << 10
 // the error's text says why (the hold limit, the run's deadline).
 var ErrDetached = errors.New("procfabric: detached by the fabric")
 
+// CloseWait bounds the wall time Close waits for the daemon to take the
+// frames a blocked Wait held (it answers at once unless it is stuck).
+const CloseWait = 10 * time.Second
+
 // Port is a process's attachment to a fabric node: its NIC's one port.
 // It is not safe for concurrent use, except that Interrupt and Close may
 // be called from any goroutine.
 type Port struct {
-	mu          sync.Mutex // guards writes, waiting and interrupted (Interrupt's state)
-	waiting     bool       // a wait message is out and its now(t) not yet read
-	resumed     bool       // Send sent a resume during this wait (MaxPending)
-	waitEnded   sync.Cond  // on mu: broadcast when a wait ends or the port closes
-	maxPending  int        // MaxPending (tests lower it)
-	interrupted bool       // Interrupt came while the process ran: the next Wait returns at once
-	closed      bool       // Close was called
+	mu          sync.Mutex    // guards writes, waiting and interrupted (Interrupt's state)
+	waiting     bool          // a wait message is out and its now(t) not yet read
+	resumed     bool          // Send sent a resume during this wait (MaxPending)
+	waitEnded   sync.Cond     // on mu: broadcast when a wait ends or the port closes
+	maxPending  int           // MaxPending (tests lower it)
+	closeWait   time.Duration // CloseWait (tests lower it)
+	interrupted bool          // Interrupt came while the process ran: the next Wait returns at once
+	closed      bool          // Close was called
 	c           *net.UnixConn
 	r           reader
 	out         []byte
@@ -103,7 +108,7 @@ func AttachDir(dir, name, node string) (*Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Port{c: c, r: reader{r: c}, maxPending: MaxPending}
+	p := &Port{c: c, r: reader{r: c}, maxPending: MaxPending, closeWait: CloseWait}
 	p.waitEnded.L = &p.mu
 	if _, err := c.Write(appendAttach(nil, node)); err != nil {
 		c.Close()
@@ -371,7 +376,8 @@ func (p *Port) Interrupt() error {
 // returns an error. Frames sent while that Wait blocks (a program's
 // last words at exit, its CM's DREQs, while its progress thread waits)
 // go too: the Wait is resumed first, as Send does at MaxPending, for the
-// daemon takes frames only from a process that runs.
+// daemon takes frames only from a process that runs; a daemon that does
+// not answer within CloseWait loses them, and Close goes on.
 func (p *Port) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -384,9 +390,19 @@ func (p *Port) Close() error {
 				p.resumed = true
 			}
 		}
-		for p.resumed && p.waiting && p.err == nil {
-			p.waitEnded.Wait() // the daemon's answer, or the connection's end
+		// The daemon's answer, or the connection's end; a daemon alive
+		// but silent gets closeWait, and the frames are lost.
+		late := false
+		t := time.AfterFunc(p.closeWait, func() {
+			p.mu.Lock()
+			late = true
+			p.waitEnded.Broadcast()
+			p.mu.Unlock()
+		})
+		for p.resumed && p.waiting && p.err == nil && !late {
+			p.waitEnded.Wait()
 		}
+		t.Stop()
 	}
 	p.closed = true
 	p.waitEnded.Broadcast() // a Send held at MaxPending returns

@@ -1,6 +1,8 @@
 package procfabric
 
 import (
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -166,5 +168,63 @@ func TestCloseSendsWhatTheWaitHeld(t *testing.T) {
 	case <-ended: // the closed connection ends a's wait
 	case <-ctx.Done():
 		t.Fatal("a's wait did not end after Close")
+	}
+}
+
+// TestCloseBoundedWhenTheDaemonIsSilent: a daemon that took the attach
+// and then stopped answering (stuck, not dead: its socket stays open)
+// does not hold Close for ever while another goroutine's Wait holds
+// frames: Close waits closeWait for the resume's answer, gives the
+// frames up and closes, which ends that Wait too.
+func TestCloseBoundedWhenTheDaemonIsSilent(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	dir := shortDir(t)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: SocketPath(dir, "mute"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the attach answered, then silence
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := reader{r: c}
+		if _, _, err := r.next(); err != nil {
+			return
+		}
+		c.Write(appendAttached(nil, 1, 0, []NodeInfo{nodeAddr("a", 1), nodeAddr("b", 2)}))
+		for {
+			if _, _, err := r.next(); err != nil {
+				return
+			}
+		}
+	}()
+	a, err := AttachDir(dir, "mute", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.closeWait = 100 * time.Millisecond
+	ended := make(chan error, 1)
+	go func() { _, err := a.Wait(sim.Never); ended <- err }()
+	untilWaiting(a)
+	if err := a.Send(make([]byte, 100), []byte("never taken")); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close waited for ever on a silent daemon")
+	}
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the Wait did not end after Close")
 	}
 }
