@@ -343,3 +343,38 @@ func TestFarewellsAreWhatDestroySends(t *testing.T) {
 		}
 	})
 }
+
+// TestIDOptions: address reuse and IPv6-only are taken in the states the
+// kernel takes them (rdma_set_reuseaddr, rdma_set_afonly; real rxe's
+// answers in cm_misuse.c): reuse off only before a bind, on anywhere
+// but on a listener; IPv6-only while IDLE, bound or not; EINVAL
+// otherwise, the option left as it was.
+func TestIDOptions(t *testing.T) {
+	p := newPair(t, "")
+	id, err := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, err error, wantErr bool, reuse, afOnly bool) {
+		t.Helper()
+		if (err != nil) != wantErr || (err != nil && !errors.Is(err, syscall.EINVAL)) {
+			t.Errorf("%s: %v, want error %v (EINVAL)", what, err, wantErr)
+		}
+		if r, a := id.Options(); r != reuse || a != afOnly {
+			t.Errorf("%s: options reuse %v, IPv6-only %v; want %v, %v", what, r, a, reuse, afOnly)
+		}
+	}
+	step("reuse off, IDLE", id.SetReuseAddr(false), false, false, false)
+	step("reuse on, IDLE", id.SetReuseAddr(true), false, true, false)
+	if err := id.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), 7190)); err != nil {
+		t.Fatal(err)
+	}
+	step("reuse off, bound", id.SetReuseAddr(false), true, true, false)
+	step("IPv6-only, bound", id.SetAFOnly(true), false, true, true)
+	if err := id.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	step("reuse on, listening", id.SetReuseAddr(true), true, true, true)
+	step("reuse off, listening", id.SetReuseAddr(false), true, true, true)
+	step("IPv6-only off, listening", id.SetAFOnly(false), true, true, true)
+}

@@ -166,6 +166,11 @@ type CMID struct {
 	// devBound: BindAddr named the host's address, which gives the ID
 	// the device (cma_acquire_dev); the any address binds a port only.
 	devBound bool
+	// bound: BindAddr ran (the kernel's ADDR_BOUND while IDLE here).
+	bound bool
+	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly),
+	// kept and reported; the model's port space does not apply them.
+	reuseAddr, afOnly bool
 }
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
@@ -225,8 +230,38 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	}
 	id.src = netip.AddrPortFrom(id.a.h.IPv4(), addr.Port())
 	id.devBound = addr.Addr().IsValid() && !addr.Addr().IsUnspecified()
+	id.bound = true
 	return nil
 }
+
+// SetReuseAddr sets the ID's address reuse (rdma_set_option's
+// RDMA_OPTION_ID_REUSEADDR), in the states the kernel allows it
+// (rdma_set_reuseaddr): turning it on anywhere but on a listener,
+// turning it off only before the ID is bound; EINVAL otherwise.
+func (id *CMID) SetReuseAddr(on bool) error {
+	switch {
+	case on && (id.state == stateListen || id.state == stateDestroyed):
+		return misuse("set_option", "address reuse on an ID that is %v", id.state)
+	case !on && (id.state != stateIdle || id.bound):
+		return misuse("set_option", "address reuse turned off on an ID bound or past IDLE (%v)", id.state)
+	}
+	id.reuseAddr = on
+	return nil
+}
+
+// SetAFOnly sets the ID's IPv6-only option (RDMA_OPTION_ID_AFONLY),
+// which the kernel takes only while the ID is IDLE, bound or not
+// (rdma_set_afonly); EINVAL otherwise.
+func (id *CMID) SetAFOnly(on bool) error {
+	if id.state != stateIdle {
+		return misuse("set_option", "IPv6-only on an ID that is %v, not IDLE", id.state)
+	}
+	id.afOnly = on
+	return nil
+}
+
+// Options reports the ID's address reuse and IPv6-only options.
+func (id *CMID) Options() (reuseAddr, afOnly bool) { return id.reuseAddr, id.afOnly }
 
 // Listen makes a bound ID a listener (rdma_listen): REQs for its port
 // come as CONNECT_REQUEST events.

@@ -317,6 +317,16 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"set_option_ack_timeout_int", "-1 EINVAL"},                            // ... a u8
 		{"set_option_ack_timeout_udp", "-1 EINVAL"},                            // ... on an RC ID only
 		{"set_option_bad_level", "-1 ENOSYS"},                                  //
+		{"set_option_reuseaddr_off_idle", "0 0"},                               // rdma_set_reuseaddr: off before a bind ...
+		{"bind_for_options", "0 0"},                                            //
+		{"set_option_reuseaddr_off_bound", "-1 EINVAL"},                        // ... not after
+		{"set_option_reuseaddr_on_bound", "0 0"},                               // on: anywhere ...
+		{"set_option_afonly_bound", "0 0"},                                     // rdma_set_afonly: IDLE, bound or not
+		{"listen_for_options", "0 0"},                                          //
+		{"set_option_reuseaddr_on_listener", "-1 EINVAL"},                      // ... but on a listener
+		{"set_option_reuseaddr_off_listener", "-1 EINVAL"},                     //
+		{"set_option_afonly_listener", "-1 EINVAL"},                            //
+		{"set_option_tos_listener", "0 0"},                                     // the type of service: any state
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

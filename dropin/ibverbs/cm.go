@@ -177,6 +177,30 @@ func (p *process) cmIDOf(h uint32) (*cmID, syscall.Errno) {
 	return w, 0
 }
 
+// The ID options rdma_set_option hands on (rdma_cma.h's
+// RDMA_OPTION_ID_*); the shim checks their sizes, and takes the type of
+// service and the ACK timeout itself.
+const (
+	cmOptionReuseAddr = 1
+	cmOptionAFOnly    = 2
+)
+
+// cmSetOption sets an ID's address reuse or IPv6-only option, in the
+// states the kernel takes it (rdmacm.CMID.SetReuseAddr, SetAFOnly).
+func (p *process) cmSetOption(h uint32, optname int, on bool) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	switch optname {
+	case cmOptionReuseAddr:
+		return errnoOf(w.id.SetReuseAddr(on))
+	case cmOptionAFOnly:
+		return errnoOf(w.id.SetAFOnly(on))
+	}
+	return syscall.ENOSYS
+}
+
 // cmDestroyID releases an ID (rdma_destroy_id).
 // farewellCM destroys, at exit, the CM IDs the program left, as the
 // kernel does when the process's rdma_cm file closes (ucma_close

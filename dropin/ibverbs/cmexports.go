@@ -203,6 +203,13 @@ func rs_cm_disconnect(id C.uint32_t) C.int {
 	return errC(p.cmDisconnect(uint32(id)))
 }
 
+//export rs_cm_set_option
+func rs_cm_set_option(id C.uint32_t, optname, value C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.cmSetOption(uint32(id), int(optname), value != 0))
+}
+
 //export rs_cm_get_event
 func rs_cm_get_event(fd, mode C.int, out *C.struct_rs_cm_event) C.int {
 	p := lock()

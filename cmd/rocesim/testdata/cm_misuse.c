@@ -388,6 +388,25 @@ int main(int argc, char **argv)
 			CHECK("set_option_ack_timeout_int", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &iv, sizeof(iv)));
 			CHECK("set_option_ack_timeout_udp", rdma_set_option(ul, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8v, sizeof(u8v)));
 			CHECK("set_option_bad_level", rdma_set_option(cl, 99, RDMA_OPTION_ID_TOS, &u8v, sizeof(u8v)));
+			/* The states each option is taken in (rdma_set_reuseaddr,
+			 * rdma_set_afonly): reuse turned off only before a bind,
+			 * on anywhere but on a listener; IPv6-only while IDLE,
+			 * bound or not. */
+			{
+				struct sockaddr_in opt = sin4("0.0.0.0", 7190);
+				int off = 0;
+
+				CHECK("set_option_reuseaddr_off_idle", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off, sizeof(off)));
+				CHECK("bind_for_options", rdma_bind_addr(cl, (struct sockaddr *)&opt));
+				CHECK("set_option_reuseaddr_off_bound", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off, sizeof(off)));
+				CHECK("set_option_reuseaddr_on_bound", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &iv, sizeof(iv)));
+				CHECK("set_option_afonly_bound", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &iv, sizeof(iv)));
+				CHECK("listen_for_options", rdma_listen(cl, 1));
+				CHECK("set_option_reuseaddr_on_listener", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &iv, sizeof(iv)));
+				CHECK("set_option_reuseaddr_off_listener", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off, sizeof(off)));
+				CHECK("set_option_afonly_listener", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &iv, sizeof(iv)));
+				CHECK("set_option_tos_listener", rdma_set_option(cl, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8v, sizeof(u8v)));
+			}
 			rdma_destroy_id(cl);
 			rdma_destroy_id(ul);
 		}

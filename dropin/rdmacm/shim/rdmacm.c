@@ -843,17 +843,21 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 		return fail(EINVAL);
 	if (level != RDMA_OPTION_ID)
 		return fail(ENOSYS);
-	/* Type of service, address reuse, IPv6-only, ACK timeout: accepted
-	 * and without effect on the model's single-path fabric, each with
-	 * the size the kernel wants, and the ACK timeout for a connected
-	 * (RC) ID only (ucma_set_option_id, rdma_set_ack_timeout;
-	 * conformance TestRdmacmMisuseRxe). */
+	/* Type of service, address reuse, IPv6-only, ACK timeout: each
+	 * with the size the kernel wants, the ACK timeout for a connected
+	 * (RC) ID only (ucma_set_option_id, rdma_set_ack_timeout), address
+	 * reuse and IPv6-only in the ID states the kernel takes them
+	 * (rdma_set_reuseaddr, rdma_set_afonly: the model's CM checks);
+	 * none changes the model's single-path fabric (conformance
+	 * TestRdmacmMisuseRxe). */
 	switch (optname) {
 	case RDMA_OPTION_ID_TOS:
 		return optlen == sizeof(uint8_t) ? 0 : fail(EINVAL);
 	case RDMA_OPTION_ID_REUSEADDR:
 	case RDMA_OPTION_ID_AFONLY:
-		return optlen == sizeof(int) ? 0 : fail(EINVAL);
+		if (optlen != sizeof(int))
+			return fail(EINVAL);
+		return fail(rs_cm_set_option(to_rs(id)->handle, optname, *(int *)optval));
 	case RDMA_OPTION_ID_ACK_TIMEOUT:
 		if (optlen != sizeof(uint8_t) || id->ps != RDMA_PS_TCP)
 			return fail(EINVAL);

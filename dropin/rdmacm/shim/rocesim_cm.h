@@ -74,6 +74,9 @@ int rs_cm_init_qp_attr(uint32_t id, int state, struct ibv_qp_attr *attr, int *ma
 int rs_cm_establish(uint32_t id);
 int rs_cm_reject(uint32_t id, const void *priv, int len);
 int rs_cm_disconnect(uint32_t id);
+/* RDMA_OPTION_ID_REUSEADDR or _AFONLY: value, checked against the ID's
+ * state as the kernel checks it. */
+int rs_cm_set_option(uint32_t id, int optname, int value);
 int rs_cm_get_event(int fd, int mode, struct rs_cm_event *out);
 int rs_cm_migrate(uint32_t id, int fd);
 #endif
