@@ -39,7 +39,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/will"
 	"github.com/rocesim/rocesim/procfabric"
+	"github.com/rocesim/rocesim/realnet"
 )
 
 const execUsage = `Usage: rocesim exec [flags] -- PROGRAM [ARGS...]
@@ -89,7 +91,10 @@ Flags:
                        RoCE v2 endpoint on a UDP socket at --addr port 4791,
                        in real time, with no fabric (ROCESIM_TRANSPORT=udp);
                        --name, --node, --nodes, --faults, --pcap, --trace
-                       and --deadline do not apply
+                       and --deadline do not apply; if the program dies
+                       without closing its device (kill -9), exec sends
+                       the DREQs and REJs its rdma_cm IDs owed, as the
+                       program's kernel would (on a fabric the daemon does)
   --addr IP            with --transport udp: the device's address, its GID 1
                        ::ffff:IP (default 127.0.0.1)
   --routable           with --transport udp: allow an --addr that is not
@@ -155,8 +160,15 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		if *routable {
 			env = append(env, "ROCESIM_ROUTABLE=1")
 		}
-		code := runProgram(prog, libDir, env, stdout, stderr)
+		keeper, err := newWillKeeper()
+		if err != nil {
+			fmt.Fprintf(stderr, "rocesim exec: %v\n", err)
+			return exitUsage
+		}
+		env = append(env, fmt.Sprintf("%s=%d", will.EnvFD, 3)) // ExtraFiles[0]
+		code := runProgram(prog, libDir, env, stdout, stderr, keeper.w)
 		fmt.Fprintf(stderr, "rocesim exec: %s exited with status %d on UDP %s:4791\n", filepath.Base(prog[0]), code, *addr)
+		keeper.settle(filepath.Base(prog[0]), *addr, stderr)
 		return code
 	}
 	if *node == "" {
@@ -206,7 +218,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace and --deadline apply, not these\n", *name)
 	}
 	code := runProgram(prog, libDir, []string{"ROCESIM_FABRIC=" + *name, "ROCESIM_NODE=" + *node,
-		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr)
+		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr, nil)
 	log := filepath.Join(procfabric.SocketDir(), *name+".log")
 	if started {
 		where := "trace: " + *traceFile + "; the ladder and the fabric's summary: " + log + " (written once every node has left)"
@@ -222,11 +234,15 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 }
 
 // runProgram runs prog with LD_LIBRARY_PATH naming libDir and env added,
-// hands it the signals meant for it, and returns its exit status (128+N
-// if it died of signal N; exitUsage if it could not start).
-func runProgram(prog []string, libDir string, env []string, stdout, stderr io.Writer) int {
+// and extra, if not nil, as its file descriptor 3; hands it the signals
+// meant for it, and returns its exit status (128+N if it died of signal
+// N; exitUsage if it could not start).
+func runProgram(prog []string, libDir string, env []string, stdout, stderr io.Writer, extra *os.File) int {
 	cmd := exec.Command(prog[0], prog[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if extra != nil {
+		cmd.ExtraFiles = []*os.File{extra}
+	}
 	ld := libDir
 	if old := os.Getenv("LD_LIBRARY_PATH"); old != "" {
 		ld += ":" + old
@@ -259,6 +275,63 @@ func runProgram(prog []string, libDir string, env []string, stdout, stderr io.Wr
 		code = exitUsage
 	}
 	return code
+}
+
+// willKeeper keeps, over a pipe, the will of a program on the UDP
+// transport (internal/will): what its rdma_cm IDs would send if it died.
+// The program is this process's child; if it ends without closing its
+// device (killed by a signal, crashed, _exit), the kernel of a real host
+// would still destroy its IDs as its files closed, and its peers would
+// get their DREQs: settle sends them from the program's address.
+type willKeeper struct {
+	r, w *os.File
+	k    will.Keeper
+	done chan error
+}
+
+func newWillKeeper() (*willKeeper, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	k := &willKeeper{r: r, w: w, done: make(chan error, 1)}
+	go func() { k.done <- k.k.Read(r) }()
+	return k, nil
+}
+
+// willDrain bounds the wait for the pipe's end after the program exits:
+// a child of its own that inherited the pipe (forked, not exec'd) holds
+// it open.
+const willDrain = 2 * time.Second
+
+// settle, once the program has exited, sends its will if it left one.
+func (k *willKeeper) settle(prog, addr string, stderr io.Writer) {
+	k.w.Close()
+	select {
+	case err := <-k.done:
+		if err != nil {
+			fmt.Fprintf(stderr, "rocesim exec: %s's will: %v\n", prog, err)
+		}
+	case <-time.After(willDrain):
+		fmt.Fprintf(stderr, "rocesim exec: %s's will: its pipe is still open (a child of the program holds it): the will as read so far\n", prog)
+	}
+	frames := k.k.Frames()
+	if k.k.Void() || len(frames) == 0 {
+		return
+	}
+	a := netip.MustParseAddr(addr)
+	tr, err := realnet.NewUDP(realnet.UDPConfig{Addr: netip.AddrPortFrom(a, 0), MAC: realnet.StandInMAC(a)})
+	if err != nil {
+		fmt.Fprintf(stderr, "rocesim exec: %s ended without closing its device; its rdma_cm farewells (%d frames) could not be sent: %v\n", prog, len(frames), err)
+		return
+	}
+	defer tr.Close()
+	n, err := tr.Send(frames)
+	fmt.Fprintf(stderr, "rocesim exec: %s ended without closing its device: sent %d of its rdma_cm farewells (%d frames) from %s:4791, as its kernel would have", prog, n, len(frames), addr)
+	if err != nil {
+		fmt.Fprintf(stderr, " (%v)", err)
+	}
+	fmt.Fprintln(stderr)
 }
 
 // execLibrary is --lib's directory, checked, or the cached library's.

@@ -651,17 +651,7 @@ func TestDropinLibraryStaleRdmacm(t *testing.T) {
 // sends the DREQ the drop-in left it as the process's will, its comment
 // saying so.
 func TestExecExitConnected(t *testing.T) {
-	execSetup(t)
-	needTools(t, cc())
-	lib, err := cachedLibrary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "exitconn")
-	if out, err := exec.Command(cc(), "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "exitconn.c"),
-		"-L"+lib, "-l:librdmacm.so.1", "-l:libibverbs.so.1").CombinedOutput(); err != nil {
-		t.Fatalf("building exitconn: %v\n%s", err, out)
-	}
+	bin := buildExitconn(t)
 	for _, c := range []struct {
 		name, flag string
 		code       int    // the client's exit status (128+signal)
@@ -693,4 +683,66 @@ func TestExecExitConnected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExecKilledUDP: on the real-network transport no daemon keeps a
+// will, so rocesim exec does: testdata/exitconn.c's client, killed by
+// SIGKILL once connected over UDP (127.0.0.32), leaves exec the DREQ its
+// ID would send, which exec sends from the client's address once the
+// program is gone, as the client's kernel would have; the server
+// (127.0.0.31, another rocesim exec) gets DISCONNECTED at once. A client
+// that returns from main sends its own DREQ and exec sends nothing.
+func TestExecKilledUDP(t *testing.T) {
+	bin := buildExitconn(t)
+	run := func(addr string, args ...string) *execProc {
+		return startExec(t, fabricEnv{}, append([]string{"--transport", "udp", "--addr", addr, "--", bin}, args...)...)
+	}
+	for _, c := range []struct {
+		flag, port string
+		code       int    // the client's exit status
+		said       string // in the client's exec's stderr; "" for no will sent
+	}{
+		{"-k", "7483", 128 + int(syscall.SIGKILL), "ended without closing its device: sent 1 of its rdma_cm farewells (1 frames) from 127.0.0.32:4791"},
+		{"-c", "7484", 0, ""},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			srv := run("127.0.0.31", "-s", c.port)
+			var cli *execProc
+			for try := 0; ; try++ {
+				// Until the server listens: its first REQs may meet a
+				// REJ (no listener yet), which exitconn says as rping.
+				cli = run("127.0.0.32", c.flag, "127.0.0.31", c.port).wait(t)
+				if try == rdmacmRetries || !rejectedBeforeConnect(cli) {
+					break
+				}
+				time.Sleep(rdmacmPause)
+			}
+			srv.wait(t)
+			want := "RDMA_CM_EVENT_CONNECT_REQUEST\nRDMA_CM_EVENT_ESTABLISHED\nRDMA_CM_EVENT_DISCONNECTED\n"
+			if srv.code != 0 || srv.stdout.String() != want || cli.code != c.code || cli.stdout.String() != "established\n" {
+				t.Fatalf("server exit %d, stdout %q (want %q), stderr:\n%s\nclient exit %d (want %d), stdout %q, stderr:\n%s",
+					srv.code, srv.stdout.String(), want, srv.stderr.String(), cli.code, c.code, cli.stdout.String(), cli.stderr.String())
+			}
+			if sent := strings.Contains(cli.stderr.String(), "rdma_cm farewells"); sent != (c.said != "") || !strings.Contains(cli.stderr.String(), c.said) {
+				t.Errorf("the client's exec said:\n%s\nwant %q", cli.stderr.String(), c.said)
+			}
+		})
+	}
+}
+
+// buildExitconn builds testdata/exitconn.c against the drop-in libraries.
+func buildExitconn(t *testing.T) string {
+	t.Helper()
+	execSetup(t)
+	needTools(t, cc())
+	lib, err := cachedLibrary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "exitconn")
+	if out, err := exec.Command(cc(), "-Wall", "-Werror", "-o", bin, filepath.Join("testdata", "exitconn.c"),
+		"-L"+lib, "-l:librdmacm.so.1", "-l:libibverbs.so.1").CombinedOutput(); err != nil {
+		t.Fatalf("building exitconn: %v\n%s", err, out)
+	}
+	return bin
 }

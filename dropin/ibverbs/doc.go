@@ -149,7 +149,9 @@
 //	                       (default procfabric.SocketDir()). ROCESIM_DEVICES does not apply;
 //	                       _FAULTS, _PCAP and _LADDER are the fabric's business (an error here)
 //	ROCESIM_TRANSPORT=udp  the device on a UDP socket at ROCESIM_ADDR=ip[:4791], in real time
-//	                       (ROCESIM_ROUTABLE=1 allows a non-loopback ip)
+//	                       (ROCESIM_ROUTABLE=1 allows a non-loopback ip); ROCESIM_WILL_FD=N
+//	                       a pipe to the program's keeper (rocesim exec sets it), which
+//	                       sends what the CM's IDs owe if the program dies (internal/will)
 //	ROCESIM_MAX_EVENTS=N   the events the whole run may fire (default 500 000 000): past them
 //	                       the program ends with exit status 3 and what kept the world going
 //

@@ -37,6 +37,7 @@ import (
 	"unsafe"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/will"
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
@@ -87,6 +88,10 @@ type Config struct {
 	// port 4791, in real time (udp.go).
 	UDP  bool
 	Addr netip.Addr
+	// WillFD (ROCESIM_WILL_FD, which `rocesim exec --transport udp`
+	// sets) is a pipe to the program's keeper: the UDP device's will
+	// goes there (internal/will); -1 for none.
+	WillFD int
 }
 
 // readConfig reads the ROCESIM_* variables through getenv.
@@ -160,6 +165,14 @@ func readConfig(getenv func(string) string) (Config, error) {
 			}
 		}
 		c.UDP = true
+		c.WillFD = -1
+		if s := getenv(will.EnvFD); s != "" {
+			fd, err := strconv.Atoi(s)
+			if err != nil || fd < 3 {
+				return c, fmt.Errorf("%s=%q: want the number of an open file descriptor above 2", will.EnvFD, s)
+			}
+			c.WillFD = fd
+		}
 	}
 	c.Pcap = getenv("ROCESIM_PCAP")
 	c.Ladder = getenv("ROCESIM_LADDER")

@@ -39,6 +39,8 @@ func TestReadConfig(t *testing.T) {
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_PCAP": "x.pcapng"}, "ROCESIM_PCAP: not available with ROCESIM_TRANSPORT=udp"},
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_FAULTS": "drop psn=3"}, "ROCESIM_FAULTS: not available with ROCESIM_TRANSPORT=udp"},
 		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_LADDER": "l.svg"}, "ROCESIM_LADDER: not available with ROCESIM_TRANSPORT=udp"},
+		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_WILL_FD": "pipe"}, `ROCESIM_WILL_FD="pipe": want the number of an open file descriptor above 2`},
+		{map[string]string{"ROCESIM_TRANSPORT": "udp", "ROCESIM_ADDR": "127.0.0.5", "ROCESIM_WILL_FD": "1"}, `ROCESIM_WILL_FD="1": want the number`},
 	} {
 		cfg, err := readConfig(func(k string) string { return c.env[k] })
 		got := ""

@@ -26,10 +26,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/will"
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/realnet"
 	"github.com/rocesim/rocesim/sim"
@@ -66,6 +69,12 @@ type udpPort struct {
 	closed      bool
 	blocked     bool   // a Wait is blocked (Quiet)
 	dropped     uint64 // frames dropped for a full queue
+
+	// will is the pipe to the program's keeper (ROCESIM_WILL_FD: rocesim
+	// exec), nil for none; SetWill and Close write it, under the
+	// process lock. willBuf is the records being written.
+	will    *os.File
+	willBuf []byte
 }
 
 // parseAddr reads ROCESIM_ADDR: ip or ip:4791, loopback unless routable.
@@ -108,6 +117,12 @@ func (p *process) joinUDP() error {
 		return fmt.Errorf("ROCESIM_ADDR=%s: %w", p.cfg.Addr, err)
 	}
 	u := &udpPort{tr: tr, start: time.Now(), kick: make(chan struct{}, 1)}
+	if p.cfg.WillFD >= 0 {
+		// The program's own children do not inherit it: a keeper that
+		// waits for the pipe's end would wait for them too.
+		syscall.CloseOnExec(p.cfg.WillFD)
+		u.will = os.NewFile(uintptr(p.cfg.WillFD), "rocesim-will")
+	}
 	self := verbs.HostAddr{MAC: mac}
 	if p.cfg.Addr.Is4() {
 		self.IPv4, self.IPv6 = p.cfg.Addr, verbs.LinkLocal(mac)
@@ -251,7 +266,30 @@ func (u *udpPort) Interrupt() error {
 	return nil
 }
 
-// Close closes the socket and ends the reader.
+// SetWill hands the keeper (rocesim exec) the will's changes, the frames
+// the CM's IDs would send if the program died now (renewWill): exec
+// sends them from the device's address if the program ends without
+// closing the device. Without a keeper it does nothing; a keeper gone
+// (its pipe broken) is not asked again.
+func (u *udpPort) SetWill(entries []procfabric.WillEntry) error {
+	if u.will == nil {
+		return nil
+	}
+	b := u.willBuf[:0]
+	for _, e := range entries {
+		b = will.Append(b, []will.Entry{{Key: e.Key, Frame: e.Frame}})
+	}
+	u.willBuf = b
+	if _, err := u.will.Write(b); err != nil {
+		u.will.Close()
+		u.will = nil
+	}
+	return nil
+}
+
+// Close closes the socket and ends the reader; the keeper learns that
+// the program closed its device itself (the void record), so it sends
+// nothing for it.
 func (u *udpPort) Close() error {
 	u.mu.Lock()
 	if u.closed {
@@ -260,6 +298,11 @@ func (u *udpPort) Close() error {
 	}
 	u.closed = true
 	u.mu.Unlock()
+	if u.will != nil {
+		u.will.Write(will.AppendVoid(nil))
+		u.will.Close()
+		u.will = nil
+	}
 	u.poke()
 	return u.tr.Close()
 }
