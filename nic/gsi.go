@@ -88,7 +88,9 @@ func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
 // MAD, and returns it with its note, without sending it: QP1's PSN, the
 // IPv4 identification and the counters stay as they are. A CM that
 // wants the fabric to send its last MADs if its process dies
-// (procfabric's will) builds them with it.
+// (procfabric's will) builds them with it; such a frame keeps the PSN
+// and IP ID of the instant it was built, which may repeat another's (a
+// receiver checks neither on QP1; only a capture shows them).
 func (d *Device) MADFrame(buf []byte, dst netip.Addr, mad []byte) ([]byte, string, error) {
 	var f wire.Frame
 	ipID := d.ipID

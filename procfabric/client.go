@@ -53,8 +53,8 @@ var ErrDetached = errors.New("procfabric: detached by the fabric")
 const CloseWait = 10 * time.Second
 
 // Port is a process's attachment to a fabric node: its NIC's one port.
-// It is not safe for concurrent use, except that Interrupt and Close may
-// be called from any goroutine.
+// One goroutine waits in it at a time; Send, SetWill, Interrupt and
+// Close may be called from any goroutine, also while another waits.
 type Port struct {
 	mu          sync.Mutex    // guards writes, waiting and interrupted (Interrupt's state)
 	waiting     bool          // a wait message is out and its now(t) not yet read
@@ -304,8 +304,7 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 	for {
 		t, body, err := p.r.next()
 		if err != nil {
-			p.err = err
-			return nil, err
+			return p.fail(err)
 		}
 		switch t {
 		case msgDeliver:
@@ -314,8 +313,7 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 			// counts such a runt (the fabric never makes an empty
 			// frame, and an empty Frame would read as a TxDone).
 			if len(body) <= 8 {
-				p.err = protoErr("deliver: %d bytes", len(body))
-				return nil, p.err
+				return p.fail(protoErr("deliver: %d bytes", len(body)))
 			}
 			at, _ := parseTime(t, body[:8])
 			p.arena = append(p.arena, body[8:]...)
@@ -323,15 +321,13 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 		case msgTxDone:
 			at, err := parseTime(t, body)
 			if err != nil {
-				p.err = err
-				return nil, err
+				return p.fail(err)
 			}
 			p.in.Events = append(p.in.Events, Input{At: at})
 		case msgNow:
 			now, err := parseTime(t, body)
 			if err != nil {
-				p.err = err
-				return nil, err
+				return p.fail(err)
 			}
 			p.now, p.in.Now = now, now
 			// The arena may have moved while it grew: point the frames
@@ -345,13 +341,20 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 			}
 			return &p.in, nil
 		case msgBye:
-			p.err = fmt.Errorf("%w: %s", ErrDetached, body)
-			return nil, p.err
+			return p.fail(fmt.Errorf("%w: %s", ErrDetached, body))
 		default:
-			p.err = protoErr("message type %d from the daemon", t)
-			return nil, p.err
+			return p.fail(protoErr("message type %d from the daemon", t))
 		}
 	}
+}
+
+// fail records err as the port's for good (Wait reads without p.mu held;
+// Send, SetWill and Close read p.err under it) and returns it.
+func (p *Port) fail(err error) (*Inputs, error) {
+	p.mu.Lock()
+	p.err = err
+	p.mu.Unlock()
+	return nil, err
 }
 
 // Interrupt ends a Wait blocked in another goroutine: the process runs
@@ -384,6 +387,9 @@ func (p *Port) Close() error {
 	if p.closed {
 		return net.ErrClosed
 	}
+	// Close's own writes are bounded too: a stuck daemon whose socket
+	// buffer is full would block them.
+	p.c.SetWriteDeadline(time.Now().Add(p.closeWait))
 	if p.waiting && len(p.out) > 0 && p.err == nil {
 		if !p.resumed {
 			if _, err := p.c.Write(appendEmpty(nil, msgResume)); err == nil {

@@ -527,6 +527,9 @@ func (d *Daemon) handle(ev event) {
 			d.wake(s, d.sched.Now())
 		}
 	case msgWill:
+		// Taken while the process waits too, unlike a frame: a will
+		// is kept, not put on the fabric (the client sends its changes
+		// with its next wait, or at once while it runs).
 		if s == nil {
 			d.refuse(c, "a will from a process not attached")
 			return
@@ -678,8 +681,14 @@ func (d *Daemon) drop(c *conn, reason string) {
 		if len(s.will) > 0 {
 			// The process left without detaching: its will goes with
 			// the frames it sent, in this round, in key order.
-			d.logf("node %s: its process left without detaching: sending its will (%d frames)", s.info.Name, len(s.will))
-			suffix := []byte(" (sent by the fabric: node " + s.info.Name + "'s process ended without detaching)")
+			why := "ended without detaching"
+			if reason != "" {
+				// Sent away alive (refused, held the clock too long):
+				// it has left the fabric all the same.
+				why = "was sent away"
+			}
+			d.logf("node %s: its process %s: sending its will (%d frames)", s.info.Name, why, len(s.will))
+			suffix := []byte(" (sent by the fabric: node " + s.info.Name + "'s process " + why + ")")
 			keys := slices.Sorted(maps.Keys(s.will))
 			for _, k := range keys {
 				w := s.will[k]

@@ -130,7 +130,8 @@
 //
 // A process may leave a will (Port.SetWill): frames the daemon puts on
 // the fabric for it, in the order of their keys, with its round, if its
-// socket closes without a detach, each note saying so (Stats.Wills). A
+// socket closes without a detach (or the daemon sends it away: refused,
+// held the clock too long), each note saying so (Stats.Wills). A
 // Linux host whose program is killed still sends what the kernel owes
 // for it: closing the process's rdma_cm file destroys its IDs, and a
 // connection's DREQ leaves. The drop-in library keeps under each CM ID's

@@ -216,14 +216,21 @@ func TestCloseBoundedWhenTheDaemonIsSilent(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := make(chan error, 1)
+	start := time.Now()
 	go func() { closed <- a.Close() }()
 	select {
 	case <-closed:
+		if d := time.Since(start); d < a.closeWait {
+			t.Errorf("Close returned after %v: it gave up before closeWait (%v)", d, a.closeWait)
+		}
 	case <-ctx.Done():
 		t.Fatal("Close waited for ever on a silent daemon")
 	}
 	select {
-	case <-ended:
+	case err := <-ended:
+		if err == nil {
+			t.Error("the Wait ended without an error: the port closed under it")
+		}
 	case <-ctx.Done():
 		t.Fatal("the Wait did not end after Close")
 	}

@@ -124,28 +124,57 @@ func TestWill(t *testing.T) {
 }
 
 // TestWillBounded: a will larger than the daemon's bound on held bytes
-// sends its process away with the reason, and nothing of it is sent.
+// sends its process away with the reason, and nothing of it is sent; a
+// frame replaced or taken out gives its bytes back, so a will changed
+// for ever under a few keys stays within the bound.
 func TestWillBounded(t *testing.T) {
-	ctx := bound(t, 30*time.Second)
-	d, _ := testDaemon(t, ctx, Config{maxHeld: 4000})
-	a, b := attachAB(t, d)
-	frame := frameTo(a, b)
-	w := make([]WillEntry, 5)
-	for i := range w {
-		w[i] = WillEntry{Key: uint32(i), Frame: frame, Note: []byte("last words")}
-	}
-	if err := a.SetWill(w); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Wait(sim.Never); err == nil || !strings.Contains(err.Error(), "a will of more than 4000 bytes") {
-		t.Errorf("a's wait: %v, want the daemon's reason", err)
-	}
-	if got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond)); len(got) != 0 {
-		t.Errorf("b received %d frames of a refused will", len(got))
-	}
-	if st := d.Stats(); st.Refused != 1 || st.Wills != 0 {
-		t.Errorf("stats %+v: want one refusal and no will sent", st)
-	}
+	t.Run("kept within", func(t *testing.T) {
+		ctx := bound(t, 30*time.Second)
+		d, _ := testDaemon(t, ctx, Config{maxHeld: 4000})
+		a, b := attachAB(t, d)
+		frame := frameTo(a, b)
+		for range 50 { // 100 kB through keys 1 and 2, 2 kB at most at once
+			if err := a.SetWill([]WillEntry{{Key: 1, Frame: frame}, {Key: 2, Frame: frame}, {Key: 2}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.c.Close() // killed: the will is key 1's frame
+		for d.Stats().Detaches == 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatal("the daemon never saw a go")
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond)); len(got) != 1 {
+			t.Errorf("b received %d frames, want key 1's", len(got))
+		}
+		if st := d.Stats(); st.Refused != 0 || st.Wills != 1 {
+			t.Errorf("stats %+v: want the will sent, no refusal", st)
+		}
+	})
+	t.Run("too large", func(t *testing.T) {
+		ctx := bound(t, 30*time.Second)
+		d, _ := testDaemon(t, ctx, Config{maxHeld: 4000})
+		a, b := attachAB(t, d)
+		frame := frameTo(a, b)
+		w := make([]WillEntry, 5)
+		for i := range w {
+			w[i] = WillEntry{Key: uint32(i), Frame: frame, Note: []byte("last words")}
+		}
+		if err := a.SetWill(w); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Wait(sim.Never); err == nil || !strings.Contains(err.Error(), "a will of more than 4000 bytes") {
+			t.Errorf("a's wait: %v, want the daemon's reason", err)
+		}
+		if got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond)); len(got) != 0 {
+			t.Errorf("b received %d frames of a refused will", len(got))
+		}
+		if st := d.Stats(); st.Refused != 1 || st.Wills != 0 {
+			t.Errorf("stats %+v: want one refusal and no will sent", st)
+		}
+	})
 }
 
 func equalStrings(t *testing.T, what string, got, want []string) {

@@ -166,7 +166,9 @@ type CMID struct {
 	// devBound: BindAddr named the host's address, which gives the ID
 	// the device (cma_acquire_dev); the any address binds a port only.
 	devBound bool
-	// bound: BindAddr ran (the kernel's ADDR_BOUND while IDLE here).
+	// bound: BindAddr or ResolveAddr bound the ID (the kernel's
+	// ADDR_BOUND, which an address that fails to resolve returns to,
+	// while IDLE here).
 	bound bool
 	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly),
 	// kept and reported; the model's port space does not apply them.
@@ -309,6 +311,7 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
 	}
 	id.src = netip.AddrPortFrom(self, port)
+	id.bound = true // cma_bind_addr: an ID whose resolution fails stays bound
 	id.dst = netip.AddrPortFrom(to, dst.Port())
 	id.peer = id.dst.Addr()
 	if !known {

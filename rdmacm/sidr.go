@@ -194,7 +194,7 @@ func (id *CMID) answerSIDR(st wire.SIDRStatus, priv []byte) {
 	}
 	copy(rep.PrivateData[:], priv)
 	id.a.sidrRep(id.peer, id.tid, &rep)
-	if id.a.will == nil { // Farewells asks what would be sent: nothing changes
+	if id.a.will == nil { // FarewellChanges asks what would be sent: nothing changes
 		delete(id.a.dups, reqKey{id.peer, id.remoteComm})
 	}
 }

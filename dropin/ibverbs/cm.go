@@ -230,7 +230,15 @@ func (p *process) farewellCM() {
 }
 
 func (p *process) cmDestroyID(h uint32) syscall.Errno {
-	return destroy(p, h, func(w *cmID) error { return w.id.Destroy() })
+	e := destroy(p, h, func(w *cmID) error { return w.id.Destroy() })
+	if e == 0 {
+		// The farewell MAD Destroy sent leaves now, as after any CM
+		// call (a thread waiting on the fabric is woken for it), and
+		// the will forgets the ID.
+		p.settleCM()
+		p.poke()
+	}
+	return e
 }
 
 // cmAddrs returns an ID's addresses (rdma_cm_id.route.addr).

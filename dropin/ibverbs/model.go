@@ -90,7 +90,7 @@ type Config struct {
 	Addr netip.Addr
 	// WillFD (ROCESIM_WILL_FD, which `rocesim exec --transport udp`
 	// sets) is a pipe to the program's keeper: the UDP device's will
-	// goes there (internal/will); -1 for none.
+	// goes there (internal/will); 0 (or -1) for none.
 	WillFD int
 }
 

@@ -117,7 +117,7 @@ func (p *process) joinUDP() error {
 		return fmt.Errorf("ROCESIM_ADDR=%s: %w", p.cfg.Addr, err)
 	}
 	u := &udpPort{tr: tr, start: time.Now(), kick: make(chan struct{}, 1)}
-	if p.cfg.WillFD >= 0 {
+	if p.cfg.WillFD > 2 { // 0: none (a Config made in Go); readConfig takes 3 and up
 		// The program's own children do not inherit it: a keeper that
 		// waits for the pipe's end would wait for them too.
 		syscall.CloseOnExec(p.cfg.WillFD)
