@@ -471,6 +471,14 @@ func (d *Daemon) handle(ev event) {
 		return
 	}
 	if ev.err != nil {
+		if errors.Is(ev.err, io.ErrUnexpectedEOF) && c.slot != nil {
+			// An attached process whose stream ends inside a message
+			// was killed inside a write: it died, it did not misbehave.
+			// What it sent before stays held, and its will goes.
+			d.logf("node %s: its connection ended inside a message (the process died while writing?)", c.slot.info.Name)
+			d.drop(c, "")
+			return
+		}
 		if errors.Is(ev.err, ErrProtocol) {
 			d.refuse(c, ev.err.Error())
 			return

@@ -122,7 +122,8 @@
 // daemon wake the process at once, so the block always ends (or the port
 // fails or closes, and Send returns the error).
 //
-// A process that exits or is killed (its socket closes) is detached: the
+// A process that exits or is killed (its socket closes, even inside a
+// message it was writing: it died, it did not misbehave) is detached: the
 // frames it sent before are still put on the fabric, frames to its node
 // are dropped and counted (Stats.Undelivered), and its node stays on the
 // fabric as a silent port, so its peers' QPs time out and retry as on a

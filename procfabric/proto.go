@@ -283,7 +283,7 @@ func (r *reader) next() (msgType, []byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
-			return 0, nil, protoErr("stream ends inside a length field")
+			return 0, nil, fmt.Errorf("%w: %w", protoErr("stream ends inside a length field"), io.ErrUnexpectedEOF)
 		}
 		return 0, nil, err
 	}
@@ -297,7 +297,9 @@ func (r *reader) next() (msgType, []byte, error) {
 	b := r.buf[:n]
 	if _, err := io.ReadFull(r.r, b); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return 0, nil, protoErr("stream ends inside a %d-byte message", n)
+			// Malformed, or a writer killed inside its write: the
+			// daemon tells the two apart by who wrote (handle).
+			return 0, nil, fmt.Errorf("%w: %w", protoErr("stream ends inside a %d-byte message", n), io.ErrUnexpectedEOF)
 		}
 		return 0, nil, err
 	}

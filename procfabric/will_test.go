@@ -2,6 +2,7 @@ package procfabric
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -99,13 +100,7 @@ func TestWill(t *testing.T) {
 			go func() { a.Wait(sim.Never) }()
 			untilWaiting(a)
 			c.end(a)
-			for d.Stats().Detaches == 0 { // else b's wait may pass a by
-				select {
-				case <-ctx.Done():
-					t.Fatal("the daemon never saw a go")
-				case <-time.After(time.Millisecond):
-				}
-			}
+			untilDetached(t, ctx, d) // else b's wait may pass a by
 			got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond))
 			if len(got) != len(c.want) {
 				t.Fatalf("b received %d frames, want %d (notes captured: %q)", len(got), len(c.want), tap.all())
@@ -120,6 +115,35 @@ func TestWill(t *testing.T) {
 				t.Errorf("stats %+v: want %d wills sent and no refusal", st, wills)
 			}
 		})
+	}
+}
+
+// TestWillKilledMidWrite: a process killed inside a write (its stream
+// ends inside a message) died; it did not misbehave: the frame it sent
+// before the cut stays on its way and its will goes too, with no
+// refusal. An unattached connection cut short is still refused
+// (TestHostileMessages).
+func TestWillKilledMidWrite(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	tap := &noteTap{}
+	d, _ := testDaemon(t, ctx, Config{Tap: tap})
+	a, b := attachAB(t, d)
+	frame := frameTo(a, b)
+	if err := a.Send(frame, []byte("sent before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetWill([]WillEntry{{Key: 1, Frame: frame, Note: []byte("will")}}); err != nil { // writes both
+		t.Fatal(err)
+	}
+	a.c.Write([]byte{0, 0, 0, 40, Version, byte(msgFrame), 0}) // 7 bytes of a 44-byte message
+	a.c.Close()
+	untilDetached(t, ctx, d) // else b's wait may pass a by
+	if got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond)); len(got) != 2 {
+		t.Errorf("b received %d frames, want the one sent and the will's (notes: %q)", len(got), tap.all())
+	}
+	equalStrings(t, "captured notes", tap.all(), []string{"sent before", "will (sent by the fabric: node a's process ended without detaching)"})
+	if st := d.Stats(); st.Refused != 0 || st.Wills != 1 {
+		t.Errorf("stats %+v: want no refusal and the will sent", st)
 	}
 }
 
@@ -138,14 +162,8 @@ func TestWillBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a.c.Close() // killed: the will is key 1's frame
-		for d.Stats().Detaches == 0 {
-			select {
-			case <-ctx.Done():
-				t.Fatal("the daemon never saw a go")
-			case <-time.After(time.Millisecond):
-			}
-		}
+		a.c.Close()              // killed: the will is key 1's frame
+		untilDetached(t, ctx, d) // else b's wait may pass a by
 		if got := framesUntil(t, b, sim.Time(0).Add(sim.Millisecond)); len(got) != 1 {
 			t.Errorf("b received %d frames, want key 1's", len(got))
 		}
@@ -175,6 +193,18 @@ func TestWillBounded(t *testing.T) {
 			t.Errorf("stats %+v: want one refusal and no will sent", st)
 		}
 	})
+}
+
+// untilDetached returns once the daemon has detached a process.
+func untilDetached(t *testing.T, ctx context.Context, d *Daemon) {
+	t.Helper()
+	for d.Stats().Detaches == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the daemon never saw a go")
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 func equalStrings(t *testing.T, what string, got, want []string) {
