@@ -66,22 +66,26 @@ var imports = map[string][]string{
 	// the drop-in libibverbs.so.1, the only cgo: the C ABI over a verbs
 	// world in the program's process, its captures, ladders and fault
 	// plans; on a fabric of processes (procfabric) or on real UDP
-	// (realnet, wire for the stand-in addresses); and rdma_cm for the
+	// (realnet, wire for the stand-in addresses; its will to rocesim exec
+	// over a pipe, internal/will); and rdma_cm for the
 	// drop-in librdmacm.so.1 (dropin/rdmacm), which runs in its Go
 	// runtime (one per process).
-	"dropin/ibverbs": {"faults", "ladder", "nic", "procfabric", "rdmacm", "realnet", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	"dropin/ibverbs": {"faults", "internal/will", "ladder", "nic", "procfabric", "rdmacm", "realnet", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 	// the drop-in librdmacm.so.1 is C (its shim/); the Go package is its
 	// documentation.
 	"dropin/rdmacm": {},
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
-	"cmd/rocesim": {"faults", "internal/lineformat", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	"cmd/rocesim": {"faults", "internal/lineformat", "internal/will", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 	// the scale benchmark (make scale) drives worlds through verbs only.
 	"tools/scale": {"verbs"},
 	// a split swarm's summaries, and the tool that merges them.
 	"internal/swarmsum": {},
-	"tools/swarmmerge":  {"internal/swarmsum"},
+	// a UDP drop-in program's will, from the library to rocesim exec
+	// over a pipe: standard library only.
+	"internal/will":    {},
+	"tools/swarmmerge": {"internal/swarmsum"},
 }
 
 // external names the modules outside this one that packages may import.
