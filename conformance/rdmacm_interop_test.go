@@ -80,6 +80,10 @@ func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns s
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+		if err != nil && rpingExitRace(string(out)) {
+			t.Logf("host client: rping's own exit race (its CM thread came back for an event after the main thread destroyed the channel), all pings done: %v", err)
+			err = nil
+		}
 		if err != nil || !strings.Contains(string(out), "ping data: rdma-ping-4: ") {
 			t.Fatalf("host client: %v\n%s\nswitch %+v", err, out, sw.Stats())
 		}
@@ -129,6 +133,18 @@ func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns s
 			t.Errorf("host server: %v\n%s", err, sout.String())
 		}
 	})
+}
+
+// rpingExitRace reports whether rping's output is its own exit race and
+// nothing else: every ping done and the disconnection seen, then its CM
+// thread, back in rdma_get_cm_event after the main thread had destroyed
+// the channel, got EBADF and exited 255 (rping's cm_thread perror and
+// exit). librdmacm's read(2) of the closed fd answers the same; on a
+// machine loaded by the guests the CM thread loses that race more often
+// (seen in CI, host-client).
+func rpingExitRace(out string) bool {
+	return strings.Contains(out, "ping data: rdma-ping-4: ") && strings.Contains(out, "DISCONNECT EVENT") &&
+		strings.Contains(out, "rdma_get_cm_event: Bad file descriptor") && strings.Contains(out, "exited with status 255")
 }
 
 // rocesimBinary builds cmd/rocesim into the test's temporary directory.

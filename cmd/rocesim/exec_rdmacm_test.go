@@ -497,6 +497,11 @@ func TestRdmacmPairRetry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFabricEnv(t)
+			// As in TestExecPerftestRdmacm: perftest's data connection
+			// must not meet a server still to call rdma_listen (a REJ
+			// there, and perftest crashes reusing the IDs it destroyed:
+			// exit 139, seen in CI here too).
+			f.env = []string{"ROCESIM_IDLE_WAKE=250ms"}
 			pcap := filepath.Join(t.TempDir(), "retry.pcapng")
 			srv, cli, retries, err := runRdmacmPair(t, f, []string{"--pcap", pcap}, c.server, func(try int) []string {
 				if try == 0 {
