@@ -126,7 +126,7 @@ func (c *CABI) Run(ctx context.Context, s *scenario.Scenario, capturePath string
 	names := [2]string{prog.Nodes[0].Name, prog.Nodes[1].Name}
 	var log bytes.Buffer // the daemon's loop writes it; read once Serve returned (stop)
 	d, err := procfabric.Listen(procfabric.Config{Name: "cabi", Dir: dir, Nodes: names[:], Plan: plan, Seed: prog.Seed,
-		Tap: w, HoldLimit: limit, Log: &log})
+		Tap: w, HoldLimit: limit, Log: &log, Held: true})
 	if err != nil {
 		w.Close()
 		return nil, err

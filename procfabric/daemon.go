@@ -86,6 +86,13 @@ type Config struct {
 	// Log receives one line per refusal, detach and bound hit; nil
 	// discards them.
 	Log io.Writer
+	// Held starts the clock held at 0, as though Hold(0) had been
+	// called before anyone attached: it moves only through Hold. For a
+	// driver that prepares its processes (resources, connections)
+	// before its first step, while they wait idle now and then: without
+	// it, every process waiting lets the clock run to the fabric's next
+	// event, a fault plan's link cut at 50 ms say, before the step at 0.
+	Held bool
 
 	// uid is the UID allowed to attach: os.Getuid() unless a test says.
 	uid int
@@ -234,6 +241,7 @@ func Listen(cfg Config) (*Daemon, error) {
 		cfg.maxHeld = DefaultMaxHeld
 	}
 	d := &Daemon{cfg: cfg, events: make(chan event, 64), quit: make(chan struct{}), conns: map[*conn]bool{}, ctl: make(chan func())}
+	d.holding = cfg.Held // at 0: a Hold with no one told (hold.go)
 	d.sched = sim.NewScheduler()
 	d.sched.SetEventLimit(0) // the daemon runs as long as its processes do
 	if cfg.Nodes != nil {

@@ -72,3 +72,55 @@ func TestHold(t *testing.T) {
 	check(ms(10), ms(10), wake{"a", ms(5)}, wake{"b", ms(5)}, wake{"b", ms(7)}, wake{"a", ms(10)}, wake{"b", ms(10)})
 	check(sim.Never, ms(10), wake{"a", ms(10)}, wake{"b", ms(10)})
 }
+
+// TestHeldFromTheStart: a daemon made with Held keeps its clock at 0
+// however the processes wait (b with a timer at 7 ms) until a driver's
+// first Hold lets it go; without Held, the same waits run it to b's
+// timer at once. The conformance suite's C-ABI leg prepares its agents
+// so: a fault plan's link cut at 50 ms came before its step at 0 when
+// both agents, idle between two commands, waited (seen in CI).
+func TestHeldFromTheStart(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		ctx := bound(t, 30*time.Second)
+		d, _ := testDaemon(t, ctx, Config{Held: held})
+		a, b := attachAB(t, d)
+		timer := sim.Time(0).Add(7 * sim.Millisecond)
+		woken := make(chan sim.Time, 64)
+		go func() {
+			for deadline := timer; ; {
+				in, err := b.Wait(deadline)
+				if err != nil {
+					return
+				}
+				if in.Now >= deadline {
+					deadline = sim.Never
+				}
+				woken <- in.Now
+			}
+		}()
+		go func() {
+			for {
+				if _, err := a.Wait(sim.Never); err != nil {
+					return
+				}
+			}
+		}()
+		select {
+		case at := <-woken:
+			if held {
+				t.Fatalf("held: b woken at %v before any Hold", at)
+			}
+			if at != timer {
+				t.Errorf("not held: b woken at %v, want its timer %v", at, timer)
+			}
+			continue
+		case <-time.After(200 * time.Millisecond):
+			if !held {
+				t.Fatal("not held: b's timer never fired")
+			}
+		}
+		if now, err := d.Hold(ctx, timer); err != nil || now != timer {
+			t.Fatalf("Hold(%v) = %v, %v", timer, now, err)
+		}
+	}
+}
