@@ -3,8 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,15 +23,7 @@ func TestExitTellsThePeerRxe(t *testing.T) {
 	logs := logDir(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "exitconn")
-	if out, err := exec.CommandContext(ctx, "gcc", "-Wall", "-o", bin, "../cmd/rocesim/testdata/exitconn.c",
-		"-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
-		t.Fatalf("building exitconn: %v\n%s", err, out)
-	}
-	prog, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, prog := buildProgram(t, "../cmd/rocesim/testdata/exitconn.c", "-lrdmacm", "-libverbs")
 	ports, err := FreeUDPPorts(2)
 	if err != nil {
 		t.Fatal(err)

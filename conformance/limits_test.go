@@ -232,14 +232,22 @@ func TestDeviceAttrMatchesRxe(t *testing.T) {
 // buildProbe compiles a C probe of testdata with the host's cc against
 // libibverbs, as the agent is built, and returns the binary.
 func buildProbe(t *testing.T, src string) []byte {
+	_, data := buildProgram(t, src, "-libverbs")
+	return data
+}
+
+// buildProgram compiles the C program src with the host's cc and libs
+// (rdma-core's: the guest's, or the drop-in's through LD_LIBRARY_PATH)
+// and returns the binary's path and bytes (for a guest's Files).
+func buildProgram(t *testing.T, src string, libs ...string) (string, []byte) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "probe")
-	if out, err := exec.Command("cc", "-O2", "-Wall", "-o", bin, src, "-libverbs").CombinedOutput(); err != nil {
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
+	if out, err := exec.Command("cc", append([]string{"-O2", "-Wall", "-o", bin, src}, libs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", src, err, out)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data
+	return bin, data
 }

@@ -200,20 +200,12 @@ func TestRdmacmMisuseRxe(t *testing.T) {
 	}
 	// Linked against rdma-core's sonames: the guest's libraries, or the
 	// drop-in's through LD_LIBRARY_PATH.
-	bin := filepath.Join(t.TempDir(), "cm_misuse")
-	if out, err := exec.CommandContext(ctx, "gcc", "-Wall", "-o", bin, "../cmd/rocesim/testdata/cm_misuse.c",
-		"-lrdmacm", "-libverbs", "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("building cm_misuse: %v\n%s", err, out)
-	}
+	bin, prog := buildProgram(t, "../cmd/rocesim/testdata/cm_misuse.c", "-lrdmacm", "-libverbs", "-lpthread")
 	model := exec.CommandContext(ctx, bin)
 	model.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib, "ROCESIM_DEVICES=2")
 	mout, err := model.CombinedOutput()
 	if err != nil {
 		t.Fatalf("cm_misuse on the model: %v\n%s", err, mout)
-	}
-	prog, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
 	}
 	ports, err := FreeUDPPorts(2)
 	if err != nil {

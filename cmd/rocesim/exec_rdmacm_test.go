@@ -476,6 +476,18 @@ func runRdmacmPair(t *testing.T, f fabricEnv, fabric, serverArgs []string, clien
 	return srv, cli, retries, nil
 }
 
+// perftestIdleWake is the environment of a fabric a perftest -R pair
+// runs on. perftest's client connects its data QP as soon as the
+// handshake over its first connection ends, while the server still has
+// rdma_listen to call for it: if the server's process makes no call for
+// ROCESIM_IDLE_WAKE of wall time (1 ms on a fabric: a loaded machine's
+// scheduler), the fabric takes it as waiting, the REQ comes first and is
+// rejected (reason 8), and perftest's retry of the connection uses the
+// IDs it destroyed and crashes (seen in CI: exit 139, in
+// TestExecPerftestRdmacm and in TestRdmacmPairRetry). A longer wake
+// keeps the fabric's clock until the server has listened.
+const perftestIdleWake = "ROCESIM_IDLE_WAKE=250ms"
+
 // TestRdmacmPairRetry: runRdmacmPair starts again a client rejected
 // before it connected, and only that one. Each program's first client
 // asks for a port nobody listens on (REJ, reason 8, as when it comes
@@ -497,11 +509,7 @@ func TestRdmacmPairRetry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFabricEnv(t)
-			// As in TestExecPerftestRdmacm: perftest's data connection
-			// must not meet a server still to call rdma_listen (a REJ
-			// there, and perftest crashes reusing the IDs it destroyed:
-			// exit 139, seen in CI here too).
-			f.env = []string{"ROCESIM_IDLE_WAKE=250ms"}
+			f.env = []string{perftestIdleWake}
 			pcap := filepath.Join(t.TempDir(), "retry.pcapng")
 			srv, cli, retries, err := runRdmacmPair(t, f, []string{"--pcap", pcap}, c.server, func(try int) []string {
 				if try == 0 {
@@ -559,17 +567,7 @@ func TestExecPerftestRdmacm(t *testing.T) {
 	for _, prog := range tests {
 		t.Run(prog, func(t *testing.T) {
 			f := newFabricEnv(t)
-			// perftest's client connects its data QP as soon as the
-			// handshake over its first connection ends, while the server
-			// still has rdma_listen to call for it: if the server's
-			// process makes no call for ROCESIM_IDLE_WAKE of wall time
-			// (1 ms on a fabric: a loaded machine's scheduler), the
-			// fabric takes it as waiting, the REQ comes first and is
-			// rejected (reason 8), and perftest's retry of the
-			// connection uses the IDs it destroyed and crashes (seen in
-			// CI: exit 139). A longer wake keeps the fabric's clock
-			// until the server has listened.
-			f.env = []string{"ROCESIM_IDLE_WAKE=250ms"}
+			f.env = []string{perftestIdleWake}
 			srv, cli, _ := rdmacmPair(t, f, nil, []string{prog, "-R", "-n", "100"}, []string{prog, "-R", "-n", "100", "10.0.0.1"})
 			for _, p := range []*execProc{srv, cli} {
 				out := p.stdout.String()
