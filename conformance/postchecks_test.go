@@ -56,11 +56,14 @@ func TestPostChecksMatchRxe(t *testing.T) {
 		{"atomic at an unaligned address", "post_send wr_id=3 op=cas compare=0 swap=1 len=8 raddr=0x1004 rkey=0x1234", func() error {
 			return post(verbs.WRAtomicCmpAndSwp, 4, 8, 0)
 		}, "EINVAL"},
-		{"inline SEND over max_inline_data", "post_send wr_id=4 op=send len=32 inline=1", func() error {
-			return post(verbs.WRSend, 0, 32, verbs.SendInline)
+		// 80 bytes: over the inline data of both QPs, the agent's
+		// (1 SGE, 16 bytes inline: a 16-byte WQE, rxe's max_inline_data
+		// 16) and the model's (verbstest's 4 SGEs: 64).
+		{"inline SEND over max_inline_data", "post_send wr_id=4 op=send len=80 inline=1", func() error {
+			return post(verbs.WRSend, 0, 80, verbs.SendInline)
 		}, "EINVAL"},
-		{"inline flag on a READ over max_inline_data", "post_send wr_id=5 op=read len=32 inline=1 raddr=0x1000 rkey=0x1234", func() error {
-			return post(verbs.WRRDMARead, 0, 32, verbs.SendInline)
+		{"inline flag on a READ over max_inline_data", "post_send wr_id=5 op=read len=80 inline=1 raddr=0x1000 rkey=0x1234", func() error {
+			return post(verbs.WRRDMARead, 0, 80, verbs.SendInline)
 		}, "EINVAL"},
 		{"inline flag on a READ within max_inline_data", "post_send wr_id=6 op=read len=8 inline=1 raddr=0x1000 rkey=0x1234", func() error {
 			return post(verbs.WRRDMARead, 0, 8, verbs.SendInline)

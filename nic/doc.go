@@ -111,6 +111,12 @@
 //     all; ProfileSpec NAKs invalid request one that arrives while
 //     max_dest_rd_atomic earlier ones still have responses in the port
 //     (IBTA §9.9.3, "too many RDMA READ or ATOMIC requests").
+//   - A QP's capacities: rxe sizes a send WQE to the larger of its SGEs
+//     and its inline data and reports both at that size (max_send_sge 2
+//     and max_inline_data 64 become 4 and 64), and makes each queue a
+//     power of two less one (max_send_wr 16 holds 31; create_qp answers
+//     with the 16 asked for, query_qp with 31: rxeQPCaps). ProfileSpec
+//     gives a QP what it asked for.
 //
 // Both profiles spend one retry_cnt count per go-back-N round, whether
 // the ACK timeout, a NAK PSN sequence error or an implied NAK (a response

@@ -221,18 +221,22 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	if ia.SRQ != nil {
 		ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 0, 0
 	}
+	held := ia.Cap // what the queues hold: the QP's attributes (query_qp)
+	if d.cfg.Profile == ProfileRXE {
+		ia.Cap, held = rxeQPCaps(ia.Cap, ia.SRQ != nil)
+	}
 	qp := &QP{dev: d, num: d.allocQPN(), init: ia, pd: pd, seq: d.qpSeq, slot: noSlot}
 	d.qpSeq++
 	// The queues get storage as work requests arrive, and each slot its
 	// SGE and inline buffers on its first use (ring).
-	qp.sq.init(int(ia.Cap.MaxSendWR))
+	qp.sq.init(int(held.MaxSendWR))
 	if ia.SRQ == nil {
-		qp.rq.init(int(ia.Cap.MaxRecvWR))
+		qp.rq.init(int(held.MaxRecvWR))
 	} else {
 		qp.resp.srqWQE = new(recvWQE)
 		ia.SRQ.refs++
 	}
-	qp.attr.Cap = ia.Cap
+	qp.attr.Cap = held
 	qp.attr.PortNum = 1
 	ia.SendCQ.refs++
 	ia.RecvCQ.refs++
@@ -242,6 +246,38 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	qp.listed = len(d.qpList)
 	d.qpList = append(d.qpList, qp)
 	return qp, nil
+}
+
+// rxeQPCaps returns the capacities rxe gives a QP that asks for c: what
+// create_qp hands back (created) and what the QP then has, as query_qp
+// reports and its queues hold (held). Linux 6.1's rxe_qp_init_req sizes
+// a send WQE to the larger of max_send_sge SGEs (16 bytes each) and
+// max_inline_data, and gives both back at that size: max_send_sge 2 with
+// max_inline_data 64 becomes 4 and 64, max_send_sge 1 with no inline
+// data 1 and 16. rxe_queue_init makes each queue a power of two slots,
+// one of them kept empty: max_send_wr 16 holds 31. create_qp's answer
+// keeps the work request counts asked for (rxe writes back only the SGE
+// and inline sizes); query_qp has the rounded ones. Seen in the
+// conformance guest (TestNewPostRxe, newpost.c's caps lines).
+func rxeQPCaps(c QPCap, srq bool) (created, held QPCap) {
+	wqe := max(c.MaxSendSGE*16, c.MaxInlineData)
+	c.MaxSendSGE, c.MaxInlineData = wqe/16, wqe
+	created, held = c, c
+	held.MaxSendWR = rxeQueueSlots(c.MaxSendWR)
+	if !srq {
+		held.MaxRecvWR = rxeQueueSlots(c.MaxRecvWR)
+	}
+	return created, held
+}
+
+// rxeQueueSlots is the number of elements an rxe queue asked for n holds:
+// the power of two above n, less the slot a full queue keeps empty.
+func rxeQueueSlots(n uint32) uint32 {
+	s := uint32(1)
+	for s < n+1 {
+		s <<= 1
+	}
+	return s - 1
 }
 
 // unlistQP takes qp out of d.qpList, keeping the others in creation order

@@ -263,7 +263,7 @@ func TestPostMisuse(t *testing.T) {
 		msg   string
 	}{
 		{"too many SGEs", verbs.SendWR{Opcode: verbs.WRSend, SGList: two}, syscall.EINVAL, "num_sge 2 over the QP's max_send_sge 1"},
-		{"inline over max", verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGList: []verbs.SGE{a.mr.SGE(0, 64)}}, syscall.EINVAL, "max_inline_data 0"},
+		{"inline over max", verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, SGList: []verbs.SGE{a.mr.SGE(0, 64)}}, syscall.EINVAL, "max_inline_data 16"},
 		{"opcode not for the QP type", verbs.SendWR{Opcode: verbs.WROpcode(10)}, syscall.EINVAL, "opcode WROpcode(10) is not valid on a RC QP"},
 		{"unaligned atomic", verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: 3, SGList: []verbs.SGE{a.mr.SGE(0, 8)}}, syscall.EINVAL, "not 8-byte aligned"},
 	}
@@ -281,13 +281,14 @@ func TestPostMisuse(t *testing.T) {
 	assert.True(t, errors.Is(err, syscall.EINVAL))
 
 	// Queue full: ENOMEM. The peer has no receives, so sends pile up.
+	// max_send_wr 16 gets a queue of 31, as on rxe (nic's rxeQPCaps).
 	var wrs []verbs.SendWR
-	for k := range uint64(20) {
+	for k := range uint64(40) {
 		wrs = append(wrs, sendWR(10+k, a, 8))
 	}
 	i, err = a.qp.PostSend(wrs)
 	assert.True(t, errors.Is(err, syscall.ENOMEM), "%v", err)
-	assert.Equal(t, 15, i, "1 posted before, 15 fit in a queue of 16")
+	assert.Equal(t, 30, i, "1 posted before, 30 fit in the queue of 31 max_send_wr 16 gets")
 	assert.Contains(t, err.Error(), "send queue full")
 
 	// UD without an AH.

@@ -761,23 +761,28 @@ func misuseRows() []misuseRow {
 			wr.SGList = append(wr.SGList, f.a.mr.SGE(8, 8))
 			return postErr(t, 1)(f.a.qp.PostSend([]verbs.SendWR{f.send(1), wr}))
 		}},
-		misuseRow{name: "inline over max_inline_data", errno: inval, msg: "inline data of 8 bytes over the QP's max_inline_data 0", call: func(t *testing.T, f *misuseFixture) error {
+		// max_send_sge 1 and no inline data ask for a 16-byte send WQE:
+		// rxe gives the QP max_inline_data 16 (nic's rxeQPCaps).
+		misuseRow{name: "inline over max_inline_data", errno: inval, msg: "inline data of 24 bytes over the QP's max_inline_data 16", call: func(t *testing.T, f *misuseFixture) error {
 			wr := f.send(1)
+			wr.SGList = []verbs.SGE{f.a.mr.SGE(0, 24)}
 			wr.Flags |= verbs.SendInline
 			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
 		}},
-		misuseRow{name: "inline flag on a READ over max_inline_data", errno: inval, msg: "inline data of 8 bytes over the QP's max_inline_data 0", call: func(t *testing.T, f *misuseFixture) error {
+		misuseRow{name: "inline flag on a READ over max_inline_data", errno: inval, msg: "inline data of 24 bytes over the QP's max_inline_data 16", call: func(t *testing.T, f *misuseFixture) error {
 			wr := f.send(1)
+			wr.SGList = []verbs.SGE{f.a.mr.SGE(0, 24)}
 			wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRRDMARead, f.b.mr.Addr, f.b.mr.RKey
 			wr.Flags |= verbs.SendInline
 			return postErr(t, 0)(f.a.qp.PostSend([]verbs.SendWR{wr}))
 		}},
-		misuseRow{name: "more WRs than the queue holds", errno: nomem, msg: "send queue full (16 WRs outstanding, max_send_wr 16)", call: func(t *testing.T, f *misuseFixture) error {
-			wrs := make([]verbs.SendWR, 17)
+		// max_send_wr 16 gets a queue of 31, as on rxe (rxeQPCaps).
+		misuseRow{name: "more WRs than the queue holds", errno: nomem, msg: "send queue full (31 WRs outstanding, max_send_wr 31)", call: func(t *testing.T, f *misuseFixture) error {
+			wrs := make([]verbs.SendWR, 32)
 			for i := range wrs {
 				wrs[i] = f.send(uint64(i))
 			}
-			return postErr(t, 16)(f.a.qp.PostSend(wrs))
+			return postErr(t, 31)(f.a.qp.PostSend(wrs))
 		}},
 		misuseRow{name: "opcode undefined", errno: inval, msg: "is not valid on a RC QP", call: func(t *testing.T, f *misuseFixture) error {
 			wr := f.send(1)
@@ -857,12 +862,12 @@ func misuseRows() []misuseRow {
 			wr.SGList = append(wr.SGList, f.a.mr.SGE(0, 8))
 			return postErr(t, 0)(f.a.qp.PostRecv([]verbs.RecvWR{wr}))
 		}},
-		misuseRow{name: "more WRs than the queue holds", errno: nomem, msg: "receive queue full (16 WRs outstanding, max_recv_wr 16)", call: func(t *testing.T, f *misuseFixture) error {
-			wrs := make([]verbs.RecvWR, 17)
+		misuseRow{name: "more WRs than the queue holds", errno: nomem, msg: "receive queue full (31 WRs outstanding, max_recv_wr 31)", call: func(t *testing.T, f *misuseFixture) error {
+			wrs := make([]verbs.RecvWR, 32)
 			for i := range wrs {
 				wrs[i] = recvWR(uint64(i), f.a)
 			}
-			return postErr(t, 16)(f.a.qp.PostRecv(wrs))
+			return postErr(t, 31)(f.a.qp.PostRecv(wrs))
 		}},
 		misuseRow{name: "QP on an SRQ", errno: inval, msg: "receives from an SRQ; post to the SRQ", call: func(t *testing.T, f *misuseFixture) error {
 			qp, err := f.a.pd.CreateQP(verbs.QPInitAttr{SendCQ: f.a.cq, RecvCQ: f.a.cq, SRQ: f.srq(t), Type: verbs.QPTypeRC, Cap: cap1})

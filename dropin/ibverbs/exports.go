@@ -554,8 +554,10 @@ func rs_query_qp(h C.uint32_t, a *C.struct_ibv_qp_attr, mask C.int, ia *C.struct
 	a.path_mtu, a.path_mig_state = uint32(m.PathMTU), uint32(m.PathMigState)
 	a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num = C.uint32_t(m.QKey), C.uint32_t(m.RQPSN), C.uint32_t(m.SQPSN), C.uint32_t(m.DestQPNum)
 	a.qp_access_flags = C.uint(m.QPAccessFlags)
-	capToC(init.Cap, &a.cap)
-	capToC(init.Cap, &ia.cap)
+	// What the QP holds (rxe's query_qp: the queues at their rounded
+	// sizes), in both; create_qp answered with the counts asked for.
+	capToC(m.Cap, &a.cap)
+	capToC(m.Cap, &ia.cap)
 	ahToC(m.AHAttr, &a.ah_attr)
 	ahToC(m.AltAHAttr, &a.alt_ah_attr)
 	a.pkey_index, a.alt_pkey_index = C.uint16_t(m.PKeyIndex), C.uint16_t(m.AltPKeyIndex)
