@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,46 +175,31 @@ func dropinEnv(ctx context.Context, t *testing.T, bin string) []string {
 	return env
 }
 
-// TestRdmacmMisuseRxe: the misuses of cmd/rocesim's cm_misuse.c give the
-// same lines on real rxe, in a guest with rdma-core's librdmacm (--real:
-// each misuse in a child process), as on the drop-in librdmacm.so.1 (one
-// process, two devices): return values and errnos, the event,
-// rdma_destroy_id waiting for another thread's ack; where rdma-core's
-// librdmacm crashes (a NULL ID, ...), the drop-in's EINVAL.
-func TestRdmacmMisuseRxe(t *testing.T) {
-	needHarness(t)
-	logs := logDir(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	env := dropinEnv(ctx, t, rocesimBinary(ctx, t))
-	var lib string
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "XDG_CACHE_HOME="); ok {
-			dirs, _ := filepath.Glob(filepath.Join(v, "rocesim", "dropin", "*", "librdmacm.so.1"))
-			if len(dirs) == 1 {
-				lib = filepath.Dir(dirs[0])
-			}
-		}
-	}
-	if lib == "" {
-		t.Fatal("the drop-in libraries are not in the test's cache")
-	}
-	// Linked against rdma-core's sonames: the guest's libraries, or the
-	// drop-in's through LD_LIBRARY_PATH.
-	bin, prog := buildProgram(t, "../cmd/rocesim/testdata/cm_misuse.c", "-lrdmacm", "-libverbs", "-lpthread")
-	model := exec.CommandContext(ctx, bin)
-	model.Env = append(os.Environ(), "LD_LIBRARY_PATH="+lib, "ROCESIM_DEVICES=2")
-	mout, err := model.CombinedOutput()
+// modelAndRxe builds the C program src (linked with libs against
+// rdma-core's sonames) and runs it twice: on the drop-in libraries, with
+// env added and args, and on real rxe in a guest, with guestArgs. It
+// returns what each printed (the guest's between two markers on its
+// console). The model's run is bounded by ctx, the guest's by its boot's
+// timeout.
+func modelAndRxe(ctx context.Context, t *testing.T, src string, libs, env []string, args []string, guestArgs string) (model, rxe string) {
+	t.Helper()
+	denv := dropinEnv(ctx, t, rocesimBinary(ctx, t))
+	bin, prog := buildProgram(t, src, libs...)
+	run := exec.CommandContext(ctx, bin, args...)
+	run.Env = append(append(os.Environ(), "LD_LIBRARY_PATH="+dropinDir(t, denv)), env...)
+	out, err := run.CombinedOutput()
+	name := filepath.Base(bin)
 	if err != nil {
-		t.Fatalf("cm_misuse on the model: %v\n%s", err, mout)
+		t.Fatalf("%s on the model: %v\n%s", name, err, out)
 	}
 	ports, err := FreeUDPPorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd: "echo CM-MISUSE-BEGIN; /cm_misuse --real; echo CM-MISUSE-END $?", Files: map[string][]byte{"/cm_misuse": prog},
-		Timeout: 5 * time.Minute, LogPath: filepath.Join(logs, "rxe-cm-misuse.log")})
+		Cmd:   fmt.Sprintf("echo PROGRAM-BEGIN; /%s %s; echo PROGRAM-END $?", name, guestArgs),
+		Files: map[string][]byte{"/" + name: prog}, Timeout: 5 * time.Minute,
+		LogPath: filepath.Join(logDir(t), "rxe-"+name+".log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,17 +208,34 @@ func TestRdmacmMisuseRxe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("guest: %v\n%s", err, r.Output)
 	}
-	_, rest, _ := strings.Cut(r.Output, "CM-MISUSE-BEGIN\n")
-	rxe, _, ok := strings.Cut(rest, "CM-MISUSE-END")
+	_, rest, _ := strings.Cut(r.Output, "PROGRAM-BEGIN\n")
+	rxe, _, ok := strings.Cut(rest, "PROGRAM-END")
 	if !ok {
-		t.Fatalf("no cm_misuse output on the guest's console:\n%s", r.Output)
+		t.Fatalf("no %s output on the guest's console:\n%s", name, r.Output)
 	}
+	return string(out), rxe
+}
+
+// TestRdmacmMisuseRxe: the misuses of cmd/rocesim's cm_misuse.c give the
+// same lines on real rxe, in a guest with rdma-core's librdmacm (--real:
+// each misuse in a child process), as on the drop-in librdmacm.so.1 (one
+// process, two devices): return values and errnos, the event,
+// rdma_destroy_id waiting for another thread's ack; where rdma-core's
+// librdmacm crashes (a NULL ID, ...), the drop-in's EINVAL.
+func TestRdmacmMisuseRxe(t *testing.T) {
+	needHarness(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	// Two devices for the model; on the guest, --real: each misuse that
+	// crashes rdma-core's librdmacm in a child process.
+	mout, rxe := modelAndRxe(ctx, t, "../cmd/rocesim/testdata/cm_misuse.c", []string{"-lrdmacm", "-libverbs", "-lpthread"},
+		[]string{"ROCESIM_DEVICES=2"}, nil, "--real")
 	// Call by call: the same answer, or, where rdma-core's librdmacm
 	// crashed, EINVAL on the model. The model answers every call; real
 	// rxe's run leaves out create_id_null_out (rdma-core writes *id
 	// unchecked).
 	answers := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(mout)), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(mout), "\n") {
 		name, rest, _ := strings.Cut(l, " ")
 		answers[name] = rest
 	}

@@ -44,6 +44,16 @@ func (d *Device) PostSend(now sim.Time, qp *QP, wrs []SendWR) (int, error) {
 	return len(wrs), nil
 }
 
+// SendRoom returns how many more WRs qp's send queue takes now (0 for a
+// QP not live on d): what a caller that posts a batch whole, or none of
+// it, checks first (the drop-in's ibv_wr_complete).
+func (d *Device) SendRoom(qp *QP) int {
+	if !d.liveQP(qp) {
+		return 0
+	}
+	return max(0, qp.sq.limit-qp.sq.size)
+}
+
 func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	switch qp.state {
 	case QPStateReset, QPStateInit, QPStateRTR:

@@ -433,6 +433,16 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	return i, err
 }
 
+// SendRoom returns how many more send WRs the QP's queue takes now: its
+// max_send_wr less the WRs posted and not yet completed (0 for a nil or
+// destroyed QP).
+func (q *QP) SendRoom() int {
+	if q == nil || q.c.usable("post_send") != nil {
+		return 0
+	}
+	return q.c.dev().SendRoom(q.qp)
+}
+
 // PostRecv posts receive work requests (ibv_post_recv).
 func (q *QP) PostRecv(wrs []RecvWR) (int, error) {
 	if q == nil {

@@ -118,6 +118,23 @@
 // ROCESIM_LADDER with it is an error (capture on the network, or put
 // `rocesim switch` in the path for faults).
 //
+// # The extended CQ and QP
+//
+// extended.c has ibv_create_cq_ex (ibv_start_poll, ibv_next_poll,
+// ibv_end_poll and the ibv_wc_read_* functions of the fields asked for)
+// and ibv_create_qp_ex with the work request builders (ibv_wr_start,
+// ibv_wr_send, ibv_wr_rdma_write, ..., ibv_wr_set_sge, ibv_wr_complete),
+// with the opcodes, completion fields and errors of rdma-core's rxe
+// provider: no timestamps, the send opcodes rxe has per QP type, a batch
+// with more SGEs or inline bytes than the QP holds failing whole with
+// ENOSPC. The builders collect a batch in the QP's own arrays and
+// ibv_wr_complete posts all of it, or none when the send queue lacks
+// room (ENOSPC, as rxe's builders find a full queue). The rdma-core
+// Debian 12 ships sums an SGE list's lengths and an inline buffer
+// list's wrongly on rxe (fixed upstream in 2026); here both are summed
+// as the fixed provider does. conformance TestNewPostRxe runs
+// testdata/newpost.c on both and compares every line.
+//
 // # rdma_cm: the drop-in librdmacm.so.1
 //
 // The connection manager of the drop-in librdmacm.so.1 (dropin/rdmacm,
@@ -160,8 +177,9 @@
 //
 // # What is not there
 //
-// Multicast, the _ex verbs but ibv_query_device_ex (ibv_create_cq_ex,
-// ibv_create_qp_ex, ...), XRC, flows, device memory, ECE, dma-buf MRs,
+// Multicast, the _ex verbs but ibv_query_device_ex, ibv_create_cq_ex and
+// ibv_create_qp_ex (ibv_create_srq_ex, ibv_create_wq, ...), XRC, flows,
+// device memory, ECE, dma-buf MRs,
 // importing another process's objects: their entries are left NULL, so
 // the header's inline wrappers return EOPNOTSUPP (or ENOSYS) as
 // libibverbs does for a provider without them, or the exported verb

@@ -616,6 +616,32 @@ func sgesFromC(sg *C.struct_ibv_sge, n C.int) ([]verbs.SGE, bool) {
 func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
 	p := lock()
 	defer p.mu.Unlock()
+	return p.postSendChain(h, wr, bad)
+}
+
+// rs_wr_complete posts the n WRs an extended QP's builders chained since
+// ibv_wr_start (extended.c), all of them or, when the send queue has no
+// room for them all, none: rxe's builders fill the queue in place and
+// ibv_wr_complete then fails whole with ENOSPC.
+//
+//export rs_wr_complete
+func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	v, ok := object[*qp](p, uint32(h))
+	if !ok {
+		return errC(syscall.EINVAL)
+	}
+	if int(n) > v.q.SendRoom() {
+		return errC(syscall.ENOSPC)
+	}
+	var bad *C.struct_ibv_send_wr
+	return p.postSendChain(h, wr, &bad)
+}
+
+// postSendChain posts the chain from wr on QP h, up to the first WR the
+// device refuses (set in *bad).
+func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
 	v, ok := object[*qp](p, uint32(h))
 	if !ok {
 		*bad = wr

@@ -31,9 +31,6 @@
 #include "glue.h"
 #include "_cgo_export.h"
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 /* ibv_query_gid_type (IBVERBS_PRIVATE_34) is declared in rdma-core's
  * driver.h, which Debian does not install; ibv_devinfo -v calls it. */
 enum ibv_gid_type_sysfs {
@@ -54,6 +51,11 @@ static struct rs_context *to_rctx(struct ibv_context *ctx)
 {
 	return container_of(container_of(ctx, struct verbs_context, context),
 			    struct rs_context, vctx);
+}
+
+uint32_t rs_context_handle(struct ibv_context *context)
+{
+	return to_rctx(context)->handle;
 }
 
 /* fail sets errno to err (if not 0) and returns NULL. */
@@ -183,6 +185,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	r->vctx.sz = sizeof(r->vctx);
 	r->vctx.query_port = rs_query_port_op;
 	r->vctx.query_device_ex = rs_query_device_ex_op;
+	r->vctx.create_cq_ex = rs_create_cq_ex_op;
+	r->vctx.create_qp_ex = rs_create_qp_ex_op;
 	ctx = &r->vctx.context;
 	ctx->device = device;
 	ctx->cmd_fd = -1;
@@ -731,19 +735,38 @@ static int rs_post_srq_recv_op(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
+	if (!pd || !attr)
+		return fail(EINVAL);
+	return rs_new_qp(pd, attr, 0, 0, 0);
+}
+
+/* rs_new_qp makes a QP, extended (ibv_create_qp_ex) or not. An extended
+ * one has the work request builders for the send opcodes ops only when
+ * it asked for send opcodes (builders: the attributes had
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS); without, rxe leaves every builder,
+ * ibv_wr_start included, NULL. */
+struct ibv_qp *rs_new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr, int extended,
+			 int builders, uint64_t ops)
+{
+	struct rs_qp *q;
 	struct ibv_qp *qp;
 	int err;
 
-	if (!pd || !attr)
-		return fail(EINVAL);
-	qp = calloc(1, sizeof(*qp));
-	if (!qp)
+	q = calloc(1, sizeof(*q));
+	if (!q)
 		return fail(ENOMEM);
+	qp = &q->qpx.qp_base;
 	err = rs_create_qp(pd->handle, attr, qp, &qp->handle, &qp->qp_num);
 	if (err) {
-		free(qp);
+		free(q);
 		return fail(err);
 	}
+	q->max_send_sge = attr->cap.max_send_sge;
+	q->max_inline_data = attr->cap.max_inline_data;
+	pthread_mutex_init(&q->batch_lock, NULL);
+	q->extended = extended;
+	if (builders)
+		rs_qp_ex_init(q, ops);
 	qp->context = pd->context;
 	qp->qp_context = attr->qp_context;
 	qp->pd = pd;
@@ -792,6 +815,7 @@ int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 
 int ibv_destroy_qp(struct ibv_qp *qp)
 {
+	struct rs_qp *q;
 	int err;
 
 	if (!qp)
@@ -799,9 +823,14 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	err = rs_destroy_qp(qp->handle);
 	if (err)
 		return err;
+	q = container_of(qp, struct rs_qp, qpx.qp_base);
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
-	free(qp);
+	pthread_mutex_destroy(&q->batch_lock);
+	free(q->batch.wr);
+	free(q->batch.sge);
+	free(q->batch.inl);
+	free(q);
 	return 0;
 }
 
@@ -866,13 +895,17 @@ void rs_wc_set_imm(struct ibv_wc *wc, uint32_t imm, int invalidated)
 		wc->imm_data = htobe32(imm);
 }
 
-/* Our QPs are never extended ones (ibv_create_qp_ex is not offered):
- * as libibverbs for a QP without VERBS_QP_EX, NULL. ibv_rc_pingpong
- * asks for it only with its new post-send API (-N). */
+/* The extended view of a QP ibv_create_qp_ex made; NULL for one
+ * ibv_create_qp made, as libibverbs answers for a QP without
+ * VERBS_QP_EX. */
 struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	(void)qp;
-	return NULL;
+	struct rs_qp *q;
+
+	if (!qp)
+		return fail(EINVAL);
+	q = container_of(qp, struct rs_qp, qpx.qp_base);
+	return q->extended ? &q->qpx : NULL;
 }
 
 /* ---- address handles ---- */

@@ -8,8 +8,13 @@
 #ifndef ROCESIM_GLUE_H
 #define ROCESIM_GLUE_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
 
 /* The union parts of an ibv_send_wr, flattened for Go. */
 struct rs_send_wr_ext {
@@ -30,6 +35,45 @@ struct rs_send_wr_ext {
 	uint64_t bind_length;
 	unsigned int bind_access;
 };
+
+/* A work request an extended QP's builders made (extended.c): the WR,
+ * and where its SGEs are in the batch's array until ibv_wr_complete
+ * links them (the arrays move as they grow). */
+struct rs_built {
+	struct ibv_send_wr wr;
+	size_t sge_at, num_sge;
+	int inline_data;	/* its one SGE's address is an offset into inl */
+};
+
+/* The WRs built since ibv_wr_start. */
+struct rs_batch {
+	struct rs_built *wr;
+	size_t n, cap;
+	struct ibv_sge *sge;
+	size_t nsge, sgecap;
+	uint8_t *inl;		/* the inline data, copied */
+	size_t ninl, inlcap;
+	int err;		/* the first error a builder met */
+};
+
+/* A QP: the ibv_qp_ex whose first member is the ibv_qp the program sees
+ * (every QP is allocated so, so that ibv_qp_to_qp_ex can tell), then
+ * what an extended one keeps for its builders. */
+struct rs_qp {
+	struct ibv_qp_ex qpx;
+	int extended;		/* made by ibv_create_qp_ex */
+	int building;		/* between ibv_wr_start and its complete or abort */
+	uint32_t max_send_sge, max_inline_data;
+	pthread_mutex_t batch_lock;
+	struct rs_batch batch;
+};
+
+struct ibv_qp *rs_new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr, int extended,
+			 int builders, uint64_t ops);
+void rs_qp_ex_init(struct rs_qp *q, uint64_t ops);
+uint32_t rs_context_handle(struct ibv_context *context);
+struct ibv_cq_ex *rs_create_cq_ex_op(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *rs_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 
 void rs_send_wr_ext(const struct ibv_send_wr *wr, int ud, struct rs_send_wr_ext *out);
 void rs_wc_set_imm(struct ibv_wc *wc, uint32_t imm, int invalidated);

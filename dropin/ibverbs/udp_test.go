@@ -16,18 +16,24 @@ import (
 // 127.0.0.6 (realnet's tests use .1 and .2, rocesim node's .3 and .4),
 // exchange 100 messages of 1 and of 4096 bytes over real UDP on loopback,
 // GID 1 (::ffff:127.0.0.x) as their address, polling the CQ, and with
-// -e waiting in ibv_get_cq_event on a completion channel. Each run is
-// bounded by runLimit and killed by its PID past it.
+// -e waiting in ibv_get_cq_event on a completion channel, and with -N
+// posting through the extended QP's work request builders (ibv_wr_send,
+// ibv_wr_set_sge, ibv_wr_complete). Each run is bounded by runLimit and
+// killed by its PID past it.
 func TestUDPPingpong(t *testing.T) {
 	tooltest.Need(t, []string{"ibv_rc_pingpong"}, nil, "run tools/install-deps.sh (ibverbs-utils)")
 	dir := library(t)
 	for _, c := range []struct {
-		size   int
-		events bool
-	}{{1, false}, {4096, false}, {4096, true}} {
+		size    int
+		events  bool
+		newSend bool
+	}{{1, false, false}, {4096, false, false}, {4096, true, false}, {4096, false, true}} {
 		name := strconv.Itoa(c.size)
 		if c.events {
 			name += "-e"
+		}
+		if c.newSend {
+			name += "-N"
 		}
 		t.Run(name, func(t *testing.T) {
 			// The -e server's ibv_destroy_cq used to fail once in five
@@ -46,6 +52,9 @@ func TestUDPPingpong(t *testing.T) {
 			args := []string{"-g", "1", "-p", port, "-s", strconv.Itoa(size), "-n", "100"}
 			if c.events {
 				args = append(args, "-e")
+			}
+			if c.newSend {
+				args = append(args, "-N")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 			defer cancel()

@@ -32,6 +32,7 @@ static const char *ename(int e)
 	case EADDRNOTAVAIL: return "EADDRNOTAVAIL";
 	case EAFNOSUPPORT: return "EAFNOSUPPORT";
 	case EADDRINUSE: return "EADDRINUSE";
+	case EOPNOTSUPP: return "EOPNOTSUPP";
 	default: return strerror(e);
 	}
 }
@@ -342,6 +343,34 @@ int main(int argc, char **argv)
 			CHECK("create_qp_null_pd", rdma_create_qp(cl, NULL, &qa));
 			printf("qp_pd id_pd=%d same=%d\n", cl->pd != NULL, cl->qp && cl->qp->pd == cl->pd);
 			rdma_destroy_qp(cl);
+
+			/* rdma_create_qp_ex with send opcodes: an extended QP
+			 * whose builders are the opcodes asked for, on the
+			 * ID's PD and CQs librdmacm makes; opcodes the device
+			 * lacks refuse it. */
+			struct ibv_qp_init_attr_ex qx;
+
+			memset(&qx, 0, sizeof(qx));
+			qx.qp_type = IBV_QPT_RC;
+			qx.cap.max_send_wr = qx.cap.max_recv_wr = 4;
+			qx.cap.max_send_sge = qx.cap.max_recv_sge = 1;
+			qx.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			qx.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+			CHECK("create_qp_ex_send_ops", rdma_create_qp_ex(cl, &qx));
+			struct ibv_qp_ex *x = cl->qp ? ibv_qp_to_qp_ex(cl->qp) : NULL;
+
+			printf("qp_ex ex=%d send=%d write=%d read=%d pd=%d cqs=%d\n", x != NULL, x && x->wr_send,
+			       x && x->wr_rdma_write, x && x->wr_rdma_read, qx.pd == cl->pd,
+			       qx.send_cq == cl->send_cq && qx.recv_cq == cl->recv_cq && cl->send_cq);
+			rdma_destroy_qp(cl);
+			memset(&qx, 0, sizeof(qx));
+			qx.qp_type = IBV_QPT_RC;
+			qx.cap.max_send_wr = qx.cap.max_recv_wr = 4;
+			qx.cap.max_send_sge = qx.cap.max_recv_sge = 1;
+			qx.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			qx.send_ops_flags = IBV_QP_EX_WITH_TSO;
+			CHECK("create_qp_ex_tso", rdma_create_qp_ex(cl, &qx));
+			printf("create_qp_ex_tso_left qp=%d send_cq=%d\n", cl->qp != NULL, cl->send_cq != NULL);
 			rdma_destroy_id(cl);
 		}
 

@@ -206,12 +206,44 @@ int main(void)
 		code("post_send(BIND_MW of no window)", ibv_post_send(qp, &bw, &bad), EINVAL);
 		check("post_send(BIND_MW of no window) bad_wr", bad == &bw, 0);
 	}
-	null_ptr("create_cq_ex (no provider op)",
-		 ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4 }), EOPNOTSUPP);
-	null_ptr("create_qp_ex (no provider op)",
+	null_ptr("create_cq_ex(completion timestamps)",
+		 ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4,
+				  .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP }), EOPNOTSUPP);
+	null_ptr("create_cq_ex(NULL attr)", ibv_create_cq_ex(ctx, NULL), EINVAL);
+	null_ptr("create_qp_ex(TSO on RC)",
 		 ibv_create_qp_ex(ctx, &(struct ibv_qp_init_attr_ex){ .qp_type = IBV_QPT_RC,
 				  .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-				  .pd = pd }), EOPNOTSUPP);
+				  .send_ops_flags = IBV_QP_EX_WITH_TSO, .pd = pd }), EOPNOTSUPP);
+	null_ptr("create_qp_ex(no PD)",
+		 ibv_create_qp_ex(ctx, &(struct ibv_qp_init_attr_ex){ .qp_type = IBV_QPT_RC,
+				  .comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+				  .send_ops_flags = IBV_QP_EX_WITH_SEND }), EINVAL);
+	null_ptr("qp_to_qp_ex(NULL)", ibv_qp_to_qp_ex(NULL), EINVAL);
+	check("qp_to_qp_ex(a QP of ibv_create_qp) is NULL", ibv_qp_to_qp_ex(qp) == NULL, 0);
+	{
+		struct ibv_cq *xcq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_qp *x = ibv_create_qp_ex(ctx, &(struct ibv_qp_init_attr_ex){
+			.qp_type = IBV_QPT_RC, .send_cq = xcq, .recv_cq = xcq,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND, .pd = pd });
+		struct ibv_qp_ex *qx = x ? ibv_qp_to_qp_ex(x) : NULL;
+
+		check("create_qp_ex(RC, SEND)", qx != NULL, errno);
+		if (qx) {
+			check("qp_ex has no RDMA WRITE builder (not asked for)", qx->wr_rdma_write == NULL, 0);
+			code("wr_complete without wr_start", ibv_wr_complete(qx), EINVAL);
+			ibv_wr_start(qx);
+			ibv_wr_set_sge(qx, 0, 0, 0);
+			ibv_wr_send(qx);
+			code("wr_set_sge before any builder", ibv_wr_complete(qx), EINVAL);
+			ibv_wr_start(qx);
+			ibv_wr_abort(qx);
+			ibv_wr_abort(qx); /* a second abort: nothing to end */
+			code("destroy_qp of an extended QP", ibv_destroy_qp(x), 0);
+		}
+		ibv_destroy_cq(xcq);
+	}
 	null_ptr("open_xrcd (no provider op)",
 		 ibv_open_xrcd(ctx, &(struct ibv_xrcd_init_attr){ .fd = -1 }), EOPNOTSUPP);
 	null_ptr("alloc_td (no provider op)", ibv_alloc_td(ctx, &(struct ibv_td_init_attr){}), EOPNOTSUPP);

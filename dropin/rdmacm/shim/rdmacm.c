@@ -571,29 +571,33 @@ static void destroy_cqs(struct rdma_cm_id *id)
 	}
 }
 
-EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+/* create_qp makes the ID's QP from attr, and its CQs first where attr
+ * names none, as librdmacm does: through ibv_create_qp_ex, which is
+ * ibv_create_qp when attr asks for nothing but the PD, and an extended
+ * QP (send opcodes for the ibv_wr_* builders) when it asks for more. A
+ * missing PD is the ID's. */
+static int create_qp(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 {
-	struct ibv_qp_init_attr attr;
 	struct ibv_qp *qp;
 	int err;
 
-	if (!id || !qp_init_attr)
-		return fail(EINVAL);
 	if (!id->verbs)
 		return fail(EINVAL); /* not bound to a device yet */
 	if (id->qp)
 		return fail(EINVAL);
-	if (!pd)
-		pd = id->pd;
-	if (!pd || pd->context != id->verbs)
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+		attr->pd = id->pd;
+	}
+	if (!attr->pd || attr->pd->context != id->verbs)
 		return fail(EINVAL);
-	attr = *qp_init_attr;
-	if (create_cqs(id, &attr)) {
+	/* An ibv_qp_init_attr_ex begins with an ibv_qp_init_attr's fields. */
+	if (create_cqs(id, (struct ibv_qp_init_attr *)attr)) {
 		err = errno;
 		destroy_cqs(id);
 		return fail(err);
 	}
-	qp = ibv_create_qp(pd, &attr);
+	qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp) {
 		err = errno;
 		destroy_cqs(id);
@@ -605,36 +609,34 @@ EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_q
 		destroy_cqs(id);
 		return fail(err);
 	}
+	id->qp = qp;
+	id->pd = attr->pd;
+	return 0;
+}
+
+EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr_ex attr;
+
+	if (!id || !qp_init_attr)
+		return fail(EINVAL);
+	memset(&attr, 0, sizeof(attr));
+	memcpy(&attr, qp_init_attr, sizeof(*qp_init_attr));
+	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr.pd = pd;
+	if (create_qp(id, &attr))
+		return -1;
 	qp_init_attr->cap = attr.cap;
 	qp_init_attr->send_cq = attr.send_cq;
 	qp_init_attr->recv_cq = attr.recv_cq;
-	id->qp = qp;
-	id->pd = pd;
 	return 0;
 }
 
 EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *qp_init_attr)
 {
-	struct ibv_qp_init_attr attr;
-	int ret;
-
 	if (!id || !qp_init_attr)
 		return fail(EINVAL);
-	/* What ibv_create_qp takes; the model has no QP extensions. */
-	if (qp_init_attr->comp_mask & ~IBV_QP_INIT_ATTR_PD)
-		return fail(EOPNOTSUPP);
-	memset(&attr, 0, sizeof(attr));
-	attr.qp_context = qp_init_attr->qp_context;
-	attr.send_cq = qp_init_attr->send_cq;
-	attr.recv_cq = qp_init_attr->recv_cq;
-	attr.srq = qp_init_attr->srq;
-	attr.cap = qp_init_attr->cap;
-	attr.qp_type = qp_init_attr->qp_type;
-	attr.sq_sig_all = qp_init_attr->sq_sig_all;
-	ret = rdma_create_qp(id, (qp_init_attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? qp_init_attr->pd : NULL, &attr);
-	if (!ret)
-		qp_init_attr->cap = attr.cap;
-	return ret;
+	return create_qp(id, qp_init_attr);
 }
 
 EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)

@@ -1,0 +1,62 @@
+package conformance
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNewPostRxe: the extended verbs (ibv_create_cq_ex, ibv_create_qp_ex,
+// the ibv_wr_* work request builders, ibv_start_poll and the
+// ibv_wc_read_* functions) answer the same on the drop-in libibverbs.so.1
+// as on real rxe with Debian's rdma-core, in a guest: dropin/ibverbs's
+// newpost.c prints one line per case (what a creation accepts and
+// refuses, each completion's every field, which batches post and which
+// fail whole) and the two outputs must be the same, line for line.
+func TestNewPostRxe(t *testing.T) {
+	needHarness(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	mout, rxe := modelAndRxe(ctx, t, "../dropin/ibverbs/testdata/newpost.c", []string{"-libverbs"},
+		[]string{"ROCESIM_DEVICES=1"}, []string{"1"}, "1")
+	var want []string
+	for _, l := range strings.Split(strings.ReplaceAll(rxe, "\r", ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "[") { // "[": a kernel message on the console
+			want = append(want, l)
+		}
+	}
+	got := strings.Split(strings.TrimSpace(mout), "\n")
+	for i := range max(len(got), len(want)) {
+		g, w := "(nothing)", "(nothing)"
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Errorf("line %d:\n  real rxe: %s\n  model:    %s", i+1, w, g)
+		}
+	}
+	if len(want) == 0 || want[len(want)-1] != "newpost done" {
+		t.Errorf("real rxe's run did not finish")
+	}
+	t.Logf("newpost on real rxe:\n%s", strings.Join(want, "\n"))
+}
+
+// dropinDir is the directory of the drop-in libraries dropinEnv built.
+func dropinDir(t *testing.T, env []string) string {
+	t.Helper()
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "XDG_CACHE_HOME="); ok {
+			dirs, _ := filepath.Glob(filepath.Join(v, "rocesim", "dropin", "*", "libibverbs.so.1"))
+			if len(dirs) == 1 {
+				return filepath.Dir(dirs[0])
+			}
+		}
+	}
+	t.Fatal("the drop-in libraries are not in the test's cache")
+	return ""
+}
