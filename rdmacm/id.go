@@ -265,6 +265,10 @@ func (id *CMID) SetAFOnly(on bool) error {
 // Options reports the ID's address reuse and IPv6-only options.
 func (id *CMID) Options() (reuseAddr, afOnly bool) { return id.reuseAddr, id.afOnly }
 
+// BoundToAny reports whether the ID's bind named no address (the any
+// address: every address of the host), rather than the host's own.
+func (id *CMID) BoundToAny() bool { return !id.devBound }
+
 // Listen makes a bound ID a listener (rdma_listen): REQs for its port
 // come as CONNECT_REQUEST events.
 func (id *CMID) Listen(backlog int) error {
@@ -276,6 +280,9 @@ func (id *CMID) Listen(backlog int) error {
 	}
 	id.setState(stateListen)
 	id.a.listeners(id.ps)[id.src.Port()] = id
+	// A listener is no longer reusable: its port is its own
+	// (rdma_listen clears reuseaddr once the port proved unique).
+	id.reuseAddr = false
 	return nil
 }
 

@@ -331,6 +331,14 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"set_option_reuseaddr_off_listener", "-1 EINVAL"},                     //
 		{"set_option_afonly_listener", "-1 EINVAL"},                            //
 		{"set_option_tos_listener", "0 0"},                                     // the type of service: any state
+		{"reuse_bind_first", "0 0"},                                            // cma_check_port: ...
+		{"reuse_bind_both", "0 0"},                                             // ... both reusable: the port is shared
+		{"reuse_bind_one_not_same_addr", "-1 EADDRINUSE"},                      // one not: the same address ...
+		{"reuse_bind_one_not_any", "-1 EADDRNOTAVAIL"},                         // ... or the any address
+		{"reuse_listen_shared", "-1 EADDRINUSE"},                               // rdma_listen: the port must be its own ...
+		{"reuse_listen_alone", "0 0"},                                          //
+		{"reuse_bind_by_listener", "-1 EADDRINUSE"},                            // ... and a listener is not reusable
+		{"reuse_bind_after_listener", "0 0"},                                   //
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

@@ -440,6 +440,36 @@ int main(int argc, char **argv)
 			rdma_destroy_id(ul);
 		}
 	}
+	/* Sharing a port (cma_check_port): two IDs that both allow address
+	 * reuse bind it; an ID that does not is refused by either, with
+	 * EADDRINUSE for the same address and EADDRNOTAVAIL for the any
+	 * address; a reusable ID listens only once the port is its own,
+	 * and is not reusable from then on. */
+	{
+		struct rdma_cm_id *r1, *r2, *r3;
+		struct sockaddr_in self = sin4("10.0.0.1", 7300), anyp = sin4("0.0.0.0", 7300);
+		int on = 1;
+
+		rdma_create_id(ch, &r1, NULL, RDMA_PS_TCP);
+		rdma_create_id(ch, &r2, NULL, RDMA_PS_TCP);
+		rdma_create_id(ch, &r3, NULL, RDMA_PS_TCP);
+		rdma_set_option(r1, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof(on));
+		rdma_set_option(r2, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof(on));
+		CHECK("reuse_bind_first", rdma_bind_addr(r1, (struct sockaddr *)&self));
+		CHECK("reuse_bind_both", rdma_bind_addr(r2, (struct sockaddr *)&self));
+		CHECK("reuse_bind_one_not_same_addr", rdma_bind_addr(r3, (struct sockaddr *)&self));
+		CHECK("reuse_bind_one_not_any", rdma_bind_addr(r3, (struct sockaddr *)&anyp));
+		CHECK("reuse_listen_shared", rdma_listen(r1, 1));
+		rdma_destroy_id(r2);
+		CHECK("reuse_listen_alone", rdma_listen(r1, 1));
+		rdma_create_id(ch, &r2, NULL, RDMA_PS_TCP);
+		rdma_set_option(r2, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof(on));
+		CHECK("reuse_bind_by_listener", rdma_bind_addr(r2, (struct sockaddr *)&self));
+		rdma_destroy_id(r1);
+		CHECK("reuse_bind_after_listener", rdma_bind_addr(r2, (struct sockaddr *)&self));
+		rdma_destroy_id(r2);
+		rdma_destroy_id(r3);
+	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	printf("done\n");
