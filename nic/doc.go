@@ -115,8 +115,9 @@
 //     and its inline data and reports both at that size (max_send_sge 2
 //     and max_inline_data 64 become 4 and 64), and makes each queue a
 //     power of two less one (max_send_wr 16 holds 31; create_qp answers
-//     with the 16 asked for, query_qp with 31: rxeQPCaps). ProfileSpec
-//     gives a QP what it asked for.
+//     with the 16 asked for, query_qp with 31: rxeQPCaps); an SRQ's
+//     queue the same (srqSlots), its limit armable up to what it holds.
+//     ProfileSpec gives a QP or SRQ what it asked for.
 //
 // Both profiles spend one retry_cnt count per go-back-N round, whether
 // the ACK timeout, a NAK PSN sequence error or an implied NAK (a response

@@ -38,9 +38,21 @@ func (d *Device) CreateSRQ(pd *PD, ia SRQInitAttr) (*SRQ, error) {
 		return nil, err
 	}
 	s := &SRQ{dev: d, pd: pd, maxSGE: ia.MaxSGE, limit: ia.SRQLimit}
-	s.rq.init(int(ia.MaxWR))
+	s.rq.init(int(d.srqSlots(ia.MaxWR)))
 	pd.refs++
 	return s, nil
+}
+
+// srqSlots is the number of WQEs an SRQ asked to hold n holds: under
+// ProfileRXE, rxe's queue of a power of two slots less one (16 holds 31;
+// ibv_query_srq says so, while create_srq answers with the 16 asked for:
+// conformance TestNewPostRxe's srq caps lines), as a QP's queues
+// (rxeQPCaps).
+func (d *Device) srqSlots(n uint32) uint32 {
+	if d.cfg.Profile == ProfileRXE {
+		return rxeQueueSlots(n)
+	}
+	return n
 }
 
 // SRQAttrMask selects what ModifySRQ changes.
@@ -65,7 +77,7 @@ func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
 		if attr.MaxWR < uint32(s.rq.size) || attr.MaxWR < 1 || int(attr.MaxWR) > d.attr.MaxSRQWR {
 			return errno(syscall.EINVAL, "modify_srq: max_wr %d below the %d WRs queued or out of range", attr.MaxWR, s.rq.size)
 		}
-		maxWR = attr.MaxWR
+		maxWR = d.srqSlots(attr.MaxWR)
 	}
 	if mask&SRQAttrLimit != 0 && attr.SRQLimit > maxWR {
 		return errno(syscall.EINVAL, "modify_srq: srq_limit %d over max_wr %d", attr.SRQLimit, maxWR)

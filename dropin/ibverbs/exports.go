@@ -728,14 +728,9 @@ func rs_create_srq(pd C.uint32_t, a *C.struct_ibv_srq_attr, c unsafe.Pointer, h 
 	p := lock()
 	defer p.mu.Unlock()
 	v, err := p.createSRQ(uint32(pd), verbs.SRQAttr{MaxWR: uint32(a.max_wr), MaxSGE: uint32(a.max_sge), SRQLimit: uint32(a.srq_limit)}, c)
+	// As on rxe, the attributes go back as asked: ibv_query_srq has the
+	// max_wr the SRQ holds (rounded up under the rxe profile).
 	*h = C.uint32_t(v)
-	if err == 0 {
-		if s, ok := object[*srq](p, v); ok {
-			if q, qerr := s.s.Query(); qerr == nil {
-				a.max_wr, a.max_sge = C.uint32_t(q.MaxWR), C.uint32_t(q.MaxSGE)
-			}
-		}
-	}
 	return errC(err)
 }
 

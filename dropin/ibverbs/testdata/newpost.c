@@ -358,6 +358,40 @@ static void creation(void)
 		printf("\n");
 		ibv_destroy_qp(qp);
 	}
+	/* And an SRQ's, and a CQ's. */
+	static const struct ibv_srq_attr srqs[] = {
+		{ .max_wr = 16, .max_sge = 1 }, { .max_wr = 100, .max_sge = 3 }, { .max_wr = 1, .max_sge = 1 },
+	};
+	for (size_t i = 0; i < sizeof(srqs) / sizeof(srqs[0]); i++) {
+		struct ibv_srq_init_attr si = { .attr = srqs[i] };
+		struct ibv_srq *srq = ibv_create_srq(pd, &si);
+		struct ibv_srq_attr sa;
+
+		printf("srq caps(wr %u sge %u)", srqs[i].max_wr, srqs[i].max_sge);
+		if (!srq) {
+			printf(" NULL %s\n", err_name(errno));
+			continue;
+		}
+		printf(" got wr %u sge %u", si.attr.max_wr, si.attr.max_sge);
+		if (!ibv_query_srq(srq, &sa)) {
+			printf(", query wr %u sge %u limit %u", sa.max_wr, sa.max_sge, sa.srq_limit);
+			/* An armed limit may be anything up to what the SRQ holds. */
+			struct ibv_srq_attr la = { .srq_limit = sa.max_wr };
+			printf(", limit at query's max_wr %s", err_name(ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT)));
+			la.srq_limit = sa.max_wr + 1;
+			printf(", past it %s", err_name(ibv_modify_srq(srq, &la, IBV_SRQ_LIMIT)));
+		}
+		printf("\n");
+		ibv_destroy_srq(srq);
+	}
+	static const int cqes[] = { 1, 4, 16, 100 };
+	for (size_t i = 0; i < sizeof(cqes) / sizeof(cqes[0]); i++) {
+		struct ibv_cq *c = ibv_create_cq(ctx, cqes[i], NULL, NULL, 0);
+
+		printf("cq caps(cqe %d) got %d\n", cqes[i], c ? c->cqe : -1);
+		if (c)
+			ibv_destroy_cq(c);
+	}
 	struct ibv_qp_init_attr la = { .qp_type = IBV_QPT_RC, .send_cq = scq, .recv_cq = scq,
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct ibv_qp *lq = ibv_create_qp(pd, &la);
