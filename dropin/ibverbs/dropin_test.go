@@ -596,7 +596,9 @@ func pyverbs(t *testing.T) string {
 
 // TestPyverbs: a pyverbs program (testdata/loopback.py) in one process:
 // two RC QPs to RTS on one device and on two, SEND/RECV, WRITE, READ,
-// both atomics and an RNR; under a fault plan that drops a data packet
+// both atomics and an RNR, then pyverbs' QPEx and CQEX (a WRITE with
+// immediate and a SEND built with wr_*, read with start_poll and
+// poll_next); under a fault plan that drops a data packet
 // it passes too, its capture holds the RNR NAK and the retransmission,
 // and two runs write the same bytes.
 func TestPyverbs(t *testing.T) {

@@ -3,8 +3,11 @@ drop-in library, in one process: a device (or two, with DEVICES 2 and
 ROCESIM_DEVICES=2), PD, MRs, CQs, two RC QPs to RTS, then SEND/RECV, RDMA
 WRITE, RDMA READ, FETCH_ADD and CMP_SWAP, each completion polled and the
 bytes checked; and a SEND that finds no receive posted (an RNR NAK, then
-the retry once the receive is there). Prints "pyverbs ok" on success;
-raises otherwise.
+the retry once the receive is there); then the extended verbs: two QPEx
+on CQEX, a WRITE with immediate and a SEND built with the work request
+builders (wr_start, wr_rdma_write_imm, wr_set_sge, wr_complete), their
+completions read with start_poll/next_poll/end_poll. Prints "pyverbs ok"
+on success; raises otherwise.
 
 Run by the Go test with /usr/bin/python3 and LD_LIBRARY_PATH naming the
 drop-in library.
@@ -14,11 +17,11 @@ import sys
 
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
-from pyverbs.cq import CQ
+from pyverbs.cq import CQ, CQEX, CqInitAttrEx, PollCqAttr
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPAttr, QPCap, QPEx, QPInitAttr, QPInitAttrEx
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 GID = int(sys.argv[1]) if len(sys.argv) > 1 else 0
@@ -31,12 +34,19 @@ ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
 class End:
     """One QP with its device, PD, CQ and a registered buffer."""
 
-    def __init__(self, ctx, psn):
+    def __init__(self, ctx, psn, extended=False):
         self.ctx, self.psn = ctx, psn
         self.pd = PD(ctx)
-        self.cq = CQ(ctx, 64)
         cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
-        self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        if extended:
+            self.cq = CQEX(ctx, CqInitAttrEx(cqe=64, wc_flags=e.IBV_WC_STANDARD_FLAGS))
+            self.qp = QPEx(ctx, QPInitAttrEx(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap, pd=self.pd,
+                                             comp_mask=e.IBV_QP_INIT_ATTR_PD | e.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+                                             send_ops_flags=e.IBV_QP_EX_WITH_SEND |
+                                             e.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM))
+        else:
+            self.cq = CQ(ctx, 64)
+            self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
         self.mr = MR(self.pd, SIZE, ACCESS)
         self.gid = ctx.query_gid(1, GID)
 
@@ -77,6 +87,49 @@ def wait(cq, wr_id, opcode, byte_len=None):
                                  f"byte_len {wc.byte_len}; want wr {wr_id} opcode {opcode}")
             return
     raise SystemExit(f"pyverbs: no completion for wr {wr_id}")
+
+
+def poll_ex(cq, want):
+    """Reads want completions of an extended CQ, with start_poll, poll_next
+    (ibv_next_poll) and end_poll, as (wr_id, status, opcode, byte_len,
+    imm) tuples. start_poll and poll_next answer ENOENT when there is
+    nothing (more)."""
+    got = []
+    for _ in range(10_000_000):
+        if cq.start_poll(PollCqAttr()) != 0:
+            continue
+        while True:
+            got.append((cq.wr_id, cq.status, cq.read_opcode(), cq.read_byte_len(), cq.read_imm_data()))
+            if len(got) == want or cq.poll_next() != 0:
+                break
+        cq.end_poll()
+        if len(got) == want:
+            return got
+    raise SystemExit(f"pyverbs: {len(got)} of {want} extended completions")
+
+
+def extended(ctxs):
+    a, b = End(ctxs[0], 300, True), End(ctxs[-1], 400, True)
+    a.connect(b)
+    b.connect(a)
+    b.recv(20)
+    b.recv(21)
+    a.mr.write(b"built by wr_*", 13, 0)
+    a.qp.wr_start()
+    a.qp.wr_id, a.qp.wr_flags = 22, e.IBV_SEND_SIGNALED
+    a.qp.wr_rdma_write_imm(b.mr.rkey, b.mr.buf + 100, 0x01020304)
+    a.qp.wr_set_sge(a.sge(0, 13))
+    a.qp.wr_id = 23
+    a.qp.wr_send()
+    a.qp.wr_set_sge(a.sge(0, 13))
+    a.qp.wr_complete()
+    sent = poll_ex(a.cq, 2)
+    assert [(w, s, o) for w, s, o, _, _ in sent] == [(22, e.IBV_WC_SUCCESS, e.IBV_WC_RDMA_WRITE),
+                                                    (23, e.IBV_WC_SUCCESS, e.IBV_WC_SEND)], sent
+    got = poll_ex(b.cq, 2)
+    assert [(w, s, o, n) for w, s, o, n, _ in got] == [(20, e.IBV_WC_SUCCESS, e.IBV_WC_RECV_RDMA_WITH_IMM, 13),
+                                                       (21, e.IBV_WC_SUCCESS, e.IBV_WC_RECV, 13)], got
+    assert b.mr.read(13, 100) == b"built by wr_*" and b.mr.read(13, 0) == b"built by wr_*"
 
 
 def send_wr(wr_id, opcode, sge):
@@ -136,6 +189,7 @@ def main():
     b.recv(8)
     wait(a.cq, 7, e.IBV_WC_SEND)
     wait(b.cq, 8, e.IBV_WC_RECV, 18)
+    extended(ctxs)
     print("pyverbs ok")
 
 
