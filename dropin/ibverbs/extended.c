@@ -468,6 +468,10 @@ static void add_inline(struct ibv_qp_ex *qpx, size_t num_buf, const struct ibv_d
 	if (!w)
 		return;
 	for (size_t i = 0; i < num_buf; i++) {
+		if (buf[i].length && !buf[i].addr) {
+			b->err = EINVAL; /* where libibverbs' memcpy would crash */
+			return;
+		}
 		if (buf[i].length > q->max_inline_data - total) {
 			b->err = ENOSPC;
 			return;
@@ -514,7 +518,8 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 
 /* ibv_wr_start: a new batch. The QP's batch lock is held until
  * ibv_wr_complete or ibv_wr_abort, as rxe holds its send queue's lock:
- * another thread's batch on the same QP waits. */
+ * another thread's batch on the same QP waits. The same thread starting
+ * again drops the batch it had (the lock answers EDEADLK). */
 static void wr_start(struct ibv_qp_ex *qpx)
 {
 	struct rs_qp *q = to_rs_qp(qpx);

@@ -763,7 +763,15 @@ struct ibv_qp *rs_new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr, int e
 	}
 	q->max_send_sge = attr->cap.max_send_sge;
 	q->max_inline_data = attr->cap.max_inline_data;
-	pthread_mutex_init(&q->batch_lock, NULL);
+	/* Error-checking: a second ibv_wr_start from the thread that holds
+	 * the batch gets the lock's EDEADLK and starts over, rather than
+	 * hanging the program (rxe's spinlock would spin for ever). */
+	pthread_mutexattr_t ma;
+
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&q->batch_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	q->extended = extended;
 	if (builders)
 		rs_qp_ex_init(q, ops);

@@ -240,6 +240,13 @@ int main(void)
 			ibv_wr_start(qx);
 			ibv_wr_abort(qx);
 			ibv_wr_abort(qx); /* a second abort: nothing to end */
+			ibv_wr_start(qx);
+			ibv_wr_send(qx);
+			ibv_wr_set_inline_data(qx, NULL, 8);
+			code("wr_set_inline_data(NULL, 8)", ibv_wr_complete(qx), EINVAL);
+			ibv_wr_start(qx);
+			ibv_wr_start(qx); /* twice from one thread: no hang */
+			code("wr_start twice, then an empty batch", ibv_wr_complete(qx), 0);
 			code("destroy_qp of an extended QP", ibv_destroy_qp(x), 0);
 		}
 		ibv_destroy_cq(xcq);
