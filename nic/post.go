@@ -54,81 +54,40 @@ func (d *Device) SendRoom(qp *QP) int {
 	return max(0, qp.sq.limit-qp.sq.size)
 }
 
+// CheckSend runs the checks PostSend makes of each WR (all but the
+// queue's room: SendRoom) without posting anything. It returns the index
+// of the first WR PostSend would refuse (len(wrs) if none) and why: what
+// a caller that posts a batch whole or not at all asks first (the
+// drop-in's ibv_wr_complete).
+func (d *Device) CheckSend(qp *QP, wrs []SendWR) (int, error) {
+	if !d.liveQP(qp) {
+		return 0, errno(syscall.EINVAL, "post_send: not a live QP of this device")
+	}
+	for i := range wrs {
+		if err := d.checkSend(qp, &wrs[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(wrs), nil
+}
+
 func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
-	switch qp.state {
-	case QPStateReset, QPStateInit, QPStateRTR:
-		return errno(syscall.EINVAL, "post_send: QP 0x%06x is in %v; sends may be posted from RTS on", qp.num, qp.state)
-	}
-	t := qp.init.Type
-	ok := false
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm:
-		ok = true
-	case WRRDMAWrite, WRRDMAWriteWithImm, WRBindMW:
-		// BIND_MW: RC and UC, as rxe's rxe_wr_opcode_info.
-		ok = t != QPTypeUD
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv:
-		ok = t == QPTypeRC
-	case WRSendWithInv:
-		// Only RC has SEND WITH INVALIDATE opcodes (IBTA §9.2.5); rxe's
-		// table admits the WR on UC and UD too and then fails it when it
-		// finds no opcode (LOC_QP_OP_ERR): refused here instead.
-		ok = t == QPTypeRC
-	}
-	if !ok {
-		return errno(syscall.EINVAL, "post_send: opcode %v is not valid on a %v QP", wr.Opcode, t)
-	}
-	if wr.Opcode == WRBindMW && (wr.BindMW.MW == nil || wr.BindMW.MW.dead) {
-		// The C provider would dereference bind_mw.mw (rxe's
-		// init_send_wqe copies mw->rkey).
-		return errno(syscall.EINVAL, "post_send: wr.bind_mw.mw is not a live memory window")
-	}
-	if len(wr.SGList) > int(qp.init.Cap.MaxSendSGE) {
-		return errno(syscall.EINVAL, "post_send: num_sge %d over the QP's max_send_sge %d", len(wr.SGList), qp.init.Cap.MaxSendSGE)
-	}
-	if t == QPTypeUD && (wr.AH == nil || wr.AH.dead) {
-		return errno(syscall.EINVAL, "post_send: a UD send needs wr.ah (an address handle)")
-	}
-	if t == QPTypeUD && wr.AH.pd != qp.pd {
-		// rxe_get_av refuses an AH of another PD ("PDs don't match for
-		// AH and QP"); a simulator says so at post time.
-		return errno(syscall.EINVAL, "post_send: wr.ah is not in the QP's PD")
-	}
-	// SEND_INLINE carries data only on SENDs and WRITEs; on a READ or an
-	// atomic the flag is ignored, but rxe's post_send checks the length
-	// against max_inline_data whatever the opcode (validate_send_wr).
-	// Inline data is copied byte for byte: an SGE of length 0 is 0 bytes
-	// here, not 2^31.
-	isInline := wr.Flags&SendInline != 0 && !wr.Opcode.isRdAtomic()
-	var inlineLen uint64
-	if wr.Flags&SendInline != 0 {
-		for _, s := range wr.SGList {
-			inlineLen += uint64(s.Length)
-		}
-		if inlineLen > uint64(qp.init.Cap.MaxInlineData) {
-			return errno(syscall.EINVAL, "post_send: inline data of %d bytes over the QP's max_inline_data %d", inlineLen, qp.init.Cap.MaxInlineData)
-		}
-	}
-	if wr.Opcode.isAtomic() {
-		if wr.RemoteAddr%8 != 0 {
-			return errno(syscall.EINVAL, "post_send: atomic remote_addr 0x%x is not 8-byte aligned", wr.RemoteAddr)
-		}
-		// rxe's post_send (rdma-core providers/rxe, validate_send_wr)
-		// sums the SGE lengths as given, a 0 counting 0, and refuses an
-		// atomic with fewer than 8 bytes; more are accepted, and the
-		// original value lands in the first 8.
-		var n uint64
-		for _, s := range wr.SGList {
-			n += uint64(s.Length)
-		}
-		if n < 8 {
-			return errno(syscall.EINVAL, "post_send: atomic sg_list holds %d bytes; the original value needs 8", n)
-		}
+	if err := d.checkSend(qp, wr); err != nil {
+		return err
 	}
 	if qp.sq.full() {
 		return errno(syscall.ENOMEM, "post_send: send queue full (%d WRs outstanding, max_send_wr %d)", qp.sq.size, qp.sq.limit)
 	}
-
+	t := qp.init.Type
+	// SEND_INLINE carries data only on SENDs and WRITEs (checkSend has
+	// held its length to max_inline_data whatever the opcode).
+	isInline := wr.Flags&SendInline != 0 && !wr.Opcode.isRdAtomic()
+	var inlineLen uint64
+	if isInline {
+		for _, s := range wr.SGList {
+			inlineLen += uint64(s.Length)
+		}
+	}
 	qp.sq.trim()
 	w := qp.sq.grow()
 	sges, inline := w.sges[:0], w.inline[:0]
@@ -211,4 +170,78 @@ func (d *Device) PostRecv(now sim.Time, qp *QP, wrs []RecvWR) (int, error) {
 		}
 	}
 	return len(wrs), nil
+}
+
+// checkSend is PostSend's check of one WR, the queue's room aside.
+func (d *Device) checkSend(qp *QP, wr *SendWR) error {
+	switch qp.state {
+	case QPStateReset, QPStateInit, QPStateRTR:
+		return errno(syscall.EINVAL, "post_send: QP 0x%06x is in %v; sends may be posted from RTS on", qp.num, qp.state)
+	}
+	t := qp.init.Type
+	ok := false
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm:
+		ok = true
+	case WRRDMAWrite, WRRDMAWriteWithImm, WRBindMW:
+		// BIND_MW: RC and UC, as rxe's rxe_wr_opcode_info.
+		ok = t != QPTypeUD
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv:
+		ok = t == QPTypeRC
+	case WRSendWithInv:
+		// Only RC has SEND WITH INVALIDATE opcodes (IBTA §9.2.5); rxe's
+		// table admits the WR on UC and UD too and then fails it when it
+		// finds no opcode (LOC_QP_OP_ERR): refused here instead.
+		ok = t == QPTypeRC
+	}
+	if !ok {
+		return errno(syscall.EINVAL, "post_send: opcode %v is not valid on a %v QP", wr.Opcode, t)
+	}
+	if wr.Opcode == WRBindMW && (wr.BindMW.MW == nil || wr.BindMW.MW.dead) {
+		// The C provider would dereference bind_mw.mw (rxe's
+		// init_send_wqe copies mw->rkey).
+		return errno(syscall.EINVAL, "post_send: wr.bind_mw.mw is not a live memory window")
+	}
+	if len(wr.SGList) > int(qp.init.Cap.MaxSendSGE) {
+		return errno(syscall.EINVAL, "post_send: num_sge %d over the QP's max_send_sge %d", len(wr.SGList), qp.init.Cap.MaxSendSGE)
+	}
+	if t == QPTypeUD && (wr.AH == nil || wr.AH.dead) {
+		return errno(syscall.EINVAL, "post_send: a UD send needs wr.ah (an address handle)")
+	}
+	if t == QPTypeUD && wr.AH.pd != qp.pd {
+		// rxe_get_av refuses an AH of another PD ("PDs don't match for
+		// AH and QP"); a simulator says so at post time.
+		return errno(syscall.EINVAL, "post_send: wr.ah is not in the QP's PD")
+	}
+	// SEND_INLINE carries data only on SENDs and WRITEs; on a READ or an
+	// atomic the flag is ignored, but rxe's post_send checks the length
+	// against max_inline_data whatever the opcode (validate_send_wr).
+	// Inline data is copied byte for byte: an SGE of length 0 is 0 bytes
+	// here, not 2^31.
+	if wr.Flags&SendInline != 0 {
+		var inlineLen uint64
+		for _, s := range wr.SGList {
+			inlineLen += uint64(s.Length)
+		}
+		if inlineLen > uint64(qp.init.Cap.MaxInlineData) {
+			return errno(syscall.EINVAL, "post_send: inline data of %d bytes over the QP's max_inline_data %d", inlineLen, qp.init.Cap.MaxInlineData)
+		}
+	}
+	if wr.Opcode.isAtomic() {
+		if wr.RemoteAddr%8 != 0 {
+			return errno(syscall.EINVAL, "post_send: atomic remote_addr 0x%x is not 8-byte aligned", wr.RemoteAddr)
+		}
+		// rxe's post_send (rdma-core providers/rxe, validate_send_wr)
+		// sums the SGE lengths as given, a 0 counting 0, and refuses an
+		// atomic with fewer than 8 bytes; more are accepted, and the
+		// original value lands in the first 8.
+		var n uint64
+		for _, s := range wr.SGList {
+			n += uint64(s.Length)
+		}
+		if n < 8 {
+			return errno(syscall.EINVAL, "post_send: atomic sg_list holds %d bytes; the original value needs 8", n)
+		}
+	}
+	return nil
 }

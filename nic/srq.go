@@ -74,7 +74,9 @@ func (d *Device) ModifySRQ(s *SRQ, attr SRQInitAttr, mask SRQAttrMask) error {
 	}
 	maxWR := uint32(s.rq.limit)
 	if mask&SRQAttrMaxWR != 0 {
-		if attr.MaxWR < uint32(s.rq.size) || attr.MaxWR < 1 || int(attr.MaxWR) > d.attr.MaxSRQWR {
+		// What the resized queue holds must take the WRs queued
+		// (rxe_queue_resize compares its rounded size).
+		if attr.MaxWR < 1 || int(attr.MaxWR) > d.attr.MaxSRQWR || d.srqSlots(attr.MaxWR) < uint32(s.rq.size) {
 			return errno(syscall.EINVAL, "modify_srq: max_wr %d below the %d WRs queued or out of range", attr.MaxWR, s.rq.size)
 		}
 		maxWR = d.srqSlots(attr.MaxWR)

@@ -105,3 +105,26 @@ func TestSRQVerbs(t *testing.T) {
 	require.NoError(t, b.dev.DeregMR(b.mr))
 	assert.NoError(t, b.dev.DeallocPD(b.pd))
 }
+
+// TestSRQHoldsWhatRxeHolds: under the rxe profile an SRQ asked for 16
+// WRs holds 31 (ibv_query_srq says so on rxe), and a resize is measured
+// by what the resized queue holds: 20 WRs queued, a resize to 16 is
+// taken (31 slots), one to 8 (15) is not.
+func TestSRQHoldsWhatRxeHolds(t *testing.T) {
+	h := newPair(t, args{"type": "rc"})
+	b := h.b
+	s, err := b.dev.CreateSRQ(b.pd, nic.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(31), s.Query().MaxWR)
+	wrs := make([]nic.RecvWR, 20)
+	for i := range wrs {
+		wrs[i] = nic.RecvWR{WRID: uint64(i), SGList: []nic.SGE{{Addr: b.mr.Addr, Length: 8, LKey: b.mr.LKey}}}
+	}
+	n, err := b.dev.PostSRQRecv(s, wrs)
+	require.NoError(t, err)
+	require.Equal(t, 20, n)
+	require.NoError(t, b.dev.ModifySRQ(s, nic.SRQInitAttr{MaxWR: 16}, nic.SRQAttrMaxWR), "16 asked holds 31: the 20 queued fit")
+	err = b.dev.ModifySRQ(s, nic.SRQInitAttr{MaxWR: 8}, nic.SRQAttrMaxWR)
+	assert.True(t, errors.Is(err, syscall.EINVAL), "8 asked holds 15, below the 20 queued: %v", err)
+	assert.Equal(t, uint32(31), s.Query().MaxWR)
+}

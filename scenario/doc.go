@@ -197,8 +197,9 @@
 // max_recv_wr=64, max_sge=1, max_inline=0. peer= names the other end of an
 // RC or UC connection; it need be written on one side only. Without cq=
 // (or send_cq= and recv_cq=, naming cq lines of the same node), a QP gets
-// its own CQ of cq_size= entries (default max_send_wr + max_recv_wr, so it
-// cannot overflow). CQ sizes are rounded up to 2^k - 1 as rxe does: a CQ
+// its own CQ of cq_size= entries (default what its queues hold, rxe's
+// 2^k - 1 for each of max_send_wr and max_recv_wr, so it cannot
+// overflow). CQ sizes are rounded up to 2^k - 1 as rxe does: a CQ
 // of 4 holds 7. A declared cq defaults to size=64, poll=auto.
 //
 // A send posts one work request: op=send unless op= says otherwise,

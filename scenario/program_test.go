@@ -110,9 +110,9 @@ func TestProgramGoBackN(t *testing.T) {
 		Name: "go-back-n", Faults: "drop src=a psn=2 tx=1\n", Link: "a-b", Seed: 1,
 		Nodes: []scenario.ProgramNode{
 			{Name: "a", MRs: []scenario.ProgramMR{{Name: "buf", Init: seq, Access: all}},
-				CQs: []scenario.ProgramCQ{{Name: "q/cq", Size: 128}}, QP: qp},
+				CQs: []scenario.ProgramCQ{{Name: "q/cq", Size: 254}}, QP: qp},
 			{Name: "b", MRs: []scenario.ProgramMR{{Name: "buf", Init: make([]byte, 4096), Access: all}},
-				CQs: []scenario.ProgramCQ{{Name: "q/cq", Size: 128}}, QP: qp},
+				CQs: []scenario.ProgramCQ{{Name: "q/cq", Size: 254}}, QP: qp},
 		},
 		Steps: []scenario.ProgramStep{
 			{Line: 16, Node: 1, Kind: "recv", WRID: 1, Len: 4096, LocalMR: 0, RemoteMR: -1, MW: -1},

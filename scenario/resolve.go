@@ -38,7 +38,10 @@ func (p *parser) resolve() error {
 			if q.sendCQ == nil {
 				size := q.cqSize
 				if size == 0 {
-					size = int(q.maxSendWR + q.maxRecvWR)
+					// What the queues can hold, as rxe sizes them
+					// (a power of two less one each): the CQ
+					// cannot overflow.
+					size = queueSlots(int(q.maxSendWR)) + queueSlots(int(q.maxRecvWR))
 				}
 				c := &cqDecl{node: n, name: q.name + "/cq", line: q.line, size: size, implicit: true}
 				n.cqs = append(n.cqs, c)
@@ -463,4 +466,15 @@ func (p *parser) checkFault(f faultDecl) error {
 		}
 	}
 	return nil
+}
+
+// queueSlots is what a queue asked for n entries holds on rxe: the power
+// of two above n, less one (nic's rxeQueueSlots). A QP's own CQ is sized
+// from it.
+func queueSlots(n int) int {
+	s := 1
+	for s < n+1 {
+		s <<= 1
+	}
+	return s - 1
 }

@@ -405,26 +405,7 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		return 0, errno(syscall.ENETDOWN, "post_send: host %s has no link: join it with World.Connect or ConnectSwitch before sending", q.c.h.name)
 	}
 	var buf [8]nic.SendWR
-	n := buf[:0]
-	var bad error // an AH of another context: the WRs before it are posted
-	for i := range wrs {
-		w := &wrs[i]
-		if w.AH != nil {
-			if bad = sameContext("post_send", "wr.ah", w.AH.c, q.c); bad != nil {
-				break
-			}
-		}
-		nw := nic.SendWR{WRID: w.WRID, SGList: w.SGList, Opcode: w.Opcode, Flags: w.Flags, ImmData: w.ImmData,
-			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
-			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey, InvalidateRKey: w.InvalidateRKey}
-		if w.AH != nil {
-			nw.AH = w.AH.ah
-		}
-		if bad = q.nicBindMW(&w.BindMW, &nw.BindMW); bad != nil {
-			break
-		}
-		n = append(n, nw)
-	}
+	n, bad := q.nicSendWRs(wrs, buf[:0])
 	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
 	q.c.h.pump()
 	if err == nil && bad != nil {
@@ -433,9 +414,56 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 	return i, err
 }
 
-// SendRoom returns how many more send WRs the QP's queue takes now: its
-// max_send_wr less the WRs posted and not yet completed (0 for a nil or
-// destroyed QP).
+// CheckSend makes the checks PostSend makes of each WR, all but the
+// queue's room (SendRoom), and posts nothing. It returns the index of
+// the first WR PostSend would refuse (len(wrs) if none) and why: for a
+// caller that posts a batch whole or not at all.
+func (q *QP) CheckSend(wrs []SendWR) (int, error) {
+	if q == nil {
+		return 0, nilObject("post_send", "qp")
+	}
+	if err := q.c.usable("post_send"); err != nil {
+		return 0, err
+	}
+	var buf [8]nic.SendWR
+	n, bad := q.nicSendWRs(wrs, buf[:0])
+	if i, err := q.c.dev().CheckSend(q.qp, n); err != nil {
+		return i, err
+	}
+	if bad != nil {
+		return len(n), bad
+	}
+	return len(wrs), nil
+}
+
+// nicSendWRs appends the device's form of wrs to n, up to the first WR
+// whose AH or memory window the QP cannot use (bad says why; the WRs
+// before it are there).
+func (q *QP) nicSendWRs(wrs []SendWR, n []nic.SendWR) ([]nic.SendWR, error) {
+	for i := range wrs {
+		w := &wrs[i]
+		if w.AH != nil {
+			if err := sameContext("post_send", "wr.ah", w.AH.c, q.c); err != nil {
+				return n, err
+			}
+		}
+		nw := nic.SendWR{WRID: w.WRID, SGList: w.SGList, Opcode: w.Opcode, Flags: w.Flags, ImmData: w.ImmData,
+			RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap,
+			RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey, InvalidateRKey: w.InvalidateRKey}
+		if w.AH != nil {
+			nw.AH = w.AH.ah
+		}
+		if err := q.nicBindMW(&w.BindMW, &nw.BindMW); err != nil {
+			return n, err
+		}
+		n = append(n, nw)
+	}
+	return n, nil
+}
+
+// SendRoom returns how many more send WRs the QP's queue takes now: what
+// it holds (its max_send_wr, as rxe rounds it up: QueryQP) less the WRs
+// posted and not yet completed (0 for a nil or destroyed QP).
 func (q *QP) SendRoom() int {
 	if q == nil || q.c.usable("post_send") != nil {
 		return 0

@@ -128,8 +128,18 @@
 // provider: no timestamps, the send opcodes rxe has per QP type, a batch
 // with more SGEs or inline bytes than the QP holds failing whole with
 // ENOSPC. The builders collect a batch in the QP's own arrays and
-// ibv_wr_complete posts all of it, or none when the send queue lacks
-// room (ENOSPC, as rxe's builders find a full queue). The rdma-core
+// ibv_wr_complete posts all of it, or none: when the send queue lacks
+// room (ENOSPC, as rxe's builders find a full queue), or when the device
+// would refuse one of its WRs as ibv_post_send refuses it (an atomic at
+// an unaligned address, say: EINVAL; rxe's builders check no such thing
+// and its device fails that WR alone). Inline data set with
+// ibv_wr_set_inline_data is sent as inline data whether or not wr_flags
+// has IBV_SEND_INLINE (rxe's kernel needs the flag). ATOMIC WRITE may be
+// asked for at creation, as the rdma-core Debian 12 ships allows, but
+// Linux 6.1's rxe cannot carry one and neither can the model: a batch
+// with one fails with EINVAL. A batch may end on another thread than
+// the one that began it; a second ibv_wr_start from the same thread
+// starts over. The rdma-core
 // Debian 12 ships sums an SGE list's lengths and an inline buffer
 // list's wrongly on rxe (fixed upstream in 2026); here both are summed
 // as the fixed provider does. conformance TestNewPostRxe runs

@@ -383,6 +383,9 @@ func TestNewPost(t *testing.T) {
 		"model: b[0] wr_id=300 status=success opcode=128 byte_len=12",
 		"model: inline list bytes same",
 		"model: unequal SGEs bytes same",
+		"model: batch with an unaligned atomic EINVAL",
+		"model: after the refused batch[0] wr_id=83 status=success",
+		"model: WRITEs of the refused batch never landed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)

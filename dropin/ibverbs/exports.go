@@ -620,9 +620,10 @@ func rs_post_send(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_sen
 }
 
 // rs_wr_complete posts the n WRs an extended QP's builders chained since
-// ibv_wr_start (extended.c), all of them or, when the send queue has no
-// room for them all, none: rxe's builders fill the queue in place and
-// ibv_wr_complete then fails whole with ENOSPC.
+// ibv_wr_start (extended.c), all of them or none: ENOSPC when the send
+// queue has no room for them all (rxe's builders fill the queue in place
+// and ibv_wr_complete then fails whole), or the errno of the first WR
+// the device would refuse.
 //
 //export rs_wr_complete
 func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
@@ -634,6 +635,23 @@ func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
 	}
 	if int(n) > v.q.SendRoom() {
 		return errC(syscall.ENOSPC)
+	}
+	// Every WR is checked before any is posted: a batch the device
+	// would refuse part of is refused whole.
+	_, init := v.q.Query()
+	wrs := make([]verbs.SendWR, 0, int(n))
+	for c := wr; c != nil; c = c.next {
+		w, err := sendWRFromC(c, v.typ == verbs.QPTypeUD, init.Cap)
+		if err == 0 {
+			w.wr, _, err = p.prepareSend(v, &w)
+		}
+		if err != 0 {
+			return errC(err)
+		}
+		wrs = append(wrs, w.wr)
+	}
+	if _, err := v.q.CheckSend(wrs); err != nil {
+		return errC(errnoOf(err))
 	}
 	var bad *C.struct_ibv_send_wr
 	return p.postSendChain(h, wr, &bad)
@@ -647,53 +665,62 @@ func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.
 		*bad = wr
 		return errC(syscall.EINVAL)
 	}
-	ud := C.int(0)
-	if v.typ == verbs.QPTypeUD {
-		ud = 1
-	}
 	_, init := v.q.Query()
 	for ; wr != nil; wr = wr.next {
-		var ext C.struct_rs_send_wr_ext
-		C.rs_send_wr_ext(wr, ud, &ext)
-		sges, ok := sgesFromC(wr.sg_list, wr.num_sge)
-		if !ok {
-			*bad = wr
-			return errC(syscall.EINVAL)
+		w, err := sendWRFromC(wr, v.typ == verbs.QPTypeUD, init.Cap)
+		if err == 0 {
+			err = p.postSend(uint32(h), &w)
 		}
-		op := verbs.WROpcode(wr.opcode)
-		w := sendWR{ah: uint32(ext.ah), wr: verbs.SendWR{WRID: uint64(wr.wr_id), SGList: sges, Opcode: op,
-			Flags: verbs.SendFlags(wr.send_flags), ImmData: uint32(ext.imm_data), RemoteAddr: uint64(ext.remote_addr),
-			RKey: uint32(ext.rkey), CompareAdd: uint64(ext.compare_add), Swap: uint64(ext.swap),
-			RemoteQPN: uint32(ext.remote_qpn), RemoteQKey: uint32(ext.remote_qkey), InvalidateRKey: uint32(ext.invalidate_rkey)}}
-		switch op {
-		case verbs.WRBindMW:
-			w.mw, w.bindMR = uint32(ext.mw), uint32(ext.bind_mr)
-			if w.mw == 0 {
-				*bad = wr
-				return errC(syscall.EINVAL)
-			}
-			w.wr.BindMW = verbs.BindMWWR{RKey: uint32(ext.bind_rkey), BindInfo: verbs.BindInfo{
-				Addr: uint64(ext.bind_addr), Length: uint64(ext.bind_length), Access: verbs.AccessFlags(ext.bind_access)}}
-		case verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRSendWithInv:
-			if w.wr.Flags&verbs.SendInline != 0 && inlineLen(sges) <= uint64(init.Cap.MaxInlineData) {
-				// Inline data is the program's bytes at the SGEs'
-				// addresses, registered or not: copy them now. (More
-				// than max_inline_data is not read: the device refuses
-				// the WR, as rxe's post checks the length first.)
-				w.inline = []byte{}
-				for _, s := range sges {
-					if s.Length > 0 {
-						w.inline = append(w.inline, unsafe.Slice((*byte)(C.rs_ptr(C.uint64_t(s.Addr))), int(s.Length))...)
-					}
-				}
-			}
-		}
-		if err := p.postSend(uint32(h), &w); err != 0 {
+		if err != 0 {
 			*bad = wr
 			return errC(err)
 		}
 	}
 	return 0
+}
+
+// sendWRFromC reads a C work request of a QP (ud: a UD one) with
+// capacities c: the union members its opcode uses, its SGEs, and, for
+// inline data the QP can hold, the program's bytes.
+func sendWRFromC(wr *C.struct_ibv_send_wr, ud bool, c nic.QPCap) (sendWR, syscall.Errno) {
+	var ext C.struct_rs_send_wr_ext
+	cud := C.int(0)
+	if ud {
+		cud = 1
+	}
+	C.rs_send_wr_ext(wr, cud, &ext)
+	sges, ok := sgesFromC(wr.sg_list, wr.num_sge)
+	if !ok {
+		return sendWR{}, syscall.EINVAL
+	}
+	op := verbs.WROpcode(wr.opcode)
+	w := sendWR{ah: uint32(ext.ah), wr: verbs.SendWR{WRID: uint64(wr.wr_id), SGList: sges, Opcode: op,
+		Flags: verbs.SendFlags(wr.send_flags), ImmData: uint32(ext.imm_data), RemoteAddr: uint64(ext.remote_addr),
+		RKey: uint32(ext.rkey), CompareAdd: uint64(ext.compare_add), Swap: uint64(ext.swap),
+		RemoteQPN: uint32(ext.remote_qpn), RemoteQKey: uint32(ext.remote_qkey), InvalidateRKey: uint32(ext.invalidate_rkey)}}
+	switch op {
+	case verbs.WRBindMW:
+		w.mw, w.bindMR = uint32(ext.mw), uint32(ext.bind_mr)
+		if w.mw == 0 {
+			return sendWR{}, syscall.EINVAL
+		}
+		w.wr.BindMW = verbs.BindMWWR{RKey: uint32(ext.bind_rkey), BindInfo: verbs.BindInfo{
+			Addr: uint64(ext.bind_addr), Length: uint64(ext.bind_length), Access: verbs.AccessFlags(ext.bind_access)}}
+	case verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRSendWithInv:
+		if w.wr.Flags&verbs.SendInline != 0 && inlineLen(sges) <= uint64(c.MaxInlineData) {
+			// Inline data is the program's bytes at the SGEs'
+			// addresses, registered or not: copy them now. (More
+			// than max_inline_data is not read: the device refuses
+			// the WR, as rxe's post checks the length first.)
+			w.inline = []byte{}
+			for _, s := range sges {
+				if s.Length > 0 {
+					w.inline = append(w.inline, unsafe.Slice((*byte)(C.rs_ptr(C.uint64_t(s.Addr))), int(s.Length))...)
+				}
+			}
+		}
+	}
+	return w, 0
 }
 
 func postRecvC(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {

@@ -13,9 +13,10 @@
  * rxe builds each WR straight into the send queue it shares with the
  * kernel and makes the batch visible at ibv_wr_complete. Here the
  * builders collect the batch in the QP's own arrays and ibv_wr_complete
- * hands the chain to the model (rs_wr_complete), which posts all of it or,
- * when the queue has no room for it all, none (ENOSPC, as rxe's builders
- * answer a full queue).
+ * hands the chain to the model (rs_wr_complete), which posts all of it or
+ * none: ENOSPC when the queue has no room for it all (as rxe's builders
+ * answer a full queue), or the errno ibv_post_send would give the first
+ * WR the device refuses.
  */
 
 #include <errno.h>
@@ -217,12 +218,17 @@ struct ibv_cq_ex *rs_create_cq_ex_op(struct ibv_context *context,
 /* ---- extended QPs: the work request builders ---- */
 
 /* The send opcodes each QP type may build (rxe's
- * RXE_SUP_*_QP_SEND_OPS_FLAGS in the rdma-core Debian 12 ships). */
+ * RXE_SUP_*_QP_SEND_OPS_FLAGS in the rdma-core Debian 12 ships, 44.0).
+ * It takes ATOMIC WRITE on RC, which Linux 6.1's rxe cannot carry: the
+ * QP is made, and a batch with one fails at ibv_wr_complete (EINVAL, the
+ * model's answer to an opcode it does not have; the 6.1 kernel would
+ * fail the WR at the device instead). */
 #define RS_RC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |	\
 			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		\
 			IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |	\
 			IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |	\
-			IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+			IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |		\
+			IBV_QP_EX_WITH_ATOMIC_WRITE)
 #define RS_UC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |	\
 			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		\
 			IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
@@ -258,7 +264,7 @@ static struct ibv_send_wr *build(struct ibv_qp_ex *qpx, enum ibv_wr_opcode opcod
 	struct rs_batch *b = &to_rs_qp(qpx)->batch;
 	struct rs_built *w;
 
-	if (b->err || !to_rs_qp(qpx)->building)
+	if (b->err || !b->open)
 		return NULL;
 	b->err = grow((void **)&b->wr, &b->cap, b->n, sizeof(*b->wr));
 	if (b->err)
@@ -279,7 +285,7 @@ static struct rs_built *last(struct ibv_qp_ex *qpx)
 {
 	struct rs_batch *b = &to_rs_qp(qpx)->batch;
 
-	if (b->err || !to_rs_qp(qpx)->building)
+	if (b->err || !b->open)
 		return NULL;
 	if (!b->n) {
 		b->err = EINVAL;
@@ -363,6 +369,20 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t r
 		wr->wr.atomic.rkey = rkey;
 		wr->wr.atomic.remote_addr = remote_addr;
 		wr->wr.atomic.compare_add = add;
+	}
+}
+
+/* ATOMIC WRITE: built as rxe builds it (8 bytes from atomic_wr), and
+ * refused when the batch is posted (see RS_RC_SEND_OPS). */
+static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+			    const void *atomic_wr)
+{
+	struct ibv_send_wr *wr = build(qpx, IBV_WR_ATOMIC_WRITE);
+
+	(void)atomic_wr;
+	if (wr) {
+		wr->wr.rdma.rkey = rkey;
+		wr->wr.rdma.remote_addr = remote_addr;
 	}
 }
 
@@ -516,26 +536,47 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 	add_inline(qpx, num_buf, buf_list);
 }
 
-/* ibv_wr_start: a new batch. The QP's batch lock is held until
- * ibv_wr_complete or ibv_wr_abort, as rxe holds its send queue's lock:
- * another thread's batch on the same QP waits. The same thread starting
- * again drops the batch it had (the lock answers EDEADLK). */
+/* ibv_wr_start: a new batch. A QP builds one batch at a time, as rxe
+ * holds its send queue's lock from ibv_wr_start to ibv_wr_complete or
+ * ibv_wr_abort: another thread's ibv_wr_start waits for the batch to
+ * end (whichever thread ends it). The same thread starting again drops
+ * the batch it had, where rxe's spinlock would spin for ever. */
 static void wr_start(struct ibv_qp_ex *qpx)
 {
 	struct rs_qp *q = to_rs_qp(qpx);
+	pthread_t self = pthread_self();
 
-	pthread_mutex_lock(&q->batch_lock);
+	pthread_mutex_lock(&q->batch_mu);
+	while (q->building && !pthread_equal(q->owner, self))
+		pthread_cond_wait(&q->batch_free, &q->batch_mu);
 	q->building = 1;
+	q->owner = self;
+	pthread_mutex_unlock(&q->batch_mu);
 	q->batch.n = q->batch.nsge = q->batch.ninl = 0;
 	q->batch.err = 0;
+	q->batch.open = 1;
+}
+
+/* building says whether a batch is open (ibv_wr_start came first). */
+static int building(struct rs_qp *q)
+{
+	int b;
+
+	pthread_mutex_lock(&q->batch_mu);
+	b = q->building;
+	pthread_mutex_unlock(&q->batch_mu);
+	return b;
 }
 
 /* end_batch drops the batch and lets the next one start. */
 static void end_batch(struct rs_qp *q)
 {
 	q->batch.n = 0;
+	q->batch.open = 0;
+	pthread_mutex_lock(&q->batch_mu);
 	q->building = 0;
-	pthread_mutex_unlock(&q->batch_lock);
+	pthread_cond_broadcast(&q->batch_free);
+	pthread_mutex_unlock(&q->batch_mu);
 }
 
 /* ibv_wr_complete: posts the batch (all of it, or nothing and an errno:
@@ -547,7 +588,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	struct rs_batch *b = &q->batch;
 	int err = b->err;
 
-	if (!q->building)
+	if (!building(q))
 		return EINVAL;
 	if (!err && b->n) {
 		for (size_t i = 0; i < b->n; i++) {
@@ -570,7 +611,7 @@ static void wr_abort(struct ibv_qp_ex *qpx)
 {
 	struct rs_qp *q = to_rs_qp(qpx);
 
-	if (q->building)
+	if (building(q))
 		end_batch(q);
 }
 
@@ -599,6 +640,8 @@ void rs_qp_ex_init(struct rs_qp *q, uint64_t ops)
 		x->wr_atomic_fetch_add = wr_atomic_fetch_add;
 	if (ops & IBV_QP_EX_WITH_LOCAL_INV)
 		x->wr_local_inv = wr_local_inv;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		x->wr_atomic_write = wr_atomic_write;
 	if (ops & IBV_QP_EX_WITH_BIND_MW)
 		x->wr_bind_mw = wr_bind_mw;
 	x->wr_set_ud_addr = wr_set_ud_addr;

@@ -763,15 +763,8 @@ struct ibv_qp *rs_new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr, int e
 	}
 	q->max_send_sge = attr->cap.max_send_sge;
 	q->max_inline_data = attr->cap.max_inline_data;
-	/* Error-checking: a second ibv_wr_start from the thread that holds
-	 * the batch gets the lock's EDEADLK and starts over, rather than
-	 * hanging the program (rxe's spinlock would spin for ever). */
-	pthread_mutexattr_t ma;
-
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
-	pthread_mutex_init(&q->batch_lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	pthread_mutex_init(&q->batch_mu, NULL);
+	pthread_cond_init(&q->batch_free, NULL);
 	q->extended = extended;
 	if (builders)
 		rs_qp_ex_init(q, ops);
@@ -834,7 +827,8 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	q = container_of(qp, struct rs_qp, qpx.qp_base);
 	pthread_cond_destroy(&qp->cond);
 	pthread_mutex_destroy(&qp->mutex);
-	pthread_mutex_destroy(&q->batch_lock);
+	pthread_cond_destroy(&q->batch_free);
+	pthread_mutex_destroy(&q->batch_mu);
 	free(q->batch.wr);
 	free(q->batch.sge);
 	free(q->batch.inl);

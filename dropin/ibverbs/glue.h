@@ -54,6 +54,7 @@ struct rs_batch {
 	uint8_t *inl;		/* the inline data, copied */
 	size_t ninl, inlcap;
 	int err;		/* the first error a builder met */
+	int open;		/* set by ibv_wr_start; the builders need it */
 };
 
 /* A QP: the ibv_qp_ex whose first member is the ibv_qp the program sees
@@ -62,9 +63,15 @@ struct rs_batch {
 struct rs_qp {
 	struct ibv_qp_ex qpx;
 	int extended;		/* made by ibv_create_qp_ex */
-	int building;		/* between ibv_wr_start and its complete or abort */
 	uint32_t max_send_sge, max_inline_data;
-	pthread_mutex_t batch_lock;
+	/* One batch at a time: building is set from ibv_wr_start to its
+	 * ibv_wr_complete or ibv_wr_abort (which any thread may call, as
+	 * rxe's spinlock lets it), by the thread owner; another thread's
+	 * ibv_wr_start waits on batch_free. */
+	pthread_mutex_t batch_mu;
+	pthread_cond_t batch_free;
+	int building;
+	pthread_t owner;
 	struct rs_batch batch;
 };
 

@@ -1073,31 +1073,50 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 	if !ok {
 		return syscall.EINVAL
 	}
+	wr, region, e := p.prepareSend(v, w)
+	if e != 0 {
+		return e
+	}
+	_, err := v.q.PostSend([]verbs.SendWR{wr})
+	p.poke()
+	if err == nil && w.mw != 0 {
+		// The R_Key the WR gives the window opens the region from now
+		// on (before the bind completes, a peer's use of it fails at
+		// the device anyway).
+		p.bound(v.ctx.dev, wr.BindMW.RKey, region)
+	}
+	return errnoOf(err)
+}
+
+// prepareSend turns w, a WR for QP v, into the model's: its AH and
+// memory window found by handle, a type 2 bind's region, inline data in
+// the context's bounce buffer, addresses taken to the world's.
+func (p *process) prepareSend(v *qp, w *sendWR) (verbs.SendWR, *memRegion, syscall.Errno) {
 	d := v.ctx.dev
 	wr := w.wr
 	var region *memRegion // what a type 2 bind opens
 	if w.ah != 0 {
 		a, ok := object[*ah](p, w.ah)
 		if !ok {
-			return syscall.EINVAL
+			return wr, nil, syscall.EINVAL
 		}
 		wr.AH = a.a
 	}
 	if w.mw != 0 {
 		m, ok := object[*mw](p, w.mw)
 		if !ok {
-			return syscall.EINVAL
+			return wr, nil, syscall.EINVAL
 		}
 		wr.BindMW.MW = m.m
 		var err syscall.Errno
 		if region, err = p.bindRegion(w.bindMR, &wr.BindMW.BindInfo); err != 0 {
-			return err
+			return wr, nil, err
 		}
 	}
 	if w.inline != nil {
 		b, err := p.bounce(v.ctx)
 		if err != 0 {
-			return err
+			return wr, nil, err
 		}
 		if len(w.inline) <= len(b.mr.Bytes()) {
 			copy(b.mr.Bytes(), w.inline)
@@ -1113,15 +1132,7 @@ func (p *process) postSend(h uint32, w *sendWR) syscall.Errno {
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead, verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
 		wr.RemoteAddr = worldAddr(v.remote, wr.RKey, wr.RemoteAddr)
 	}
-	_, err := v.q.PostSend([]verbs.SendWR{wr})
-	p.poke()
-	if err == nil && w.mw != 0 {
-		// The R_Key the WR gives the window opens the region from now
-		// on (before the bind completes, a peer's use of it fails at
-		// the device anyway).
-		p.bound(d, wr.BindMW.RKey, region)
-	}
-	return errnoOf(err)
+	return wr, region, 0
 }
 
 // bindRegion fills a bind's region from the MR of handle h (0: none, an

@@ -8,6 +8,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,14 @@ int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t siz
 int ibv_get_sysfs_path(char *buf, size_t size);
 
 static int failures;
+
+/* start_batch opens a batch on the extended QP arg from another thread
+ * (a Go program's verbs move between OS threads). */
+static void *start_batch(void *arg)
+{
+	ibv_wr_start(arg);
+	return NULL;
+}
 
 static void check(const char *name, int ok, int err)
 {
@@ -247,6 +256,12 @@ int main(void)
 			ibv_wr_start(qx);
 			ibv_wr_start(qx); /* twice from one thread: no hang */
 			code("wr_start twice, then an empty batch", ibv_wr_complete(qx), 0);
+			pthread_t th;
+			pthread_create(&th, NULL, start_batch, qx);
+			pthread_join(th, NULL);
+			code("wr_complete of a batch another thread started", ibv_wr_complete(qx), 0);
+			ibv_wr_start(qx); /* free again: no hang */
+			code("wr_start after it", ibv_wr_complete(qx), 0);
 			code("destroy_qp of an extended QP", ibv_destroy_qp(x), 0);
 		}
 		ibv_destroy_cq(xcq);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #define SIZE 4096
@@ -188,7 +189,8 @@ static void show(const char *name, struct ibv_cq_ex *cq, struct end *a, struct e
 }
 
 /* poll_all waits for want completions on cq and prints each (bounded:
- * a completion that never comes is a line saying so). */
+ * a completion that never comes is a line saying so), one
+ * ibv_start_poll and ibv_end_poll each. */
 static void poll_all(const char *name, struct ibv_cq_ex *cq, int want, struct end *a, struct end *b)
 {
 	struct ibv_poll_cq_attr pa = {};
@@ -208,15 +210,54 @@ static void poll_all(const char *name, struct ibv_cq_ex *cq, int want, struct en
 			printf("%s start_poll %s\n", name, err_name(ret));
 			return;
 		}
-		do {
-			char n[64];
+		char n[64];
 
-			snprintf(n, sizeof(n), "%s[%d]", name, got++);
-			show(n, cq, a, b);
-			ret = got < want ? ibv_next_poll(cq) : ENOENT;
-		} while (!ret);
+		snprintf(n, sizeof(n), "%s[%d]", name, got++);
+		show(n, cq, a, b);
 		ibv_end_poll(cq);
 	}
+}
+
+/* poll_two reads two completions in one poll, the second through
+ * ibv_next_poll. It first gives a real device time to have both (the
+ * rdma-core Debian 12 ships breaks its CQ when ibv_end_poll follows an
+ * ibv_next_poll that found nothing; fixed upstream in 2024-25); the
+ * model moves its time as it is polled, so there the second may come
+ * only after another poll, and is read so. */
+static int wait_start(const char *name, struct ibv_cq_ex *cq, int have)
+{
+	struct ibv_poll_cq_attr pa = {};
+	long spins = 0;
+
+	while (ibv_start_poll(cq, &pa) == ENOENT)
+		if (++spins > 20000000) {
+			printf("%s: %d of 2 completions\n", name, have);
+			return -1;
+		}
+	return 0;
+}
+
+static void poll_two(const char *name, struct ibv_cq_ex *cq, struct end *a, struct end *b)
+{
+	char n[64];
+
+	usleep(500000);
+	if (wait_start(name, cq, 0))
+		return;
+	snprintf(n, sizeof(n), "%s[0]", name);
+	show(n, cq, a, b);
+	if (ibv_next_poll(cq) == 0) {
+		snprintf(n, sizeof(n), "%s[1]", name);
+		show(n, cq, a, b);
+		ibv_end_poll(cq);
+		return;
+	}
+	ibv_end_poll(cq);
+	if (wait_start(name, cq, 1))
+		return;
+	snprintf(n, sizeof(n), "%s[1]", name);
+	show(n, cq, a, b);
+	ibv_end_poll(cq);
 }
 
 /* empty says whether the CQ has nothing, as start_poll answers. */
@@ -283,6 +324,10 @@ static void creation(void)
 		  IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 		  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 		  IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV, 0 },
+		{ "create_qp_ex(RC, ATOMIC WRITE)", IBV_QPT_RC,
+		  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_ATOMIC_WRITE, 0 },
+		{ "create_qp_ex(UC, ATOMIC WRITE)", IBV_QPT_UC,
+		  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_ATOMIC_WRITE, 0 },
 		{ "create_qp_ex(RC, no opcodes)", IBV_QPT_RC,
 		  IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, 0, 0 },
 		{ "create_qp_ex(RC, TSO)", IBV_QPT_RC,
@@ -572,8 +617,8 @@ static void rc(void)
 	ibv_wr_send(x);
 	ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 5);
 	printf("rc: two SENDs complete %s\n", err_name(ibv_wr_complete(x)));
-	poll_all("rc: two SENDs, a", a.cq, 2, &a, &b);
-	poll_all("rc: two SENDs, b", b.cq, 2, &a, &b);
+	poll_two("rc: two SENDs, a", a.cq, &a, &b);
+	poll_two("rc: two SENDs, b", b.cq, &a, &b);
 	empty("rc: drained", b.cq);
 }
 
@@ -623,7 +668,7 @@ static void ud(void)
  * list of buffers, and an SGE list of unequal lengths. */
 static void model_only(void)
 {
-	uint64_t ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+	uint64_t ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 	struct end a = {}, b = {};
 	struct ibv_qp_ex *x;
 
@@ -655,6 +700,35 @@ static void model_only(void)
 	poll_all("model: b", b.cq, 1, &a, &b);
 	printf("model: inline list bytes %s\n", strcmp(b.buf, "inline list") ? "differ" : "same");
 	printf("model: unequal SGEs bytes %s\n", memcmp(b.buf + 1024, a.buf + 1024, 3000) ? "differ" : "same");
+
+	/* A batch the device refuses part of (an atomic at an unaligned
+	 * address, which ibv_post_send refuses with EINVAL) is refused
+	 * whole: its WRITEs before and after do not happen either. (rxe's
+	 * builders check no alignment; its kernel would run the WRITEs and
+	 * fail the atomic at the responder.) */
+	memset(b.buf + 2048, 0, 16);
+	ibv_wr_start(x);
+	x->wr_id = 80;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)b.buf + 2048);
+	ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf + 1024, 8);
+	x->wr_id = 81;
+	ibv_wr_atomic_fetch_add(x, b.mr->rkey, (uintptr_t)b.buf + 4, 1);
+	ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf, 8);
+	x->wr_id = 82;
+	ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)b.buf + 2056);
+	ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf + 1024, 8);
+	printf("model: batch with an unaligned atomic %s\n", err_name(ibv_wr_complete(x)));
+	/* A WRITE behind it completes first: RC completes in order, so a
+	 * WRITE of the refused batch posted would have come before. */
+	ibv_wr_start(x);
+	x->wr_id = 83;
+	ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)b.buf + 2064);
+	ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)a.buf + 1024, 8);
+	ibv_wr_complete(x);
+	poll_all("model: after the refused batch", a.cq, 1, &a, &b);
+	static const char zeros[16];
+	printf("model: WRITEs of the refused batch %s\n", memcmp(b.buf + 2048, zeros, 16) ? "landed" : "never landed");
 }
 
 int main(int argc, char **argv)
