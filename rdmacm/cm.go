@@ -130,7 +130,10 @@ type agent struct {
 	lst     map[uint16]*CMID // listeners by port
 	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
 	udpLst map[uint16]*CMID
-	dups   map[reqKey]*CMID // passive IDs by the REQ that made them
+	// ports: the IDs bound to each port of a port space, in the order
+	// they bound (checkPort; looked up, never iterated).
+	ports map[portKey][]*CMID
+	dups  map[reqKey]*CMID // passive IDs by the REQ that made them
 	// owing: IDs that received a REQ, a DREQ, or the REP of a
 	// connection whose QP the user made, their user has not
 	// answered yet, in the order they came (Unanswered prunes it).
@@ -447,4 +450,5 @@ func (a *agent) forget(id *CMID) {
 	}
 	a.ids[id.index] = nil
 	a.freeIDs = append(a.freeIDs, id.index)
+	a.unbind(id)
 }

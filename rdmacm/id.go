@@ -170,6 +170,8 @@ type CMID struct {
 	// ADDR_BOUND, which an address that fails to resolve returns to,
 	// while IDLE here).
 	bound bool
+	// portHeld: the ID is among its port's owners (agent.ports).
+	portHeld bool
 	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly),
 	// kept and reported; the model's port space does not apply them.
 	reuseAddr, afOnly bool
@@ -222,7 +224,10 @@ func misuse(verb, format string, args ...any) error {
 }
 
 // BindAddr binds the ID to a port of its host (rdma_bind_addr). The
-// address must be the host's IPv4 address or unspecified.
+// address must be the host's IPv4 address or unspecified. A port another
+// ID holds is refused as the kernel refuses it (checkPort): EADDRINUSE
+// for the same address, EADDRNOTAVAIL for the any address, unless both
+// IDs allow address reuse.
 func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	if id.state != stateIdle {
 		return misuse("bind_addr", "the ID is %v, not IDLE", id.state)
@@ -230,9 +235,19 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	if a := addr.Addr(); a.IsValid() && !a.IsUnspecified() && a.Unmap() != id.a.h.IPv4() {
 		return misuse("bind_addr", "addr %v is not the host's (%v)", a, id.a.h.IPv4())
 	}
+	anyAddr := !addr.Addr().IsValid() || addr.Addr().IsUnspecified()
+	if addr.Port() != 0 {
+		if e := id.a.checkPort(id, anyAddr, addr.Port(), id.reuseAddr); e != 0 {
+			return fmt.Errorf("rdmacm: bind_addr: port %d is another ID's: %w", addr.Port(), e)
+		}
+	}
+	id.a.unbind(id) // a bind again, after one that left the ID IDLE
 	id.src = netip.AddrPortFrom(id.a.h.IPv4(), addr.Port())
-	id.devBound = addr.Addr().IsValid() && !addr.Addr().IsUnspecified()
+	id.devBound = !anyAddr
 	id.bound = true
+	if addr.Port() != 0 {
+		id.a.bind(id)
+	}
 	return nil
 }
 
@@ -269,11 +284,24 @@ func (id *CMID) Options() (reuseAddr, afOnly bool) { return id.reuseAddr, id.afO
 // address: every address of the host), rather than the host's own.
 func (id *CMID) BoundToAny() bool { return !id.devBound }
 
-// Listen makes a bound ID a listener (rdma_listen): REQs for its port
-// come as CONNECT_REQUEST events.
+// Listen makes an ID a listener (rdma_listen): REQs for its port come
+// as CONNECT_REQUEST events. An unbound ID is bound to the any address
+// and the first free port from 32768 (the kernel picks one at random);
+// one that allows address reuse must find its port its own, and allows
+// it no more.
 func (id *CMID) Listen(backlog int) error {
-	if id.state != stateIdle || id.src.Port() == 0 {
-		return misuse("listen", "the ID must be bound to a port and IDLE (it is %v, port %d)", id.state, id.src.Port())
+	if id.state != stateIdle {
+		return misuse("listen", "the ID must be IDLE (it is %v)", id.state)
+	}
+	if id.src.Port() == 0 {
+		if err := id.bindAny(); err != nil {
+			return err
+		}
+	} else if id.reuseAddr {
+		// A reusable ID listens only once its port is its own.
+		if e := id.a.checkPort(id, !id.devBound, id.src.Port(), false); e != 0 {
+			return fmt.Errorf("rdmacm: listen: port %d is shared: %w", id.src.Port(), e)
+		}
 	}
 	if id.a.listeners(id.ps)[id.src.Port()] != nil {
 		return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)

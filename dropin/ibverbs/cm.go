@@ -283,42 +283,7 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 	if a.IsValid() && !a.IsUnspecified() && a != p.devs[0].host.IPv4() {
 		return syscall.EADDRNOTAVAIL // no device has it (rdma_translate_ip)
 	}
-	if port != 0 {
-		reuse, _ := w.id.Options()
-		if e := p.cmPortCheck(w, !a.IsValid() || a.IsUnspecified(), port, reuse); e != 0 {
-			return e
-		}
-	}
 	return p.cmDone(w.id.BindAddr(netip.AddrPortFrom(a, port)))
-}
-
-// cmPortCheck is the kernel's cma_check_port for w taking port, bound
-// to the any address or to the host's (any): every other ID bound to
-// the port and not connected (bound and IDLE, or listening), within w's
-// port space (each has ports of its own: cma_ps_find), refuses it,
-// unless both it and w allow address reuse (reuse: w's
-// RDMA_OPTION_ID_REUSEADDR; false when w starts to listen, which takes
-// the port whole). The any address conflicts with every address
-// (EADDRNOTAVAIL), the host's address with itself (EADDRINUSE), as real
-// rxe's kernel answers (conformance TestRdmacmMisuseRxe). The IDs are
-// looked at newest first, as the kernel walks a port's owners. A
-// listener's passive IDs share its port, as in the kernel.
-func (p *process) cmPortCheck(w *cmID, any bool, port uint16, reuse bool) syscall.Errno {
-	for i := len(p.objs) - 1; i > 0; i-- {
-		v, ok := p.objs[i].(*cmID)
-		if !ok || v == w || v.id.LocalAddr().Port() != port || v.id.PortSpace() != w.id.PortSpace() ||
-			(v.id.State() != "IDLE" && v.id.State() != "LISTEN") {
-			continue
-		}
-		if vr, _ := v.id.Options(); reuse && vr {
-			continue
-		}
-		if any || v.id.BoundToAny() {
-			return syscall.EADDRNOTAVAIL
-		}
-		return syscall.EADDRINUSE
-	}
-	return 0
 }
 
 // cmDone settles the channels after a CM call and wakes whoever waits:
@@ -334,25 +299,6 @@ func (p *process) cmListen(h uint32, backlog int) syscall.Errno {
 	w, e := p.cmIDOf(h)
 	if e != 0 {
 		return e
-	}
-	if w.id.State() == "IDLE" && w.id.LocalAddr().Port() == 0 {
-		// rdma_listen on an unbound ID binds it to the any address and a
-		// port of the kernel's choosing (cma_bind_any; real rxe answers
-		// 0: conformance TestRdmacmMisuseRxe): the first free one of
-		// ip_local_port_range here, so that a run is the same each time.
-		port := uint16(32768)
-		for p.cmPortCheck(w, true, port, false) != 0 {
-			port++
-		}
-		if err := w.id.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
-			return p.cmDone(err)
-		}
-	} else if reuse, _ := w.id.Options(); reuse && w.id.State() == "IDLE" {
-		// A reusable ID must find its port its own to listen on it
-		// (rdma_listen's cma_check_port without reuse).
-		if e := p.cmPortCheck(w, w.id.BoundToAny(), w.id.LocalAddr().Port(), false); e != 0 {
-			return e
-		}
 	}
 	return p.cmDone(w.id.Listen(backlog))
 }

@@ -1,0 +1,68 @@
+package rdmacm_test
+
+import (
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/rocesim/rocesim/rdmacm"
+)
+
+// TestPortSharing: a port is shared as the kernel's cma_check_port
+// shares it (and as real rxe answered cmd/rocesim's cm_misuse.c reuse_*
+// lines): two IDs that both allow address reuse bind the same port; one
+// that does not is refused (EADDRINUSE for the same address,
+// EADDRNOTAVAIL for the any address); a reusable ID listens only once
+// the port is its own, and is not reusable after; ports are per port
+// space; a destroyed ID's port is free. Listening unbound takes the
+// first free port from 32768.
+func TestPortSharing(t *testing.T) {
+	p := newPair(t, "")
+	id := func(ps rdmacm.PortSpace, reuse bool) *rdmacm.CMID {
+		t.Helper()
+		i, err := rdmacm.CreateID(p.srv.ch, nil, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := i.SetReuseAddr(reuse); err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	self := netip.AddrPortFrom(p.srv.h.IPv4(), 7300)
+	anyAddr := netip.AddrPortFrom(netip.IPv4Unspecified(), 7300)
+	want := func(what string, err error, e syscall.Errno) {
+		t.Helper()
+		if (e == 0 && err != nil) || (e != 0 && !errors.Is(err, e)) {
+			t.Errorf("%s: %v, want errno %d", what, err, e)
+		}
+	}
+	r1, r2, r3 := id(rdmacm.PSTCP, true), id(rdmacm.PSTCP, true), id(rdmacm.PSTCP, false)
+	want("first bind", r1.BindAddr(self), 0)
+	want("both reusable", r2.BindAddr(self), 0)
+	want("one not, same address", r3.BindAddr(self), syscall.EADDRINUSE)
+	want("one not, any address", r3.BindAddr(anyAddr), syscall.EADDRNOTAVAIL)
+	want("UDP's 7300 is another port", id(rdmacm.PSUDP, false).BindAddr(self), 0)
+	want("listen on a shared port", r1.Listen(1), syscall.EADDRINUSE)
+	if err := r2.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	want("listen alone", r1.Listen(1), 0)
+	if reuse, _ := r1.Options(); reuse {
+		t.Error("a listener still allows address reuse")
+	}
+	r4 := id(rdmacm.PSTCP, true)
+	want("bind by a listener", r4.BindAddr(self), syscall.EADDRINUSE)
+	if err := r1.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	want("bind once the listener is gone", r4.BindAddr(self), 0)
+
+	u1, u2 := id(rdmacm.PSTCP, false), id(rdmacm.PSTCP, false)
+	want("listen unbound", u1.Listen(1), 0)
+	want("listen unbound again", u2.Listen(1), 0)
+	if a, b := u1.LocalAddr().Port(), u2.LocalAddr().Port(); a != 32768 || b != 32769 {
+		t.Errorf("unbound listeners took ports %d and %d, want 32768 and 32769", a, b)
+	}
+}
