@@ -280,10 +280,6 @@ func (id *CMID) SetAFOnly(on bool) error {
 // Options reports the ID's address reuse and IPv6-only options.
 func (id *CMID) Options() (reuseAddr, afOnly bool) { return id.reuseAddr, id.afOnly }
 
-// BoundToAny reports whether the ID's bind named no address (the any
-// address: every address of the host), rather than the host's own.
-func (id *CMID) BoundToAny() bool { return !id.devBound }
-
 // Listen makes an ID a listener (rdma_listen): REQs for its port come
 // as CONNECT_REQUEST events. An unbound ID is bound to the any address
 // and the first free port from 32768 (the kernel picks one at random);
@@ -299,7 +295,7 @@ func (id *CMID) Listen(backlog int) error {
 		}
 	} else if id.reuseAddr {
 		// A reusable ID listens only once its port is its own.
-		if e := id.a.checkPort(id, !id.devBound, id.src.Port(), false); e != 0 {
+		if e := id.a.checkPort(id, id.holdsAny(), id.src.Port(), false); e != 0 {
 			return fmt.Errorf("rdmacm: listen: port %d is shared: %w", id.src.Port(), e)
 		}
 	}
@@ -342,10 +338,16 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 		return fmt.Errorf("rdmacm: resolve_addr: no route to %v (the host's network is %v/8): %w", to, netip.AddrFrom4([4]byte{self.As4()[0]}), syscall.ENETUNREACH)
 	}
 	port := id.src.Port()
-	if port == 0 {
+	fresh := port == 0
+	for port == 0 || (fresh && id.a.checkPort(id, true, port, false) != 0) {
+		// A port of the ephemeral range no other ID holds
+		// (cma_alloc_any_port), the ID's until it is destroyed.
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
 	}
 	id.src = netip.AddrPortFrom(self, port)
+	if fresh {
+		id.a.bind(id)
+	}
 	id.bound = true // cma_bind_addr: an ID whose resolution fails stays bound
 	id.dst = netip.AddrPortFrom(to, dst.Port())
 	id.peer = id.dst.Addr()

@@ -22,31 +22,39 @@ type portKey struct {
 const ephemeralLow = 32768
 
 // checkPort says whether id may take port (bound to the any address, or
-// to the host's: anyAddr), as cma_check_port does: every other ID bound
-// to the port and not connected (bound and IDLE, or listening) refuses
-// it, unless both it and id allow address reuse (reuse: id's
-// SetReuseAddr; false when id starts to listen, which takes the port
-// whole). The any address conflicts with every address
-// (EADDRNOTAVAIL), the host's address with itself (EADDRINUSE), as real
-// rxe's kernel answers (conformance TestRdmacmMisuseRxe). The owners are
-// looked at newest bound first, as the kernel walks them. A listener's
-// passive IDs share its port, as in the kernel: they hold none.
+// to the host's: anyAddr), as cma_check_port does: every other ID that
+// holds the port refuses it (bound to it, listening on it, or given it
+// for rdma_resolve_addr, until destroyed), unless both it and id allow
+// address reuse (reuse: id's SetReuseAddr; false when id starts to
+// listen, which takes the port whole). The any address conflicts with
+// every address (EADDRNOTAVAIL), the host's address with itself
+// (EADDRINUSE), as real rxe's kernel answers (conformance
+// TestRdmacmMisuseRxe). The owners are looked at newest bound first, as
+// the kernel walks them. A listener's passive IDs share its port, as in
+// the kernel: they hold none.
 func (a *agent) checkPort(id *CMID, anyAddr bool, port uint16, reuse bool) syscall.Errno {
 	owners := a.ports[portKey{id.ps, port}]
 	for i := len(owners) - 1; i >= 0; i-- {
 		o := owners[i]
-		if o == id || (o.state != stateIdle && o.state != stateListen) {
+		if o == id {
 			continue
 		}
 		if reuse && o.reuseAddr {
 			continue
 		}
-		if anyAddr || !o.devBound {
+		if anyAddr || o.holdsAny() {
 			return syscall.EADDRNOTAVAIL
 		}
 		return syscall.EADDRINUSE
 	}
 	return 0
+}
+
+// holdsAny says whether the ID holds its port on the any address: bound
+// so and not resolved (address resolution gives an ID its device's
+// address, as the kernel's addr_handler fills the source address).
+func (id *CMID) holdsAny() bool {
+	return !id.devBound && (id.state == stateIdle || id.state == stateListen)
 }
 
 // bind records id as bound to its port.

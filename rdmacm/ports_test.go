@@ -15,8 +15,9 @@ import (
 // that does not is refused (EADDRINUSE for the same address,
 // EADDRNOTAVAIL for the any address); a reusable ID listens only once
 // the port is its own, and is not reusable after; ports are per port
-// space; a destroyed ID's port is free. Listening unbound takes the
-// first free port from 32768.
+// space; the port rdma_resolve_addr gives an ID is its own; a destroyed
+// ID's port is free. Listening unbound takes the first free port from
+// 32768.
 func TestPortSharing(t *testing.T) {
 	p := newPair(t, "")
 	id := func(ps rdmacm.PortSpace, reuse bool) *rdmacm.CMID {
@@ -58,6 +59,21 @@ func TestPortSharing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("bind once the listener is gone", r4.BindAddr(self), 0)
+
+	// The port rdma_resolve_addr gave a client is its own until it is
+	// destroyed.
+	c := p.resolve(t, rdmacm.PSTCP, 7174)
+	o, err := rdmacm.CreateID(p.cli.ch, nil, rdmacm.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cport := c.LocalAddr().Port()
+	want("bind to a resolved ID's port, any address", o.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), cport)), syscall.EADDRNOTAVAIL)
+	want("bind to a resolved ID's port, its address", o.BindAddr(c.LocalAddr()), syscall.EADDRINUSE)
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	want("bind once it is destroyed", o.BindAddr(netip.AddrPortFrom(p.cli.h.IPv4(), cport)), 0)
 
 	u1, u2 := id(rdmacm.PSTCP, false), id(rdmacm.PSTCP, false)
 	want("listen unbound", u1.Listen(1), 0)

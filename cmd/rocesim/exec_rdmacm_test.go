@@ -339,6 +339,10 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"reuse_listen_alone", "0 0"},                                          //
 		{"reuse_bind_by_listener", "-1 EADDRINUSE"},                            // ... and a listener is not reusable
 		{"reuse_bind_after_listener", "0 0"},                                   //
+		{"resolved_port_ephemeral", "1"},                                       // rdma_resolve_addr's port: ...
+		{"bind_resolved_port_any", "-1 EADDRNOTAVAIL"},                         // ... the ID's own
+		{"bind_resolved_port_same", "-1 EADDRINUSE"},                           //
+		{"bind_resolved_port_freed", "0 0"},                                    // ... until it is destroyed
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

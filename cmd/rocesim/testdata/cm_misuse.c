@@ -470,6 +470,28 @@ int main(int argc, char **argv)
 		rdma_destroy_id(r2);
 		rdma_destroy_id(r3);
 	}
+	/* The port rdma_resolve_addr gives an unbound ID is its own until
+	 * it is destroyed: another ID's bind to it is refused, on the any
+	 * address and on the device's (which resolution gave the ID). */
+	{
+		struct rdma_cm_id *c, *o;
+		struct sockaddr_in to = sin4("10.0.0.1", 7174);
+
+		rdma_create_id(ch, &c, NULL, RDMA_PS_TCP);
+		rdma_create_id(ch, &o, NULL, RDMA_PS_TCP);
+		rdma_resolve_addr(c, NULL, (struct sockaddr *)&to, 2000);
+		if ((ev = next_event(ch, "resolved_port")))
+			rdma_ack_cm_event(ev);
+		uint16_t port = ntohs(rdma_get_src_port(c));
+		struct sockaddr_in anyp = sin4("0.0.0.0", port), selfp = sin4("10.0.0.1", port);
+
+		printf("resolved_port_ephemeral %d\n", port >= 32768 && port <= 60999);
+		CHECK("bind_resolved_port_any", rdma_bind_addr(o, (struct sockaddr *)&anyp));
+		CHECK("bind_resolved_port_same", rdma_bind_addr(o, (struct sockaddr *)&selfp));
+		rdma_destroy_id(c);
+		CHECK("bind_resolved_port_freed", rdma_bind_addr(o, (struct sockaddr *)&selfp));
+		rdma_destroy_id(o);
+	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	printf("done\n");
