@@ -15,7 +15,6 @@ package nic
 //     channel are unacknowledged; its unread events leave the channel.
 
 import (
-	"math/bits"
 	"syscall"
 )
 
@@ -147,11 +146,9 @@ type CQ struct {
 	inReady bool // listed in the device's next Ready (ready.go)
 }
 
-// cqRing returns the capacity rxe gives a queue asked to hold cqe entries:
-// roundup_pow_of_two(cqe+1) - 1.
-func cqRing(cqe int) int {
-	return 1<<bits.Len(uint(cqe)) - 1
-}
+// cqRing returns the capacity rxe gives a queue asked to hold cqe
+// entries (RXEQueueSlots).
+func cqRing(cqe int) int { return int(RXEQueueSlots(uint32(cqe))) }
 
 // newCQ creates a CQ able to hold at least cqe completions
 // (ibv_create_cq). ch may be nil (no events). EINVAL if cqe is not in

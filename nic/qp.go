@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"math/bits"
 	"net/netip"
 	"syscall"
 
@@ -263,22 +264,18 @@ func rxeQPCaps(c QPCap, srq bool) (created, held QPCap) {
 	wqe := max(c.MaxSendSGE*16, c.MaxInlineData)
 	c.MaxSendSGE, c.MaxInlineData = wqe/16, wqe
 	created, held = c, c
-	held.MaxSendWR = rxeQueueSlots(c.MaxSendWR)
+	held.MaxSendWR = RXEQueueSlots(c.MaxSendWR)
 	if !srq {
-		held.MaxRecvWR = rxeQueueSlots(c.MaxRecvWR)
+		held.MaxRecvWR = RXEQueueSlots(c.MaxRecvWR)
 	}
 	return created, held
 }
 
-// rxeQueueSlots is the number of elements an rxe queue asked for n holds:
-// the power of two above n, less the slot a full queue keeps empty.
-func rxeQueueSlots(n uint32) uint32 {
-	s := uint32(1)
-	for s < n+1 {
-		s <<= 1
-	}
-	return s - 1
-}
+// RXEQueueSlots is the number of entries an rxe queue (a CQ, a QP's send
+// or receive queue, an SRQ) asked to hold n holds: rxe_queue_init makes
+// it a power of two slots and keeps one empty, so roundup_pow_of_two(n+1)
+// - 1 (16 holds 31, 4 holds 7).
+func RXEQueueSlots(n uint32) uint32 { return 1<<bits.Len32(n) - 1 }
 
 // unlistQP takes qp out of d.qpList, keeping the others in creation order
 // (EachQP reports in that order): its place becomes a hole, and the list is

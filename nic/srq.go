@@ -50,7 +50,7 @@ func (d *Device) CreateSRQ(pd *PD, ia SRQInitAttr) (*SRQ, error) {
 // (rxeQPCaps).
 func (d *Device) srqSlots(n uint32) uint32 {
 	if d.cfg.Profile == ProfileRXE {
-		return rxeQueueSlots(n)
+		return RXEQueueSlots(n)
 	}
 	return n
 }

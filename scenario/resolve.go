@@ -41,7 +41,7 @@ func (p *parser) resolve() error {
 					// What the queues can hold, as rxe sizes them
 					// (a power of two less one each): the CQ
 					// cannot overflow.
-					size = queueSlots(int(q.maxSendWR)) + queueSlots(int(q.maxRecvWR))
+					size = int(nic.RXEQueueSlots(q.maxSendWR) + nic.RXEQueueSlots(q.maxRecvWR))
 				}
 				c := &cqDecl{node: n, name: q.name + "/cq", line: q.line, size: size, implicit: true}
 				n.cqs = append(n.cqs, c)
@@ -466,15 +466,4 @@ func (p *parser) checkFault(f faultDecl) error {
 		}
 	}
 	return nil
-}
-
-// queueSlots is what a queue asked for n entries holds on rxe: the power
-// of two above n, less one (nic's rxeQueueSlots). A QP's own CQ is sized
-// from it.
-func queueSlots(n int) int {
-	s := 1
-	for s < n+1 {
-		s <<= 1
-	}
-	return s - 1
 }
