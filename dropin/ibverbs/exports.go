@@ -653,6 +653,9 @@ func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
 	if _, err := v.q.CheckSend(wrs); err != nil {
 		return errC(errnoOf(err))
 	}
+	// Posted from the C chain again, one WR at a time: the checked
+	// list's inline WRs all point at the context's one bounce buffer,
+	// which holds only the last one's bytes.
 	var bad *C.struct_ibv_send_wr
 	return p.postSendChain(h, wr, &bad)
 }

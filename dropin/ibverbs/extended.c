@@ -178,19 +178,12 @@ struct ibv_cq_ex *rs_create_cq_ex_op(struct ibv_context *context,
 		return NULL;
 	}
 	cq = ibv_cq_ex_to_cq(&c->cq);
-	err = rs_create_cq(rs_context_handle(context), attr->cqe,
-			   attr->channel ? attr->channel->fd : -1, attr->comp_vector,
-			   cq, &cq->handle, &cq->cqe);
+	err = rs_cq_init(cq, context, attr->cqe, attr->channel, attr->comp_vector, attr->cq_context);
 	if (err) {
 		free(c);
 		errno = err;
 		return NULL;
 	}
-	cq->context = context;
-	cq->channel = attr->channel;
-	cq->cq_context = attr->cq_context;
-	pthread_mutex_init(&cq->mutex, NULL);
-	pthread_cond_init(&cq->cond, NULL);
 
 	c->cq.start_poll = cq_start_poll;
 	c->cq.next_poll = cq_next_poll;

@@ -53,11 +53,6 @@ static struct rs_context *to_rctx(struct ibv_context *ctx)
 			    struct rs_context, vctx);
 }
 
-uint32_t rs_context_handle(struct ibv_context *context)
-{
-	return to_rctx(context)->handle;
-}
-
 /* fail sets errno to err (if not 0) and returns NULL. */
 static void *fail(int err)
 {
@@ -593,18 +588,30 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return fail(ENOMEM);
-	err = rs_create_cq(to_rctx(context)->handle, cqe, channel ? channel->fd : -1,
-			   comp_vector, cq, &cq->handle, &cq->cqe);
+	err = rs_cq_init(cq, context, cqe, channel, comp_vector, cq_context);
 	if (err) {
 		free(cq);
 		return fail(err);
 	}
+	return cq;
+}
+
+/* rs_cq_init makes the model's CQ for cq, plain or the ibv_cq part of an
+ * extended one, and fills what libibverbs keeps in it; 0 or the errno. */
+int rs_cq_init(struct ibv_cq *cq, struct ibv_context *context, int cqe,
+	       struct ibv_comp_channel *channel, int comp_vector, void *cq_context)
+{
+	int err = rs_create_cq(to_rctx(context)->handle, cqe, channel ? channel->fd : -1,
+			       comp_vector, cq, &cq->handle, &cq->cqe);
+
+	if (err)
+		return err;
 	cq->context = context;
 	cq->channel = channel;
 	cq->cq_context = cq_context;
 	pthread_mutex_init(&cq->mutex, NULL);
 	pthread_cond_init(&cq->cond, NULL);
-	return cq;
+	return 0;
 }
 
 int ibv_resize_cq(struct ibv_cq *cq, int cqe)

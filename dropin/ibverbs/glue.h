@@ -78,7 +78,8 @@ struct rs_qp {
 struct ibv_qp *rs_new_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr, int extended,
 			 int builders, uint64_t ops);
 void rs_qp_ex_init(struct rs_qp *q, uint64_t ops);
-uint32_t rs_context_handle(struct ibv_context *context);
+int rs_cq_init(struct ibv_cq *cq, struct ibv_context *context, int cqe,
+	       struct ibv_comp_channel *channel, int comp_vector, void *cq_context);
 struct ibv_cq_ex *rs_create_cq_ex_op(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *rs_create_qp_ex_op(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 
