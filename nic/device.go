@@ -99,9 +99,13 @@ type DeviceAttr struct {
 	MaxSRQSGE       int
 	MaxAH           int
 	MaxMW           int
-	MaxInlineData   int
-	PhysPortCnt     int
-	AtomicCap       string
+	// Multicast: groups, QPs a group, attachments in all (mcast.go).
+	MaxMcastGrp           int
+	MaxMcastQPAttach      int
+	MaxTotalMcastQPAttach int
+	MaxInlineData         int
+	PhysPortCnt           int
+	AtomicCap             string
 }
 
 // DefaultAddrBase is where a device's first MR lives unless
@@ -198,10 +202,16 @@ type Device struct {
 	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
 	ipID     uint16
 	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
-	trace    *sim.Trace
-	noteBuf  []byte // the note being built (note), kept for its capacity
-	rx       wire.Packet
-	rxHeld   wire.Packet // a held request being run (responder.runHeld)
+	// mcast is the device's multicast groups by GID (mcast.go), nil until
+	// a QP attaches to one; mcastOf counts each attached QP's groups, and
+	// mcAttached all attachments. Lookups only, never iterated.
+	mcast      map[netip.Addr]*mcGroup
+	mcastOf    map[*QP]int
+	mcAttached int
+	trace      *sim.Trace
+	noteBuf    []byte // the note being built (note), kept for its capacity
+	rx         wire.Packet
+	rxHeld     wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
 	rxErrors [wire.NumErrorCodes]uint64
@@ -350,6 +360,9 @@ func (d *Device) AddNeighbour(gid netip.Addr, mac wire.MAC) { d.nbr[gid.Unmap()]
 func (d *Device) neighbour(gid netip.Addr) (wire.MAC, bool) {
 	if m, ok := d.nbr[gid]; ok {
 		return m, true
+	}
+	if m, ok := wire.MulticastMAC(gid); ok {
+		return m, true // a group's MAC is computed, not resolved
 	}
 	if d.cfg.Neighbours != nil && !d.isLocal(gid) {
 		return d.cfg.Neighbours(gid)

@@ -16,25 +16,28 @@ const rxeMaxValue = 1 << 20
 // pool's max_elem the value reported), as `ibv_devinfo -v` prints them in
 // the conformance guest (TestDeviceAttrMatchesRxe holds them there).
 var rxeAttr = DeviceAttr{
-	FWVer:           "0.0.0",
-	MaxMRSize:       ^uint64(0),
-	MaxQP:           rxeMaxValue - rxeMinQPIndex, // RXE_MAX_QP: 1048560
-	MaxQPWR:         rxeMaxValue,
-	MaxSGE:          32, // RXE_MAX_SGE
-	MaxCQ:           rxeMaxValue,
-	MaxCQE:          (1 << 15) - 1,     // RXE_MAX_CQE
-	MaxMR:           rxeMaxMRIndex - 1, // RXE_MAX_MR: 524287
-	MaxPD:           rxeMaxValue,
-	MaxQPRdAtom:     128,                          // RXE_MAX_QP_RD_ATOM
-	MaxQPInitRdAtom: 128,                          // RXE_MAX_QP_INIT_RD_ATOM
-	MaxSRQ:          rxeMaxValue - rxeMinSRQIndex, // RXE_MAX_SRQ: indices 0x20001..1<<20
-	MaxSRQWR:        rxeMaxValue,
-	MaxSRQSGE:       27,                            // RXE_MAX_SRQ_SGE
-	MaxAH:           (1 << 15) - 1,                 // RXE_MAX_AH
-	MaxMW:           rxeMaxMWIndex - rxeMinMWIndex, // RXE_MAX_MW: 524287
-	MaxInlineData:   512,                           // RXE_MAX_INLINE_DATA (not in ibv_device_attr; probed)
-	PhysPortCnt:     1,
-	AtomicCap:       "ATOMIC_HCA",
+	FWVer:                 "0.0.0",
+	MaxMRSize:             ^uint64(0),
+	MaxQP:                 rxeMaxValue - rxeMinQPIndex, // RXE_MAX_QP: 1048560
+	MaxQPWR:               rxeMaxValue,
+	MaxSGE:                32, // RXE_MAX_SGE
+	MaxCQ:                 rxeMaxValue,
+	MaxCQE:                (1 << 15) - 1,     // RXE_MAX_CQE
+	MaxMR:                 rxeMaxMRIndex - 1, // RXE_MAX_MR: 524287
+	MaxPD:                 rxeMaxValue,
+	MaxQPRdAtom:           128,                          // RXE_MAX_QP_RD_ATOM
+	MaxQPInitRdAtom:       128,                          // RXE_MAX_QP_INIT_RD_ATOM
+	MaxSRQ:                rxeMaxValue - rxeMinSRQIndex, // RXE_MAX_SRQ: indices 0x20001..1<<20
+	MaxSRQWR:              rxeMaxValue,
+	MaxSRQSGE:             27,                            // RXE_MAX_SRQ_SGE
+	MaxAH:                 (1 << 15) - 1,                 // RXE_MAX_AH
+	MaxMW:                 rxeMaxMWIndex - rxeMinMWIndex, // RXE_MAX_MW: 524287
+	MaxMcastGrp:           rxeMaxMcastGrp,
+	MaxMcastQPAttach:      rxeMaxMcastQPAttach,
+	MaxTotalMcastQPAttach: rxeMaxTotMcastQPAtt,
+	MaxInlineData:         512, // RXE_MAX_INLINE_DATA (not in ibv_device_attr; probed)
+	PhysPortCnt:           1,
+	AtomicCap:             "ATOMIC_HCA",
 }
 
 // rxe's object index ranges (rxe_param.h): QP indices (QPNs) run from

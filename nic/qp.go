@@ -408,6 +408,11 @@ func (d *Device) DestroyQP(qp *QP) error {
 	if !d.liveQP(qp) {
 		return errno(syscall.EINVAL, "destroy_qp: not a live QP of this device")
 	}
+	if n := d.mcastAttached(qp); n > 0 {
+		// uverbs refuses a user's destroy while the QP has attachments
+		// (uverbs_free_qp): detach first.
+		return errno(syscall.EBUSY, "destroy_qp: QP %d is still attached to %d multicast group(s); detach_mcast first", qp.num, n)
+	}
 	qp.dead = true
 	qp.init.SendCQ.refs--
 	qp.init.RecvCQ.refs--

@@ -25,7 +25,11 @@ import (
 //     NAKs it invalid
 //     request (checkSequence). A response with a stray payload is still
 //     dropped here (rxe's behaviour for it is not checked).
-//  2. A frame for another IP address is dropped (rxe_chk_dgid).
+//  2. A frame for another IP address is dropped (rxe_chk_dgid), and so
+//     is one for a multicast group none of the device's QPs is attached
+//     to (a port's filter would not have taken it). A datagram for the
+//     multicast QPN is counted in rcvd_pkts and offered to each QP
+//     attached to the group of its destination (receiveMcast).
 //  3. hdr_check: the destination QP exists; the opcode is of the QP's
 //     transport; the QP is ready for it (a request in RTR, RTS, SQD or
 //     SQE, a response in RTS, SQD or SQE: rxe's resp.state and
@@ -49,7 +53,9 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 		d.rxErrors[errCode(err)]++
 		return
 	}
-	if !d.isLocal(p.Dst().Unmap()) {
+	if dst := p.Dst().Unmap(); !d.isLocal(dst) && !(dst.IsMulticast() && d.InGroup(dst)) {
+		// A group no QP here is attached to is not the device's either:
+		// a real port's filter would not have taken the frame.
 		d.rxDrops[DropNotLocal]++
 		return
 	}
@@ -59,6 +65,12 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 	}
 	if p.BTH.DestQP() == wire.GSIQPN {
 		d.receiveMAD(p)
+		return
+	}
+	if p.BTH.DestQP() == wire.MulticastQPN {
+		// rxe counts it once, then offers it to the group's QPs.
+		d.counters.Add(CounterRcvdPkts, 1)
+		d.receiveMcast(now, p)
 		return
 	}
 	qp := d.qpByNum(p.BTH.DestQP())

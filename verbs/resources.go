@@ -1,9 +1,11 @@
 package verbs
 
 import (
+	"net/netip"
 	"syscall"
 
 	"github.com/rocesim/rocesim/nic"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // PD is a protection domain (ibv_pd).
@@ -363,6 +365,42 @@ func (q *QP) Destroy() error {
 		return err
 	}
 	return q.c.destroyed(q.slot, q.c.dev().DestroyQP(q.qp))
+}
+
+// MulticastQPN is the RemoteQPN of a datagram sent to a multicast group:
+// every QP attached to the group (AttachMcast) on every device the
+// group's frames reach gets a copy.
+const MulticastQPN = wire.MulticastQPN
+
+// AttachMcast attaches the UD QP to the multicast group gid
+// (ibv_attach_mcast): an IPv6 multicast GID, or an IPv4 group mapped
+// into IPv6 (::ffff:224.0.0.5). lid is ignored on RoCE. A datagram sent
+// with an AH whose DGID is the group and RemoteQPN MulticastQPN reaches
+// the group's QPs on every host of the fabric, the sender's own included.
+// EINVAL for a GID that is not multicast or a QP that is not UD; ENOMEM
+// past rxe's limits (DeviceAttr.MaxMcastGrp, MaxMcastQPAttach,
+// MaxTotalMcastQPAttach). Attaching twice is no error.
+func (q *QP) AttachMcast(gid netip.Addr, lid uint16) error {
+	if q == nil {
+		return nilObject("attach_mcast", "qp")
+	}
+	if err := q.c.usable("attach_mcast"); err != nil {
+		return err
+	}
+	return q.c.dev().AttachMcast(q.qp, gid, lid)
+}
+
+// DetachMcast detaches the QP from the multicast group gid
+// (ibv_detach_mcast): EINVAL if it is not attached to it. A QP must be
+// detached from every group before Destroy (EBUSY), as with uverbs.
+func (q *QP) DetachMcast(gid netip.Addr, lid uint16) error {
+	if q == nil {
+		return nilObject("detach_mcast", "qp")
+	}
+	if err := q.c.usable("detach_mcast"); err != nil {
+		return err
+	}
+	return q.c.dev().DetachMcast(q.qp, gid, lid)
 }
 
 // SendWR is a send work request (ibv_send_wr).

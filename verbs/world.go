@@ -120,7 +120,16 @@ type Host struct {
 	// out, if set, takes the device's frames instead of the host's
 	// port on this world's fabric (AddPortHost).
 	out func(frame, note []byte)
+	// loops holds the frames the device sent to a multicast group it is
+	// in itself, each received by it in turn (loopBack); spare keeps
+	// their storage.
+	loops queue[[]byte]
+	spare [][]byte
 }
+
+// fireLoop is the argument of the event that gives the device one of its
+// own multicast frames back (Host.Fire).
+const fireLoop = 1
 
 // MinLinkMTU is the smallest link (IP) MTU a host can run RoCE v2 over:
 // the smallest path MTU, 256, plus the most a packet carries besides its
@@ -361,7 +370,14 @@ func (h *Host) txDone(now sim.Time) {
 }
 
 // Fire runs the device's timers.
-func (h *Host) Fire(now sim.Time, _ uint64) {
+func (h *Host) Fire(now sim.Time, arg uint64) {
+	if arg == fireLoop {
+		f, _ := h.loops.pop()
+		h.dev.Receive(now, f)
+		h.spare = append(h.spare, f[:0])
+		h.pump()
+		return
+	}
 	h.due = sim.Never
 	h.dev.Advance(now)
 	h.pump()
@@ -425,6 +441,9 @@ func (h *Host) pump() {
 // has gone (its count of frames in the port would otherwise stall the
 // QP), never a panic.
 func (h *Host) send(frame, note []byte) {
+	if h.dev.LoopsBack(frame) {
+		h.loopBack(frame)
+	}
 	if h.out != nil {
 		h.out(frame, note)
 		return
@@ -443,6 +462,21 @@ func (h *Host) send(frame, note []byte) {
 		}
 		h.txLater++
 	}
+}
+
+// loopBack gives the device a copy of a frame it sends to a multicast
+// group one of its own QPs is attached to, as an event at the same
+// instant: on Linux the IP layer loops such a datagram back to its host
+// (rdma_join_multicast has joined the group there), and rxe receives it
+// like any other. The copy never crosses the fabric, so it is in no
+// capture and meets no fault, as the kernel's loop is not on the wire.
+func (h *Host) loopBack(frame []byte) {
+	var buf []byte
+	if n := len(h.spare); n > 0 {
+		buf, h.spare = h.spare[n-1], h.spare[:n-1]
+	}
+	h.loops.push(append(buf, frame...))
+	h.w.sched.Schedule(h.w.sched.Now(), h, fireLoop)
 }
 
 // Unsent returns how many frames the host's device built that could not

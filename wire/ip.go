@@ -293,3 +293,51 @@ func UDPSourcePort(localQPN, remoteQPN uint32) uint16 {
 func UDPSourcePortUD(qpn uint32) uint16 {
 	return uint16(udpSourcePortMin + (qpn*0x61C88647)>>(32-14))
 }
+
+// IsGroup reports whether m is a group address, multicast or broadcast
+// (the I/G bit, the first byte's lowest): a switch floods such a frame.
+func (m MAC) IsGroup() bool { return m[0]&1 != 0 }
+
+// IsMulticastGID reports whether a GID names a multicast group: an IPv6
+// multicast address (ff00::/8) or an IPv4-mapped one (224.0.0.0/4), as the
+// kernel's rdma_is_multicast_addr decides.
+func IsMulticastGID(a netip.Addr) bool { return a.Unmap().IsMulticast() }
+
+// MulticastMAC returns the Ethernet group address an IP multicast
+// destination is sent to, and false for an address that is not
+// multicast: for IPv4, 01:00:5e and the group's low 23 bits (RFC 1112
+// §6.4); for IPv6, 33:33 and its last four bytes (RFC 2464 §7). An
+// IPv4-mapped GID maps as its IPv4 address, as the kernel's
+// ib_resolve_eth_dmac and libibverbs' neighbour code map an AH's DGID.
+func MulticastMAC(a netip.Addr) (MAC, bool) {
+	a = a.Unmap()
+	if !a.IsMulticast() {
+		return MAC{}, false
+	}
+	if a.Is4() {
+		b := a.As4()
+		return MAC{0x01, 0x00, 0x5e, b[1] & 0x7f, b[2], b[3]}, true
+	}
+	b := a.As16()
+	return MAC{0x33, 0x33, b[12], b[13], b[14], b[15]}, true
+}
+
+// FrameDst returns the IP destination of an Ethernet frame carrying IPv4
+// or IPv6, without decoding the rest; false if it carries neither or is
+// too short to hold one.
+func FrameDst(frame []byte) (netip.Addr, bool) {
+	if len(frame) < EthernetLen {
+		return netip.Addr{}, false
+	}
+	switch Ethernet(frame).EtherType() {
+	case EtherTypeIPv4:
+		if len(frame) >= EthernetLen+IPv4MinLen {
+			return netip.AddrFrom4([4]byte(frame[EthernetLen+16 : EthernetLen+20])), true
+		}
+	case EtherTypeIPv6:
+		if len(frame) >= EthernetLen+IPv6Len {
+			return netip.AddrFrom16([16]byte(frame[EthernetLen+24 : EthernetLen+40])), true
+		}
+	}
+	return netip.Addr{}, false
+}

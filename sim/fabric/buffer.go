@@ -67,6 +67,7 @@ const (
 	noNode    = -1 // frameBuf.to, .owner: none
 	noMAC     = -1 // frameBuf.dst: no node owns the destination MAC
 	lookupMAC = -2 // frameBuf.dst: read the destination MAC from the frame
+	floodMAC  = -3 // frameBuf.dst: a group (multicast, broadcast) MAC, flooded by a switch
 )
 
 func (b *frameBuf) bytes() []byte { return b.data[:b.n] }

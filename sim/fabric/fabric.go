@@ -245,6 +245,15 @@ func (f *Fabric) lookupMAC(m wire.MAC) int32 {
 	return noMAC
 }
 
+// dstIndex is what a switch forwards a frame for MAC m by: floodMAC for
+// a group address, else its index in f.macs (noMAC if none).
+func (f *Fabric) dstIndex(m wire.MAC) int32 {
+	if m.IsGroup() {
+		return floodMAC
+	}
+	return f.lookupMAC(m)
+}
+
 // Node is an endpoint with Ethernet ports and a Receiver (its NIC).
 type Node struct {
 	f     *Fabric
@@ -276,6 +285,15 @@ type Port struct {
 	sw     *Switch // nil for a node port
 	out    *direction
 	linked *Link
+}
+
+// farNode returns the node at the far end of p's link, noNode if a
+// switch (or nothing) is there.
+func (p *Port) farNode() int32 {
+	if p.out == nil || p.out.to == nil || p.out.to.node == nil {
+		return noNode
+	}
+	return p.out.to.node.idx
 }
 
 // AddNode adds a node with the given ports.
@@ -393,10 +411,11 @@ func (n *Node) Send(port int, frame, note []byte) error {
 }
 
 // destination returns the node owning MAC m (noNode if none) and m's
-// index in f.macs (noMAC if none), and remembers the answer for Send.
+// index in f.macs (noMAC if none, floodMAC for a group MAC, which no one
+// node owns), and remembers the answer for Send.
 func (n *Node) destination(m wire.MAC) (to, dst int32) {
-	to, dst = noNode, n.f.lookupMAC(m)
-	if dst != noMAC {
+	to, dst = noNode, n.f.dstIndex(m)
+	if dst >= 0 {
 		to = n.f.macs[dst].node
 	}
 	n.lastMAC, n.lastTo, n.lastDst, n.lastIsValid = m, to, dst, true

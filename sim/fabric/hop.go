@@ -159,8 +159,12 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 			f.release(b)
 			return
 		}
-		b.dst = f.lookupMAC(wire.Ethernet(b.bytes()).Dst())
+		b.dst = f.dstIndex(wire.Ethernet(b.bytes()).Dst())
 		fl.dst = b.dst
+	}
+	if fl.dst == floodMAC {
+		f.flood(d, sw, f.pool.at(fl.id))
+		return
 	}
 	out := sw.route(fl.dst)
 	if out == nil {
@@ -175,6 +179,34 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 		return
 	}
 	f.enter(out.out, f.pool.at(fl.id), false)
+}
+
+// flood sends frame b, for a group MAC, out of every linked port of sw
+// but the one it came in by (in.to), in port order, as a switch without
+// IGMP snooping floods multicast and broadcast: each port but the last
+// gets a copy, the last the frame itself. A copy toward a node is that
+// node's frame in the records.
+func (f *Fabric) flood(in *direction, sw *Switch, b *frameBuf) {
+	var last *Port
+	for _, q := range sw.ports {
+		if q.linked == nil || q == in.to {
+			continue
+		}
+		if last != nil {
+			c := f.pool.clone(b)
+			c.to = last.farNode()
+			f.enter(last.out, c, false)
+		}
+		last = q
+	}
+	if last == nil {
+		sw.unknown++
+		f.record(in, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+sw.name+" has no other port to flood "+wire.Ethernet(b.bytes()).Dst().String()+" to", 0)
+		f.release(b)
+		return
+	}
+	b.to = last.farNode()
+	f.enter(last.out, b, false)
 }
 
 // delayHandler re-enters frames after a fault's delay.

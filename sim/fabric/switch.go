@@ -3,8 +3,10 @@ package fabric
 // Switch is a store-and-forward Ethernet switch: a frame is received
 // whole, then queued at the egress port toward its destination MAC. The
 // forwarding table is static, computed from the topology when traffic
-// starts (no learning, no flooding: addresses are configured, as ARP is
-// not simulated); a frame for an unknown MAC is dropped and counted, and
+// starts (no learning: addresses are configured, as ARP is not
+// simulated); a frame for a group MAC (multicast, broadcast) is flooded
+// out of every other linked port, as a switch without IGMP snooping
+// does; a frame for an unknown unicast MAC is dropped and counted, and
 // so is a runt: a frame a fault cut shorter than its Ethernet header,
 // which has no destination to read (a real switch discards any frame
 // under IEEE 802.3's 64-byte minimum; the fabric carries
