@@ -152,6 +152,19 @@
 // has taken index 1 and the user's first is index 2; the conformance
 // comparison normalises keys).
 //
+// # Multicast
+//
+// AttachMcast puts a UD QP in a group (mcast.go), with rxe's limits: 8192
+// groups, 56 QPs a group, ENOMEM past either; DestroyQP of an attached
+// QP is EBUSY, as uverbs refuses it. A frame for the multicast QPN
+// (0xFFFFFF) is counted once in rcvd_pkts and offered to the group's QPs
+// in attach order, each checked as any UD QP is (state, P_Key, Q_Key),
+// as rxe_rcv_mcast_pkt does; one for a group none of the device's QPs is
+// in is not the device's (DropNotLocal), as a port's filter would not
+// take it. The device does not loop its own frames back: LoopsBack tells
+// the driver which frames it must hand back to Receive (verbs.Host does,
+// as Linux's IP layer loops a joined group's datagrams to its host).
+//
 // # The route of one SEND
 //
 // One signaled RC SEND from host A to host B, and its ACK back, with the

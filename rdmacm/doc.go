@@ -119,7 +119,8 @@
 //
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port
-// spaces other than RDMA_PS_UDP, multicast, an MRA for a REP (rdma_cm
+// spaces other than RDMA_PS_UDP, IPv6 multicast groups (the kernel
+// refuses them on RoCE v2 too) and IGMP on the wire, an MRA for a REP (rdma_cm
 // sends none: its active side answers a REP at once), the TIMEWAIT_EXIT
 // event, and a duplicate REQ answered in TIMEWAIT.
 package rdmacm

@@ -69,8 +69,14 @@ type Event struct {
 	Status int
 	Param  ConnParam
 	// UD: a UD ID's ESTABLISHED carries the peer's QPN, Q_Key and
-	// address (struct rdma_ud_param; sidr.go).
+	// address (struct rdma_ud_param; sidr.go); MULTICAST_JOIN the
+	// group's (mcast.go).
 	UD UDParam
+	// JoinContext is, for MULTICAST_JOIN and MULTICAST_ERROR, the
+	// context JoinMulticast was given (rdma_ud_param.private_data).
+	JoinContext any
+
+	mc *mcJoin // the join a MULTICAST_JOIN is for
 }
 
 // ErrNoEvent is returned by GetEvent when no event is waiting (a
@@ -93,6 +99,9 @@ func (ch *EventChannel) GetEvent() (*Event, error) {
 	copy(ch.events, ch.events[1:])
 	ch.events[len(ch.events)-1] = nil
 	ch.events = ch.events[:len(ch.events)-1]
+	if e.Event == EventMulticastJoin {
+		e.processJoin()
+	}
 	return e, nil
 }
 

@@ -175,6 +175,8 @@ type CMID struct {
 	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly),
 	// kept and reported; the model's port space does not apply them.
 	reuseAddr, afOnly bool
+	// mc is the groups the ID joined (JoinMulticast), in join order.
+	mc []*mcJoin
 }
 
 // CreateID creates a CM ID on the channel (rdma_create_id).
@@ -326,7 +328,9 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	if id.state != stateIdle {
 		return misuse("resolve_addr", "the ID is %v, not IDLE", id.state)
 	}
-	if !dst.Addr().Unmap().Is4() || dst.Port() == 0 {
+	if !dst.Addr().Unmap().Is4() || (dst.Port() == 0 && !dst.Addr().Unmap().IsMulticast()) {
+		// A group's address needs no port: it is joined, not connected
+		// to (mckey resolves its group with port 0).
 		return misuse("resolve_addr", "dst %v: an IPv4 address and a port are needed", dst)
 	}
 	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != id.a.h.IPv4() {

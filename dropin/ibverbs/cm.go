@@ -332,6 +332,34 @@ func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutM
 	return p.cmDone(w.id.ResolveAddr(s, netip.AddrPortFrom(d, port), timeoutMs))
 }
 
+// cmJoin joins ID h to the multicast group addr (rdma_join_multicast,
+// rdma_join_multicast_ex); context comes back in the event's
+// param.ud.private_data.
+func (p *process) cmJoin(h uint32, addr []byte, sendOnly bool, context uintptr) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	a, ok := cmAddr(addr)
+	if !ok || !a.IsValid() {
+		return syscall.EINVAL
+	}
+	return p.cmDone(w.id.JoinMulticast(a, context, sendOnly))
+}
+
+// cmLeave leaves the group addr (rdma_leave_multicast).
+func (p *process) cmLeave(h uint32, addr []byte) syscall.Errno {
+	w, e := p.cmIDOf(h)
+	if e != 0 {
+		return e
+	}
+	a, ok := cmAddr(addr)
+	if !ok || !a.IsValid() {
+		return syscall.EINVAL
+	}
+	return p.cmDone(w.id.LeaveMulticast(a))
+}
+
 // cmResolveRoute resolves the route (rdma_resolve_route).
 func (p *process) cmResolveRoute(h uint32, timeoutMs int) syscall.Errno {
 	w, e := p.cmIDOf(h)

@@ -234,7 +234,25 @@ func rs_cm_get_event(fd, mode C.int, out *C.struct_rs_cm_event) C.int {
 	n := copy(unsafe.Slice((*byte)(unsafe.Pointer(&out.private_data[0])), len(out.private_data)), ev.Param.PrivateData)
 	out.private_data_len = C.uint8_t(n)
 	udEvent(out, &ev.UD)
+	if c, ok := ev.JoinContext.(uintptr); ok {
+		// The program's own pointer, handed back as it was given.
+		out.join_context = *(*unsafe.Pointer)(unsafe.Pointer(&c))
+	}
 	return 0
+}
+
+//export rs_cm_join
+func rs_cm_join(id C.uint32_t, addr *C.uint8_t, alen C.int, sendOnly C.int, context unsafe.Pointer) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.cmJoin(uint32(id), cmBytes(addr, alen), sendOnly != 0, uintptr(context)))
+}
+
+//export rs_cm_leave
+func rs_cm_leave(id C.uint32_t, addr *C.uint8_t, alen C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.cmLeave(uint32(id), cmBytes(addr, alen)))
 }
 
 //export rs_cm_migrate

@@ -185,9 +185,23 @@
 // An environment the model cannot follow (a plan that does not parse) is
 // reported on stderr and leaves the process with no devices.
 //
+// # Multicast
+//
+// ibv_attach_mcast and ibv_detach_mcast keep the device's group table
+// (nic/mcast.go) with rxe's answers and limits: EINVAL for a GID that is
+// not multicast, a QP that is not UD, or a group the QP is not in; ENOMEM
+// past 56 QPs a group; EBUSY for ibv_destroy_qp of an attached QP. A UD
+// SEND to remote_qpn 0xFFFFFF through an AH whose DGID is a group reaches
+// every attached QP on every device of the fabric, the sender's own
+// device included (real rxe gets it back through the host's IP
+// multicast loop, which rdma_join_multicast's IGMP join turns on).
+// testdata/mcast.c prints the same lines here as on real rxe (TestMcast;
+// conformance TestMcastRxe). Multicast runs on the model's fabrics, not
+// over ROCESIM_TRANSPORT=udp.
+//
 // # What is not there
 //
-// Multicast, the _ex verbs but ibv_query_device_ex, ibv_create_cq_ex and
+// The _ex verbs but ibv_query_device_ex, ibv_create_cq_ex and
 // ibv_create_qp_ex (ibv_create_srq_ex, ibv_create_wq, ...), XRC, flows,
 // device memory, ECE, dma-buf MRs,
 // importing another process's objects: their entries are left NULL, so

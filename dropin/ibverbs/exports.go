@@ -124,17 +124,14 @@ func rs_get_async_event(h C.uint32_t, nonblock C.int, ev *C.struct_ibv_async_eve
 // rxe0 in the conformance guest (Linux 6.1); the limits come from the
 // model, which the conformance suite's TestDeviceAttrMatchesRxe checks.
 const (
-	rxeVendorID           = 0xffffff
-	rxePageSizeCap        = 0xfffff000
-	rxeDeviceCapFlags     = 0x01223c76
-	rxeMaxResRdAtom       = 258048
-	rxeMaxMcastGrp        = 8192
-	rxeMaxMcastQPAttach   = 56
-	rxeMaxTotalMcastQPAtt = 458752
-	rxeMaxPKeys           = 64
-	rxeLocalCAAckDelay    = 15
-	rxeMaxMsgSize         = 0x800000
-	rxePortCapFlags       = 0x00010000 // IB_PORT_CM_SUP
+	rxeVendorID        = 0xffffff
+	rxePageSizeCap     = 0xfffff000
+	rxeDeviceCapFlags  = 0x01223c76
+	rxeMaxResRdAtom    = 258048
+	rxeMaxPKeys        = 64
+	rxeLocalCAAckDelay = 15
+	rxeMaxMsgSize      = 0x800000
+	rxePortCapFlags    = 0x00010000 // IB_PORT_CM_SUP
 	// rxeGIDTableLen is the GID table's length: the entries past the
 	// device's addresses read as zero GIDs, as on rxe.
 	rxeGIDTableLen = 1024
@@ -169,7 +166,7 @@ func rs_query_device(h C.uint32_t, a *C.struct_ibv_device_attr) C.int {
 	a.max_qp_rd_atom = C.int(m.MaxQPRdAtom)
 	a.max_qp_init_rd_atom = C.int(m.MaxQPInitRdAtom)
 	a.max_res_rd_atom = rxeMaxResRdAtom
-	a.max_mcast_grp, a.max_mcast_qp_attach, a.max_total_mcast_qp_attach = rxeMaxMcastGrp, rxeMaxMcastQPAttach, rxeMaxTotalMcastQPAtt
+	a.max_mcast_grp, a.max_mcast_qp_attach, a.max_total_mcast_qp_attach = C.int(m.MaxMcastGrp), C.int(m.MaxMcastQPAttach), C.int(m.MaxTotalMcastQPAttach)
 	switch m.AtomicCap {
 	case "ATOMIC_HCA":
 		a.atomic_cap = C.IBV_ATOMIC_HCA
@@ -578,6 +575,13 @@ func capToC(c nic.QPCap, o *C.struct_ibv_qp_cap) {
 	o.max_send_wr, o.max_recv_wr = C.uint32_t(c.MaxSendWR), C.uint32_t(c.MaxRecvWR)
 	o.max_send_sge, o.max_recv_sge = C.uint32_t(c.MaxSendSGE), C.uint32_t(c.MaxRecvSGE)
 	o.max_inline_data = C.uint32_t(c.MaxInlineData)
+}
+
+//export rs_mcast
+func rs_mcast(h C.uint32_t, gid *C.uint8_t, lid C.uint16_t, attach C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	return errC(p.mcast(uint32(h), netip.AddrFrom16([16]byte(unsafe.Slice((*byte)(gid), 16))), uint16(lid), attach != 0))
 }
 
 //export rs_destroy_qp

@@ -961,18 +961,26 @@ void rs_set_async_event(struct ibv_async_event *ev, void *element, int port, int
 	ev->event_type = type;
 }
 
-/* ---- what the model does not do ---- */
+/* ---- multicast ---- */
 
+/*
+ * ibv_attach_mcast/ibv_detach_mcast: the model keeps the group table
+ * (nic/mcast.go), as rxe_mcast.c does in the kernel; the LID means
+ * nothing on RoCE. A NULL QP or GID gets EINVAL rather than the crash
+ * libibverbs would give it.
+ */
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp, (void)gid, (void)lid;
-	return EOPNOTSUPP; /* no multicast in the model */
+	if (!qp || !gid)
+		return EINVAL;
+	return rs_mcast(qp->handle, (uint8_t *)gid->raw, lid, 1);
 }
 
 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp, (void)gid, (void)lid;
-	return EOPNOTSUPP;
+	if (!qp || !gid)
+		return EINVAL;
+	return rs_mcast(qp->handle, (uint8_t *)gid->raw, lid, 0);
 }
 
 /* ---- an address handle from a received UD completion ---- */

@@ -1042,6 +1042,19 @@ func (p *process) queryQP(h uint32) (verbs.QPAttr, nic.QPInitAttr, syscall.Errno
 	return a, i, 0
 }
 
+// mcast attaches (attach) or detaches QP h to or from the multicast
+// group gid (ibv_attach_mcast, ibv_detach_mcast).
+func (p *process) mcast(h uint32, gid netip.Addr, lid uint16, attach bool) syscall.Errno {
+	v, ok := object[*qp](p, h)
+	if !ok {
+		return syscall.EINVAL
+	}
+	if attach {
+		return errnoOf(v.q.AttachMcast(gid, lid))
+	}
+	return errnoOf(v.q.DetachMcast(gid, lid))
+}
+
 func (p *process) destroyQP(h uint32) syscall.Errno {
 	return destroy(p, h, func(v *qp) error {
 		if err := v.q.Destroy(); err != nil {

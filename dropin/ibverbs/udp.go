@@ -350,8 +350,8 @@ func (p *process) catchUp() {
 // addNeighbour lists a destination GID with the device at its stand-in
 // MAC (see the top of this file); a no-op but on the UDP transport.
 func (p *process) addNeighbour(gid netip.Addr) {
-	if p.fab == nil || p.fab.udp == nil || !gid.IsValid() {
-		return
+	if p.fab == nil || p.fab.udp == nil || !gid.IsValid() || gid.Unmap().IsMulticast() {
+		return // a group's MAC is the group's (wire.MulticastMAC)
 	}
 	p.fab.host.AddNeighbour(gid, realnet.StandInMAC(gid))
 }

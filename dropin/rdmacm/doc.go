@@ -74,8 +74,13 @@
 // carries the peer's QPN, Q_Key and address handle attributes
 // (rdmacm/sidr.go). RDMA_PS_IPOIB is refused with EINVAL at
 // rdma_create_id; IPv6
-// addresses with EAFNOSUPPORT; multicast, rsockets (r*), SRQs on an ID,
-// ECE fail with ENOSYS or EOPNOTSUPP. A QP the program makes itself
+// addresses with EAFNOSUPPORT; rsockets (r*), SRQs on an ID,
+// ECE fail with ENOSYS or EOPNOTSUPP. Multicast is there for IPv4
+// groups: rdma_join_multicast(_ex) gives MULTICAST_JOIN with the group's
+// address handle attributes, QPN 0xFFFFFF and the ID's Q_Key, and taking
+// the event attaches the ID's QP (unless send-only), as librdmacm's
+// ucma_process_join does; rdma_leave_multicast detaches it (rdmacm's
+// mcast.go; unmodified mckey runs, cmd/rocesim TestExecMckey). A QP the program makes itself
 // (rping -q, UCX) is there: rdma_init_qp_attr gives each transition's
 // attributes, rdma_connect and rdma_accept take it by qp_num, and the
 // client answers RDMA_CM_EVENT_CONNECT_RESPONSE with rdma_establish

@@ -275,8 +275,12 @@ int main(void)
 		code("query_device_ex", ibv_query_device_ex(ctx, NULL, &ax), 0);
 		check("query_device_ex max_qp_wr", ax.orig_attr.max_qp_wr > 0, 0);
 	}
-	code("attach_mcast", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
-	code("detach_mcast", ibv_detach_mcast(qp, &(union ibv_gid){}, 0), EOPNOTSUPP);
+	/* Not a multicast GID, and not a UD QP: the kernel's EINVAL. */
+	code("attach_mcast(gid 0)", ibv_attach_mcast(qp, &(union ibv_gid){}, 0), EINVAL);
+	code("attach_mcast(RC QP)", ibv_attach_mcast(qp, &(union ibv_gid){ .raw = { 0xff, 0x0e, [15] = 1 } }, 0), EINVAL);
+	code("detach_mcast(not attached)", ibv_detach_mcast(qp, &(union ibv_gid){ .raw = { 0xff, 0x0e, [15] = 1 } }, 0), EINVAL);
+	code("attach_mcast(NULL gid)", ibv_attach_mcast(qp, NULL, 0), EINVAL);
+	code("detach_mcast(NULL qp)", ibv_detach_mcast(NULL, &(union ibv_gid){}, 0), EINVAL);
 	null_ptr("create_ah_from_wc(no GRH)", ibv_create_ah_from_wc(pd, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EINVAL);
 	null_ptr("create_ah_from_wc(NULL pd)", ibv_create_ah_from_wc(NULL, &(struct ibv_wc){}, &(struct ibv_grh){}, 1), EINVAL);
 	minus_one("init_ah_from_wc(NULL)", ibv_init_ah_from_wc(ctx, 1, NULL, NULL, NULL), EINVAL);

@@ -301,7 +301,9 @@ static void ud_event(struct rdma_cm_event *ev, const struct rs_cm_event *out, ui
 	memset(&ev->param, 0, sizeof(ev->param));
 	ev->param.ud.private_data = priv;
 	ev->param.ud.private_data_len = out->private_data_len;
-	if (out->event != RDMA_CM_EVENT_ESTABLISHED)
+	if (out->event == RDMA_CM_EVENT_MULTICAST_JOIN || out->event == RDMA_CM_EVENT_MULTICAST_ERROR)
+		ev->param.ud.private_data = out->join_context; /* the join's context */
+	else if (out->event != RDMA_CM_EVENT_ESTABLISHED)
 		return;
 	ev->param.ud.qp_num = out->qp_num;
 	ev->param.ud.qkey = out->qkey;
@@ -507,6 +509,60 @@ EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 		return fail(err);
 	refresh(to_rs(id));
 	return complete(to_rs(id));
+}
+
+/*
+ * Multicast, as librdmacm does it on a RoCE port: the join goes to the
+ * CM (rdmacm/mcast.go), whose MULTICAST_JOIN event carries the group's
+ * address vector; taking that event attaches the ID's QP to the group
+ * (ucma_process_join), and leaving detaches it. Only an IPv4 group is
+ * joined: the kernel refuses IPv6 ones on RoCE v2.
+ */
+static int join(struct rdma_cm_id *id, struct sockaddr *addr, uint32_t flags, void *context)
+{
+	const uint8_t *a;
+	uint16_t port;
+	int n, err;
+
+	if (!id)
+		return fail(EINVAL);
+	n = sockaddr_bytes(addr, &a, &port);
+	if (n <= 0)
+		return fail(EINVAL);
+	err = rs_cm_join(to_rs(id)->handle, a, n, flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, context);
+	return fail(err);
+}
+
+EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
+{
+	return join(id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
+}
+
+EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)
+{
+	if (!attr)
+		return fail(EINVAL);
+	if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
+		return fail(EOPNOTSUPP);
+	if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
+	    !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
+	    attr->join_flags >= RDMA_MC_JOIN_FLAG_RESERVED)
+		return fail(EINVAL);
+	return join(id, attr->addr, attr->join_flags, context);
+}
+
+EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	const uint8_t *a;
+	uint16_t port;
+	int n;
+
+	if (!id)
+		return fail(EINVAL);
+	n = sockaddr_bytes(addr, &a, &port);
+	if (n <= 0)
+		return fail(EINVAL);
+	return fail(rs_cm_leave(to_rs(id)->handle, a, n));
 }
 
 EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
@@ -1010,9 +1066,6 @@ EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *a) { return fail(ENOSYS); }
 EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *a) { return fail(ENOSYS); }
 EXPORT void rdma_destroy_srq(struct rdma_cm_id *id) {}
-EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *a, void *c) { return fail(ENOSYS); }
-EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *a, void *c) { return fail(ENOSYS); }
-EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *a) { return fail(ENOSYS); }
 EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *e) { return fail(EOPNOTSUPP); }
 EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *e) { return fail(EOPNOTSUPP); }
 EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *d, uint8_t n) { return fail(EOPNOTSUPP); }

@@ -36,6 +36,8 @@ struct rs_cm_event {
 	uint8_t ah_dgid[16];
 	uint32_t ah_flow_label;
 	uint8_t ah_sgid_index, ah_hop_limit, ah_traffic_class, ah_port_num;
+	/* MULTICAST_JOIN, _ERROR: the context rdma_join_multicast got. */
+	void *join_context;
 };
 
 /* rs_cm_get_event's modes: return EAGAIN at once without an event
@@ -79,6 +81,10 @@ int rs_cm_disconnect(uint32_t id);
 int rs_cm_set_option(uint32_t id, int optname, int value);
 int rs_cm_get_event(int fd, int mode, struct rs_cm_event *out);
 int rs_cm_migrate(uint32_t id, int fd);
+/* rdma_join_multicast(_ex) and rdma_leave_multicast: addr is the group's
+ * IPv4 or IPv6 address (alen 4 or 16). */
+int rs_cm_join(uint32_t id, const uint8_t *addr, int alen, int send_only, void *context);
+int rs_cm_leave(uint32_t id, const uint8_t *addr, int alen);
 #endif
 
 #endif
