@@ -2,9 +2,11 @@ package ladder_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rocesim/rocesim/ladder"
 	"github.com/rocesim/rocesim/sim"
@@ -71,5 +73,32 @@ func TestCMLabels(t *testing.T) {
 	narrow := text(t, tr, ladder.Options{Width: 30})
 	for _, m := range []string{"CM REQ", "CM REP", "CM RTU"} {
 		assert.Contains(t, narrow, m, narrow)
+	}
+}
+
+// TestSendOnlyNodeIsAColumn: in a fabric daemon's trace (frames only, no
+// NIC events) a node that only sends, as a multicast sender does, is a
+// column with its arrows, through a switch or not; the switch is none.
+func TestSendOnlyNodeIsAColumn(t *testing.T) {
+	for _, links := range [][]string{{"client->server"}, {"client->sw", "sw->server"}} {
+		tr := &sim.Trace{}
+		for i, psn := range []string{"0", "1"} {
+			at := sim.Time(i * 16)
+			f := []sim.Field{{Key: "op", Value: "UD_SEND_ONLY"}, {Key: "psn", Value: psn}}
+			for hop, l := range links {
+				from, _, _ := strings.Cut(l, "->")
+				tr.Add(sim.Event{Time: at + sim.Time(hop*1000), Node: from, Kind: "frame-tx", QPN: 0xffffff, HasQPN: true,
+					Fields: append([]sim.Field{{Key: "link", Value: l}}, f...)})
+			}
+			tr.Add(sim.Event{Time: at + sim.Time(len(links)*1000), Node: "server", Kind: "frame-rx", QPN: 0xffffff, HasQPN: true,
+				Fields: append([]sim.Field{{Key: "link", Value: links[len(links)-1]}}, f...)})
+		}
+		out := text(t, tr, ladder.Options{Width: 60})
+		ls := strings.Split(out, "\n")
+		require.Contains(t, ls[0], "client", "%v:\n%s", links, out)
+		require.Contains(t, ls[0], "server")
+		assert.NotContains(t, ls[0], "sw")
+		rowIndex(t, ls, 1, "UD_SEND_ONLY psn=0", "▶")
+		rowIndex(t, ls, 1, "UD_SEND_ONLY psn=1", "▶")
 	}
 }

@@ -167,6 +167,11 @@ func build(tr *sim.Trace, nodes []string) *model {
 	b := &builder{m: &model{}, hosts: map[string]bool{}, pending: map[string][]*frame{}, flight: map[string][]*frame{},
 		multiQP: map[string]bool{}}
 	qps := map[string]uint32{}
+	// A node that only sends (a multicast sender in a fabric daemon's
+	// trace, which has no NIC events) is a host too: it puts frames on a
+	// link and no frame ever flies toward it, where a switch only sends
+	// what came to it.
+	sends, sentTo := map[string]bool{}, map[string]bool{}
 	for i := range evs {
 		e := &evs[i]
 		if e.Node == "" {
@@ -175,11 +180,22 @@ func build(tr *sim.Trace, nodes []string) *model {
 		if e.Kind == "frame-rx" || nicKinds[e.Kind] {
 			b.hosts[e.Node] = true
 		}
+		if e.Kind == "frame-tx" {
+			link, _ := e.Get("link")
+			from, to, _ := strings.Cut(link, "->")
+			sends[from], sentTo[to] = true, true
+		}
 		if !frameKinds[e.Kind] && e.HasQPN {
 			if q, ok := qps[e.Node]; ok && q != e.QPN {
 				b.multiQP[e.Node] = true
 			}
 			qps[e.Node] = e.QPN
+		}
+	}
+	for i := range evs {
+		// In trace order, so that the map decides nothing about order.
+		if e := &evs[i]; e.Kind == "frame-tx" && sends[e.Node] && !sentTo[e.Node] {
+			b.hosts[e.Node] = true
 		}
 	}
 	if len(nodes) > 0 {
