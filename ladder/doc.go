@@ -32,7 +32,9 @@
 //
 // A frame is one arrow however many hops it takes: the package follows
 // it through switches (switches are never columns) from the sender's
-// first-hop frame-tx to the receiver's frame-rx. A frame that never
+// first-hop frame-tx to the receiver's frame-rx; a datagram to a
+// multicast group (QPN 0xFFFFFF), which a switch floods, is an arrow to
+// each node it reaches, all from where it was sent. A frame that never
 // arrives ends in ✗ with the reason ("rule 1" of the fault plan, "queue
 // full", ...): half-way when it was lost at the sender, three quarters
 // when beyond. The fault plan's other interventions and the sender's

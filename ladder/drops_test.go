@@ -102,3 +102,33 @@ func TestSendOnlyNodeIsAColumn(t *testing.T) {
 		rowIndex(t, ls, 1, "UD_SEND_ONLY psn=1", "▶")
 	}
 }
+
+// TestMulticastFlood: a switch floods a datagram to the multicast QPN
+// out of every other port; the ladder draws one arrow from the sender to
+// each receiver, all starting where the sender sent it.
+func TestMulticastFlood(t *testing.T) {
+	tr := &sim.Trace{}
+	ev := func(at sim.Time, node, kind, link string) {
+		tr.Add(sim.Event{Time: at, Node: node, Kind: sim.Kind(kind), QPN: 0xffffff, HasQPN: true,
+			Fields: []sim.Field{{Key: "link", Value: link}, {Key: "op", Value: "UD_SEND_ONLY"}, {Key: "psn", Value: "7"}}})
+	}
+	ev(0, "a", "frame-tx", "a->sw")
+	ev(1000, "sw", "frame-tx", "sw->b")
+	ev(1000, "sw", "frame-tx", "sw->c")
+	ev(1000, "sw", "frame-tx", "sw->d")
+	ev(2000, "b", "frame-rx", "sw->b")
+	ev(2000, "c", "frame-rx", "sw->c")
+	ev(2000, "d", "frame-rx", "sw->d")
+	out := text(t, tr, ladder.Options{Width: 80})
+	ls := strings.Split(out, "\n")
+	require.Equal(t, []string{"time", "a", "b", "c", "d"}, strings.Fields(ls[0]), out)
+	var arrows int
+	for _, l := range ls[1:] {
+		if strings.Contains(l, "UD_SEND_ONLY") && strings.Contains(l, "▶") {
+			assert.True(t, strings.HasPrefix(strings.TrimSpace(l), "0s"), "every copy's arrow starts when a sent it: %q", l)
+			arrows++
+		}
+	}
+	assert.Equal(t, 3, arrows, "one arrow to each of b, c and d:\n%s", out)
+	assert.NotContains(t, out, "✗", out)
+}

@@ -156,6 +156,11 @@ type builder struct {
 	frames  []*frame
 	idx     int      // the event being read
 	dups    []*frame // duplicated frames whose copies are still to come
+	// flooded holds, per switch, the multicast frames (QPN 0xFFFFFF) it
+	// forwarded: a switch floods one out of every other port, and each
+	// further copy is a frame-tx of the switch with no frame in flight
+	// toward it (lookups only).
+	flooded map[string][]*frame
 	// multiQP marks nodes whose notes name their QP (more than one QP
 	// appears at the node).
 	multiQP map[string]bool
@@ -165,7 +170,7 @@ type builder struct {
 func build(tr *sim.Trace, nodes []string) *model {
 	evs := tr.Events()
 	b := &builder{m: &model{}, hosts: map[string]bool{}, pending: map[string][]*frame{}, flight: map[string][]*frame{},
-		multiQP: map[string]bool{}}
+		multiQP: map[string]bool{}, flooded: map[string][]*frame{}}
 	qps := map[string]uint32{}
 	// A node that only sends (a multicast sender in a fabric daemon's
 	// trace, which has no NIC events) is a host too: it puts frames on a
@@ -315,6 +320,9 @@ func (b *builder) frameEvent(e *sim.Event) {
 		if f == nil {
 			f = b.arrive(e, from, k)
 		}
+		if !b.hosts[from] && k.hasQPN && k.qpn == multicastQPN && !slices.Contains(b.flooded[from], f) {
+			b.flooded[from] = append(b.flooded[from], f)
+		}
 		f.hops++
 		f.lastLink = link
 		if f.origin == from && f.hops == 1 {
@@ -400,9 +408,21 @@ func (b *builder) arrive(e *sim.Event, from string, k frameKey) *frame {
 				return f
 			}
 		}
+		if fs := b.flooded[from]; len(fs) > 0 {
+			// A further copy of a multicast frame the switch floods.
+			for i := len(fs) - 1; i >= 0; i-- {
+				if sameFrame(fs[i].key, k) {
+					return b.copyFrom(fs[i], k)
+				}
+			}
+		}
 	}
 	return b.newFrame(e, from)
 }
+
+// multicastQPN is the destination QP of a datagram to a multicast group:
+// a switch floods it, and the ladder draws an arrow to each receiver.
+const multicastQPN = 0xFFFFFF
 
 // wasKeyOf is the key of the frame a frame-alter event is about as it
 // was before the fault plan altered it (the fabric's and rocesim
@@ -470,18 +490,36 @@ func (b *builder) copyOf(link string, k frameKey) *frame {
 		c.evs = slices.Clone(src.evs)
 		b.frames = append(b.frames, c)
 		if from, _, _ := strings.Cut(link, "->"); from != src.origin && src.started {
-			for _, m := range src.marks {
-				if !strings.HasPrefix(m.text, "dup ") {
-					c.marks = append(c.marks, m)
-				}
-			}
-			c.started = true
-			at := slices.IndexFunc(b.m.items, func(it item) bool { return it.kind == itemFrame && it.fr == src })
-			b.m.items = slices.Insert(b.m.items, at+1, item{kind: itemFrame, t: src.t, fr: c})
+			b.shareStart(c, src)
 		}
 		return c
 	}
 	return nil
+}
+
+// copyFrom returns a new frame for a copy of src that a switch made
+// (a flood): it shares src's start and its marks, and is drawn beside it.
+func (b *builder) copyFrom(src *frame, k frameKey) *frame {
+	c := &frame{key: k, origin: src.origin, from: -1, to: -1, t: src.t, length: src.length, hops: src.hops - 1}
+	c.evs = slices.Clone(src.evs)
+	b.frames = append(b.frames, c)
+	if src.started {
+		b.shareStart(c, src)
+	}
+	return c
+}
+
+// shareStart starts copy c's arrow where src's starts, with src's marks
+// but a dup rule's (the copy is not the duplicated frame).
+func (b *builder) shareStart(c, src *frame) {
+	for _, m := range src.marks {
+		if !strings.HasPrefix(m.text, "dup ") {
+			c.marks = append(c.marks, m)
+		}
+	}
+	c.started = true
+	at := slices.IndexFunc(b.m.items, func(it item) bool { return it.kind == itemFrame && it.fr == src })
+	b.m.items = slices.Insert(b.m.items, at+1, item{kind: itemFrame, t: src.t, fr: c})
 }
 
 // dupCopies reads the number of copies from a dup rule's text
