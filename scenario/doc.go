@@ -119,7 +119,8 @@
 //	            | "max_rd_atomic=" num | "max_dest_rd_atomic=" num | "access=" access | "qkey=" num
 //	            | "cq=" cqname | "send_cq=" cqname | "recv_cq=" cqname | "cq_size=" num
 //	            | "max_send_wr=" num | "max_recv_wr=" num | "max_sge=" num | "max_inline=" num
-//	            | "sig_all" | "cm=" ( "connect" | "accept" | "reject" | "closed" ) .
+//	            | "sig_all" | "cm=" ( "connect" | "accept" | "reject" | "closed" )
+//	            | "group=" ipv4                    (UD: join a multicast group) .
 //
 //	trigopt     = "wr=" num | "status=" status | "times=" num | "after=" duration .
 //	step        = qpref "send" "wr=" num { sendopt }
@@ -132,7 +133,7 @@
 //	sendopt     = "op=" op | "len=" size | "local=" place | "remote=" place
 //	            | "rkey=" ( num | "invalid" ) | "imm=" num
 //	            | "compare=" num | "swap=" num | "add=" num
-//	            | "dest=" qpref | "qkey=" num
+//	            | "dest=" qpref | "group=" ipv4 | "qkey=" num
 //	            | "mw=" ref | "access=" access      (mw=: a window; access=: op=bind only)
 //	            | "signaled" | "unsignaled" | "fence" | "solicited" | "inline" .
 //	op          = "send" | "send_imm" | "write" | "write_imm" | "read" | "cas" | "faa"
@@ -240,7 +241,11 @@
 //
 // A UD send names its destination QP with dest= (an address handle to
 // that node is made on first use); its Q_Key is the destination's, or
-// qkey=. A recv posts len= bytes at local=. modify calls ibv_modify_qp
+// qkey=. A UD QP with group=224.x.y.z is attached to that multicast group
+// when it is created (ibv_attach_mcast); a UD send with group= goes to the
+// group (an address handle whose DGID is the group, QPN 0xFFFFFF, the
+// sender's own Q_Key unless qkey=), a switch floods it, and every QP in
+// the group on every other node gets a copy (examples/multicast.scenario). A recv posts len= bytes at local=. modify calls ibv_modify_qp
 // with the attributes given; a move from RESET to INIT, INIT to RTR or RTR
 // to RTS adds the attributes the kernel requires for it from the qp line.
 // A step the verbs refuse (a post to a full queue, an illegal modify)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -770,6 +771,13 @@ func (p *parser) qpLine() error {
 	h["max_sge"] = u32("max_sge", &q.maxSGE, 1, uint64(lim.MaxSGE))
 	h["max_inline"] = u32("max_inline", &q.maxInline, 0, uint64(lim.MaxInlineData))
 	h["cm"] = p.cmOption(q)
+	groupCol := 0
+	h["group"] = func(v string, c int) error {
+		groupCol = c
+		var err error
+		q.group, err = p.group(v, c)
+		return err
+	}
 	err = p.opts("qp", p.toks[3:], h, map[string]func() error{"sig_all": func() error { q.sigAll = true; return nil }})
 	if err != nil {
 		return err
@@ -779,6 +787,9 @@ func (p *parser) qpLine() error {
 			return p.errorf(cqBoth.col, "cq= names both CQs: leave out send_cq= and recv_cq=")
 		}
 		q.sendCQRef, q.recvCQRef = cqBoth, cqBoth
+	}
+	if groupCol > 0 && q.typ != nic.QPTypeUD {
+		return p.errorf(groupCol, "group= is for UD QPs: only a UD QP joins a multicast group")
 	}
 	if q.peerRef.set && q.typ == nic.QPTypeUD {
 		return p.errorf(q.peerRef.col, "a UD QP has no peer: name the destination in each send (dest=)")
@@ -794,6 +805,16 @@ func (p *parser) qpLine() error {
 	n.qps = append(n.qps, q)
 	p.s.qps = append(p.s.qps, q)
 	return nil
+}
+
+// group parses a multicast group's address: an IPv4 one (224.0.0.0/4),
+// as rdma_cm joins on RoCE v2.
+func (p *parser) group(v string, c int) (netip.Addr, error) {
+	a, err := netip.ParseAddr(v)
+	if err != nil || !a.Is4() || !a.IsMulticast() {
+		return netip.Addr{}, p.errorf(c, "bad group %q: want an IPv4 multicast address (224.0.0.0 to 239.255.255.255)", v)
+	}
+	return a, nil
 }
 
 func (p *parser) faultLine() error {

@@ -263,8 +263,11 @@ func (p *parser) resolveStep(st *step) error {
 		if st.op != nic.WRSend && st.op != nic.WRSendWithImm {
 			return p.errorf(col, "UD QP %s cannot %s: UD has SEND only", q, opName(st.op))
 		}
+		if st.group.IsValid() {
+			return nil // to every QP in the group, on every node the switch floods it to
+		}
 		if !st.destRef.set {
-			return p.errorf(col, "a send on UD QP %s needs dest=node.qp", q)
+			return p.errorf(col, "a send on UD QP %s needs dest=node.qp or group=address", q)
 		}
 		d, err := p.lookupQP(st.destRef)
 		if err != nil {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"syscall"
@@ -185,11 +186,13 @@ type runState struct {
 	cqs   []*verbs.CQ
 	qps   []*verbs.QP
 	ahs   map[[2]int]*verbs.AH // (node, destination node) -> AH; lookups only
-	sws   []*fabric.Switch
-	res   *Result
-	wcs   []verbs.WC
-	rand  sim.Seeds
-	nodes []*nodeDecl
+	// groupAHs: (node, multicast group) -> AH (groupAH); lookups only.
+	groupAHs map[groupKey]*verbs.AH
+	sws      []*fabric.Switch
+	res      *Result
+	wcs      []verbs.WC
+	rand     sim.Seeds
+	nodes    []*nodeDecl
 
 	fired   []int       // per on line: how many times it has fired
 	reacted int         // completions before this index have been offered to the on lines
@@ -524,6 +527,11 @@ func (r *runState) resources() error {
 				return fmt.Errorf("line %d: create_qp %s: %w", q.line, q, err)
 			}
 			r.qps[q.idx] = qp
+			if q.group.IsValid() {
+				if err := qp.AttachMcast(netip.AddrFrom16(q.group.As16()), 0); err != nil {
+					return fmt.Errorf("line %d: attach_mcast %s to %v: %w", q.line, q, q.group, err)
+				}
+			}
 		}
 	}
 	for _, q := range s.qps {
@@ -658,6 +666,16 @@ func (r *runState) do(st *step) error {
 	case nic.WRAtomicFetchAndAdd:
 		wr.CompareAdd = st.swapAdd
 	}
+	if st.group.IsValid() {
+		ah, err := r.groupAH(st.qp.node, st.group)
+		if err != nil {
+			return err
+		}
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, verbs.MulticastQPN, st.qp.qkey
+		if st.hasQKey {
+			wr.RemoteQKey = st.qkey
+		}
+	}
 	if st.dest != nil {
 		ah, err := r.ah(st.qp.node, st.dest.node)
 		if err != nil {
@@ -755,6 +773,31 @@ func (r *runState) ah(from, to *nodeDecl) (*verbs.AH, error) {
 	}
 	r.ahs[k] = ah
 	return ah, nil
+}
+
+// groupAH returns node from's address handle toward multicast group g,
+// made on first use: its DGID the group mapped into IPv6, as
+// rdma_join_multicast's event gives it.
+func (r *runState) groupAH(from *nodeDecl, g netip.Addr) (*verbs.AH, error) {
+	k := groupKey{from.idx, g}
+	if ah, ok := r.groupAHs[k]; ok {
+		return ah, nil
+	}
+	ah, err := r.pds[from.idx].CreateAH(nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: netip.AddrFrom16(g.As16()), HopLimit: 64, SGIDIndex: 1}})
+	if err != nil {
+		return nil, err
+	}
+	if r.groupAHs == nil {
+		r.groupAHs = map[groupKey]*verbs.AH{}
+	}
+	r.groupAHs[k] = ah
+	return ah, nil
+}
+
+// groupKey names a node's address handle toward a group.
+type groupKey struct {
+	node  int
+	group netip.Addr
 }
 
 // modify performs a modify step. A move from RESET to INIT, INIT to RTR

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -173,6 +174,7 @@ type qpDecl struct {
 	maxSGE      uint32
 	maxInline   uint32
 	sigAll      bool
+	group       netip.Addr // group=: the multicast group a UD QP joins (ibv_attach_mcast), unset if none
 
 	cm     cmRole // cm=: connected through CM, and how (cm.go)
 	cmCol  int    // the column of cm=, for errors
@@ -208,12 +210,12 @@ var builtinFS embed.FS
 // catalogueOrder is the order in which Builtin lists the catalogue: the
 // RC reliability story first (loss, timeout, give up), then receivers not
 // ready, errors, READ and atomics, duplicates and ACK loss, PSN wrap,
-// selective signalling, UC, a cluster, closed loops, and connection
+// selective signalling, UC, a cluster, multicast, closed loops, and connection
 // management (rdma_cm) with its faults.
 var catalogueOrder = []string{
 	"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
 	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled",
-	"uc-loss", "alltoall", "pingpong", "bandwidth", "rnr-repost",
+	"uc-loss", "alltoall", "multicast", "pingpong", "bandwidth", "rnr-repost",
 	"cm-lost-req", "cm-lost-rep", "cm-lost-rtu", "cm-reject", "cm-no-listener", "cm-disconnect-flush",
 }
 

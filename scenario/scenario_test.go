@@ -21,7 +21,7 @@ import (
 // catalogue is the issue's list, in Builtin's order.
 var catalogue = []string{"go-back-n", "ack-timeout", "retry-exceeded", "rnr", "rnr-exceeded", "cq-overflow",
 	"remote-access-error", "read-atomic", "duplicate", "ack-loss", "psn-wrap", "unsignaled", "uc-loss", "alltoall",
-	"pingpong", "bandwidth", "rnr-repost",
+	"multicast", "pingpong", "bandwidth", "rnr-repost",
 	"cm-lost-req", "cm-lost-rep", "cm-lost-rtu", "cm-reject", "cm-no-listener", "cm-disconnect-flush"}
 
 // TestBuiltinsMeetTheirExpectations runs every built-in under both
@@ -464,6 +464,9 @@ func TestParseErrors(t *testing.T) {
 		{"at 0 a.p modify timeout=32", `7:25: timeout 32 out of range 0..31`},
 		{"at 0 poll a.nothing", `7:11: unknown CQ or QP a.nothing`},
 		{"at 0 a.p send wr=1 len=8 dest=b.q", `7:31: dest= is for UD QPs; a.p sends to its peer`},
+		{"qp a.m rc group=239.1.1.1", `7:17: group= is for UD QPs: only a UD QP joins a multicast group`},
+		{"qp a.m ud group=10.0.0.1", `7:17: bad group "10.0.0.1": want an IPv4 multicast address (224.0.0.0 to 239.255.255.255)`},
+		{"at 0 a.p send wr=1 op=write len=8 group=239.1.1.1", `7:35: group= applies only to UD sends (op=send, op=send_imm)`},
 		{"at 0 a.p send wr=1 op=write len=8 dest=b.q", `7:35: dest= applies only to UD sends (op=send, op=send_imm)`},
 	} {
 		_, err := scenario.Parse("bad.scenario", prelude+c.text+"\n")

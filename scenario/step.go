@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"math"
+	"net/netip"
 	"strings"
 
 	"github.com/rocesim/rocesim/internal/lineformat"
@@ -51,6 +52,7 @@ type step struct {
 	swapAdd   uint64 // swap= for cas, add= for faa
 	destRef   ref
 	dest      *qpDecl
+	group     netip.Addr // group=: a UD send to a multicast group
 	qkey      uint32
 	hasQKey   bool
 	flags     nic.SendFlags
@@ -238,7 +240,7 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 	st.op = nic.WRSend
 	st.flags = nic.SendSignaled
 	hasWR := false
-	var immCol, cmpCol, swapCol, addCol, destCol, qkeyCol, remoteCol int
+	var immCol, cmpCol, swapCol, addCol, destCol, groupCol, qkeyCol, remoteCol int
 	h := map[string]func(string, int) error{
 		"wr": func(v string, c int) error {
 			hasWR = true
@@ -296,6 +298,12 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 			addCol = c
 			var err error
 			st.swapAdd, err = p.num(v, c, "add", math.MaxUint64)
+			return err
+		},
+		"group": func(v string, c int) error {
+			groupCol = c
+			var err error
+			st.group, err = p.group(v, c)
 			return err
 		},
 		"dest": func(v string, c int) error {
@@ -384,8 +392,12 @@ func (p *parser) sendStep(st *step, toks []lineformat.Token) error {
 		return p.errorf(p.toks[3].Col, "access= applies only to op=bind")
 	case destCol > 0 && st.op != nic.WRSend && st.op != nic.WRSendWithImm:
 		return misplaced(destCol, "dest", "UD sends (op=send, op=send_imm)")
-	case qkeyCol > 0 && destCol == 0:
-		return misplaced(qkeyCol, "qkey", "UD sends with dest=")
+	case groupCol > 0 && st.op != nic.WRSend && st.op != nic.WRSendWithImm:
+		return misplaced(groupCol, "group", "UD sends (op=send, op=send_imm)")
+	case groupCol > 0 && destCol > 0:
+		return p.errorf(groupCol, "a send goes to one QP (dest=) or to a group (group=), not both")
+	case qkeyCol > 0 && destCol == 0 && groupCol == 0:
+		return misplaced(qkeyCol, "qkey", "UD sends with dest= or group=")
 	}
 	return nil
 }
