@@ -203,15 +203,19 @@ type Device struct {
 	ipID     uint16
 	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
 	// mcast is the device's multicast groups by GID (mcast.go), nil until
-	// a QP attaches to one; mcastOf counts each attached QP's groups, and
-	// mcAttached all attachments. Lookups only, never iterated.
+	// a QP attaches to one; mcastOf holds each attached QP's groups in
+	// attach order, and mcAttached counts all attachments. Lookups only,
+	// never iterated.
 	mcast      map[netip.Addr]*mcGroup
-	mcastOf    map[*QP]int
+	mcastOf    map[*QP][]netip.Addr
 	mcAttached int
-	trace      *sim.Trace
-	noteBuf    []byte // the note being built (note), kept for its capacity
-	rx         wire.Packet
-	rxHeld     wire.Packet // a held request being run (responder.runHeld)
+	// ipGroups counts the host's IP-level joins of each group
+	// (JoinGroup); lookups only.
+	ipGroups map[netip.Addr]int
+	trace    *sim.Trace
+	noteBuf  []byte // the note being built (note), kept for its capacity
+	rx       wire.Packet
+	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
 	rxErrors [wire.NumErrorCodes]uint64

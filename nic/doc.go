@@ -159,11 +159,14 @@
 // QP is EBUSY, as uverbs refuses it. A frame for the multicast QPN
 // (0xFFFFFF) is counted once in rcvd_pkts and offered to the group's QPs
 // in attach order, each checked as any UD QP is (state, P_Key, Q_Key),
-// as rxe_rcv_mcast_pkt does; one for a group none of the device's QPs is
-// in is not the device's (DropNotLocal), as a port's filter would not
-// take it. The device does not loop its own frames back: LoopsBack tells
-// the driver which frames it must hand back to Receive (verbs.Host does,
-// as Linux's IP layer loops a joined group's datagrams to its host).
+// as rxe_rcv_mcast_pkt does; under ProfileRXE only while the host has
+// joined the group at the IP level (JoinGroup: rdma_cm's IGMP join; the
+// all-hosts group always), else it is not the device's (DropNotLocal),
+// as Linux's IP layer drops it before rxe; under ProfileSpec an attached
+// QP is enough. The device does not loop its own frames back: LoopsBack
+// tells the driver which frames it must hand back to Receive (verbs.Host
+// does, as Linux's IP layer loops a joined group's datagrams to its
+// host). DetachAll is the kernel's detach when a device is closed.
 //
 // # The route of one SEND
 //

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"net/netip"
+	"slices"
 	"syscall"
 
 	"github.com/rocesim/rocesim/sim"
@@ -74,13 +75,13 @@ func (d *Device) AttachMcast(qp *QP, gid netip.Addr, lid uint16) error {
 	if g == nil {
 		if d.mcast == nil {
 			d.mcast = map[netip.Addr]*mcGroup{}
-			d.mcastOf = map[*QP]int{}
+			d.mcastOf = map[*QP][]netip.Addr{}
 		}
 		g = &mcGroup{}
 		d.mcast[key] = g
 	}
 	g.qps = append(g.qps, qp)
-	d.mcastOf[qp]++
+	d.mcastOf[qp] = append(d.mcastOf[qp], key)
 	d.mcAttached++
 	return nil
 }
@@ -102,8 +103,11 @@ func (d *Device) DetachMcast(qp *QP, gid netip.Addr, lid uint16) error {
 			if len(g.qps) == 0 {
 				delete(d.mcast, key)
 			}
-			if d.mcastOf[qp]--; d.mcastOf[qp] == 0 {
+			gs := d.mcastOf[qp]
+			if gs = slices.DeleteFunc(gs, func(a netip.Addr) bool { return a == key }); len(gs) == 0 {
 				delete(d.mcastOf, qp)
+			} else {
+				d.mcastOf[qp] = gs
 			}
 			d.mcAttached--
 			return nil
@@ -113,34 +117,89 @@ func (d *Device) DetachMcast(qp *QP, gid netip.Addr, lid uint16) error {
 }
 
 // mcastAttached returns how many groups qp is attached to.
-func (d *Device) mcastAttached(qp *QP) int { return d.mcastOf[qp] }
+func (d *Device) mcastAttached(qp *QP) int { return len(d.mcastOf[qp]) }
 
-// InGroup reports whether some QP of the device is attached to the
-// multicast group of IP address a (an IPv4 group in either form): the
-// device takes the group's datagrams, and its own are looped back to it
-// (see Receive).
+// DetachAll detaches qp from every group it is attached to, in the order
+// it attached: what the kernel does for a QP whose context is closed or
+// whose process exits (uverbs' ib_uverbs_detach_umcast), where a user's
+// own ibv_destroy_qp gets EBUSY.
+func (d *Device) DetachAll(qp *QP) {
+	for _, g := range slices.Clone(d.mcastOf[qp]) {
+		_ = d.DetachMcast(qp, g, 0)
+	}
+}
+
+// JoinGroup is the host's IP-level join of multicast group a (an IGMP
+// join: what rdma_join_multicast makes on Linux, cma_igmp_send). Under
+// ProfileRXE a group's datagrams reach the device, from the wire or
+// looped back from its own sends, only while its host has joined the
+// group, whatever QPs are attached: Linux's IP layer drops a multicast
+// datagram for a group the host is not in (ip_route_input_noref's
+// ip_check_mc_rcv) before rxe sees it, so ibv_attach_mcast alone
+// receives nothing. Joins are counted; each LeaveGroup undoes one. The
+// all-hosts group 224.0.0.1 is joined always, as every IPv4 interface
+// joins it. Under ProfileSpec an attached QP is enough (an RNIC's
+// multicast steering), and joins are kept but not needed.
+func (d *Device) JoinGroup(a netip.Addr) error {
+	if !wire.IsMulticastGID(a) {
+		return errno(syscall.EINVAL, "join: %v is not a multicast address", a)
+	}
+	if d.ipGroups == nil {
+		d.ipGroups = map[netip.Addr]int{}
+	}
+	d.ipGroups[mcastKey(a.Unmap())]++
+	return nil
+}
+
+// LeaveGroup undoes one JoinGroup of group a; leaving a group not joined
+// changes nothing.
+func (d *Device) LeaveGroup(a netip.Addr) {
+	k := mcastKey(a.Unmap())
+	switch n := d.ipGroups[k]; {
+	case n > 1:
+		d.ipGroups[k] = n - 1
+	case n == 1:
+		delete(d.ipGroups, k)
+	}
+}
+
+// allHosts is the all-hosts group, 224.0.0.1 (RFC 1112), in the form
+// groups are kept in.
+var allHosts = mcastKey(netip.AddrFrom4([4]byte{224, 0, 0, 1}))
+
+// InGroup reports whether the device takes the datagrams of multicast
+// group a (an IPv4 group in either form): under ProfileRXE, while its
+// host has joined the group (JoinGroup, or the all-hosts group); under
+// ProfileSpec, also while a QP of the device is attached to it. Such a
+// datagram is counted in rcvd_pkts and offered to the QPs attached; its
+// own are looped back to it (LoopsBack).
 func (d *Device) InGroup(a netip.Addr) bool {
-	if len(d.mcast) == 0 {
+	k := mcastKey(a.Unmap())
+	if k == allHosts || d.ipGroups[k] > 0 {
+		return true
+	}
+	if d.cfg.Profile == ProfileRXE || len(d.mcast) == 0 {
 		return false
 	}
-	_, ok := d.mcast[mcastKey(a.Unmap())]
+	_, ok := d.mcast[k]
 	return ok
 }
 
 // LoopsBack reports whether a frame the device sent must also be
-// received by the device itself: it is for a multicast group one of its
-// QPs is attached to. On Linux the IP layer loops a multicast datagram
-// back to its own host when the host has joined the group (ip_mc_output,
-// as rdma_join_multicast's IGMP join makes it), and rxe takes it from
-// there like any other; a driver gives the frame to Receive.
+// received by the device itself: it is for a multicast group the device
+// takes (InGroup). On Linux the IP layer loops a multicast datagram back
+// to its own host (ip_mc_output), which keeps it when the host has joined
+// the group, and rxe takes it from there like any other; a driver gives
+// the frame to Receive.
 func (d *Device) LoopsBack(frame []byte) bool {
-	// The frame's first byte is hot (just built); the device's table may
-	// not be, among thousands of devices: read it only for a group MAC.
-	if len(frame) < wire.EthernetLen || frame[0]&1 == 0 || len(d.mcast) == 0 {
+	// The frame's first byte is hot (just built); the device's tables
+	// may not be, among thousands of devices: read them only for a
+	// group MAC.
+	if len(frame) < wire.EthernetLen || frame[0]&1 == 0 {
 		return false
 	}
 	dst, ok := wire.FrameDst(frame)
-	return ok && d.InGroup(dst)
+	return ok && dst.IsMulticast() && d.InGroup(dst)
 }
 
 // receiveMcast hands a datagram for the multicast QPN to every QP

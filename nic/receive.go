@@ -194,13 +194,19 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 	n := uint64(len(p.Payload))
 	wc := WC{WRID: w.wrid, Opcode: WCRecv, ByteLen: uint32(grhLen + n), QPNum: qp.num,
 		SrcQP: p.DETH.SrcQP(), WCFlags: WCFlagGRH}
-	if d.cfg.Profile == ProfileRXE && (w.status != WCSuccess || grhLen+n > w.length) {
+	// A buffer deregistered since the post is found only now, as rxe's
+	// copy_data finds it (the RC responder's memStillValid).
+	gone := w.status == WCSuccess && !d.memStillValid(qp, w.sges, intoMemory)
+	if d.cfg.Profile == ProfileRXE && (w.status != WCSuccess || gone || grhLen+n > w.length) {
 		// rxe 6.1 copies a datagram with the same send_data_in as RC and
 		// UC (placeSend): a buffer too small, or one it cannot write, is a
 		// malformed WQE, class A: the receive completes with LOC_QP_OP_ERR
 		// and the QP goes to ERR.
 		why := w.why
-		if w.status == WCSuccess {
+		switch {
+		case gone:
+			why = wcReason{kind: whyRecvDeregistered}
+		case w.status == WCSuccess:
 			why = wcReason{kind: whyDatagramTooLong, n: grhLen + n, max: w.length}
 			if w.length >= grhLen {
 				// rxe copies the GRH area first, and that copy fits; the
@@ -213,10 +219,13 @@ func (d *Device) receiveUD(now sim.Time, qp *QP, p *wire.Packet) {
 		d.toError(now, qp) // rxe raises no event (see remoteError)
 		return
 	}
-	if w.status != WCSuccess || grhLen+n > w.length {
+	if w.status != WCSuccess || gone || grhLen+n > w.length {
 		wc.Status, wc.ByteLen = WCLocLenErr, 0
-		if w.status != WCSuccess {
+		switch {
+		case w.status != WCSuccess:
 			wc.Status = w.status
+		case gone:
+			wc.Status = WCLocProtErr
 		}
 	} else {
 		var grh [grhLen]byte

@@ -113,3 +113,19 @@ func (ch *EventChannel) Pending() int { return len(ch.events) }
 func (e *Event) Ack() {}
 
 func (ch *EventChannel) post(e *Event) { ch.events = append(ch.events, e) }
+
+// drop removes the events waiting on the channel that keep returns
+// false for, keeping the others in order: the kernel's rdma_cm drops an
+// ID's unreported events when the ID is destroyed (ucma's
+// ucma_destroy_private_ctx), and a group's when it is left
+// (ucma_cleanup_mc_events).
+func (ch *EventChannel) drop(gone func(*Event) bool) {
+	kept := ch.events[:0]
+	for _, e := range ch.events {
+		if !gone(e) {
+			kept = append(kept, e)
+		}
+	}
+	clear(ch.events[len(kept):])
+	ch.events = kept
+}

@@ -857,6 +857,10 @@ func (id *CMID) Destroy() error {
 	if id.state == stateListen {
 		delete(id.a.listeners(id.ps), id.src.Port())
 	}
+	// Its events not taken yet go with it: a program must not get an
+	// event of an ID it destroyed.
+	id.ch.drop(func(e *Event) bool { return e.ID == id })
+	id.leaveAll()
 	id.farewell()
 	id.a.forget(id)
 	id.setState(stateDestroyed)

@@ -19,6 +19,7 @@ type mcJoin struct {
 	context  any
 	attached *verbs.QP // the QP the join's event attached, nil if none
 	left     bool
+	noIP     bool // no IP-level join was made (send-only, or not a group)
 }
 
 // errNotSupp is the kernel's ENOTSUPP (524), which is not a POSIX errno:
@@ -53,12 +54,26 @@ func (id *CMID) JoinMulticast(addr netip.Addr, context any, sendOnly bool) error
 	if id.ps != PSUDP {
 		return misuse("join_multicast", "the ID's port space %#x is not RDMA_PS_UDP (0x111): only UD joins groups", uint16(id.ps))
 	}
-	a := addr.Unmap()
-	if !a.Is4() {
-		return fmt.Errorf("rdmacm: join_multicast: %v: a RoCE v2 port joins IPv4 groups only (the kernel's ENOTSUPP): %w", addr, errNotSupp)
+	a := addr
+	switch {
+	case !a.Is4():
+		// An IPv6 group, or an IPv4 one given as IPv6 (AF_INET6 with
+		// ::ffff:224.0.0.5): the kernel joins only an AF_INET address.
+		return fmt.Errorf("rdmacm: join_multicast: %v: a RoCE v2 port joins IPv4 groups only, given as IPv4 (the kernel's ENOTSUPP): %w", addr, errNotSupp)
+	case a.IsUnspecified():
+		return misuse("join_multicast", "the group address is 0.0.0.0")
 	}
 	j := &mcJoin{addr: a, mgid: netip.AddrFrom16(a.As16()), sendOnly: sendOnly, context: context}
 	id.mc = append(id.mc, j)
+	if !sendOnly {
+		// rdma_cm's IGMP join (cma_igmp_send): the host now takes the
+		// group's datagrams. A send-only member makes none.
+		if err := id.a.h.JoinGroup(a); err != nil {
+			// Not a multicast address: the kernel joins all the same,
+			// and the attach that follows the event fails (ERROR).
+			j.noIP = true
+		}
+	}
 	id.post(&Event{Event: EventMulticastJoin, ID: id, JoinContext: context, mc: j, Param: ConnParam{QPNum: wire.MulticastQPN},
 		UD: UDParam{QPNum: wire.MulticastQPN, QKey: wire.UDPQKey,
 			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: j.mgid, HopLimit: 64, SGIDIndex: 1}}}})
@@ -75,16 +90,37 @@ func (id *CMID) LeaveMulticast(addr netip.Addr) error {
 			continue
 		}
 		id.mc = append(id.mc[:i], id.mc[i+1:]...)
-		j.left = true
 		if j.attached != nil {
 			// librdmacm ignores the detach's answer: the QP may be
 			// gone already.
 			_ = j.attached.DetachMcast(j.mgid, 0)
 			j.attached = nil
 		}
+		id.ch.drop(func(e *Event) bool { return e.mc == j })
+		id.leave(j)
 		return nil
 	}
 	return fmt.Errorf("rdmacm: leave_multicast: the ID has not joined %v: %w", addr, syscall.EADDRNOTAVAIL)
+}
+
+// leave ends join j at the IP level (the kernel's leave: cma_igmp_send
+// with join false).
+func (id *CMID) leave(j *mcJoin) {
+	j.left = true
+	if !j.sendOnly && !j.noIP {
+		id.a.h.LeaveGroup(j.addr)
+	}
+}
+
+// leaveAll ends every join of an ID being destroyed, as the kernel's
+// rdma_destroy_id leaves its groups (cma_leave_mc_groups). The QP stays
+// attached (librdmacm's rdma_destroy_id does not detach it), so it gets
+// the groups' datagrams only while another join on its host holds them.
+func (id *CMID) leaveAll() {
+	for _, j := range id.mc {
+		id.leave(j)
+	}
+	id.mc = nil
 }
 
 // processJoin is librdmacm's ucma_process_join for a MULTICAST_JOIN being
@@ -93,7 +129,7 @@ func (id *CMID) LeaveMulticast(addr netip.Addr) error {
 // with status -1 (rdma_seterrno's answer), as there.
 func (e *Event) processJoin() {
 	j, id := e.mc, e.ID
-	if j == nil || j.left || id.QP == nil || j.sendOnly {
+	if j == nil || j.left || id.state == stateDestroyed || id.QP == nil || j.sendOnly {
 		return
 	}
 	if err := id.QP.AttachMcast(j.mgid, 0); err != nil {

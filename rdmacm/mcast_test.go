@@ -81,3 +81,46 @@ func pollAll(t *testing.T, cq *verbs.CQ) []verbs.WC {
 	}
 	return out
 }
+
+// TestJoinEventsGoWithTheID: a join's event not yet taken goes when the
+// ID is destroyed, or when the group is left, as the kernel drops an
+// ID's unreported events (ucma); a destroyed ID's joins are left, so its
+// QP, still attached, gets the group's datagrams no more.
+func TestJoinEventsGoWithTheID(t *testing.T) {
+	p := newPair(t, "")
+	group := netip.MustParseAddr("224.0.0.5")
+	resolved := func(n *node) *rdmacm.CMID {
+		id, err := rdmacm.CreateID(n.ch, nil, rdmacm.PSUDP)
+		require.NoError(t, err)
+		require.NoError(t, id.ResolveAddr(n.h.IPv4(), netip.AddrPortFrom(group, 0), 2000))
+		p.event(t, n.ch, rdmacm.EventAddrResolved)
+		require.NoError(t, id.CreateQP(n.pd, n.qpAttr()))
+		return id
+	}
+	left := resolved(p.srv)
+	require.NoError(t, left.JoinMulticast(group, nil, false))
+	require.NoError(t, left.LeaveMulticast(group))
+	assert.Zero(t, p.srv.ch.Pending(), "left before its event was taken: no event")
+
+	gone := resolved(p.srv)
+	require.NoError(t, gone.JoinMulticast(group, nil, false))
+	p.event(t, p.srv.ch, rdmacm.EventMulticastJoin) // the QP is attached
+	qp := gone.QP
+	_, err := qp.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{p.srv.mr.SGE(0, 256)}}})
+	require.NoError(t, err)
+	require.NoError(t, gone.JoinMulticast(netip.MustParseAddr("224.0.0.6"), nil, false))
+	require.NoError(t, gone.Destroy())
+	assert.Zero(t, p.srv.ch.Pending(), "destroyed with a join's event waiting: no event")
+
+	// The client sends to the group: the server's host left it with the
+	// ID, so its QP, still attached, gets nothing (rxe profile).
+	send := resolved(p.cli)
+	ah, err := p.cli.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.MustParseAddr("::ffff:224.0.0.5"), HopLimit: 64, SGIDIndex: 1}})
+	require.NoError(t, err)
+	_, err = send.QP.PostSend([]verbs.SendWR{{WRID: 10, Opcode: verbs.WRSend, AH: ah, RemoteQPN: verbs.MulticastQPN,
+		RemoteQKey: 0x01234567, SGList: []verbs.SGE{p.cli.mr.SGE(0, 8)}}})
+	require.NoError(t, err)
+	require.NoError(t, p.w.Run())
+	assert.Empty(t, pollAll(t, p.srv.cq), "the host left the group with the ID")
+	assert.ErrorIs(t, qp.Destroy(), syscall.EBUSY, "the QP is still attached: librdmacm's destroy_id does not detach it")
+}

@@ -241,8 +241,9 @@
 //
 // A UD send names its destination QP with dest= (an address handle to
 // that node is made on first use); its Q_Key is the destination's, or
-// qkey=. A UD QP with group=224.x.y.z is attached to that multicast group
-// when it is created (ibv_attach_mcast); a UD send with group= goes to the
+// qkey=. A UD QP with group=224.x.y.z joins that multicast group when it
+// is created, as rdma_join_multicast does (its host joins the group, the
+// QP is attached: ibv_attach_mcast); a UD send with group= goes to the
 // group (an address handle whose DGID is the group, QPN 0xFFFFFF, the
 // sender's own Q_Key unless qkey=), a switch floods it, and every QP in
 // the group on every other node gets a copy (examples/multicast.scenario). A recv posts len= bytes at local=. modify calls ibv_modify_qp

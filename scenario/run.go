@@ -528,6 +528,11 @@ func (r *runState) resources() error {
 			}
 			r.qps[q.idx] = qp
 			if q.group.IsValid() {
+				// What rdma_join_multicast does: the host joins the
+				// group (its IGMP join), and the QP is attached.
+				if err := r.hosts[i].JoinGroup(q.group); err != nil {
+					return fmt.Errorf("line %d: join %s to %v: %w", q.line, q, q.group, err)
+				}
 				if err := qp.AttachMcast(netip.AddrFrom16(q.group.As16()), 0); err != nil {
 					return fmt.Errorf("line %d: attach_mcast %s to %v: %w", q.line, q, q.group, err)
 				}

@@ -37,24 +37,30 @@ func recvs(t *testing.T, e *endpoint, qp *verbs.QP, id uint64, off, n int) {
 
 // TestMulticast: a datagram sent to a group's GID with the multicast QPN
 // is flooded by the switch and reaches every QP attached to the group on
-// every host, in attach order, the sender's own host included (looped
-// back, not on the wire); a QP with another Q_Key is passed over, and a
-// host with no QP in the group does not take the frame.
+// every host that joined it, in attach order, the sender's own host
+// included (looped back, not on the wire); a QP with another Q_Key is
+// passed over, and a host that has not joined the group does not take
+// the frame, even with a QP attached (as on Linux: the IP layer drops
+// it), unless under the spec profile, where attaching is enough.
 func TestMulticast(t *testing.T) {
 	tr := &sim.Trace{}
 	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Trace: tr})
-	ha, hb, hc, hd := w.AddHost("a"), w.AddHost("b"), w.AddHost("c"), w.AddHost("d")
+	ha, hb, hc, hd, he := w.AddHost("a"), w.AddHost("b"), w.AddHost("c"), w.AddHost("d"), w.AddHost("e")
 	require.NoError(t, w.ConnectSwitch())
-	a, b, c, d := setup(ha, 1), setup(hb, 1), setup(hc, 1), setup(hd, 1)
+	a, b, c, d, e := setup(ha, 1), setup(hb, 1), setup(hc, 1), setup(hd, 1), setup(he, 1)
 	const qkey = 0x01234567
 	group := netip.MustParseAddr("::ffff:239.1.2.3")
+	for _, h := range []*verbs.Host{ha, hb, hc} {
+		require.NoError(t, h.JoinGroup(netip.MustParseAddr("239.1.2.3")))
+	}
 
 	send := udQP(t, a, qkey)
 	own := udQP(t, a, qkey) // a QP of the sending host in the group
 	b1, b2 := udQP(t, b, qkey), udQP(t, b, qkey)
 	cWrong := udQP(t, c, 0x22) // in the group with another Q_Key
 	dNone := udQP(t, d, qkey)  // not in the group
-	for _, q := range []*verbs.QP{own, b2, b1, cWrong} {
+	eOnly := udQP(t, e, qkey)  // attached, but its host has not joined
+	for _, q := range []*verbs.QP{own, b2, b1, cWrong, eOnly} {
 		require.NoError(t, q.AttachMcast(group, 0))
 	}
 	require.NoError(t, b1.AttachMcast(group, 0), "attaching again is no error")
@@ -63,6 +69,7 @@ func TestMulticast(t *testing.T) {
 	recvs(t, b, b2, 30, 1024, 3)
 	recvs(t, c, cWrong, 40, 0, 3)
 	recvs(t, d, dNone, 50, 0, 3)
+	recvs(t, e, eOnly, 60, 0, 3)
 
 	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: group, SGIDIndex: 1, HopLimit: 64}})
 	require.NoError(t, err, "an AH toward a group needs no neighbour: its MAC is the group's")
@@ -88,8 +95,11 @@ func TestMulticast(t *testing.T) {
 	assert.Equal(t, []byte{239, 1, 2, 3}, b.buf[36:40], "the GRH area's IPv4 header says where it was sent")
 	assert.Empty(t, pollAll(c.cq), "another Q_Key: passed over")
 	assert.Empty(t, pollAll(d.cq), "no QP of d in the group")
+	assert.Empty(t, pollAll(e.cq), "e's QP is attached, but e has not joined the group")
 	rc, _ := d.ctx.Counters().Get("rcvd_pkts")
 	assert.Zero(t, rc, "d's port does not take the group's frames")
+	rc, _ = e.ctx.Counters().Get("rcvd_pkts")
+	assert.Zero(t, rc, "nor does e's")
 	rc, _ = b.ctx.Counters().Get("rcvd_pkts")
 	assert.EqualValues(t, 2, rc, "b counts each datagram once, whatever the QPs it reaches")
 
@@ -100,7 +110,7 @@ func TestMulticast(t *testing.T) {
 			wire = append(wire, e.Node)
 		}
 	}
-	assert.Len(t, wire, 8, "2 frames a→switch, then 2 each toward b, c and d: %v", wire)
+	assert.Len(t, wire, 10, "2 frames a→switch, then 2 each toward b, c, d and e: %v", wire)
 
 	// Detached, b1 gets no more; b2 still does.
 	require.NoError(t, b1.DetachMcast(group, 0))
@@ -150,5 +160,88 @@ func TestMulticastMisuse(t *testing.T) {
 			require.NoError(t, q.DetachMcast(group, 0))
 		}
 		require.NoError(t, q.Destroy())
+	}
+}
+
+// TestMulticastSpecProfile: under the spec profile a QP attached to a
+// group gets its datagrams without any IP-level join, as an RNIC's
+// multicast steering delivers them; the sender's own attached QP too.
+func TestMulticastSpecProfile(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Profile: verbs.ProfileSpec})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.ConnectSwitch())
+	a, b := setup(ha, 1), setup(hb, 1)
+	group := netip.MustParseAddr("::ffff:239.1.2.3")
+	send, own, r := udQP(t, a, 7), udQP(t, a, 7), udQP(t, b, 7)
+	require.NoError(t, own.AttachMcast(group, 0))
+	require.NoError(t, r.AttachMcast(group, 0))
+	recvs(t, a, own, 10, 0, 1)
+	recvs(t, b, r, 20, 0, 1)
+	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: group, SGIDIndex: 1, HopLimit: 64}})
+	require.NoError(t, err)
+	_, err = send.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, AH: ah, RemoteQPN: verbs.MulticastQPN, RemoteQKey: 7,
+		SGList: []verbs.SGE{a.mr.SGE(2048, 8)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, []string{"10:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+	assert.Equal(t, []string{"20:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+}
+
+// TestCloseDetaches: closing a context takes its QPs out of their groups
+// (the kernel's detach on close), so a datagram for the group after the
+// close reaches no destroyed QP and no deregistered buffer.
+func TestCloseDetaches(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	require.NoError(t, w.ConnectSwitch())
+	a, b := setup(ha, 1), setup(hb, 1)
+	group := netip.MustParseAddr("::ffff:239.1.2.3")
+	require.NoError(t, hb.JoinGroup(group))
+	send, r := udQP(t, a, 7), udQP(t, b, 7)
+	require.NoError(t, r.AttachMcast(group, 0))
+	recvs(t, b, r, 20, 0, 1)
+	require.NoError(t, b.ctx.Close())
+	ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: group, SGIDIndex: 1, HopLimit: 64}})
+	require.NoError(t, err)
+	_, err = send.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, AH: ah, RemoteQPN: verbs.MulticastQPN, RemoteQKey: 7,
+		SGList: []verbs.SGE{a.mr.SGE(2048, 8)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run(), "the datagram finds no QP in the group")
+	ctx, err := hb.GetDeviceList()[0].Open()
+	require.NoError(t, err)
+	rc, _ := ctx.Counters().Get("rcvd_pkts")
+	assert.EqualValues(t, 1, rc, "b's host is still in the group: the datagram is counted, then finds no QP")
+}
+
+// TestUDRecvBufferDeregistered: a UD receive whose buffer was
+// deregistered after the post completes in error when a datagram comes
+// (rxe: LOC_QP_OP_ERR and the QP in ERR; spec: LOC_PROT_ERR), never a
+// panic.
+func TestUDRecvBufferDeregistered(t *testing.T) {
+	for _, c := range []struct {
+		profile verbs.Profile
+		want    string
+		state   verbs.QPState
+	}{{verbs.ProfileRXE, "1:IBV_WC_LOC_QP_OP_ERR", verbs.QPStateErr}, {verbs.ProfileSpec, "1:IBV_WC_LOC_PROT_ERR", verbs.QPStateRTS}} {
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, Profile: c.profile})
+		ha, hb := w.AddHost("a"), w.AddHost("b")
+		require.NoError(t, w.Connect(ha, hb))
+		a, b := setup(ha, 1), setup(hb, 1)
+		send, r := udQP(t, a, 7), udQP(t, b, 7)
+		buf := make([]byte, 256)
+		mr, err := b.pd.RegMR(buf, verbs.AccessLocalWrite)
+		require.NoError(t, err)
+		_, err = r.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{mr.SGE(0, 256)}}})
+		require.NoError(t, err)
+		require.NoError(t, mr.Dereg())
+		gid, _ := b.ctx.QueryGID(1, 1)
+		ah, err := a.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: gid}})
+		require.NoError(t, err)
+		_, err = send.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, AH: ah, RemoteQPN: r.QPNum, RemoteQKey: 7,
+			SGList: []verbs.SGE{a.mr.SGE(0, 8)}}})
+		require.NoError(t, err)
+		require.NoError(t, w.Run())
+		assert.Equal(t, []string{c.want}, summary(pollAll(b.cq)), "%v", c.profile)
+		assert.Equal(t, c.state, r.State(), "%v", c.profile)
 	}
 }

@@ -313,7 +313,13 @@ func (p *PD) CreateQP(ia QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	v := &QP{c: p.c, qp: qp, QPNum: qp.Num()}
-	p.c.owned.add(&v.slot, func() { p.c.dev().DestroyQP(qp) })
+	p.c.owned.add(&v.slot, func() {
+		// A closing context takes its QPs out of their multicast
+		// groups first, as the kernel does (an explicit Destroy of an
+		// attached QP is EBUSY).
+		p.c.dev().DetachAll(qp)
+		p.c.dev().DestroyQP(qp)
+	})
 	return v, nil
 }
 
@@ -376,7 +382,9 @@ const MulticastQPN = wire.MulticastQPN
 // (ibv_attach_mcast): an IPv6 multicast GID, or an IPv4 group mapped
 // into IPv6 (::ffff:224.0.0.5). lid is ignored on RoCE. A datagram sent
 // with an AH whose DGID is the group and RemoteQPN MulticastQPN reaches
-// the group's QPs on every host of the fabric, the sender's own included.
+// the group's QPs on every host of the fabric that has joined the group
+// (Host.JoinGroup; under the spec profile, attaching is enough), the
+// sender's own included.
 // EINVAL for a GID that is not multicast or a QP that is not UD; ENOMEM
 // past rxe's limits (DeviceAttr.MaxMcastGrp, MaxMcastQPAttach,
 // MaxTotalMcastQPAttach). Attaching twice is no error.

@@ -97,7 +97,8 @@ func (c *Context) Counters() *Counters { return c.dev().Counters() }
 
 // Close closes the context (ibv_close_device): every object opened
 // through it and not yet destroyed is destroyed, newest first, as the
-// kernel does when the device file closes (a QP stops answering, a CQ's
+// kernel does when the device file closes (a QP stops answering and
+// leaves its multicast groups, a CQ's
 // unacknowledged events are dropped, nothing counts against the device's
 // limits any more). Every verb on the context or on one of its objects
 // then returns EINVAL, and so does a second Close.

@@ -511,6 +511,17 @@ func (h *Host) MADFrame(buf []byte, dst netip.Addr, mad []byte) ([]byte, string,
 // messages (the EUI-64 of the MAC, as rxe derives it).
 func (h *Host) GUID() uint64 { return h.dev.QueryDevice().NodeGUID }
 
+// JoinGroup joins the host to the multicast group a at the IP level, as
+// an IGMP join does (rdma_join_multicast makes one; package rdmacm's
+// JoinMulticast calls this). Under the rxe profile a QP attached to a
+// group (QP.AttachMcast) gets the group's datagrams only while its host
+// has joined it, as on Linux; under the spec profile attaching is
+// enough. Joins are counted: each LeaveGroup undoes one.
+func (h *Host) JoinGroup(a netip.Addr) error { return h.dev.JoinGroup(a) }
+
+// LeaveGroup undoes one JoinGroup of group a.
+func (h *Host) LeaveGroup(a netip.Addr) { h.dev.LeaveGroup(a) }
+
 // IPv4 returns the host's IPv4 address.
 func (h *Host) IPv4() netip.Addr { return h.dev.Config().IPv4 }
 

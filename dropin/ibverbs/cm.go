@@ -340,8 +340,18 @@ func (p *process) cmJoin(h uint32, addr []byte, sendOnly bool, context uintptr) 
 	if e != 0 {
 		return e
 	}
-	a, ok := cmAddr(addr)
-	if !ok || !a.IsValid() {
+	if p.udpTransport() {
+		return syscall.EOPNOTSUPP
+	}
+	var a netip.Addr
+	switch len(addr) {
+	case 4:
+		a = netip.AddrFrom4([4]byte(addr))
+	case 16:
+		// Kept IPv6 even when IPv4-mapped: the kernel refuses an
+		// AF_INET6 group on RoCE v2 whatever it holds.
+		a = netip.AddrFrom16([16]byte(addr))
+	default:
 		return syscall.EINVAL
 	}
 	return p.cmDone(w.id.JoinMulticast(a, context, sendOnly))

@@ -192,12 +192,15 @@
 // not multicast, a QP that is not UD, or a group the QP is not in; ENOMEM
 // past 56 QPs a group; EBUSY for ibv_destroy_qp of an attached QP. A UD
 // SEND to remote_qpn 0xFFFFFF through an AH whose DGID is a group reaches
-// every attached QP on every device of the fabric, the sender's own
-// device included (real rxe gets it back through the host's IP
-// multicast loop, which rdma_join_multicast's IGMP join turns on).
-// testdata/mcast.c prints the same lines here as on real rxe (TestMcast;
-// conformance TestMcastRxe). Multicast runs on the model's fabrics, not
-// over ROCESIM_TRANSPORT=udp.
+// every attached QP on every device of the fabric whose host joined the
+// group at the IP level (rdma_join_multicast's IGMP join), the sender's
+// own device included (through the host's IP multicast loop, as on
+// Linux); a QP attached with ibv_attach_mcast alone gets nothing, as on
+// rxe, but in the all-hosts group 224.0.0.1. Closing the device detaches
+// its QPs. testdata/mcast.c prints the same lines here as on real rxe
+// (TestMcast; conformance TestMcastRxe). Multicast runs on the model's
+// fabrics: over ROCESIM_TRANSPORT=udp, ibv_attach_mcast and
+// rdma_join_multicast fail with EOPNOTSUPP.
 //
 // # What is not there
 //

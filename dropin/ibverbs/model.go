@@ -1049,6 +1049,9 @@ func (p *process) mcast(h uint32, gid netip.Addr, lid uint16, attach bool) sysca
 	if !ok {
 		return syscall.EINVAL
 	}
+	if attach && p.udpTransport() {
+		return syscall.EOPNOTSUPP // see udpTransport
+	}
 	if attach {
 		return errnoOf(v.q.AttachMcast(gid, lid))
 	}

@@ -356,6 +356,13 @@ func (p *process) addNeighbour(gid netip.Addr) {
 	p.fab.host.AddNeighbour(gid, realnet.StandInMAC(gid))
 }
 
+// udpTransport reports whether the process's device is on the real
+// network (ROCESIM_TRANSPORT=udp). Multicast is refused there with
+// EOPNOTSUPP (ibv_attach_mcast, rdma_join_multicast): the transport's
+// socket joins no IP group, so a group's datagrams would never arrive,
+// and a program waiting for them would wait for ever.
+func (p *process) udpTransport() bool { return p.fab != nil && p.fab.udp != nil }
+
 // transportOf reads ROCESIM_TRANSPORT ("" or "sim": the model's own
 // world; "udp": the real network).
 func transportOf(s string) (bool, error) {

@@ -285,6 +285,9 @@ type Port struct {
 	sw     *Switch // nil for a node port
 	out    *direction
 	linked *Link
+	// floods: a switch's port a group frame is flooded out of (toward a
+	// node, or on the switches' spanning tree: floodTree).
+	floods bool
 }
 
 // farNode returns the node at the far end of p's link, noNode if a
@@ -403,6 +406,9 @@ func (n *Node) Send(port int, frame, note []byte) error {
 	} else {
 		b.to, b.dst = n.destination(m)
 	}
+	if b.dst == floodMAC {
+		b.to = p.farNode() // a direct link's far end; none toward a switch
+	}
 	f.pool.setNote(b, note)
 	b.tx = 0
 	b.owner = n.idx
@@ -439,6 +445,41 @@ func (f *Fabric) start() {
 	f.started = true
 	for _, s := range f.switches {
 		s.buildTable(f)
+	}
+	f.floodTree()
+}
+
+// floodTree marks the ports switches flood group frames out of: every
+// port toward a node, and the ports of a spanning tree of the switches
+// (breadth-first from the first switch of each connected part, in port
+// order), so that a flood reaches every node once and never goes round a
+// loop of switches, as the spanning tree protocol leaves an Ethernet
+// with redundant links.
+func (f *Fabric) floodTree() {
+	seen := map[*Switch]bool{} // lookups only
+	for _, root := range f.switches {
+		if seen[root] {
+			continue
+		}
+		seen[root] = true
+		queue := []*Switch{root}
+		for len(queue) > 0 {
+			s := queue[0]
+			queue = queue[1:]
+			for _, p := range s.ports {
+				if p.linked == nil || p.out == nil || p.out.to == nil {
+					continue
+				}
+				switch far := p.out.to; {
+				case far.node != nil:
+					p.floods = true
+				case far.sw != nil && !seen[far.sw]:
+					seen[far.sw] = true
+					p.floods, far.floods = true, true
+					queue = append(queue, far.sw)
+				}
+			}
+		}
 	}
 }
 

@@ -181,15 +181,17 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 	f.enter(out.out, f.pool.at(fl.id), false)
 }
 
-// flood sends frame b, for a group MAC, out of every linked port of sw
-// but the one it came in by (in.to), in port order, as a switch without
-// IGMP snooping floods multicast and broadcast: each port but the last
-// gets a copy, the last the frame itself. A copy toward a node is that
-// node's frame in the records.
+// flood sends frame b, for a group MAC, out of every port of sw that
+// floods (floodTree) but the one it came in by (in.to), in port order, as
+// a switch without IGMP snooping floods multicast and broadcast: each
+// port but the last gets a copy, the last the frame itself. A copy toward
+// a node is that node's frame in the records. With no other such port
+// (a switch of one host) the frame reaches no one, which is no loss: it
+// is released without a record.
 func (f *Fabric) flood(in *direction, sw *Switch, b *frameBuf) {
 	var last *Port
 	for _, q := range sw.ports {
-		if q.linked == nil || q == in.to {
+		if !q.floods || q == in.to {
 			continue
 		}
 		if last != nil {
@@ -200,8 +202,6 @@ func (f *Fabric) flood(in *direction, sw *Switch, b *frameBuf) {
 		last = q
 	}
 	if last == nil {
-		sw.unknown++
-		f.record(in, b, "frame-drop", sim.DropNoRoute, "dropped: switch "+sw.name+" has no other port to flood "+wire.Ethernet(b.bytes()).Dst().String()+" to", 0)
 		f.release(b)
 		return
 	}

@@ -105,6 +105,68 @@ static struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_ty
 	return ibv_create_qp(pd, &qa);
 }
 
+/* to_rts takes a UD QP to RTS with Q_Key qkey. */
+static int to_rts(struct ibv_qp *qp, uint32_t qkey)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/*
+ * deliver: a QP attached with ibv_attach_mcast alone, no rdma_cm join,
+ * and a datagram from a QP of the same device to the group. On Linux the
+ * host takes a group's datagrams only once its IP layer has joined the
+ * group (rdma_join_multicast's IGMP join); every host is in the
+ * all-hosts group 224.0.0.1 from the start.
+ */
+static void deliver(struct ibv_pd *pd, struct ibv_cq *cq, const char *name, const char *group)
+{
+	union ibv_gid g = gid(group);
+	struct ibv_qp *r = ud_qp(pd, cq, IBV_QPT_UD), *s = ud_qp(pd, cq, IBV_QPT_UD);
+	static char buf[512];
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
+				  .grh = { .dgid = g, .sgid_index = 1, .hop_limit = 64 } };
+	struct ibv_ah *ah;
+	struct ibv_sge rs, ss;
+	struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr sw = { .wr_id = 2, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc;
+	struct timespec t0, t;
+	int sends = 0, recvs = 0;
+
+	if (!r || !s || !mr || to_rts(r, 0x11) || to_rts(s, 0x11) || !(ah = ibv_create_ah(pd, &aa)))
+		stop("deliver set-up");
+	rs = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 256, .lkey = mr->lkey };
+	ss = (struct ibv_sge){ .addr = (uintptr_t)buf + 256, .length = 8, .lkey = mr->lkey };
+	sw.wr.ud.ah = ah;
+	sw.wr.ud.remote_qpn = 0xffffff;
+	sw.wr.ud.remote_qkey = 0x11;
+	if (ibv_post_recv(r, &rw, &rbad) || ibv_attach_mcast(r, &g, 0) || ibv_post_send(s, &sw, &sbad))
+		stop("deliver post");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		while (ibv_poll_cq(cq, 1, &wc) == 1) {
+			if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND)
+				sends++;
+			else if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV)
+				recvs++;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1000);
+	printf("%s: sent %d received %d\n", name, sends, recvs);
+	if (ibv_detach_mcast(r, &g, 0) || ibv_destroy_ah(ah) || ibv_destroy_qp(r) || ibv_destroy_qp(s) || ibv_dereg_mr(mr))
+		printf("%s: cleanup failed\n", name);
+}
+
 /* Part A: QPs in RESET, one device opened directly. */
 static void verbs_only(void)
 {
@@ -163,6 +225,9 @@ static void verbs_only(void)
 			bad++;
 	}
 	printf("group_cleanup: %d failed\n", bad);
+
+	deliver(pd, cq, "attach_only", "::ffff:224.0.0.11");
+	deliver(pd, cq, "all_hosts", "::ffff:224.0.0.1");
 
 	code("query_device", ibv_query_device(ctx, &da));
 	printf("max_mcast_grp: %d\nmax_mcast_qp_attach: %d\nmax_total_mcast_qp_attach: %d\n",
@@ -387,12 +452,13 @@ static void collect(const char *round, int ms)
 static void rdma_cm(void)
 {
 	struct sockaddr_in grp = sin4("224.0.0.5"), uni = sin4("10.0.0.2");
-	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 }, mapped = { .sin6_family = AF_INET6 };
 	struct ibv_ah_attr ah;
 	unsigned i;
 	int bad = 0;
 
 	inet_pton(AF_INET6, "ff0e::1", &v6.sin6_addr);
+	inet_pton(AF_INET6, "::ffff:224.0.0.5", &mapped.sin6_addr);
 	if (!(ch = rdma_create_event_channel()))
 		stop("rdma_create_event_channel");
 	join(&recv1, &grp, NULL);
@@ -416,6 +482,11 @@ static void rdma_cm(void)
 	if (code("recv2 join_ipv6_group", rdma_join_multicast(recv2.id, (struct sockaddr *)&v6, &v6)) == 0) {
 		join_event(&recv2, "recv2 join_ipv6_group_event", &v6, NULL);
 		code("recv2 leave_ipv6_group", rdma_leave_multicast(recv2.id, (struct sockaddr *)&v6));
+	}
+	/* The same IPv4 group, given as an AF_INET6 address. */
+	if (code("recv2 join_v4mapped", rdma_join_multicast(recv2.id, (struct sockaddr *)&mapped, &mapped)) == 0) {
+		join_event(&recv2, "recv2 join_v4mapped_event", &mapped, NULL);
+		code("recv2 leave_v4mapped", rdma_leave_multicast(recv2.id, (struct sockaddr *)&mapped));
 	}
 	if (code("recv2 join_unicast", rdma_join_multicast(recv2.id, (struct sockaddr *)&uni, &uni)) == 0) {
 		join_event(&recv2, "recv2 join_unicast_event", &uni, NULL);
