@@ -9,9 +9,10 @@ import (
 	"github.com/rocesim/rocesim/wire"
 )
 
-// Multicast (IBTA §10.5.2, Annex A17.4.6; rxe_mcast.c): a UD QP attached
-// to a group gets a copy of every datagram that reaches the device for
-// the group's GID with the multicast QPN as destination. A group lives
+// Multicast (the IBTA's multicast verbs, as rxe_mcast.c does them): a UD
+// QP attached to a group gets a copy of every datagram that reaches the
+// device (InGroup says which do) for the group's GID with the multicast
+// QPN as destination. A group lives
 // while a QP is attached to it. rxe's limits are the device's:
 // max_mcast_grp groups, max_mcast_qp_attach QPs a group, and
 // max_total_mcast_qp_attach attachments in all; past any of them attach

@@ -27,8 +27,8 @@ const (
 	// (IBTA §3.5.4, §13.5.1): CM MADs go to it and come from it.
 	GSIQPN = 1
 	// MulticastQPN is the destination QP of a datagram sent to a
-	// multicast group (IBTA §10.5.2.1, the permissive QPN 0xFFFFFF):
-	// the receiving port hands it to every QP attached to the group.
+	// multicast group, the QPN 0xFFFFFF the IBTA reserves for it: the
+	// receiving port hands it to every QP attached to the group.
 	MulticastQPN = 0xFFFFFF
 	// GSIQKey is the well-known Q_Key of QP1 (IBTA §13.5.1, C13-9), in
 	// every captured CM frame's DETH.
