@@ -56,8 +56,10 @@
 //
 // Both are deterministic: the same trace and options give the same bytes.
 // They read only the trace's events (the fabric's frame-* and link-*
-// kinds, the NIC's qp-state, completion, timer and async-event); kinds
-// they do not know are left out.
+// kinds, the NIC's qp-state, completion, timer and async-event, and a
+// host's frame-loop: its own multicast datagram handed back to it, off
+// the wire, a note "↺ … looped back"); kinds they do not know are left
+// out.
 //
 // The package is a library at the module root, not part of the CLI: rocesim
 // run draws with it, and so does verbs/verbstest for a failed test's world.

@@ -132,3 +132,18 @@ func TestMulticastFlood(t *testing.T) {
 	assert.Equal(t, 3, arrows, "one arrow to each of b, c and d:\n%s", out)
 	assert.NotContains(t, out, "✗", out)
 }
+
+// TestLoopNote: a host's own multicast datagram handed back to it
+// (frame-loop) is a note at the host, not an arrow.
+func TestLoopNote(t *testing.T) {
+	tr := &sim.Trace{}
+	tr.Add(sim.Event{Time: 0, Node: "a", Kind: "qp-state", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "from", Value: "RESET"}, {Key: "to", Value: "INIT"}}})
+	tr.Add(sim.Event{Time: 0, Node: "b", Kind: "qp-state", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "from", Value: "RESET"}, {Key: "to", Value: "INIT"}}})
+	tr.Add(sim.Event{Time: 5, Node: "a", Kind: "frame-loop", QPN: 0xffffff, HasQPN: true,
+		Fields: []sim.Field{{Key: "op", Value: "UD_SEND_ONLY"}, {Key: "psn", Value: "3"}}})
+	out := text(t, tr, ladder.Options{Width: 60})
+	assert.Contains(t, out, "↺ UD_SEND_ONLY psn=3 looped back", out)
+	assert.NotContains(t, out, "▶", out)
+}

@@ -132,7 +132,7 @@ var frameKinds = map[sim.Kind]bool{
 }
 
 // nicKinds are the NIC's event kinds: a node that has them is a host.
-var nicKinds = map[sim.Kind]bool{"qp-state": true, "completion": true, "timer": true, "async-event": true}
+var nicKinds = map[sim.Kind]bool{"qp-state": true, "completion": true, "timer": true, "async-event": true, "frame-loop": true}
 
 // lines returns the text of the events at idx, one a line.
 func (m *model) lines(idx []int) string {
@@ -575,6 +575,12 @@ func (b *builder) note(e *sim.Event) {
 		if strings.Contains(ev, "ERR") || strings.Contains(ev, "FATAL") {
 			it.tone = toneErr
 		}
+	case "frame-loop":
+		// A host's own multicast datagram, handed back to it off the
+		// wire (verbs.Host's loop-back): a note, there is no arrow.
+		op, _ := e.Get("op")
+		psn, _ := e.Get("psn")
+		it.text, it.tone = "↺ "+op+" psn="+psn+" looped back", toneDim
 	case "link-down", "link-up":
 		link, _ := e.Get("link")
 		rule, _ := e.Get("rule")

@@ -104,12 +104,18 @@ func TestMulticast(t *testing.T) {
 	assert.EqualValues(t, 2, rc, "b counts each datagram once, whatever the QPs it reaches")
 
 	// On the wire: each datagram once from a, then once toward each other host.
-	var wire []string
+	var wire, loops []string
 	for _, e := range tr.Events() {
-		if e.Kind == "frame-tx" {
+		switch e.Kind {
+		case "frame-tx":
 			wire = append(wire, e.Node)
+		case "frame-loop":
+			op, _ := e.Get("op")
+			psn, _ := e.Get("psn")
+			loops = append(loops, e.Node+" "+op+" "+psn)
 		}
 	}
+	assert.Equal(t, []string{"a UD_SEND_ONLY 0", "a UD_SEND_ONLY 1"}, loops, "the sender's host gets its own datagrams back, off the wire, each traced")
 	assert.Len(t, wire, 10, "2 frames a→switch, then 2 each toward b, c, d and e: %v", wire)
 
 	// Detached, b1 gets no more; b2 still does.

@@ -477,6 +477,14 @@ func (h *Host) loopBack(frame []byte) {
 	}
 	h.loops.push(append(buf, frame...))
 	h.w.sched.Schedule(h.w.sched.Now(), h, fireLoop)
+	if tr := h.w.cfg.Trace; tr.Enabled() {
+		// The copy is on no link, so no frame-tx says it exists.
+		var p wire.Packet
+		if p.DecodeHeaders(frame) == nil {
+			tr.Add(sim.Event{Time: h.w.sched.Now(), Node: h.name, Kind: "frame-loop", QPN: p.BTH.DestQP(), HasQPN: true,
+				Fields: []sim.Field{{Key: "op", Value: p.BTH.Opcode().Info().Name}, {Key: "psn", Value: p.BTH.PSN().String()}}})
+		}
+	}
 }
 
 // Unsent returns how many frames the host's device built that could not
