@@ -33,6 +33,14 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newRig(t, rigOptions{outstanding: true})
+		// The UD QP is in a group its host has joined: frames to the
+		// group, to the multicast QPN or any other, reach it.
+		if err := r.dev.JoinGroup(rigGroup); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.dev.AttachMcast(r.ud, rigGroup, 0); err != nil {
+			t.Fatal(err)
+		}
 		var (
 			now   sim.Time
 			frame []byte
@@ -123,10 +131,11 @@ const fuzzHeaderLen = 24
 //	structured: 0x01..0xFF | 24-byte header | payload
 //
 // A structured header picks, byte by byte: [0] the opcode; [1] the QP
-// (RC, UC, UD, the INIT QP, the RESET QP, or a QPN from [2:4]); [2:5]
-// the PSN as an offset from the RC QP's initial expected PSN (requests) or
-// first send PSN (responses); [5] flags (AckReq, solicited, P_Key variant,
-// bad Q_Key, IPv6 destination); [6] the MR whose R_Key the RETH or
+// (RC, UC, UD, the INIT QP, the RESET QP, the multicast QPN, or a QPN
+// from [2:4]); [2:5] the PSN as an offset from the RC QP's initial
+// expected PSN (requests) or first send PSN (responses); [5] flags
+// (AckReq, solicited, P_Key variant, bad Q_Key, IPv6 destination, a
+// multicast destination: the rig's group or another); [6] the MR whose R_Key the RETH or
 // AtomicETH carries (or a made-up key); [7:9] the VA as a signed offset
 // from that MR's address; [9:11] the DMA length (0xFFFF: 2^31); [11] the
 // AETH syndrome; [12:14] the MSN; [14:22] atomic operands; [22:24] the
@@ -150,6 +159,8 @@ func fuzzFrame(r *rig, data []byte, buf []byte) ([]byte, []byte) {
 	var qpn uint32
 	if i := int(h[1]); i < len(qps) {
 		qpn = qps[i].Num()
+	} else if i == len(qps) {
+		qpn = wire.MulticastQPN
 	} else {
 		qpn = uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4])
 	}
@@ -172,6 +183,15 @@ func fuzzFrame(r *rig, data []byte, buf []byte) ([]byte, []byte) {
 	}
 	if flags&32 != 0 {
 		f.Src, f.Dst = netip.AddrFrom16(rigPeerIP.As16()), netip.AddrFrom16(rigIP.As16())
+	}
+	if flags&64 != 0 {
+		// To a group: the rig's UD QP's, or (with flags&128) one the
+		// device is not in.
+		g := rigGroup
+		if flags&128 != 0 {
+			g = netip.AddrFrom4([4]byte{239, 9, 9, 9})
+		}
+		f.Dst, f.DstMAC = g, wire.MAC{0x01, 0x00, 0x5e, 0x00, 0x00, g.As4()[3]}
 	}
 	var rkey uint32 = 0xBAD00
 	var addr uint64
@@ -199,6 +219,10 @@ func fuzzFrame(r *rig, data []byte, buf []byte) ([]byte, []byte) {
 	}
 	return buf[:n], data
 }
+
+// rigGroup is the multicast group FuzzReceive's rig has joined, its UD
+// QP attached.
+var rigGroup = netip.AddrFrom4([4]byte{224, 0, 0, 5})
 
 // rawRecord is a FuzzReceive record carrying frame as raw bytes.
 func rawRecord(frame []byte) []byte {
