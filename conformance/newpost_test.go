@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rocesim/rocesim/internal/tooltest"
 )
 
 // TestNewPostRxe: the extended verbs (ibv_create_cq_ex, ibv_create_qp_ex,
@@ -35,19 +37,7 @@ func sameLines(t *testing.T, rxe, model, last string) {
 			want = append(want, l)
 		}
 	}
-	got := strings.Split(strings.TrimSpace(model), "\n")
-	for i := range max(len(got), len(want)) {
-		g, w := "(nothing)", "(nothing)"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			t.Errorf("line %d:\n  real rxe: %s\n  model:    %s", i+1, w, g)
-		}
-	}
+	tooltest.SameLines(t, want, strings.Split(strings.TrimSpace(model), "\n"))
 	if len(want) == 0 || want[len(want)-1] != last {
 		t.Errorf("real rxe's run did not finish (no %q line)", last)
 	}

@@ -11,7 +11,7 @@ import (
 
 // Multicast (the IBTA's multicast verbs, as rxe_mcast.c does them): a UD
 // QP attached to a group gets a copy of every datagram that reaches the
-// device (InGroup says which do) for the group's GID with the multicast
+// device (inGroup says which do) for the group's GID with the multicast
 // QPN as destination. A group lives
 // while a QP is attached to it. rxe's limits are the device's:
 // max_mcast_grp groups, max_mcast_qp_attach QPs a group, and
@@ -33,12 +33,7 @@ type mcGroup struct {
 // mcastKey is the form a group is kept under: the GID with an IPv4
 // group mapped into IPv6, as rxe keeps its mgid and as a received IPv4
 // destination is looked up (ipv6_addr_set_v4mapped).
-func mcastKey(a netip.Addr) netip.Addr {
-	if a.Is4() {
-		return netip.AddrFrom16(a.As16())
-	}
-	return a
-}
+func mcastKey(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }
 
 // AttachMcast attaches UD QP qp to the multicast group gid
 // (ibv_attach_mcast). The LID is ignored on a RoCE port (the kernel's
@@ -148,14 +143,14 @@ func (d *Device) JoinGroup(a netip.Addr) error {
 	if d.ipGroups == nil {
 		d.ipGroups = map[netip.Addr]int{}
 	}
-	d.ipGroups[mcastKey(a.Unmap())]++
+	d.ipGroups[mcastKey(a)]++
 	return nil
 }
 
 // LeaveGroup undoes one JoinGroup of group a; leaving a group not joined
 // changes nothing.
 func (d *Device) LeaveGroup(a netip.Addr) {
-	k := mcastKey(a.Unmap())
+	k := mcastKey(a)
 	switch n := d.ipGroups[k]; {
 	case n > 1:
 		d.ipGroups[k] = n - 1
@@ -168,14 +163,14 @@ func (d *Device) LeaveGroup(a netip.Addr) {
 // groups are kept in.
 var allHosts = mcastKey(netip.AddrFrom4([4]byte{224, 0, 0, 1}))
 
-// InGroup reports whether the device takes the datagrams of multicast
+// inGroup reports whether the device takes the datagrams of multicast
 // group a (an IPv4 group in either form): under ProfileRXE, while its
 // host has joined the group (JoinGroup, or the all-hosts group); under
 // ProfileSpec, also while a QP of the device is attached to it. Such a
 // datagram is counted in rcvd_pkts and offered to the QPs attached; its
 // own are looped back to it (LoopsBack).
-func (d *Device) InGroup(a netip.Addr) bool {
-	k := mcastKey(a.Unmap())
+func (d *Device) inGroup(a netip.Addr) bool {
+	k := mcastKey(a)
 	if k == allHosts || d.ipGroups[k] > 0 {
 		return true
 	}
@@ -188,7 +183,7 @@ func (d *Device) InGroup(a netip.Addr) bool {
 
 // LoopsBack reports whether a frame the device sent must also be
 // received by the device itself: it is for a multicast group the device
-// takes (InGroup). On Linux the IP layer loops a multicast datagram back
+// takes (inGroup). On Linux the IP layer loops a multicast datagram back
 // to its own host (ip_mc_output), which keeps it when the host has joined
 // the group, and rxe takes it from there like any other; a driver gives
 // the frame to Receive.
@@ -200,7 +195,7 @@ func (d *Device) LoopsBack(frame []byte) bool {
 		return false
 	}
 	dst, ok := wire.FrameDst(frame)
-	return ok && dst.IsMulticast() && d.InGroup(dst)
+	return ok && dst.IsMulticast() && d.inGroup(dst)
 }
 
 // receiveMcast hands a datagram for the multicast QPN to every QP
@@ -209,7 +204,7 @@ func (d *Device) LoopsBack(frame []byte) bool {
 // passed over, and the others each get a copy in attach order. A
 // datagram for a group with no QP here is lost.
 func (d *Device) receiveMcast(now sim.Time, p *wire.Packet) {
-	g := d.mcast[mcastKey(p.Dst().Unmap())]
+	g := d.mcast[mcastKey(p.Dst())]
 	if g == nil {
 		return
 	}

@@ -53,7 +53,7 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 		d.rxErrors[errCode(err)]++
 		return
 	}
-	if dst := p.Dst().Unmap(); !d.isLocal(dst) && !(dst.IsMulticast() && d.InGroup(dst)) {
+	if dst := p.Dst().Unmap(); !d.isLocal(dst) && !(dst.IsMulticast() && d.inGroup(dst)) {
 		// A group no QP here is attached to is not the device's either:
 		// a real port's filter would not have taken the frame.
 		d.rxDrops[DropNotLocal]++

@@ -18,9 +18,12 @@ type mcJoin struct {
 	sendOnly bool
 	context  any
 	attached *verbs.QP // the QP the join's event attached, nil if none
-	left     bool
-	noIP     bool // no IP-level join was made (send-only, or not a group)
 }
+
+// ipJoined reports whether the join made an IP-level join (JoinGroup):
+// a send-only member makes none, and the kernel's join of an address
+// that is no group changes nothing the model keeps.
+func (j *mcJoin) ipJoined() bool { return !j.sendOnly && j.addr.IsMulticast() }
 
 // errNotSupp is the kernel's ENOTSUPP (524), which is not a POSIX errno:
 // rdma_join_multicast returns it for an IPv6 group on a RoCE v2 port, and
@@ -65,13 +68,13 @@ func (id *CMID) JoinMulticast(addr netip.Addr, context any, sendOnly bool) error
 	}
 	j := &mcJoin{addr: a, mgid: netip.AddrFrom16(a.As16()), sendOnly: sendOnly, context: context}
 	id.mc = append(id.mc, j)
-	if !sendOnly {
+	if j.ipJoined() {
 		// rdma_cm's IGMP join (cma_igmp_send): the host now takes the
-		// group's datagrams. A send-only member makes none.
+		// group's datagrams. (For an address that is no group the
+		// kernel joins all the same; the attach that follows the event
+		// fails, MULTICAST_ERROR.)
 		if err := id.a.h.JoinGroup(a); err != nil {
-			// Not a multicast address: the kernel joins all the same,
-			// and the attach that follows the event fails (ERROR).
-			j.noIP = true
+			return err
 		}
 	}
 	id.post(&Event{Event: EventMulticastJoin, ID: id, JoinContext: context, mc: j, Param: ConnParam{QPNum: wire.MulticastQPN},
@@ -106,8 +109,7 @@ func (id *CMID) LeaveMulticast(addr netip.Addr) error {
 // leave ends join j at the IP level (the kernel's leave: cma_igmp_send
 // with join false).
 func (id *CMID) leave(j *mcJoin) {
-	j.left = true
-	if !j.sendOnly && !j.noIP {
+	if j.ipJoined() {
 		id.a.h.LeaveGroup(j.addr)
 	}
 }
@@ -126,10 +128,11 @@ func (id *CMID) leaveAll() {
 // processJoin is librdmacm's ucma_process_join for a MULTICAST_JOIN being
 // taken: the ID's QP, if any, is attached to the group unless the join
 // is send-only; a failed attach turns the event into MULTICAST_ERROR
-// with status -1 (rdma_seterrno's answer), as there.
+// with status -1 (rdma_seterrno's answer), as there. (A join left, or
+// an ID destroyed, before its event was taken took the event with it.)
 func (e *Event) processJoin() {
 	j, id := e.mc, e.ID
-	if j == nil || j.left || id.state == stateDestroyed || id.QP == nil || j.sendOnly {
+	if id.QP == nil || j.sendOnly {
 		return
 	}
 	if err := id.QP.AttachMcast(j.mgid, 0); err != nil {

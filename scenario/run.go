@@ -185,14 +185,12 @@ type runState struct {
 	mws   []*verbs.MW
 	cqs   []*verbs.CQ
 	qps   []*verbs.QP
-	ahs   map[[2]int]*verbs.AH // (node, destination node) -> AH; lookups only
-	// groupAHs: (node, multicast group) -> AH (groupAH); lookups only.
-	groupAHs map[groupKey]*verbs.AH
-	sws      []*fabric.Switch
-	res      *Result
-	wcs      []verbs.WC
-	rand     sim.Seeds
-	nodes    []*nodeDecl
+	ahs   map[ahKey]*verbs.AH // a node's AH toward a GID (ah); lookups only
+	sws   []*fabric.Switch
+	res   *Result
+	wcs   []verbs.WC
+	rand  sim.Seeds
+	nodes []*nodeDecl
 
 	fired   []int       // per on line: how many times it has fired
 	reacted int         // completions before this index have been offered to the on lines
@@ -256,7 +254,7 @@ func (s *Scenario) Run(opt Options) (*Result, error) {
 			wl.MTU = l.config.MTU
 		}
 	}
-	r := &runState{s: s, rand: sim.NewSeeds(seed), ahs: map[[2]int]*verbs.AH{}, nodes: s.nodes,
+	r := &runState{s: s, rand: sim.NewSeeds(seed), ahs: map[ahKey]*verbs.AH{}, nodes: s.nodes,
 		wcs: make([]verbs.WC, 16)}
 	limit := opt.MaxEvents
 	if limit == 0 {
@@ -671,24 +669,27 @@ func (r *runState) do(st *step) error {
 	case nic.WRAtomicFetchAndAdd:
 		wr.CompareAdd = st.swapAdd
 	}
-	if st.group.IsValid() {
-		ah, err := r.groupAH(st.qp.node, st.group)
-		if err != nil {
-			return err
+	if st.dest != nil || st.group.IsValid() {
+		// UD: to a QP of another node (its GID, its QPN and Q_Key), or
+		// to a group (the group mapped into IPv6, as
+		// rdma_join_multicast's event gives it; the multicast QPN; the
+		// sender's own Q_Key).
+		var dgid netip.Addr
+		if st.dest != nil {
+			gid, err := r.ctxs[st.dest.node.idx].QueryGID(1, 1)
+			if err != nil {
+				return err
+			}
+			dgid, wr.RemoteQPN, wr.RemoteQKey = gid, r.qps[st.dest.idx].QPNum, st.dest.qkey
+		} else {
+			dgid, wr.RemoteQPN, wr.RemoteQKey = netip.AddrFrom16(st.group.As16()), verbs.MulticastQPN, st.qp.qkey
 		}
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, verbs.MulticastQPN, st.qp.qkey
 		if st.hasQKey {
 			wr.RemoteQKey = st.qkey
 		}
-	}
-	if st.dest != nil {
-		ah, err := r.ah(st.qp.node, st.dest.node)
-		if err != nil {
+		var err error
+		if wr.AH, err = r.ah(st.qp.node, dgid); err != nil {
 			return err
-		}
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, r.qps[st.dest.idx].QPNum, st.dest.qkey
-		if st.hasQKey {
-			wr.RemoteQKey = st.qkey
 		}
 	}
 	_, err := r.qps[st.qp.idx].PostSend([]verbs.SendWR{wr})
@@ -762,17 +763,14 @@ func (r *runState) bind(st *step) error {
 	return err
 }
 
-// ah returns the address handle from node from to node to.
-func (r *runState) ah(from, to *nodeDecl) (*verbs.AH, error) {
-	k := [2]int{from.idx, to.idx}
+// ah returns node from's address handle toward dgid (another node's GID,
+// or a multicast group's), made on first use.
+func (r *runState) ah(from *nodeDecl, dgid netip.Addr) (*verbs.AH, error) {
+	k := ahKey{from.idx, dgid}
 	if ah, ok := r.ahs[k]; ok {
 		return ah, nil
 	}
-	gid, err := r.ctxs[to.idx].QueryGID(1, 1)
-	if err != nil {
-		return nil, err
-	}
-	ah, err := r.pds[from.idx].CreateAH(nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: gid, HopLimit: 64, SGIDIndex: 1}})
+	ah, err := r.pds[from.idx].CreateAH(nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: dgid, HopLimit: 64, SGIDIndex: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -780,29 +778,10 @@ func (r *runState) ah(from, to *nodeDecl) (*verbs.AH, error) {
 	return ah, nil
 }
 
-// groupAH returns node from's address handle toward multicast group g,
-// made on first use: its DGID the group mapped into IPv6, as
-// rdma_join_multicast's event gives it.
-func (r *runState) groupAH(from *nodeDecl, g netip.Addr) (*verbs.AH, error) {
-	k := groupKey{from.idx, g}
-	if ah, ok := r.groupAHs[k]; ok {
-		return ah, nil
-	}
-	ah, err := r.pds[from.idx].CreateAH(nic.AHAttr{IsGlobal: true, PortNum: 1, GRH: nic.GRH{DGID: netip.AddrFrom16(g.As16()), HopLimit: 64, SGIDIndex: 1}})
-	if err != nil {
-		return nil, err
-	}
-	if r.groupAHs == nil {
-		r.groupAHs = map[groupKey]*verbs.AH{}
-	}
-	r.groupAHs[k] = ah
-	return ah, nil
-}
-
-// groupKey names a node's address handle toward a group.
-type groupKey struct {
-	node  int
-	group netip.Addr
+// ahKey names a node's address handle toward a GID.
+type ahKey struct {
+	node int
+	dgid netip.Addr
 }
 
 // modify performs a modify step. A move from RESET to INIT, INIT to RTR

@@ -329,14 +329,14 @@ func FrameDst(frame []byte) (netip.Addr, bool) {
 	if len(frame) < EthernetLen {
 		return netip.Addr{}, false
 	}
-	switch Ethernet(frame).EtherType() {
+	switch ip := frame[EthernetLen:]; Ethernet(frame).EtherType() {
 	case EtherTypeIPv4:
-		if len(frame) >= EthernetLen+IPv4MinLen {
-			return netip.AddrFrom4([4]byte(frame[EthernetLen+16 : EthernetLen+20])), true
+		if len(ip) >= IPv4MinLen {
+			return IPv4(ip).Dst(), true
 		}
 	case EtherTypeIPv6:
-		if len(frame) >= EthernetLen+IPv6Len {
-			return netip.AddrFrom16([16]byte(frame[EthernetLen+24 : EthernetLen+40])), true
+		if len(ip) >= IPv6Len {
+			return IPv6(ip).Dst(), true
 		}
 	}
 	return netip.Addr{}, false

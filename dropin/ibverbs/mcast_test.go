@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/rocesim/rocesim/internal/tooltest"
 )
 
 // TestMcast: testdata/mcast.c on the drop-in prints what it printed on
@@ -33,17 +35,5 @@ func TestMcast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, exp := strings.Split(strings.TrimSpace(string(out)), "\n"), strings.Split(strings.TrimSpace(string(want)), "\n")
-	for i := range max(len(got), len(exp)) {
-		g, w := "(nothing)", "(nothing)"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(exp) {
-			w = exp[i]
-		}
-		if g != w {
-			t.Errorf("line %d:\n  real rxe: %s\n  model:    %s", i+1, w, g)
-		}
-	}
+	tooltest.SameLines(t, strings.Split(strings.TrimSpace(string(want)), "\n"), strings.Split(strings.TrimSpace(string(out)), "\n"))
 }

@@ -2,7 +2,8 @@
 // (gcc, libibverbs-dev's headers, Debian's ibverbs-utils and perftest):
 // without them it is skipped, except in CI (CI=true), where
 // tools/install-deps.sh has installed them and their absence is a
-// failure, never a silent skip.
+// failure, never a silent skip. SameLines compares a C program's output
+// with the one real rxe gave.
 package tooltest
 
 import (
@@ -37,4 +38,24 @@ func Need(t testing.TB, tools, files []string, hint string) {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+}
+
+// SameLines fails t at every line where got, a C program's output on the
+// model, differs from want, the same program's output on real rxe, with
+// both lines side by side ("(nothing)" past the end of either). Both are
+// taken as trimmed lines.
+func SameLines(t testing.TB, want, got []string) {
+	t.Helper()
+	for i := range max(len(got), len(want)) {
+		g, w := "(nothing)", "(nothing)"
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Errorf("line %d:\n  real rxe: %s\n  model:    %s", i+1, w, g)
+		}
+	}
 }
