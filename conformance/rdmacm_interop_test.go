@@ -183,6 +183,13 @@ func dropinEnv(ctx context.Context, t *testing.T, bin string) []string {
 // timeout.
 func modelAndRxe(ctx context.Context, t *testing.T, src string, libs, env []string, args []string, guestArgs string) (model, rxe string) {
 	t.Helper()
+	return modelAndRxeAfter(ctx, t, "", src, libs, env, args, guestArgs)
+}
+
+// modelAndRxeAfter is modelAndRxe with prep, shell commands the guest
+// runs before the program (its own setting up: an address, say).
+func modelAndRxeAfter(ctx context.Context, t *testing.T, prep, src string, libs, env []string, args []string, guestArgs string) (model, rxe string) {
+	t.Helper()
 	denv := dropinEnv(ctx, t, rocesimBinary(ctx, t))
 	bin, prog := buildProgram(t, src, libs...)
 	run := exec.CommandContext(ctx, bin, args...)
@@ -197,7 +204,7 @@ func modelAndRxe(ctx context.Context, t *testing.T, src string, libs, env []stri
 		t.Fatal(err)
 	}
 	vm, err := Boot(ctx, VMConfig{Name: "rxe", IP: "10.0.0.1", LocalPort: ports[0], RemotePort: ports[1],
-		Cmd:   fmt.Sprintf("echo PROGRAM-BEGIN; /%s %s; echo PROGRAM-END $?", name, guestArgs),
+		Cmd:   fmt.Sprintf("%s\necho PROGRAM-BEGIN; /%s %s; echo PROGRAM-END $?", prep, name, guestArgs),
 		Files: map[string][]byte{"/" + name: prog}, Timeout: 5 * time.Minute,
 		LogPath: filepath.Join(logDir(t), "rxe-"+name+".log")})
 	if err != nil {

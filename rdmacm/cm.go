@@ -126,10 +126,10 @@ type agent struct {
 	// of its most IDs at once.
 	ids     []*CMID
 	freeIDs []uint64
-	comm    map[uint32]*CMID // by local communication ID (looked up, never iterated)
-	lst     map[uint16]*CMID // listeners by port
+	comm    map[uint32]*CMID   // by local communication ID (looked up, never iterated)
+	lst     map[uint16][]*CMID // listeners by port (listenerFor)
 	// udpLst: RDMA_PS_UDP's listeners by port (sidr.go), made on first use.
-	udpLst map[uint16]*CMID
+	udpLst map[uint16][]*CMID
 	// ports: the IDs bound to each port of a port space, in the order
 	// they bound (checkPort; looked up, never iterated).
 	ports map[portKey][]*CMID
@@ -161,7 +161,7 @@ type reqKey struct {
 
 func newAgent(cm *CM, h *verbs.Host) *agent {
 	a := &agent{cm: cm, h: h, rnd: sim.NewSeeds(h.World().Seed()).Stream("rdmacm/" + h.Name()),
-		comm: map[uint32]*CMID{}, lst: map[uint16]*CMID{}, dups: map[reqKey]*CMID{}}
+		comm: map[uint32]*CMID{}, lst: map[uint16][]*CMID{}, dups: map[reqKey]*CMID{}}
 	a.next = a.rnd.Uint32()
 	h.SetMADHandler(a.receive)
 	return a
@@ -341,13 +341,24 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 		return
 	}
 	port := uint16(r.ServiceID)
-	l := a.lst[port]
-	if l == nil || r.ServiceID&^0xFFFF != wire.CMServiceID(0) {
+	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
+	v6 := ip.IPVersion == 6
+	if len(a.lst[port]) == 0 || r.ServiceID&^0xFFFF != wire.CMServiceID(0) {
 		a.reject(src, t, 0, r.LocalCommID, 0, wire.CMREJInvalidServiceID, nil)
 		return
 	}
-	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
+	l := a.listenerFor(PSTCP, port, v6, ip.Dst)
+	if l == nil {
+		// ib_cm listens on the port (for its rdma_cm listeners), but
+		// none of those takes this request (an IPv6 one to 0.0.0.0,
+		// say): rdma_cm refuses it, and ib_cm destroys the ID it made
+		// for it, which rejects with reason 28 (cm_destroy_id in
+		// REQ_RCVD; conformance TestCM6Rxe).
+		a.reject(src, t, a.newCommID(), r.LocalCommID, 0, wire.CMREJConsumerReject, nil)
+		return
+	}
 	id := a.newID(l.ch, l.ps)
+	id.v6 = v6
 	id.setState(stateReqRcvd)
 	a.owe(id)
 	id.localComm = a.newCommID() // cm_req_handler gives the new ID its own
@@ -356,7 +367,7 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 	id.remoteComm = r.LocalCommID
 	id.remoteQPN = r.LocalQPN
 	id.tid = t
-	id.src = netip.AddrPortFrom(a.h.IPv4(), port)
+	id.src = netip.AddrPortFrom(id.hostAddr(), port)
 	id.dst = netip.AddrPortFrom(ip.Src, ip.SrcPort)
 	// The passive side's receive PSN is the one it advertises in its
 	// REP; it sends from the REQ's (see wire/testdata/cm/README.md).

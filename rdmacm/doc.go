@@ -117,6 +117,23 @@
 // rxe's client sends no third REQ after the model's MRA, nor the
 // model's after rxe's. The exact 67584 ms wait is from the source only.
 //
+// IPv6: an ID is IPv4 or IPv6, fixed when it is bound, its address
+// resolved, or, for a CONNECT_REQUEST's ID, by the request's IP CM
+// header (family.go). An IPv6 ID sends from its host's IPv6 address and
+// that address's GID (the QPs' sgid_index), and its REQ or SIDR_REQ
+// carries IP version 6 and the 16-byte addresses, so every frame of the
+// connection is IPv6. Listeners take requests as the kernel's
+// cma_match_private_data does: one on 0.0.0.0 IPv4 requests only, one
+// on :: both unless SetAFOnly, one on an address that address's; the
+// host's IPv4 and IPv6 addresses may listen on one port. A request no
+// listener of its port takes is rejected with reason 28 (ib_cm destroys
+// the ID rdma_cm refused), one for a port nobody listens on with 8. An
+// ID bound to one family resolving the other, or a src of the other
+// family, is EINVAL (resolve_prepare_src). Checked on rxe (conformance
+// TestCM6Rxe, a connection of a guest to its own fd00::1). One
+// difference: the model resolves its own link-local address, which
+// rxe's kernel refuses (ENETUNREACH).
+//
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port
 // spaces other than RDMA_PS_UDP, IPv6 multicast groups (the kernel

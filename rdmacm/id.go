@@ -172,9 +172,12 @@ type CMID struct {
 	bound bool
 	// portHeld: the ID is among its port's owners (agent.ports).
 	portHeld bool
-	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly),
-	// kept and reported; the model's port space does not apply them.
-	reuseAddr, afOnly bool
+	// reuseAddr, afOnly: the ID options set (SetReuseAddr, SetAFOnly);
+	// afOnlySet: SetAFOnly was called (else the family decides:
+	// afOnlyFor).
+	reuseAddr, afOnly, afOnlySet bool
+	// v6: the ID's addresses are IPv6 (family.go).
+	v6 bool
 	// mc is the groups the ID joined (JoinMulticast), in join order.
 	mc []*mcJoin
 }
@@ -226,25 +229,34 @@ func misuse(verb, format string, args ...any) error {
 }
 
 // BindAddr binds the ID to a port of its host (rdma_bind_addr). The
-// address must be the host's IPv4 address or unspecified. A port another
-// ID holds is refused as the kernel refuses it (checkPort): EADDRINUSE
-// for the same address, EADDRNOTAVAIL for the any address, unless both
-// IDs allow address reuse.
+// address must be the host's IPv4 or IPv6 address, or unspecified (of
+// either family: :: makes an IPv6 ID, which listens for both versions
+// unless SetAFOnly; an invalid address is 0.0.0.0). A port another ID
+// holds is refused as the kernel refuses it (checkPort): EADDRINUSE for
+// the same address, EADDRNOTAVAIL for the any address, unless both IDs
+// allow address reuse.
 func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	if id.state != stateIdle {
 		return misuse("bind_addr", "the ID is %v, not IDLE", id.state)
 	}
-	if a := addr.Addr(); a.IsValid() && !a.IsUnspecified() && a.Unmap() != id.a.h.IPv4() {
-		return misuse("bind_addr", "addr %v is not the host's (%v)", a, id.a.h.IPv4())
+	a := addr.Addr()
+	v6 := a.IsValid() && is6(a)
+	self, err := id.a.addrOf(v6)
+	if err != nil {
+		return err
 	}
-	anyAddr := !addr.Addr().IsValid() || addr.Addr().IsUnspecified()
+	if a.IsValid() && !a.IsUnspecified() && a.Unmap() != self {
+		return misuse("bind_addr", "addr %v is not the host's (%v)", a, self)
+	}
+	anyAddr := !a.IsValid() || a.IsUnspecified()
 	if addr.Port() != 0 {
-		if e := id.a.checkPort(id, anyAddr, addr.Port(), id.reuseAddr); e != 0 {
+		if e := id.a.checkPort(id, a, v6, addr.Port(), id.reuseAddr); e != 0 {
 			return fmt.Errorf("rdmacm: bind_addr: port %d is another ID's: %w", addr.Port(), e)
 		}
 	}
 	id.a.unbind(id) // a bind again, after one that left the ID IDLE
-	id.src = netip.AddrPortFrom(id.a.h.IPv4(), addr.Port())
+	id.v6 = v6
+	id.src = netip.AddrPortFrom(self, addr.Port())
 	id.devBound = !anyAddr
 	id.bound = true
 	if addr.Port() != 0 {
@@ -275,7 +287,7 @@ func (id *CMID) SetAFOnly(on bool) error {
 	if id.state != stateIdle {
 		return misuse("set_option", "IPv6-only on an ID that is %v, not IDLE", id.state)
 	}
-	id.afOnly = on
+	id.afOnly, id.afOnlySet = on, true
 	return nil
 }
 
@@ -297,15 +309,21 @@ func (id *CMID) Listen(backlog int) error {
 		}
 	} else if id.reuseAddr {
 		// A reusable ID listens only once its port is its own.
-		if e := id.a.checkPort(id, id.holdsAny(), id.src.Port(), false); e != 0 {
+		bound := id.src.Addr()
+		if id.holdsAny() {
+			bound = netip.Addr{}
+		}
+		if e := id.a.checkPort(id, bound, id.v6, id.src.Port(), false); e != 0 {
 			return fmt.Errorf("rdmacm: listen: port %d is shared: %w", id.src.Port(), e)
 		}
 	}
-	if id.a.listeners(id.ps)[id.src.Port()] != nil {
-		return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)
+	for _, l := range id.a.listeners(id.ps)[id.src.Port()] {
+		if id.clashes(l) {
+			return fmt.Errorf("rdmacm: listen: port %d: %w", id.src.Port(), syscall.EADDRINUSE)
+		}
 	}
 	id.setState(stateListen)
-	id.a.listeners(id.ps)[id.src.Port()] = id
+	id.a.addListener(id)
 	// A listener is no longer reusable: its port is its own
 	// (rdma_listen clears reuseaddr once the port proved unique).
 	id.reuseAddr = false
@@ -314,36 +332,51 @@ func (id *CMID) Listen(backlog int) error {
 
 // ResolveAddr resolves dst to the host's RDMA device (rdma_resolve_addr)
 // and picks an ephemeral source port, as the kernel does (its
-// ip_local_port_range, 32768–60999). A dst the host has a neighbour entry
-// for resolves at once: ADDR_RESOLVED (the simulated hosts know their
-// neighbours; no ARP is simulated). Otherwise, as on rxe
+// ip_local_port_range, 32768–60999). dst is IPv4 or IPv6, and so is the
+// ID from then on: an ID bound to the other family, or a src of the
+// other family, is EINVAL (resolve_prepare_src). A dst the host has a
+// neighbour entry for resolves at once: ADDR_RESOLVED (the simulated
+// hosts know their neighbours; no ARP or neighbour discovery is
+// simulated). Otherwise, as on rxe
 // (wire/testdata/cm/rxe_cm_addr_error.pcapng: three ARP requests
 // unanswered, then "RDMA_CM_EVENT_ADDR_ERROR, error -110"), a dst on the
-// host's network (the same first octet: the model's hosts share a /8)
-// gives ADDR_ERROR with status -110 (-ETIMEDOUT) after timeoutMs, and one
-// off it fails at once with ENETUNREACH, no frame sent (rping on rxe:
-// "rdma_resolve_addr: Network is unreachable"; the guests have no
-// default route, nor have the model's hosts).
+// host's network (onLink) gives ADDR_ERROR with status -110 (-ETIMEDOUT)
+// after timeoutMs, and one off it fails at once with ENETUNREACH, no
+// frame sent (rping on rxe: "rdma_resolve_addr: Network is
+// unreachable"; the guests have no default route, nor have the model's
+// hosts).
 func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) error {
 	if id.state != stateIdle {
 		return misuse("resolve_addr", "the ID is %v, not IDLE", id.state)
 	}
-	if !dst.Addr().Unmap().Is4() || (dst.Port() == 0 && !dst.Addr().Unmap().IsMulticast()) {
+	to := dst.Addr().Unmap()
+	if !to.IsValid() || (dst.Port() == 0 && !to.IsMulticast()) {
 		// A group's address needs no port: it is joined, not connected
 		// to (mckey resolves its group with port 0).
-		return misuse("resolve_addr", "dst %v: an IPv4 address and a port are needed", dst)
+		return misuse("resolve_addr", "dst %v: an address and a port are needed", dst)
 	}
-	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != id.a.h.IPv4() {
-		return misuse("resolve_addr", "src %v is not the host's (%v)", src, id.a.h.IPv4())
+	v6 := is6(to)
+	if id.bound && id.v6 != v6 {
+		return misuse("resolve_addr", "dst %v is %s, the ID is bound to an %s address", dst, familyName(v6), familyName(id.v6))
 	}
-	to, self := dst.Addr().Unmap(), id.a.h.IPv4()
+	if !id.bound && src.IsValid() && is6(src) != v6 {
+		return misuse("resolve_addr", "src %v and dst %v are of different families", src, dst)
+	}
+	self, err := id.a.addrOf(v6)
+	if err != nil {
+		return err
+	}
+	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != self {
+		return misuse("resolve_addr", "src %v is not the host's (%v)", src, self)
+	}
 	known := id.a.h.HasNeighbour(to)
-	if !known && to.As4()[0] != self.As4()[0] {
-		return fmt.Errorf("rdmacm: resolve_addr: no route to %v (the host's network is %v/8): %w", to, netip.AddrFrom4([4]byte{self.As4()[0]}), syscall.ENETUNREACH)
+	if !known && !id.a.onLink(to) {
+		return fmt.Errorf("rdmacm: resolve_addr: no route to %v (not on the network of the host's %v): %w", to, self, syscall.ENETUNREACH)
 	}
+	id.v6 = v6
 	port := id.src.Port()
 	fresh := port == 0
-	for port == 0 || (fresh && id.a.checkPort(id, true, port, false) != 0) {
+	for port == 0 || (fresh && id.a.checkPort(id, netip.Addr{}, v6, port, false) != 0) {
 		// A port of the ephemeral range no other ID holds
 		// (cma_alloc_any_port), the ID's until it is destroyed.
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
@@ -614,7 +647,7 @@ func (id *CMID) rtrAttr(maxDestRd uint8) (verbs.QPAttr, verbs.QPAttrMask) {
 	return verbs.QPAttr{QPState: verbs.QPStateRTR, PathMTU: id.mtu, DestQPNum: id.remoteQPN, RQPSN: id.rqPSN,
 			MaxDestRdAtomic: maxDestRd, MinRNRTimer: 0,
 			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.AddrFrom16(id.peer.As16()),
-				FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: 1}}},
+				FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: id.sgidIndex()}}},
 		verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN |
 			verbs.QPAttrRQPSN | verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
 }
@@ -855,7 +888,7 @@ func (id *CMID) Destroy() error {
 	}
 	id.stopTimer()
 	if id.state == stateListen {
-		delete(id.a.listeners(id.ps), id.src.Port())
+		id.a.removeListener(id)
 	}
 	// Its events not taken yet go with it: a program must not get an
 	// event of an ID it destroyed.

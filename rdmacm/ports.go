@@ -21,18 +21,22 @@ type portKey struct {
 // a listener bound to no port gets the first free one.
 const ephemeralLow = 32768
 
-// checkPort says whether id may take port (bound to the any address, or
-// to the host's: anyAddr), as cma_check_port does: every other ID that
-// holds the port refuses it (bound to it, listening on it, or given it
-// for rdma_resolve_addr, until destroyed), unless both it and id allow
-// address reuse (reuse: id's SetReuseAddr; false when id starts to
-// listen, which takes the port whole). The any address conflicts with
-// every address (EADDRNOTAVAIL), the host's address with itself
-// (EADDRINUSE), as real rxe's kernel answers (conformance
-// TestRdmacmMisuseRxe). The owners are looked at newest bound first, as
-// the kernel walks them. A listener's passive IDs share its port, as in
-// the kernel: they hold none.
-func (a *agent) checkPort(id *CMID, anyAddr bool, port uint16, reuse bool) syscall.Errno {
+// checkPort says whether id may take port, bound to addr (the any
+// address when not valid or unspecified; v6: of the IPv6 family), as
+// cma_check_port does: every other ID that holds the port refuses it
+// (bound to it, listening on it, or given it for rdma_resolve_addr,
+// until destroyed), unless both it and id allow address reuse (reuse:
+// id's SetReuseAddr; false when id starts to listen, which takes the
+// port whole), or both are of their own family only (afOnly) and the
+// families differ. The any address conflicts with every address
+// (EADDRNOTAVAIL), an address with itself (EADDRINUSE), as real rxe's
+// kernel answers (conformance TestRdmacmMisuseRxe); two different
+// addresses (the host's IPv4 and IPv6 ones) do not conflict. The owners
+// are looked at newest bound first, as the kernel walks them. A
+// listener's passive IDs share its port, as in the kernel: they hold
+// none.
+func (a *agent) checkPort(id *CMID, addr netip.Addr, v6 bool, port uint16, reuse bool) syscall.Errno {
+	anyAddr := !addr.IsValid() || addr.IsUnspecified()
 	owners := a.ports[portKey{id.ps, port}]
 	for i := len(owners) - 1; i >= 0; i-- {
 		o := owners[i]
@@ -42,12 +46,28 @@ func (a *agent) checkPort(id *CMID, anyAddr bool, port uint16, reuse bool) sysca
 		if reuse && o.reuseAddr {
 			continue
 		}
+		if id.afOnlyFor(v6) && o.afOnlyFor(o.v6) && v6 != o.v6 {
+			continue
+		}
 		if anyAddr || o.holdsAny() {
 			return syscall.EADDRNOTAVAIL
 		}
-		return syscall.EADDRINUSE
+		if addr.Unmap() == o.src.Addr() {
+			return syscall.EADDRINUSE
+		}
 	}
 	return 0
+}
+
+// afOnlyFor is whether the ID, of family v6, takes its own family only:
+// RDMA_OPTION_ID_AFONLY when set, else what the kernel gives at bind
+// (an IPv4 ID is IPv4-only, an IPv6 one takes both while the sysctl
+// net.ipv6.bindv6only is 0, its default).
+func (id *CMID) afOnlyFor(v6 bool) bool {
+	if id.afOnlySet {
+		return id.afOnly
+	}
+	return !v6
 }
 
 // holdsAny says whether the ID holds its port on the any address: bound
@@ -88,11 +108,15 @@ func (a *agent) unbind(id *CMID) {
 // here, so that a run is the same each time).
 func (id *CMID) bindAny() error {
 	port := uint16(ephemeralLow)
-	for id.a.checkPort(id, true, port, false) != 0 {
+	for id.a.checkPort(id, netip.Addr{}, id.v6, port, false) != 0 {
 		port++
 		if port == 0 {
 			return fmt.Errorf("rdmacm: listen: no free port: %w", syscall.EADDRNOTAVAIL)
 		}
 	}
-	return id.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), port))
+	anyAddr := netip.IPv4Unspecified()
+	if id.v6 {
+		anyAddr = netip.IPv6Unspecified()
+	}
+	return id.BindAddr(netip.AddrPortFrom(anyAddr, port))
 }

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
@@ -41,17 +42,48 @@ type UDParam struct {
 	AHAttr verbs.AHAttr
 }
 
-// listeners returns the listeners of the ID's port space: a port is
+// listeners returns the listeners of a port space by port: a port is
 // bound per port space, as the kernel keeps one bind list for each
-// (cma_ps_find).
-func (a *agent) listeners(ps PortSpace) map[uint16]*CMID {
+// (cma_ps_find). A port has more than one listener when they take
+// different requests (the host's IPv4 and IPv6 addresses, or IPv4-only
+// and IPv6-only IDs): listenerFor chooses.
+func (a *agent) listeners(ps PortSpace) map[uint16][]*CMID {
 	if ps != PSUDP {
 		return a.lst
 	}
 	if a.udpLst == nil {
-		a.udpLst = map[uint16]*CMID{}
+		a.udpLst = map[uint16][]*CMID{}
 	}
 	return a.udpLst
+}
+
+// addListener files the listener id under its port.
+func (a *agent) addListener(id *CMID) {
+	m := a.listeners(id.ps)
+	m[id.src.Port()] = append(m[id.src.Port()], id)
+}
+
+// removeListener takes the listener id out.
+func (a *agent) removeListener(id *CMID) {
+	m := a.listeners(id.ps)
+	port := id.src.Port()
+	if l := slices.DeleteFunc(m[port], func(o *CMID) bool { return o == id }); len(l) > 0 {
+		m[port] = l
+	} else {
+		delete(m, port)
+	}
+}
+
+// listenerFor returns the listener of port space ps that takes a request
+// for dst:port of its IP version (v6: IPv6), the first to listen of
+// those that would (CMID.accepts), or nil.
+func (a *agent) listenerFor(ps PortSpace, port uint16, v6 bool, dst netip.Addr) *CMID {
+	for _, l := range a.listeners(ps)[port] {
+		if l.accepts(v6, dst) {
+			return l
+		}
+	}
+	return nil
 }
 
 // initUDQP moves a new UD QP of the ID to RTS as librdmacm's
@@ -113,6 +145,9 @@ func (id *CMID) startExchange() {
 // user's private data, into a REQ's or SIDR_REQ's private data.
 func (id *CMID) putIPHeader(priv, user []byte) {
 	ip := wire.CMIPHeader{IPVersion: 4, SrcPort: id.src.Port(), Src: id.src.Addr(), Dst: id.dst.Addr()}
+	if id.v6 {
+		ip.IPVersion = 6
+	}
 	ip.Encode(priv)
 	copy(priv[wire.CMIPHeaderLen:], user)
 }
@@ -156,19 +191,21 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 		return false
 	}
 	port := uint16(r.ServiceID)
-	l := a.listeners(PSUDP)[port]
+	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
+	v6 := ip.IPVersion == 6
+	l := a.listenerFor(PSUDP, port, v6, ip.Dst)
 	if l == nil || r.ServiceID&^0xFFFF != wire.CMServiceIDPS(wire.CMPortSpaceUDP, 0) {
 		a.sidrRep(src, t, &wire.SIDRREP{RequestID: r.RequestID, Status: wire.SIDRUnsupported, ServiceID: r.ServiceID})
 		return true
 	}
-	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	id := a.newID(l.ch, PSUDP)
 	id.setState(stateReqRcvd)
 	a.owe(id)
 	id.peer = src
 	id.remoteComm = r.RequestID
 	id.tid = t
-	id.src = netip.AddrPortFrom(a.h.IPv4(), port)
+	id.v6 = v6
+	id.src = netip.AddrPortFrom(id.hostAddr(), port)
 	id.dst = netip.AddrPortFrom(ip.Src, ip.SrcPort)
 	a.dups[key] = id
 	priv := append([]byte(nil), r.PrivateData[wire.CMIPHeaderLen:]...)
@@ -236,9 +273,9 @@ func (id *CMID) onSIDRREP(r *wire.SIDRREP) {
 	id.setState(stateEstablished)
 	// ib_init_ah_attr_from_path on the route cma_resolve_iboe_route
 	// built: the peer's GID, the flow label hashed from the ports, hop
-	// limit 64, the IPv4 GID (index 1).
+	// limit 64, the GID of the ID's address (sgidIndex).
 	ah := verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: netip.AddrFrom16(id.peer.As16()),
-		FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: 1}}
+		FlowLabel: id.flowLabel, HopLimit: 64, SGIDIndex: id.sgidIndex()}}
 	id.post(&Event{Event: EventEstablished, ID: id, Param: ConnParam{PrivateData: priv, QPNum: r.QPN},
 		UD: UDParam{QPNum: r.QPN, QKey: r.QKey, AHAttr: ah}})
 }

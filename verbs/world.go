@@ -533,6 +533,23 @@ func (h *Host) LeaveGroup(a netip.Addr) { h.dev.LeaveGroup(a) }
 // IPv4 returns the host's IPv4 address.
 func (h *Host) IPv4() netip.Addr { return h.dev.Config().IPv4 }
 
+// IPv6 returns the host's IPv6 address (fd00::i, or the link-local
+// address under WorldConfig.LinkLocalGID).
+func (h *Host) IPv6() netip.Addr { return h.dev.Config().IPv6 }
+
+// GIDIndex returns the index in port 1's GID table of the GID of address
+// a (an IPv4 address's GID is a mapped into IPv6), and whether the table
+// has it: the sgid_index a connection from a uses.
+func (h *Host) GIDIndex(a netip.Addr) (int, bool) {
+	g := netip.AddrFrom16(a.As16())
+	for i, x := range h.dev.GIDs() {
+		if x == g {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // World returns the world the host is in.
 func (h *Host) World() *World { return h.w }
 

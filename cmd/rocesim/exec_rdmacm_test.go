@@ -155,6 +155,12 @@ func cmMessages(t *testing.T, path string) (msgs, comments []string) {
 // DREP, each sent once, each frame commented.
 func TestExecRping(t *testing.T) { execRping(t) }
 
+// TestExecRpingIPv6: the same over IPv6, rping -a fe80::ff:fe00:1 (the
+// server node's IPv6 address on a fabric: the link-local address its MAC
+// gives, GID 0, as on rxe): the same ten pings, and the CM exchange from
+// and to the IPv6 addresses (cmMessages names senders by address).
+func TestExecRpingIPv6(t *testing.T) { execRpingAt(t, "fe80::ff:fe00:1", "fe80::ff:fe00:2") }
+
 // TestExecRpingSelfQP: rping -q, both sides making their QPs with
 // ibv_create_qp and moving them with rdma_init_qp_attr (the server all
 // the way to RTS before rdma_accept, the client after
@@ -165,12 +171,20 @@ func TestExecRpingSelfQP(t *testing.T) { execRping(t, "-q") }
 // execRping runs rping's server and client, with the options opts added
 // to both, through rocesim exec on one fabric, and checks ten pings on
 // each side and the CM exchange in the capture.
-func execRping(t *testing.T, opts ...string) {
+func execRping(t *testing.T, opts ...string) { execRpingAt(t, "10.0.0.1", "10.0.0.2", opts...) }
+
+// execRpingAt is execRping with the server at address server (the
+// client's address is client), given to both sides with -a.
+func execRpingAt(t *testing.T, server, client string, opts ...string) {
 	needTools(t, "rping")
 	f := newFabricEnv(t)
 	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
-	srv, cli, retries := rdmacmPair(t, f, []string{"--pcap", pcap}, append([]string{"rping", "-s", "-v", "-C", "10"}, opts...),
-		append([]string{"rping", "-c", "-a", "10.0.0.1", "-C", "10", "-v"}, opts...))
+	srvArgs := []string{"rping", "-s", "-v", "-C", "10"}
+	if strings.Contains(server, ":") {
+		srvArgs = append(srvArgs, "-a", server) // rping's server binds 0.0.0.0 unless told
+	}
+	srv, cli, retries := rdmacmPair(t, f, []string{"--pcap", pcap}, append(srvArgs, opts...),
+		append([]string{"rping", "-c", "-a", server, "-C", "10", "-v"}, opts...))
 	for _, c := range []struct {
 		p      *execProc
 		prefix string
@@ -189,12 +203,12 @@ func execRping(t *testing.T, opts ...string) {
 	msgs, comments := cmMessages(t, pcap)
 	// Each retried client left its REQ and the REJ that answered it.
 	for range retries {
-		if len(msgs) < 2 || msgs[0] != "10.0.0.2>REQ" || msgs[1] != "10.0.0.1>REJ" {
+		if len(msgs) < 2 || msgs[0] != client+">REQ" || msgs[1] != server+">REJ" {
 			t.Fatalf("CM messages %v: %d retried clients, but no REQ and REJ first", msgs, retries)
 		}
 		msgs, comments = msgs[2:], comments[2:]
 	}
-	want := []string{"10.0.0.2>REQ", "10.0.0.1>REP", "10.0.0.2>RTU", "10.0.0.2>DREQ", "10.0.0.1>DREP"}
+	want := []string{client + ">REQ", server + ">REP", client + ">RTU", client + ">DREQ", server + ">DREP"}
 	if strings.Join(msgs, " ") != strings.Join(want, " ") {
 		t.Errorf("CM messages:\n got %v\nwant %v", msgs, want)
 	}

@@ -275,15 +275,25 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 	if !ok {
 		return syscall.EAFNOSUPPORT
 	}
-	if a.IsValid() && !a.IsUnspecified() && !a.Is4() {
-		// The model's CM speaks IPv4 (rdma_cm's IP private data with
-		// IPv4 addresses, as in the captures of rping on rxe).
-		return syscall.EADDRNOTAVAIL
-	}
-	if a.IsValid() && !a.IsUnspecified() && a != p.devs[0].host.IPv4() {
+	if a.IsValid() && !a.IsUnspecified() && a != p.hostAddr(w6(a)) {
 		return syscall.EADDRNOTAVAIL // no device has it (rdma_translate_ip)
 	}
+	if w6(a) && p.udpTransport() {
+		return syscall.EAFNOSUPPORT // see cmResolveAddr
+	}
 	return p.cmDone(w.id.BindAddr(netip.AddrPortFrom(a, port)))
+}
+
+// w6 reports whether a, as cmAddr read it, is IPv6 (AF_INET6 with an
+// address that is not IPv4 mapped into IPv6; :: included).
+func w6(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }
+
+// hostAddr is the CM device's address of the family (v6: IPv6).
+func (p *process) hostAddr(v6 bool) netip.Addr {
+	if v6 {
+		return p.devs[0].host.IPv6()
+	}
+	return p.devs[0].host.IPv4()
 }
 
 // cmDone settles the channels after a CM call and wakes whoever waits:
@@ -317,14 +327,13 @@ func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutM
 	if !ok1 || !ok2 || !d.IsValid() {
 		return syscall.EINVAL
 	}
-	if !d.Is4() {
+	if w6(d) && p.udpTransport() {
+		// The real network's device speaks from the one address it
+		// was given (ROCESIM_ADDR, IPv4): no IPv6 GID to send from.
 		return syscall.EAFNOSUPPORT
 	}
-	if s.IsValid() && !s.IsUnspecified() && s != p.devs[0].host.IPv4() {
+	if s.IsValid() && !s.IsUnspecified() && s != p.hostAddr(w6(s)) {
 		return syscall.EADDRNOTAVAIL
-	}
-	if !s.IsValid() {
-		s = netip.IPv4Unspecified()
 	}
 	// On a real network the device learns where the peer is here, as
 	// rdma_cm's address resolution fills the neighbour (udp.go).
@@ -572,6 +581,20 @@ func (p *process) readableCM() int {
 		}
 	}
 	return n
+}
+
+// cmWaiting reports whether an rdma_cm event channel of the program has
+// no event waiting: a program asleep in poll(2) on it may be waiting for
+// one (wakeIdle).
+func (p *process) cmWaiting() bool {
+	if c := cms[p]; c != nil {
+		for _, ch := range c.chans {
+			if !ch.signalled {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cmHold reports whether the fabric's clock is held for the program: its

@@ -79,8 +79,15 @@ func rs_cm_addrs(id C.uint32_t, out *C.struct_rs_cm_addrs) C.int {
 	if e != 0 {
 		return errC(e)
 	}
-	put := func(a netip.AddrPort, b *[4]C.uint8_t, port *C.uint16_t) {
-		if a.Addr().Unmap().Is4() {
+	v6 := w6(src.Addr())
+	put := func(a netip.AddrPort, b *[16]C.uint8_t, port *C.uint16_t) {
+		*b = [16]C.uint8_t{}
+		switch {
+		case v6 && a.Addr().IsValid():
+			for i, v := range a.Addr().As16() {
+				b[i] = C.uint8_t(v)
+			}
+		case a.Addr().Unmap().Is4():
 			for i, v := range a.Addr().Unmap().As4() {
 				b[i] = C.uint8_t(v)
 			}
@@ -89,6 +96,10 @@ func rs_cm_addrs(id C.uint32_t, out *C.struct_rs_cm_addrs) C.int {
 	}
 	put(src, &out.src, &out.sport)
 	put(dst, &out.dst, &out.dport)
+	out.v6 = 0
+	if v6 {
+		out.v6 = 1
+	}
 	out.bound = 0
 	if bound {
 		out.bound = 1

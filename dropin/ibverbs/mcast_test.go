@@ -19,9 +19,16 @@ import (
 // rdma_cm IDs joined to 224.0.0.5 on one device, each join event's
 // fields, the three SENDs reaching both receivers and the sender's own
 // QP (looped back), a leave, and the joins the kernel refuses.
-func TestMcast(t *testing.T) {
+func TestMcast(t *testing.T) { sameAsRxe(t, "mcast", "-lrdmacm", "-lpthread") }
+
+// sameAsRxe builds testdata/name.c with the drop-in libraries (and
+// libs), runs it with one device, bounded by runLimit, and compares its
+// output line by line with testdata/name.rxe, what the same program
+// printed on real rxe.
+func sameAsRxe(t *testing.T, name string, libs ...string) {
+	t.Helper()
 	dir := rdmacmLibrary(t)
-	bin := compile(t, "mcast", "-lrdmacm", "-lpthread")
+	bin := compile(t, name, libs...)
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
 	out, err := command(ctx, dir, []string{"ROCESIM_DEVICES=1"}, bin).CombinedOutput()
@@ -31,7 +38,7 @@ func TestMcast(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want, err := os.ReadFile("testdata/mcast.rxe")
+	want, err := os.ReadFile("testdata/" + name + ".rxe")
 	if err != nil {
 		t.Fatal(err)
 	}

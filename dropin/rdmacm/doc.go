@@ -48,7 +48,8 @@
 // peer's seen from this side (the kernel's cm_format_req_event), and
 // rdma_accept with no parameter (or RDMA_MAX_*) takes them. An ID made
 // without a channel is synchronous: its calls wait for their event
-// (ucma_complete); rdma_getaddrinfo (IPv4), rdma_create_ep (the QP's type
+// (ucma_complete); rdma_getaddrinfo (the hints' family, else IPv6 for
+// an IPv6 literal and IPv4 first for a name), rdma_create_ep (the QP's type
 // from the address, a passive one's attributes for each
 // rdma_get_request), rdma_get_request and rdma_destroy_ep follow
 // librdmacm. rdma_destroy_id waits until the events handed out about the
@@ -73,8 +74,7 @@
 // rdma_create_qp, rdma_connect sends a SIDR_REQ, and event->param.ud
 // carries the peer's QPN, Q_Key and address handle attributes
 // (rdmacm/sidr.go). RDMA_PS_IPOIB is refused with EINVAL at
-// rdma_create_id; IPv6
-// addresses with EAFNOSUPPORT; rsockets (r*), SRQs on an ID,
+// rdma_create_id; rsockets (r*), SRQs on an ID,
 // ECE fail with ENOSYS or EOPNOTSUPP. Multicast is there for IPv4
 // groups: rdma_join_multicast(_ex) gives MULTICAST_JOIN with the group's
 // address handle attributes, QPN 0xFFFFFF and the ID's Q_Key, and taking

@@ -137,11 +137,37 @@ static int sockaddr_bytes(const struct sockaddr *sa, const uint8_t **addr, uint1
 	return -1;
 }
 
-static void gid_of(union ibv_gid *gid, const uint8_t ip[4])
+/* gid_of: the RoCE v2 GID of an address, as rxe's GID table holds it:
+ * an IPv4 address mapped into IPv6 (::ffff:a.b.c.d), an IPv6 one as is. */
+static void gid_of(union ibv_gid *gid, const uint8_t *ip, int v6)
 {
 	memset(gid, 0, sizeof(*gid));
+	if (v6) {
+		memcpy(gid->raw, ip, 16);
+		return;
+	}
 	gid->raw[10] = gid->raw[11] = 0xff;
 	memcpy(&gid->raw[12], ip, 4);
+}
+
+/* set_sockaddr fills the ID's sockaddr storage sa with an address of
+ * the model's (4 or 16 bytes as v6 says) and a port. */
+static void set_sockaddr(struct sockaddr_storage *sa, const uint8_t *ip, uint16_t port, int v6)
+{
+	memset(sa, 0, sizeof(*sa));
+	if (v6) {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)sa;
+
+		s->sin6_family = AF_INET6;
+		memcpy(&s->sin6_addr, ip, 16);
+		s->sin6_port = htons(port);
+		return;
+	}
+	struct sockaddr_in *s = (struct sockaddr_in *)sa;
+
+	s->sin_family = AF_INET;
+	memcpy(&s->sin_addr, ip, 4);
+	s->sin_port = htons(port);
 }
 
 /* refresh copies the model's view of the ID into the struct: its
@@ -149,29 +175,21 @@ static void gid_of(union ibv_gid *gid, const uint8_t ip[4])
 static void refresh(struct rs_id *r)
 {
 	struct rs_cm_addrs a;
-	struct sockaddr_in *src = &r->id.route.addr.src_sin;
-	struct sockaddr_in *dst = &r->id.route.addr.dst_sin;
 
 	if (rs_cm_addrs(r->handle, &a))
 		return;
-	memset(src, 0, sizeof(*src));
-	src->sin_family = AF_INET;
-	memcpy(&src->sin_addr, a.src, 4);
-	src->sin_port = htons(a.sport);
-	memset(dst, 0, sizeof(*dst));
-	dst->sin_family = AF_INET;
-	memcpy(&dst->sin_addr, a.dst, 4);
-	dst->sin_port = htons(a.dport);
+	set_sockaddr(&r->id.route.addr.src_storage, a.src, a.sport, a.v6);
+	set_sockaddr(&r->id.route.addr.dst_storage, a.dst, a.dport, a.v6);
 	if (a.bound) {
 		r->id.verbs = verbs;
 		if (!r->id.pd)
 			r->id.pd = default_pd;
 		r->id.port_num = 1;
-		gid_of(&r->id.route.addr.addr.ibaddr.sgid, a.src);
+		gid_of(&r->id.route.addr.addr.ibaddr.sgid, a.src, a.v6);
 		r->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 	}
 	if (a.dport) {
-		gid_of(&r->id.route.addr.addr.ibaddr.dgid, a.dst);
+		gid_of(&r->id.route.addr.addr.ibaddr.dgid, a.dst, a.v6);
 		/* The path rdma_cm builds itself on RoCE (cma_resolve_iboe_route). */
 		r->path.sgid = r->id.route.addr.addr.ibaddr.sgid;
 		r->path.dgid = r->id.route.addr.addr.ibaddr.dgid;
@@ -940,14 +958,20 @@ EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *cha
 	return 0;
 }
 
-/* ---- rdma_getaddrinfo: IPv4 only, as the model's CM ---- */
+/* ---- rdma_getaddrinfo ----
+ *
+ * The family is the hints' (AF_INET or AF_INET6); without one, an IPv6
+ * literal ("fd00::1") is IPv6 and anything else IPv4 first: a name with
+ * addresses of both families ("localhost") resolves to its IPv4 one,
+ * where librdmacm would take whichever getaddrinfo(3) sorts first (often
+ * ::1, which no device of the model has). */
 
 EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 			    struct rdma_addrinfo **res)
 {
 	struct addrinfo h, *ai;
 	struct rdma_addrinfo *r;
-	struct sockaddr_in *sin;
+	struct sockaddr_storage *sa;
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
 	int ret;
 
@@ -955,32 +979,36 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 		return fail(EINVAL);
 	memset(&h, 0, sizeof(h));
 	h.ai_family = AF_INET;
+	if (hints && (hints->ai_family == AF_INET || hints->ai_family == AF_INET6))
+		h.ai_family = hints->ai_family;
+	else if (node && strchr(node, ':'))
+		h.ai_family = AF_INET6;
 	h.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) |
 		     (hints && (hints->ai_flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
 	ret = getaddrinfo(node, service, &h, &ai);
 	if (ret)
 		return ret; /* getaddrinfo's error code, as librdmacm returns it */
 	r = calloc(1, sizeof(*r));
-	sin = calloc(1, sizeof(*sin));
-	if (!r || !sin) {
+	sa = calloc(1, sizeof(*sa));
+	if (!r || !sa) {
 		freeaddrinfo(ai);
 		free(r);
-		free(sin);
+		free(sa);
 		return EAI_MEMORY;
 	}
-	memcpy(sin, ai->ai_addr, sizeof(*sin));
-	freeaddrinfo(ai);
+	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
 	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_family = AF_INET;
+	r->ai_family = ai->ai_family;
 	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
 	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
 	if (passive) {
-		r->ai_src_addr = (struct sockaddr *)sin;
-		r->ai_src_len = sizeof(*sin);
+		r->ai_src_addr = (struct sockaddr *)sa;
+		r->ai_src_len = ai->ai_addrlen;
 	} else {
-		r->ai_dst_addr = (struct sockaddr *)sin;
-		r->ai_dst_len = sizeof(*sin);
+		r->ai_dst_addr = (struct sockaddr *)sa;
+		r->ai_dst_len = ai->ai_addrlen;
 	}
+	freeaddrinfo(ai);
 	*res = r;
 	return 0;
 }
@@ -1072,11 +1100,17 @@ EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *d, uint8_t n) { re
 
 EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
 {
+	/* sin_port and sin6_port are at one offset; as librdmacm, read the
+	 * one of the address's family. */
+	if (id && id->route.addr.src_addr.sa_family == AF_INET6)
+		return id->route.addr.src_sin6.sin6_port;
 	return id ? id->route.addr.src_sin.sin_port : 0;
 }
 
 EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 {
+	if (id && id->route.addr.dst_addr.sa_family == AF_INET6)
+		return id->route.addr.dst_sin6.sin6_port;
 	return id ? id->route.addr.dst_sin.sin_port : 0;
 }
 

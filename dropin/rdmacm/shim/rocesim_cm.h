@@ -47,10 +47,12 @@ struct rs_cm_event {
  * the caller waited (it blocks on, as a read(2) of the fd would). */
 enum { RS_CM_NONBLOCK = 1, RS_CM_SLICE = 2 };
 
-/* An ID's addresses: IPv4, network order, port in host order. */
+/* An ID's addresses, network order, ports in host order: IPv4 in the
+ * first 4 bytes of src and dst (v6 0), or IPv6 in all 16 (v6 1). */
 struct rs_cm_addrs {
-	uint8_t src[4], dst[4];
+	uint8_t src[16], dst[16];
 	uint16_t sport, dport;
+	int v6;			/* AF_INET6 (else AF_INET) */
 	int bound;		/* src names the device (not INADDR_ANY) */
 };
 
