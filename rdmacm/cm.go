@@ -347,7 +347,12 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 		a.reject(src, t, 0, r.LocalCommID, 0, wire.CMREJInvalidServiceID, nil)
 		return
 	}
-	l := a.listenerFor(PSTCP, port, v6, ip.Dst)
+	var l *CMID
+	if ip.Version == 0 && (ip.IPVersion == 4 || ip.IPVersion == 6) {
+		// (Another CM header version or IP version matches no IP
+		// listener: cma_save_ip_info fails.)
+		l = a.listenerFor(PSTCP, port, v6, ip.Dst)
+	}
 	if l == nil {
 		// ib_cm listens on the port (for its rdma_cm listeners), but
 		// none of those takes this request (an IPv6 one to 0.0.0.0,

@@ -130,9 +130,12 @@
 // the ID rdma_cm refused), one for a port nobody listens on with 8. An
 // ID bound to one family resolving the other, or a src of the other
 // family, is EINVAL (resolve_prepare_src). Checked on rxe (conformance
-// TestCM6Rxe, a connection of a guest to its own fd00::1). One
-// difference: the model resolves its own link-local address, which
-// rxe's kernel refuses (ENETUNREACH).
+// TestCM6Rxe, a connection of a guest to its own fd00::1). Two
+// differences: the model resolves its own link-local address, which
+// rxe's kernel refuses (ENETUNREACH); and a link-local address needs no
+// zone here (one interface per host), where the kernel binds none
+// without its scope (the drop-in's rdma_bind_addr refuses that, EINVAL,
+// as the kernel does).
 //
 // Not modelled: route resolution that fails (ROUTE_ERROR: on RoCE
 // rdma_cm builds the path itself; no run provoked one), the UD port

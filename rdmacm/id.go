@@ -51,6 +51,27 @@ func (cm *CM) Unanswered(h *verbs.Host) int {
 	return 0
 }
 
+// AwaitingNetwork reports whether an ID of host h waits on the network
+// for its next event: an address being resolved, a REQ, SIDR_REQ, REP
+// or DREQ sent and not answered. A driver whose program sleeps outside
+// the library (in poll(2) on a channel) may run the world for it then.
+func (cm *CM) AwaitingNetwork(h *verbs.Host) bool {
+	a := cm.agents[h]
+	if a == nil {
+		return false
+	}
+	for _, id := range a.ids {
+		if id == nil {
+			continue
+		}
+		switch id.state {
+		case stateAddrQuery, stateReqSent, stateMRAReqRcvd, stateRepSent, stateDreqSent:
+			return true
+		}
+	}
+	return false
+}
+
 // FarewellChanges reports what destroying host h's IDs would send now
 // (Destroy's farewell: a connection's DREQ, an unanswered request's
 // REJ, …), as changes since its last call: fn gets, for each ID whose
@@ -376,8 +397,8 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	id.v6 = v6
 	port := id.src.Port()
 	fresh := port == 0
-	for port == 0 || (fresh && id.a.checkPort(id, netip.Addr{}, v6, port, false) != 0) {
-		// A port of the ephemeral range no other ID holds
+	for port == 0 || (fresh && !id.a.portUnused(id.ps, port)) {
+		// A port of the ephemeral range no ID holds
 		// (cma_alloc_any_port), the ID's until it is destroyed.
 		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
 	}

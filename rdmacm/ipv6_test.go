@@ -89,8 +89,8 @@ func TestIPv6Connect(t *testing.T) {
 			t.Errorf("ID at %v is not IPv6", id.LocalAddr())
 		}
 		a, _ := id.QP.Query()
-		want, _ := id.Host().GIDIndex(id.LocalAddr().Addr())
-		if int(a.AHAttr.GRH.SGIDIndex) != want || a.AHAttr.GRH.DGID.Unmap() != id.RemoteAddr().Addr() || a.AHAttr.GRH.HopLimit != 64 {
+		want, ok := id.Host().GIDIndex(id.LocalAddr().Addr())
+		if !ok || int(a.AHAttr.GRH.SGIDIndex) != want || a.AHAttr.GRH.DGID.Unmap() != id.RemoteAddr().Addr() || a.AHAttr.GRH.HopLimit != 64 {
 			t.Errorf("QP at %v: AV %+v, want sgid_index %d (its IPv6 GID), dgid %v, hop limit 64", id.LocalAddr(), a.AHAttr.GRH, want, id.RemoteAddr().Addr())
 		}
 	}
@@ -154,6 +154,7 @@ func TestIPv6Listeners(t *testing.T) {
 		{"any6 IPv6-only", []string{"::"}, 1, []try{{"10.0.0.1", rdmacm.EventRejected}, {"fd00::1", rdmacm.EventEstablished}}},
 		{"any4 takes IPv4 only", []string{"0.0.0.0"}, 0, []try{{"fd00::1", rdmacm.EventRejected}, {"10.0.0.1", rdmacm.EventEstablished}}},
 		{"both addresses", []string{"10.0.0.1", "fd00::1"}, 0, []try{{"fd00::1", rdmacm.EventEstablished}, {"10.0.0.1", rdmacm.EventEstablished}}},
+		{"any4 and IPv6-only any6", []string{"0.0.0.0", "::"}, 1, []try{{"fd00::1", rdmacm.EventEstablished}, {"10.0.0.1", rdmacm.EventEstablished}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,6 +187,15 @@ func TestIPv6Listeners(t *testing.T) {
 				p.accept(t, ev)
 				p.event(t, p.cli.ch, rdmacm.EventEstablished)
 				p.event(t, p.srv.ch, rdmacm.EventEstablished)
+				for _, id := range []*rdmacm.CMID{cli, ev.ID} {
+					// The GID of the ID's own address: index 0 for
+					// IPv6, 1 for IPv4 here.
+					want, ok := id.Host().GIDIndex(id.LocalAddr().Addr())
+					a, _ := id.QP.Query()
+					if !ok || int(a.AHAttr.GRH.SGIDIndex) != want {
+						t.Errorf("to %s: QP at %v sends from sgid_index %d, want %d (its address's GID, found %v)", tr.dst, id.LocalAddr(), a.AHAttr.GRH.SGIDIndex, want, ok)
+					}
+				}
 				p.ping(t, cli)
 			}
 		})
@@ -198,8 +208,8 @@ func TestIPv6Listeners(t *testing.T) {
 // address no host interface has is EINVAL (the drop-in answers
 // EADDRNOTAVAIL before); an IPv6 destination off the host's /64 is
 // ENETUNREACH at once, one on it that no neighbour has is ADDR_ERROR
-// -ETIMEDOUT after the timeout; two listeners on :: and fd00::1 of one
-// port clash (EADDRNOTAVAIL at bind).
+// -ETIMEDOUT after the timeout; a bind of the host's IPv6 or IPv4
+// address to a port an ID holds on :: clashes (EADDRNOTAVAIL).
 func TestIPv6Misuse(t *testing.T) {
 	p := newPair(t, "")
 	id := func() *rdmacm.CMID {
@@ -254,22 +264,65 @@ func TestIPv6UD(t *testing.T) {
 	}
 	est := p.event(t, p.cli.ch, rdmacm.EventEstablished)
 	g := est.UD.AHAttr.GRH
-	want, _ := cli.Host().GIDIndex(netip.MustParseAddr("fd00::2"))
-	if g.DGID.Unmap() != netip.MustParseAddr("fd00::1") || int(g.SGIDIndex) != want {
+	want, ok := cli.Host().GIDIndex(netip.MustParseAddr("fd00::2"))
+	if !ok || g.DGID.Unmap() != netip.MustParseAddr("fd00::1") || int(g.SGIDIndex) != want {
 		t.Errorf("UD address handle %+v, want dgid fd00::1 from sgid_index %d", g, want)
 	}
 	var pk wire.Packet
+	reqs := 0
 	for _, f := range p.rec.frames {
 		if pk.Decode(f.data) != nil || pk.BTH.DestQP() != wire.GSIQPN {
 			continue
 		}
 		m := wire.MAD(pk.Payload)
 		if wire.CMAttr(m.Header().AttributeID) == wire.CMAttrSIDRREQ {
+			reqs++
 			var r wire.SIDRREQ
 			r.Decode(m.Data())
 			if ip := wire.DecodeCMIPHeader(r.PrivateData[:]); ip.IPVersion != 6 || ip.Dst != netip.MustParseAddr("fd00::1") {
 				t.Errorf("SIDR_REQ IP CM header %+v, want version 6 to fd00::1", ip)
 			}
 		}
+	}
+	if reqs != 1 {
+		t.Errorf("%d SIDR_REQs on the wire, want 1", reqs)
+	}
+}
+
+// TestIPv6UDRefused: a UD request no listener of its port takes (IPv6
+// to a 0.0.0.0 listener) is answered with SIDR_REP status 2, reject, as
+// ib_cm rejects one whose ID rdma_cm refused; the client gets
+// UNREACHABLE with that status. A port nobody listens on answers 1,
+// unsupported (TestSIDRNoListener).
+func TestIPv6UDRefused(t *testing.T) {
+	p := newPair(t, "")
+	p.listenAt(t, rdmacm.PSUDP, "0.0.0.0", rpingPort, 0)
+	p.dialTo(t, rdmacm.PSUDP, "fd00::1", rpingPort)
+	if ev := p.event(t, p.cli.ch, rdmacm.EventUnreachable); ev.Status != int(wire.SIDRReject) {
+		t.Errorf("UNREACHABLE status %d, want %d (reject)", ev.Status, wire.SIDRReject)
+	}
+}
+
+// TestListenKeepsBoundAddress: an ID bound to an address with port 0
+// listens on that address and an ephemeral port, not on the any address:
+// an IPv4 request to the port is rejected (28: no listener of the port
+// takes it), and the host's IPv4 address may still take the port.
+func TestListenKeepsBoundAddress(t *testing.T) {
+	p := newPair(t, "")
+	l := p.listenAt(t, rdmacm.PSTCP, "fd00::1", 0, 0)
+	port := l.LocalAddr().Port()
+	if l.LocalAddr().Addr() != netip.MustParseAddr("fd00::1") || port < 32768 {
+		t.Fatalf("listener at %v, want fd00::1 and an ephemeral port", l.LocalAddr())
+	}
+	p.dialTo(t, rdmacm.PSTCP, "10.0.0.1", port)
+	if ev := p.event(t, p.cli.ch, rdmacm.EventRejected); ev.Status != 28 {
+		t.Errorf("IPv4 request to the IPv6 listener's port: REJECTED %d, want 28", ev.Status)
+	}
+	other, err := rdmacm.CreateID(p.srv.ch, nil, rdmacm.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.BindAddr(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port)); err != nil {
+		t.Errorf("bind 10.0.0.1:%d beside [fd00::1]:%d: %v", port, port, err)
 	}
 }

@@ -79,7 +79,7 @@ func (id *CMID) JoinMulticast(addr netip.Addr, context any, sendOnly bool) error
 	}
 	id.post(&Event{Event: EventMulticastJoin, ID: id, JoinContext: context, mc: j, Param: ConnParam{QPNum: wire.MulticastQPN},
 		UD: UDParam{QPNum: wire.MulticastQPN, QKey: wire.UDPQKey,
-			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: j.mgid, HopLimit: 64, SGIDIndex: 1}}}})
+			AHAttr: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: j.mgid, HopLimit: 64, SGIDIndex: id.sgidIndex()}}}})
 	return nil
 }
 

@@ -102,21 +102,32 @@ func (a *agent) unbind(id *CMID) {
 	id.portHeld = false
 }
 
-// bindAny binds an unbound ID to the any address and the first port of
-// the ephemeral range no other ID holds (rdma_listen on an unbound ID:
-// the kernel's cma_bind_any picks one at random; the first free one
-// here, so that a run is the same each time).
+// bindAny binds an ID that has no port to the first port of the
+// ephemeral range no ID holds (rdma_listen on an unbound ID: the
+// kernel's cma_bind_any picks one at random; the first free one here,
+// so that a run is the same each time): on the any address of its
+// family, or on the address it is bound to.
 func (id *CMID) bindAny() error {
 	port := uint16(ephemeralLow)
-	for id.a.checkPort(id, netip.Addr{}, id.v6, port, false) != 0 {
+	for !id.a.portUnused(id.ps, port) {
 		port++
 		if port == 0 {
 			return fmt.Errorf("rdmacm: listen: no free port: %w", syscall.EADDRNOTAVAIL)
 		}
 	}
-	anyAddr := netip.IPv4Unspecified()
-	if id.v6 {
-		anyAddr = netip.IPv6Unspecified()
+	addr := netip.IPv4Unspecified()
+	switch {
+	case id.devBound:
+		addr = id.src.Addr()
+	case id.v6:
+		addr = netip.IPv6Unspecified()
 	}
-	return id.BindAddr(netip.AddrPortFrom(anyAddr, port))
+	return id.BindAddr(netip.AddrPortFrom(addr, port))
+}
+
+// portUnused reports whether no ID holds port in port space ps: an
+// ephemeral port is one nobody has (cma_alloc_any_port takes an unused
+// one), whatever its owners' families or addresses.
+func (a *agent) portUnused(ps PortSpace, port uint16) bool {
+	return len(a.ports[portKey{ps, port}]) == 0
 }

@@ -182,7 +182,8 @@ func (a *agent) receiveSIDR(src netip.Addr, attr wire.CMAttr, t uint64, d []byte
 
 // onSIDRREQ is a SIDR_REQ arriving (cm_sidr_req_handler): a duplicate
 // of one not yet answered is dropped; one for a port with no UDP
-// listener is answered with IB_SIDR_UNSUPPORTED; else a new ID and
+// listener is answered with IB_SIDR_UNSUPPORTED, one no listener of its
+// port takes with IB_SIDR_REJECT; else a new ID and
 // CONNECT_REQUEST on the listener's channel, with the private data after
 // the IP CM header (cma_ib_req_handler).
 func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
@@ -193,9 +194,21 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 	port := uint16(r.ServiceID)
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
 	v6 := ip.IPVersion == 6
-	l := a.listenerFor(PSUDP, port, v6, ip.Dst)
-	if l == nil || r.ServiceID&^0xFFFF != wire.CMServiceIDPS(wire.CMPortSpaceUDP, 0) {
+	if len(a.listeners(PSUDP)[port]) == 0 || r.ServiceID&^0xFFFF != wire.CMServiceIDPS(wire.CMPortSpaceUDP, 0) {
 		a.sidrRep(src, t, &wire.SIDRREP{RequestID: r.RequestID, Status: wire.SIDRUnsupported, ServiceID: r.ServiceID})
+		return true
+	}
+	var l *CMID
+	if ip.Version == 0 && (ip.IPVersion == 4 || ip.IPVersion == 6) {
+		l = a.listenerFor(PSUDP, port, v6, ip.Dst) // as onREQ
+	}
+	if l == nil {
+		// Listeners on the port, none of which takes the request
+		// (an IPv6 one to 0.0.0.0): rdma_cm refuses it and ib_cm
+		// destroys the ID it made, which rejects the request
+		// (cm_destroy_id in SIDR_REQ_RCVD: cm_reject_sidr_req with
+		// IB_SIDR_REJECT), as a REQ gets reason 28 (onREQ).
+		a.sidrRep(src, t, &wire.SIDRREP{RequestID: r.RequestID, Status: wire.SIDRReject, ServiceID: r.ServiceID})
 		return true
 	}
 	id := a.newID(l.ch, PSUDP)

@@ -5,7 +5,7 @@ package main
 // libraries in one process would be two Go runtimes (not supported), and
 // because an rdma_cm ID's QP is a QP of this library's world. The
 // librdmacm side is plain C; it calls the rs_cm_* exports
-// (cmexports.go, version node ROCESIM_PRIVATE), which call in here under
+// (cmexports.go, version node ROCESIM_PRIVATE_2), which call in here under
 // the process lock. Pure Go, as model.go.
 //
 // Flow of an rdma_cm call:
@@ -328,8 +328,10 @@ func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutM
 		return syscall.EINVAL
 	}
 	if w6(d) && p.udpTransport() {
-		// The real network's device speaks from the one address it
-		// was given (ROCESIM_ADDR, IPv4): no IPv6 GID to send from.
+		// The real network's rdma_cm is IPv4 only: its socket sends
+		// from the one address it was given (ROCESIM_ADDR), which an
+		// IPv6 ID's link-local GID is not. (Untried: an IPv6
+		// ROCESIM_ADDR, whose device has no IPv4 address either.)
 		return syscall.EAFNOSUPPORT
 	}
 	if s.IsValid() && !s.IsUnspecified() && s != p.hostAddr(w6(s)) {
@@ -583,18 +585,19 @@ func (p *process) readableCM() int {
 	return n
 }
 
-// cmWaiting reports whether an rdma_cm event channel of the program has
-// no event waiting: a program asleep in poll(2) on it may be waiting for
-// one (wakeIdle).
+// cmWaiting reports whether the program's CM waits on the network for
+// an event (an address being resolved, a REQ, REP or DREQ unanswered)
+// and owes no answer itself (a CONNECT_REQUEST not yet accepted: the
+// world must not move past it, as cmHold holds a fabric's clock): a
+// program asleep in poll(2) on its channel is waiting for that event
+// (wakeIdle).
 func (p *process) cmWaiting() bool {
-	if c := cms[p]; c != nil {
-		for _, ch := range c.chans {
-			if !ch.signalled {
-				return true
-			}
-		}
+	c := cms[p]
+	if c == nil {
+		return false
 	}
-	return false
+	h := p.devs[0].host
+	return c.cm.AwaitingNetwork(h) && c.cm.Unanswered(h) == 0
 }
 
 // cmHold reports whether the fabric's clock is held for the program: its

@@ -17,8 +17,9 @@ import "C"
 import "github.com/rocesim/rocesim/rdmacm"
 
 // udEvent copies a UD ESTABLISHED's Q_Key and address into out (its
-// QPN went in qp_num). The DGID is the IPv4-mapped GID of the peer, as
-// the kernel's ib_init_ah_attr_from_path gives it on RoCE v2.
+// QPN went in qp_num). The DGID is the peer's GID (its IPv4 address
+// mapped into IPv6, or its IPv6 address), as the kernel's
+// ib_init_ah_attr_from_path gives it on RoCE v2.
 func udEvent(out *C.struct_rs_cm_event, ud *rdmacm.UDParam) {
 	out.qkey = C.uint32_t(ud.QKey)
 	if !ud.AHAttr.GRH.DGID.IsValid() {

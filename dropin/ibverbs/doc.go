@@ -55,7 +55,9 @@
 // on them see what the verbs would find. A program that sleeps in
 // poll(2) or epoll_wait instead of a verb is woken too: once it has made
 // no verb call for ROCESIM_IDLE_WAKE of wall time while a CQ on a channel
-// is armed, the library runs the world until an event comes (idle.go).
+// is armed, or while its rdma_cm waits on the network for an event and
+// owes no answer, the library runs the world until an event comes
+// (idle.go).
 // That run then depends on the wall clock; one that waits in verbs does
 // not. A waiter on a world with nothing left to do sleeps until another
 // thread of the program posts or modifies something. Threads may call in
@@ -151,7 +153,7 @@
 // plain C) runs here, in this library's Go runtime (a process has one):
 // cm.go puts package rdmacm on the process's first device, and
 // cmexports.go exports the rs_cm_* functions librdmacm.so.1 calls, under
-// the version node ROCESIM_PRIVATE. Its event channels are eventfds like
+// the version node ROCESIM_PRIVATE_2. Its event channels are eventfds like
 // the completion channels; settle makes them readable while an event
 // waits.
 //
@@ -165,7 +167,8 @@
 //	ROCESIM_PCAP=PATH      write every frame to PATH (pcapng: a comment per frame)
 //	ROCESIM_LADDER=PATH    draw the run's ladder into PATH at exit (.svg: SVG, else text; a
 //	                       device's frames to itself are not drawn, its completions are)
-//	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed, before the library runs
+//	ROCESIM_IDLE_WAKE=D    wall time without a verb call, a CQ armed (or an rdma_cm event due from
+//	                       the network), before the library runs
 //	                       the world for a program asleep in poll(2) (default 50ms; off: never);
 //	                       on a fabric, CQ armed or not, before the process waits on the fabric
 //	                       (default 1ms)

@@ -8,9 +8,9 @@ import "time"
 // program may instead sleep in poll(2) or epoll_wait on a channel's fd,
 // where the library never runs: nothing would ever make the fd readable.
 // So a goroutine watches the program's verb calls, and when none has come
-// for IdleWake of wall time while a CQ on a channel is armed or an
-// rdma_cm channel has no event (the program expects one), it runs the
-// world, one instant at a time, until a
+// for IdleWake of wall time while a CQ on a channel is armed or the CM
+// waits on the network for an event and owes no answer (the program
+// expects one), it runs the world, one instant at a time, until a
 // channel or async fd becomes readable, the world has nothing left to
 // do, or idleSteps instants have passed (then it looks again after the
 // next quiet period).
@@ -57,9 +57,9 @@ func (p *process) idleLoop(grace time.Duration, sleep func(time.Duration)) {
 }
 
 // wakeIdle runs the world for a program sleeping outside the library
-// while it expects a completion event, or has an rdma_cm channel with no
-// event waiting (a program that poll(2)s its CM channel while its REQ
-// crosses the fabric); the caller holds p.mu.
+// while it expects a completion event, or its CM waits on the network
+// for one (cmWaiting: a program that poll(2)s its CM channel while its
+// REQ crosses the fabric); the caller holds p.mu.
 func (p *process) wakeIdle() {
 	expecting := p.cmWaiting()
 	for _, ch := range p.chs {

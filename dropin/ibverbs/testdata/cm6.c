@@ -169,7 +169,8 @@ static void av(const char *name, struct rdma_cm_id *id, unsigned sport, unsigned
 }
 
 /* self_scope: the interface of rxe's GID 0 (eth0) as the scope of a
- * link-local address; 0 where there is none (the model). */
+ * link-local address; where there is none (the model, which takes any
+ * interface) lo's. */
 static unsigned self_scope(struct ibv_context *ctx)
 {
 	char path[256], nd[IF_NAMESIZE + 2] = "";
@@ -179,7 +180,7 @@ static unsigned self_scope(struct ibv_context *ctx)
 		 ibv_get_device_name(ctx->device));
 	f = fopen(path, "r");
 	if (!f)
-		return 0;
+		return if_nametoindex("lo");
 	if (!fgets(nd, sizeof(nd), f))
 		nd[0] = 0;
 	fclose(f);
@@ -422,7 +423,7 @@ int main(void)
 		struct sockaddr_in6 b6 = { .sin6_family = AF_INET6 }, to = at6(7474), off = { .sin6_family = AF_INET6,
 											 .sin6_port = htons(7474) };
 		struct sockaddr_in to4 = at4("10.0.0.1", 7474);
-		struct sockaddr_in6 foreign = { .sin6_family = AF_INET6 };
+		struct sockaddr_in6 foreign = { .sin6_family = AF_INET6 }, ll = { .sin6_family = AF_INET6 };
 
 		inet_pton(AF_INET6, "fd01::1", &off.sin6_addr);
 		inet_pton(AF_INET6, "fd00::99", &foreign.sin6_addr);
@@ -447,6 +448,13 @@ int main(void)
 		if (rdma_create_id(cli_ch, &c, NULL, RDMA_PS_TCP))
 			stop("create_id");
 		code("c_bind_foreign", rdma_bind_addr(c, (struct sockaddr *)&foreign));
+		/* GID 0's link-local address with no scope: the kernel
+		 * binds none (cma_check_linklocal), yet takes one to
+		 * resolve (what follows is not waited for here). */
+		memcpy(&ll.sin6_addr, g0.raw, 16);
+		code("c_bind_link_local_no_scope", rdma_bind_addr(c, (struct sockaddr *)&ll));
+		ll.sin6_port = htons(7474);
+		code("c_resolve_link_local_no_scope", rdma_resolve_addr(c, NULL, (struct sockaddr *)&ll, 2000));
 		rdma_destroy_id(c);
 	}
 	ibv_dereg_mr(cmr);

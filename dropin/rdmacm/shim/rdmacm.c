@@ -5,7 +5,7 @@
  * a second Go c-shared library in the process would be a second Go
  * runtime, which Go does not support; so the connection manager runs in
  * libibverbs.so.1's runtime and this library reaches it through the
- * rs_cm_* functions (rocesim_cm.h, version node ROCESIM_PRIVATE).
+ * rs_cm_* functions (rocesim_cm.h, version node ROCESIM_PRIVATE_2).
  *
  * As rdma-core's librdmacm (cma.c), this library is a libibverbs client:
  * it opens the device with ibv_open_device once and gives every ID that
@@ -112,6 +112,17 @@ static int fail(int err)
 		return 0;
 	errno = err;
 	return -1;
+}
+
+/* zoneless_link_local: sa is an IPv6 link-local address with no scope
+ * (sin6_scope_id 0), which the kernel will not bind (cma_check_linklocal:
+ * EINVAL): rping -a fe80::...%eth0 names the interface. The model takes
+ * any scope; it has one interface per device. */
+static int zoneless_link_local(const struct sockaddr *sa)
+{
+	const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
+
+	return sa && sa->sa_family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&s->sin6_addr) && !s->sin6_scope_id;
 }
 
 /* sockaddr_bytes takes the address and port of sa: 4 bytes for IPv4,
@@ -484,7 +495,7 @@ EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	uint16_t port;
 	int n, err;
 
-	if (!id || !addr)
+	if (!id || !addr || zoneless_link_local(addr))
 		return fail(EINVAL);
 	n = sockaddr_bytes(addr, &a, &port);
 	if (n < 0)
@@ -510,7 +521,10 @@ EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 	uint16_t sport, dport;
 	int sn, dn, err;
 
-	if (!id || !dst_addr)
+	/* A link-local src needs a scope, as rdma_bind_addr's does; a
+	 * link-local dst does not (real rxe resolves one without:
+	 * conformance TestCM6Rxe). */
+	if (!id || !dst_addr || zoneless_link_local(src_addr))
 		return fail(EINVAL);
 	sn = sockaddr_bytes(src_addr, &s, &sport);
 	dn = sockaddr_bytes(dst_addr, &d, &dport);
