@@ -13,7 +13,9 @@ import (
 // prints one line per step (every event, the IDs' addresses, the path
 // and both QPs' address vectors as relations, a SEND, the disconnect),
 // then which listener takes which request (an IPv6 request to a 0.0.0.0
-// listener, an IPv4 one to a :: listener), then the family mismatches
+// listener, an IPv4 one to a :: listener), the same for UD (SIDR: the
+// reject, and the address handle of an accepted request), then the
+// family mismatches
 // rdma_resolve_addr refuses; the two outputs must be the same, line for
 // line.
 func TestCM6Rxe(t *testing.T) {

@@ -207,7 +207,9 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 		// (an IPv6 one to 0.0.0.0): rdma_cm refuses it and ib_cm
 		// destroys the ID it made, which rejects the request
 		// (cm_destroy_id in SIDR_REQ_RCVD: cm_reject_sidr_req with
-		// IB_SIDR_REJECT), as a REQ gets reason 28 (onREQ).
+		// IB_SIDR_REJECT), as a REQ gets reason 28 (onREQ); the
+		// client's UNREACHABLE has status 2 on real rxe too
+		// (conformance TestCM6Rxe).
 		a.sidrRep(src, t, &wire.SIDRREP{RequestID: r.RequestID, Status: wire.SIDRReject, ServiceID: r.ServiceID})
 		return true
 	}

@@ -9,7 +9,7 @@ import "testing"
 // it on rxe again): an rdma_cm connection over IPv6 from the device to
 // its own link-local address (the events, both IDs' addresses, the path,
 // the QPs' address vectors, a SEND, the disconnect), which listener
-// takes an IPv6 request and which an IPv4 one, and the family
+// takes an IPv6 request and which an IPv4 one, RC and UD, and the family
 // mismatches rdma_resolve_addr refuses. The program polls its channels'
 // fds, so the model runs while it sleeps in poll(2) (idle.go).
 func TestCM6(t *testing.T) { sameAsRxe(t, "cm6", "-lrdmacm") }

@@ -16,7 +16,9 @@
  * path and the QPs' address vectors (as relations: "self", "hashed"), a
  * SEND, a disconnect. Part B: which listener takes which request (an
  * IPv4 listener on 0.0.0.0 and an IPv6 request; an IPv6 listener on ::
- * and an IPv4 request). Part C: the families must agree.
+ * and an IPv4 request). Part D: the same for UD (SIDR): a request no
+ * listener takes, and the address handle of one taken. Part C: the
+ * families must agree.
  *
  * One line per case, "name: result"; a librdmacm call's result as "0" or
  * "-1 ERRNO"; nothing that differs between runs. Every wait is bounded.
@@ -204,13 +206,13 @@ static struct sockaddr_in at4(const char *ip, int port)
 	return s;
 }
 
-static struct rdma_cm_id *listener(const char *name, struct sockaddr *sa)
+static struct rdma_cm_id *listener_ps(const char *name, struct sockaddr *sa, enum rdma_port_space ps)
 {
 	struct rdma_cm_id *l;
 	char n[64];
 	int r;
 
-	if (rdma_create_id(srv_ch, &l, NULL, RDMA_PS_TCP))
+	if (rdma_create_id(srv_ch, &l, NULL, ps))
 		stop("create_id");
 	snprintf(n, sizeof(n), "%s_bind", name);
 	/* A link-local address is tentative for a second or two after the
@@ -229,17 +231,25 @@ static struct rdma_cm_id *listener(const char *name, struct sockaddr *sa)
 	return l;
 }
 
-/* dial resolves sa on a new client ID, makes its QP and connects; NULL
- * if a step failed. */
-static struct rdma_cm_id *dial(const char *name, struct sockaddr *sa, struct ibv_pd *pd, struct ibv_cq *cq)
+static struct rdma_cm_id *listener(const char *name, struct sockaddr *sa)
+{
+	return listener_ps(name, sa, RDMA_PS_TCP);
+}
+
+/* dial_ps resolves sa on a new client ID of port space ps, makes its
+ * QP (RC for RDMA_PS_TCP, UD for RDMA_PS_UDP) and connects (a REQ, or
+ * a SIDR_REQ); NULL if a step failed. */
+static struct rdma_cm_id *dial_ps(const char *name, struct sockaddr *sa, struct ibv_pd *pd, struct ibv_cq *cq,
+				  enum rdma_port_space ps)
 {
 	struct rdma_cm_id *c;
-	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq,
+				       .qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC,
 				       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7 };
 	char n[64];
 
-	if (rdma_create_id(cli_ch, &c, NULL, RDMA_PS_TCP))
+	if (rdma_create_id(cli_ch, &c, NULL, ps))
 		stop("create_id");
 	snprintf(n, sizeof(n), "%s_resolve_addr", name);
 	if (code(n, rdma_resolve_addr(c, NULL, sa, 2000)))
@@ -253,9 +263,14 @@ static struct rdma_cm_id *dial(const char *name, struct sockaddr *sa, struct ibv
 	if (code(n, rdma_create_qp(c, pd, &qa)))
 		return NULL;
 	snprintf(n, sizeof(n), "%s_connect", name);
-	if (code(n, rdma_connect(c, &cp)))
+	if (code(n, rdma_connect(c, ps == RDMA_PS_UDP ? &(struct rdma_conn_param){ 0 } : &cp)))
 		return NULL;
 	return c;
+}
+
+static struct rdma_cm_id *dial(const char *name, struct sockaddr *sa, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	return dial_ps(name, sa, pd, cq, RDMA_PS_TCP);
 }
 
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
@@ -412,6 +427,58 @@ int main(void)
 			rdma_ack_cm_event(ev);
 		}
 		expect(cli_ch, "b_v4_to_any6 client", RDMA_CM_EVENT_REJECTED);
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+	}
+	rdma_destroy_id(l);
+
+	/* Part D: UD (RDMA_PS_UDP, SIDR) over IPv6: a request no listener
+	 * of its port takes, then one a :: listener takes, and the address
+	 * handle the client's ESTABLISHED carries. */
+	struct sockaddr_in any4u = at4("0.0.0.0", 7475);
+	struct sockaddr_in6 to6u = at6(7475), any6u = { .sin6_family = AF_INET6, .sin6_port = htons(7476) },
+			    to6u2 = at6(7476);
+
+	l = listener_ps("d_any4", (struct sockaddr *)&any4u, RDMA_PS_UDP);
+	c = dial_ps("d_v6_to_any4", (struct sockaddr *)&to6u, pd, ccq, RDMA_PS_UDP);
+	if (c) {
+		expect(cli_ch, "d_v6_to_any4", RDMA_CM_EVENT_UNREACHABLE);
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+	}
+	rdma_destroy_id(l);
+	l = listener_ps("d_any6", (struct sockaddr *)&any6u, RDMA_PS_UDP);
+	c = dial_ps("d_v6_to_any6", (struct sockaddr *)&to6u2, pd, ccq, RDMA_PS_UDP);
+	if (c) {
+		ev = next_event(srv_ch, "d_v6_to_any6");
+		if (ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			struct ibv_qp_init_attr qa = { .send_cq = scq, .recv_cq = scq, .qp_type = IBV_QPT_UD,
+						       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 } };
+			struct rdma_conn_param cp = { 0 };
+
+			s = ev->id;
+			rdma_ack_cm_event(ev);
+			addrs("d_v6_to_any6 server", s);
+			code("d_server_create_qp", rdma_create_qp(s, pd, &qa));
+			code("d_accept", rdma_accept(s, &cp));
+			ev = next_event(cli_ch, "d_v6_to_any6 client");
+			if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+				struct rdma_ud_param *u = &ev->param.ud;
+				union ibv_gid sg;
+
+				memset(&sg, 0, sizeof(sg));
+				ibv_query_gid(c->verbs, 1, u->ah_attr.grh.sgid_index, &sg);
+				printf("d ah: qp_num=%s qkey=%#x is_global=%d sgid=%s dgid=%s hop_limit=%d\n",
+				       u->qp_num == s->qp->qp_num ? "server's" : "other", u->qkey, u->ah_attr.is_global,
+				       gid_self(&sg), gid_self(&u->ah_attr.grh.dgid), u->ah_attr.grh.hop_limit);
+			}
+			if (ev)
+				rdma_ack_cm_event(ev);
+			rdma_destroy_qp(s);
+			rdma_destroy_id(s);
+		} else if (ev) {
+			rdma_ack_cm_event(ev);
+		}
 		rdma_destroy_qp(c);
 		rdma_destroy_id(c);
 	}
