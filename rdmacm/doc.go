@@ -129,7 +129,10 @@
 // listener of its port takes is rejected with reason 28 (ib_cm destroys
 // the ID rdma_cm refused), one for a port nobody listens on with 8. An
 // ID bound to one family resolving the other, or a src of the other
-// family, is EINVAL (resolve_prepare_src). Checked on rxe (conformance
+// family, is EINVAL (resolve_prepare_src), and an unbound ID is bound
+// to the src it is given before that check, so it stays bound after
+// it. An ID bound to the any address shows 0.0.0.0 or :: as its local
+// address until resolved, and has no device. Checked on rxe (conformance
 // TestCM6Rxe, a connection of a guest to its own fd00::1). Two
 // differences: the model resolves its own link-local address, which
 // rxe's kernel refuses (ENETUNREACH); and a link-local address needs no

@@ -252,7 +252,8 @@ func misuse(verb, format string, args ...any) error {
 // BindAddr binds the ID to a port of its host (rdma_bind_addr). The
 // address must be the host's IPv4 or IPv6 address, or unspecified (of
 // either family: :: makes an IPv6 ID, which listens for both versions
-// unless SetAFOnly; an invalid address is 0.0.0.0). A port another ID
+// unless SetAFOnly; an invalid address is 0.0.0.0), which the ID keeps
+// as its LocalAddr until an address is resolved. A port another ID
 // holds is refused as the kernel refuses it (checkPort): EADDRINUSE for
 // the same address, EADDRNOTAVAIL for the any address, unless both IDs
 // allow address reuse.
@@ -277,6 +278,15 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	}
 	id.a.unbind(id) // a bind again, after one that left the ID IDLE
 	id.v6 = v6
+	if anyAddr {
+		// The any address stays the ID's own until an address is
+		// resolved (rdma_get_local_addr shows 0.0.0.0 or ::, and the
+		// ID has no device: librdmacm's id->verbs is NULL).
+		self = netip.IPv4Unspecified()
+		if v6 {
+			self = netip.IPv6Unspecified()
+		}
+	}
 	id.src = netip.AddrPortFrom(self, addr.Port())
 	id.devBound = !anyAddr
 	id.bound = true
@@ -355,7 +365,8 @@ func (id *CMID) Listen(backlog int) error {
 // and picks an ephemeral source port, as the kernel does (its
 // ip_local_port_range, 32768–60999). dst is IPv4 or IPv6, and so is the
 // ID from then on: an ID bound to the other family, or a src of the
-// other family, is EINVAL (resolve_prepare_src). A dst the host has a
+// other family, is EINVAL (resolve_prepare_src; an unbound ID is bound
+// to src first, and stays so). A dst the host has a
 // neighbour entry for resolves at once: ADDR_RESOLVED (the simulated
 // hosts know their neighbours; no ARP or neighbour discovery is
 // simulated). Otherwise, as on rxe
@@ -377,11 +388,16 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 		return misuse("resolve_addr", "dst %v: an address and a port are needed", dst)
 	}
 	v6 := is6(to)
+	if !id.bound && src.IsValid() {
+		// An unbound ID is bound to src first (cma_bind_addr), and
+		// stays bound whatever follows.
+		if err := id.BindAddr(netip.AddrPortFrom(src, 0)); err != nil {
+			return err
+		}
+		id.bound = true
+	}
 	if id.bound && id.v6 != v6 {
 		return misuse("resolve_addr", "dst %v is %s, the ID is bound to an %s address", dst, familyName(v6), familyName(id.v6))
-	}
-	if !id.bound && src.IsValid() && is6(src) != v6 {
-		return misuse("resolve_addr", "src %v and dst %v are of different families", src, dst)
 	}
 	self, err := id.a.addrOf(v6)
 	if err != nil {

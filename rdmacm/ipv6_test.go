@@ -233,6 +233,13 @@ func TestIPv6Misuse(t *testing.T) {
 	is("IPv6 ID resolving 10.0.0.1", b.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.1:7174"), 100), syscall.EINVAL)
 	c := id()
 	is("src 10.0.0.2, dst fd00::1", c.ResolveAddr(netip.MustParseAddr("10.0.0.2"), netip.MustParseAddrPort("[fd00::1]:7174"), 100), syscall.EINVAL)
+	// The refused resolve left the ID bound to its src, as the kernel
+	// binds before it compares the families.
+	is("then fd00::1 alone", c.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("[fd00::1]:7174"), 100), syscall.EINVAL)
+	if got := c.LocalAddr().Addr(); got != netip.MustParseAddr("10.0.0.2") {
+		t.Errorf("after the refused resolve the ID is at %v, want 10.0.0.2", got)
+	}
+	c = id()
 	is("bind fd00::1 on host b", c.BindAddr(netip.MustParseAddrPort("[fd00::1]:0")), syscall.EINVAL)
 	is("fd01::1, off the /64", c.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("[fd01::1]:7174"), 100), syscall.ENETUNREACH)
 	is("fd00::99, on the /64", c.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("[fd00::99]:7174"), 100), 0)
@@ -241,6 +248,9 @@ func TestIPv6Misuse(t *testing.T) {
 	}
 	l1, l2 := id(), id()
 	is("bind [::]:7400", l1.BindAddr(netip.MustParseAddrPort("[::]:7400")), 0)
+	if got := l1.LocalAddr(); got != netip.MustParseAddrPort("[::]:7400") {
+		t.Errorf("an ID bound to [::]:7400 is at %v (rdma_get_local_addr keeps the any address)", got)
+	}
 	is("bind [fd00::2]:7400 beside [::]:7400", l2.BindAddr(netip.MustParseAddrPort("[fd00::2]:7400")), syscall.EADDRNOTAVAIL)
 	is("bind 10.0.0.2:7400 beside [::]:7400", l2.BindAddr(netip.MustParseAddrPort("10.0.0.2:7400")), syscall.EADDRNOTAVAIL)
 }

@@ -112,12 +112,24 @@ static const char *family(const struct sockaddr *sa)
 	return sa->sa_family == AF_INET6 ? "AF_INET6" : sa->sa_family == AF_INET ? "AF_INET" : "other";
 }
 
-/* is_self: sa is the device's IPv6 address. */
+/* is_self: "self" when sa is the device's address (its IPv6 one, or
+ * 10.0.0.1), "any" for the unspecified address, else "other". */
 static const char *is_self(const struct sockaddr *sa)
 {
-	const struct sockaddr_in6 *s = (const void *)sa;
+	const struct sockaddr_in6 *s6 = (const void *)sa;
+	const struct sockaddr_in *s4 = (const void *)sa;
 
-	return sa->sa_family == AF_INET6 && !memcmp(&s->sin6_addr, &self6.sin6_addr, 16) ? "self" : "other";
+	if (sa->sa_family == AF_INET6) {
+		if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+			return "any";
+		return !memcmp(&s6->sin6_addr, &self6.sin6_addr, 16) ? "self" : "other";
+	}
+	if (sa->sa_family == AF_INET) {
+		if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+			return "any";
+		return s4->sin_addr.s_addr == htonl(0x0a000001) ? "self" : "other";
+	}
+	return "other";
 }
 
 static const char *gid_self(const union ibv_gid *g)
@@ -406,6 +418,8 @@ int main(void)
 	struct sockaddr_in6 to6 = at6(7472), any6 = { .sin6_family = AF_INET6, .sin6_port = htons(7473) };
 
 	l = listener("b_any4", (struct sockaddr *)&any4);
+	addrs("b_any4 listener", l);
+	printf("b_any4 listener: verbs=%s\n", l->verbs ? "set" : "null");
 	c = dial("b_v6_to_any4", (struct sockaddr *)&to6, pd, ccq);
 	if (c) {
 		expect(cli_ch, "b_v6_to_any4", RDMA_CM_EVENT_REJECTED);
@@ -414,6 +428,8 @@ int main(void)
 	}
 	rdma_destroy_id(l);
 	l = listener("b_any6", (struct sockaddr *)&any6);
+	addrs("b_any6 listener", l);
+	printf("b_any6 listener: verbs=%s\n", l->verbs ? "set" : "null");
 	c = dial("b_v4_to_any6", (struct sockaddr *)&v4, pd, ccq);
 	if (c) {
 		ev = next_event(srv_ch, "b_v4_to_any6");
@@ -507,6 +523,8 @@ int main(void)
 		if (rdma_create_id(cli_ch, &c, NULL, RDMA_PS_TCP))
 			stop("create_id");
 		code("c_src_ipv4_dst_ipv6", rdma_resolve_addr(c, (struct sockaddr *)&b4, (struct sockaddr *)&to, 2000));
+		/* Did the refused resolve leave the ID bound to its src? */
+		code("c_then_dst_ipv6", rdma_resolve_addr(c, NULL, (struct sockaddr *)&to, 2000));
 		rdma_destroy_id(c);
 		if (rdma_create_id(cli_ch, &c, NULL, RDMA_PS_TCP))
 			stop("create_id");

@@ -860,7 +860,11 @@ EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 			return -1;
 		}
 		r->id.event = ev;
-		r->id.pd = l->id.pd;
+		/* The listener's PD if it has one; a listener on the any
+		 * address has none (no device), and the new ID keeps its
+		 * device's default one. */
+		if (l->id.pd)
+			r->id.pd = l->id.pd;
 		if (l->qp_init_attr) {
 			struct ibv_qp_init_attr attr = *l->qp_init_attr;
 
