@@ -340,18 +340,12 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 		a.sendMRA(id)
 		return
 	}
-	port := uint16(r.ServiceID)
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
-	v6 := ip.IPVersion == 6
-	if len(a.lst[port]) == 0 || r.ServiceID&^0xFFFF != wire.CMServiceID(0) {
+	port := uint16(r.ServiceID)
+	l, listened := a.listenerFor(PSTCP, port, &ip)
+	if !listened || r.ServiceID&^0xFFFF != wire.CMServiceID(0) {
 		a.reject(src, t, 0, r.LocalCommID, 0, wire.CMREJInvalidServiceID, nil)
 		return
-	}
-	var l *CMID
-	if ip.Version == 0 && (ip.IPVersion == 4 || ip.IPVersion == 6) {
-		// (Another CM header version or IP version matches no IP
-		// listener: cma_save_ip_info fails.)
-		l = a.listenerFor(PSTCP, port, v6, ip.Dst)
 	}
 	if l == nil {
 		// ib_cm listens on the port (for its rdma_cm listeners), but
@@ -363,7 +357,7 @@ func (a *agent) onREQ(src netip.Addr, t uint64, r *wire.CMREQ) {
 		return
 	}
 	id := a.newID(l.ch, l.ps)
-	id.v6 = v6
+	id.v6 = ip.IPVersion == 6
 	id.setState(stateReqRcvd)
 	a.owe(id)
 	id.localComm = a.newCommID() // cm_req_handler gives the new ID its own

@@ -89,7 +89,7 @@ func (a *agent) onLink(dst netip.Addr) bool {
 // RDMA_OPTION_ID_AFONLY); otherwise the version must be its own, and
 // its address, if it has one, dst.
 func (l *CMID) accepts(v6 bool, dst netip.Addr) bool {
-	anyAddr := !l.devBound
+	anyAddr := l.holdsAny()
 	if anyAddr && !l.afOnlyFor(l.v6) {
 		return true
 	}
@@ -107,5 +107,5 @@ func (id *CMID) clashes(l *CMID) bool {
 	if id.afOnlyFor(id.v6) && l.afOnlyFor(l.v6) && id.v6 != l.v6 {
 		return false
 	}
-	return !id.devBound || !l.devBound || id.src.Addr() == l.src.Addr()
+	return id.holdsAny() || l.holdsAny() || id.src.Addr() == l.src.Addr()
 }

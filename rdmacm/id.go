@@ -250,7 +250,8 @@ func misuse(verb, format string, args ...any) error {
 }
 
 // BindAddr binds the ID to a port of its host (rdma_bind_addr). The
-// address must be the host's IPv4 or IPv6 address, or unspecified (of
+// address must be the host's IPv4 or IPv6 address (EADDRNOTAVAIL
+// otherwise), or unspecified (of
 // either family: :: makes an IPv6 ID, which listens for both versions
 // unless SetAFOnly; an invalid address is 0.0.0.0), which the ID keeps
 // as its LocalAddr until an address is resolved. A port another ID
@@ -268,7 +269,9 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 		return err
 	}
 	if a.IsValid() && !a.IsUnspecified() && a.Unmap() != self {
-		return misuse("bind_addr", "addr %v is not the host's (%v)", a, self)
+		// No interface has it (rdma_translate_ip; real rxe answers
+		// so, conformance TestCM6Rxe).
+		return fmt.Errorf("rdmacm: bind_addr: addr %v is not the host's (%v): %w", a, self, syscall.EADDRNOTAVAIL)
 	}
 	anyAddr := !a.IsValid() || a.IsUnspecified()
 	if addr.Port() != 0 {
@@ -340,11 +343,7 @@ func (id *CMID) Listen(backlog int) error {
 		}
 	} else if id.reuseAddr {
 		// A reusable ID listens only once its port is its own.
-		bound := id.src.Addr()
-		if id.holdsAny() {
-			bound = netip.Addr{}
-		}
-		if e := id.a.checkPort(id, bound, id.v6, id.src.Port(), false); e != 0 {
+		if e := id.a.checkPort(id, id.src.Addr(), id.v6, id.src.Port(), false); e != 0 {
 			return fmt.Errorf("rdmacm: listen: port %d is shared: %w", id.src.Port(), e)
 		}
 	}
@@ -394,17 +393,15 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 		if err := id.BindAddr(netip.AddrPortFrom(src, 0)); err != nil {
 			return err
 		}
-		id.bound = true
 	}
 	if id.bound && id.v6 != v6 {
 		return misuse("resolve_addr", "dst %v is %s, the ID is bound to an %s address", dst, familyName(v6), familyName(id.v6))
 	}
+	// (A bound ID's src is not looked at, as resolve_prepare_src
+	// binds only an unbound one.)
 	self, err := id.a.addrOf(v6)
 	if err != nil {
 		return err
-	}
-	if src.IsValid() && !src.IsUnspecified() && src.Unmap() != self {
-		return misuse("resolve_addr", "src %v is not the host's (%v)", src, self)
 	}
 	known := id.a.h.HasNeighbour(to)
 	if !known && !id.a.onLink(to) {

@@ -205,8 +205,8 @@ func TestIPv6Listeners(t *testing.T) {
 // TestIPv6Misuse: the families must agree, as resolve_prepare_src
 // checks: an ID bound to an IPv4 address resolving an IPv6 one, or to ::
 // resolving an IPv4 one, is EINVAL, as is a src of the other family; an
-// address no host interface has is EINVAL (the drop-in answers
-// EADDRNOTAVAIL before); an IPv6 destination off the host's /64 is
+// address no host interface has is EADDRNOTAVAIL, to bind or as a src
+// (rdma_translate_ip); an IPv6 destination off the host's /64 is
 // ENETUNREACH at once, one on it that no neighbour has is ADDR_ERROR
 // -ETIMEDOUT after the timeout; a bind of the host's IPv6 or IPv4
 // address to a port an ID holds on :: clashes (EADDRNOTAVAIL).
@@ -240,7 +240,8 @@ func TestIPv6Misuse(t *testing.T) {
 		t.Errorf("after the refused resolve the ID is at %v, want 10.0.0.2", got)
 	}
 	c = id()
-	is("bind fd00::1 on host b", c.BindAddr(netip.MustParseAddrPort("[fd00::1]:0")), syscall.EINVAL)
+	is("bind fd00::1 on host b", c.BindAddr(netip.MustParseAddrPort("[fd00::1]:0")), syscall.EADDRNOTAVAIL)
+	is("src fd00::1 on host b", c.ResolveAddr(netip.MustParseAddr("fd00::1"), netip.MustParseAddrPort("[fd00::2]:7174"), 100), syscall.EADDRNOTAVAIL)
 	is("fd01::1, off the /64", c.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("[fd01::1]:7174"), 100), syscall.ENETUNREACH)
 	is("fd00::99, on the /64", c.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("[fd00::99]:7174"), 100), 0)
 	if ev := p.event(t, p.cli.ch, rdmacm.EventAddrError); ev.Status != -int(syscall.ETIMEDOUT) {

@@ -75,15 +75,21 @@ func (a *agent) removeListener(id *CMID) {
 }
 
 // listenerFor returns the listener of port space ps that takes a request
-// for dst:port of its IP version (v6: IPv6), the first to listen of
-// those that would (CMID.accepts), or nil.
-func (a *agent) listenerFor(ps PortSpace, port uint16, v6 bool, dst netip.Addr) *CMID {
-	for _, l := range a.listeners(ps)[port] {
-		if l.accepts(v6, dst) {
-			return l
+// for port with IP CM header ip, the first to listen of those that would
+// (CMID.accepts), or nil; listened says whether anyone listens on the
+// port. A header of another CM version or IP version matches no
+// listener (cma_save_ip_info fails).
+func (a *agent) listenerFor(ps PortSpace, port uint16, ip *wire.CMIPHeader) (l *CMID, listened bool) {
+	ls := a.listeners(ps)[port]
+	if ip.Version != 0 || (ip.IPVersion != 4 && ip.IPVersion != 6) {
+		return nil, len(ls) > 0
+	}
+	for _, l := range ls {
+		if l.accepts(ip.IPVersion == 6, ip.Dst) {
+			return l, true
 		}
 	}
-	return nil
+	return nil, len(ls) > 0
 }
 
 // initUDQP moves a new UD QP of the ID to RTS as librdmacm's
@@ -191,16 +197,12 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 	if a.dups[key] != nil {
 		return false
 	}
-	port := uint16(r.ServiceID)
 	ip := wire.DecodeCMIPHeader(r.PrivateData[:])
-	v6 := ip.IPVersion == 6
-	if len(a.listeners(PSUDP)[port]) == 0 || r.ServiceID&^0xFFFF != wire.CMServiceIDPS(wire.CMPortSpaceUDP, 0) {
+	port := uint16(r.ServiceID)
+	l, listened := a.listenerFor(PSUDP, port, &ip)
+	if !listened || r.ServiceID&^0xFFFF != wire.CMServiceIDPS(wire.CMPortSpaceUDP, 0) {
 		a.sidrRep(src, t, &wire.SIDRREP{RequestID: r.RequestID, Status: wire.SIDRUnsupported, ServiceID: r.ServiceID})
 		return true
-	}
-	var l *CMID
-	if ip.Version == 0 && (ip.IPVersion == 4 || ip.IPVersion == 6) {
-		l = a.listenerFor(PSUDP, port, v6, ip.Dst) // as onREQ
 	}
 	if l == nil {
 		// Listeners on the port, none of which takes the request
@@ -219,7 +221,7 @@ func (a *agent) onSIDRREQ(src netip.Addr, t uint64, r *wire.SIDRREQ) bool {
 	id.peer = src
 	id.remoteComm = r.RequestID
 	id.tid = t
-	id.v6 = v6
+	id.v6 = ip.IPVersion == 6
 	id.src = netip.AddrPortFrom(id.hostAddr(), port)
 	id.dst = netip.AddrPortFrom(ip.Src, ip.SrcPort)
 	a.dups[key] = id

@@ -241,14 +241,16 @@ func (p *process) cmDestroyID(h uint32) syscall.Errno {
 	return e
 }
 
-// cmAddrs returns an ID's addresses (rdma_cm_id.route.addr).
-func (p *process) cmAddrs(h uint32) (src, dst netip.AddrPort, bound bool, e syscall.Errno) {
+// cmAddrs returns an ID's addresses (rdma_cm_id.route.addr), whether
+// they are IPv6, and whether the ID has its device (an address, not the
+// any address).
+func (p *process) cmAddrs(h uint32) (src, dst netip.AddrPort, v6, bound bool, e syscall.Errno) {
 	w, e := p.cmIDOf(h)
 	if e != 0 {
 		return
 	}
 	src, dst = w.id.LocalAddr(), w.id.RemoteAddr()
-	return src, dst, src.Addr().IsValid() && !src.Addr().IsUnspecified(), 0
+	return src, dst, w.id.IsIPv6(), src.Addr().IsValid() && !src.Addr().IsUnspecified(), 0
 }
 
 // cmAddr reads an address the program gave (4 or 16 bytes; none: the
@@ -275,9 +277,6 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 	if !ok {
 		return syscall.EAFNOSUPPORT
 	}
-	if a.IsValid() && !a.IsUnspecified() && a != p.hostAddr(w6(a)) {
-		return syscall.EADDRNOTAVAIL // no device has it (rdma_translate_ip)
-	}
 	if w6(a) && p.udpTransport() {
 		return syscall.EAFNOSUPPORT // see cmResolveAddr
 	}
@@ -287,14 +286,6 @@ func (p *process) cmBind(h uint32, addr []byte, port uint16) syscall.Errno {
 // w6 reports whether a, as cmAddr read it, is IPv6 (AF_INET6 with an
 // address that is not IPv4 mapped into IPv6; :: included).
 func w6(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }
-
-// hostAddr is the CM device's address of the family (v6: IPv6).
-func (p *process) hostAddr(v6 bool) netip.Addr {
-	if v6 {
-		return p.devs[0].host.IPv6()
-	}
-	return p.devs[0].host.IPv4()
-}
 
 // cmDone settles the channels after a CM call and wakes whoever waits:
 // the call may have posted an event or built a MAD.
@@ -333,9 +324,6 @@ func (p *process) cmResolveAddr(h uint32, src, dst []byte, port uint16, timeoutM
 		// IPv6 ID's link-local GID is not. (Untried: an IPv6
 		// ROCESIM_ADDR, whose device has no IPv4 address either.)
 		return syscall.EAFNOSUPPORT
-	}
-	if s.IsValid() && !s.IsUnspecified() && s != p.hostAddr(w6(s)) {
-		return syscall.EADDRNOTAVAIL
 	}
 	// On a real network the device learns where the peer is here, as
 	// rdma_cm's address resolution fills the neighbour (udp.go).

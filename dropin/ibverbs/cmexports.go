@@ -75,11 +75,10 @@ func rs_cm_destroy_id(id C.uint32_t) C.int {
 func rs_cm_addrs(id C.uint32_t, out *C.struct_rs_cm_addrs) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	src, dst, bound, e := p.cmAddrs(uint32(id))
+	src, dst, v6, bound, e := p.cmAddrs(uint32(id))
 	if e != 0 {
 		return errC(e)
 	}
-	v6 := w6(src.Addr())
 	put := func(a netip.AddrPort, b *[16]C.uint8_t, port *C.uint16_t) {
 		*b = [16]C.uint8_t{}
 		switch {
