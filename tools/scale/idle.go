@@ -126,7 +126,7 @@ func stream(m int, viaSwitch bool) (Result, error) {
 	wr := make([]verbs.SendWR, 64)
 	for k := range wr {
 		wr[k] = verbs.SendWR{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: b.src.Addr, RKey: b.src.RKey,
-			SGList: []verbs.SGE{a.src.SGE(0, msgLen)}}
+			SGList: []verbs.SGE{a.src.SGE(0, uint64(msgLen))}}
 	}
 	wcs := make([]verbs.WC, 64)
 	t0, c0 := time.Now(), cpuTime()

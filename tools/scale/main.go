@@ -47,10 +47,11 @@ func main() {
 		win     = flag.Int("window", 64, "alltoall: WRITEs each host has outstanding at most (the round size)")
 		rep     = flag.Int("repeat", 1, "alltoall: run the whole exchange this many times over the same QPs (warm state: the path's own cost per packet)")
 		memprof = flag.String("memprofile", "", "with -point: write a heap profile here at the end of the point")
+		msg     = flag.Int("msglen", 4096, "bytes of every WRITE of the alltoall and the streams")
 		probe   = flag.Bool("latency", true, "print what a dependent load to memory costs at a few working-set sizes")
 	)
 	flag.Parse()
-	window, repeat = max(1, *win), max(1, *rep)
+	window, repeat, msgLen = max(1, *win), max(1, *rep), max(1, *msg)
 	if *point == "latency:1" {
 		fmt.Println(latencyLine())
 		return
@@ -210,7 +211,7 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat))
+	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat), "-msglen", strconv.Itoa(msgLen))
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memlim)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

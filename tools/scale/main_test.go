@@ -24,6 +24,20 @@ func TestPoints(t *testing.T) {
 	if err != nil || a.QPs != 20 || a.Checked != 60 || a.Packets != 300 {
 		t.Errorf("alltoall:5 -repeat 3: %+v %v, want 20 QPs, 60 completions, 300 packets", a, err)
 	}
+	// -msglen 64: one packet a WRITE and its ACK, and the block checked.
+	msgLen = 64
+	a, err = runPoint("alltoall:5")
+	s64, err64 := runPoint("stream:128")
+	msgLen = 4096
+	if err != nil || a.Checked != 20 || a.Packets != 40 {
+		t.Errorf("alltoall:5 -msglen 64: %+v %v, want 20 completions, 40 packets", a, err)
+	}
+	if err64 != nil || s64.Checked != 128 || s64.Packets != 256 {
+		t.Errorf("stream:128 -msglen 64: %+v %v, want 128 completions, 256 packets", s64, err64)
+	}
+	if got := sizeName(64) + ", " + sizeName(4096); got != "64 B, 4 KiB" {
+		t.Errorf("sizeName: %q", got)
+	}
 	s, err := runPoint("stream:128")
 	if err != nil || s.Checked != 128 || s.Packets != 640 {
 		t.Errorf("stream:128: %+v %v, want 128 completions, 640 packets", s, err)

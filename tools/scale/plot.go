@@ -16,7 +16,7 @@ func markdown(w io.Writer, rs []Result, fits []fit) {
 		name := fmt.Sprintf("alltoall N=%d", r.N)
 		switch r.Kind {
 		case "stream":
-			name = "2-node stream, 4 KiB WRITEs"
+			name = "2-node stream, " + sizeName(msgLen) + " WRITEs"
 		case "switched":
 			name = "2-node stream through a switch"
 		case "idle":
@@ -147,4 +147,12 @@ func maxOf(v []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// sizeName is a WRITE's length as the table names it: "4 KiB", "64 B".
+func sizeName(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n/1024)
+	}
+	return fmt.Sprintf("%d B", n)
 }
