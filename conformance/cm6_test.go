@@ -16,8 +16,9 @@ import (
 // listener, an IPv4 one to a :: listener), the same for UD (SIDR: the
 // reject, and the address handle of an accepted request), then the
 // family mismatches
-// rdma_resolve_addr refuses; the two outputs must be the same, line for
-// line.
+// rdma_resolve_addr refuses, then a disconnect from both sides at once
+// with the server's ID destroyed at once (the client's DISCONNECTED,
+// status 0); the two outputs must be the same, line for line.
 func TestCM6Rxe(t *testing.T) {
 	needHarness(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

@@ -262,6 +262,18 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 		wire.CMREJReason(binary.BigEndian.Uint16(d[10:])) == wire.CMREJTimeout {
 		id = a.dups[reqKey{in.Src, binary.BigEndian.Uint32(d[0:])}]
 	}
+	if id == nil && attr == wire.CMAttrDREQ {
+		// A connection this host has no ID for (destroyed, its time
+		// wait over): ib_cm answers the DREQ all the same
+		// (cm_issue_drep), so the peer stops resending it.
+		var r wire.CMDREQ
+		r.Decode(d)
+		a.header(wire.CMAttrDREP, h.TransactionID)
+		drep := wire.CMDREP{LocalCommID: r.RemoteCommID, RemoteCommID: r.LocalCommID}
+		drep.Encode(wire.MAD(a.buf[:]).Data())
+		a.send(in.Src, a.buf[:])
+		return
+	}
 	if id == nil || !id.receive(attr, h.TransactionID, d) {
 		a.Dropped++
 	}
@@ -298,7 +310,7 @@ func (id *CMID) receive(attr wire.CMAttr, t uint64, d []byte) bool {
 	case wire.CMAttrDREQ:
 		return id.onDREQ(t)
 	case wire.CMAttrDREP:
-		return id.answered(stateDreqSent, stateTimewait, EventDisconnected)
+		return id.onDREP()
 	}
 	return false
 }

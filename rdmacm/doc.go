@@ -42,7 +42,9 @@
 // ports, target ACK delay 15); which starting PSN each side sends from;
 // the transaction IDs (the REQ's for REP, RTU and REJ, each DREQ its
 // sender's own); both sides disconnecting at once, as ib_write_bw -R
-// does (rxe_cm_write_bw.pcapng); a lost REQ sent again after the REQ timeout; a lost
+// does (rxe_cm_write_bw.pcapng: each side's DREQ ends the other's
+// retries and gives DISCONNECTED, each DREP follows its side's destroy,
+// as cm_dreq_handler has it); a lost REQ sent again after the REQ timeout; a lost
 // RTU repaired by the REP's retransmission, not by the first data packet
 // (rping does not call rdma_notify; neither is it modelled); a REQ for a port nobody listens on
 // rejected with reason 8; a consumer reject (reason 28, the REJ's

@@ -843,24 +843,38 @@ func (id *CMID) sendDREP(t uint64) {
 	id.a.send(id.peer, id.a.buf[:])
 }
 
-// onDREQ is the peer's DREQ (cm_dreq_handler): in ESTABLISHED (or
-// REP_SENT, its RTU lost) DISCONNECTED and wait for the user's
-// Disconnect to answer; in TIMEWAIT the DREP again; in DREQ_SENT (both
-// sides disconnect at once) the DREP now.
+// onDREQ is the peer's DREQ (cm_dreq_handler): in ESTABLISHED, REP_SENT
+// (its RTU lost) or DREQ_SENT (both sides disconnect at once; ib_cm
+// cancels its own DREQ's retries) DISCONNECTED, and the DREP waits for
+// the user's Disconnect or Destroy (ib_send_cm_drep, cm_destroy_id); in
+// TIMEWAIT the DREP again.
 func (id *CMID) onDREQ(t uint64) bool {
 	switch id.state {
-	case stateEstablished, stateRepSent:
+	case stateEstablished, stateRepSent, stateDreqSent:
 		id.stopTimer()
 		id.setState(stateDreqRcvd)
 		id.a.owe(id)
 		id.tid = t
 		id.post(&Event{Event: EventDisconnected, ID: id})
-	case stateTimewait, stateDreqSent:
+	case stateTimewait:
 		id.sendDREP(t)
 	default:
 		return false
 	}
 	return true
+}
+
+// onDREP is the peer's DREP (cm_drep_handler): the answer to our DREQ
+// (DREQ_SENT: DISCONNECTED), or, when both sides disconnected at once and
+// the peer's DREQ came first (DREQ_RCVD), the peer's own DREP, which
+// ends the connection without a second event and leaves nothing for
+// this side to send (TIMEWAIT).
+func (id *CMID) onDREP() bool {
+	if id.state == stateDreqRcvd {
+		id.setState(stateTimewait)
+		return true
+	}
+	return id.answered(stateDreqSent, stateTimewait, EventDisconnected)
 }
 
 // farewell tells the peer of a connection that the ID being destroyed

@@ -306,6 +306,33 @@ func (p *pair) establish(t *testing.T) (cli, srv *rdmacm.CMID) {
 	return cli, srv
 }
 
+// disconnectBoth connects the pair and has both sides disconnect at the
+// same instant, which it returns.
+func (p *pair) disconnectBoth(t *testing.T) (cli, srv *rdmacm.CMID, at sim.Time) {
+	t.Helper()
+	cli, srv = p.establish(t)
+	at = p.w.Now()
+	for _, id := range []*rdmacm.CMID{cli, srv} {
+		if err := id.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cli, srv, at
+}
+
+// settles runs the world until nothing is left to happen, which must be
+// within a millisecond of virtual time from start: no CM message was
+// sent again.
+func (p *pair) settles(t *testing.T, start sim.Time) {
+	t.Helper()
+	if err := p.w.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if d := p.w.Now().Sub(start); d > sim.Millisecond {
+		t.Errorf("the exchange took %v of virtual time: a message was sent again", d)
+	}
+}
+
 // hangUp disconnects as rping does: first (rping's client) first, the
 // other side when DISCONNECTED reaches it.
 func (p *pair) hangUp(t *testing.T, first, other *rdmacm.CMID) {
@@ -583,19 +610,31 @@ func (r *recorder) dreqTIDs() (tids, comms map[string]uint64) {
 
 // TestDisconnectBoth: both sides disconnect at once, as perftest's
 // ib_write_bw -R does (rxe_cm_write_bw.pcapng: DREQ from each, then a
-// DREP from each); each DREQ carries its sender's own transaction ID
-// (hi_tid 2 above its byte-swapped communication ID), not the REQ's.
+// DREP from each as each program destroys its ID); each DREQ carries its
+// sender's own transaction ID (hi_tid 2 above its byte-swapped
+// communication ID), not the REQ's. A DREQ that finds its ID in
+// DREQ_SENT ends that ID's retries and gives DISCONNECTED at once
+// (cm_dreq_handler cancels the DREQ, DREQ_RCVD); the DREP waits for
+// Destroy (cm_destroy_id). Nothing is sent again: the run settles
+// within the round trip, and neither side waits out its DREQ's retries
+// (16 of them, 6 s of virtual time, when the peer was gone before its
+// DREP: perftest's ib_send_bw -R on two processes).
 func TestDisconnectBoth(t *testing.T) {
 	p := newPair(t, "")
-	cli, srv := p.establish(t)
-	if err := cli.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
+	cli, srv, start := p.disconnectBoth(t)
 	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
 	p.event(t, p.srv.ch, rdmacm.EventDisconnected)
+	if cli.State() != "DREQ_RCVD" || srv.State() != "DREQ_RCVD" {
+		t.Errorf("states %s, %s after the crossing DREQs, want DREQ_RCVD", cli.State(), srv.State())
+	}
+	equal(t, "CM messages before Destroy", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREQ"})
+	if err := srv.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	p.settles(t, start)
 	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREQ", "a>DREP", "b>DREP"})
 	tids, comms := p.rec.dreqTIDs()
 	for _, h := range []string{"a", "b"} {
@@ -608,6 +647,48 @@ func TestDisconnectBoth(t *testing.T) {
 	rt, _ := real.dreqTIDs()
 	if rt["a"] == rt["b"] || rt["a"]>>32 != 2 || rt["b"]>>32 != 2 {
 		t.Errorf("rxe's DREQ TIDs %#x, %#x: want two of hi_tid 2, each its sender's", rt["a"], rt["b"])
+	}
+}
+
+// TestDisconnectCrossGone: both sides disconnect at once and the server
+// destroys its ID before the client's DREQ reaches it, as a perftest -R
+// server that exits at once does: the client's DREQ still gets its
+// DISCONNECTED at once (the server's DREQ), and the server's CM, which
+// has no ID for the connection any more, answers the DREQ with a DREP
+// (cm_issue_drep: the communication IDs swapped, the transaction ID
+// kept) rather than leaving it to 15 resends.
+func TestDisconnectCrossGone(t *testing.T) {
+	p := newPair(t, "")
+	cli, srv, start := p.disconnectBoth(t)
+	if err := srv.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	p.event(t, p.cli.ch, rdmacm.EventDisconnected)
+	if err := cli.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	p.settles(t, start)
+	equal(t, "CM messages", p.rec.cm(), []string{"b>REQ", "a>REP", "b>RTU", "b>DREQ", "a>DREQ", "a>DREP", "b>DREP"})
+	// The stale DREP names the client's DREQ: its transaction ID, the
+	// communication IDs swapped.
+	dreq, drep := p.rec.sent("b", wire.CMAttrDREQ), p.rec.sent("a", wire.CMAttrDREP)
+	if len(dreq) != 1 || len(drep) != 1 {
+		t.Fatalf("%d DREQs from the client, %d DREPs from the server, want 1 each", len(dreq), len(drep))
+	}
+	var q wire.CMDREQ
+	var r wire.CMDREP
+	q.Decode(dreq[0].mad.Data())
+	r.Decode(drep[0].mad.Data())
+	if drep[0].mad.Header().TransactionID != dreq[0].mad.Header().TransactionID ||
+		r.LocalCommID != q.RemoteCommID || r.RemoteCommID != q.LocalCommID {
+		t.Errorf("DREP tid %#x local %#x remote %#x for DREQ tid %#x local %#x remote %#x",
+			drep[0].mad.Header().TransactionID, r.LocalCommID, r.RemoteCommID,
+			dreq[0].mad.Header().TransactionID, q.LocalCommID, q.RemoteCommID)
+	}
+	// The client's DREP to the server's DREQ finds no ID there: ignored,
+	// as cm_drep_handler ignores it.
+	if n := p.cm.Dropped(p.srv.h); n != 1 {
+		t.Errorf("the server's CM dropped %d MADs, want the client's DREP", n)
 	}
 }
 

@@ -18,7 +18,8 @@
  * IPv4 listener on 0.0.0.0 and an IPv6 request; an IPv6 listener on ::
  * and an IPv4 request). Part D: the same for UD (SIDR): a request no
  * listener takes, and the address handle of one taken. Part C: the
- * families must agree.
+ * families must agree. Part E: both sides disconnect at once and the
+ * server's ID is destroyed at once: the client's DISCONNECTED, status 0.
  *
  * One line per case, "name: result"; a librdmacm call's result as "0" or
  * "-1 ERRNO"; nothing that differs between runs. Every wait is bounded.
@@ -541,6 +542,56 @@ int main(void)
 		ll.sin6_port = htons(7474);
 		code("c_resolve_link_local_no_scope", rdma_resolve_addr(c, NULL, (struct sockaddr *)&ll, 2000));
 		rdma_destroy_id(c);
+	}
+
+	/* Part E: both sides disconnect at once, and the server's ID is
+	 * destroyed at once, as by a server that exits: the client's
+	 * DISCONNECTED comes at once with status 0 (the server's DREQ
+	 * crossing its own, or the server's DREP), not after its DREQ's
+	 * retries have run out (status -110). Fresh channels: part C's
+	 * last resolve is not waited for. */
+	{
+		struct sockaddr_in6 da = at6(7475);
+		struct rdma_event_channel *srv_old = srv_ch, *cli_old = cli_ch;
+
+		srv_ch = rdma_create_event_channel();
+		cli_ch = rdma_create_event_channel();
+		if (!srv_ch || !cli_ch)
+			stop("create_event_channel");
+		l = listener("e", (struct sockaddr *)&da);
+		c = dial("e", (struct sockaddr *)&da, pd, ccq);
+		if (!c)
+			stop("dial");
+		ev = next_event(srv_ch, "e_connect_request");
+		if (!ev || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+			stop("connect_request");
+		s = ev->id;
+		rdma_ack_cm_event(ev);
+		{
+			struct ibv_qp_init_attr qa = { .send_cq = scq, .recv_cq = scq, .qp_type = IBV_QPT_RC,
+						       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+								.max_recv_sge = 1 } };
+			struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1 };
+
+			if (code("e_server_create_qp", rdma_create_qp(s, pd, &qa)))
+				stop("server qp");
+			code("e_accept", rdma_accept(s, &cp));
+		}
+		if (!expect(cli_ch, "e_client", RDMA_CM_EVENT_ESTABLISHED) ||
+		    !expect(srv_ch, "e_server", RDMA_CM_EVENT_ESTABLISHED))
+			stop("establish");
+		code("e_client_disconnect", rdma_disconnect(c));
+		code("e_server_disconnect", rdma_disconnect(s));
+		rdma_destroy_qp(s);
+		code("e_server_destroy", rdma_destroy_id(s));
+		expect(cli_ch, "e_client", RDMA_CM_EVENT_DISCONNECTED);
+		rdma_destroy_qp(c);
+		rdma_destroy_id(c);
+		rdma_destroy_id(l);
+		rdma_destroy_event_channel(srv_ch);
+		rdma_destroy_event_channel(cli_ch);
+		srv_ch = srv_old;
+		cli_ch = cli_old;
 	}
 	ibv_dereg_mr(cmr);
 	ibv_dereg_mr(smr);
