@@ -274,7 +274,15 @@ func (p *Port) SetWill(entries []WillEntry) error {
 // sim.Never to wait for input only) and blocks until the fabric wakes it:
 // input arrived, or virtual time reached deadline. The result is valid
 // until the next Wait.
-func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
+func (p *Port) Wait(deadline sim.Time) (*Inputs, error) { return p.wait(msgWait, deadline) }
+
+// PollWait is Wait for a program's poll that found nothing: it is also
+// woken, once per instant, when every process waits and nothing is left
+// to happen, with no input, as a poll on a quiet NIC returns 0 (see
+// Daemon's round). Wait leaves such a process asleep.
+func (p *Port) PollWait(deadline sim.Time) (*Inputs, error) { return p.wait(msgPollWait, deadline) }
+
+func (p *Port) wait(kind msgType, deadline sim.Time) (*Inputs, error) {
 	p.mu.Lock()
 	if p.closed || p.err != nil {
 		err := p.err
@@ -287,7 +295,7 @@ func (p *Port) Wait(deadline sim.Time) (*Inputs, error) {
 	if p.interrupted {
 		deadline, p.interrupted = 0, false // the daemon takes it as now
 	}
-	p.out = appendTime(p.out, msgWait, max(deadline, 0))
+	p.out = appendTime(p.out, kind, max(deadline, 0))
 	err := p.flush()
 	p.waiting, p.resumed = err == nil, false
 	p.mu.Unlock()

@@ -158,10 +158,15 @@ type slot struct {
 	c        *conn // nil: no process
 	attached bool  // ever
 	waiting  bool
-	deadline sim.Time
-	since    time.Time // wall time the process started running
-	pending  []byte    // deliver and txdone messages not yet sent
-	held     []heldFrame
+	// polling: the wait is a poll's (msgPollWait); quietAt is the
+	// instant such a wait was last answered for lack of anything to
+	// happen (round), quiet whether it ever was.
+	polling, quiet bool
+	quietAt        sim.Time
+	deadline       sim.Time
+	since          time.Time // wall time the process started running
+	pending        []byte    // deliver and txdone messages not yet sent
+	held           []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
 	// will: the frames to send for the process, in key order, if its
@@ -517,7 +522,7 @@ func (d *Daemon) handle(ev event) {
 			return
 		}
 		s.held = append(s.held, heldFrame{note: note, frame: frame})
-	case msgWait:
+	case msgWait, msgPollWait:
 		if s == nil || s.waiting {
 			d.refuse(c, "a wait from a process that is not running")
 			return
@@ -527,7 +532,7 @@ func (d *Daemon) handle(ev event) {
 			d.refuse(c, err.Error())
 			return
 		}
-		s.waiting, s.deadline = true, max(t, d.sched.Now())
+		s.waiting, s.deadline, s.polling = true, max(t, d.sched.Now()), ev.t == msgPollWait
 	case msgDetach, msgResume:
 		if s == nil || len(ev.body) != 0 {
 			d.refuse(c, fmt.Sprintf("message type %d unattached or with a body", ev.t))
@@ -812,7 +817,14 @@ func (d *Daemon) round() {
 			return // the clock stands at a Hold (hold.go)
 		}
 		if !anyone || t == sim.Never {
-			return // nobody to run for, or nothing will ever happen
+			// Nobody to run for, or nothing will ever happen. A poll
+			// on a real NIC would return 0 now, and its program may
+			// have something to do then (perftest's UD server polls
+			// once more after its last message, finds nothing, and
+			// only then answers its client on TCP): each process
+			// waiting in a poll is woken at this instant, once.
+			d.wakeQuiet(now)
+			return
 		}
 		if d.cfg.Deadline != 0 && t > d.cfg.Deadline {
 			d.end()
@@ -828,6 +840,19 @@ func (d *Daemon) round() {
 		}
 		if woke {
 			return
+		}
+	}
+}
+
+// wakeQuiet wakes, in node order, the processes waiting in a poll (a
+// PollWait) that have not been woken for lack of anything to happen at
+// instant now already: a program that polls again at the same instant
+// sleeps until something happens, rather than spinning.
+func (d *Daemon) wakeQuiet(now sim.Time) {
+	for _, s := range d.slots {
+		if s.c != nil && s.waiting && s.polling && !(s.quiet && s.quietAt == now) {
+			s.quiet, s.quietAt = true, now
+			d.wake(s, now)
 		}
 	}
 }

@@ -73,6 +73,8 @@
 //	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
 //	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
+//	                   pollwait(deadline)    the same, for a poll that found nothing: woken once at an
+//	                                         instant when every process waits and nothing will happen
 //	                   will(key, note, bytes) the frame of the process's will under key (replacing any)
 //	                   will(key)             key's frame is out of the will
 //	                   detach                the process is done (closing the socket is the same, but for the will)

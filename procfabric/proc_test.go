@@ -877,3 +877,70 @@ func TestPlanNames(t *testing.T) {
 		t.Errorf("log %q lacks %q", log.String(), want)
 	}
 }
+
+// TestPollWaitQuiet: when every process waits and nothing is left to
+// happen, a process waiting in a poll (PollWait) is woken at that
+// instant with no input, once: a poll on a quiet NIC returns 0, and its
+// program may be what the others wait for outside the verbs (perftest's
+// UD server). A plain Wait stays asleep, and so does a second PollWait
+// at the same instant, until something happens: here b's frame, which
+// a then gets at the instant it arrives.
+func TestPollWaitQuiet(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	// b waits in a plain Wait: it is never woken for lack of anything.
+	bGot := make(chan error, 1)
+	go func() { _, err := b.Wait(sim.Never); bGot <- err }()
+	untilWaiting(b)
+	in, err := a.PollWait(sim.Never)
+	if err != nil || in.Now != 0 || len(in.Events) != 0 {
+		t.Fatalf("PollWait with nothing to happen: %+v %v, want woken at 0s with no input", in, err)
+	}
+	select {
+	case err := <-bGot:
+		t.Fatalf("b's Wait ended (%v): only a poll is woken for lack of anything to happen", err)
+	default:
+	}
+	// Polling again at the same instant: asleep until something comes.
+	got := make(chan *Inputs, 1)
+	go func() {
+		in, err := a.PollWait(sim.Never)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- in
+	}()
+	untilWaiting(a)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case in := <-got:
+		t.Fatalf("a second PollWait at the same instant returned %+v: it must sleep", in)
+	default:
+	}
+	// b runs (an interrupt) and sends a frame to a.
+	if err := b.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bGot; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(frameTo(b, a), nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // b waits on, through its frame's tx-done
+		for {
+			if _, err := b.Wait(sim.Never); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case in := <-got:
+		if in == nil || len(in.Events) == 0 || in.Events[0].Frame == nil || in.Now == 0 {
+			t.Fatalf("a woke with %+v, want b's frame after 0s", in)
+		}
+	case <-ctx.Done():
+		t.Fatal("a never got b's frame")
+	}
+}

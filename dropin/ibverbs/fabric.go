@@ -111,7 +111,8 @@ func (p *process) sendFrame(frame, note []byte) {
 // stepFabric waits on the daemon until it wakes the process and applies
 // what came; the caller holds p.mu, which is released while blocked. It
 // always reports progress: on a fabric, input may come at any time.
-func (p *process) stepFabric() bool {
+// poll says the wait is a poll's (nodePort.PollWait).
+func (p *process) stepFabric(poll bool) bool {
 	f := p.fab
 	if f.waiting {
 		p.wake.Wait() // another thread waits on the daemon for everyone
@@ -129,7 +130,11 @@ func (p *process) stepFabric() bool {
 	}
 	f.waiting, f.deadline = true, deadline
 	p.mu.Unlock()
-	in, err := f.port.Wait(deadline)
+	wait := f.port.Wait
+	if poll {
+		wait = f.port.PollWait
+	}
+	in, err := wait(deadline)
 	p.mu.Lock()
 	f.waiting = false
 	if err != nil && p.closed {

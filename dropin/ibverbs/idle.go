@@ -94,7 +94,7 @@ func (p *process) wakeIdle() {
 func (p *process) idleOnFabric(seen uint64) {
 	before := p.readable()
 	for !p.closed && p.calls == seen {
-		if !p.stepFabric() || p.readable() > before {
+		if !p.stepFabric(false) || p.readable() > before {
 			return
 		}
 	}

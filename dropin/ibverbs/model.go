@@ -510,8 +510,25 @@ func (p *process) enter() {
 // and reports whether there was one.
 func (p *process) step() bool {
 	if p.fab != nil {
-		return p.stepFabric()
+		return p.stepFabric(false)
 	}
+	return p.stepWorld()
+}
+
+// stepPoll is step for a poll_cq that found nothing. On a fabric the
+// clock moves only when every process waits, and a poll waits with the
+// others; when they all wait and nothing is left to happen, the fabric
+// wakes it at once, as a real poll returns 0 (procfabric's PollWait):
+// its program may be the one the others wait for outside the verbs.
+func (p *process) stepPoll() bool {
+	if p.fab != nil {
+		return p.stepFabric(true)
+	}
+	return p.stepWorld()
+}
+
+// stepWorld runs the process's own world to its next event.
+func (p *process) stepWorld() bool {
 	s := p.w.Scheduler()
 	if s.Pending() == 0 {
 		return false
@@ -942,7 +959,7 @@ func (p *process) poll(h uint32, wcs []verbs.WC) (int, syscall.Errno) {
 		return 0, syscall.EINVAL
 	}
 	n := v.q.Poll(wcs)
-	if n == 0 && len(wcs) > 0 && !p.cfg.PollNoWait && p.step() {
+	if n == 0 && len(wcs) > 0 && !p.cfg.PollNoWait && p.stepPoll() {
 		n = v.q.Poll(wcs)
 	}
 	return n, 0

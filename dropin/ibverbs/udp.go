@@ -44,6 +44,9 @@ import (
 type nodePort interface {
 	Send(frame, note []byte) error
 	Wait(deadline sim.Time) (*procfabric.Inputs, error)
+	// PollWait is Wait for a poll_cq that found nothing (procfabric's
+	// Port.PollWait).
+	PollWait(deadline sim.Time) (*procfabric.Inputs, error)
 	Interrupt() error
 	Close() error
 }
@@ -257,6 +260,9 @@ func (u *udpPort) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
 	}
 }
 
+// PollWait is Wait: in real time the deadline bounds it.
+func (u *udpPort) PollWait(deadline sim.Time) (*procfabric.Inputs, error) { return u.Wait(deadline) }
+
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {
 	u.mu.Lock()
@@ -341,7 +347,7 @@ func (p *process) catchUp() {
 	}
 	for !p.closed && p.w.Now() < now {
 		f.udp.Interrupt()
-		if !p.stepFabric() {
+		if !p.stepFabric(false) {
 			return
 		}
 	}
