@@ -117,8 +117,10 @@ type Stats struct {
 	Refused, RefusedUID uint64
 	// HeldTooLong counts processes detached by the hold limit.
 	HeldTooLong uint64
-	// Undelivered counts frames that arrived at a node no process holds.
-	Undelivered uint64
+	// Undelivered counts frames that arrived at a node no process holds;
+	// KernelAnswers the CM messages among them its kernel answered
+	// (kernel.go).
+	Undelivered, KernelAnswers uint64
 	// Wills counts the wills sent for processes that left without
 	// detaching (Port.SetWill).
 	Wills uint64
@@ -177,6 +179,9 @@ type slot struct {
 	willBytes int
 	// at is the instant the process was last woken at (hold.go).
 	at sim.Time
+	// answer is the buffer of the node's kernel's answers (kernel.go),
+	// kept for its capacity: the fabric copies what it sends.
+	answer []byte
 }
 
 type heldFrame struct {
@@ -884,6 +889,13 @@ func (d *Daemon) end() {
 func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 	if s.c == nil {
 		s.d.count(func(st *Stats) { st.Undelivered++ })
+		var note string
+		if s.answer, note = kernelAnswer(s.answer, frame); s.answer != nil {
+			// A port takes it or loses it; the node has nobody to tell.
+			if s.node.Send(0, s.answer, []byte(note)) == nil {
+				s.d.count(func(st *Stats) { st.KernelAnswers++ })
+			}
+		}
 		return
 	}
 	s.pending = appendDeliver(s.pending, now, frame)

@@ -128,8 +128,10 @@
 // message it was writing: it died, it did not misbehave) is detached: the
 // frames it sent before are still put on the fabric, frames to its node
 // are dropped and counted (Stats.Undelivered), and its node stays on the
-// fabric as a silent port, so its peers' QPs time out and retry as on a
-// real network where a host died. The same node name may attach again.
+// fabric as a port whose program has gone, so its peers' QPs time out
+// and retry as on a real network where the program died. Its kernel
+// still answers a DREQ with a DREP and a REQ with a REJ (kernel.go,
+// Stats.KernelAnswers). The same node name may attach again.
 //
 // A process may leave a will (Port.SetWill): frames the daemon puts on
 // the fabric for it, in the order of their keys, with its round, if its

@@ -782,3 +782,32 @@ func buildExitconn(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestExecProgramGone: a node whose program has left still has its
+// kernel, which answers CM messages for it (procfabric's kernel.go): an
+// rping client dialling a node whose program (ibv_devinfo) opened the
+// device and exited gets REJECTED at once with reason 8, invalid service
+// ID, as a Linux host with no listener on the port sends, rather than
+// sending its REQ 16 times and giving up UNREACHABLE; the fabric's
+// summary counts the answer.
+func TestExecProgramGone(t *testing.T) {
+	needTools(t, "rping", "ibv_devinfo")
+	f := newFabricEnv(t)
+	nodes := []string{"--nodes", "server,client"}
+	gone := startExec(t, f, append(append([]string{"--node", "server"}, nodes...), "--", "ibv_devinfo")...).wait(t)
+	if gone.code != 0 {
+		t.Fatalf("ibv_devinfo: exit %d\n%s", gone.code, gone.stderr.String())
+	}
+	cli := startExec(t, f, append(append([]string{"--node", "client"}, nodes...), "--", "rping", "-c", "-a", "10.0.0.1", "-C", "1", "-v")...).wait(t)
+	if cli.code == 0 || !strings.Contains(cli.stderr.String()+cli.stdout.String(), "RDMA_CM_EVENT_REJECTED, error 8") {
+		t.Errorf("rping to a node with no program: exit %d\nstdout:\n%s\nstderr:\n%s", cli.code, cli.stdout.String(), cli.stderr.String())
+	}
+	// The fabric writes its summary as it exits, once both have left.
+	end := time.Now().Add(10 * time.Second)
+	for !strings.Contains(f.log(), "fabric "+f.name+": virtual time") && time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if log := f.log(); !strings.Contains(log, "CM messages answered by its kernel)") || strings.Contains(log, "(0 CM messages") {
+		t.Errorf("the fabric's summary does not count the kernel's REJ:\n%s", log)
+	}
+}
