@@ -161,14 +161,14 @@ type slot struct {
 	attached bool  // ever
 	waiting  bool
 	// polling: the wait is a poll's (msgPollWait); quietAt is the
-	// instant such a wait was last answered for lack of anything to
-	// happen (round), quiet whether it ever was.
-	polling, quiet bool
-	quietAt        sim.Time
-	deadline       sim.Time
-	since          time.Time // wall time the process started running
-	pending        []byte    // deliver and txdone messages not yet sent
-	held           []heldFrame
+	// instant the process attached now was last woken from such a wait
+	// for lack of anything to happen (round), sim.Never if it was not.
+	polling  bool
+	quietAt  sim.Time
+	deadline sim.Time
+	since    time.Time // wall time the process started running
+	pending  []byte    // deliver and txdone messages not yet sent
+	held     []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
 	// will: the frames to send for the process, in key order, if its
@@ -308,7 +308,7 @@ func (d *Daemon) build(names []string) error {
 	d.fab = fabric.New(fabric.Config{Sched: d.sched, Trace: d.cfg.Trace, Tap: d.cfg.Tap, Plan: d.cfg.Plan,
 		Rand: sim.NewSeeds(d.cfg.Seed).Stream("faults")})
 	for i, name := range names {
-		s := &slot{d: d, index: i + 1, deadline: sim.Never, info: nodeAddr(name, i+1)}
+		s := &slot{d: d, index: i + 1, deadline: sim.Never, quietAt: sim.Never, info: nodeAddr(name, i+1)}
 		s.node = d.fab.AddNode(name, fabric.PortConfig{MAC: s.info.MAC, IPv4: s.info.IPv4, IPv6: s.info.IPv6})
 		s.node.SetReceiver(s)
 		s.node.SetTxDone(s.txDone)
@@ -653,7 +653,7 @@ func (d *Daemon) attach(c *conn, name string) {
 		return
 	}
 	c.slot, s.c, s.attached = s, c, true
-	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), d.sched.Now()
+	s.waiting, s.deadline, s.since, s.at, s.quietAt = false, sim.Never, time.Now(), d.sched.Now(), sim.Never
 	d.count(func(st *Stats) { st.Attaches++ })
 	infos := make([]NodeInfo, len(d.slots))
 	for i, o := range d.slots {
@@ -855,8 +855,8 @@ func (d *Daemon) round() {
 // sleeps until something happens, rather than spinning.
 func (d *Daemon) wakeQuiet(now sim.Time) {
 	for _, s := range d.slots {
-		if s.c != nil && s.waiting && s.polling && !(s.quiet && s.quietAt == now) {
-			s.quiet, s.quietAt = true, now
+		if s.c != nil && s.waiting && s.polling && s.quietAt != now {
+			s.quietAt = now
 			d.wake(s, now)
 		}
 	}

@@ -99,6 +99,15 @@
 // woken processes run (the NIC takes its inputs and its timers, the
 // program its completions) and wait again.
 //
+// When every process waits and nothing is left to happen (no frame, no
+// deadline), the daemon wakes, at that instant, each process whose wait
+// is a poll's (pollwait: a poll_cq that found nothing), once: a poll on a
+// quiet NIC returns 0, and the program may be what the others wait for
+// outside the verbs (on TCP). A second poll at the same instant sleeps
+// until something happens, so pollers never spin; and a poll is not
+// woken early while timers are pending anywhere (the clock goes through
+// them first, in virtual time, as it would have to for any answer).
+//
 // The frames a process sends while it runs are held, not put on the
 // fabric at once: when every process waits again, the held frames enter
 // the fabric at t in node order, then in the order each process sent

@@ -916,6 +916,8 @@ func TestPollWaitQuiet(t *testing.T) {
 	select {
 	case in := <-got:
 		t.Fatalf("a second PollWait at the same instant returned %+v: it must sleep", in)
+	case err := <-bGot:
+		t.Fatalf("b's Wait ended (%v): only a poll is woken for lack of anything to happen", err)
 	default:
 	}
 	// b runs (an interrupt) and sends a frame to a.
@@ -942,5 +944,42 @@ func TestPollWaitQuiet(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("a never got b's frame")
+	}
+}
+
+// TestPollWaitQuietReattach: a program that attaches to a node whose
+// last program was woken for lack of anything to happen, at that same
+// instant, gets its own quiet wake: the mark is the program's, not the
+// node's.
+func TestPollWaitQuietReattach(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	go func() {
+		for {
+			if _, err := b.Wait(sim.Never); err != nil {
+				return
+			}
+		}
+	}()
+	untilWaiting(b)
+	if in, err := a.PollWait(sim.Never); err != nil || in.Now != 0 {
+		t.Fatalf("first program's PollWait: %+v %v", in, err)
+	}
+	a.Close()
+	again, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	got := make(chan error, 1)
+	go func() { _, err := again.PollWait(sim.Never); got <- err }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the second program's PollWait was never woken")
 	}
 }

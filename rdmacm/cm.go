@@ -263,15 +263,13 @@ func (a *agent) receive(now sim.Time, in *nic.MADIn) {
 		id = a.dups[reqKey{in.Src, binary.BigEndian.Uint32(d[0:])}]
 	}
 	if id == nil && attr == wire.CMAttrDREQ {
-		// A connection this host has no ID for (destroyed, its time
-		// wait over): ib_cm answers the DREQ all the same
-		// (cm_issue_drep), so the peer stops resending it.
+		// A connection this host has no ID for (destroyed:
+		// cm_destroy_id erases the local ID at once): ib_cm answers
+		// the DREQ all the same (cm_issue_drep), so the peer stops
+		// resending it.
 		var r wire.CMDREQ
 		r.Decode(d)
-		a.header(wire.CMAttrDREP, h.TransactionID)
-		drep := wire.CMDREP{LocalCommID: r.RemoteCommID, RemoteCommID: r.LocalCommID}
-		drep.Encode(wire.MAD(a.buf[:]).Data())
-		a.send(in.Src, a.buf[:])
+		a.drep(in.Src, h.TransactionID, r.RemoteCommID, r.LocalCommID)
 		return
 	}
 	if id == nil || !id.receive(attr, h.TransactionID, d) {
@@ -422,6 +420,15 @@ func (a *agent) unanswered() int {
 }
 
 // reject sends a REJ answering the message with transaction ID t.
+// drep sends dst a DREP: transaction ID t, our communication ID local,
+// the peer's remote.
+func (a *agent) drep(dst netip.Addr, t uint64, local, remote uint32) {
+	a.header(wire.CMAttrDREP, t)
+	r := wire.CMDREP{LocalCommID: local, RemoteCommID: remote}
+	r.Encode(wire.MAD(a.buf[:]).Data())
+	a.send(dst, a.buf[:])
+}
+
 func (a *agent) reject(dst netip.Addr, t uint64, local, remote uint32, msg uint8, reason wire.CMREJReason, priv []byte) {
 	a.header(wire.CMAttrREJ, t)
 	rej := wire.CMREJ{LocalCommID: local, RemoteCommID: remote, MsgRejected: msg, Reason: reason}

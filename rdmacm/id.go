@@ -37,7 +37,9 @@ func (cm *CM) CreateEventChannel(h *verbs.Host) *EventChannel {
 // Unanswered returns how many of host h's IDs received a REQ or a DREQ
 // that their user has not answered yet: a CONNECT_REQUEST not yet
 // accepted or rejected (REQ_RCVD), a DISCONNECTED not yet answered with
-// rdma_disconnect (DREQ_RCVD), a CONNECT_RESPONSE of a connection whose
+// rdma_disconnect (DREQ_RCVD; when both sides disconnected at once, the
+// program has called it already and owes a second one, or
+// rdma_destroy_id), a CONNECT_RESPONSE of a connection whose
 // QP the user made not yet answered with Establish (REP_RCVD), whether
 // or not the event was taken from its channel. The peer's CM waits for
 // that answer on a timer (the REQ's, the DREQ's, the REP's) that a real
@@ -836,12 +838,7 @@ func (id *CMID) buildDREQ() {
 	dreq.Encode(wire.MAD(id.a.buf[:]).Data())
 }
 
-func (id *CMID) sendDREP(t uint64) {
-	id.a.header(wire.CMAttrDREP, t)
-	drep := wire.CMDREP{LocalCommID: id.localComm, RemoteCommID: id.remoteComm}
-	drep.Encode(wire.MAD(id.a.buf[:]).Data())
-	id.a.send(id.peer, id.a.buf[:])
-}
+func (id *CMID) sendDREP(t uint64) { id.a.drep(id.peer, t, id.localComm, id.remoteComm) }
 
 // onDREQ is the peer's DREQ (cm_dreq_handler): in ESTABLISHED, REP_SENT
 // (its RTU lost) or DREQ_SENT (both sides disconnect at once; ib_cm

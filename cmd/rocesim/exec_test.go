@@ -394,8 +394,9 @@ func pcapComments(t *testing.T, path string, f fabricEnv) string {
 // client through rocesim exec, pass with small iteration counts; their
 // reports go to the test log. The UD and UC bandwidth tests' servers
 // poll once more after their last message and find nothing while the
-// client waits for them on TCP: they pass because such a poll returns 0
-// (ROCESIM_POLL_WAIT), where it had waited for a clock the client held.
+// client waits for them on TCP, and nothing is left to happen on the
+// fabric: they pass because such a poll now returns 0 (procfabric's
+// pollwait), where it had slept for ever.
 func TestExecPerftest(t *testing.T) {
 	progs := []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat"}
 	needTools(t, progs...)

@@ -58,9 +58,10 @@ type fabricLink struct {
 	udp *udpPort
 	// waiting: a thread is blocked in Port.Wait (with p.mu released);
 	// the others wait on p.wake for what it brings. deadline is the
-	// instant it waits for.
-	waiting  bool
-	deadline sim.Time
+	// instant it waits for; polling says the wait is a poll's
+	// (PollWait).
+	waiting, polling bool
+	deadline         sim.Time
 	// will holds the changes renewWill sends.
 	will []procfabric.WillEntry
 }
@@ -114,6 +115,17 @@ func (p *process) sendFrame(frame, note []byte) {
 // poll says the wait is a poll's (nodePort.PollWait).
 func (p *process) stepFabric(poll bool) bool {
 	f := p.fab
+	if f.waiting && poll && !f.polling {
+		// Another thread waits on the daemon with a plain wait (the
+		// idle wait of idle.go, a thread in ibv_get_cq_event), which
+		// the fabric does not wake when nothing is left to happen:
+		// this poll would sleep through the instant it must return 0
+		// at. The wait is ended at the current instant; the idle
+		// thread then stops (a verb was called), and this poll waits
+		// itself, unless the other thread waits again first.
+		f.port.Interrupt()
+		p.wake.Wait()
+	}
 	if f.waiting {
 		p.wake.Wait() // another thread waits on the daemon for everyone
 		return true
@@ -128,7 +140,7 @@ func (p *process) stepFabric(poll bool) bool {
 	if s := p.w.Scheduler(); s.Pending() > 0 {
 		deadline = s.NextAt()
 	}
-	f.waiting, f.deadline = true, deadline
+	f.waiting, f.deadline, f.polling = true, deadline, poll
 	p.mu.Unlock()
 	wait := f.port.Wait
 	if poll {

@@ -260,8 +260,21 @@ func (u *udpPort) Wait(deadline sim.Time) (*procfabric.Inputs, error) {
 	}
 }
 
-// PollWait is Wait: in real time the deadline bounds it.
-func (u *udpPort) PollWait(deadline sim.Time) (*procfabric.Inputs, error) { return u.Wait(deadline) }
+// udpPollSlice bounds a poll's wait in real time: a poll_cq that finds
+// nothing returns 0 after it, as a real one returns at once, without the
+// program spinning on the CPU meanwhile (its next poll waits again).
+const udpPollSlice = sim.Millisecond
+
+// PollWait is Wait for at most udpPollSlice: in real time nothing else
+// ends the wait of a poll with no timer due (its deadline sim.Never),
+// and a program may poll once more before it answers its peer on TCP
+// (perftest's UD and UC bandwidth servers).
+func (u *udpPort) PollWait(deadline sim.Time) (*procfabric.Inputs, error) {
+	u.mu.Lock()
+	now := u.clock()
+	u.mu.Unlock()
+	return u.Wait(min(deadline, now.Add(udpPollSlice)))
+}
 
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {
