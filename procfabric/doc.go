@@ -139,8 +139,8 @@
 // are dropped and counted (Stats.Undelivered), and its node stays on the
 // fabric as a port whose program has gone, so its peers' QPs time out
 // and retry as on a real network where the program died. Its kernel
-// still answers a DREQ with a DREP and a REQ with a REJ (kernel.go,
-// Stats.KernelAnswers). The same node name may attach again.
+// still answers a DREQ with a DREP, a REQ with a REJ and a SIDR_REQ with
+// a SIDR_REP (kernel.go, Stats.KernelAnswers). The same node name may attach again.
 //
 // A process may leave a will (Port.SetWill): frames the daemon puts on
 // the fabric for it, in the order of their keys, with its round, if its

@@ -17,7 +17,10 @@ import (
 //     the DREQ's transaction ID);
 //   - a REQ gets a REJ with reason 8, invalid service ID, as for a port
 //     nobody listens on (cm_req_handler → cm_issue_rej; what rxe's host
-//     sent in rxe_cm_rej.pcapng).
+//     sent in rxe_cm_rej.pcapng);
+//   - a SIDR_REQ (rdma_cm's UD resolution) gets a SIDR_REP of status 1,
+//     IB_SIDR_UNSUPPORTED, as for a service nobody listens on
+//     (cm_sidr_req_handler).
 //
 // Anything else to such a node is dropped, as rxe drops a packet for a
 // QP that does not exist. kernelAnswer decides from the frame alone.
@@ -37,27 +40,31 @@ func kernelAnswer(buf, frame []byte) ([]byte, string) {
 	}
 	var mad [wire.MADLen]byte
 	out := wire.MAD(mad[:])
+	var attr wire.CMAttr
 	var note string
 	switch wire.CMAttr(h.AttributeID) {
 	case wire.CMAttrDREQ:
 		var q wire.CMDREQ
 		q.Decode(in.Data())
-		out.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM,
-			ClassVersion: wire.MADClassVersion, Method: wire.MADMethodSend, TransactionID: h.TransactionID,
-			AttributeID: uint16(wire.CMAttrDREP)})
 		r := wire.CMDREP{LocalCommID: q.RemoteCommID, RemoteCommID: q.LocalCommID}
 		r.Encode(out.Data())
-		note = "MAD on QP1: CM DREP from the node's kernel (its process has left: cm_issue_drep)"
+		attr, note = wire.CMAttrDREP, "MAD on QP1: CM DREP from the node's kernel (its process has left: cm_issue_drep)"
 	case wire.CMAttrREQ:
-		out.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM,
-			ClassVersion: wire.MADClassVersion, Method: wire.MADMethodSend, TransactionID: h.TransactionID,
-			AttributeID: uint16(wire.CMAttrREJ)})
 		r := wire.CMREJ{RemoteCommID: binary.BigEndian.Uint32(in.Data()), Reason: wire.CMREJInvalidServiceID}
 		r.Encode(out.Data())
-		note = "MAD on QP1: CM REJ from the node's kernel (no listener: its process has left)"
+		attr, note = wire.CMAttrREJ, "MAD on QP1: CM REJ from the node's kernel (no listener: its process has left)"
+	case wire.CMAttrSIDRREQ:
+		var q wire.SIDRREQ
+		q.Decode(in.Data())
+		r := wire.SIDRREP{RequestID: q.RequestID, Status: wire.SIDRUnsupported, ServiceID: q.ServiceID}
+		r.Encode(out.Data())
+		attr, note = wire.CMAttrSIDRREP, "MAD on QP1: CM SIDR_REP from the node's kernel (no listener: its process has left)"
 	default:
 		return nil, ""
 	}
+	out.SetHeader(&wire.MADHeader{BaseVersion: wire.MADBaseVersion, MgmtClass: wire.MADClassCM,
+		ClassVersion: wire.MADClassVersion, Method: wire.MADMethodSend, TransactionID: h.TransactionID,
+		AttributeID: uint16(attr)})
 	// The reply goes back the way the request came, from QP1 to the
 	// sender's QP1, as the kernel's response MAD does
 	// (cm_alloc_response_msg: the AH from the received work completion).

@@ -37,8 +37,9 @@ func cmFrame(t *testing.T, v6 bool, attr wire.CMAttr, tid uint64, encode func(d 
 
 // TestKernelAnswer: the kernel of a node whose process has left answers a
 // DREQ with a DREP (the communication IDs swapped, the transaction ID
-// kept) and a REQ with a REJ of reason 8 naming the REQ's communication
-// ID, each from QP1 back to the sender's QP1 and addresses, over IPv4 and
+// kept), a REQ with a REJ of reason 8 naming the REQ's communication
+// ID, and a SIDR_REQ with a SIDR_REP of status 1 naming its request, each
+// from QP1 back to the sender's QP1 and addresses, over IPv4 and
 // IPv6, with a valid ICRC; it sends nothing for anything else.
 func TestKernelAnswer(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
@@ -50,14 +51,13 @@ func TestKernelAnswer(t *testing.T) {
 			r := wire.CMREQ{LocalCommID: 0xcccc0003, ServiceID: 0x0000000001060000 | 7174}
 			r.Encode(d)
 		})
+		sidr := cmFrame(t, v6, wire.CMAttrSIDRREQ, 0x2_0000_0042, func(d []byte) {
+			r := wire.SIDRREQ{RequestID: 0xdddd0004, PKey: 0xFFFF, ServiceID: 0x0000000001110000 | 7174}
+			r.Encode(d)
+		})
 		rtu := cmFrame(t, v6, wire.CMAttrRTU, 1, func([]byte) {})
-		var p wire.Packet
-		out, note := kernelAnswer(nil, dreq)
-		if out == nil || p.Decode(out) != nil {
-			t.Fatalf("v6=%v DREQ: answer %x %q, want a DREP that decodes", v6, out, note)
-		}
+		p, m := answerMAD(t, "DREQ", dreq)
 		var drep wire.CMDREP
-		m := wire.MAD(p.Payload)
 		drep.Decode(m.Data())
 		if wire.CMAttr(m.Header().AttributeID) != wire.CMAttrDREP || m.Header().TransactionID != 0x2_1234_5678 ||
 			drep.LocalCommID != 0xbbbb0002 || drep.RemoteCommID != 0xaaaa0001 {
@@ -70,17 +70,21 @@ func TestKernelAnswer(t *testing.T) {
 			t.Errorf("v6=%v DREP from %v to MAC %v, QP %d from QP %d, Q_Key %#x", v6, p.Src(), p.Eth.Dst(), p.BTH.DestQP(),
 				p.DETH.SrcQP(), p.DETH.QKey())
 		}
-		out, _ = kernelAnswer(out, req)
-		if out == nil || p.Decode(out) != nil {
-			t.Fatalf("v6=%v REQ: no REJ that decodes", v6)
-		}
+		_, m = answerMAD(t, "REQ", req)
 		var rej wire.CMREJ
-		m = wire.MAD(p.Payload)
 		rej.Decode(m.Data())
 		if wire.CMAttr(m.Header().AttributeID) != wire.CMAttrREJ || m.Header().TransactionID != 0x2_9abc_def0 ||
 			rej.RemoteCommID != 0xcccc0003 || rej.LocalCommID != 0 || rej.MsgRejected != 0 ||
 			rej.Reason != wire.CMREJInvalidServiceID {
 			t.Errorf("v6=%v REJ: %+v tid %#x", v6, rej, m.Header().TransactionID)
+		}
+		_, m = answerMAD(t, "SIDR_REQ", sidr)
+		var rep wire.SIDRREP
+		rep.Decode(m.Data())
+		if wire.CMAttr(m.Header().AttributeID) != wire.CMAttrSIDRREP || m.Header().TransactionID != 0x2_0000_0042 ||
+			rep.RequestID != 0xdddd0004 || rep.Status != wire.SIDRUnsupported || rep.ServiceID != 0x0000000001110000|7174 ||
+			rep.QPN != 0 {
+			t.Errorf("v6=%v SIDR_REP: %+v tid %#x", v6, rep, m.Header().TransactionID)
 		}
 		if out, _ := kernelAnswer(nil, rtu); out != nil {
 			t.Errorf("v6=%v: an RTU got an answer", v6)
@@ -89,4 +93,15 @@ func TestKernelAnswer(t *testing.T) {
 			t.Errorf("v6=%v: a cut frame got an answer", v6)
 		}
 	}
+}
+
+// answerMAD is kernelAnswer's answer to frame, decoded, and its MAD.
+func answerMAD(t *testing.T, what string, frame []byte) (*wire.Packet, wire.MAD) {
+	t.Helper()
+	out, _ := kernelAnswer(nil, frame)
+	var p wire.Packet
+	if out == nil || p.Decode(out) != nil {
+		t.Fatalf("%s: no answer that decodes", what)
+	}
+	return &p, wire.MAD(p.Payload)
 }

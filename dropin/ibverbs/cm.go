@@ -590,7 +590,9 @@ func (p *process) cmWaiting() bool {
 
 // cmHold reports whether the fabric's clock is held for the program: its
 // CM received a REQ or a DREQ that the program has not answered yet
-// (rdma_accept or rdma_reject, rdma_disconnect, rdma_destroy_id), or the
+// (rdma_accept or rdma_reject, rdma_disconnect, rdma_destroy_id; when
+// both sides disconnected at once, a second rdma_disconnect or the
+// destroy), or the
 // REP of a connection whose QP the program made, not yet answered with
 // rdma_establish (rping -q's client moves its QP first:
 // rdmacm.CM.Unanswered). The answer comes from a thread that does not
