@@ -98,13 +98,7 @@ func TestHeldFromTheStart(t *testing.T) {
 				woken <- in.Now
 			}
 		}()
-		go func() {
-			for {
-				if _, err := a.Wait(sim.Never); err != nil {
-					return
-				}
-			}
-		}()
+		go waitOn(a)
 		select {
 		case at := <-woken:
 			if held {

@@ -7,7 +7,7 @@ import (
 )
 
 // A node whose process has left is still a Linux host with its rxe
-// device: its kernel's CM (ib_cm) answers two messages itself, whatever
+// device: its kernel's CM (ib_cm) answers three messages itself, whatever
 // became of the program, and the daemon answers them for it so that a
 // peer does not wait out its retries (15 resends, some 98 s of virtual
 // time for a DREQ):

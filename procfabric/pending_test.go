@@ -100,13 +100,7 @@ func TestDeliverRunt(t *testing.T) {
 		}
 		got <- result{in: append([]Input(nil), in.Events...)}
 	}()
-	go func() {
-		for {
-			if _, err := a.Wait(sim.Never); err != nil {
-				return
-			}
-		}
-	}()
+	go waitOn(a)
 	untilWaiting(b)
 	if err := a.Send(frameTo(a, b), nil); err != nil {
 		t.Fatal(err)

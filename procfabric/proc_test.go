@@ -779,6 +779,16 @@ func attachAB(t *testing.T, d *Daemon) (a, b *Port) {
 	return ports[0], ports[1]
 }
 
+// waitOn keeps p's process waiting for input, as one that only answers
+// does, until its port fails or closes.
+func waitOn(p *Port) {
+	for {
+		if _, err := p.Wait(sim.Never); err != nil {
+			return
+		}
+	}
+}
+
 // untilWaiting returns once p's owner blocks in Wait.
 func untilWaiting(p *Port) {
 	for {
@@ -930,13 +940,7 @@ func TestPollWaitQuiet(t *testing.T) {
 	if err := b.Send(frameTo(b, a), nil); err != nil {
 		t.Fatal(err)
 	}
-	go func() { // b waits on, through its frame's tx-done
-		for {
-			if _, err := b.Wait(sim.Never); err != nil {
-				return
-			}
-		}
-	}()
+	go waitOn(b) // through its frame's tx-done
 	select {
 	case in := <-got:
 		if in == nil || len(in.Events) == 0 || in.Events[0].Frame == nil || in.Now == 0 {
@@ -955,13 +959,7 @@ func TestPollWaitQuietReattach(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
-	go func() {
-		for {
-			if _, err := b.Wait(sim.Never); err != nil {
-				return
-			}
-		}
-	}()
+	go waitOn(b)
 	untilWaiting(b)
 	if in, err := a.PollWait(sim.Never); err != nil || in.Now != 0 {
 		t.Fatalf("first program's PollWait: %+v %v", in, err)

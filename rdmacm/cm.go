@@ -419,7 +419,6 @@ func (a *agent) unanswered() int {
 	return len(kept)
 }
 
-// reject sends a REJ answering the message with transaction ID t.
 // drep sends dst a DREP: transaction ID t, our communication ID local,
 // the peer's remote.
 func (a *agent) drep(dst netip.Addr, t uint64, local, remote uint32) {
@@ -429,6 +428,7 @@ func (a *agent) drep(dst netip.Addr, t uint64, local, remote uint32) {
 	a.send(dst, a.buf[:])
 }
 
+// reject sends a REJ answering the message with transaction ID t.
 func (a *agent) reject(dst netip.Addr, t uint64, local, remote uint32, msg uint8, reason wire.CMREJReason, priv []byte) {
 	a.header(wire.CMAttrREJ, t)
 	rej := wire.CMREJ{LocalCommID: local, RemoteCommID: remote, MsgRejected: msg, Reason: reason}
