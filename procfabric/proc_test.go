@@ -965,6 +965,11 @@ func TestPollWaitQuietReattach(t *testing.T) {
 		t.Fatalf("first program's PollWait: %+v %v", in, err)
 	}
 	a.Close()
+	// The detach goes on the socket; the node is free once the daemon
+	// has taken it.
+	for d.Stats().Detaches == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 	again, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
 	if err != nil {
 		t.Fatal(err)
