@@ -261,6 +261,37 @@ func (d *Device) TxDone(now sim.Time) {
 	}
 }
 
+// TxSlack returns how many of the next TxDones would change nothing but
+// counts (at most limit are looked at): none of them brings a QP that
+// waits for its frames in the port (a blocked requester, a READ reply
+// being built) down to inflightLow, which is all a TxDone can cause. A
+// driver whose port is far away may hold that many back and apply them
+// later, in order and before any other input: the device ends as it
+// would have, and nothing it sends or completes moves. procfabric's
+// daemon wakes a process only for the TxDone after its slack (a
+// stream's sender once per inflightHigh-inflightLow frames, not once a
+// frame). It walks the frames in the port from the oldest, each
+// counted off its QP's slot and counted back after.
+func (d *Device) TxSlack(limit int) int {
+	q := &d.inflight
+	n := min(q.size, limit)
+	k := 0
+	for k < n {
+		s := &d.tx[*q.at(k)]
+		s.out--
+		k++
+		if s.wake && !s.dead && s.out <= inflightLow {
+			k-- // this one wakes the QP: the slack ends before it
+			d.tx[*q.at(k)].out++
+			break
+		}
+	}
+	for i := range k {
+		d.tx[*q.at(i)].out++
+	}
+	return k
+}
+
 // txWake runs what waited for qp's frames in the port to fall to
 // inflightLow: the READ reply being built, then the blocked requester.
 func (d *Device) txWake(now sim.Time, qp *QP) {

@@ -151,3 +151,51 @@ func TestReadyAllocatesNothing(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.Equal(t, 2*(2+100+1), frames, "every ACK timeout resends both SENDs")
 }
+
+// TestTxSlack: a device counts the tx-dones a driver may hold back (the
+// daemon's port, which then wakes the process once for many frames):
+// with one QP blocked at inflightHigh frames in the port, all of its
+// tx-dones but the one that brings it down to inflightLow, whatever
+// other QPs' frames are behind them; held back and applied, those change
+// nothing a driver sees, and the next one resumes the QP. Counting
+// changes no count, and with no QP waiting every frame in the port is
+// slack.
+func TestTxSlack(t *testing.T) {
+	d, pd := readyDevice(t)
+	cq, err := d.CreateCQ(256, nil, 0)
+	require.NoError(t, err)
+	qa := readyQP(t, d, pd, cq, 128)
+	qb := readyQP(t, d, pd, cq, 8)
+	assert.Equal(t, 0, d.TxSlack(100), "nothing in the port")
+
+	_, err = d.PostSend(0, qb, []SendWR{{WRID: 1, Opcode: WRSend}, {WRID: 2, Opcode: WRSend}})
+	require.NoError(t, err)
+	assert.Equal(t, 2, d.TxSlack(100), "nobody waits: every frame in the port is slack")
+	assert.Equal(t, 1, d.TxSlack(1), "at most limit")
+	require.Len(t, d.Ready().Frames, 2)
+
+	wrs := make([]SendWR, 100)
+	for i := range wrs {
+		wrs[i] = SendWR{WRID: uint64(10 + i), Opcode: WRSend}
+	}
+	_, err = d.PostSend(0, qa, wrs)
+	require.NoError(t, err)
+	require.Len(t, d.Ready().Frames, inflightHigh, "qa stops at inflightHigh frames in the port")
+	require.True(t, qa.blocked)
+	// In the port: qb's 2, then qa's 64. qa resumes at the tx-done that
+	// leaves it inflightLow: its 48th, the port's 50th.
+	want := 2 + inflightHigh - inflightLow - 1
+	assert.Equal(t, want, d.TxSlack(1000))
+	assert.Equal(t, want, d.TxSlack(1000), "counting changed nothing")
+	assert.Equal(t, inflightHigh, d.skbOut(qa))
+	assert.Equal(t, 2, d.skbOut(qb), "qb's count kept")
+
+	for i := range want {
+		d.TxDone(sim.Time(i))
+		require.False(t, d.HasReady(), "tx-done %d of the slack put something out", i)
+	}
+	assert.Equal(t, 0, d.TxSlack(1000), "the next tx-done is the one qa waits for")
+	d.TxDone(sim.Time(want))
+	assert.False(t, qa.blocked)
+	assert.NotEmpty(t, d.Ready().Frames, "qa resumed")
+}

@@ -3,6 +3,7 @@ package procfabric
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -63,6 +64,7 @@ type Port struct {
 	maxPending  int           // MaxPending (tests lower it)
 	closeWait   time.Duration // CloseWait (tests lower it)
 	interrupted bool          // Interrupt came while the process ran: the next Wait returns at once
+	slack       uint32        // SetTxSlack's, for the next wait
 	closed      bool          // Close was called
 	c           *net.UnixConn
 	r           reader
@@ -270,6 +272,19 @@ func (p *Port) SetWill(entries []WillEntry) error {
 	return nil
 }
 
+// SetTxSlack says how many of the port's next tx-dones the next Wait or
+// PollWait may leave pending: the daemon wakes the process for none of
+// them (it holds them, and they come, in order, with whatever wakes it),
+// only for the tx-done after them, a frame, or the deadline. A NIC
+// passes what nothing waits on (nic.Device.TxSlack): a stream's sender
+// is then woken once for many frames rather than once a frame, and gets
+// what it would have got.
+func (p *Port) SetTxSlack(n int) {
+	p.mu.Lock()
+	p.slack = uint32(min(max(n, 0), math.MaxUint32))
+	p.mu.Unlock()
+}
+
 // Wait says the process waits until deadline (its NIC's next deadline;
 // sim.Never to wait for input only) and blocks until the fabric wakes it:
 // input arrived, or virtual time reached deadline. The result is valid
@@ -295,7 +310,8 @@ func (p *Port) wait(kind msgType, deadline sim.Time) (*Inputs, error) {
 	if p.interrupted {
 		deadline, p.interrupted = 0, false // the daemon takes it as now
 	}
-	p.out = appendTime(p.out, kind, max(deadline, 0))
+	p.out = appendWait(p.out, kind, max(deadline, 0), p.slack)
+	p.slack = 0
 	err := p.flush()
 	p.waiting, p.resumed = err == nil, false
 	p.mu.Unlock()

@@ -168,7 +168,12 @@ type slot struct {
 	deadline sim.Time
 	since    time.Time // wall time the process started running
 	pending  []byte    // deliver and txdone messages not yet sent
-	held     []heldFrame
+	// due: pending holds something the process must be woken for (a
+	// frame, or a tx-done past its slack); slack: how many more
+	// tx-dones its wait said it need not be woken for (Port.SetTxSlack).
+	due   bool
+	slack uint32
+	held  []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
 	// will: the frames to send for the process, in key order, if its
@@ -532,12 +537,13 @@ func (d *Daemon) handle(ev event) {
 			d.refuse(c, "a wait from a process that is not running")
 			return
 		}
-		t, err := parseTime(ev.t, ev.body)
+		t, slack, err := parseWait(ev.t, ev.body)
 		if err != nil {
 			d.refuse(c, err.Error())
 			return
 		}
 		s.waiting, s.deadline, s.polling = true, max(t, d.sched.Now()), ev.t == msgPollWait
+		s.slack, s.due = slack, len(s.pending) > 0
 	case msgDetach, msgResume:
 		if s == nil || len(ev.body) != 0 {
 			d.refuse(c, fmt.Sprintf("message type %d unattached or with a body", ev.t))
@@ -702,7 +708,7 @@ func (d *Daemon) drop(c *conn, reason string) {
 		if reason != "" {
 			d.write(s, appendText(nil, msgBye, reason))
 		}
-		s.c, s.waiting, s.deadline, s.pending = nil, false, sim.Never, s.pending[:0]
+		s.c, s.waiting, s.deadline, s.pending, s.due, s.slack = nil, false, sim.Never, s.pending[:0], false, 0
 		d.count(func(st *Stats) { st.Detaches++ })
 		if len(s.will) > 0 {
 			// The process left without detaching: its will goes with
@@ -814,7 +820,7 @@ func (d *Daemon) round() {
 			}
 			anyone = true
 			t = min(t, s.deadline)
-			if len(s.pending) > 0 {
+			if s.due {
 				t = now
 			}
 		}
@@ -838,7 +844,7 @@ func (d *Daemon) round() {
 		d.sched.RunUntil(t) // no event limit: cannot fail
 		woke := false
 		for _, s := range d.slots {
-			if s.c != nil && (len(s.pending) > 0 || s.deadline <= t) {
+			if s.c != nil && (s.due || s.deadline <= t) {
 				d.wake(s, t)
 				woke = true
 			}
@@ -866,6 +872,7 @@ func (d *Daemon) wakeQuiet(now sim.Time) {
 func (d *Daemon) wake(s *slot, t sim.Time) {
 	s.pending = appendTime(s.pending, msgNow, t)
 	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), t
+	s.due, s.slack = false, 0
 	b := s.pending
 	s.pending = s.pending[:0]
 	d.write(s, b)
@@ -899,6 +906,7 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 		return
 	}
 	s.pending = appendDeliver(s.pending, now, frame)
+	s.due = true
 }
 
 // txDone tells the process (at its next wake-up) that its port finished
@@ -906,5 +914,10 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 func (s *slot) txDone(now sim.Time) {
 	if s.c != nil {
 		s.pending = appendTime(s.pending, msgTxDone, now)
+		if s.slack > 0 {
+			s.slack-- // nothing waits on it: it comes with the next wake
+		} else {
+			s.due = true
+		}
 	}
 }

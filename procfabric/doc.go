@@ -72,8 +72,9 @@
 //	process → daemon   attach(node)          → attached(index, now, node count, the first nodes' name, MAC, IPv4, IPv6),
 //	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
-//	                   wait(deadline)        the process waits until deadline (sim.Never: for input only)
-//	                   pollwait(deadline)    the same, for a poll that found nothing: woken once at an
+//	                   wait(deadline, slack) the process waits until deadline (sim.Never: for input only);
+//	                                         the port's next slack tx-dones need not wake it
+//	                   pollwait(deadline, slack) the same, for a poll that found nothing: woken once at an
 //	                                         instant when every process waits and nothing will happen
 //	                   will(key, note, bytes) the frame of the process's will under key (replacing any)
 //	                   will(key)             key's frame is out of the will
@@ -98,6 +99,18 @@
 // deliveries and tx-dones in the order they happened, then now(t). The
 // woken processes run (the NIC takes its inputs and its timers, the
 // program its completions) and wait again.
+//
+// A wait's slack (Port.SetTxSlack) is how many of the port's next
+// tx-dones the process would only count: its NIC has no QP waiting for
+// its frames in the port to fall that far (nic.Device.TxSlack). The
+// daemon does not wake it for those; it keeps them, in order, with the
+// process's other input, and wakes it at the first frame, the tx-done
+// after the slack or the deadline, with all of them at their instants.
+// The process's device then ends as it would have, and since nothing it
+// would have done at those instants is held back, every frame leaves
+// when it would have: the capture is the same. A stream's sender, which
+// rxe lets put 64 frames of a QP in the port and resumes at 16, is
+// woken once for 48 frames rather than once for each.
 //
 // When every process waits and nothing is left to happen (no frame, no
 // deadline), the daemon wakes, at that instant, each process whose wait

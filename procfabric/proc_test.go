@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
@@ -984,5 +986,82 @@ func TestPollWaitQuietReattach(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the second program's PollWait was never woken")
+	}
+}
+
+// TestTxSlack: a wait's tx slack (SetTxSlack) is how many of the port's
+// tx-dones the daemon holds rather than wake the process for: it wakes
+// it at the next one, or at its deadline, with those held before it, in
+// order and at their instants; a slack of 0 wakes it at the first, as a
+// wait always did.
+func TestTxSlack(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	go waitOn(b)
+	frame := frameTo(a, b)
+	ser := fabric.DefaultLinkConfig().SerializationDelay(len(frame))
+	send := func(n int) sim.Time {
+		for range n {
+			if err := a.Send(frame, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a.Now()
+	}
+	txDones := func(in *Inputs) (at []sim.Time) {
+		for _, e := range in.Events {
+			if e.Frame != nil {
+				t.Fatalf("a got a frame: %+v", e)
+			}
+			at = append(at, e.At)
+		}
+		return at
+	}
+
+	t0 := send(3)
+	a.SetTxSlack(2)
+	in, err := a.Wait(sim.Never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame leaves the port as its serialization starts: the first at
+	// once, the next when the first is on the wire.
+	want := []sim.Time{t0, t0.Add(ser), t0.Add(2 * ser)}
+	if at := txDones(in); !slices.Equal(at, want) || in.Now != want[2] {
+		t.Fatalf("slack 2: woken at %v with tx-dones at %v, want at %v with %v", in.Now, at, want[2], want)
+	}
+	idle := func() { // until the port has finished the last frame
+		if _, err := a.Wait(a.Now().Add(10 * sim.Microsecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle()
+
+	t0 = send(3)
+	in, err = a.Wait(sim.Never) // no SetTxSlack: 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := txDones(in); !slices.Equal(at, []sim.Time{t0}) || in.Now != t0 {
+		t.Fatalf("slack 0: woken at %v with tx-dones at %v, want at %v with one then", in.Now, at, t0)
+	}
+	// The other two, one wake each.
+	for range 2 {
+		if _, err := a.Wait(sim.Never); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle()
+
+	t0 = send(1)
+	a.SetTxSlack(5)
+	deadline := t0.Add(100 * sim.Microsecond)
+	in, err = a.Wait(deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := txDones(in); !slices.Equal(at, []sim.Time{t0}) || in.Now != deadline {
+		t.Fatalf("slack past the tx-dones: woken at %v with tx-dones at %v, want at the deadline %v with one at %v", in.Now, at, deadline, t0)
 	}
 }

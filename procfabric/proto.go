@@ -23,7 +23,7 @@ import (
 //     range.
 
 // Version is the protocol version every message carries.
-const Version = 2
+const Version = 3
 
 // MaxMessage bounds a message's length field: the largest frame, the
 // largest note and the fixed fields, rounded up.
@@ -77,6 +77,23 @@ func finish(b []byte, at int) []byte {
 func appendTime(b []byte, t msgType, at sim.Time) []byte {
 	b, h := header(b, t)
 	return finish(binary.BigEndian.AppendUint64(b, uint64(at)), h)
+}
+
+// appendWait appends a wait or pollwait: the deadline, then the port's
+// tx-dones the daemon need not wake the process for (Port.SetTxSlack).
+func appendWait(b []byte, t msgType, deadline sim.Time, slack uint32) []byte {
+	b, h := header(b, t)
+	b = binary.BigEndian.AppendUint64(b, uint64(deadline))
+	return finish(binary.BigEndian.AppendUint32(b, slack), h)
+}
+
+// parseWait reads a wait or pollwait's body.
+func parseWait(t msgType, body []byte) (sim.Time, uint32, error) {
+	if len(body) != 12 {
+		return 0, 0, protoErr("message type %d: %d bytes, want 12", t, len(body))
+	}
+	at, err := parseTime(t, body[:8])
+	return at, binary.BigEndian.Uint32(body[8:]), err
 }
 
 func appendAttach(b []byte, node string) []byte {

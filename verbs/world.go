@@ -487,6 +487,13 @@ func (h *Host) loopBack(frame []byte) {
 	}
 }
 
+// TxSlack returns how many of the port's next tx-dones (TxDone) the
+// host's device would take without doing anything but count them, at
+// most limit (nic.Device.TxSlack): a driver whose port is a daemon's may
+// let it hold that many back and deliver them late, in order, with the
+// next input.
+func (h *Host) TxSlack(limit int) int { return h.dev.TxSlack(limit) }
+
 // Unsent returns how many frames the host's device built that could not
 // be put on its port (see send): 0 unless something is misconfigured.
 func (h *Host) Unsent() uint64 { return h.unsent }

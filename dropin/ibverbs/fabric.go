@@ -109,6 +109,10 @@ func (p *process) sendFrame(frame, note []byte) {
 	}
 }
 
+// maxTxSlack bounds the tx-dones the daemon holds for a waiting process
+// (and the device's walk over its frames in the port to count them).
+const maxTxSlack = 4096
+
 // stepFabric waits on the daemon until it wakes the process and applies
 // what came; the caller holds p.mu, which is released while blocked. It
 // always reports progress: on a fabric, input may come at any time.
@@ -141,6 +145,11 @@ func (p *process) stepFabric(poll bool) bool {
 		deadline = s.NextAt()
 	}
 	f.waiting, f.deadline, f.polling = true, deadline, poll
+	// The daemon need not wake the process for tx-dones the device
+	// would only count: a sender's frames leave the port one every
+	// serialization time, and most of them free nothing anyone waits
+	// for (procfabric.Port.SetTxSlack).
+	f.port.SetTxSlack(f.host.TxSlack(maxTxSlack))
 	p.mu.Unlock()
 	wait := f.port.Wait
 	if poll {

@@ -47,6 +47,9 @@ type nodePort interface {
 	// PollWait is Wait for a poll_cq that found nothing (procfabric's
 	// Port.PollWait).
 	PollWait(deadline sim.Time) (*procfabric.Inputs, error)
+	// SetTxSlack is procfabric's Port.SetTxSlack: the tx-dones the next
+	// wait need not be woken for.
+	SetTxSlack(n int)
 	Interrupt() error
 	Close() error
 }
@@ -275,6 +278,10 @@ func (u *udpPort) PollWait(deadline sim.Time) (*procfabric.Inputs, error) {
 	u.mu.Unlock()
 	return u.Wait(min(deadline, now.Add(udpPollSlice)))
 }
+
+// SetTxSlack does nothing: a UDP port's tx-dones are the device's own
+// (the socket takes a frame at once).
+func (u *udpPort) SetTxSlack(int) {}
 
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {
