@@ -14,7 +14,9 @@ import (
 // again; Hold(sim.Never) returns once nothing is left.
 func TestHold(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
-	d, _ := testDaemon(t, ctx, Config{})
+	// Held from the start: otherwise the clock could run to b's timer
+	// before the first Hold reaches the daemon (Hold(5ms) = 7ms).
+	d, _ := testDaemon(t, ctx, Config{Held: true})
 	type wake struct {
 		node string
 		at   sim.Time
