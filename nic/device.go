@@ -223,10 +223,11 @@ type Device struct {
 	// processed them, by RxDrop (rxe's hdr_check drops them; see receive.go).
 	rxDrops  [numRxDrops]uint64
 	portDown bool
-	inflight ring[int32] // the dev.tx slot of the QP of each frame handed to the port, oldest first
-	tx       []txSlot    // each QP's frames in the port (ready.go)
-	txQP     []*QP       // the QP of each slot of tx, read only to wake it
-	txFree   []int32     // slots of tx free for reuse
+	inflight ring[int32]       // the dev.tx slot of the QP of each frame handed to the port, oldest first
+	tx       []txSlot          // each QP's frames in the port (ready.go)
+	txQP     []*QP             // the QP of each slot of tx, read only to wake it
+	txFree   []int32           // slots of tx free for reuse
+	rxRecent [rxRecentN]uint32 // the QPs that last received RC requests, newest first (RxSlack; 0: none)
 }
 
 // RxErrors returns how many received frames were dropped as malformed,

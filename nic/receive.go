@@ -92,6 +92,9 @@ func (d *Device) Receive(now sim.Time, frame []byte) {
 	case qp.init.Type == QPTypeUD:
 		d.receiveUD(now, qp, p)
 	case p.Info.Kind.IsRequest():
+		if qp.init.Type == QPTypeRC {
+			d.noteRx(qp.num)
+		}
 		d.receiveRequest(now, qp, p)
 	default:
 		d.receiveResponse(now, qp, p)

@@ -57,15 +57,16 @@ const CloseWait = 10 * time.Second
 // One goroutine waits in it at a time; Send, SetWill, Interrupt and
 // Close may be called from any goroutine, also while another waits.
 type Port struct {
-	mu          sync.Mutex    // guards writes, waiting and interrupted (Interrupt's state)
-	waiting     bool          // a wait message is out and its now(t) not yet read
-	resumed     bool          // Send sent a resume during this wait (MaxPending)
-	waitEnded   sync.Cond     // on mu: broadcast when a wait ends or the port closes
-	maxPending  int           // MaxPending (tests lower it)
-	closeWait   time.Duration // CloseWait (tests lower it)
-	interrupted bool          // Interrupt came while the process ran: the next Wait returns at once
-	slack       uint32        // SetTxSlack's, for the next wait
-	closed      bool          // Close was called
+	mu          sync.Mutex       // guards writes, waiting and interrupted (Interrupt's state)
+	waiting     bool             // a wait message is out and its now(t) not yet read
+	resumed     bool             // Send sent a resume during this wait (MaxPending)
+	waitEnded   sync.Cond        // on mu: broadcast when a wait ends or the port closes
+	maxPending  int              // MaxPending (tests lower it)
+	closeWait   time.Duration    // CloseWait (tests lower it)
+	interrupted bool             // Interrupt came while the process ran: the next Wait returns at once
+	slack       uint32           // SetTxSlack's, for the next wait
+	rxSlack     []wire.PacketRun // SetRxSlack's, for the next wait
+	closed      bool             // Close was called
 	c           *net.UnixConn
 	r           reader
 	out         []byte
@@ -285,6 +286,23 @@ func (p *Port) SetTxSlack(n int) {
 	p.mu.Unlock()
 }
 
+// MaxRxSlack bounds the runs of one wait's frame slack.
+const MaxRxSlack = 16
+
+// SetRxSlack says which frames the next Wait or PollWait need not be
+// woken for (at most MaxRxSlack runs; the rest are left out): the
+// daemon holds a frame that arrives for the node while the process
+// waits if it is the next of a run (wire.PacketRun.Take: a NIC's
+// nic.Device.RxSlack, the middle packets of messages), and wakes the
+// process at the first frame that is not, with those before it, in
+// order. A receiver of a stream is then woken once per message rather
+// than once per packet.
+func (p *Port) SetRxSlack(rx []wire.PacketRun) {
+	p.mu.Lock()
+	p.rxSlack = append(p.rxSlack[:0], rx[:min(len(rx), MaxRxSlack)]...)
+	p.mu.Unlock()
+}
+
 // Wait says the process waits until deadline (its NIC's next deadline;
 // sim.Never to wait for input only) and blocks until the fabric wakes it:
 // input arrived, or virtual time reached deadline. The result is valid
@@ -310,8 +328,8 @@ func (p *Port) wait(kind msgType, deadline sim.Time) (*Inputs, error) {
 	if p.interrupted {
 		deadline, p.interrupted = 0, false // the daemon takes it as now
 	}
-	p.out = appendWait(p.out, kind, max(deadline, 0), p.slack)
-	p.slack = 0
+	p.out = appendWait(p.out, kind, max(deadline, 0), p.slack, p.rxSlack)
+	p.slack, p.rxSlack = 0, p.rxSlack[:0]
 	err := p.flush()
 	p.waiting, p.resumed = err == nil, false
 	p.mu.Unlock()

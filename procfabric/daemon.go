@@ -169,10 +169,15 @@ type slot struct {
 	since    time.Time // wall time the process started running
 	pending  []byte    // deliver and txdone messages not yet sent
 	// due: pending holds something the process must be woken for (a
-	// frame, or a tx-done past its slack); slack: how many more
-	// tx-dones its wait said it need not be woken for (Port.SetTxSlack).
+	// frame past its rx slack, or a tx-done past its slack); slack: how
+	// many more tx-dones its wait said it need not be woken for
+	// (Port.SetTxSlack); rx: the frames it need not be woken for
+	// (Port.SetRxSlack), each entry's PSN and count moved on as they
+	// come; pkt decodes a frame to match it against them.
 	due   bool
 	slack uint32
+	rx    []wire.PacketRun
+	pkt   wire.Packet
 	held  []heldFrame
 	// heldBytes counts the bytes held this turn, bounded by maxHeld.
 	heldBytes int
@@ -537,7 +542,8 @@ func (d *Daemon) handle(ev event) {
 			d.refuse(c, "a wait from a process that is not running")
 			return
 		}
-		t, slack, err := parseWait(ev.t, ev.body)
+		t, slack, rx, err := parseWait(ev.t, ev.body, s.rx[:0])
+		s.rx = rx
 		if err != nil {
 			d.refuse(c, err.Error())
 			return
@@ -708,7 +714,7 @@ func (d *Daemon) drop(c *conn, reason string) {
 		if reason != "" {
 			d.write(s, appendText(nil, msgBye, reason))
 		}
-		s.c, s.waiting, s.deadline, s.pending, s.due, s.slack = nil, false, sim.Never, s.pending[:0], false, 0
+		s.c, s.waiting, s.deadline, s.pending, s.due, s.slack, s.rx = nil, false, sim.Never, s.pending[:0], false, 0, s.rx[:0]
 		d.count(func(st *Stats) { st.Detaches++ })
 		if len(s.will) > 0 {
 			// The process left without detaching: its will goes with
@@ -859,9 +865,19 @@ func (d *Daemon) round() {
 // PollWait) that have not been woken for lack of anything to happen at
 // instant now already: a program that polls again at the same instant
 // sleeps until something happens, rather than spinning.
+//
+// A process that waits with input held as its slack (a message's
+// middle packets whose last never came: its sender died) is woken too,
+// whatever its wait: nothing else would, and the bytes belong in its
+// program's memory.
 func (d *Daemon) wakeQuiet(now sim.Time) {
 	for _, s := range d.slots {
-		if s.c != nil && s.waiting && s.polling && s.quietAt != now {
+		if s.c == nil || !s.waiting {
+			continue
+		}
+		if len(s.pending) > 0 {
+			d.wake(s, now)
+		} else if s.polling && s.quietAt != now {
 			s.quietAt = now
 			d.wake(s, now)
 		}
@@ -872,7 +888,7 @@ func (d *Daemon) wakeQuiet(now sim.Time) {
 func (d *Daemon) wake(s *slot, t sim.Time) {
 	s.pending = appendTime(s.pending, msgNow, t)
 	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), t
-	s.due, s.slack = false, 0
+	s.due, s.slack, s.rx = false, 0, s.rx[:0]
 	b := s.pending
 	s.pending = s.pending[:0]
 	d.write(s, b)
@@ -906,7 +922,28 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 		return
 	}
 	s.pending = appendDeliver(s.pending, now, frame)
-	s.due = true
+	if !s.due && (len(s.pending) > maxSlackBytes || !s.quietFrame(frame)) {
+		s.due = true
+	}
+}
+
+// maxSlackBytes bounds the input held for a waiting process as its rx
+// slack: a WRITE of a gigabyte is a million middle packets, and its
+// receiver is woken every 256 KiB of them rather than held for all.
+const maxSlackBytes = 256 << 10
+
+// quietFrame reports whether frame is the next of a run of the waiting
+// process's rx slack, and takes it off the run if so.
+func (s *slot) quietFrame(frame []byte) bool {
+	if len(s.rx) == 0 || s.pkt.DecodeHeaders(frame) != nil {
+		return false
+	}
+	for i := range s.rx {
+		if s.rx[i].Take(s.pkt.BTH, len(s.pkt.Payload)) {
+			return true
+		}
+	}
+	return false
 }
 
 // txDone tells the process (at its next wake-up) that its port finished

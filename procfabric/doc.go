@@ -72,9 +72,10 @@
 //	process → daemon   attach(node)          → attached(index, now, node count, the first nodes' name, MAC, IPv4, IPv6),
 //	                                           then nodes(the next nodes) until every node is listed (179 a message)
 //	                   frame(note, bytes)    the process's NIC sent a frame, at the process's virtual time
-//	                   wait(deadline, slack) the process waits until deadline (sim.Never: for input only);
-//	                                         the port's next slack tx-dones need not wake it
-//	                   pollwait(deadline, slack) the same, for a poll that found nothing: woken once at an
+//	                   wait(deadline, slack, rx slack) the process waits until deadline (sim.Never: for
+//	                                         input only); the port's next slack tx-dones, and frames
+//	                                         that match the rx slack, need not wake it
+//	                   pollwait(…)           the same, for a poll that found nothing: woken once at an
 //	                                         instant when every process waits and nothing will happen
 //	                   will(key, note, bytes) the frame of the process's will under key (replacing any)
 //	                   will(key)             key's frame is out of the will
@@ -100,17 +101,30 @@
 // woken processes run (the NIC takes its inputs and its timers, the
 // program its completions) and wait again.
 //
-// A wait's slack (Port.SetTxSlack) is how many of the port's next
-// tx-dones the process would only count: its NIC has no QP waiting for
-// its frames in the port to fall that far (nic.Device.TxSlack). The
-// daemon does not wake it for those; it keeps them, in order, with the
-// process's other input, and wakes it at the first frame, the tx-done
-// after the slack or the deadline, with all of them at their instants.
-// The process's device then ends as it would have, and since nothing it
-// would have done at those instants is held back, every frame leaves
-// when it would have: the capture is the same. A stream's sender, which
-// rxe lets put 64 frames of a QP in the port and resumes at 16, is
-// woken once for 48 frames rather than once for each.
+// A wait carries its slack: input the process's NIC would take in
+// silence, doing nothing but count it or place it (nic/slack.go).
+//
+//   - The tx slack (Port.SetTxSlack) is how many of the port's next
+//     tx-dones free nothing a QP waits for (nic.Device.TxSlack). A
+//     stream's sender, which rxe lets put 64 frames of a QP in the port
+//     and resumes at 16, is woken once for 48 frames, not for each.
+//   - The rx slack (Port.SetRxSlack) lists, for QPs in the middle of a
+//     message, the middle packets still to come: the next PSNs, the
+//     opcode (SEND or WRITE MIDDLE), a full path MTU of payload, no
+//     AckReq, as many as the buffer or the RETH's length has room for
+//     (nic.Device.RxSlack). A stream's receiver is woken at a message's
+//     first and last packets, not at each.
+//
+// The daemon does not wake the process for those; it keeps them, in
+// order, with its other input, and wakes it at the first input past the
+// slack (or at its deadline, when another thread of it calls a verb, or
+// when nothing else is left to happen), with all of them at their
+// instants. The process's device then ends as
+// it would have, and since nothing it would have done at those instants
+// is held back, every frame leaves when it would have: the capture and
+// the virtual times are the same. What moves is when, in wall time, a
+// middle packet's bytes land in the program's memory: before its
+// message's last packet, which is all a program may rely on.
 //
 // When every process waits and nothing is left to happen (no frame, no
 // deadline), the daemon wakes, at that instant, each process whose wait

@@ -17,6 +17,7 @@ import (
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
@@ -1063,5 +1064,130 @@ func TestTxSlack(t *testing.T) {
 	}
 	if at := txDones(in); !slices.Equal(at, []sim.Time{t0}) || in.Now != deadline {
 		t.Fatalf("slack past the tx-dones: woken at %v with tx-dones at %v, want at the deadline %v with one at %v", in.Now, at, deadline, t0)
+	}
+}
+
+// TestRxSlack: a wait's rx slack (SetRxSlack) lists frames the daemon
+// holds rather than wake the process for: the next PSNs of a QP, of one
+// opcode and payload length, without AckReq, up to a count. The first
+// frame that is not one of them wakes the process, with those before it
+// in order; and one that breaks the pattern in any way wakes it at once.
+func TestRxSlack(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	mk := func(qpn uint32, op wire.Opcode, psn wire.PSN, ackReq bool, n int) []byte {
+		f := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
+			BTH:     wire.BTHFields{Opcode: op, DestQP: qpn, PSN: psn, AckReq: ackReq, PKey: 0xffff},
+			Payload: make([]byte, n)}
+		buf := make([]byte, 2048)
+		k, err := wire.Encode(buf, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf[:k]
+	}
+	const qpn, mtu = 0x11, 1024
+	mid := func(psn wire.PSN) []byte { return mk(qpn, wire.OpRCWriteMiddle, psn, false, mtu) }
+	slack := []wire.PacketRun{{QPN: qpn, PSN: 100, Opcode: wire.OpRCWriteMiddle, Len: mtu, Count: 3}}
+	cases := []struct {
+		name   string
+		slack  []wire.PacketRun
+		frames [][]byte
+		want   int // frames a is woken with: the last wakes it
+	}{
+		{"the middles held, the last wakes", slack, [][]byte{mid(100), mid(101), mk(qpn, wire.OpRCWriteLast, 102, true, 10)}, 3},
+		{"past the count", slack, [][]byte{mid(100), mid(101), mid(102), mid(103)}, 4},
+		{"AckReq", slack, [][]byte{mk(qpn, wire.OpRCWriteMiddle, 100, true, mtu)}, 1},
+		{"a gap", slack, [][]byte{mid(101)}, 1},
+		{"another QP", slack, [][]byte{mk(qpn+1, wire.OpRCWriteMiddle, 100, false, mtu)}, 1},
+		{"another opcode", slack, [][]byte{mk(qpn, wire.OpRCSendMiddle, 100, false, mtu)}, 1},
+		{"short", slack, [][]byte{mk(qpn, wire.OpRCWriteMiddle, 100, false, mtu-4)}, 1},
+		{"no slack", nil, [][]byte{mid(100)}, 1},
+		// Last, as b then waits for ever: with nothing left to happen,
+		// held frames are not held for ever.
+		{"nothing after", slack, [][]byte{mid(100), mid(101)}, 2},
+	}
+	var bWoke chan struct{}
+	for _, c := range cases {
+		type woke struct {
+			in  *Inputs
+			err error
+		}
+		aWoke := make(chan woke, 1)
+		go func() {
+			a.SetRxSlack(c.slack)
+			in, err := a.Wait(sim.Never)
+			aWoke <- woke{in, err}
+		}()
+		if bWoke != nil {
+			<-bWoke // b runs again once a waits
+		}
+		for _, f := range c.frames {
+			if err := b.Send(f, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.SetTxSlack(len(c.frames))
+		bWoke = make(chan struct{})
+		deadline := b.Now().Add(50 * sim.Microsecond)
+		if c.name == "nothing after" {
+			deadline = sim.Never
+		}
+		go func(ch chan struct{}) {
+			b.Wait(deadline)
+			close(ch)
+		}(bWoke)
+		w := <-aWoke
+		if w.err != nil {
+			t.Fatalf("%s: %v", c.name, w.err)
+		}
+		if n := len(w.in.Events); n != c.want || w.in.Now != w.in.Events[n-1].At {
+			t.Fatalf("%s: woken at %v with %d frames (%+v), want %d and woken at the last", c.name, w.in.Now, n, w.in.Events, c.want)
+		}
+	}
+}
+
+// TestRxSlackBounded: the frames a daemon holds as a process's rx slack
+// are bounded in bytes (maxSlackBytes), however many the slack allows:
+// the process is woken at the frame past the bound, with those before.
+func TestRxSlackBounded(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	f := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
+		BTH: wire.BTHFields{Opcode: wire.OpRCWriteMiddle, DestQP: 0x11, PKey: 0xffff}, Payload: make([]byte, 1024)}
+	frame := make([]byte, 2048)
+	const sent = 400
+	type woke struct {
+		in  *Inputs
+		err error
+	}
+	aWoke := make(chan woke, 1)
+	go func() {
+		a.SetRxSlack([]wire.PacketRun{{QPN: 0x11, PSN: 0, Opcode: wire.OpRCWriteMiddle, Len: 1024, Count: 1 << 20}})
+		in, err := a.Wait(sim.Never)
+		aWoke <- woke{in, err}
+	}()
+	for i := range sent {
+		f.BTH.PSN = wire.PSN(i)
+		n, err := wire.Encode(frame, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(frame[:n], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.SetTxSlack(sent)
+	go waitOn(b)
+	w := <-aWoke
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	n, _ := wire.Encode(frame, &f)
+	want := maxSlackBytes/len(appendDeliver(nil, 0, frame[:n])) + 1
+	if got := len(w.in.Events); got != want || want >= sent || w.in.Now != w.in.Events[got-1].At {
+		t.Fatalf("woken at %v with %d frames, want %d (of %d sent), woken at the last", w.in.Now, got, want, sent)
 	}
 }

@@ -79,21 +79,46 @@ func appendTime(b []byte, t msgType, at sim.Time) []byte {
 	return finish(binary.BigEndian.AppendUint64(b, uint64(at)), h)
 }
 
-// appendWait appends a wait or pollwait: the deadline, then the port's
-// tx-dones the daemon need not wake the process for (Port.SetTxSlack).
-func appendWait(b []byte, t msgType, deadline sim.Time, slack uint32) []byte {
+// appendWait appends a wait or pollwait: the deadline, the port's
+// tx-dones the daemon need not wake the process for (Port.SetTxSlack),
+// then the frames it need not wake it for (Port.SetRxSlack), each as
+// QPN, PSN, opcode, payload length and count (rxSlackLen bytes).
+func appendWait(b []byte, t msgType, deadline sim.Time, slack uint32, rx []wire.PacketRun) []byte {
 	b, h := header(b, t)
 	b = binary.BigEndian.AppendUint64(b, uint64(deadline))
-	return finish(binary.BigEndian.AppendUint32(b, slack), h)
+	b = binary.BigEndian.AppendUint32(b, slack)
+	for _, e := range rx {
+		b = binary.BigEndian.AppendUint32(b, e.QPN)
+		b = binary.BigEndian.AppendUint32(b, uint32(e.PSN))
+		b = append(b, byte(e.Opcode))
+		b = binary.BigEndian.AppendUint16(b, uint16(e.Len))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.Count))
+	}
+	return finish(b, h)
 }
 
-// parseWait reads a wait or pollwait's body.
-func parseWait(t msgType, body []byte) (sim.Time, uint32, error) {
-	if len(body) != 12 {
-		return 0, 0, protoErr("message type %d: %d bytes, want 12", t, len(body))
+// rxSlackLen is the length of one run of a wait's rx slack.
+const rxSlackLen = 15
+
+// parseWait reads a wait or pollwait's body, appending its frame slack
+// to rx.
+func parseWait(t msgType, body []byte, rx []wire.PacketRun) (sim.Time, uint32, []wire.PacketRun, error) {
+	if len(body) < 12 || (len(body)-12)%rxSlackLen != 0 || (len(body)-12)/rxSlackLen > MaxRxSlack {
+		return 0, 0, rx, protoErr("message type %d: %d bytes, want 12 and at most %d entries of %d", t, len(body), MaxRxSlack, rxSlackLen)
 	}
 	at, err := parseTime(t, body[:8])
-	return at, binary.BigEndian.Uint32(body[8:]), err
+	if err != nil {
+		return 0, 0, rx, err
+	}
+	for e := body[12:]; len(e) > 0; e = e[rxSlackLen:] {
+		psn := binary.BigEndian.Uint32(e[4:])
+		if psn > uint32(wire.PSNMask) {
+			return 0, 0, rx, protoErr("message type %d: PSN %#x", t, psn)
+		}
+		rx = append(rx, wire.PacketRun{QPN: binary.BigEndian.Uint32(e), PSN: wire.PSN(psn), Opcode: wire.Opcode(e[8]),
+			Len: int(binary.BigEndian.Uint16(e[9:])), Count: int(binary.BigEndian.Uint32(e[11:]))})
+	}
+	return at, binary.BigEndian.Uint32(body[8:]), rx, nil
 }
 
 func appendAttach(b []byte, node string) []byte {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // hostile sends raw bytes to the daemon as a fresh connection and
@@ -81,12 +82,15 @@ func TestHostileMessages(t *testing.T) {
 		{"no such node", [][]byte{appendAttach(nil, "zz")}, `no node "zz"`},
 		{"bad node name", [][]byte{appendAttach(nil, "../x")}, "bad node name"},
 		{"second attach", [][]byte{appendAttach(nil, "a"), appendAttach(nil, "b")}, "a second attach"},
-		{"short wait", [][]byte{appendAttach(nil, "a"), msg(Version, msgWait, []byte{1, 2})}, "2 bytes, want 12"},
-		{"negative wait", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, -5, 0)}, "negative time"},
+		{"short wait", [][]byte{appendAttach(nil, "a"), msg(Version, msgWait, []byte{1, 2})}, "2 bytes, want 12 and at most 16 entries of 15"},
+		{"negative wait", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, -5, 0, nil)}, "negative time"},
+		{"wait with a PSN past 24 bits", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, 0, 0, []wire.PacketRun{{PSN: 1 << 24}})}, "PSN 0x1000000"},
+		{"wait with too much rx slack", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, 0, 0, make([]wire.PacketRun, MaxRxSlack+1))}, "at most 16 entries"},
+		{"wait with a torn rx slack", [][]byte{appendAttach(nil, "a"), msg(Version, msgWait, make([]byte, 12+rxSlackLen-1))}, "26 bytes"},
 		{"runt frame", [][]byte{appendAttach(nil, "a"), appendFrame(nil, nil, frame[:3])}, "frame: 3 bytes"},
 		{"note too long", [][]byte{appendAttach(nil, "a"), msg(Version, msgFrame, []byte{0xff, 0xff, 1})}, "note of 65535 bytes"},
 		{"frames without waiting", flood, "more than 1000 bytes of frames"},
-		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, 0, 0), appendFrame(nil, nil, frame)}, "not running"},
+		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, 0, 0, nil), appendFrame(nil, nil, frame)}, "not running"},
 		{"will before attach", [][]byte{appendWill(nil, []WillEntry{{Key: 1, Frame: frame}})}, "a will from a process not attached"},
 		{"short will", [][]byte{appendAttach(nil, "a"), msg(Version, msgWill, []byte{1, 2})}, "will: 2 bytes"},
 		{"runt will frame", [][]byte{appendAttach(nil, "a"), appendWill(nil, []WillEntry{{Key: 1, Frame: frame[:3]}})}, "frame: 3 bytes"},

@@ -494,6 +494,11 @@ func (h *Host) loopBack(frame []byte) {
 // next input.
 func (h *Host) TxSlack(limit int) int { return h.dev.TxSlack(limit) }
 
+// RxSlack appends to b the frames the host's device would take without
+// doing anything but place and count them (nic.Device.RxSlack: the
+// middle packets of messages its QPs are receiving).
+func (h *Host) RxSlack(b []wire.PacketRun) []wire.PacketRun { return h.dev.RxSlack(b) }
+
 // Unsent returns how many frames the host's device built that could not
 // be put on its port (see send): 0 unless something is misconfigured.
 func (h *Host) Unsent() uint64 { return h.unsent }

@@ -45,6 +45,7 @@ import (
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // fabricLink is the process's attachment to the daemon.
@@ -64,6 +65,8 @@ type fabricLink struct {
 	deadline         sim.Time
 	// will holds the changes renewWill sends.
 	will []procfabric.WillEntry
+	// rxSlack holds a wait's frame slack (kept for its capacity).
+	rxSlack []wire.PacketRun
 }
 
 // joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
@@ -150,6 +153,10 @@ func (p *process) stepFabric(poll bool) bool {
 	// serialization time, and most of them free nothing anyone waits
 	// for (procfabric.Port.SetTxSlack).
 	f.port.SetTxSlack(f.host.TxSlack(maxTxSlack))
+	// Nor for the middle packets of a message its QPs are receiving:
+	// they are placed and counted, nothing more.
+	f.rxSlack = f.host.RxSlack(f.rxSlack[:0])
+	f.port.SetRxSlack(f.rxSlack)
 	p.mu.Unlock()
 	wait := f.port.Wait
 	if poll {

@@ -50,6 +50,9 @@ type nodePort interface {
 	// SetTxSlack is procfabric's Port.SetTxSlack: the tx-dones the next
 	// wait need not be woken for.
 	SetTxSlack(n int)
+	// SetRxSlack is Port.SetRxSlack: the frames the next wait need not
+	// be woken for.
+	SetRxSlack(rx []wire.PacketRun)
 	Interrupt() error
 	Close() error
 }
@@ -282,6 +285,9 @@ func (u *udpPort) PollWait(deadline sim.Time) (*procfabric.Inputs, error) {
 // SetTxSlack does nothing: a UDP port's tx-dones are the device's own
 // (the socket takes a frame at once).
 func (u *udpPort) SetTxSlack(int) {}
+
+// SetRxSlack does nothing: a UDP port's frames come in real time.
+func (u *udpPort) SetRxSlack([]wire.PacketRun) {}
 
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {

@@ -1,0 +1,96 @@
+package nic
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// slackPair is a device (10.0.0.1) with an RC QP in RTS that takes
+// WRITEs, as readyQP's, and a way to hand it requests from its peer
+// (10.0.0.2, QP 0x99) from PSN 1 on.
+type slackPair struct {
+	d  *Device
+	qp *QP
+	mr *MR
+}
+
+func newSlackPair(t *testing.T) *slackPair {
+	d, pd := readyDevice(t)
+	cq, err := d.CreateCQ(16, nil, 0)
+	require.NoError(t, err)
+	qp := readyQP(t, d, pd, cq, 4)
+	require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPAccessFlags: AccessRemoteWrite}, QPAttrAccessFlags))
+	mr, err := d.RegMR(pd, make([]byte, 8192), AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	return &slackPair{d: d, qp: qp, mr: mr}
+}
+
+// in hands the device one request from its peer and reports whether it
+// put anything out.
+func (s *slackPair) in(t *testing.T, op wire.Opcode, psn wire.PSN, ackReq bool, n int) bool {
+	t.Helper()
+	f := wire.Frame{DstMAC: wire.MAC{2, 0, 0, 0, 0, 1}, SrcMAC: wire.MAC{2, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.0.1"), TTL: 64,
+		BTH:     wire.BTHFields{Opcode: op, DestQP: s.qp.num, PSN: psn, AckReq: ackReq, PKey: 0xffff},
+		RETH:    wire.RETHFields{VA: s.mr.Addr, RKey: s.mr.RKey, DMALength: 4096},
+		Payload: make([]byte, n)}
+	buf := make([]byte, 2048)
+	k, err := wire.Encode(buf, &f)
+	require.NoError(t, err)
+	s.d.Receive(sim.Time(psn), buf[:k])
+	out := s.d.HasReady()
+	s.d.Ready()
+	return out
+}
+
+// TestRxSlack: in the middle of a message the device counts, as its rx
+// slack, the middle packets that may still come (what the RETH's length
+// or the receive buffer leaves room for, a path MTU each), from the next
+// PSN; they change nothing a driver sees, and the slack follows them.
+// Between messages there is none, nor when the next packet would be
+// refused (the region gone).
+func TestRxSlack(t *testing.T) {
+	s := newSlackPair(t)
+	d := s.d
+	assert.Empty(t, d.RxSlack(nil), "no message in progress")
+
+	require.False(t, s.in(t, wire.OpRCWriteFirst, 1, false, 1024))
+	want := wire.PacketRun{QPN: s.qp.num, PSN: 2, Opcode: wire.OpRCWriteMiddle, Len: 1024, Count: 3}
+	assert.Equal(t, []wire.PacketRun{want}, d.RxSlack(nil), "4 KiB WRITE, 1 KiB in: 3 KiB to come")
+	require.False(t, s.in(t, wire.OpRCWriteMiddle, 2, false, 1024), "a middle packet puts nothing out")
+	want.PSN, want.Count = 3, 2
+	assert.Equal(t, []wire.PacketRun{want}, d.RxSlack(nil))
+	require.False(t, s.in(t, wire.OpRCWriteMiddle, 3, false, 1024))
+	require.True(t, s.in(t, wire.OpRCWriteLast, 4, true, 1024), "the last packet is ACKed")
+	assert.Empty(t, d.RxSlack(nil), "the message is done")
+
+	// A region deregistered mid-message: the next packet gets a NAK,
+	// so it is no slack.
+	require.False(t, s.in(t, wire.OpRCWriteFirst, 5, false, 1024))
+	require.Len(t, d.RxSlack(nil), 1)
+	require.NoError(t, d.DeregMR(s.mr))
+	assert.Empty(t, d.RxSlack(nil))
+	assert.True(t, s.in(t, wire.OpRCWriteMiddle, 6, false, 1024), "NAK remote access")
+}
+
+// TestRxSlackSend: a SEND's slack is what its receive buffer has room
+// for; a QP with no message in progress, or another QP, has none.
+func TestRxSlackSend(t *testing.T) {
+	s := newSlackPair(t)
+	d := s.d
+	_, err := d.PostRecv(0, s.qp, []RecvWR{{WRID: 1, SGList: []SGE{{Addr: s.mr.Addr, Length: 3000, LKey: s.mr.LKey}}}})
+	require.NoError(t, err)
+	require.False(t, s.in(t, wire.OpRCSendFirst, 1, false, 1024))
+	assert.Equal(t, []wire.PacketRun{{QPN: s.qp.num, PSN: 2, Opcode: wire.OpRCSendMiddle, Len: 1024, Count: 1}}, d.RxSlack(nil),
+		"3000 bytes of buffer, 1024 in: room for one more full packet")
+	require.False(t, s.in(t, wire.OpRCSendMiddle, 2, false, 1024))
+	assert.Empty(t, d.RxSlack(nil), "no room for another middle packet")
+	require.True(t, s.in(t, wire.OpRCSendLast, 3, true, 100))
+	assert.Empty(t, d.RxSlack(nil))
+}
