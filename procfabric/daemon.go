@@ -124,6 +124,10 @@ type Stats struct {
 	// Wills counts the wills sent for processes that left without
 	// detaching (Port.SetWill).
 	Wills uint64
+	// Delivered counts the frames delivered to processes, Wakes the
+	// wake-ups that carried them and everything else (each a round trip
+	// with a process; slack makes them far fewer than the frames).
+	Delivered, Wakes uint64
 }
 
 // Daemon is a running fabric: see the package documentation.
@@ -886,6 +890,7 @@ func (d *Daemon) wakeQuiet(now sim.Time) {
 
 // wake sends s's process its pending input and now(t): it runs.
 func (d *Daemon) wake(s *slot, t sim.Time) {
+	d.count(func(st *Stats) { st.Wakes++ })
 	s.pending = appendTime(s.pending, msgNow, t)
 	s.waiting, s.deadline, s.since, s.at = false, sim.Never, time.Now(), t
 	s.due, s.slack, s.rx = false, 0, s.rx[:0]
@@ -922,6 +927,7 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 		return
 	}
 	s.pending = appendDeliver(s.pending, now, frame)
+	s.d.count(func(st *Stats) { st.Delivered++ })
 	if !s.due && (len(s.pending) > maxSlackBytes || !s.quietFrame(frame)) {
 		s.due = true
 	}

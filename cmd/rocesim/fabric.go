@@ -172,8 +172,8 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	st := d.Stats()
-	fmt.Fprintf(stdout, "fabric %s: virtual time %v, wall time %v; %d attaches, %d refused (%d of another user), %d held too long, %d frames to a node no process held (%d CM messages answered by its kernel)\n",
-		*name, end, wall.Round(time.Millisecond), st.Attaches, st.Refused, st.RefusedUID, st.HeldTooLong, st.Undelivered, st.KernelAnswers)
+	fmt.Fprintf(stdout, "fabric %s: virtual time %v, wall time %v; %d attaches, %d refused (%d of another user), %d held too long, %d frames to a node no process held (%d CM messages answered by its kernel); %d frames delivered in %d wake-ups\n",
+		*name, end, wall.Round(time.Millisecond), st.Attaches, st.Refused, st.RefusedUID, st.HeldTooLong, st.Undelivered, st.KernelAnswers, st.Delivered, st.Wakes)
 	if fab := d.Fabric(); fab != nil {
 		printPlanReport(stdout, cfg.Plan, fab.RuleHits)
 		if fab.TxEvictions() > 0 {
