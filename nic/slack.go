@@ -13,11 +13,14 @@ import "github.com/rocesim/rocesim/wire"
 //     payload, no AckReq, is placed and counted and nothing else: no
 //     ACK, no completion, no event. Anything else the QP might do with
 //     it (a NAK for a gap, a length error past the buffer or the RETH's
-//     length, an R_Key gone, a request held behind a READ reply) is
-//     ruled out when the slack is counted, and cannot come about later:
-//     only the program (asleep while its driver waits) or other input
-//     (which ends the slack) changes the QP. A frame the device drops
-//     (bad ICRC, foreign P_Key) is silent too.
+//     length, an R_Key gone, REMOTE_WRITE taken away, a request held
+//     behind a READ reply) is ruled out when the slack is counted, and
+//     cannot come about later: the QP changes only with other input,
+//     which ends the slack, or with a verb, before which the driver
+//     takes what it left with the daemon (the drop-in's quiesce). The
+//     driver holding the frames must hold only frames the device will
+//     take: one the device drops (a bad ICRC, a foreign P_Key) leaves
+//     the expected PSN where it was (procfabric's quietFrame).
 //
 // The candidates are the QPs that last received requests (rxRecent), so
 // that counting the slack never scans the device's QPs.
@@ -74,8 +77,9 @@ func (d *Device) rxSlack(qp *QP) (wire.PacketRun, bool) {
 		if r.wmr == nil || r.off >= r.wlen {
 			return wire.PacketRun{}, false
 		}
-		if mr, _, _ := d.mem.remote(qp, r.wkey, r.wva+r.off, r.wlen-r.off, AccessRemoteWrite); mr == nil {
-			return wire.PacketRun{}, false // the next packet is refused: a NAK
+		if mr, _, _ := d.mem.remote(qp, r.wkey, r.wva+r.off, r.wlen-r.off, AccessRemoteWrite); mr == nil ||
+			qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
+			return wire.PacketRun{}, false // the next packet is refused: a NAK (placeWrite, opEnabled)
 		}
 		s.Opcode, s.Count = wire.OpRCWriteMiddle, int((r.wlen-r.off)/m)
 	case r.inSend:

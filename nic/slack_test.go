@@ -70,13 +70,26 @@ func TestRxSlack(t *testing.T) {
 	require.True(t, s.in(t, wire.OpRCWriteLast, 4, true, 1024), "the last packet is ACKed")
 	assert.Empty(t, d.RxSlack(nil), "the message is done")
 
+	// REMOTE_WRITE taken away mid-message: the next packet is an
+	// invalid request, no slack.
+	require.False(t, s.in(t, wire.OpRCWriteFirst, 5, false, 1024))
+	require.Len(t, d.RxSlack(nil), 1)
+	require.NoError(t, d.ModifyQP(0, s.qp, &QPAttr{}, QPAttrAccessFlags))
+	assert.Empty(t, d.RxSlack(nil))
+	require.NoError(t, d.ModifyQP(0, s.qp, &QPAttr{QPAccessFlags: AccessRemoteWrite}, QPAttrAccessFlags))
+	require.Len(t, d.RxSlack(nil), 1)
+	for psn := wire.PSN(6); psn < 8; psn++ {
+		require.False(t, s.in(t, wire.OpRCWriteMiddle, psn, false, 1024))
+	}
+	require.True(t, s.in(t, wire.OpRCWriteLast, 8, true, 1024))
+
 	// A region deregistered mid-message: the next packet gets a NAK,
 	// so it is no slack.
-	require.False(t, s.in(t, wire.OpRCWriteFirst, 5, false, 1024))
+	require.False(t, s.in(t, wire.OpRCWriteFirst, 9, false, 1024))
 	require.Len(t, d.RxSlack(nil), 1)
 	require.NoError(t, d.DeregMR(s.mr))
 	assert.Empty(t, d.RxSlack(nil))
-	assert.True(t, s.in(t, wire.OpRCWriteMiddle, 6, false, 1024), "NAK remote access")
+	assert.True(t, s.in(t, wire.OpRCWriteMiddle, 10, false, 1024), "NAK remote access")
 }
 
 // TestRxSlackSend: a SEND's slack is what its receive buffer has room

@@ -275,8 +275,9 @@ func (p *Port) SetWill(entries []WillEntry) error {
 
 // SetTxSlack says how many of the port's next tx-dones the next Wait or
 // PollWait may leave pending: the daemon wakes the process for none of
-// them (it holds them, and they come, in order, with whatever wakes it),
-// only for the tx-done after them, a frame, or the deadline. A NIC
+// them (it holds them, and they come, in order, with whatever wakes it):
+// only for the tx-done after them, a frame past the rx slack, the
+// deadline, a resume, or an instant with nothing left to happen. A NIC
 // passes what nothing waits on (nic.Device.TxSlack): a stream's sender
 // is then woken once for many frames rather than once a frame, and gets
 // what it would have got.
@@ -299,7 +300,15 @@ const MaxRxSlack = 16
 // than once per packet.
 func (p *Port) SetRxSlack(rx []wire.PacketRun) {
 	p.mu.Lock()
-	p.rxSlack = append(p.rxSlack[:0], rx[:min(len(rx), MaxRxSlack)]...)
+	p.rxSlack = p.rxSlack[:0]
+	for _, r := range rx {
+		// What the wire cannot say is left out: a run the daemon would
+		// refuse, or one it would read as another.
+		if len(p.rxSlack) < MaxRxSlack && r.Count > 0 && r.Len >= 0 && r.Len <= math.MaxUint16 && r.PSN <= wire.PSNMask {
+			r.Count = min(r.Count, math.MaxInt32)
+			p.rxSlack = append(p.rxSlack, r)
+		}
+	}
 	p.mu.Unlock()
 }
 

@@ -873,13 +873,17 @@ func (d *Daemon) round() {
 // A process that waits with input held as its slack (a message's
 // middle packets whose last never came: its sender died) is woken too,
 // whatever its wait: nothing else would, and the bytes belong in its
-// program's memory.
+// program's memory. (While anything else goes on, such input waits for
+// it: a link's retries elsewhere keep it held.)
 func (d *Daemon) wakeQuiet(now sim.Time) {
 	for _, s := range d.slots {
 		if s.c == nil || !s.waiting {
 			continue
 		}
 		if len(s.pending) > 0 {
+			if s.polling {
+				s.quietAt = now // this wake is the poll's quiet one too
+			}
 			d.wake(s, now)
 		} else if s.polling && s.quietAt != now {
 			s.quietAt = now
@@ -939,9 +943,20 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 const maxSlackBytes = 256 << 10
 
 // quietFrame reports whether frame is the next of a run of the waiting
-// process's rx slack, and takes it off the run if so.
+// process's rx slack, and takes it off the run if so. Only a frame the
+// NIC will take counts: one it would drop (a bad ICRC, after a corrupt
+// rule; a P_Key of another partition; an address not the node's) leaves
+// the QP's expected PSN where it was, so the run must not move past it
+// either, or the next packet, which the NIC answers with a NAK, would be
+// held as silent.
 func (s *slot) quietFrame(frame []byte) bool {
-	if len(s.rx) == 0 || s.pkt.DecodeHeaders(frame) != nil {
+	if len(s.rx) == 0 || s.pkt.Decode(frame) != nil {
+		return false
+	}
+	if pk := s.pkt.BTH.PKey(); pk&0x7FFF != 0x7FFF { // the port's one P_Key, 0xFFFF (nic.defaultPKey)
+		return false
+	}
+	if dst := s.pkt.Dst().Unmap(); dst != s.info.IPv4 && dst != s.info.IPv6 {
 		return false
 	}
 	for i := range s.rx {

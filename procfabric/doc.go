@@ -112,19 +112,25 @@
 //     message, the middle packets still to come: the next PSNs, the
 //     opcode (SEND or WRITE MIDDLE), a full path MTU of payload, no
 //     AckReq, as many as the buffer or the RETH's length has room for
-//     (nic.Device.RxSlack). A stream's receiver is woken at a message's
-//     first and last packets, not at each.
+//     (nic.Device.RxSlack), for the four QPs that last received. A
+//     stream's receiver is woken at a message's first and last packets
+//     (and every 256 KiB of a longer one), not at each.
 //
 // The daemon does not wake the process for those; it keeps them, in
 // order, with its other input, and wakes it at the first input past the
-// slack (or at its deadline, when another thread of it calls a verb, or
-// when nothing else is left to happen), with all of them at their
-// instants. The process's device then ends as
-// it would have, and since nothing it would have done at those instants
-// is held back, every frame leaves when it would have: the capture and
-// the virtual times are the same. What moves is when, in wall time, a
-// middle packet's bytes land in the program's memory: before its
-// message's last packet, which is all a program may rely on.
+// slack (or at its deadline, at a resume, at a Hold, or when nothing
+// else is left to happen), with all of them at their instants. The
+// process's device then ends as it would have, and since nothing it
+// would have done at those instants is held back, every frame leaves
+// when it would have: for a program whose threads wait in verbs, the
+// capture and the virtual times are the same. A verb called while
+// another thread waits first ends that wait (the drop-in's quiesce), so
+// it finds the device up to date. What moves is when a middle packet's
+// bytes land in the program's memory: with its message's last packet,
+// which is all a program may rely on; and a poll that finds nothing
+// returns 0 less often, so a program that spins outside the verbs
+// between polls, or polls memory (ib_write_lat), sees its virtual times
+// move as its thread timing would move them anyway.
 //
 // When every process waits and nothing is left to happen (no frame, no
 // deadline), the daemon wakes, at that instant, each process whose wait
@@ -148,9 +154,9 @@
 // A process whose Wait is blocked in one thread while another thread
 // has work (a post from the program's own thread) calls Port.Interrupt:
 // resume makes the daemon wake it at once, at the current instant, with
-// no input; the order of such wake-ups against other processes follows
-// the wall clock, so a program that relies on them is reproducible only
-// as far as its threads are.
+// no input but what it held as slack; the order of such wake-ups
+// against other processes follows the wall clock, so a program that
+// relies on them is reproducible only as far as its threads are.
 //
 // The frames such a thread sends while the owner waits stay in the
 // process (the daemon detaches a waiting process for a frame) and go with

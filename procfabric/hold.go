@@ -79,7 +79,9 @@ func (d *Daemon) held(next sim.Time) bool {
 		d.sched.RunUntil(d.holdAt) // nothing is due before: cannot fail
 		now = d.holdAt
 	}
-	if d.wakeWhere(now, func(s *slot) bool { return s.at != now }) {
+	// Input held as a process's slack (a tx-done at this instant) is
+	// input all the same: the hold is reached once none is left.
+	if d.wakeWhere(now, func(s *slot) bool { return s.at != now || len(s.pending) > 0 }) {
 		return true
 	}
 	if d.reached != nil {

@@ -1,6 +1,7 @@
 package procfabric
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -118,5 +119,48 @@ func TestHeldFromTheStart(t *testing.T) {
 		if now, err := d.Hold(ctx, timer); err != nil || now != timer {
 			t.Fatalf("Hold(%v) = %v, %v", timer, now, err)
 		}
+	}
+}
+
+// TestHoldTakesSlack: a tx-done a process's wait left with the daemon
+// as its slack, at the hold's own instant, is input like any other: the
+// hold is reached only once the process has been woken with it, so a
+// driver that then acts on the process finds its device up to date.
+func TestHoldTakesSlack(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{Held: true})
+	a, b := attachAB(t, d)
+	go waitOn(b)
+	at := sim.Time(5 * sim.Millisecond)
+	woken := make(chan *Inputs, 8)
+	go func() {
+		for sent := false; ; {
+			in, err := a.Wait(sim.Never)
+			if err != nil {
+				return
+			}
+			if sent {
+				// A copy: the next Wait reuses the Inputs.
+				woken <- &Inputs{Events: slices.Clone(in.Events), Now: in.Now}
+			}
+			if in.Now == at && !sent {
+				// Woken at the hold's instant: a frame, whose tx-done
+				// comes at once, left as slack.
+				sent = true
+				a.Send(frameTo(a, b), nil)
+				a.SetTxSlack(1)
+			}
+		}
+	}()
+	if now, err := d.Hold(ctx, at); err != nil || now != at {
+		t.Fatalf("Hold(%v) = %v, %v", at, now, err)
+	}
+	select {
+	case in := <-woken:
+		if len(in.Events) != 1 || in.Events[0].Frame != nil || in.Events[0].At != at || in.Now != at {
+			t.Errorf("woken again with %+v at %v, want the tx-done at %v", in.Events, in.Now, at)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("Hold reached %v with a's tx-done still held", at)
 	}
 }

@@ -1089,6 +1089,26 @@ func TestRxSlack(t *testing.T) {
 	}
 	const qpn, mtu = 0x11, 1024
 	mid := func(psn wire.PSN) []byte { return mk(qpn, wire.OpRCWriteMiddle, psn, false, mtu) }
+	badICRC := func(f []byte) []byte { // a corrupt rule's work: the NIC drops it
+		f = slices.Clone(f)
+		f[len(f)-1] ^= 1
+		return f
+	}
+	otherPKey := func(f []byte) []byte { // partition 0x1234: the NIC drops it
+		var p wire.Packet
+		if err := p.Decode(f); err != nil {
+			t.Fatal(err)
+		}
+		fr := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
+			BTH: p.BTH.Fields(), Payload: p.Payload}
+		fr.BTH.PKey = 0x9234
+		buf := make([]byte, 2048)
+		k, err := wire.Encode(buf, &fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf[:k]
+	}
 	slack := []wire.PacketRun{{QPN: qpn, PSN: 100, Opcode: wire.OpRCWriteMiddle, Len: mtu, Count: 3}}
 	cases := []struct {
 		name   string
@@ -1103,6 +1123,10 @@ func TestRxSlack(t *testing.T) {
 		{"another QP", slack, [][]byte{mk(qpn+1, wire.OpRCWriteMiddle, 100, false, mtu)}, 1},
 		{"another opcode", slack, [][]byte{mk(qpn, wire.OpRCSendMiddle, 100, false, mtu)}, 1},
 		{"short", slack, [][]byte{mk(qpn, wire.OpRCWriteMiddle, 100, false, mtu-4)}, 1},
+		// Frames the NIC would drop leave its expected PSN behind: the
+		// next packet, held, would be answered with a NAK.
+		{"a bad ICRC", slack, [][]byte{badICRC(mid(100))}, 1},
+		{"another partition", slack, [][]byte{otherPKey(mid(100))}, 1},
 		{"no slack", nil, [][]byte{mid(100)}, 1},
 		// Last, as b then waits for ever: with nothing left to happen,
 		// held frames are not held for ever.

@@ -504,6 +504,7 @@ func (p *process) enter() {
 	p.mu.Lock()
 	p.calls++
 	p.catchUp()
+	p.quiesce()
 }
 
 // step runs the world to its next event (every event of that instant)
