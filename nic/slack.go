@@ -16,8 +16,9 @@ import "github.com/rocesim/rocesim/wire"
 //     length, an R_Key gone, REMOTE_WRITE taken away, a request held
 //     behind a READ reply) is ruled out when the slack is counted, and
 //     cannot come about later: the QP changes only with other input,
-//     which ends the slack, or with a verb, before which the driver
-//     takes what it left with the daemon (the drop-in's quiesce). The
+//     which ends the slack, or with a verb (a program thread's while
+//     another waits runs before the held input is applied: procfabric's
+//     documentation says what that moves). The
 //     driver holding the frames must hold only frames the device will
 //     take: one the device drops (a bad ICRC, a foreign P_Key) leaves
 //     the expected PSN where it was (procfabric's quietFrame).

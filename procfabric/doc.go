@@ -123,9 +123,11 @@
 // process's device then ends as it would have, and since nothing it
 // would have done at those instants is held back, every frame leaves
 // when it would have: for a program whose threads wait in verbs, the
-// capture and the virtual times are the same. A verb called while
-// another thread waits first ends that wait (the drop-in's quiesce), so
-// it finds the device up to date. What moves is when a middle packet's
+// capture and the virtual times are the same. A verb called by one
+// thread while another waits runs on the device as the last wake left
+// it, without what the wait has left with the daemon since (as it ran
+// without the input of the current instant before): its effect on the
+// held input is applied after it. What moves is when a middle packet's
 // bytes land in the program's memory: with its message's last packet,
 // which is all a program may rely on; and a poll that finds nothing
 // returns 0 less often, so a program that spins outside the verbs

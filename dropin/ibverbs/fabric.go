@@ -67,11 +67,6 @@ type fabricLink struct {
 	will []procfabric.WillEntry
 	// rxSlack holds a wait's frame slack (kept for its capacity).
 	rxSlack []wire.PacketRun
-	// gen counts the waits whose input has been applied; gate counts
-	// the verbs that ended another thread's wait to run (quiesce), and
-	// no wait starts while it is not 0.
-	gen  uint64
-	gate int
 }
 
 // joinFabric attaches to node cfg.Node of fabric cfg.Fabric and builds
@@ -127,9 +122,6 @@ const maxTxSlack = 4096
 // poll says the wait is a poll's (nodePort.PollWait).
 func (p *process) stepFabric(poll bool) bool {
 	f := p.fab
-	for f.gate > 0 && !p.closed {
-		p.wake.Wait() // a verb brought the device up to date and runs first (quiesce)
-	}
 	if f.waiting && poll && !f.polling {
 		// Another thread waits on the daemon with a plain wait (the
 		// idle wait of idle.go, a thread in ibv_get_cq_event), which
@@ -202,33 +194,8 @@ func (p *process) stepFabric(poll bool) bool {
 	if err := p.w.RunTo(in.Now); err != nil {
 		p.fatal(err)
 	}
-	f.gen++
 	p.settle()
 	return true
-}
-
-// quiesce brings the device up to the fabric's clock before a verb runs
-// while another thread waits on the daemon (the idle wait of idle.go, a
-// thread in ibv_get_cq_event or a poll): that wait may have left input
-// with the daemon as its slack, which the device would take differently
-// once the verb has changed it (a post on a QP with frames in the port,
-// a region deregistered under a WRITE's middle packets). The wait is
-// ended (the daemon wakes it at once, with everything it held) and the
-// verb runs once its input is applied, before any thread waits again;
-// the caller holds p.mu. On a UDP port catchUp does the same.
-func (p *process) quiesce() {
-	f := p.fab
-	if f == nil || f.udp != nil || !f.waiting || p.closed {
-		return
-	}
-	f.gate++
-	gen := f.gen
-	f.port.Interrupt()
-	for f.waiting && f.gen == gen && !p.closed {
-		p.wake.Wait()
-	}
-	f.gate--
-	p.wake.Broadcast() // a wait gated meanwhile goes on once the verb has run and p.mu is free
 }
 
 // renewWill keeps the daemon the process's will: what the CM would send

@@ -176,38 +176,3 @@ func TestFabricTwoProcesses(t *testing.T) {
 		t.Errorf("b's buffer: %q, %q", b.buf[100:132], b.buf[4096:4105])
 	}
 }
-
-// TestQuiesce: a verb called while another thread of the process waits
-// on the daemon (here b's idle wait) first ends that wait, so that what
-// the wait left with the daemon as its slack reaches the device before
-// the verb runs, and no thread waits again until the verb has run.
-func TestQuiesce(t *testing.T) {
-	dir := twoNodeFabric(t)
-	a, b := newFabricEnd(t, dir, "a"), newFabricEnd(t, dir, "b")
-	a.connect(t, b)
-	b.connect(t, a)
-	f := b.p.fab
-	end := time.Now().Add(10 * time.Second)
-	for { // until b's idle loop waits on the daemon for it
-		b.p.mu.Lock()
-		if f.waiting || time.Now().After(end) {
-			b.p.mu.Unlock()
-			break
-		}
-		b.p.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
-	b.p.mu.Lock()
-	gen := f.gen
-	b.p.mu.Unlock()
-	if !f.waiting {
-		t.Fatal("b's idle loop never waited on the fabric")
-	}
-	b.p.enter() // what every verb does first (lock)
-	waiting, after, gate := f.waiting, f.gen, f.gate
-	b.p.mu.Unlock()
-	if waiting || after == gen || gate != 0 {
-		t.Fatalf("after enter: another thread waiting %v, its wait's input applied %v (gen %d -> %d), gate %d; want no wait, applied, 0",
-			waiting, after != gen, gen, after, gate)
-	}
-}

@@ -504,7 +504,6 @@ func (p *process) enter() {
 	p.mu.Lock()
 	p.calls++
 	p.catchUp()
-	p.quiesce()
 }
 
 // step runs the world to its next event (every event of that instant)
