@@ -138,7 +138,7 @@ func (d *Device) receiveMAD(p *wire.Packet) {
 	switch {
 	case p.BTH.Opcode() != wire.OpUDSendOnly:
 		d.rxDrops[DropQPType]++
-	case !pkeyMatch(p.BTH.PKey(), defaultPKey):
+	case !wire.PKeyMatch(p.BTH.PKey(), wire.DefaultPKey):
 		d.rxDrops[DropPKey]++
 	case p.DETH.QKey() != wire.GSIQKey:
 		d.rxDrops[DropQKey]++

@@ -131,7 +131,7 @@ func (d *Device) checkHeaders(qp *QP, p *wire.Packet) (RxDrop, bool) {
 	default:
 		return DropQPState, false // RESET, INIT, ERR
 	}
-	if !pkeyMatch(p.BTH.PKey(), defaultPKey) {
+	if !wire.PKeyMatch(p.BTH.PKey(), wire.DefaultPKey) {
 		return DropPKey, false
 	}
 	if qp.init.Type == QPTypeUD && p.DETH.QKey() != qp.attr.QKey {
@@ -140,16 +140,6 @@ func (d *Device) checkHeaders(qp *QP, p *wire.Packet) (RxDrop, bool) {
 	return 0, true
 }
 
-// defaultPKey is the port's one P_Key, full member of the default
-// partition (index 0 of the P_Key table).
-const defaultPKey = 0xFFFF
-
-// pkeyMatch reports whether a packet's P_Key a matches the port's b (IBTA
-// §10.9.3, as rxe's pkey_match): the same partition, neither the invalid
-// 0, and at least one of the two a full member (bit 15).
-func pkeyMatch(a, b uint16) bool {
-	return a&0x7FFF != 0 && a&0x7FFF == b&0x7FFF && (a|b)&0x8000 != 0
-}
 
 // RxDrop is why a frame that decoded was dropped before any QP processed
 // it (see Receive, step 3).

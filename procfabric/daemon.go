@@ -953,7 +953,7 @@ func (s *slot) quietFrame(frame []byte) bool {
 	if len(s.rx) == 0 || s.pkt.Decode(frame) != nil {
 		return false
 	}
-	if pk := s.pkt.BTH.PKey(); pk&0x7FFF != 0x7FFF { // the port's one P_Key, 0xFFFF (nic.defaultPKey)
+	if !wire.PKeyMatch(s.pkt.BTH.PKey(), wire.DefaultPKey) {
 		return false
 	}
 	if dst := s.pkt.Dst().Unmap(); dst != s.info.IPv4 && dst != s.info.IPv6 {

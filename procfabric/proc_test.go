@@ -828,6 +828,20 @@ func receiveFrames(t *testing.T, b *Port, n int) <-chan int {
 	return got
 }
 
+// roceFrame is a RoCE v2 frame over IPv4 from from's node to to's, with
+// BTH bth and n bytes of payload, and a valid ICRC.
+func roceFrame(t *testing.T, from, to *Port, bth wire.BTHFields, n int) []byte {
+	t.Helper()
+	f := wire.Frame{DstMAC: to.Self().MAC, SrcMAC: from.Self().MAC, Src: from.Self().IPv4, Dst: to.Self().IPv4, TTL: 64,
+		BTH: bth, Payload: make([]byte, n)}
+	buf := make([]byte, 2048)
+	k, err := wire.Encode(buf, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:k]
+}
+
 // frameTo is a 1000-byte frame from a's node to b's.
 func frameTo(a, b *Port) []byte {
 	frame := make([]byte, 1000)
@@ -1077,15 +1091,7 @@ func TestRxSlack(t *testing.T) {
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
 	mk := func(qpn uint32, op wire.Opcode, psn wire.PSN, ackReq bool, n int) []byte {
-		f := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
-			BTH:     wire.BTHFields{Opcode: op, DestQP: qpn, PSN: psn, AckReq: ackReq, PKey: 0xffff},
-			Payload: make([]byte, n)}
-		buf := make([]byte, 2048)
-		k, err := wire.Encode(buf, &f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return buf[:k]
+		return roceFrame(t, b, a, wire.BTHFields{Opcode: op, DestQP: qpn, PSN: psn, AckReq: ackReq, PKey: wire.DefaultPKey}, n)
 	}
 	const qpn, mtu = 0x11, 1024
 	mid := func(psn wire.PSN) []byte { return mk(qpn, wire.OpRCWriteMiddle, psn, false, mtu) }
@@ -1094,20 +1100,8 @@ func TestRxSlack(t *testing.T) {
 		f[len(f)-1] ^= 1
 		return f
 	}
-	otherPKey := func(f []byte) []byte { // partition 0x1234: the NIC drops it
-		var p wire.Packet
-		if err := p.Decode(f); err != nil {
-			t.Fatal(err)
-		}
-		fr := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
-			BTH: p.BTH.Fields(), Payload: p.Payload}
-		fr.BTH.PKey = 0x9234
-		buf := make([]byte, 2048)
-		k, err := wire.Encode(buf, &fr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return buf[:k]
+	otherPKey := func(psn wire.PSN) []byte { // partition 0x1234: the NIC drops it
+		return roceFrame(t, b, a, wire.BTHFields{Opcode: wire.OpRCWriteMiddle, DestQP: qpn, PSN: psn, PKey: 0x9234}, mtu)
 	}
 	slack := []wire.PacketRun{{QPN: qpn, PSN: 100, Opcode: wire.OpRCWriteMiddle, Len: mtu, Count: 3}}
 	cases := []struct {
@@ -1126,7 +1120,7 @@ func TestRxSlack(t *testing.T) {
 		// Frames the NIC would drop leave its expected PSN behind: the
 		// next packet, held, would be answered with a NAK.
 		{"a bad ICRC", slack, [][]byte{badICRC(mid(100))}, 1},
-		{"another partition", slack, [][]byte{otherPKey(mid(100))}, 1},
+		{"another partition", slack, [][]byte{otherPKey(100)}, 1},
 		{"no slack", nil, [][]byte{mid(100)}, 1},
 		// Last, as b then waits for ever: with nothing left to happen,
 		// held frames are not held for ever.
@@ -1179,9 +1173,7 @@ func TestRxSlackBounded(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
-	f := wire.Frame{DstMAC: a.Self().MAC, SrcMAC: b.Self().MAC, Src: b.Self().IPv4, Dst: a.Self().IPv4, TTL: 64,
-		BTH: wire.BTHFields{Opcode: wire.OpRCWriteMiddle, DestQP: 0x11, PKey: 0xffff}, Payload: make([]byte, 1024)}
-	frame := make([]byte, 2048)
+	bth := wire.BTHFields{Opcode: wire.OpRCWriteMiddle, DestQP: 0x11, PKey: wire.DefaultPKey}
 	const sent = 400
 	type woke struct {
 		in  *Inputs
@@ -1194,12 +1186,8 @@ func TestRxSlackBounded(t *testing.T) {
 		aWoke <- woke{in, err}
 	}()
 	for i := range sent {
-		f.BTH.PSN = wire.PSN(i)
-		n, err := wire.Encode(frame, &f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(frame[:n], nil); err != nil {
+		bth.PSN = wire.PSN(i)
+		if err := b.Send(roceFrame(t, b, a, bth, 1024), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1209,8 +1197,7 @@ func TestRxSlackBounded(t *testing.T) {
 	if w.err != nil {
 		t.Fatal(w.err)
 	}
-	n, _ := wire.Encode(frame, &f)
-	want := maxSlackBytes/len(appendDeliver(nil, 0, frame[:n])) + 1
+	want := maxSlackBytes/len(appendDeliver(nil, 0, roceFrame(t, b, a, bth, 1024))) + 1
 	if got := len(w.in.Events); got != want || want >= sent || w.in.Now != w.in.Events[got-1].At {
 		t.Fatalf("woken at %v with %d frames, want %d (of %d sent), woken at the last", w.in.Now, got, want, sent)
 	}

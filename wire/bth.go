@@ -142,3 +142,14 @@ func setBit(p *byte, bit byte, v bool) {
 		*p &^= bit
 	}
 }
+
+// DefaultPKey is the one P_Key of an rxe port: full member of the
+// default partition (index 0 of its P_Key table).
+const DefaultPKey = 0xFFFF
+
+// PKeyMatch reports whether a packet's P_Key a matches a port's b (IBTA
+// §10.9.3, as rxe's pkey_match): the same partition, neither the invalid
+// 0, and at least one of the two a full member (bit 15).
+func PKeyMatch(a, b uint16) bool {
+	return a&0x7FFF != 0 && a&0x7FFF == b&0x7FFF && (a|b)&0x8000 != 0
+}
