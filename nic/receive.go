@@ -140,7 +140,6 @@ func (d *Device) checkHeaders(qp *QP, p *wire.Packet) (RxDrop, bool) {
 	return 0, true
 }
 
-
 // RxDrop is why a frame that decoded was dropped before any QP processed
 // it (see Receive, step 3).
 type RxDrop uint8
