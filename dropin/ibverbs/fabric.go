@@ -122,19 +122,21 @@ const maxTxSlack = 4096
 // poll says the wait is a poll's (nodePort.PollWait).
 func (p *process) stepFabric(poll bool) bool {
 	f := p.fab
-	if f.waiting && poll && !f.polling {
-		// Another thread waits on the daemon with a plain wait (the
-		// idle wait of idle.go, a thread in ibv_get_cq_event), which
-		// the fabric does not wake when nothing is left to happen:
-		// this poll would sleep through the instant it must return 0
-		// at. The wait is ended at the current instant; the idle
-		// thread then stops (a verb was called), and this poll waits
-		// itself, unless the other thread waits again first.
-		f.port.Interrupt()
-		p.wake.Wait()
-	}
 	if f.waiting {
-		p.wake.Wait() // another thread waits on the daemon for everyone
+		// Another thread waits on the daemon for everyone: this one
+		// waits for that wait to end, and its caller looks again at
+		// what the wait brought. If that wait is a plain one (the idle
+		// wait of idle.go, a thread in ibv_get_cq_event), which the
+		// fabric does not wake when nothing is left to happen, a poll
+		// would sleep through the instant it must return 0 at: it ends
+		// that wait at the current instant. Its caller returns, and
+		// comes back (a poll finding nothing) to wait itself; should
+		// the other thread have waited again first, it is ended again,
+		// never slept on (both threads would sleep for ever).
+		if poll && !f.polling {
+			f.port.Interrupt()
+		}
+		p.wake.Wait()
 		return true
 	}
 	if p.cmHold() { // the program is answering a CM event (cm.go)
