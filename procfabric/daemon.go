@@ -196,6 +196,11 @@ type slot struct {
 	// answer is the buffer of the node's kernel's answers (kernel.go),
 	// kept for its capacity: the fabric copies what it sends.
 	answer []byte
+	// inPort counts the node's frames in its port (put on the fabric,
+	// not yet finished); the oldest stale of them, and of held, were
+	// sent before the attached process came (by one that died, or by
+	// the node's kernel): their tx-dones are not its to count.
+	inPort, stale int
 }
 
 type heldFrame struct {
@@ -669,6 +674,11 @@ func (d *Daemon) attach(c *conn, name string) {
 		return
 	}
 	c.slot, s.c, s.attached = s, c, true
+	// The frames still in the port, or held to enter it at the next
+	// round, are a dead process's or the kernel's: the port finishes
+	// them first, and the process is not told (its device would count
+	// them off its own frames, and skew its tx slack).
+	s.stale = s.inPort + len(s.held)
 	s.waiting, s.deadline, s.since, s.at, s.quietAt = false, sim.Never, time.Now(), d.sched.Now(), sim.Never
 	d.count(func(st *Stats) { st.Attaches++ })
 	infos := make([]NodeInfo, len(d.slots))
@@ -815,6 +825,7 @@ func (d *Daemon) round() {
 			for _, h := range s.held {
 				// A frame the port refuses is lost (as Host.send does)
 				// and its sender told it left, so its NIC does not stall.
+				s.inPort++
 				if err := s.node.Send(0, h.frame, h.note); err != nil {
 					d.logf("node %s: frame lost: %v", s.info.Name, err)
 					s.txDone(d.sched.Now())
@@ -925,6 +936,7 @@ func (s *slot) Receive(now sim.Time, _ int, frame []byte) {
 		if s.answer, note = kernelAnswer(s.answer, frame); s.answer != nil {
 			// A port takes it or loses it; the node has nobody to tell.
 			if s.node.Send(0, s.answer, []byte(note)) == nil {
+				s.inPort++
 				s.d.count(func(st *Stats) { st.KernelAnswers++ })
 			}
 		}
@@ -970,6 +982,11 @@ func (s *slot) quietFrame(frame []byte) bool {
 // txDone tells the process (at its next wake-up) that its port finished
 // a frame.
 func (s *slot) txDone(now sim.Time) {
+	s.inPort--
+	if s.stale > 0 {
+		s.stale-- // a frame sent before the process attached
+		return
+	}
 	if s.c != nil {
 		s.pending = appendTime(s.pending, msgTxDone, now)
 		if s.slack > 0 {

@@ -229,3 +229,54 @@ func TestCloseBoundedWhenTheDaemonIsSilent(t *testing.T) {
 		t.Fatal("the Wait did not end after Close")
 	}
 }
+
+// TestReattachNotToldOfOldFrames: a process that attaches to a node
+// whose port still holds frames of the process before it (which sent 40
+// and left) is not told of them as they leave: its device would count
+// those tx-dones off frames of its own. Woken at its deadline, it has no
+// input.
+func TestReattachNotToldOfOldFrames(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	const frames = 40
+	for range frames {
+		if err := a.Send(frameTo(a, b), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for d.Stats().Detaches == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	// a's frames enter the port; b is woken at the first one's arrival,
+	// one link's delay later, with most of them still in the port.
+	in, err := b.Wait(sim.Never)
+	if err != nil || len(in.Events) == 0 {
+		t.Fatalf("b's first wait: %+v %v", in, err)
+	}
+	left := frames - len(in.Events)
+	again, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	got := receiveFrames(t, b, left)
+	woken := make(chan *Inputs, 1)
+	go func() {
+		in, err := again.Wait(again.Now().Add(100 * sim.Microsecond))
+		if err != nil {
+			t.Error(err)
+		}
+		woken <- in
+	}()
+	if n := <-got; n != left {
+		t.Errorf("b received %d more frames, want %d", n, left)
+	}
+	go waitOn(b) // the clock moves on to the new process's deadline
+	if in := <-woken; in != nil && len(in.Events) != 0 {
+		t.Errorf("the new process was woken at %v with %d events (the old frames' tx-dones): %+v", in.Now, len(in.Events), in.Events)
+	}
+}
