@@ -35,10 +35,16 @@ func newSlackPair(t *testing.T) *slackPair {
 // put anything out.
 func (s *slackPair) in(t *testing.T, op wire.Opcode, psn wire.PSN, ackReq bool, n int) bool {
 	t.Helper()
+	return s.req(t, op, psn, ackReq, n, 4096)
+}
+
+// req is in with a RETH length of dmaLen.
+func (s *slackPair) req(t *testing.T, op wire.Opcode, psn wire.PSN, ackReq bool, n int, dmaLen uint32) bool {
+	t.Helper()
 	f := wire.Frame{DstMAC: wire.MAC{2, 0, 0, 0, 0, 1}, SrcMAC: wire.MAC{2, 0, 0, 0, 0, 2},
 		Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.0.1"), TTL: 64,
 		BTH:     wire.BTHFields{Opcode: op, DestQP: s.qp.num, PSN: psn, AckReq: ackReq, PKey: 0xffff},
-		RETH:    wire.RETHFields{VA: s.mr.Addr, RKey: s.mr.RKey, DMALength: 4096},
+		RETH:    wire.RETHFields{VA: s.mr.Addr, RKey: s.mr.RKey, DMALength: dmaLen},
 		Payload: make([]byte, n)}
 	buf := make([]byte, 2048)
 	k, err := wire.Encode(buf, &f)
@@ -106,4 +112,104 @@ func TestRxSlackSend(t *testing.T) {
 	assert.Empty(t, d.RxSlack(nil), "no room for another middle packet")
 	require.True(t, s.in(t, wire.OpRCSendLast, 3, true, 100))
 	assert.Empty(t, d.RxSlack(nil))
+}
+
+// TestRxSlackRecent: the slack covers the rxRecentN QPs that last
+// received a request, most recent first; a fifth QP in the middle of a
+// WRITE has none until it receives again, which puts it first and
+// leaves out the one that received longest ago.
+func TestRxSlackRecent(t *testing.T) {
+	s := newSlackPair(t)
+	d := s.d
+	pairs := []*slackPair{s}
+	for range rxRecentN {
+		qp := readyQP(t, d, s.qp.pd, s.qp.init.SendCQ, 4)
+		require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPAccessFlags: AccessRemoteWrite}, QPAttrAccessFlags))
+		pairs = append(pairs, &slackPair{d: d, qp: qp, mr: s.mr})
+	}
+	run := func(p *slackPair, psn wire.PSN) wire.PacketRun {
+		return wire.PacketRun{QPN: p.qp.num, PSN: psn, Opcode: wire.OpRCWriteMiddle, Len: 1024, Count: int(5 - psn)}
+	}
+	for _, p := range pairs {
+		require.False(t, p.in(t, wire.OpRCWriteFirst, 1, false, 1024))
+	}
+	want := []wire.PacketRun{run(pairs[4], 2), run(pairs[3], 2), run(pairs[2], 2), run(pairs[1], 2)}
+	assert.Equal(t, want, d.RxSlack(nil), "the four that received last, not the first")
+
+	require.False(t, pairs[0].in(t, wire.OpRCWriteMiddle, 2, false, 1024))
+	want = []wire.PacketRun{run(pairs[0], 3), run(pairs[4], 2), run(pairs[3], 2), run(pairs[2], 2)}
+	assert.Equal(t, want, d.RxSlack(nil), "the first received again")
+
+	require.False(t, pairs[3].in(t, wire.OpRCWriteMiddle, 2, false, 1024))
+	want = []wire.PacketRun{run(pairs[3], 3), run(pairs[0], 3), run(pairs[4], 2), run(pairs[2], 2)}
+	assert.Equal(t, want, d.RxSlack(nil), "one already listed moves to the front, nothing leaves")
+}
+
+// TestRxSlackNotBehindRead: a WRITE that comes while the QP's responder
+// sends a READ reply the port has no room for is held behind it: its
+// middle packets would be held too, so they are no slack; nor is
+// anything a QP in RTR receives before the packet that raises COMM_EST.
+func TestRxSlackNotBehindRead(t *testing.T) {
+	d, pd := readyDevice(t)
+	cq, err := d.CreateCQ(16, nil, 0)
+	require.NoError(t, err)
+	qp := timerQP(t, d, pd, cq)
+	require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPAccessFlags: AccessRemoteWrite | AccessRemoteRead}, QPAttrAccessFlags))
+	mr, err := d.RegMR(pd, make([]byte, 256<<10), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+	require.NoError(t, err)
+	s := &slackPair{d: d, qp: qp, mr: mr}
+
+	// A READ of 128 KiB: its reply stops at the port's high mark, no
+	// tx-done comes.
+	require.True(t, s.req(t, wire.OpRCReadRequest, 1, false, 0, 128<<10), "the reply starts")
+	require.True(t, qp.resp.busy(), "the reply waits for the port")
+	s.req(t, wire.OpRCWriteFirst, 129, false, 1024, 4096)
+	assert.Empty(t, d.RxSlack(nil), "a WRITE held behind the READ reply")
+	// The port takes the reply's packets: the reply ends, the WRITE
+	// runs, and its middle packets are slack from then on.
+	for i := 0; qp.resp.busy() && i < 1000; i++ {
+		d.TxDone(sim.Time(1000 + i))
+		d.Ready()
+	}
+	require.False(t, qp.resp.busy())
+	assert.Equal(t, []wire.PacketRun{{QPN: qp.num, PSN: 130, Opcode: wire.OpRCWriteMiddle, Len: 1024, Count: 3}}, d.RxSlack(nil))
+
+	// The same WRITE with the responder free has its slack.
+	d2, pd2 := readyDevice(t)
+	cq2, err := d2.CreateCQ(16, nil, 0)
+	require.NoError(t, err)
+	qp2 := timerQP(t, d2, pd2, cq2)
+	require.NoError(t, d2.ModifyQP(0, qp2, &QPAttr{QPAccessFlags: AccessRemoteWrite}, QPAttrAccessFlags))
+	mr2, err := d2.RegMR(pd2, make([]byte, 8192), AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	s2 := &slackPair{d: d2, qp: qp2, mr: mr2}
+	require.False(t, s2.in(t, wire.OpRCWriteFirst, 1, false, 1024))
+	assert.Len(t, d2.RxSlack(nil), 1)
+}
+
+// TestRxSlackRTR: a QP in RTR has slack once its first packet raised
+// COMM_EST (the next raises nothing), with the run counted as in RTS.
+func TestRxSlackRTR(t *testing.T) {
+	d, pd := readyDevice(t)
+	cq, err := d.CreateCQ(16, nil, 0)
+	require.NoError(t, err)
+	qp, err := d.CreateQP(pd, QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: QPTypeRC,
+		Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	av := AHAttr{IsGlobal: true, PortNum: 1, GRH: GRH{DGID: netip.MustParseAddr("10.0.0.2"), HopLimit: 1}}
+	require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPState: QPStateInit, PortNum: 1, QPAccessFlags: AccessRemoteWrite},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	require.NoError(t, d.ModifyQP(0, qp, &QPAttr{QPState: QPStateRTR, PathMTU: MTU1024, DestQPNum: 0x99,
+		RQPSN: 1, AHAttr: av, MinRNRTimer: 12},
+		QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer))
+	mr, err := d.RegMR(pd, make([]byte, 8192), AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	s := &slackPair{d: d, qp: qp, mr: mr}
+	assert.Empty(t, d.RxSlack(nil))
+	require.False(t, qp.resp.commEst)
+	s.in(t, wire.OpRCWriteFirst, 1, false, 1024)
+	require.True(t, qp.resp.commEst, "the first packet raised COMM_EST")
+	assert.Equal(t, []wire.PacketRun{{QPN: qp.num, PSN: 2, Opcode: wire.OpRCWriteMiddle, Len: 1024, Count: 3}}, d.RxSlack(nil))
+	qp.resp.commEst = false // as though it had not: the next packet would raise it
+	assert.Empty(t, d.RxSlack(nil), "the next packet raises COMM_EST: not silent")
 }
