@@ -39,6 +39,10 @@ const (
 	DefaultIdleLimit = 30 * time.Second
 	// DefaultWriteTimeout bounds one write to a process.
 	DefaultWriteTimeout = 5 * time.Second
+	// DefaultQuietReport is how long every process may wait with
+	// nothing left to happen before the daemon says so
+	// (Config.QuietReport).
+	DefaultQuietReport = 10 * time.Second
 )
 
 // Config describes a fabric daemon.
@@ -86,6 +90,13 @@ type Config struct {
 	// Log receives one line per refusal, detach and bound hit; nil
 	// discards them.
 	Log io.Writer
+	// QuietReport: when every attached process has waited this long of
+	// wall time, none due anything and nothing left to happen in
+	// virtual time, the log says so once, naming how each waits (the
+	// usual reason a run hangs: a program blocked in a verb for an
+	// event no one will cause). 0 means DefaultQuietReport, negative
+	// never.
+	QuietReport time.Duration
 	// Held starts the clock held at 0, as though Hold(0) had been
 	// called before anyone attached: it moves only through Hold. For a
 	// driver that prepares its processes (resources, connections)
@@ -149,6 +160,11 @@ type Daemon struct {
 	reached chan sim.Time // the pending Hold's answer; nil once given
 	started bool          // every node has attached once: the clock may move
 	ended   bool          // Config.Deadline was reached
+	// quietSince is the wall time every process has waited since with
+	// nothing left to happen (zero: not so); reported says the log
+	// has said so (reportQuiet).
+	quietSince time.Time
+	reported   bool
 
 	mu    sync.Mutex // guards stats and conns, which other goroutines touch
 	stats Stats
@@ -259,6 +275,9 @@ func Listen(cfg Config) (*Daemon, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.QuietReport == 0 {
+		cfg.QuietReport = DefaultQuietReport
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -388,10 +407,15 @@ func (d *Daemon) Serve() sim.Time {
 	}
 	go d.accept()
 	var tick <-chan time.Time
-	if d.cfg.HoldLimit > 0 || d.cfg.ExitWhenIdle {
-		every := d.cfg.IdleLimit / 8
-		if d.cfg.HoldLimit > 0 && (!d.cfg.ExitWhenIdle || d.cfg.HoldLimit < d.cfg.IdleLimit) {
-			every = d.cfg.HoldLimit / 8
+	if d.cfg.HoldLimit > 0 || d.cfg.ExitWhenIdle || d.cfg.QuietReport > 0 {
+		every := time.Duration(1<<63 - 1)
+		for _, b := range []time.Duration{d.cfg.HoldLimit, d.cfg.QuietReport} {
+			if b > 0 {
+				every = min(every, b/8)
+			}
+		}
+		if d.cfg.ExitWhenIdle {
+			every = min(every, d.cfg.IdleLimit/8)
 		}
 		t := time.NewTicker(max(every, time.Millisecond))
 		defer t.Stop()
@@ -416,6 +440,7 @@ func (d *Daemon) Serve() sim.Time {
 			f()
 		case <-tick:
 			d.checkHolds()
+			d.reportQuiet()
 			if d.cfg.ExitWhenIdle && idle && time.Since(idleSince) > d.cfg.IdleLimit {
 				// Nobody came: a daemon started by a client that lost
 				// the race to another's, or whose client died first.
@@ -802,6 +827,53 @@ func (d *Daemon) checkHolds() {
 			d.drop(s.c, why)
 		}
 	}
+}
+
+// reportQuiet logs, once, that every attached process has waited for
+// Config.QuietReport of wall time with nothing left to happen: nobody is
+// due input, no deadline is set and the fabric has no event. Unless a
+// program waits for something outside the fabric (a TCP message, a
+// timer of its own), the run is stuck: each node's line says whether it
+// waits in a poll (woken at once when quiet, so its program is
+// polling again and again) or in a blocking wait (a verb such as
+// ibv_get_cq_event or rdma_get_cm_event, or the library's idle wait while
+// its program is busy outside it).
+func (d *Daemon) reportQuiet() {
+	quiet := d.started && !d.ended && !d.holding && d.sched.NextAt() == sim.Never
+	anyone := false
+	for _, s := range d.slots {
+		if s.c == nil {
+			continue
+		}
+		anyone = true
+		quiet = quiet && s.waiting && !s.due && len(s.pending) == 0 && s.deadline == sim.Never
+	}
+	if !quiet || !anyone {
+		d.quietSince, d.reported = time.Time{}, false
+		return
+	}
+	if d.quietSince.IsZero() {
+		d.quietSince = time.Now()
+		return
+	}
+	if d.reported || time.Since(d.quietSince) < d.cfg.QuietReport {
+		return
+	}
+	d.reported = true
+	var ways []string
+	for _, s := range d.slots {
+		switch {
+		case s.c == nil:
+			ways = append(ways, fmt.Sprintf("node %s has no process", s.info.Name))
+		case s.polling:
+			ways = append(ways, fmt.Sprintf("node %s waits in a poll", s.info.Name))
+		default:
+			ways = append(ways, fmt.Sprintf("node %s in a blocking wait", s.info.Name))
+		}
+	}
+	d.logf("nothing has happened for %v of wall time: at virtual time %v every process waits and nothing is left to happen (%s); "+
+		"unless a program waits for something outside the fabric (a TCP message, a timer of its own), the run is stuck",
+		time.Since(d.quietSince).Round(time.Second), d.sched.Now(), strings.Join(ways, ", "))
 }
 
 // round moves virtual time as far as it can: while every attached

@@ -204,8 +204,16 @@
 // process are bounded by a wall-clock deadline too, so one that stops
 // reading is detached rather than blocking the daemon.
 //
+// The opposite stall, every process waiting with nothing left to happen
+// (no input due, no deadline, no event in the fabric: a program blocked
+// in ibv_get_cq_event for a completion its peer never causes), is not
+// detected as an error, since programs may be waiting on each other
+// outside the fabric; after Config.QuietReport (default 10 s) of it the
+// log says so once, naming how each node waits (in a poll, or in a
+// blocking wait), and again after each new quiet period.
+//
 // The daemon is a driver (see the package graph in STYLE.md): it reads
-// the wall clock only for those two bounds and uses goroutines only to
-// read its sockets; every decision that reaches the fabric is taken in
-// its one loop, in virtual time.
+// the wall clock only for those bounds and that report, and uses
+// goroutines only to read its sockets; every decision that reaches the
+// fabric is taken in its one loop, in virtual time.
 package procfabric

@@ -3,6 +3,7 @@ package procfabric
 import (
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,5 +279,47 @@ func TestReattachNotToldOfOldFrames(t *testing.T) {
 	go waitOn(b) // the clock moves on to the new process's deadline
 	if in := <-woken; in != nil && len(in.Events) != 0 {
 		t.Errorf("the new process was woken at %v with %d events (the old frames' tx-dones): %+v", in.Now, len(in.Events), in.Events)
+	}
+}
+
+// TestQuietReport: when every process has waited Config.QuietReport with
+// nothing left to happen, the log says so once, not at every tick, with
+// how each node waits; while a process runs (here, one woken at a
+// deadline again and again) nothing is quiet.
+func TestQuietReport(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: &log})
+	a, b := attachAB(t, d)
+	const said = "nothing has happened for"
+	go func() {
+		for {
+			if _, err := b.PollWait(sim.Never); err != nil {
+				return
+			}
+		}
+	}()
+	// a waits a while with a deadline 1 µs ahead each time: virtual time
+	// moves, nothing is quiet.
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if _, err := a.Wait(a.Now().Add(sim.Microsecond)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if strings.Contains(log.String(), said) {
+		t.Fatalf("reported while a process ran:\n%s", log.String())
+	}
+	go waitOn(a)
+	for !strings.Contains(log.String(), said) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a second report would come now
+	out := log.String()
+	if n := strings.Count(out, said); n != 1 {
+		t.Fatalf("%d reports, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "(node a in a blocking wait, node b waits in a poll)") {
+		t.Errorf("the report does not say how each node waits:\n%s", out)
 	}
 }
