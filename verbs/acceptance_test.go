@@ -14,6 +14,7 @@ import (
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // pair returns two connected RC endpoints on one link.
@@ -540,4 +541,32 @@ func TestMessageOver2GiB(t *testing.T) {
 	require.NoError(t, w.Run())
 	assert.Equal(t, []string{"1:IBV_WC_LOC_LEN_ERR"}, summary(pollAll(a.cq)))
 	assert.Contains(t, tr.Text(), "over 2^31")
+}
+
+// TestAlteredFrameChecked: frames a device builds cross the fabric
+// sealed, their ICRC taken on trust by the receiving device; a frame a
+// fault rule changed on the way is checked again. A SEND whose first
+// transmission had a payload byte flipped is dropped for its ICRC, not
+// placed, and its retransmission delivers the bytes sent; so with the
+// ICRC itself flipped (corrupt's default).
+func TestAlteredFrameChecked(t *testing.T) {
+	for _, rule := range []string{"corrupt byte=70 src=a tx=1", "corrupt src=a tx=1"} {
+		t.Run(rule, func(t *testing.T) {
+			plan, err := faults.Parse(rule + "\n")
+			require.NoError(t, err)
+			w, a, b := pair(t, verbs.WorldConfig{Seed: 1, Plan: plan})
+			for i := range 64 {
+				a.buf[i] = byte(i + 1)
+			}
+			_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+			require.NoError(t, err)
+			_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 64)})
+			require.NoError(t, err)
+			require.NoError(t, w.Run())
+			assert.Equal(t, []string{"2:IBV_WC_SUCCESS"}, summary(pollAll(a.cq)))
+			assert.Equal(t, []string{"1:IBV_WC_SUCCESS"}, summary(pollAll(b.cq)))
+			assert.Equal(t, a.buf[:64], b.buf[:64], "the bytes sent, not the altered ones")
+			assert.Equal(t, uint64(1), b.host.RxErrors(wire.CodeICRC), "the altered frame, dropped for its ICRC")
+		})
+	}
 }

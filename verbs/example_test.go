@@ -24,6 +24,7 @@ func ExampleHost_GetDeviceList() {
 
 // endpoint is one side of an RC connection, set up as a C program would.
 type endpoint struct {
+	host  *verbs.Host
 	ctx   *verbs.Context
 	pd    *verbs.PD
 	cq    *verbs.CQ
@@ -37,7 +38,7 @@ type endpoint struct {
 }
 
 func setup(h *verbs.Host, psn uint32) *endpoint {
-	e := &endpoint{psn: psn, retry: 7, rnr: 7}
+	e := &endpoint{host: h, psn: psn, retry: 7, rnr: 7}
 	e.ctx, _ = h.GetDeviceList()[0].Open()
 	e.pd, _ = e.ctx.AllocPD()
 	e.cq, _ = e.ctx.CreateCQ(16, nil, 0)

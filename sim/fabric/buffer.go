@@ -51,6 +51,9 @@ type frameBuf struct {
 	owner int32
 	// hasText is set while the frame's frameText holds a note or a fault.
 	hasText bool
+	// sealed: the sender vouched for the frame's ICRC (SendSealed) and
+	// nothing has changed its bytes since; the receiver is told so.
+	sealed bool
 }
 
 // frameText is a frame's texts, apart from its frameBuf: most frames
@@ -182,7 +185,7 @@ func (p *bufPool) get(n int) *frameBuf {
 		id := p.free[c][k-1]
 		p.free[c] = p.free[c][:k-1]
 		b := p.at(id)
-		b.copy, b.dropRule = 0, 0
+		b.copy, b.dropRule, b.sealed = 0, 0, false
 		return b
 	}
 	id := p.n
@@ -233,6 +236,7 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 	c.n = int32(copy(c.data, b.bytes()))
 	c.from, c.to, c.dst, c.tx, c.copy = b.from, b.to, b.dst, b.tx, b.copy
 	c.owner = noNode // a copy the fabric made was not sent by the node
+	c.sealed = b.sealed
 	if b.hasText {
 		t, u := p.text(c.id), p.text(b.id)
 		t.note, t.fault = append(t.note[:0], u.note...), u.fault

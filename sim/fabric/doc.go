@@ -43,6 +43,14 @@
 // queue took), so "dup n=100000000" costs a queue's worth of frames. With an unlimited queue (QueueBytes 0) every
 // copy is made: memory then grows with n.
 //
+// A sender that encoded its frames itself (a NIC model: wire.Encode
+// computes the ICRC) sends them with SendSealed; a receiver that is a
+// SealedReceiver gets such a frame through ReceiveSealed, unless a rule
+// altered it on the way (corrupt, truncate, rewrite), and may skip
+// computing its ICRC again: the answer is known, and in a large world
+// the frame is cold by the time it arrives, so that CRC over every byte
+// cost a sixth of the receive path.
+//
 // Nothing here reads the wall clock, starts a goroutine or iterates a map
 // where the order could reach output; frame buffers are pooled, so the
 // per-frame path allocates nothing when tracing is off.

@@ -234,3 +234,61 @@ func TestRecordShowsTheRewrittenFrame(t *testing.T) {
 	assert.Equal(t, []byte{3}, ecn)
 	require.Len(t, s.frames, 1)
 }
+
+// sealedSink is a SealedReceiver that records, for each frame, its PSN
+// and whether it came sealed.
+type sealedSink struct {
+	psns   []uint32
+	sealed []bool
+}
+
+func (s *sealedSink) Receive(now sim.Time, port int, frame []byte) { s.add(frame, false) }
+func (s *sealedSink) ReceiveSealed(now sim.Time, port int, frame []byte) {
+	s.add(frame, true)
+}
+
+func (s *sealedSink) add(frame []byte, sealed bool) {
+	var p wire.Packet
+	psn := uint32(1 << 31) // a frame too short to decode
+	if p.DecodeHeaders(frame) == nil {
+		psn = uint32(p.BTH.PSN())
+	}
+	s.psns, s.sealed = append(s.psns, psn), append(s.sealed, sealed)
+}
+
+// TestSealed: a frame sent with SendSealed reaches a SealedReceiver
+// through ReceiveSealed, through a switch, delayed, reordered or
+// duplicated (each copy), unless a rule changed its bytes (corrupt,
+// truncate, rewrite: its ICRC must be checked); a frame sent with Send
+// comes through Receive, as it does to a plain Receiver.
+func TestSealed(t *testing.T) {
+	plan, err := faults.Parse("corrupt psn=2\ntruncate len=60 psn=3\nrewrite set-psn=+100 psn=4\ndup n=1 psn=5\ndelay 5us psn=6\nreorder n=1 psn=7")
+	require.NoError(t, err)
+	w := newWorld(t, 2, plan, 1, nil)
+	sw := w.f.AddSwitch("sw", 2)
+	for i, n := range w.nodes {
+		_, err := w.f.Connect(fmt.Sprintf("l%d", i), n.Port(0), sw.Port(i), fabric.DefaultLinkConfig())
+		require.NoError(t, err)
+	}
+	s := &sealedSink{}
+	w.nodes[1].SetReceiver(s)
+	for psn := uint32(1); psn <= 8; psn++ {
+		require.NoError(t, w.nodes[0].SendSealed(0, roce(t, 0, 1, psn, 32), nil))
+	}
+	require.NoError(t, w.nodes[0].Send(0, roce(t, 0, 1, 9, 32), nil))
+	require.NoError(t, w.sched.Run())
+	got := map[uint32][]bool{}
+	for i, psn := range s.psns {
+		got[psn] = append(got[psn], s.sealed[i])
+	}
+	for psn, want := range map[uint32][]bool{1: {true}, 5: {true, true}, 6: {true}, 7: {true}, 8: {true}, 9: {false}} {
+		assert.Equal(t, want, got[psn], "PSN %d", psn)
+	}
+	var altered []bool
+	for i, psn := range s.psns {
+		if psn != 1 && (psn < 5 || psn > 9) {
+			altered = append(altered, s.sealed[i])
+		}
+	}
+	assert.Equal(t, []bool{false, false, false}, altered, "the corrupted, truncated and rewritten frames (PSNs %v)", s.psns)
+}

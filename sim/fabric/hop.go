@@ -59,7 +59,9 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		return
 	}
 	// Corrupt and Rewrite change the frame in place, Truncate shortens
-	// it: a switch reads its destination again.
+	// it: a switch reads its destination again, and its receiver checks
+	// its ICRC (once altered, it is no longer the frame its sender
+	// sealed).
 	b.dst = lookupMAC
 	switch v.Action {
 	case faults.Drop:
@@ -118,6 +120,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		b.n = int32(min(int(b.n), max(v.Len, 0)))
 		fallthrough
 	case faults.Corrupt, faults.Rewrite:
+		b.sealed = false
 		d.stats.Altered++
 		why := v.String()
 		f.pool.setFault(b, why)
@@ -138,7 +141,9 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 	if sw == nil {
 		b := f.pool.at(fl.id)
 		f.traceFrame(d, b, "frame-rx", "")
-		if r := d.recv; r != nil {
+		if b.sealed && d.srecv != nil {
+			d.srecv.ReceiveSealed(f.sched.Now(), d.port, b.bytes())
+		} else if r := d.recv; r != nil {
 			r.Receive(f.sched.Now(), d.port, b.bytes())
 		}
 		f.release(b)

@@ -100,12 +100,19 @@ type direction struct {
 	// The far end: a node's port (recv, its Receiver, nil until it has
 	// one; port, the port's index) or a switch (sw).
 	recv     Receiver
+	srecv    SealedReceiver // recv, if it is one
 	port     int
 	sw       *Switch
 	linkName string
 	name     string // "a->b"
 	stats    DirStats
 	from, to *Port
+}
+
+// setReceiver makes r the direction's far end.
+func (d *direction) setReceiver(r Receiver) {
+	d.recv = r
+	d.srecv, _ = r.(SealedReceiver)
 }
 
 type heldFrame struct {
@@ -140,7 +147,7 @@ func (f *Fabric) Connect(name string, a, b *Port, cfg LinkConfig) (*Link, error)
 			d.node = n.idx
 		}
 		if n := ends[1].node; n != nil {
-			d.recv = n.recv
+			d.setReceiver(n.recv)
 		}
 		ends[0].out = d
 		if f.tap != nil {
