@@ -423,6 +423,23 @@ func (p *Port) Interrupt() error {
 	return err
 }
 
+// Poll makes a Wait blocked in another goroutine a PollWait: the daemon
+// also wakes it, once per instant, when every process waits and nothing
+// is left to happen (for a program thread whose poll finds nothing while
+// another thread waits in a plain Wait, as one in ibv_get_cq_event
+// does). Unlike Interrupt it does not end the wait: a poll repeated at
+// the same instant sleeps until something happens, as a PollWait's
+// would. Called while no Wait blocks, it does nothing.
+func (p *Port) Poll() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.waiting || p.closed || p.err != nil {
+		return nil
+	}
+	_, err := p.c.Write(appendEmpty(nil, msgPoll))
+	return err
+}
+
 // Close sends the frames not yet sent, detaches and closes the
 // connection, and voids the will (SetWill). The node goes silent; its
 // peers see their QPs time out.

@@ -165,6 +165,10 @@ type Daemon struct {
 	// has said so (reportQuiet).
 	quietSince time.Time
 	reported   bool
+	// quietWakes is Stats.Wakes when quietSince was set: a wake-up
+	// since means the processes ran between two ticks (a burst between
+	// two exchanges over TCP), and the quiet period starts again.
+	quietWakes uint64
 
 	mu    sync.Mutex // guards stats and conns, which other goroutines touch
 	stats Stats
@@ -213,10 +217,18 @@ type slot struct {
 	// kept for its capacity: the fabric copies what it sends.
 	answer []byte
 	// inPort counts the node's frames in its port (put on the fabric,
-	// not yet finished); the oldest stale of them, and of held, were
-	// sent before the attached process came (by one that died, or by
-	// the node's kernel): their tx-dones are not its to count.
+	// not yet finished); stale of them, or of held, were sent before
+	// the attached process came (by one that died, or by the node's
+	// kernel). So many tx-dones are not passed on: the first ones, which
+	// are the old frames' unless the port reports a frame out of order
+	// (one it drops at once, ahead of frames queued; one a delay rule
+	// holds), in which case the process is told of one of its own frames
+	// later than it left, and of one of the old ones instead; the count
+	// balances either way.
 	inPort, stale int
+	// oldHeld is how many of held (the first) the process before the
+	// attached one left: refuse drops only the attached one's.
+	oldHeld int
 }
 
 type heldFrame struct {
@@ -584,6 +596,18 @@ func (d *Daemon) handle(ev event) {
 		}
 		s.waiting, s.deadline, s.polling = true, max(t, d.sched.Now()), ev.t == msgPollWait
 		s.slack, s.due = slack, len(s.pending) > 0
+	case msgPoll:
+		if s == nil || len(ev.body) != 0 {
+			d.refuse(c, "a poll unattached or with a body")
+			return
+		}
+		// The wait another thread of the process is in is a poll's
+		// from now on (round wakes it when nothing is left to happen).
+		// One that crosses the wake-up that ended that wait finds the
+		// process running, and does nothing.
+		if s.waiting {
+			s.polling = true
+		}
 	case msgDetach, msgResume:
 		if s == nil || len(ev.body) != 0 {
 			d.refuse(c, fmt.Sprintf("message type %d unattached or with a body", ev.t))
@@ -700,10 +724,10 @@ func (d *Daemon) attach(c *conn, name string) {
 	}
 	c.slot, s.c, s.attached = s, c, true
 	// The frames still in the port, or held to enter it at the next
-	// round, are a dead process's or the kernel's: the port finishes
-	// them first, and the process is not told (its device would count
-	// them off its own frames, and skew its tx slack).
-	s.stale = s.inPort + len(s.held)
+	// round, are a dead process's or the kernel's: the process is not
+	// told of them (its device would count them off its own frames, and
+	// skew its tx slack).
+	s.stale, s.oldHeld, s.heldBytes = s.inPort+len(s.held), len(s.held), 0
 	s.waiting, s.deadline, s.since, s.at, s.quietAt = false, sim.Never, time.Now(), d.sched.Now(), sim.Never
 	d.count(func(st *Stats) { st.Attaches++ })
 	infos := make([]NodeInfo, len(d.slots))
@@ -728,9 +752,10 @@ func (d *Daemon) refuse(c *conn, why string) {
 	}
 	d.logf("refused %s: %s", who, why)
 	if s := c.slot; s != nil {
-		// A misbehaving process's frames of this turn are not sent.
-		clear(s.held)
-		s.held, s.heldBytes = s.held[:0], 0
+		// A misbehaving process's frames of this turn are not sent;
+		// those of the process before it (and its will) still are.
+		clear(s.held[s.oldHeld:])
+		s.held, s.heldBytes = s.held[:s.oldHeld], 0
 	}
 	if c.slot == nil {
 		// Say why, if the peer listens: best effort, bounded.
@@ -839,7 +864,9 @@ func (d *Daemon) checkHolds() {
 // ibv_get_cq_event or rdma_get_cm_event, or the library's idle wait while
 // its program is busy outside it).
 func (d *Daemon) reportQuiet() {
-	quiet := d.started && !d.ended && !d.holding && d.sched.NextAt() == sim.Never
+	// A Hold at sim.Never holds nothing back.
+	held := d.holding && d.holdAt != sim.Never
+	quiet := d.started && !d.ended && !held && d.sched.NextAt() == sim.Never
 	anyone := false
 	for _, s := range d.slots {
 		if s.c == nil {
@@ -852,8 +879,8 @@ func (d *Daemon) reportQuiet() {
 		d.quietSince, d.reported = time.Time{}, false
 		return
 	}
-	if d.quietSince.IsZero() {
-		d.quietSince = time.Now()
+	if wakes := d.Stats().Wakes; d.quietSince.IsZero() || wakes != d.quietWakes {
+		d.quietSince, d.quietWakes, d.reported = time.Now(), wakes, false
 		return
 	}
 	if d.reported || time.Since(d.quietSince) < d.cfg.QuietReport {
@@ -904,7 +931,7 @@ func (d *Daemon) round() {
 				}
 			}
 			clear(s.held)
-			s.held, s.heldBytes = s.held[:0], 0
+			s.held, s.heldBytes, s.oldHeld = s.held[:0], 0, 0
 		}
 		now, t, anyone := d.sched.Now(), d.sched.NextAt(), false
 		for _, s := range d.slots {

@@ -81,6 +81,7 @@
 //	                   will(key)             key's frame is out of the will
 //	                   detach                the process is done (closing the socket is the same, but for the will)
 //	                   resume                (while waiting) another thread has work: run now
+//	                   poll                  (while waiting) the wait is a poll's from now on (pollwait)
 //	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
 //	                   txdone(at)            the port finished (or dropped) one of the node's frames
 //	                   now(t)                end of a batch: the process runs again, at time t
@@ -152,6 +153,12 @@
 // The clock also stays at 0, and no frame enters the fabric, until every
 // node of Config.Nodes has attached once: otherwise whoever attached
 // first would run alone for a while, as fast as the wall clock let it.
+//
+// A process whose Wait is blocked in one thread while another thread's
+// poll finds nothing calls Port.Poll: the wait becomes a poll's, woken
+// when nothing is left to happen once per instant, and not ended before
+// (ending it, the poll would return 0 at once, again and again, while the
+// other thread waited again each time: a spin at one instant).
 //
 // A process whose Wait is blocked in one thread while another thread
 // has work (a post from the program's own thread) calls Port.Interrupt:

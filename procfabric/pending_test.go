@@ -233,52 +233,72 @@ func TestCloseBoundedWhenTheDaemonIsSilent(t *testing.T) {
 
 // TestReattachNotToldOfOldFrames: a process that attaches to a node
 // whose port still holds frames of the process before it (which sent 40
-// and left) is not told of them as they leave: its device would count
-// those tx-dones off frames of its own. Woken at its deadline, it has no
-// input.
+// and left), or whose frames are still held to enter it, is not told of
+// them as they leave: its device would count those tx-dones off frames
+// of its own. Woken at its deadline, it has no input; and b gets every
+// frame, even when the new process is refused for a message out of
+// place before they went (the frames held are the old process's too).
 func TestReattachNotToldOfOldFrames(t *testing.T) {
-	ctx := bound(t, 30*time.Second)
-	d, _ := testDaemon(t, ctx, Config{})
-	a, b := attachAB(t, d)
-	const frames = 40
-	for range frames {
-		if err := a.Send(frameTo(a, b), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for d.Stats().Detaches == 0 && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
-	// a's frames enter the port; b is woken at the first one's arrival,
-	// one link's delay later, with most of them still in the port.
-	in, err := b.Wait(sim.Never)
-	if err != nil || len(in.Events) == 0 {
-		t.Fatalf("b's first wait: %+v %v", in, err)
-	}
-	left := frames - len(in.Events)
-	again, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { again.Close() })
-	got := receiveFrames(t, b, left)
-	woken := make(chan *Inputs, 1)
-	go func() {
-		in, err := again.Wait(again.Now().Add(100 * sim.Microsecond))
-		if err != nil {
-			t.Error(err)
-		}
-		woken <- in
-	}()
-	if n := <-got; n != left {
-		t.Errorf("b received %d more frames, want %d", n, left)
-	}
-	go waitOn(b) // the clock moves on to the new process's deadline
-	if in := <-woken; in != nil && len(in.Events) != 0 {
-		t.Errorf("the new process was woken at %v with %d events (the old frames' tx-dones): %+v", in.Now, len(in.Events), in.Events)
+	for _, c := range []struct {
+		name          string
+		inPort, abuse bool
+	}{{"in the port", true, false}, {"held", false, false}, {"held, the new process refused", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := bound(t, 30*time.Second)
+			d, _ := testDaemon(t, ctx, Config{})
+			a, b := attachAB(t, d)
+			const frames = 40
+			for range frames {
+				if err := a.Send(frameTo(a, b), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for d.Stats().Detaches == 0 && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			left := frames
+			if c.inPort {
+				// a's frames enter the port; b is woken at the first
+				// one's arrival, one link's delay later, with most of
+				// them still in the port.
+				in, err := b.Wait(sim.Never)
+				if err != nil || len(in.Events) == 0 {
+					t.Fatalf("b's first wait: %+v %v", in, err)
+				}
+				left -= len(in.Events)
+			}
+			if c.abuse {
+				// Another process takes node a, sends a frame and is
+				// refused (a second attach), before any round: its
+				// frame is not sent, what the first one left held
+				// still is.
+				hostile(t, d, appendAttach(nil, "a"), appendFrame(nil, nil, frameTo(a, b)), appendAttach(nil, "b"))
+			}
+			again, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { again.Close() })
+			got := receiveFrames(t, b, left)
+			woken := make(chan *Inputs, 1)
+			go func() {
+				in, err := again.Wait(again.Now().Add(100 * sim.Microsecond))
+				if err != nil {
+					t.Error(err)
+				}
+				woken <- in
+			}()
+			if n := <-got; n != left {
+				t.Errorf("b received %d more frames, want %d", n, left)
+			}
+			go waitOn(b) // the clock moves on to the new process's deadline
+			if in := <-woken; in != nil && len(in.Events) != 0 {
+				t.Errorf("the new process was woken at %v with %d events (the old frames' tx-dones): %+v", in.Now, len(in.Events), in.Events)
+			}
+		})
 	}
 }
 
@@ -321,5 +341,77 @@ func TestQuietReport(t *testing.T) {
 	}
 	if !strings.Contains(out, "(node a in a blocking wait, node b waits in a poll)") {
 		t.Errorf("the report does not say how each node waits:\n%s", out)
+	}
+}
+
+// TestPoll: Port.Poll makes the plain Wait another goroutine is in a
+// poll's: with nothing left to happen, the daemon wakes it at once, with
+// no input, where the plain Wait slept; a Wait again at that instant,
+// made a poll's again, sleeps until something happens (b's frame).
+func TestPoll(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	d, _ := testDaemon(t, ctx, Config{})
+	a, b := attachAB(t, d)
+	bGot := make(chan error, 1)
+	go func() { _, err := b.Wait(sim.Never); bGot <- err }()
+	untilWaiting(b)
+	got := waitingIn(t, a, a.Wait)
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case in := <-got:
+		t.Fatalf("a plain Wait woken with nothing to happen: %+v", in)
+	default:
+	}
+	// The wait went on the socket before untilWaiting saw it: the
+	// daemon reads the poll after it.
+	if err := a.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if in := <-got; in == nil || len(in.Events) != 0 || in.Now != 0 {
+		t.Fatalf("the poll's wake: %+v, want none at 0s", in)
+	}
+	got = waitingIn(t, a, a.Wait)
+	if err := a.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case in := <-got:
+		t.Fatalf("a second poll at the same instant woken with %+v: it must sleep", in)
+	default:
+	}
+	interruptAndSend(t, b, a, bGot)
+	if in := <-got; in == nil || len(in.Events) != 1 || in.Events[0].Frame == nil {
+		t.Fatalf("a woke with %+v, want b's frame", in)
+	}
+}
+
+// TestQuietReportNotBetweenTicks: processes that run now and then,
+// each time briefly and between two of the daemon's looks (here a
+// resume every 5 ms, where the daemon looks every 12.5 ms), are no
+// quiet: the report comes only once they stop.
+func TestQuietReportNotBetweenTicks(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: &log})
+	a, b := attachAB(t, d)
+	go waitOn(a)
+	go waitOn(b)
+	untilWaiting(a)
+	const said = "nothing has happened for"
+	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
+		if err := a.Interrupt(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if strings.Contains(log.String(), said) {
+		t.Fatalf("reported while a process ran every 5 ms:\n%s", log.String())
+	}
+	for !strings.Contains(log.String(), said) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("no report once the processes stopped")
 	}
 }

@@ -792,6 +792,39 @@ func waitOn(p *Port) {
 	}
 }
 
+// interruptAndSend ends the Wait from blocks in (ended says when it has
+// returned), sends a frame to to's node, and keeps from waiting, through
+// its frame's tx-done, until its port closes.
+func interruptAndSend(t *testing.T, from, to *Port, ended <-chan error) {
+	t.Helper()
+	if err := from.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	if err := from.Send(frameTo(from, to), nil); err != nil {
+		t.Fatal(err)
+	}
+	go waitOn(from)
+}
+
+// waitingIn runs wait (p.Wait or p.PollWait) until sim.Never in a
+// goroutine and returns, once it blocks, the channel it sends its
+// result on.
+func waitingIn(t *testing.T, p *Port, wait func(sim.Time) (*Inputs, error)) <-chan *Inputs {
+	got := make(chan *Inputs, 1)
+	go func() {
+		in, err := wait(sim.Never)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- in
+	}()
+	untilWaiting(p)
+	return got
+}
+
 // untilWaiting returns once p's owner blocks in Wait.
 func untilWaiting(p *Port) {
 	for {
@@ -930,15 +963,7 @@ func TestPollWaitQuiet(t *testing.T) {
 	default:
 	}
 	// Polling again at the same instant: asleep until something comes.
-	got := make(chan *Inputs, 1)
-	go func() {
-		in, err := a.PollWait(sim.Never)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- in
-	}()
-	untilWaiting(a)
+	got := waitingIn(t, a, a.PollWait)
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case in := <-got:
@@ -947,17 +972,7 @@ func TestPollWaitQuiet(t *testing.T) {
 		t.Fatalf("b's Wait ended (%v): only a poll is woken for lack of anything to happen", err)
 	default:
 	}
-	// b runs (an interrupt) and sends a frame to a.
-	if err := b.Interrupt(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bGot; err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Send(frameTo(b, a), nil); err != nil {
-		t.Fatal(err)
-	}
-	go waitOn(b) // through its frame's tx-done
+	interruptAndSend(t, b, a, bGot)
 	select {
 	case in := <-got:
 		if in == nil || len(in.Events) == 0 || in.Events[0].Frame == nil || in.Now == 0 {

@@ -23,7 +23,7 @@ import (
 //     range.
 
 // Version is the protocol version every message carries.
-const Version = 3
+const Version = 4
 
 // MaxMessage bounds a message's length field: the largest frame, the
 // largest note and the fixed fields, rounded up.
@@ -53,6 +53,7 @@ const (
 	msgNodes    msgType = 11 // the attach reply's further nodes (appendAttached)
 	msgWill     msgType = 12 // a key of the process's will, and its frame or none (appendWill)
 	msgPollWait msgType = 13 // a wait from a poll that found nothing (Port.PollWait)
+	msgPoll     msgType = 14 // the wait in progress is now a poll's (Port.Poll)
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -350,7 +351,7 @@ func (r *reader) next() (msgType, []byte, error) {
 		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
 	}
 	t := msgType(b[1])
-	if t < msgAttach || t > msgPollWait {
+	if t < msgAttach || t > msgPoll {
 		return 0, nil, protoErr("unknown message type %d", t)
 	}
 	return t, b[2:], nil

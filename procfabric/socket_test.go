@@ -91,6 +91,8 @@ func TestHostileMessages(t *testing.T) {
 		{"note too long", [][]byte{appendAttach(nil, "a"), msg(Version, msgFrame, []byte{0xff, 0xff, 1})}, "note of 65535 bytes"},
 		{"frames without waiting", flood, "more than 1000 bytes of frames"},
 		{"frame while waiting", [][]byte{appendAttach(nil, "a"), appendWait(nil, msgWait, 0, 0, nil), appendFrame(nil, nil, frame)}, "not running"},
+		{"poll before attach", [][]byte{appendEmpty(nil, msgPoll)}, "a poll unattached or with a body"},
+		{"poll with a body", [][]byte{appendAttach(nil, "a"), msg(Version, msgPoll, []byte{1})}, "a poll unattached or with a body"},
 		{"will before attach", [][]byte{appendWill(nil, []WillEntry{{Key: 1, Frame: frame}})}, "a will from a process not attached"},
 		{"short will", [][]byte{appendAttach(nil, "a"), msg(Version, msgWill, []byte{1, 2})}, "will: 2 bytes"},
 		{"runt will frame", [][]byte{appendAttach(nil, "a"), appendWill(nil, []WillEntry{{Key: 1, Frame: frame[:3]}})}, "frame: 3 bytes"},

@@ -125,16 +125,17 @@ func (p *process) stepFabric(poll bool) bool {
 	if f.waiting {
 		// Another thread waits on the daemon for everyone: this one
 		// waits for that wait to end, and its caller looks again at
-		// what the wait brought. If that wait is a plain one (the idle
-		// wait of idle.go, a thread in ibv_get_cq_event), which the
-		// fabric does not wake when nothing is left to happen, a poll
-		// would sleep through the instant it must return 0 at: it ends
-		// that wait at the current instant. Its caller returns, and
-		// comes back (a poll finding nothing) to wait itself; should
-		// the other thread have waited again first, it is ended again,
-		// never slept on (both threads would sleep for ever).
+		// what the wait brought. A plain wait (the idle wait of
+		// idle.go, a thread in ibv_get_cq_event) is not woken when
+		// nothing is left to happen, where a poll must return 0: it
+		// becomes a poll's (Port.Poll). It is not ended at once, as
+		// Interrupt would: the other thread would wait again, this
+		// poll end that wait again, and so on, at one instant, for
+		// ever; a poll's second wait at an instant sleeps until
+		// something happens, whoever's thread it is in.
 		if poll && !f.polling {
-			f.port.Interrupt()
+			f.polling = true
+			f.port.Poll()
 		}
 		p.wake.Wait()
 		return true

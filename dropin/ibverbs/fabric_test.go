@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -174,5 +175,55 @@ func TestFabricTwoProcesses(t *testing.T) {
 	}
 	if !bytes.Equal(b.buf[100:132], a.buf[:32]) || string(b.buf[4096:4105]) != "sent by a" {
 		t.Errorf("b's buffer: %q, %q", b.buf[100:132], b.buf[4096:4105])
+	}
+}
+
+// TestFabricPollBesideWait: a thread that polls an empty CQ while
+// another thread of its process waits on the daemon in a plain wait (here
+// the idle wait, which waits again whenever it is woken) does not spin:
+// its poll makes that wait a poll's (Port.Poll), which the fabric wakes
+// once at an instant with nothing left to happen; polled again at that
+// instant, it sleeps. Ending the other wait instead made each poll a
+// round trip to the daemon at one instant, tens of thousands a second.
+func TestFabricPollBesideWait(t *testing.T) {
+	dir := twoNodeFabric(t)
+	a := fabricProcess(t, dir, "a")
+	fabricProcess(t, dir, "b") // the clock runs once both nodes are attached
+	ctx, _, errno := a.open(0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	cq, _, errno := a.createCQ(ctx, 16, -1, 0, nil)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	untilFabricWaiting(a) // a's idle loop
+	var polls atomic.Int64
+	go func() {
+		wcs := make([]verbs.WC, 4)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for !a.closed {
+			a.poll(cq, wcs)
+			polls.Add(1)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if n := polls.Load(); n > 20 {
+		t.Errorf("%d polls in 300ms of an idle fabric: the poll spins", n)
+	}
+}
+
+// untilFabricWaiting returns once a thread of p waits on its port (the
+// daemon, or a UDP socket).
+func untilFabricWaiting(p *process) {
+	for {
+		p.mu.Lock()
+		waiting := p.fab.waiting
+		p.mu.Unlock()
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -311,15 +311,7 @@ func TestCatchUpUDP(t *testing.T) {
 	}{
 		{"another-thread-waits", "127.0.0.43", func(t *testing.T, p *process) {
 			go p.idleLoop(p.cfg.IdleWake, time.Sleep)
-			for { // until the idle loop waits on the socket
-				p.mu.Lock()
-				waiting := p.fab.waiting
-				p.mu.Unlock()
-				if waiting {
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
+			untilFabricWaiting(p)
 		}},
 		{"connect-request-taken", "127.0.0.44", func(t *testing.T, p *process) {
 			go p.idleLoop(p.cfg.IdleWake, time.Sleep)

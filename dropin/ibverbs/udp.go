@@ -54,6 +54,9 @@ type nodePort interface {
 	// be woken for.
 	SetRxSlack(rx []wire.PacketRun)
 	Interrupt() error
+	// Poll makes the wait another thread is in a poll's (procfabric's
+	// Port.Poll).
+	Poll() error
 	Close() error
 }
 
@@ -288,6 +291,11 @@ func (u *udpPort) SetTxSlack(int) {}
 
 // SetRxSlack does nothing: a UDP port's frames come in real time.
 func (u *udpPort) SetRxSlack([]wire.PacketRun) {}
+
+// Poll ends the current or next Wait, as Interrupt does: in real time a
+// poll that finds nothing returns 0 at once, and the clock has moved on
+// when the program polls again.
+func (u *udpPort) Poll() error { return u.Interrupt() }
 
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {

@@ -49,7 +49,7 @@
 // altered it on the way (corrupt, truncate, rewrite), and may skip
 // computing its ICRC again: the answer is known, and in a large world
 // the frame is cold by the time it arrives, so that CRC over every byte
-// cost a sixth of the receive path.
+// cost a fifth of the receive path.
 //
 // Nothing here reads the wall clock, starts a goroutine or iterates a map
 // where the order could reach output; frame buffers are pooled, so the
