@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rocesim/rocesim/internal/tooltest"
 )
 
 // TestInteropRping: unmodified rping on the host, on the drop-in
@@ -81,7 +83,7 @@ func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns s
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		if err != nil && rpingExitRace(string(out)) {
+		if err != nil && tooltest.RpingExitRace(string(out)) {
 			t.Logf("host client: rping's own exit race (its CM thread came back for an event after the main thread destroyed the channel), all pings done: %v", err)
 			err = nil
 		}
@@ -134,18 +136,6 @@ func interopRping(ctx context.Context, t *testing.T, logs string, host func(ns s
 			t.Errorf("host server: %v\n%s", err, sout.String())
 		}
 	})
-}
-
-// rpingExitRace reports whether rping's output is its own exit race and
-// nothing else: every ping done and the disconnection seen, then its CM
-// thread, back in rdma_get_cm_event after the main thread had destroyed
-// the channel, got EBADF and exited 255 (rping's cm_thread perror and
-// exit). librdmacm's read(2) of the closed fd answers the same; on a
-// machine loaded by the guests the CM thread loses that race more often
-// (seen in CI, host-client).
-func rpingExitRace(out string) bool {
-	return strings.Contains(out, "ping data: rdma-ping-4: ") && strings.Contains(out, "DISCONNECT EVENT") &&
-		strings.Contains(out, "rdma_get_cm_event: Bad file descriptor") && strings.Contains(out, "exited with status 255")
 }
 
 // rocesimBinary builds cmd/rocesim into the test's temporary directory.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/tooltest"
 	"github.com/rocesim/rocesim/wire"
 )
 
@@ -197,7 +198,13 @@ func execRpingAt(t *testing.T, server, client string, opts ...string) {
 				t.Errorf("%v: no ping %d", c.p.cmd.Args, i)
 			}
 		}
-		if c.p.code != 0 || t.Failed() {
+		code := c.p.code
+		if code != 0 && !t.Failed() && tooltest.RpingExitRace(out+c.p.stderr.String()) {
+			t.Logf("%v: rping's own exit race (its CM thread came back for an event after the main thread destroyed the channel), every ping done: exit %d",
+				c.p.cmd.Args, code)
+			code = 0
+		}
+		if code != 0 || t.Failed() {
 			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", c.p.cmd.Args, c.p.code, out, c.p.stderr.String())
 		}
 	}
