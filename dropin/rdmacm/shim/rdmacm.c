@@ -354,6 +354,14 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 
 	if (!channel || !event)
 		return fail(EINVAL);
+	/* librdmacm's first act here is a read(2) of the channel's fd, a
+	 * cancellation point: a cancel already pending acts before the fd
+	 * is looked at. rping's main thread ends its CM thread with
+	 * pthread_cancel and destroys the channel; if that thread was
+	 * still handling its last event, it comes back here cancelled, and
+	 * must go, not find the fd closed (EBADF: its perror and exit 255,
+	 * seen in CI). */
+	pthread_testcancel();
 	fd = channel->fd; /* the channel may be freed while this waits */
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0)
