@@ -353,7 +353,7 @@ func (d *Device) QueryPKey(port, index int) (uint16, error) {
 	if port != 1 || index != 0 {
 		return 0, errno(syscall.EINVAL, "query_pkey: port %d index %d out of range (port 1, index 0)", port, index)
 	}
-	return 0xFFFF, nil
+	return wire.DefaultPKey, nil
 }
 
 // AddNeighbour tells the device which MAC a peer GID lives at (ARP and

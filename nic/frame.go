@@ -44,7 +44,7 @@ func (d *Device) frameTo(f *wire.Frame, qp *QP, av *AHAttr, destQPN uint32) {
 	default:
 		f.SrcPort = wire.UDPSourcePort(qp.num, destQPN)
 	}
-	f.BTH.PKey = 0xFFFF
+	f.BTH.PKey = wire.DefaultPKey
 	f.BTH.DestQP = destQPN
 }
 

@@ -352,9 +352,7 @@ func TestPoll(t *testing.T) {
 	ctx := bound(t, 30*time.Second)
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
-	bGot := make(chan error, 1)
-	go func() { _, err := b.Wait(sim.Never); bGot <- err }()
-	untilWaiting(b)
+	bGot := plainWaiting(b)
 	got := waitingIn(t, a, a.Wait)
 	time.Sleep(20 * time.Millisecond)
 	select {

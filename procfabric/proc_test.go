@@ -809,6 +809,15 @@ func interruptAndSend(t *testing.T, from, to *Port, ended <-chan error) {
 	go waitOn(from)
 }
 
+// plainWaiting runs p.Wait until sim.Never in a goroutine and returns,
+// once it blocks, the channel its error comes on when it ends.
+func plainWaiting(p *Port) <-chan error {
+	ended := make(chan error, 1)
+	go func() { _, err := p.Wait(sim.Never); ended <- err }()
+	untilWaiting(p)
+	return ended
+}
+
 // waitingIn runs wait (p.Wait or p.PollWait) until sim.Never in a
 // goroutine and returns, once it blocks, the channel it sends its
 // result on.
@@ -950,9 +959,7 @@ func TestPollWaitQuiet(t *testing.T) {
 	d, _ := testDaemon(t, ctx, Config{})
 	a, b := attachAB(t, d)
 	// b waits in a plain Wait: it is never woken for lack of anything.
-	bGot := make(chan error, 1)
-	go func() { _, err := b.Wait(sim.Never); bGot <- err }()
-	untilWaiting(b)
+	bGot := plainWaiting(b)
 	in, err := a.PollWait(sim.Never)
 	if err != nil || in.Now != 0 || len(in.Events) != 0 {
 		t.Fatalf("PollWait with nothing to happen: %+v %v, want woken at 0s with no input", in, err)
