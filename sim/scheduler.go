@@ -283,15 +283,26 @@ func (s *Scheduler) Run() error { return s.RunUntil(Never) }
 // to t (unless t is Never or Stop was called). It fails with ErrEventLimit
 // if the event limit is reached first.
 func (s *Scheduler) RunUntil(t Time) error {
+	if err := s.RunThrough(t); err != nil {
+		return err
+	}
+	if !s.stopped && t != Never && t > s.now {
+		s.now = t
+	}
+	return nil
+}
+
+// RunThrough fires every event due at or before t and leaves the clock
+// at the last one fired: a driver that advances several schedulers side
+// by side (verbs.Cluster) steps each through a window without moving its
+// clock past what happened. It fails with ErrEventLimit as RunUntil does.
+func (s *Scheduler) RunThrough(t Time) error {
 	s.stopped = false
 	for len(s.heap) > 0 && s.heap[0].at <= t && !s.stopped {
 		if s.limit != 0 && s.fired >= s.limit {
 			return fmt.Errorf("%w: %d events fired by %v, %d still pending", ErrEventLimit, s.fired, s.now, s.Pending())
 		}
 		s.Step()
-	}
-	if !s.stopped && t != Never && t > s.now {
-		s.now = t
 	}
 	return nil
 }

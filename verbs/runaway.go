@@ -543,17 +543,22 @@ func (w *World) cause(qp *nic.QP, s *Stall) string {
 // requesterQP finds the QP on host from whose destination is destQPN on
 // host to (the same QPN may exist on several hosts: the GID tells).
 func (w *World) requesterQP(from, to int32, destQPN uint32) *nic.QP {
-	if from < 0 || int(from) >= len(w.hosts) {
+	if from < 0 || int(from) >= len(w.peers) || w.peers[from].h == nil {
 		return nil
 	}
 	var gids []string
-	if to >= 0 && int(to) < len(w.hosts) {
-		for _, g := range w.hosts[to].dev.GIDs() {
+	if to >= 0 && int(to) < len(w.peers) {
+		p := &w.peers[to]
+		pg := p.gids
+		if p.h != nil {
+			pg = p.h.dev.GIDs()
+		}
+		for _, g := range pg {
 			gids = append(gids, g.Unmap().String())
 		}
 	}
 	var found *nic.QP
-	w.hosts[from].dev.EachQP(func(qp *nic.QP) {
+	w.peers[from].h.dev.EachQP(func(qp *nic.QP) {
 		if found != nil {
 			return
 		}
@@ -576,11 +581,11 @@ func (w *World) requesterQP(from, to int32, destQPN uint32) *nic.QP {
 
 // qpByNum finds QP qpn on host h.
 func (w *World) qpByNum(h int32, qpn uint32) *nic.QP {
-	if h < 0 || int(h) >= len(w.hosts) {
+	if h < 0 || int(h) >= len(w.peers) || w.peers[h].h == nil {
 		return nil
 	}
 	var found *nic.QP
-	w.hosts[h].dev.EachQP(func(qp *nic.QP) {
+	w.peers[h].h.dev.EachQP(func(qp *nic.QP) {
 		if qp.Num() == qpn {
 			found = qp
 		}
@@ -589,10 +594,10 @@ func (w *World) qpByNum(h int32, qpn uint32) *nic.QP {
 }
 
 func (w *World) hostName(i int32) string {
-	if i < 0 || int(i) >= len(w.hosts) {
+	if i < 0 || int(i) >= len(w.peers) {
 		return "?"
 	}
-	return w.hosts[i].name
+	return w.peers[i].name
 }
 
 // FaultSummary says what the fault plan did to the frames so far ("the
@@ -669,6 +674,15 @@ func (w *World) Frames() uint64 {
 // budget (WorldConfig.MaxEvents, or the scheduler's event limit) runs out
 // first; WorldConfig.Progress is called every 65536 events meanwhile.
 func (w *World) RunTo(t sim.Time) error {
+	if w.part != 0 {
+		return fmt.Errorf("verbs: this world is part %d of a cluster: run it with Cluster.Run or RunTo, which keep its parts in step", w.part-1)
+	}
+	return w.run(t, true)
+}
+
+// run is RunTo; with advance false it leaves the clock at the last event
+// fired rather than at t (a cluster's step, Cluster.RunTo).
+func (w *World) run(t sim.Time, advance bool) error {
 	s := w.sched
 	total := s.EventLimit()
 	for {
@@ -677,7 +691,12 @@ func (w *World) RunTo(t sim.Time) error {
 			end, final = total, true
 		}
 		s.SetEventLimit(end)
-		err := s.RunUntil(t)
+		var err error
+		if advance {
+			err = s.RunUntil(t)
+		} else {
+			err = s.RunThrough(t)
+		}
 		s.SetEventLimit(total)
 		if err == nil {
 			return nil

@@ -69,10 +69,32 @@ type World struct {
 	nbr   map[netip.Addr]wire.MAC // every host's GIDs (unmapped) -> its MAC; looked up only
 	sw    *fabric.Switch
 	watch stallWatch
+	// part is, in a Cluster, 1 + the world's index among its parts (0:
+	// a world of its own): the cluster alone runs it.
+	part int
+	// peers are the hosts the stall watch knows, by their index there
+	// (Host.ix): the world's own, and in a part of a Cluster the
+	// stand-ins for the hosts of the other parts.
+	peers []peer
+}
+
+// peer is a host the stall watch can name: one of the world's (h), or a
+// stand-in for a host in another part of a cluster (h nil, its GIDs
+// copied: that host's device belongs to another goroutine).
+type peer struct {
+	name string
+	node int32 // its fabric node
+	h    *Host
+	gids []netip.Addr
 }
 
 // NewWorld returns an empty world at time 0.
-func NewWorld(cfg WorldConfig) *World {
+func NewWorld(cfg WorldConfig) *World { return newWorld(cfg, "faults") }
+
+// newWorld is NewWorld with the fault plan's random numbers drawn from the
+// master seed's stream named faults (a cluster's parts each have their
+// own).
+func newWorld(cfg WorldConfig, faults string) *World {
 	if cfg.Link.Bandwidth == 0 {
 		cfg.Link = fabric.DefaultLinkConfig()
 	}
@@ -86,7 +108,7 @@ func NewWorld(cfg WorldConfig) *World {
 	// records them in that order (sentRing).
 	w.watch.bySend = cfg.Plan == nil
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
-		Rand: sim.NewSeeds(cfg.Seed).Stream("faults"), LinkHook: w.linkChanged,
+		Rand: sim.NewSeeds(cfg.Seed).Stream(faults), LinkHook: w.linkChanged,
 		ObserveFirst: w.watch.frame, Observe: cfg.Observe, CountTx: cfg.CountTx})
 	return w
 }
@@ -216,18 +238,25 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 // one's), so their frames cannot be told apart when sent: the watch then
 // reads them from the fabric's records.
 func (w *World) index(h *Host) {
-	h.ix = int32(len(w.hosts))
-	if _, dup := w.watch.hostIx[h.name]; dup {
+	h.ix = w.addPeer(peer{name: h.name, node: h.node.Index(), h: h})
+	w.hosts = append(w.hosts, h)
+}
+
+// addPeer gives p the next index in the stall watch and returns it.
+func (w *World) addPeer(p peer) int32 {
+	ix := int32(len(w.peers))
+	if _, dup := w.watch.hostIx[p.name]; dup {
 		w.watch.bySendOff()
-		for _, o := range w.hosts {
-			if o.name == h.name {
-				w.watch.setNodeHost(o.node.Index(), h.ix)
+		for _, o := range w.peers {
+			if o.name == p.name {
+				w.watch.setNodeHost(o.node, ix)
 			}
 		}
 	}
-	w.watch.hostIx[h.name] = h.ix
-	w.watch.setNodeHost(h.node.Index(), h.ix)
-	w.hosts = append(w.hosts, h)
+	w.watch.hostIx[p.name] = ix
+	w.watch.setNodeHost(p.node, ix)
+	w.peers = append(w.peers, p)
+	return ix
 }
 
 // addNeighbours enters h's GIDs in the world's neighbour table, which

@@ -107,6 +107,13 @@ type direction struct {
 	name     string // "a->b"
 	stats    DirStats
 	from, to *Port
+	// remote, if set, takes every frame serialized onto the direction:
+	// its far end is in another fabric (SetRemote), and nothing arrives
+	// here.
+	remote func(RemoteFrame)
+	// lastIn is when the latest frame Deliver brought through the
+	// direction arrives: frames cross a link in order.
+	lastIn sim.Time
 }
 
 // setReceiver makes r the direction's far end.
@@ -276,6 +283,11 @@ func (d *direction) transmit() {
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
+	if d.remote != nil {
+		d.remote(RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx})
+		f.release(b)
+		return
+	}
 	// Frames arrive in the order they were serialized (the link's
 	// propagation delay is fixed), so only the oldest frame in flight
 	// has its arrival in the event heap; the others hold their place in

@@ -49,9 +49,14 @@ func main() {
 		memprof = flag.String("memprofile", "", "with -point: write a heap profile here at the end of the point")
 		msg     = flag.Int("msglen", 4096, "bytes of every WRITE of the alltoall and the streams")
 		probe   = flag.Bool("latency", true, "print what a dependent load to memory costs at a few working-set sizes")
+		nparts  = flag.Int("parts", 1, "alltoall: run it as a verbs.Cluster of this many parts (1: one World)")
+		clusN   = flag.String("cluster", "256", "alltoall sizes also run as a cluster of -clusterparts parts (kind cluster; empty: none)")
+		clusP   = flag.Int("clusterparts", 2, "parts of the cluster points")
+		nwork   = flag.Int("workers", 0, "alltoall with -parts: goroutines that run the parts (0: GOMAXPROCS)")
 	)
 	flag.Parse()
 	window, repeat, msgLen = max(1, *win), max(1, *rep), max(1, *msg)
+	parts, workers, clusterParts = max(1, *nparts), max(0, *nwork), max(1, *clusP)
 	if *point == "latency:1" {
 		fmt.Println(latencyLine())
 		return
@@ -96,6 +101,9 @@ func main() {
 	}
 	for _, n := range split(*ns) {
 		pts = append(pts, "alltoall:"+n)
+	}
+	for _, n := range split(*clusN) {
+		pts = append(pts, "cluster:"+n)
 	}
 	for _, n := range split(*qps) {
 		pts = append(pts, "idle:"+n)
@@ -145,6 +153,13 @@ func main() {
 		fmt.Printf("packets/s: 2-node stream %.0f (%.0f per CPU-s), alltoall N=256 %.0f (%.0f per CPU-s): the stream is %.2fx faster in wall time, %.2fx per CPU-s (target: at most 2x)\n",
 			s.PktsPerS(), s.PktsPerCPUS(), a.PktsPerS(), a.PktsPerCPUS(), s.PktsPerS()/a.PktsPerS(), s.PktsPerCPUS()/a.PktsPerCPUS())
 	}
+	if s, a, c := find(rs, "stream", 2), find(rs, "alltoall", 256), find(rs, "cluster", 256); s != nil && a != nil && c != nil {
+		// The same alltoall cut into parts run on every core
+		// (verbs.Cluster): its wall time against the one world's, and
+		// the stream's against it.
+		fmt.Printf("packets/s: alltoall N=256 as a cluster of %d parts on %d cores %.0f (%.0f per CPU-s): %.2fx the one world's rate in wall time; the stream is %.2fx faster in wall time\n",
+			c.Parts, runtime.GOMAXPROCS(0), c.PktsPerS(), c.PktsPerCPUS(), c.PktsPerS()/a.PktsPerS(), s.PktsPerS()/c.PktsPerS())
+	}
 	if s, a := find(rs, "switched", 2), find(rs, "alltoall", 256); s != nil && a != nil {
 		// The same comparison with the second hop in both: what is
 		// left is the alltoall's own (many QPs, many links, more
@@ -192,6 +207,15 @@ func runPoint(p string) (Result, error) {
 			return Result{}, fmt.Errorf("point %q: an alltoall needs 2 hosts or more", p)
 		}
 		return alltoall(n)
+	case "cluster":
+		if n < 2 {
+			return Result{}, fmt.Errorf("point %q: an alltoall needs 2 hosts or more", p)
+		}
+		defer func(p int) { parts = p }(parts)
+		parts = max(2, clusterParts)
+		r, err := alltoall(n)
+		r.Kind = "cluster"
+		return r, err
 	case "stream":
 		return stream(n, false)
 	case "switched":
@@ -199,7 +223,7 @@ func runPoint(p string) (Result, error) {
 	case "idle":
 		return idle(n)
 	}
-	return Result{}, fmt.Errorf("point %q: kind is alltoall, stream, switched or idle", p)
+	return Result{}, fmt.Errorf("point %q: kind is alltoall, cluster, stream, switched or idle", p)
 }
 
 // child runs point p in a process of its own, within the wall-time bound
@@ -211,7 +235,8 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat), "-msglen", strconv.Itoa(msgLen))
+	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat), "-msglen", strconv.Itoa(msgLen),
+		"-parts", strconv.Itoa(parts), "-workers", strconv.Itoa(workers), "-clusterparts", strconv.Itoa(clusterParts))
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memlim)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

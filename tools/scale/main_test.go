@@ -24,6 +24,18 @@ func TestPoints(t *testing.T) {
 	if err != nil || a.QPs != 20 || a.Checked != 60 || a.Packets != 300 {
 		t.Errorf("alltoall:5 -repeat 3: %+v %v, want 20 QPs, 60 completions, 300 packets", a, err)
 	}
+	// -parts 3: the same exchange in a cluster of three parts, every
+	// block verified.
+	parts, workers = 3, 2
+	a, err = runPoint("alltoall:7")
+	parts, workers = 1, 0
+	if err != nil || a.Parts != 3 || a.QPs != 42 || a.Checked != 42 || a.Packets != 210 {
+		t.Errorf("alltoall:7 -parts 3: %+v %v, want 3 parts, 42 QPs, 42 completions, 210 packets", a, err)
+	}
+	cl, err := runPoint("cluster:6")
+	if err != nil || cl.Kind != "cluster" || cl.Parts != 2 || cl.Checked != 30 || parts != 1 {
+		t.Errorf("cluster:6: %+v %v (parts now %d), want a cluster of 2 parts, 30 completions", cl, err, parts)
+	}
 	// -msglen 64: one packet a WRITE and its ACK, and the block checked.
 	msgLen = 64
 	a, err = runPoint("alltoall:5")
@@ -50,7 +62,7 @@ func TestPoints(t *testing.T) {
 	if err != nil || i.QPs != 200 || i.PeakHeap == 0 {
 		t.Errorf("idle:200: %+v %v", i, err)
 	}
-	for _, bad := range []string{"alltoall:1", "idle:x", "nope:3"} {
+	for _, bad := range []string{"alltoall:1", "cluster:1", "idle:x", "nope:3"} {
 		if _, err := runPoint(bad); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

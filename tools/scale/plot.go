@@ -21,6 +21,8 @@ func markdown(w io.Writer, rs []Result, fits []fit) {
 			name = "2-node stream through a switch"
 		case "idle":
 			name = fmt.Sprintf("%d idle RC QPs", r.N)
+		case "cluster":
+			name = fmt.Sprintf("alltoall N=%d, %d parts on every core", r.N, r.Parts)
 		}
 		pps := "–"
 		if r.Packets > 0 {

@@ -14,21 +14,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
 
 // Result is one measured point.
 type Result struct {
-	Kind     string  `json:"kind"`      // alltoall, stream or idle
-	N        int     `json:"n"`         // hosts (alltoall, stream) or QPs (idle)
-	QPs      int     `json:"qps"`       // QPs created
-	Packets  uint64  `json:"packets"`   // frames the devices sent
-	WallS    float64 `json:"wall_s"`    // wall time of the run (after set-up), or of the creation (idle)
-	CPUS     float64 `json:"cpu_s"`     // CPU time (user and system, every thread) of the same
-	SetupS   float64 `json:"setup_s"`   // wall time of the set-up
-	PeakHeap uint64  `json:"peak_heap"` // most live heap seen (sampled), bytes
-	RSS      uint64  `json:"rss"`       // peak resident set, bytes (filled in by the parent)
-	Checked  int     `json:"checked"`   // completions verified
+	Kind     string  `json:"kind"`            // alltoall, stream or idle
+	N        int     `json:"n"`               // hosts (alltoall, stream) or QPs (idle)
+	QPs      int     `json:"qps"`             // QPs created
+	Packets  uint64  `json:"packets"`         // frames the devices sent
+	WallS    float64 `json:"wall_s"`          // wall time of the run (after set-up), or of the creation (idle)
+	CPUS     float64 `json:"cpu_s"`           // CPU time (user and system, every thread) of the same
+	SetupS   float64 `json:"setup_s"`         // wall time of the set-up
+	PeakHeap uint64  `json:"peak_heap"`       // most live heap seen (sampled), bytes
+	RSS      uint64  `json:"rss"`             // peak resident set, bytes (filled in by the parent)
+	Checked  int     `json:"checked"`         // completions verified
+	Parts    int     `json:"parts,omitempty"` // a cluster's parts (alltoall -parts), 0 for a World
 }
 
 // cpuTime is the CPU time this process has used so far, in seconds: on
@@ -90,6 +92,18 @@ func (h *heapSampler) sample() {
 	h.peak = max(h.peak, h.s[0].Value.Uint64())
 }
 
+// parts and workers run the alltoall as a verbs.Cluster of that many
+// parts on that many goroutines (-parts, -workers; 1 part: a World);
+// clusterParts is the parts of the cluster points (-clusterparts).
+var parts, workers, clusterParts = 1, 0, 2
+
+// world is what the alltoall needs of a verbs.World or verbs.Cluster.
+type world interface {
+	AddHost(name string) *verbs.Host
+	ConnectSwitch() error
+	Run() error
+}
+
 // host is one alltoall host's verbs objects.
 type host struct {
 	ctx *verbs.Context
@@ -111,7 +125,15 @@ func alltoall(n int) (Result, error) {
 	r := Result{Kind: "alltoall", N: n, QPs: n * (n - 1)}
 	hs := newHeapSampler()
 	t0 := time.Now()
-	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, MaxEvents: 1 << 40, Progress: func(verbs.Progress) { hs.sample() }})
+	wc := verbs.WorldConfig{Seed: 1, MaxEvents: 1 << 40, Progress: func(verbs.Progress) { hs.sample() }}
+	var w world = verbs.NewWorld(wc)
+	if parts > 1 {
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Workers: workers})
+		if err != nil {
+			return r, err
+		}
+		w, r.Parts = c, parts
+	}
 	vh := make([]*verbs.Host, n)
 	for i := range n {
 		vh[i] = w.AddHost(fmt.Sprintf("h%d", i))
@@ -174,11 +196,31 @@ func alltoall(n int) (Result, error) {
 	var cpu float64
 	wcs := make([]verbs.WC, 256)
 	want := make([]byte, msgLen)
-	// One work request and one SGE, rewritten for every WRITE: a fresh
-	// slice of each per message would put two allocations of the
-	// workload's own in the measured loop (PostSend copies what it keeps).
-	sge := make([]verbs.SGE, 1)
-	wr := []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: sge}}
+	// Each host posts its round from an event of its own, in its own
+	// part's scheduler (World.Scheduler: a workload's step), at the
+	// instant the round starts: in a cluster the parts then build their
+	// hosts' frames in parallel, where posts from this goroutine would
+	// build every frame of the round on it alone (the NIC runs its
+	// requester inside the post, as rxe does). A World posts the same
+	// way, so the two are timed alike.
+	type poster struct {
+		i   int
+		h   *host
+		err error
+		// One work request and one SGE, rewritten for every WRITE: a
+		// fresh slice of each per message would put two allocations
+		// of the workload's own in the measured loop (PostSend copies
+		// what it keeps). One pair per host: hosts in different parts
+		// post at once.
+		sge []verbs.SGE
+		wr  []verbs.SendWR
+	}
+	posters := make([]*poster, n)
+	for i, h := range hosts {
+		p := &poster{i: i, h: h, sge: make([]verbs.SGE, 1)}
+		p.wr = []verbs.SendWR{{Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: p.sge}}
+		posters[i] = p
+	}
 	// -repeat runs the whole exchange again over the same QPs: with
 	// the state warm the cost per packet is the path's own, and what a
 	// larger world adds to it is what its memory costs.
@@ -190,18 +232,26 @@ func alltoall(n int) (Result, error) {
 			// port is the goal of every sender at once.
 			last := min(n-1, first+window-1)
 			t1, c1 := time.Now(), cpuTime()
-			for i, h := range hosts {
-				for d := first; d <= last; d++ {
-					j := (i + d) % n
-					sge[0] = h.src.SGE(0, uint64(msgLen))
-					wr[0].WRID, wr[0].RemoteAddr, wr[0].RKey = uint64(j), hosts[j].dst.Addr+uint64((d-first)*msgLen), hosts[j].dst.RKey
-					if _, err := h.qps[j].PostSend(wr); err != nil {
-						return r, fmt.Errorf("host %d, WRITE to %d: %w", i, j, err)
+			for i, p := range posters {
+				s := vh[i].World().Scheduler()
+				s.Schedule(s.Now(), sim.HandlerFunc(func(sim.Time, uint64) {
+					for d := first; d <= last && p.err == nil; d++ {
+						j := (p.i + d) % n
+						p.sge[0] = p.h.src.SGE(0, uint64(msgLen))
+						p.wr[0].WRID, p.wr[0].RemoteAddr, p.wr[0].RKey = uint64(j), hosts[j].dst.Addr+uint64((d-first)*msgLen), hosts[j].dst.RKey
+						if _, err := p.h.qps[j].PostSend(p.wr); err != nil {
+							p.err = fmt.Errorf("host %d, WRITE to %d: %w", p.i, j, err)
+						}
 					}
-				}
+				}), 0)
 			}
 			if err := w.Run(); err != nil {
 				return r, err
+			}
+			for _, p := range posters {
+				if p.err != nil {
+					return r, p.err
+				}
 			}
 			wall, cpu = wall+time.Since(t1), cpu+cpuTime()-c1
 			hs.sample()

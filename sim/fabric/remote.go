@@ -1,0 +1,92 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/wire"
+)
+
+// Links between fabrics
+//
+// A large world can run as several fabrics, each with its own scheduler,
+// that a driver advances side by side (verbs.Cluster). A link between
+// two of them exists in both: in each, it joins the local port to a
+// stand-in node for the far end (a node with the far port's addresses,
+// or a switch's). The direction toward the stand-in is remote
+// (SetRemote): its queue, faults, serialization and tap are this
+// fabric's as on any link, but a frame serialized onto it is handed to
+// the driver, with the time it reaches the far end, instead of arriving
+// here. The driver brings it into the other fabric with Deliver on that
+// fabric's copy of the link, in the direction from the stand-in, where
+// it arrives at that time as if it had crossed.
+//
+// A frame reaches the far end one propagation delay after it leaves the
+// wire at the earliest, so a driver that advances every fabric by at most
+// that much between two exchanges delivers every frame before its
+// arrival time comes (conservative parallel simulation, lookahead the
+// propagation delay).
+
+// RemoteFrame is a frame that left a remote direction (SetRemote).
+type RemoteFrame struct {
+	// At is when it reaches the far end: serialization and propagation
+	// after it started onto the wire.
+	At sim.Time
+	// Frame is its bytes, valid during the call only.
+	Frame []byte
+	// Sealed: its sender vouched for its ICRC and nothing has changed
+	// it since (SendSealed).
+	Sealed bool
+	// Tx is the transmission number of its PSN, as counted on its first
+	// hop (faults.Injector.CountTx), for rules with tx= on later hops.
+	Tx int32
+}
+
+// ErrDeliverOrder is Deliver's error for a frame that would arrive
+// before the clock or before a frame delivered earlier on the direction.
+var ErrDeliverOrder = errors.New("fabric: delivered frame arrives out of order")
+
+// SetRemote makes direction dir (0: from the first port given to
+// Connect) a remote one: every frame serialized onto it goes to out,
+// then its buffer here is freed. The direction's far end is a stand-in
+// for a port in another fabric; nothing arrives at it.
+func (l *Link) SetRemote(dir int, out func(RemoteFrame)) { l.dirs[dir].remote = out }
+
+// Deliver brings a frame from another fabric through direction dir: it
+// arrives at the direction's far end at time at, no earlier than the
+// clock and than the frame delivered before it on the direction, as a
+// frame that crossed the link would, and is then received or forwarded.
+// It is not judged by this fabric's fault plan (the sending fabric's
+// judged it where it entered the link) nor recorded by its taps; a
+// switch it reaches forwards it as any frame. The bytes are copied.
+func (l *Link) Deliver(dir int, at sim.Time, frame []byte, sealed bool, tx int32) error {
+	d := &l.dirs[dir]
+	f := d.f
+	switch {
+	case len(frame) > MaxFrame:
+		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
+	case len(frame) < wire.EthernetLen:
+		return fmt.Errorf("%w: %d bytes, %d needed", ErrRunt, len(frame), wire.EthernetLen)
+	case at < f.sched.Now() || at < d.lastIn:
+		return fmt.Errorf("%w: %s at %v (clock %v, last frame %v)", ErrDeliverOrder, d.name, at, f.sched.Now(), d.lastIn)
+	case d.from.node == nil:
+		// Records name a frame's sender by its node.
+		return fmt.Errorf("fabric: deliver through %s: the stand-in for the far end must be a node, not a switch", d.name)
+	}
+	f.start()
+	d.lastIn = at
+	b := f.pool.get(len(frame))
+	b.n = int32(copy(b.data, frame))
+	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, tx, sealed
+	b.to, b.dst = noNode, f.dstIndex(wire.Ethernet(frame).Dst())
+	if b.dst >= 0 {
+		b.to = f.macs[b.dst].node
+	}
+	t := f.sched.Reserve(at)
+	if d.flight.size == 0 {
+		f.sched.ScheduleTicket(t, d, evArrive)
+	}
+	d.flight.push(inFlight{id: b.id, n: b.n, dst: b.dst, arrive: t})
+	return nil
+}

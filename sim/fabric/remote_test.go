@@ -1,0 +1,146 @@
+package fabric_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+)
+
+// split is the fabric of TestSwitchForwards (n0, n1, n2 on switch sw) cut
+// in two: fabric a holds n0, n2 and the switch, with a stand-in for n1;
+// fabric b holds n1 and a stand-in for the switch. The link n1-sw exists
+// in both, remote toward the stand-in on each side.
+type split struct {
+	a, b   *world
+	ab, ba *fabric.Link // n1-sw in a (sw -> n1 is remote), in b (n1 -> sw is remote)
+	mail   []mailed
+}
+
+type mailed struct {
+	to     *fabric.Link
+	at     sim.Time
+	frame  []byte
+	sealed bool
+	tx     int32
+}
+
+func newSplit(t *testing.T) *split {
+	cfg := fabric.DefaultLinkConfig()
+	s := &split{a: newWorld(t, 3, nil, 1, nil), b: newWorld(t, 0, nil, 1, nil)}
+	// a: n0, n1 (the stand-in: its sink must get nothing), n2.
+	sw := s.a.f.AddSwitch("sw", 3)
+	for i := range 3 {
+		l, err := s.a.f.Connect("n"+string(rune('0'+i))+"-sw", s.a.nodes[i].Port(0), sw.Port(i), cfg)
+		require.NoError(t, err)
+		if i == 1 {
+			s.ab = l
+		}
+	}
+	// b: n1 and a one-port stand-in for the switch.
+	n1 := s.b.f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
+	s.b.sinks = append(s.b.sinks, &sink{})
+	n1.SetReceiver(s.b.sinks[0])
+	s.b.nodes = append(s.b.nodes, n1)
+	swb := s.b.f.AddNode("sw", fabric.PortConfig{})
+	var err error
+	s.ba, err = s.b.f.Connect("n1-sw", n1.Port(0), swb.Port(0), cfg)
+	require.NoError(t, err)
+	// sw -> n1 is direction 1 of a's n1-sw; n1 -> sw is direction 0 of b's.
+	s.ab.SetRemote(1, func(r fabric.RemoteFrame) {
+		s.mail = append(s.mail, mailed{s.ba, r.At, slices.Clone(r.Frame), r.Sealed, r.Tx})
+	})
+	s.ba.SetRemote(0, func(r fabric.RemoteFrame) {
+		s.mail = append(s.mail, mailed{s.ab, r.At, slices.Clone(r.Frame), r.Sealed, r.Tx})
+	})
+	return s
+}
+
+// run advances both fabrics a propagation delay at a time, delivering
+// between two steps what crossed.
+func (s *split) run(t *testing.T) {
+	lookahead := fabric.DefaultLinkConfig().Propagation
+	for {
+		next := min(s.a.sched.NextAt(), s.b.sched.NextAt())
+		if next == sim.Never && len(s.mail) == 0 {
+			return
+		}
+		if next == sim.Never {
+			next = s.mail[0].at
+		}
+		end := next.Add(lookahead - 1)
+		require.NoError(t, s.a.sched.RunUntil(end))
+		require.NoError(t, s.b.sched.RunUntil(end))
+		for _, m := range s.mail {
+			require.Greater(t, m.at, end, "a frame arrives before the fabrics' next step")
+			dir := 0 // a's n1-sw, from the stand-in n1 toward the switch
+			if m.to == s.ba {
+				dir = 1 // b's n1-sw, from the switch's stand-in toward n1
+			}
+			require.NoError(t, m.to.Deliver(dir, m.at, m.frame, m.sealed, m.tx))
+		}
+		s.mail = s.mail[:0]
+	}
+}
+
+// TestRemoteLinks runs frames across a fabric cut in two: each arrives
+// at the same time, with the same bytes, as in the whole fabric, and the
+// stand-ins receive nothing.
+func TestRemoteLinks(t *testing.T) {
+	cfg := fabric.DefaultLinkConfig()
+	hop := func(n int) sim.Duration { return cfg.SerializationDelay(n) + cfg.Propagation }
+
+	s := newSplit(t)
+	// n0 -> n1 crosses from a to b; n1 -> n2 from b to a and through the
+	// switch there; three frames each way, queued behind each other.
+	var toN1, toN2 [][]byte
+	for k := range 3 {
+		toN1 = append(toN1, roce(t, 0, 1, uint32(k), 512))
+		toN2 = append(toN2, roce(t, 1, 2, uint32(10+k), 1024))
+		require.NoError(t, s.a.nodes[0].Send(0, toN1[k], nil))
+		require.NoError(t, s.b.nodes[0].SendSealed(0, toN2[k], nil))
+	}
+	s.run(t)
+
+	require.Equal(t, toN1, s.b.sinks[0].frames)
+	require.Equal(t, toN2, s.a.sinks[2].frames)
+	assert.Empty(t, s.a.sinks[1].frames, "the stand-in for n1 in fabric a")
+	// Store and forward: the k-th frame of a burst leaves the first wire
+	// k serializations after the first, then takes one more hop.
+	for k := range 3 {
+		n1, n2 := len(toN1[0]), len(toN2[0])
+		assert.Equal(t, sim.Time(sim.Duration(k)*cfg.SerializationDelay(n1)+2*hop(n1)), s.b.sinks[0].times[k], "n0 -> n1 frame %d", k)
+		assert.Equal(t, sim.Time(sim.Duration(k)*cfg.SerializationDelay(n2)+2*hop(n2)), s.a.sinks[2].times[k], "n1 -> n2 frame %d", k)
+	}
+	assert.Equal(t, uint64(3), s.ab.Stats(1).TxFrames, "sw -> n1, serialized in a")
+	assert.Equal(t, uint64(3), s.ba.Stats(1).RxFrames, "sw -> n1, arrived in b")
+	assert.Equal(t, uint64(3), s.ab.Stats(0).RxFrames, "n1 -> sw, arrived in a")
+}
+
+// TestDeliverRefuses: a frame that would arrive before the clock or
+// before one delivered earlier, a runt, an oversized frame, and a frame
+// through a direction from a switch are refused, and nothing arrives.
+func TestDeliverRefuses(t *testing.T) {
+	s := newSplit(t)
+	frame := roce(t, 0, 1, 0, 64)
+	require.NoError(t, s.b.sched.RunUntil(100))
+	err := s.ba.Deliver(1, 99, frame, true, 0)
+	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
+	require.NoError(t, s.ba.Deliver(1, 200, frame, true, 0))
+	err = s.ba.Deliver(1, 150, frame, true, 0)
+	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
+	assert.ErrorIs(t, s.ba.Deliver(1, 300, frame[:10], true, 0), fabric.ErrRunt)
+	assert.ErrorIs(t, s.ba.Deliver(1, 300, make([]byte, fabric.MaxFrame+1), true, 0), fabric.ErrFrameSize)
+	// Direction 1 of a's n1-sw leaves the switch itself.
+	assert.ErrorContains(t, s.ab.Deliver(1, 300, frame, true, 0), "must be a node")
+	require.NoError(t, s.b.sched.Run())
+	require.NoError(t, s.a.sched.Run())
+	assert.Len(t, s.b.sinks[0].frames, 1, "only the frame delivered in order")
+	assert.Equal(t, []sim.Time{200}, s.b.sinks[0].times)
+	assert.Empty(t, s.a.sinks[1].frames)
+}

@@ -1,0 +1,394 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+)
+
+// A large world on several cores
+//
+// A Cluster is one world cut into parts, each a World of its own (its
+// scheduler, fabric, devices and stall watch) that one goroutine runs at
+// a time, advanced side by side in steps of one link propagation delay
+// (conservative parallel simulation: a frame that leaves a wire now
+// reaches the far end no sooner than that, so nothing one part does
+// within a step can reach another part before the step ends). Between
+// steps the cluster hands each frame that crossed from one part to
+// another to its destination, where it arrives at the time it would have
+// (fabric.Link.SetRemote and Deliver).
+//
+// Hosts go to the parts in turn (host i to part (i-1) mod Parts); the
+// switch (ConnectSwitch) is in part 0, and a host elsewhere reaches it
+// over a link that exists in both parts, each side with a stand-in node
+// for the far end. Every part knows every host's addresses.
+//
+// The result depends on the seed, the program and the number of parts,
+// never on how many goroutines run them (Workers) nor on how the
+// operating system schedules them: within a step the parts share
+// nothing, and between steps the crossings are delivered in a fixed
+// order (by sending part, then in the order each part sent them). A
+// cluster of one part runs exactly as a World does. With more, events
+// at the same instant in different parts may be taken in another order
+// than one World would take them, and each part draws its fault plan's
+// random numbers from a stream of its own, so a run with 4 parts is not
+// byte for byte the run with 1, but the same every time.
+
+// ClusterConfig describes a cluster.
+type ClusterConfig struct {
+	// World is every part's configuration. Capture, Trace and Observe
+	// must be nil (each part would write them from its own goroutine);
+	// Progress is called by Run between steps, from its caller's
+	// goroutine; MaxEvents bounds each part's events.
+	World WorldConfig
+	// Parts is how many parts the world is cut into (at least 1).
+	Parts int
+	// Workers is how many goroutines run the parts (0: GOMAXPROCS); the
+	// result does not depend on it.
+	Workers int
+}
+
+// Cluster is a world cut into parts run on several cores (see the
+// comment above). Like a World, it is driven from one goroutine; virtual
+// time moves only inside Run and RunTo.
+type Cluster struct {
+	cfg    ClusterConfig
+	parts  []*World
+	hosts  []*Host
+	partOf []int // partOf[i]: the part of hosts[i]
+	// standIn0[i] is part 0's stand-in for hosts[i] (nil if the host is
+	// in part 0), which ConnectSwitch links to the switch.
+	standIn0  []*fabric.Node
+	lookahead sim.Duration
+	// mail[g][p] holds the frames part p's remote directions sent in a
+	// step of generation g (steps alternate 0, 1, 0, …): each part
+	// writes only its own, in its step, and reads the others' of the
+	// step before at the start of its next, so that delivering runs in
+	// parallel too. gen is the generation written now: the current
+	// step's, or between steps the last one's, whose frames the next
+	// step delivers (a verb called between runs may send some).
+	mail [2][]mailbox
+	gen  int
+	// progress is the event count at which Progress is called next.
+	progress uint64
+}
+
+// mailbox is what one part sent toward the others in one step.
+type mailbox struct {
+	to    [][]crossing // to[q]: toward part q, in the order sent
+	bytes []byte       // the frames' bytes, one after another
+	minAt sim.Time     // the earliest arrival among them (sim.Never: none)
+}
+
+// crossing is a frame on its way from one part to another.
+type crossing struct {
+	at     sim.Time
+	link   *fabric.Link // the destination part's copy of the link
+	dir    int          // its direction from the stand-in
+	off, n int32        // its bytes in the sending part's mailbox
+	sealed bool
+	tx     int32
+}
+
+// NewCluster returns an empty cluster at time 0.
+func NewCluster(cfg ClusterConfig) (*Cluster, error) {
+	wc := cfg.World
+	switch {
+	case cfg.Parts < 1:
+		return nil, fmt.Errorf("verbs: cluster: Parts is %d, at least 1 is needed", cfg.Parts)
+	case cfg.Workers < 0:
+		return nil, fmt.Errorf("verbs: cluster: Workers is %d (0 for GOMAXPROCS)", cfg.Workers)
+	case wc.Capture != nil || wc.Trace != nil || wc.Observe != nil:
+		return nil, errors.New("verbs: cluster: Capture, Trace and Observe are not supported (each part would write them from its own goroutine); use a World")
+	}
+	if wc.Link.Bandwidth == 0 {
+		wc.Link = fabric.DefaultLinkConfig()
+	}
+	if wc.Link.Propagation <= 0 {
+		return nil, fmt.Errorf("verbs: cluster: the links' propagation delay is %v; parts advance by it, so it must be positive", wc.Link.Propagation)
+	}
+	c := &Cluster{cfg: cfg, lookahead: wc.Link.Propagation, progress: progressEvery}
+	for g := range c.mail {
+		c.mail[g] = make([]mailbox, cfg.Parts)
+		for p := range c.mail[g] {
+			c.mail[g][p] = mailbox{to: make([][]crossing, cfg.Parts), minAt: sim.Never}
+		}
+	}
+	progress := wc.Progress
+	wc.Progress = nil
+	for p := range cfg.Parts {
+		stream := "faults"
+		if p > 0 {
+			stream = "faults/part " + strconv.Itoa(p)
+		}
+		w := newWorld(wc, stream)
+		w.part = p + 1
+		c.parts = append(c.parts, w)
+	}
+	c.cfg.World = wc
+	c.cfg.World.Progress = progress
+	return c, nil
+}
+
+// AddHost adds a host with the addresses World.AddHost gives the i-th
+// (HostAddrOf), in part (i-1) mod Parts; the other parts get a stand-in
+// for it.
+func (c *Cluster) AddHost(name string) *Host {
+	i := len(c.hosts) + 1
+	part := (i - 1) % len(c.parts)
+	w := c.parts[part]
+	h := w.addHost(name, HostAddrOf(i), i)
+	w.addNeighbours(h)
+	w.index(h)
+	a := HostAddrOf(i)
+	gids := h.dev.GIDs()
+	var in0 *fabric.Node
+	for q, o := range c.parts {
+		if q == part {
+			continue
+		}
+		n := o.fab.AddNode(name, fabric.PortConfig{MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6})
+		for _, g := range gids {
+			o.nbr[g.Unmap()] = a.MAC
+		}
+		o.addPeer(peer{name: name, node: n.Index(), gids: gids})
+		if q == 0 {
+			in0 = n
+		}
+	}
+	c.hosts = append(c.hosts, h)
+	c.partOf = append(c.partOf, part)
+	c.standIn0 = append(c.standIn0, in0)
+	return h
+}
+
+// ConnectSwitch joins every host added so far to one switch named "sw",
+// in part 0 (see the comment above).
+func (c *Cluster) ConnectSwitch() error {
+	w0 := c.parts[0]
+	w0.sw = w0.fab.AddSwitch("sw", len(c.hosts))
+	cfg := w0.cfg.Link
+	for i, h := range c.hosts {
+		name := h.name + "-sw"
+		q := c.partOf[i]
+		if q == 0 {
+			if _, err := w0.fab.Connect(name, h.node.Port(0), w0.sw.Port(i), cfg); err != nil {
+				return err
+			}
+			continue
+		}
+		// In part 0, the switch's port i leads to a stand-in for h; in
+		// h's part, h's port leads to a stand-in for the switch.
+		l0, err := w0.fab.Connect(name, c.standIn0[i].Port(0), w0.sw.Port(i), cfg)
+		if err != nil {
+			return err
+		}
+		wq := c.parts[q]
+		sw := wq.fab.AddNode("sw", fabric.PortConfig{})
+		lq, err := wq.fab.Connect(name, h.node.Port(0), sw.Port(0), cfg)
+		if err != nil {
+			return err
+		}
+		// Direction 0 leaves the first port given to Connect.
+		l0.SetRemote(1, c.crossTo(0, lq, 1, q))
+		lq.SetRemote(0, c.crossTo(q, l0, 0, 0))
+	}
+	return nil
+}
+
+// crossTo returns what part from's remote direction calls with each
+// frame it serializes: the frame is kept for direction dir of link to, in
+// part toPart, until the next step delivers it.
+func (c *Cluster) crossTo(from int, to *fabric.Link, dir, toPart int) func(fabric.RemoteFrame) {
+	return func(r fabric.RemoteFrame) {
+		m := &c.mail[c.gen][from]
+		m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, dir: dir, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
+			sealed: r.Sealed, tx: r.Tx})
+		m.bytes = append(m.bytes, r.Frame...)
+		m.minAt = min(m.minAt, r.At)
+	}
+}
+
+// Parts returns the cluster's parts, in order: each part's fabric and
+// counters are read through its World (read them between runs only).
+func (c *Cluster) Parts() []*World { return c.parts }
+
+// Hosts returns the hosts in the order they were added.
+func (c *Cluster) Hosts() []*Host { return c.hosts }
+
+// Now returns the latest time any part has reached.
+func (c *Cluster) Now() sim.Time {
+	var t sim.Time
+	for _, w := range c.parts {
+		t = max(t, w.sched.Now())
+	}
+	return t
+}
+
+// Run runs the cluster until nothing is left to happen in any part.
+func (c *Cluster) Run() error { return c.RunTo(sim.Never) }
+
+// RunTo runs every event due at or before t in every part, in steps of
+// one propagation delay, the parts of a step on Workers goroutines. A
+// part that spends its event budget ends the run with its
+// *RunawayError (the lowest such part's, if several do in one step).
+func (c *Cluster) RunTo(t sim.Time) error {
+	workers := c.cfg.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(c.parts))
+	var pool *stepPool
+	if workers > 1 {
+		pool = newStepPool(c, workers)
+		defer pool.stop()
+	}
+	errs := make([]error, len(c.parts))
+	for {
+		// The next step starts at the earliest event of any part or
+		// arrival of a frame waiting to cross.
+		next := sim.Never
+		for p, w := range c.parts {
+			next = min(next, w.sched.NextAt(), c.mail[c.gen][p].minAt)
+		}
+		if next == sim.Never || next > t {
+			// Every part ends at one time, the cluster's: t, or the
+			// last event any part fired (as a World's clock stops at
+			// its last event), so that what the program does next
+			// happens at one instant everywhere.
+			if t == sim.Never {
+				t = c.Now()
+			}
+			for _, w := range c.parts {
+				if err := w.run(t, true); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		end := min(next.Add(c.lookahead-1), t)
+		c.gen ^= 1
+		if pool != nil {
+			pool.step(end, errs)
+		} else {
+			for p := range c.parts {
+				errs[p] = c.stepPart(p, end)
+			}
+		}
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		c.reportProgress()
+	}
+}
+
+// stepPart is part p's share of a step: it empties its mailbox of the
+// step's generation, takes the frames the others sent it in the step
+// before (by sending part, in the order each sent them), then runs its
+// events through end.
+func (c *Cluster) stepPart(p int, end sim.Time) error {
+	own := &c.mail[c.gen][p]
+	for q := range own.to {
+		own.to[q] = own.to[q][:0]
+	}
+	own.bytes, own.minAt = own.bytes[:0], sim.Never
+	w := c.parts[p]
+	for q := range c.mail[c.gen^1] {
+		m := &c.mail[c.gen^1][q]
+		for _, x := range m.to[p] {
+			if err := x.link.Deliver(x.dir, x.at, m.bytes[x.off:x.off+x.n], x.sealed, x.tx); err != nil {
+				// A frame that cannot arrive in time would be a broken
+				// step (the lookahead): never in a working cluster.
+				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)
+			}
+		}
+	}
+	return w.run(end, false)
+}
+
+// reportProgress calls WorldConfig.Progress when the parts have fired
+// another progressEvery events since it was last called.
+func (c *Cluster) reportProgress() {
+	fn := c.cfg.World.Progress
+	if fn == nil {
+		return
+	}
+	var pr Progress
+	for _, w := range c.parts {
+		pr.Events += w.sched.Fired()
+		pr.Now = max(pr.Now, w.sched.Now())
+	}
+	if pr.Events < c.progress {
+		return
+	}
+	for _, w := range c.parts {
+		pr.Frames += w.Frames()
+	}
+	c.progress = pr.Events + progressEvery
+	fn(pr)
+}
+
+// stepPool is the goroutines that run a cluster's parts during RunTo:
+// each step, the workers take the parts one at a time (which goroutine
+// runs which part changes nothing: the parts share nothing within a
+// step), and step returns when every part has reached the step's end.
+type stepPool struct {
+	c     *Cluster
+	start []chan sim.Time // one per worker but the caller's
+	done  sync.WaitGroup
+	next  atomic.Int32 // the next part to take
+	errs  []error
+}
+
+func newStepPool(c *Cluster, workers int) *stepPool {
+	sp := &stepPool{c: c}
+	for range workers - 1 {
+		ch := make(chan sim.Time)
+		sp.start = append(sp.start, ch)
+		go func() {
+			for end := range ch {
+				sp.work(end)
+				sp.done.Done()
+			}
+		}()
+	}
+	return sp
+}
+
+// step runs every part to end, the caller's goroutine taking parts too.
+func (sp *stepPool) step(end sim.Time, errs []error) {
+	sp.errs = errs
+	sp.next.Store(0)
+	sp.done.Add(len(sp.start))
+	for _, ch := range sp.start {
+		ch <- end
+	}
+	sp.work(end)
+	sp.done.Wait()
+}
+
+// work takes parts until none is left.
+func (sp *stepPool) work(end sim.Time) {
+	for {
+		p := int(sp.next.Add(1)) - 1
+		if p >= len(sp.c.parts) {
+			return
+		}
+		sp.errs[p] = sp.c.stepPart(p, end)
+	}
+}
+
+// stop ends the pool's goroutines.
+func (sp *stepPool) stop() {
+	for _, ch := range sp.start {
+		close(ch)
+	}
+}

@@ -1,0 +1,246 @@
+package verbs_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/sim"
+	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/wire/capture"
+)
+
+// alltoallHost is one host of clusterAlltoall: a QP toward every other
+// host, a source block and a receive area of one slot per sender.
+type alltoallHost struct {
+	h        *verbs.Host
+	ctx      *verbs.Context
+	pd       *verbs.PD
+	cq       *verbs.CQ
+	src, dst *verbs.MR
+	qps      []*verbs.QP
+}
+
+// alltoallBlock is the block host i writes to every other host.
+func alltoallBlock(i, n int) []byte {
+	b := make([]byte, n)
+	for k := range b {
+		b[k] = byte(i*31 + k*7)
+	}
+	return b
+}
+
+// clusterAlltoall sets up n hosts on one switch, added with add (a
+// World's or a Cluster's AddHost) and switched by connectSwitch, and
+// posts one msg-byte RDMA WRITE from every host to every other, each
+// into the slot of its sender in the target's receive area.
+func clusterAlltoall(t *testing.T, n, msg int, add func(string) *verbs.Host, connectSwitch func() error) []*alltoallHost {
+	hs := make([]*alltoallHost, n)
+	for i := range n {
+		hs[i] = &alltoallHost{h: add(fmt.Sprintf("h%d", i)), qps: make([]*verbs.QP, n)}
+	}
+	require.NoError(t, connectSwitch())
+	for i, a := range hs {
+		var err error
+		a.ctx, err = a.h.GetDeviceList()[0].Open()
+		require.NoError(t, err)
+		a.pd, err = a.ctx.AllocPD()
+		require.NoError(t, err)
+		a.cq, err = a.ctx.CreateCQ(2*n, nil, 0)
+		require.NoError(t, err)
+		a.src, err = a.pd.RegMR(alltoallBlock(i, msg), verbs.AccessLocalWrite)
+		require.NoError(t, err)
+		a.dst, err = a.pd.RegMR(make([]byte, n*msg), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		require.NoError(t, err)
+		for j := range n {
+			if j != i {
+				a.qps[j], err = a.pd.CreateQP(verbs.QPInitAttr{SendCQ: a.cq, RecvCQ: a.cq, Type: verbs.QPTypeRC,
+					Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				require.NoError(t, err)
+			}
+		}
+	}
+	for i, a := range hs {
+		for j, b := range hs {
+			if i == j {
+				continue
+			}
+			e := &endpoint{host: a.h, ctx: a.ctx, qp: a.qps[j], retry: 7, rnr: 7}
+			peer := &endpoint{host: b.h, ctx: b.ctx, qp: b.qps[i]}
+			require.NoError(t, e.connect(peer))
+		}
+	}
+	for i, a := range hs {
+		for j, b := range hs {
+			if i == j {
+				continue
+			}
+			_, err := a.qps[j].PostSend([]verbs.SendWR{{WRID: uint64(j), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				SGList: []verbs.SGE{a.src.SGE(0, uint64(msg))}, RemoteAddr: b.dst.Addr + uint64(i*msg), RKey: b.dst.RKey}})
+			require.NoError(t, err)
+		}
+	}
+	return hs
+}
+
+// alltoallOutcome checks that every WRITE completed and landed, and
+// returns what a run's determinism is judged by: each host's completions
+// in the order its CQ gave them and its device's counters.
+func alltoallOutcome(t *testing.T, hs []*alltoallHost, msg int) string {
+	var out strings.Builder
+	n := len(hs)
+	for i, a := range hs {
+		wcs := pollAll(a.cq)
+		require.Len(t, wcs, n-1, "host %d's completions", i)
+		fmt.Fprintf(&out, "h%d:", i)
+		for _, wc := range wcs {
+			require.Equal(t, verbs.WCSuccess, wc.Status, "host %d: %+v", i, wc)
+			fmt.Fprintf(&out, " %d", wc.WRID)
+		}
+		for j := range n {
+			if j != i {
+				require.True(t, bytes.Equal(alltoallBlock(j, msg), a.dst.Bytes()[j*msg:(j+1)*msg]), "host %d: the block from %d", i, j)
+			}
+		}
+		for _, c := range []string{"sent_pkts", "rcvd_pkts", "duplicate_request", "seq_err", "retry_exceeded_err"} {
+			v, _ := a.ctx.Counters().Get(c)
+			fmt.Fprintf(&out, " %s=%d", c, v)
+		}
+		out.WriteByte('\n')
+	}
+	return out.String()
+}
+
+// runCluster runs the alltoall of n hosts in a cluster of the parts and
+// workers given, and returns its outcome and the time it ended.
+func runCluster(t *testing.T, n, msg, parts, workers int, plan *faults.Plan) (string, sim.Time) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Workers: workers})
+	require.NoError(t, err)
+	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
+	require.NoError(t, c.Run())
+	return alltoallOutcome(t, hs, msg), c.Now()
+}
+
+// TestClusterAlltoall: an alltoall over a switch in a cluster of 2, 3
+// and 5 parts completes every WRITE and lands every block, and the run
+// is the same, completion for completion and to the nanosecond, on one
+// goroutine and on several, every time.
+func TestClusterAlltoall(t *testing.T) {
+	const n, msg = 12, 3000 // three packets and an ACK per WRITE
+	for _, parts := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("parts=%d", parts), func(t *testing.T) {
+			one, at := runCluster(t, n, msg, parts, 1, nil)
+			for _, workers := range []int{2, parts, parts} {
+				got, gotAt := runCluster(t, n, msg, parts, workers, nil)
+				require.Equal(t, one, got, "workers=%d", workers)
+				require.Equal(t, at, gotAt, "workers=%d", workers)
+			}
+		})
+	}
+}
+
+// TestClusterOfOnePartIsAWorld: a cluster of one part runs exactly as a
+// World with the same hosts and switch.
+func TestClusterOfOnePartIsAWorld(t *testing.T) {
+	const n, msg = 6, 2500
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 7})
+	hs := clusterAlltoall(t, n, msg, w.AddHost, w.ConnectSwitch)
+	require.NoError(t, w.Run())
+	want := alltoallOutcome(t, hs, msg)
+	got, at := runCluster(t, n, msg, 1, 0, nil)
+	assert.Equal(t, want, got)
+	assert.Equal(t, w.Now(), at)
+}
+
+// TestClusterTakesFaults: a fault plan acts in every part; here it drops
+// the first transmission of PSN 1 of every flow, on frames whose
+// first hop is in any part, and every WRITE still completes through
+// go-back-N, the same way on any number of goroutines.
+func TestClusterTakesFaults(t *testing.T) {
+	const n, msg = 6, 3000
+	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
+	require.NoError(t, err)
+	one, at := runCluster(t, n, msg, 3, 1, plan)
+	assert.Contains(t, one, "seq_err=", "counters in the outcome")
+	many, manyAt := runCluster(t, n, msg, 3, 3, plan)
+	assert.Equal(t, one, many)
+	assert.Equal(t, at, manyAt)
+	clean, cleanAt := runCluster(t, n, msg, 3, 1, nil)
+	assert.NotEqual(t, clean, one, "the drops changed the run")
+	assert.Greater(t, at, cleanAt, "recovering took time")
+}
+
+// TestClusterRefuses: what a cluster cannot do is refused when it is
+// made, with the field named.
+func TestClusterRefuses(t *testing.T) {
+	var buf bytes.Buffer
+	pc := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
+	still := fabric.DefaultLinkConfig()
+	still.Propagation = 0
+	for _, c := range []struct {
+		cfg  verbs.ClusterConfig
+		want string
+	}{
+		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
+		{verbs.ClusterConfig{Parts: 2, Workers: -1}, "Workers is -1"},
+		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Capture: pc}}, "Capture"},
+		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Trace: &sim.Trace{}}}, "Trace"},
+		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Link: still}}, "propagation delay is 0s"},
+	} {
+		_, err := verbs.NewCluster(c.cfg)
+		assert.ErrorContains(t, err, c.want)
+	}
+}
+
+// TestClusterRunTo: RunTo leaves every part at the time asked, a run cut
+// in two completes as one does, Progress is called from the caller's
+// goroutine as the parts go, and a part's World refuses to run alone.
+func TestClusterRunTo(t *testing.T) {
+	const n, msg = 64, 4096
+	var calls int
+	var last verbs.Progress
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Progress: func(p verbs.Progress) {
+		calls++
+		last = p
+	}}, Parts: 2, Workers: 2})
+	require.NoError(t, err)
+	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
+	err = hs[1].h.World().Run()
+	require.ErrorContains(t, err, "part 1 of a cluster: run it with Cluster.Run")
+
+	mid := sim.Time(3 * sim.Microsecond)
+	require.NoError(t, c.RunTo(mid))
+	for i, w := range c.Parts() {
+		assert.Equal(t, mid, w.Now(), "part %d", i)
+	}
+	assert.Equal(t, mid, c.Now())
+	require.NoError(t, c.Run())
+	alltoallOutcome(t, hs, msg)
+	for i, w := range c.Parts() {
+		assert.Equal(t, c.Now(), w.Now(), "part %d ends at the cluster's time", i)
+	}
+	assert.Greater(t, calls, 0, "Progress")
+	assert.Greater(t, last.Frames, uint64(0))
+	assert.LessOrEqual(t, last.Now, c.Now())
+
+	// Verbs between runs: every host writes to the next once more.
+	for i, a := range hs {
+		j := (i + 1) % n
+		_, err := a.qps[j].PostSend([]verbs.SendWR{{WRID: 1000, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{a.src.SGE(0, 8)}, RemoteAddr: hs[j].dst.Addr, RKey: hs[j].dst.RKey}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Run())
+	for i, a := range hs {
+		wcs := pollAll(a.cq)
+		require.Len(t, wcs, 1, "host %d", i)
+		assert.Equal(t, verbs.WCSuccess, wcs[0].Status)
+		assert.Equal(t, uint64(1000), wcs[0].WRID)
+	}
+}
