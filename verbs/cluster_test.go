@@ -120,7 +120,12 @@ func alltoallOutcome(t *testing.T, hs []*alltoallHost, msg int) string {
 // runCluster runs the alltoall of n hosts in a cluster of the parts and
 // workers given, and returns its outcome and the time it ended.
 func runCluster(t *testing.T, n, msg, parts, workers int, plan *faults.Plan) (string, sim.Time) {
-	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Workers: workers})
+	return runClusterOf(t, n, msg, verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Workers: workers})
+}
+
+// runClusterOf is runCluster with the cluster's whole configuration.
+func runClusterOf(t *testing.T, n, msg int, cfg verbs.ClusterConfig) (string, sim.Time) {
+	c, err := verbs.NewCluster(cfg)
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 	require.NoError(t, c.Run())
@@ -141,6 +146,14 @@ func TestClusterAlltoall(t *testing.T) {
 				require.Equal(t, one, got, "workers=%d", workers)
 				require.Equal(t, at, gotAt, "workers=%d", workers)
 			}
+			// Hosts in blocks (ClusterConfig.Hosts) rather than in turn:
+			// the same guarantees.
+			blocks := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7}, Parts: parts, Workers: 1, Hosts: n}
+			one, at = runClusterOf(t, n, msg, blocks)
+			blocks.Workers = parts
+			got, gotAt := runClusterOf(t, n, msg, blocks)
+			require.Equal(t, one, got)
+			require.Equal(t, at, gotAt)
 		})
 	}
 }
@@ -189,6 +202,7 @@ func TestClusterRefuses(t *testing.T) {
 	}{
 		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
 		{verbs.ClusterConfig{Parts: 2, Workers: -1}, "Workers is -1"},
+		{verbs.ClusterConfig{Parts: 2, Hosts: -1}, "Hosts is -1"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Capture: pc}}, "Capture"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Trace: &sim.Trace{}}}, "Trace"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Link: still}}, "propagation delay is 0s"},
@@ -196,6 +210,14 @@ func TestClusterRefuses(t *testing.T) {
 		_, err := verbs.NewCluster(c.cfg)
 		assert.ErrorContains(t, err, c.want)
 	}
+	c, err := verbs.NewCluster(verbs.ClusterConfig{Parts: 2})
+	require.NoError(t, err)
+	_, err = c.AddHostIn(2, "a")
+	assert.ErrorContains(t, err, "no part 2 (the cluster has 2)")
+	h, err := c.AddHostIn(1, "a")
+	require.NoError(t, err)
+	assert.Same(t, c.Parts()[1], h.World())
+	assert.Equal(t, verbs.HostAddrOf(1).IPv4, h.IPv4())
 }
 
 // TestClusterRunTo: RunTo leaves every part at the time asked, a run cut

@@ -128,7 +128,7 @@ func alltoall(n int) (Result, error) {
 	wc := verbs.WorldConfig{Seed: 1, MaxEvents: 1 << 40, Progress: func(verbs.Progress) { hs.sample() }}
 	var w world = verbs.NewWorld(wc)
 	if parts > 1 {
-		c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Workers: workers})
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Workers: workers, Hosts: n})
 		if err != nil {
 			return r, err
 		}
