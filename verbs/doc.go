@@ -54,4 +54,20 @@
 // keeps a few numbers per flow for this (runaway.go) and nothing that
 // grows per event; Stalls and Diagnose give the same diagnosis at any
 // time, and WorldConfig.Progress lets a driver show progress.
+//
+// A large world can run on several cores as a Cluster (cluster.go): the
+// same hosts and switch cut into parts, each a World of its own, that
+// goroutines advance side by side one link propagation delay at a time
+// (conservative parallel simulation). The program is the same but for
+// NewCluster, AddHost and Run; the result depends on the seed and the
+// number of parts, never on the number of goroutines:
+//
+//	c, _ := verbs.NewCluster(verbs.ClusterConfig{World: cfg, Parts: 2, Hosts: n})
+//	for i := range n { hosts[i] = c.AddHost(name(i)) }
+//	c.ConnectSwitch()
+//	…                                            // verbs on the hosts, as above
+//	c.Run()
+//
+// A cluster takes a fault plan but no capture, trace or frame observer
+// (each part would write them from its own goroutine).
 package verbs
