@@ -46,6 +46,9 @@ var imports = map[string][]string{
 	// (the call as the test wrote it, and what the world saw), and it
 	// draws a failed run's ladder with package ladder, as the CLI does;
 	// PairCM connects through rdmacm.
+	// runs a verbs.Cluster's parts on several goroutines; it needs
+	// nothing of the module (ClusterConfig.Each is a plain function).
+	"verbs/parallel":  {},
 	"verbs/verbstest": {"faults", "ladder", "rdmacm", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
@@ -79,7 +82,7 @@ var imports = map[string][]string{
 	// realnet for rocesim node and rswitch for rocesim switch.
 	"cmd/rocesim": {"faults", "internal/lineformat", "internal/will", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 	// the scale benchmark (make scale) drives worlds through verbs only.
-	"tools/scale": {"verbs"},
+	"tools/scale": {"sim", "verbs", "verbs/parallel"},
 	// a split swarm's summaries, and the tool that merges them.
 	"internal/swarmsum": {},
 	// a UDP drop-in program's will, from the library to rocesim exec

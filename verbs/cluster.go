@@ -3,10 +3,7 @@ package verbs
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
@@ -32,8 +29,8 @@ import (
 // for the far end. Every part knows every host's addresses.
 //
 // The result depends on the seed, the program and the number of parts,
-// never on how many goroutines run them (Workers) nor on how the
-// operating system schedules them: within a step the parts share
+// never on how many goroutines run them (ClusterConfig.Each, package
+// verbs/parallel) nor on how the operating system schedules them: within a step the parts share
 // nothing, and between steps the crossings are delivered in a fixed
 // order (by sending part, then in the order each part sent them). A
 // cluster of one part runs exactly as a World does. With more, events
@@ -51,9 +48,12 @@ type ClusterConfig struct {
 	World WorldConfig
 	// Parts is how many parts the world is cut into (at least 1).
 	Parts int
-	// Workers is how many goroutines run the parts (0: GOMAXPROCS); the
-	// result does not depend on it.
-	Workers int
+	// Each runs step(p) once for every part p of a step, in any order
+	// and on any goroutines, and returns when all have returned: package
+	// verbs/parallel's Each runs them on several cores (this package
+	// starts no goroutine). nil runs them one after another on the
+	// caller's goroutine. The result does not depend on it.
+	Each func(n int, step func(p int))
 	// Hosts, if not 0, is how many hosts AddHost will add: they go to
 	// the parts in contiguous blocks (the first Hosts/Parts to part 0,
 	// and so on), so that each part's hosts were made together and its
@@ -116,8 +116,6 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	switch {
 	case cfg.Parts < 1:
 		return nil, fmt.Errorf("verbs: cluster: Parts is %d, at least 1 is needed", cfg.Parts)
-	case cfg.Workers < 0:
-		return nil, fmt.Errorf("verbs: cluster: Workers is %d (0 for GOMAXPROCS)", cfg.Workers)
 	case cfg.Hosts < 0:
 		return nil, fmt.Errorf("verbs: cluster: Hosts is %d (0 if not known)", cfg.Hosts)
 	case wc.Capture != nil || wc.Trace != nil || wc.Observe != nil:
@@ -265,21 +263,21 @@ func (c *Cluster) Now() sim.Time {
 func (c *Cluster) Run() error { return c.RunTo(sim.Never) }
 
 // RunTo runs every event due at or before t in every part, in steps of
-// one propagation delay, the parts of a step on Workers goroutines. A
+// one propagation delay, the parts of a step run by ClusterConfig.Each. A
 // part that spends its event budget ends the run with its
 // *RunawayError (the lowest such part's, if several do in one step).
 func (c *Cluster) RunTo(t sim.Time) error {
-	workers := c.cfg.Workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = min(workers, len(c.parts))
-	var pool *stepPool
-	if workers > 1 {
-		pool = newStepPool(c, workers)
-		defer pool.stop()
+	each := c.cfg.Each
+	if each == nil {
+		each = func(n int, step func(int)) {
+			for p := range n {
+				step(p)
+			}
+		}
 	}
 	errs := make([]error, len(c.parts))
+	var end sim.Time
+	step := func(p int) { errs[p] = c.stepPart(p, end) }
 	for {
 		// The next step starts at the earliest event of any part or
 		// arrival of a frame waiting to cross.
@@ -302,15 +300,9 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			}
 			return nil
 		}
-		end := min(next.Add(c.lookahead-1), t)
+		end = min(next.Add(c.lookahead-1), t)
 		c.gen ^= 1
-		if pool != nil {
-			pool.step(end, errs)
-		} else {
-			for p := range c.parts {
-				errs[p] = c.stepPart(p, end)
-			}
-		}
+		each(len(c.parts), step)
 		for _, err := range errs {
 			if err != nil {
 				return err
@@ -364,61 +356,4 @@ func (c *Cluster) reportProgress() {
 	}
 	c.progress = pr.Events + progressEvery
 	fn(pr)
-}
-
-// stepPool is the goroutines that run a cluster's parts during RunTo:
-// each step, the workers take the parts one at a time (which goroutine
-// runs which part changes nothing: the parts share nothing within a
-// step), and step returns when every part has reached the step's end.
-type stepPool struct {
-	c     *Cluster
-	start []chan sim.Time // one per worker but the caller's
-	done  sync.WaitGroup
-	next  atomic.Int32 // the next part to take
-	errs  []error
-}
-
-func newStepPool(c *Cluster, workers int) *stepPool {
-	sp := &stepPool{c: c}
-	for range workers - 1 {
-		ch := make(chan sim.Time)
-		sp.start = append(sp.start, ch)
-		go func() {
-			for end := range ch {
-				sp.work(end)
-				sp.done.Done()
-			}
-		}()
-	}
-	return sp
-}
-
-// step runs every part to end, the caller's goroutine taking parts too.
-func (sp *stepPool) step(end sim.Time, errs []error) {
-	sp.errs = errs
-	sp.next.Store(0)
-	sp.done.Add(len(sp.start))
-	for _, ch := range sp.start {
-		ch <- end
-	}
-	sp.work(end)
-	sp.done.Wait()
-}
-
-// work takes parts until none is left.
-func (sp *stepPool) work(end sim.Time) {
-	for {
-		p := int(sp.next.Add(1)) - 1
-		if p >= len(sp.c.parts) {
-			return
-		}
-		sp.errs[p] = sp.c.stepPart(p, end)
-	}
-}
-
-// stop ends the pool's goroutines.
-func (sp *stepPool) stop() {
-	for _, ch := range sp.start {
-		close(ch)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/parallel"
 	"github.com/rocesim/rocesim/wire/capture"
 )
 
@@ -120,7 +121,7 @@ func alltoallOutcome(t *testing.T, hs []*alltoallHost, msg int) string {
 // runCluster runs the alltoall of n hosts in a cluster of the parts and
 // workers given, and returns its outcome and the time it ended.
 func runCluster(t *testing.T, n, msg, parts, workers int, plan *faults.Plan) (string, sim.Time) {
-	return runClusterOf(t, n, msg, verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Workers: workers})
+	return runClusterOf(t, n, msg, verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Each: parallel.Each(workers)})
 }
 
 // runClusterOf is runCluster with the cluster's whole configuration.
@@ -135,7 +136,7 @@ func runClusterOf(t *testing.T, n, msg int, cfg verbs.ClusterConfig) (string, si
 // TestClusterAlltoall: an alltoall over a switch in a cluster of 2, 3
 // and 5 parts completes every WRITE and lands every block, and the run
 // is the same, completion for completion and to the nanosecond, on one
-// goroutine and on several, every time.
+// goroutine and on several (parallel.Each), every time.
 func TestClusterAlltoall(t *testing.T) {
 	const n, msg = 12, 3000 // three packets and an ACK per WRITE
 	for _, parts := range []int{2, 3, 5} {
@@ -148,9 +149,9 @@ func TestClusterAlltoall(t *testing.T) {
 			}
 			// Hosts in blocks (ClusterConfig.Hosts) rather than in turn:
 			// the same guarantees.
-			blocks := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7}, Parts: parts, Workers: 1, Hosts: n}
+			blocks := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7}, Parts: parts, Hosts: n}
 			one, at = runClusterOf(t, n, msg, blocks)
-			blocks.Workers = parts
+			blocks.Each = parallel.Each(parts)
 			got, gotAt := runClusterOf(t, n, msg, blocks)
 			require.Equal(t, one, got)
 			require.Equal(t, at, gotAt)
@@ -201,7 +202,6 @@ func TestClusterRefuses(t *testing.T) {
 		want string
 	}{
 		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
-		{verbs.ClusterConfig{Parts: 2, Workers: -1}, "Workers is -1"},
 		{verbs.ClusterConfig{Parts: 2, Hosts: -1}, "Hosts is -1"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Capture: pc}}, "Capture"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Trace: &sim.Trace{}}}, "Trace"},
@@ -230,7 +230,7 @@ func TestClusterRunTo(t *testing.T) {
 	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Progress: func(p verbs.Progress) {
 		calls++
 		last = p
-	}}, Parts: 2, Workers: 2})
+	}}, Parts: 2, Each: parallel.Each(2)})
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 	err = hs[1].h.World().Run()

@@ -62,12 +62,14 @@
 // NewCluster, AddHost and Run; the result depends on the seed and the
 // number of parts, never on the number of goroutines:
 //
-//	c, _ := verbs.NewCluster(verbs.ClusterConfig{World: cfg, Parts: 2, Hosts: n})
+//	c, _ := verbs.NewCluster(verbs.ClusterConfig{World: cfg, Parts: 2, Hosts: n, Each: parallel.Each(0)})
 //	for i := range n { hosts[i] = c.AddHost(name(i)) }
 //	c.ConnectSwitch()
 //	…                                            // verbs on the hosts, as above
 //	c.Run()
 //
-// A cluster takes a fault plan but no capture, trace or frame observer
-// (each part would write them from its own goroutine).
+// This package starts no goroutine: package verbs/parallel runs the parts
+// of each step on every core (ClusterConfig.Each). A cluster takes a
+// fault plan but no capture, trace or frame observer (each part would
+// write them from its own goroutine).
 package verbs

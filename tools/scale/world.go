@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/parallel"
 )
 
 // Result is one measured point.
@@ -128,7 +129,7 @@ func alltoall(n int) (Result, error) {
 	wc := verbs.WorldConfig{Seed: 1, MaxEvents: 1 << 40, Progress: func(verbs.Progress) { hs.sample() }}
 	var w world = verbs.NewWorld(wc)
 	if parts > 1 {
-		c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Workers: workers, Hosts: n})
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Each: parallel.Each(workers), Hosts: n})
 		if err != nil {
 			return r, err
 		}

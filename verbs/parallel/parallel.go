@@ -1,0 +1,56 @@
+// Package parallel runs the parts of a verbs.Cluster on several cores:
+// it is the driver that brings goroutines to a simulation whose packages
+// have none (sim, nic, faults, the fabric and verbs run on one goroutine
+// each, and the determinism test holds them to it).
+//
+//	c, _ := verbs.NewCluster(verbs.ClusterConfig{World: cfg, Parts: 4, Each: parallel.Each(0)})
+//
+// A cluster's parts share nothing within a step, so which goroutine runs
+// which part, and when, changes nothing in the result.
+package parallel
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Each returns a verbs.ClusterConfig.Each that runs step(0) … step(n-1)
+// on up to workers goroutines (0: GOMAXPROCS), the caller's among them:
+// each goroutine takes the next part not yet taken until none is left,
+// and Each returns when every step has returned.
+func Each(workers int) func(n int, step func(p int)) {
+	return func(n int, step func(p int)) {
+		w := workers
+		if w <= 0 {
+			w = runtime.GOMAXPROCS(0)
+		}
+		w = min(w, n)
+		if w <= 1 {
+			for p := range n {
+				step(p)
+			}
+			return
+		}
+		var next atomic.Int32
+		work := func() {
+			for {
+				p := int(next.Add(1)) - 1
+				if p >= n {
+					return
+				}
+				step(p)
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Add(w - 1)
+		for range w - 1 {
+			go func() {
+				defer wg.Done()
+				work()
+			}()
+		}
+		work()
+		wg.Wait()
+	}
+}
