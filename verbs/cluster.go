@@ -151,7 +151,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 }
 
 // AddHost adds a host with the addresses World.AddHost gives the i-th
-// (HostAddrOf), in part (i-1) mod Parts, or in its block of
+// (HostAddrOf, or its link-local GID), in part (i-1) mod Parts, or in its block of
 // ClusterConfig.Hosts; the other parts get a stand-in for it.
 func (c *Cluster) AddHost(name string) *Host {
 	i := len(c.hosts)
@@ -171,10 +171,10 @@ func (c *Cluster) AddHostIn(part int, name string) (*Host, error) {
 	}
 	i := len(c.hosts) + 1
 	w := c.parts[part]
-	h := w.addHost(name, HostAddrOf(i), i)
+	a := w.hostAddr(i)
+	h := w.addHost(name, a, i)
 	w.addNeighbours(h)
 	w.index(h)
-	a := HostAddrOf(i)
 	gids := h.dev.GIDs()
 	var in0 *fabric.Node
 	for q, o := range c.parts {

@@ -266,3 +266,26 @@ func TestClusterRunTo(t *testing.T) {
 		assert.Equal(t, uint64(1000), wcs[0].WRID)
 	}
 }
+
+// TestClusterLinkLocalGIDs: a cluster's hosts get the addresses a World's
+// would, link-local GIDs included, and every part knows every host's.
+func TestClusterLinkLocalGIDs(t *testing.T) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{LinkLocalGID: true}, Parts: 3})
+	require.NoError(t, err)
+	w := verbs.NewWorld(verbs.WorldConfig{LinkLocalGID: true})
+	for i := range 5 {
+		name := fmt.Sprintf("h%d", i)
+		h, ref := c.AddHost(name), w.AddHost(name)
+		assert.Equal(t, ref.IPv6(), h.IPv6(), "host %d", i)
+		assert.Equal(t, ref.IPv4(), h.IPv4(), "host %d", i)
+		assert.True(t, h.IPv6().IsLinkLocalUnicast())
+	}
+	for i, h := range c.Hosts() {
+		for j, o := range c.Hosts() {
+			if i != j {
+				assert.True(t, h.HasNeighbour(o.IPv6()), "%s knows %s", h.Name(), o.Name())
+				assert.True(t, h.HasNeighbour(o.IPv4()), "%s knows %s", h.Name(), o.Name())
+			}
+		}
+	}
+}

@@ -163,15 +163,20 @@ const MinLinkMTU = 256 + wire.MaxIPv4Overhead
 // 254); every host knows every other's MAC (no ARP is simulated).
 func (w *World) AddHost(name string) *Host {
 	i := len(w.hosts) + 1
-	a := HostAddrOf(i)
-	mac, v4, v6 := a.MAC, a.IPv4, a.IPv6
-	if w.cfg.LinkLocalGID {
-		v6 = LinkLocal(mac)
-	}
-	h := w.addHost(name, HostAddr{MAC: mac, IPv4: v4, IPv6: v6}, i)
+	h := w.addHost(name, w.hostAddr(i), i)
 	w.addNeighbours(h)
 	w.index(h)
 	return h
+}
+
+// hostAddr is the addresses AddHost gives the i-th host: HostAddrOf, with
+// the link-local IPv6 address under WorldConfig.LinkLocalGID.
+func (w *World) hostAddr(i int) HostAddr {
+	a := HostAddrOf(i)
+	if w.cfg.LinkLocalGID {
+		a.IPv6 = LinkLocal(a.MAC)
+	}
+	return a
 }
 
 // HostAddr is a host's addresses: its MAC, and the IPv4 and IPv6
