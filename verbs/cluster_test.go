@@ -190,6 +190,38 @@ func TestClusterTakesFaults(t *testing.T) {
 	assert.Greater(t, at, cleanAt, "recovering took time")
 }
 
+// TestClusterLinkDown: a link the plan takes down between a host in part
+// 1 and the switch in part 0 is down on both sides: the host sees
+// PORT_ERR and PORT_ACTIVE, the frames lost both ways are resent, and
+// every WRITE completes, the same on one goroutine and on two.
+func TestClusterLinkDown(t *testing.T) {
+	const n, msg = 4, 3000
+	plan, err := faults.Parse("down link=h1-sw from=2us to=40us")
+	require.NoError(t, err)
+	run := func(workers int) (string, sim.Time, []string) {
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 2, Each: parallel.Each(workers)})
+		require.NoError(t, err)
+		hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
+		require.Same(t, c.Parts()[1], hs[1].h.World())
+		require.NoError(t, c.Run())
+		var evs []string
+		for {
+			ev, ok := hs[1].ctx.GetAsyncEvent()
+			if !ok {
+				break
+			}
+			evs = append(evs, ev.Type.String())
+		}
+		return alltoallOutcome(t, hs, msg), c.Now(), evs
+	}
+	one, at, evs := run(1)
+	assert.Equal(t, []string{"PORT_ERR", "PORT_ACTIVE"}, evs)
+	assert.Greater(t, at, sim.Time(40*sim.Microsecond), "the WRITEs to and from h1 waited for the link")
+	two, at2, _ := run(2)
+	assert.Equal(t, one, two)
+	assert.Equal(t, at, at2)
+}
+
 // TestClusterRefuses: what a cluster cannot do is refused when it is
 // made, with the field named.
 func TestClusterRefuses(t *testing.T) {
