@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
@@ -41,10 +42,12 @@ import (
 
 // ClusterConfig describes a cluster.
 type ClusterConfig struct {
-	// World is every part's configuration. Capture, Trace and Observe
-	// must be nil (each part would write them from its own goroutine);
-	// Progress is called by Run between steps, from its caller's
-	// goroutine; MaxEvents bounds each part's events.
+	// World is every part's configuration. Trace and Observe must be
+	// nil (each part would write them from its own goroutine); Capture
+	// gets every part's frames, written between steps from the caller's
+	// goroutine in time order (clusterCapture); Progress is called by Run
+	// between steps, from its caller's goroutine; MaxEvents bounds each
+	// part's events.
 	World WorldConfig
 	// Parts is how many parts the world is cut into (at least 1).
 	Parts int
@@ -87,6 +90,9 @@ type Cluster struct {
 	gen  int
 	// progress is the event count at which Progress is called next.
 	progress uint64
+	// capture is the program's WorldConfig.Capture, which the parts
+	// record into through their own taps (nil without one).
+	capture *clusterCapture
 }
 
 // mailbox is what one part sent toward the others in one step. It is
@@ -105,9 +111,11 @@ type crossing struct {
 	at     sim.Time
 	link   *fabric.Link // the destination part's copy of the link
 	dir    int          // its direction from the stand-in
-	off, n int32        // its bytes in the sending part's mailbox
+	off, n int32        // its bytes in the sending part's mailbox, then its note's
+	note   int32        // its note's length
 	sealed bool
 	tx     int32
+	fault  string
 }
 
 // NewCluster returns an empty cluster at time 0.
@@ -118,8 +126,8 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("verbs: cluster: Parts is %d, at least 1 is needed", cfg.Parts)
 	case cfg.Hosts < 0:
 		return nil, fmt.Errorf("verbs: cluster: Hosts is %d (0 if not known)", cfg.Hosts)
-	case wc.Capture != nil || wc.Trace != nil || wc.Observe != nil:
-		return nil, errors.New("verbs: cluster: Capture, Trace and Observe are not supported (each part would write them from its own goroutine); use a World")
+	case wc.Trace != nil || wc.Observe != nil:
+		return nil, errors.New("verbs: cluster: Trace and Observe are not supported (each part would write them from its own goroutine); use a World")
 	}
 	if wc.Link.Bandwidth == 0 {
 		wc.Link = fabric.DefaultLinkConfig()
@@ -136,12 +144,21 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	}
 	progress := wc.Progress
 	wc.Progress = nil
+	if wc.Capture != nil {
+		c.capture = &clusterCapture{tap: wc.Capture, ifaces: map[string]int{}}
+	}
 	for p := range cfg.Parts {
 		stream := "faults"
 		if p > 0 {
 			stream = "faults/part " + strconv.Itoa(p)
 		}
-		w := newWorld(wc, stream)
+		pc := wc
+		if c.capture != nil {
+			t := &partTap{c: c.capture}
+			c.capture.parts = append(c.capture.parts, t)
+			pc.Capture = t
+		}
+		w := newWorld(pc, stream)
 		w.part = p + 1
 		c.parts = append(c.parts, w)
 	}
@@ -237,8 +254,8 @@ func (c *Cluster) crossTo(from int, to *fabric.Link, dir, toPart int) func(fabri
 	return func(r fabric.RemoteFrame) {
 		m := &c.mail[c.gen][from]
 		m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, dir: dir, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-			sealed: r.Sealed, tx: r.Tx})
-		m.bytes = append(m.bytes, r.Frame...)
+			note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault})
+		m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
 		m.minAt = min(m.minAt, r.At)
 	}
 }
@@ -275,6 +292,9 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			}
 		}
 	}
+	// Frames a verb sent between runs are written first.
+	c.capture.flush()
+	defer c.capture.flush()
 	errs := make([]error, len(c.parts))
 	var end sim.Time
 	step := func(p int) { errs[p] = c.stepPart(p, end) }
@@ -303,6 +323,7 @@ func (c *Cluster) RunTo(t sim.Time) error {
 		end = min(next.Add(c.lookahead-1), t)
 		c.gen ^= 1
 		each(len(c.parts), step)
+		c.capture.flush()
 		for _, err := range errs {
 			if err != nil {
 				return err
@@ -326,7 +347,9 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 	for q := range c.mail[c.gen^1] {
 		m := &c.mail[c.gen^1][q]
 		for _, x := range m.to[p] {
-			if err := x.link.Deliver(x.dir, x.at, m.bytes[x.off:x.off+x.n], x.sealed, x.tx); err != nil {
+			end := x.off + x.n
+			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault}
+			if err := x.link.Deliver(x.dir, r); err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.
 				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)
@@ -356,4 +379,83 @@ func (c *Cluster) reportProgress() {
 	}
 	c.progress = pr.Events + progressEvery
 	fn(pr)
+}
+
+// clusterCapture writes a cluster's frames to the program's capture: each
+// part records into a partTap of its own during a step, and between steps
+// the records of all parts go to the program's tap in time order (then by
+// part, then in the order each part recorded them), so the file is the
+// same whatever the goroutines, and in time order as a World's is. A link
+// exists in two parts; its directions get one interface each, by name
+// (each direction is serialized, and recorded, in one part only).
+type clusterCapture struct {
+	tap    fabric.Tap
+	ifaces map[string]int // direction name -> the program's interface; looked up only
+	parts  []*partTap
+}
+
+// partTap is one part's tap: what the part recorded since the last flush.
+type partTap struct {
+	c    *clusterCapture
+	recs []tapRecord
+	buf  []byte // the records' frames, each followed by its comment
+	next int    // the first record flush has not written yet
+}
+
+// tapRecord is one frame a part recorded.
+type tapRecord struct {
+	ns          int64
+	iface       int
+	off, n, cmt int32 // the frame's bytes in partTap.buf, then cmt bytes of comment
+}
+
+// AddInterface gives the direction named name its interface in the
+// program's capture, once for the two parts that have the link (it is
+// called while the cluster is built, on the program's goroutine).
+func (t *partTap) AddInterface(name, description string) (int, error) {
+	if id, ok := t.c.ifaces[name]; ok {
+		return id, nil
+	}
+	id, err := t.c.tap.AddInterface(name, description)
+	if err != nil {
+		return 0, err
+	}
+	t.c.ifaces[name] = id
+	return id, nil
+}
+
+// WriteFrame keeps a copy of the frame and its comment until the flush.
+func (t *partTap) WriteFrame(ns int64, iface int, frame []byte, comment string) error {
+	t.recs = append(t.recs, tapRecord{ns: ns, iface: iface, off: int32(len(t.buf)), n: int32(len(frame)), cmt: int32(len(comment))})
+	t.buf = append(append(t.buf, frame...), comment...)
+	return nil
+}
+
+// flush writes every part's records to the program's tap, merged in time
+// order, and empties the parts' taps. A capture that fails to write does
+// not change the run; the writer reports its error when it is closed, as
+// a World's does.
+func (c *clusterCapture) flush() {
+	if c == nil {
+		return
+	}
+	for {
+		var best *partTap
+		for _, t := range c.parts {
+			if t.next < len(t.recs) && (best == nil || t.recs[t.next].ns < best.recs[best.next].ns) {
+				best = t
+			}
+		}
+		if best == nil {
+			break
+		}
+		r := &best.recs[best.next]
+		best.next++
+		frame := best.buf[r.off : r.off+r.n]
+		cmt := best.buf[r.off+r.n : r.off+r.n+r.cmt]
+		_ = c.tap.WriteFrame(r.ns, r.iface, frame, unsafe.String(unsafe.SliceData(cmt), len(cmt)))
+	}
+	for _, t := range c.parts {
+		t.recs, t.buf, t.next = t.recs[:0], t.buf[:0], 0
+	}
 }

@@ -3,6 +3,7 @@ package verbs_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,8 +226,6 @@ func TestClusterLinkDown(t *testing.T) {
 // TestClusterRefuses: what a cluster cannot do is refused when it is
 // made, with the field named.
 func TestClusterRefuses(t *testing.T) {
-	var buf bytes.Buffer
-	pc := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
 	still := fabric.DefaultLinkConfig()
 	still.Propagation = 0
 	for _, c := range []struct {
@@ -235,7 +234,6 @@ func TestClusterRefuses(t *testing.T) {
 	}{
 		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
 		{verbs.ClusterConfig{Parts: 2, Hosts: -1}, "Hosts is -1"},
-		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Capture: pc}}, "Capture"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Trace: &sim.Trace{}}}, "Trace"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Link: still}}, "propagation delay is 0s"},
 	} {
@@ -320,4 +318,92 @@ func TestClusterLinkLocalGIDs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twoFlows runs h0 -> h2 and h3 -> h1, one 5000-byte WRITE each, among
+// four hosts on a switch, added by add and switched by connectSwitch,
+// and returns once the run that run does is over.
+func twoFlows(t *testing.T, add func(string) *verbs.Host, connectSwitch func() error, run func() error) {
+	var hs []*verbs.Host
+	for i := range 4 {
+		hs = append(hs, add(fmt.Sprintf("h%d", i)))
+	}
+	require.NoError(t, connectSwitch())
+	for _, f := range [][2]int{{0, 2}, {3, 1}} {
+		a, b := setup(hs[f[0]], 100), setup(hs[f[1]], 200)
+		a.buf, b.buf = a.buf[:0], b.buf[:0]
+		require.NoError(t, a.connect(b))
+		require.NoError(t, b.connect(a))
+		src, err := a.pd.RegMR(alltoallBlock(f[0], 5000), verbs.AccessLocalWrite)
+		require.NoError(t, err)
+		dst, err := b.pd.RegMR(make([]byte, 5000), verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{src.SGE(0, 5000)}, RemoteAddr: dst.Addr, RKey: dst.RKey}})
+		require.NoError(t, err)
+		defer func() {
+			wcs := pollAll(a.cq)
+			require.Len(t, wcs, 1)
+			require.Equal(t, verbs.WCSuccess, wcs[0].Status)
+			require.Equal(t, alltoallBlock(f[0], 5000), dst.Bytes())
+		}()
+	}
+	require.NoError(t, run())
+}
+
+// captured is a capture's packets as comparable lines (time, interface
+// name, bytes, comments), in file order.
+func captured(t *testing.T, file []byte) []string {
+	r, err := capture.NewReader(bytes.NewReader(file))
+	require.NoError(t, err)
+	var out []string
+	var rec capture.Record
+	for r.Next(&rec) == nil {
+		ifc, ok := r.Interface(rec.Interface)
+		require.True(t, ok)
+		out = append(out, fmt.Sprintf("%012d %s %x %q", rec.Time, ifc.Name, rec.Data, rec.Comments))
+	}
+	return out
+}
+
+// TestClusterCapture: a cluster's capture holds what a World's holds for
+// the same run, frame for frame with the same time, interface, bytes and
+// comment (the notes of frames that crossed parts included), in time
+// order (frames of one instant may come in another order); and it is the
+// same file on one goroutine and on two.
+func TestClusterCapture(t *testing.T) {
+	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
+	require.NoError(t, err)
+	var ref bytes.Buffer
+	pw := capture.NewPcapngWriter(&ref, capture.PcapngOptions{})
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 3, Plan: plan, Capture: pw})
+	twoFlows(t, w.AddHost, w.ConnectSwitch, w.Run)
+	require.NoError(t, pw.Close())
+	want := captured(t, ref.Bytes())
+	require.NotEmpty(t, want)
+
+	var files [][]byte
+	for _, workers := range []int{1, 2} {
+		var buf bytes.Buffer
+		cw := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3, Plan: plan, Capture: cw}, Parts: 2, Hosts: 4,
+			Each: parallel.Each(workers)})
+		require.NoError(t, err)
+		twoFlows(t, c.AddHost, c.ConnectSwitch, c.Run)
+		require.NoError(t, cw.Close())
+		got := captured(t, buf.Bytes())
+		// In time order; frames of one instant may come in another
+		// order than the World's (by part first), so the two are
+		// compared as sets.
+		assert.True(t, slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(a[:12], b[:12]) }), "in time order")
+		got = slices.Clone(got)
+		slices.Sort(got)
+		slices.Sort(want)
+		assert.Equal(t, want, got)
+		files = append(files, buf.Bytes())
+	}
+	assert.Equal(t, files[0], files[1], "the same file on one goroutine and on two")
+	joined := strings.Join(captured(t, files[0]), "\n")
+	assert.Contains(t, joined, "dropped by rule 1")
+	assert.Contains(t, joined, "sw->h2", "the second hop of a frame that crossed into part 1")
 }

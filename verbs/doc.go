@@ -70,6 +70,7 @@
 //
 // This package starts no goroutine: package verbs/parallel runs the parts
 // of each step on every core (ClusterConfig.Each). A cluster takes a
-// fault plan but no capture, trace or frame observer (each part would
-// write them from its own goroutine).
+// fault plan and a capture (each part records its own links' frames, and
+// between steps the cluster writes them in time order, the same file
+// whatever the goroutines), but no trace or frame observer yet.
 package verbs

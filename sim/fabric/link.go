@@ -284,7 +284,12 @@ func (d *direction) transmit() {
 	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
 	if d.remote != nil {
-		d.remote(RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx})
+		r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx}
+		if b.hasText {
+			t := f.pool.text(b.id)
+			r.Note, r.Fault = t.note, t.fault
+		}
+		d.remote(r)
 		f.release(b)
 		return
 	}

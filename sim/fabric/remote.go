@@ -41,6 +41,11 @@ type RemoteFrame struct {
 	// Tx is the transmission number of its PSN, as counted on its first
 	// hop (faults.Injector.CountTx), for rules with tx= on later hops.
 	Tx int32
+	// Note is why its sender sent it (Node.Send's note), valid during
+	// the call only, and Fault what the fault plan did to it on the way
+	// (its capture comment on the later hops, as on the first).
+	Note  []byte
+	Fault string
 }
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
@@ -54,15 +59,17 @@ var ErrDeliverOrder = errors.New("fabric: delivered frame arrives out of order")
 func (l *Link) SetRemote(dir int, out func(RemoteFrame)) { l.dirs[dir].remote = out }
 
 // Deliver brings a frame from another fabric through direction dir: it
-// arrives at the direction's far end at time at, no earlier than the
-// clock and than the frame delivered before it on the direction, as a
-// frame that crossed the link would, and is then received or forwarded.
-// It is not judged by this fabric's fault plan (the sending fabric's
-// judged it where it entered the link) nor recorded by its taps; a
-// switch it reaches forwards it as any frame. The bytes are copied.
-func (l *Link) Deliver(dir int, at sim.Time, frame []byte, sealed bool, tx int32) error {
+// arrives at the direction's far end at r.At, no earlier than the clock
+// and than the frame delivered before it on the direction, as a frame
+// that crossed the link would, and is then received or forwarded, with
+// its note and fault. It is not judged by this fabric's fault plan (the
+// sending fabric's judged it where it entered the link) nor recorded by
+// its taps there (the sending fabric's recorded it); a switch it reaches
+// forwards it as any frame. The bytes are copied.
+func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	d := &l.dirs[dir]
 	f := d.f
+	at, frame := r.At, r.Frame
 	switch {
 	case len(frame) > MaxFrame:
 		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
@@ -78,7 +85,9 @@ func (l *Link) Deliver(dir int, at sim.Time, frame []byte, sealed bool, tx int32
 	d.lastIn = at
 	b := f.pool.get(len(frame))
 	b.n = int32(copy(b.data, frame))
-	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, tx, sealed
+	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, r.Tx, r.Sealed
+	f.pool.setNote(b, r.Note)
+	f.pool.setFault(b, r.Fault)
 	b.to, b.dst = noNode, f.dstIndex(wire.Ethernet(frame).Dst())
 	if b.dst >= 0 {
 		b.to = f.macs[b.dst].node

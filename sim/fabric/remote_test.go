@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -23,16 +24,13 @@ type split struct {
 }
 
 type mailed struct {
-	to     *fabric.Link
-	at     sim.Time
-	frame  []byte
-	sealed bool
-	tx     int32
+	to *fabric.Link
+	r  fabric.RemoteFrame
 }
 
-func newSplit(t *testing.T) *split {
+func newSplit(t *testing.T, tapA fabric.Tap) *split {
 	cfg := fabric.DefaultLinkConfig()
-	s := &split{a: newWorld(t, 3, nil, 1, nil), b: newWorld(t, 0, nil, 1, nil)}
+	s := &split{a: newWorld(t, 3, nil, 1, tapA), b: newWorld(t, 0, nil, 1, nil)}
 	// a: n0, n1 (the stand-in: its sink must get nothing), n2.
 	sw := s.a.f.AddSwitch("sw", 3)
 	for i := range 3 {
@@ -52,12 +50,14 @@ func newSplit(t *testing.T) *split {
 	s.ba, err = s.b.f.Connect("n1-sw", n1.Port(0), swb.Port(0), cfg)
 	require.NoError(t, err)
 	// sw -> n1 is direction 1 of a's n1-sw; n1 -> sw is direction 0 of b's.
-	s.ab.SetRemote(1, func(r fabric.RemoteFrame) {
-		s.mail = append(s.mail, mailed{s.ba, r.At, slices.Clone(r.Frame), r.Sealed, r.Tx})
-	})
-	s.ba.SetRemote(0, func(r fabric.RemoteFrame) {
-		s.mail = append(s.mail, mailed{s.ab, r.At, slices.Clone(r.Frame), r.Sealed, r.Tx})
-	})
+	keep := func(to *fabric.Link) func(fabric.RemoteFrame) {
+		return func(r fabric.RemoteFrame) {
+			r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
+			s.mail = append(s.mail, mailed{to, r})
+		}
+	}
+	s.ab.SetRemote(1, keep(s.ba))
+	s.ba.SetRemote(0, keep(s.ab))
 	return s
 }
 
@@ -71,18 +71,18 @@ func (s *split) run(t *testing.T) {
 			return
 		}
 		if next == sim.Never {
-			next = s.mail[0].at
+			next = s.mail[0].r.At
 		}
 		end := next.Add(lookahead - 1)
 		require.NoError(t, s.a.sched.RunUntil(end))
 		require.NoError(t, s.b.sched.RunUntil(end))
 		for _, m := range s.mail {
-			require.Greater(t, m.at, end, "a frame arrives before the fabrics' next step")
+			require.Greater(t, m.r.At, end, "a frame arrives before the fabrics' next step")
 			dir := 0 // a's n1-sw, from the stand-in n1 toward the switch
 			if m.to == s.ba {
 				dir = 1 // b's n1-sw, from the switch's stand-in toward n1
 			}
-			require.NoError(t, m.to.Deliver(dir, m.at, m.frame, m.sealed, m.tx))
+			require.NoError(t, m.to.Deliver(dir, m.r))
 		}
 		s.mail = s.mail[:0]
 	}
@@ -95,7 +95,8 @@ func TestRemoteLinks(t *testing.T) {
 	cfg := fabric.DefaultLinkConfig()
 	hop := func(n int) sim.Duration { return cfg.SerializationDelay(n) + cfg.Propagation }
 
-	s := newSplit(t)
+	tap := &commentTap{}
+	s := newSplit(t, tap)
 	// n0 -> n1 crosses from a to b; n1 -> n2 from b to a and through the
 	// switch there; three frames each way, queued behind each other.
 	var toN1, toN2 [][]byte
@@ -103,7 +104,7 @@ func TestRemoteLinks(t *testing.T) {
 		toN1 = append(toN1, roce(t, 0, 1, uint32(k), 512))
 		toN2 = append(toN2, roce(t, 1, 2, uint32(10+k), 1024))
 		require.NoError(t, s.a.nodes[0].Send(0, toN1[k], nil))
-		require.NoError(t, s.b.nodes[0].SendSealed(0, toN2[k], nil))
+		require.NoError(t, s.b.nodes[0].SendSealed(0, toN2[k], []byte(fmt.Sprintf("note %d", k))))
 	}
 	s.run(t)
 
@@ -120,24 +121,37 @@ func TestRemoteLinks(t *testing.T) {
 	assert.Equal(t, uint64(3), s.ab.Stats(1).TxFrames, "sw -> n1, serialized in a")
 	assert.Equal(t, uint64(3), s.ba.Stats(1).RxFrames, "sw -> n1, arrived in b")
 	assert.Equal(t, uint64(3), s.ab.Stats(0).RxFrames, "n1 -> sw, arrived in a")
+	// Fabric a records n0's frames on both of their hops and n1's on
+	// their second (sw -> n2), where n1's note came along.
+	assert.Len(t, tap.comments, 9)
+	var notes []string
+	for _, c := range tap.comments {
+		if c != "" {
+			notes = append(notes, c)
+		}
+	}
+	assert.Equal(t, []string{"note 0", "note 1", "note 2"}, notes)
 }
 
 // TestDeliverRefuses: a frame that would arrive before the clock or
 // before one delivered earlier, a runt, an oversized frame, and a frame
 // through a direction from a switch are refused, and nothing arrives.
 func TestDeliverRefuses(t *testing.T) {
-	s := newSplit(t)
+	s := newSplit(t, nil)
 	frame := roce(t, 0, 1, 0, 64)
 	require.NoError(t, s.b.sched.RunUntil(100))
-	err := s.ba.Deliver(1, 99, frame, true, 0)
+	at := func(t sim.Time, frame []byte) fabric.RemoteFrame {
+		return fabric.RemoteFrame{At: t, Frame: frame, Sealed: true}
+	}
+	err := s.ba.Deliver(1, at(99, frame))
 	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
-	require.NoError(t, s.ba.Deliver(1, 200, frame, true, 0))
-	err = s.ba.Deliver(1, 150, frame, true, 0)
+	require.NoError(t, s.ba.Deliver(1, at(200, frame)))
+	err = s.ba.Deliver(1, at(150, frame))
 	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
-	assert.ErrorIs(t, s.ba.Deliver(1, 300, frame[:10], true, 0), fabric.ErrRunt)
-	assert.ErrorIs(t, s.ba.Deliver(1, 300, make([]byte, fabric.MaxFrame+1), true, 0), fabric.ErrFrameSize)
+	assert.ErrorIs(t, s.ba.Deliver(1, at(300, frame[:10])), fabric.ErrRunt)
+	assert.ErrorIs(t, s.ba.Deliver(1, at(300, make([]byte, fabric.MaxFrame+1))), fabric.ErrFrameSize)
 	// Direction 1 of a's n1-sw leaves the switch itself.
-	assert.ErrorContains(t, s.ab.Deliver(1, 300, frame, true, 0), "must be a node")
+	assert.ErrorContains(t, s.ab.Deliver(1, at(300, frame)), "must be a node")
 	require.NoError(t, s.b.sched.Run())
 	require.NoError(t, s.a.sched.Run())
 	assert.Len(t, s.b.sinks[0].frames, 1, "only the frame delivered in order")
