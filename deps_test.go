@@ -46,10 +46,10 @@ var imports = map[string][]string{
 	// (the call as the test wrote it, and what the world saw), and it
 	// draws a failed run's ladder with package ladder, as the CLI does;
 	// PairCM connects through rdmacm.
+	"verbs/verbstest": {"faults", "ladder", "rdmacm", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
 	// runs a verbs.Cluster's parts on several goroutines; it needs
 	// nothing of the module (ClusterConfig.Each is a plain function).
-	"verbs/parallel":  {},
-	"verbs/verbstest": {"faults", "ladder", "rdmacm", "sim", "sim/fabric", "verbs", "wire", "wire/capture"},
+	"verbs/parallel": {},
 	// the worked example is written against package verbs alone.
 	"examples/kvstore": {"verbs"},
 	"realnet":          {"nic", "sim", "wire", "x/sys"},
@@ -81,7 +81,9 @@ var imports = map[string][]string{
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
 	"cmd/rocesim": {"faults", "internal/lineformat", "internal/will", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
-	// the scale benchmark (make scale) drives worlds through verbs only.
+	// the scale benchmark (make scale) drives worlds and clusters through
+	// verbs (its workload steps are sim events), the clusters on every
+	// core through verbs/parallel.
 	"tools/scale": {"sim", "verbs", "verbs/parallel"},
 	// a split swarm's summaries, and the tool that merges them.
 	"internal/swarmsum": {},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 )
@@ -58,8 +59,8 @@ type ClusterConfig struct {
 	// caller's goroutine. The result does not depend on it.
 	Each func(n int, step func(p int))
 	// Hosts, if not 0, is how many hosts AddHost will add: they go to
-	// the parts in contiguous blocks (the first Hosts/Parts to part 0,
-	// and so on), so that each part's hosts were made together and its
+	// the parts in contiguous blocks of ⌈Hosts/Parts⌉ (the first block
+	// to part 0, and so on; hosts past Hosts to the last part), so that each part's hosts were made together and its
 	// memory is apart from the others' (hosts dealt in turn put hosts of
 	// two parts side by side in memory, and the two cores then fight
 	// over shared cache lines: 15% slower for the alltoall at N = 256).
@@ -88,6 +89,10 @@ type Cluster struct {
 	// step delivers (a verb called between runs may send some).
 	mail [2][]mailbox
 	gen  int
+	// inStep is set when a RunTo stopped inside a step, which ends at
+	// stepEnd: the next RunTo finishes it before it starts another.
+	inStep  bool
+	stepEnd sim.Time
 	// progress is the event count at which Progress is called next.
 	progress uint64
 	// capture is the program's WorldConfig.Capture, which the parts
@@ -105,6 +110,10 @@ type mailbox struct {
 	minAt sim.Time     // the earliest arrival among them (sim.Never: none)
 	_     [128 - 56]byte
 }
+
+// toPad is how many slice headers (24 bytes each) a mailbox's list of
+// lists leaves unused at each end: more than a cache line.
+const toPad = 3
 
 // crossing is a frame on its way from one part to another.
 type crossing struct {
@@ -132,6 +141,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if wc.Link.Bandwidth == 0 {
 		wc.Link = fabric.DefaultLinkConfig()
 	}
+	if cfg.Parts > 1 {
+		if err := clusterPlan(wc.Plan); err != nil {
+			return nil, err
+		}
+	}
 	if wc.Link.Propagation <= 0 {
 		return nil, fmt.Errorf("verbs: cluster: the links' propagation delay is %v; parts advance by it, so it must be positive", wc.Link.Propagation)
 	}
@@ -139,7 +153,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	for g := range c.mail {
 		c.mail[g] = make([]mailbox, cfg.Parts)
 		for p := range c.mail[g] {
-			c.mail[g][p] = mailbox{to: make([][]crossing, cfg.Parts), minAt: sim.Never}
+			// The headers sit in the middle of their array, a cache
+			// line clear of its ends: the next small allocation may be
+			// another part's, and every crossing writes its header.
+			to := make([][]crossing, cfg.Parts+2*toPad)
+			c.mail[g][p] = mailbox{to: to[toPad : toPad+cfg.Parts], minAt: sim.Never}
 		}
 	}
 	progress := wc.Progress
@@ -159,12 +177,37 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 			pc.Capture = t
 		}
 		w := newWorld(pc, stream)
-		w.part = p + 1
+		w.part, w.cluster = p+1, c
 		c.parts = append(c.parts, w)
 	}
 	c.cfg.World = wc
 	c.cfg.World.Progress = progress
 	return c, nil
+}
+
+// clusterPlan refuses the rules whose counts span the whole world: each
+// part judges the frames of its own links with an injector of its own,
+// so nth=, first= and a down event's after= would count each part's
+// frames apart, and mean something else than in a World.
+func clusterPlan(p *faults.Plan) error {
+	if p == nil {
+		return nil
+	}
+	for i, r := range p.Rules {
+		key := ""
+		switch {
+		case r.Match.Nth != 0:
+			key = "nth="
+		case r.Match.First != 0:
+			key = "first="
+		case r.After != 0:
+			key = "after="
+		}
+		if key != "" {
+			return fmt.Errorf("verbs: cluster: rule %d: %s counts frames over the whole world, and a cluster's parts count theirs apart: not supported in a cluster of more than one part", i+1, key)
+		}
+	}
+	return nil
 }
 
 // AddHost adds a host with the addresses World.AddHost gives the i-th
@@ -185,6 +228,11 @@ func (c *Cluster) AddHost(name string) *Host {
 func (c *Cluster) AddHostIn(part int, name string) (*Host, error) {
 	if part < 0 || part >= len(c.parts) {
 		return nil, fmt.Errorf("verbs: cluster: no part %d (the cluster has %d)", part, len(c.parts))
+	}
+	for _, w := range c.parts {
+		if w.fab.Started() {
+			return nil, fmt.Errorf("verbs: cluster: host %s: %w", name, fabric.ErrStarted)
+		}
 	}
 	i := len(c.hosts) + 1
 	w := c.parts[part]
@@ -276,6 +324,22 @@ func (c *Cluster) Now() sim.Time {
 	return t
 }
 
+// Pending returns how many events the parts have scheduled, with the
+// frames waiting between two parts: 0 once the cluster has nothing left
+// to do (a part's own Scheduler().Pending() misses the frames that cross).
+func (c *Cluster) Pending() int {
+	n := 0
+	for p, w := range c.parts {
+		n += w.sched.Pending()
+		// The frames sent since the current step began; those of the
+		// mailbox before it are in the parts' schedulers already.
+		for _, to := range c.mail[c.gen][p].to {
+			n += len(to)
+		}
+	}
+	return n
+}
+
 // Run runs the cluster until nothing is left to happen in any part.
 func (c *Cluster) Run() error { return c.RunTo(sim.Never) }
 
@@ -298,39 +362,63 @@ func (c *Cluster) RunTo(t sim.Time) error {
 	errs := make([]error, len(c.parts))
 	var end sim.Time
 	step := func(p int) { errs[p] = c.stepPart(p, end) }
+	resume := func(p int) { errs[p] = c.parts[p].run(end, false) }
 	for {
-		// The next step starts at the earliest event of any part or
-		// arrival of a frame waiting to cross.
-		next := sim.Never
-		for p, w := range c.parts {
-			next = min(next, w.sched.NextAt(), c.mail[c.gen][p].minAt)
-		}
-		if next == sim.Never || next > t {
-			// Every part ends at one time, the cluster's: t, or the
-			// last event any part fired (as a World's clock stops at
-			// its last event), so that what the program does next
-			// happens at one instant everywhere.
-			if t == sim.Never {
-				t = c.Now()
+		var full sim.Time
+		if c.inStep {
+			// A step an earlier RunTo stopped inside: its frames were
+			// delivered when it began; the parts finish it, so that how
+			// the program cuts a run into RunTo calls changes nothing.
+			full = c.stepEnd
+			end = min(full, t)
+			each(len(c.parts), resume)
+		} else {
+			// The next step starts at the earliest event of any part
+			// or arrival of a frame waiting to cross.
+			next := sim.Never
+			for p, w := range c.parts {
+				next = min(next, w.sched.NextAt(), c.mail[c.gen][p].minAt)
 			}
-			for _, w := range c.parts {
-				if err := w.run(t, true); err != nil {
-					return err
-				}
+			if next == sim.Never || next > t {
+				return c.settle(t)
 			}
-			return nil
+			full = next.Add(c.lookahead - 1)
+			end = min(full, t)
+			c.gen ^= 1
+			each(len(c.parts), step)
 		}
-		end = min(next.Add(c.lookahead-1), t)
-		c.gen ^= 1
-		each(len(c.parts), step)
 		c.capture.flush()
 		for _, err := range errs {
+			var runaway *RunawayError
+			if errors.As(err, &runaway) {
+				return c.runaway(runaway)
+			}
 			if err != nil {
 				return err
 			}
 		}
 		c.reportProgress()
+		c.inStep, c.stepEnd = end < full, full
+		if c.inStep {
+			return c.settle(t)
+		}
 	}
+}
+
+// settle ends a run: every part ends at one time, the cluster's (t, or
+// the last event any part fired, as a World's clock stops at its last
+// event), so that what the program does next happens at one instant
+// everywhere.
+func (c *Cluster) settle(t sim.Time) error {
+	if t == sim.Never {
+		t = c.Now()
+	}
+	for _, w := range c.parts {
+		if err := w.run(t, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stepPart is part p's share of a step: it empties its mailbox of the
@@ -458,4 +546,75 @@ func (c *clusterCapture) flush() {
 	for _, t := range c.parts {
 		t.recs, t.buf, t.next = t.recs[:0], t.buf[:0], 0
 	}
+}
+
+// Stalls is World.Stalls over the whole cluster: a requester's
+// retransmissions are seen in its own part and the RNR NAKs it was sent
+// in its responder's, so the patterns of every part are joined by QP
+// (host and QPN), and each one's cause is found in the requester's part.
+func (c *Cluster) Stalls() []Stall {
+	type qpKey struct {
+		host string
+		qpn  uint32
+	}
+	var all []Stall
+	at := map[qpKey]int{} // looked up only
+	for _, w := range c.parts {
+		for _, s := range w.stalls() {
+			k := qpKey{s.Host, s.QPN}
+			i, ok := at[k]
+			if !ok || s.QPN == 0 {
+				at[k] = len(all)
+				all = append(all, s)
+				continue
+			}
+			m := &all[i]
+			m.RNRNAKs += s.RNRNAKs
+			if s.Retransmits > m.Retransmits {
+				m.Peer, m.PeerQPN, m.PSN, m.Retransmits, m.Interval = s.Peer, s.PeerQPN, s.PSN, s.Retransmits, s.Interval
+			}
+		}
+	}
+	for i := range all {
+		s := &all[i]
+		if h := c.host(s.Host); h != nil && s.QPN != 0 {
+			s.Cause = h.w.cause(h.w.qpByNum(h.ix, s.QPN), s)
+		}
+	}
+	return worst(all)
+}
+
+// host returns the cluster's host named name, nil if none (the first,
+// if several share it).
+func (c *Cluster) host(name string) *Host {
+	for _, h := range c.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// FaultSummary is World.FaultSummary over every part's links.
+func (c *Cluster) FaultSummary() string {
+	var sum faultCounts
+	for _, w := range c.parts {
+		sum.add(w.faultCounts())
+	}
+	return sum.String()
+}
+
+// Diagnose is World.Diagnose over the whole cluster.
+func (c *Cluster) Diagnose(name func(host string, qpn uint32) string) string {
+	return describe(c.Stalls(), c.FaultSummary(), name)
+}
+
+// runaway is the error for a run a part's event budget ended, with the
+// diagnosis of the whole cluster in place of that part's.
+func (c *Cluster) runaway(e *RunawayError) error {
+	var fired uint64
+	for _, w := range c.parts {
+		fired += w.sched.Fired()
+	}
+	return &RunawayError{Events: fired, At: c.Now(), Pending: c.Pending(), Stalls: c.Stalls(), Faults: c.FaultSummary(), Name: e.Name}
 }

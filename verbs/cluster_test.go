@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -264,7 +265,7 @@ func TestClusterRunTo(t *testing.T) {
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 	err = hs[1].h.World().Run()
-	require.ErrorContains(t, err, "part 1 of a cluster: run it with Cluster.Run")
+	require.ErrorContains(t, err, "Run: this world is part 1 of a cluster: use the cluster's")
 
 	mid := sim.Time(3 * sim.Microsecond)
 	require.NoError(t, c.RunTo(mid))
@@ -406,4 +407,137 @@ func TestClusterCapture(t *testing.T) {
 	joined := strings.Join(captured(t, files[0]), "\n")
 	assert.Contains(t, joined, "dropped by rule 1")
 	assert.Contains(t, joined, "sw->h2", "the second hop of a frame that crossed into part 1")
+}
+
+// runChunks runs the alltoall of n hosts in a cluster of parts with plan,
+// by RunTo calls chunk apart (0: one Run), and returns its outcome, end
+// time and the events the parts fired.
+func runChunks(t *testing.T, n, parts int, plan *faults.Plan, chunk sim.Duration) (string, sim.Time, uint64) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 5, Plan: plan}, Parts: parts, Each: parallel.Each(2)})
+	require.NoError(t, err)
+	hs := clusterAlltoall(t, n, 3000, c.AddHost, c.ConnectSwitch)
+	if chunk == 0 {
+		require.NoError(t, c.Run())
+	} else {
+		for c.Pending() > 0 {
+			require.NoError(t, c.RunTo(c.Now().Add(chunk)))
+		}
+	}
+	var fired uint64
+	for _, w := range c.Parts() {
+		fired += w.Scheduler().Fired()
+	}
+	return alltoallOutcome(t, hs, 3000), c.Now(), fired
+}
+
+// TestClusterRunToInChunks: a run cut into RunTo calls at any times, until
+// Pending says nothing is left (frames between parts included), fires
+// the same events and completes the same way as the run in one, as in a
+// World, though a call may end inside a step: the next one finishes that
+// step before it starts another, so that the frames that crossed are
+// delivered where an uncut run delivers them (begun again, a step would
+// deliver them sooner, and an arrival could take another place among the
+// events of its instant).
+func TestClusterRunToInChunks(t *testing.T) {
+	for _, c := range []struct {
+		rule  string
+		parts int
+		n     int
+		chunk sim.Duration
+	}{
+		{"delay 3us prob=0.1", 2, 12, 777},
+		{"reorder n=2 prob=0.05", 3, 7, 2500},
+		{"drop op=RC_RDMA_WRITE_MIDDLE tx=1", 3, 6, 333},
+	} {
+		plan, err := faults.Parse(c.rule)
+		require.NoError(t, err)
+		// The clock of a run in chunks ends at the last chunk's end, as
+		// a World's does after RunTo: the events tell.
+		one, at, fired := runChunks(t, c.n, c.parts, plan, 0)
+		cut, cutAt, cutFired := runChunks(t, c.n, c.parts, plan, c.chunk)
+		assert.Equal(t, one, cut, "%s", c.rule)
+		assert.Equal(t, fired, cutFired, "%s", c.rule)
+		assert.LessOrEqual(t, cutAt.Sub(at), c.chunk, "%s", c.rule)
+	}
+}
+
+// TestClusterPartsGuarded: what must happen to every part at once is
+// refused on one part with the call named; a host added through a part
+// is the cluster's; hosts cannot be added once traffic has started; and
+// rules that count frames over the whole world are refused.
+func TestClusterPartsGuarded(t *testing.T) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{Parts: 2})
+	require.NoError(t, err)
+	a := c.AddHost("a")
+	b := c.Parts()[1].AddHost("b")
+	assert.Same(t, c.Parts()[1], b.World())
+	assert.Equal(t, verbs.HostAddrOf(2).IPv4, b.IPv4(), "numbered among the cluster's hosts")
+	assert.Equal(t, []*verbs.Host{a, b}, c.Hosts())
+	w := c.Parts()[0]
+	assert.ErrorContains(t, w.Connect(a, b), "Connect: this world is part 0 of a cluster")
+	assert.ErrorContains(t, w.ConnectSwitch(), "ConnectSwitch: this world is part 0")
+	assert.ErrorContains(t, w.SetPlan(nil), "SetPlan: this world is part 0")
+	_, err = w.RunUntil(func() bool { return false })
+	assert.ErrorContains(t, err, "RunUntil: this world is part 0")
+	assert.ErrorContains(t, w.RunFor(sim.Microsecond), "RunTo: this world is part 0")
+	assert.PanicsWithError(t, "verbs: AddPortHost: this world is part 0 of a cluster: use the cluster's (Cluster.Run, RunTo, ConnectSwitch; the plan in ClusterConfig), which keep its parts in step", func() {
+		w.AddPortHost("p", verbs.HostAddrOf(9), 9, nil, func(frame, note []byte) {})
+	})
+
+	require.NoError(t, c.ConnectSwitch())
+	ea, eb := setup(a, 1), setup(b, 2)
+	require.NoError(t, ea.connect(eb))
+	require.NoError(t, eb.connect(ea))
+	_, err = ea.qp.PostSend([]verbs.SendWR{sendWR(1, ea, 8)})
+	require.NoError(t, err)
+	_, err = c.AddHostIn(0, "late")
+	assert.ErrorContains(t, err, "host late: fabric: topology cannot change once traffic has started")
+
+	for _, rule := range []string{"drop nth=3", "drop op=RC_SEND_ONLY first=1", "down link=a-sw after=3"} {
+		plan, err := faults.Parse(rule)
+		require.NoError(t, err)
+		_, err = verbs.NewCluster(verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Plan: plan}})
+		assert.ErrorContains(t, err, "rule 1: ", rule)
+		assert.ErrorContains(t, err, "not supported in a cluster of more than one part", rule)
+		_, err = verbs.NewCluster(verbs.ClusterConfig{Parts: 1, World: verbs.WorldConfig{Plan: plan}})
+		assert.NoError(t, err, "one part counts as a World does: %s", rule)
+	}
+}
+
+// TestClusterRunawayDiagnosis: b never posts a receive and a's rnr_retry
+// is 7, with a and b in two parts: a's retransmissions are seen in a's
+// part, b's RNR NAKs in b's, and the cluster's diagnosis joins them as a
+// World's does, whichever part's budget runs out first; a drop rule's
+// count comes from every part.
+func TestClusterRunawayDiagnosis(t *testing.T) {
+	for _, budget := range []uint64{3000, 5000, 7001} {
+		plan, err := faults.Parse("drop op=RC_ACKNOWLEDGE prob=0.01")
+		require.NoError(t, err)
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1, MaxEvents: budget, Plan: plan,
+			QPName: func(host string, qpn uint32) string { return host + ".client" }}, Parts: 2, Each: parallel.Each(2)})
+		require.NoError(t, err)
+		ha, hb := c.AddHost("a"), c.AddHost("b")
+		require.NoError(t, c.ConnectSwitch())
+		a, b := setup(ha, 1), setup(hb, 2)
+		require.NoError(t, a.connect(b))
+		require.NoError(t, b.connect(a))
+		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 8)})
+		require.NoError(t, err)
+		err = c.Run()
+		var ra *verbs.RunawayError
+		require.True(t, errors.As(err, &ra), "want a *verbs.RunawayError, got %v", err)
+		require.NotEmpty(t, ra.Stalls, "budget %d", budget)
+		s := ra.Stalls[0]
+		assert.Equal(t, a.qp.QPNum, s.QPN)
+		assert.Greater(t, s.RNRNAKs, uint64(50), "budget %d", budget)
+		assert.Contains(t, ra.Why(), "a.client was refused with ")
+		assert.Contains(t, ra.Why(), "RNR NAKs by b")
+		assert.Contains(t, ra.Why(), "rnr_retry 7 retries forever and b never has a receive posted for it")
+		assert.Equal(t, c.Diagnose(nil), describeFor(c), "Diagnose says what the error says")
+	}
+}
+
+// describeFor is a cluster's diagnosis said through a RunawayError.
+func describeFor(c *verbs.Cluster) string {
+	return (&verbs.RunawayError{Stalls: c.Stalls(), Faults: c.FaultSummary()}).Why()
 }

@@ -461,7 +461,11 @@ const maxStalls = 3
 // Stalls returns what keeps the run going, worst first: the QPs that
 // retransmit one PSN round after round, or are refused with RNR NAKs, at
 // least three times (at most three QPs; none if no QP did).
-func (w *World) Stalls() []Stall {
+func (w *World) Stalls() []Stall { return worst(w.stalls()) }
+
+// stalls is every pattern the world's watch holds, each with its cause
+// where the world has the requester QP, in the order first seen.
+func (w *World) stalls() []Stall {
 	sw := &w.watch
 	var out []Stall
 	for i := range sw.reqs {
@@ -501,6 +505,12 @@ func (w *World) Stalls() []Stall {
 		s.Cause = w.cause(w.qpByNum(r.host, r.qpn), &s)
 		out = append(out, s)
 	}
+	return out
+}
+
+// worst orders patterns worst first and keeps the ones that repeat, at
+// most maxStalls.
+func worst(out []Stall) []Stall {
 	// Worst first: the most rounds or RNR NAKs; a stable insertion sort
 	// keeps first-seen order among equals.
 	weight := func(s *Stall) uint64 { return max(s.Retransmits, s.RNRNAKs) }
@@ -602,33 +612,43 @@ func (w *World) hostName(i int32) string {
 
 // FaultSummary says what the fault plan did to the frames so far ("the
 // fault plan dropped 12 frames, duplicated 3"), or "" if nothing.
-func (w *World) FaultSummary() string {
-	var drops, dups, alters, queue uint64
+func (w *World) FaultSummary() string { return w.faultCounts().String() }
+
+// faultCounts is what the fault plan did, summed over the links.
+type faultCounts struct{ drops, dups, alters, queue uint64 }
+
+func (w *World) faultCounts() faultCounts {
+	var c faultCounts
 	for _, l := range w.fab.Links() {
 		for dir := range 2 {
-			st := l.Stats(dir)
-			drops += st.FaultDrops
-			dups += st.Duplicated
-			alters += st.Altered
-			queue += st.QueueDrops
+			c.add(faultCounts{l.Stats(dir).FaultDrops, l.Stats(dir).Duplicated, l.Stats(dir).Altered, l.Stats(dir).QueueDrops})
 		}
 	}
+	return c
+}
+
+func (c *faultCounts) add(o faultCounts) {
+	c.drops, c.dups, c.alters, c.queue = c.drops+o.drops, c.dups+o.dups, c.alters+o.alters, c.queue+o.queue
+}
+
+// String is FaultSummary's sentence.
+func (c faultCounts) String() string {
 	var parts []string
-	if drops > 0 {
-		parts = append(parts, fmt.Sprintf("dropped %d frames", drops))
+	if c.drops > 0 {
+		parts = append(parts, fmt.Sprintf("dropped %d frames", c.drops))
 	}
-	if alters > 0 {
-		parts = append(parts, fmt.Sprintf("corrupted, truncated or rewrote %d", alters))
+	if c.alters > 0 {
+		parts = append(parts, fmt.Sprintf("corrupted, truncated or rewrote %d", c.alters))
 	}
-	if dups > 0 {
-		parts = append(parts, fmt.Sprintf("made %d extra copies", dups))
+	if c.dups > 0 {
+		parts = append(parts, fmt.Sprintf("made %d extra copies", c.dups))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	s := "the fault plan " + strings.Join(parts, ", ")
-	if queue > 0 {
-		s += fmt.Sprintf(" (%d frames tail-dropped at full queues)", queue)
+	if c.queue > 0 {
+		s += fmt.Sprintf(" (%d frames tail-dropped at full queues)", c.queue)
 	}
 	return s
 }
@@ -674,8 +694,8 @@ func (w *World) Frames() uint64 {
 // budget (WorldConfig.MaxEvents, or the scheduler's event limit) runs out
 // first; WorldConfig.Progress is called every 65536 events meanwhile.
 func (w *World) RunTo(t sim.Time) error {
-	if w.part != 0 {
-		return fmt.Errorf("verbs: this world is part %d of a cluster: run it with Cluster.Run or RunTo, which keep its parts in step", w.part-1)
+	if err := w.partOnly("RunTo"); err != nil {
+		return err
 	}
 	return w.run(t, true)
 }

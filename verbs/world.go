@@ -70,8 +70,10 @@ type World struct {
 	sw    *fabric.Switch
 	watch stallWatch
 	// part is, in a Cluster, 1 + the world's index among its parts (0:
-	// a world of its own): the cluster alone runs it.
-	part int
+	// a world of its own), and cluster that cluster: the cluster alone
+	// runs it and changes its topology (partOnly).
+	part    int
+	cluster *Cluster
 	// peers are the hosts the stall watch knows, by their index there
 	// (Host.ix): the world's own, and in a part of a Cluster the
 	// stand-ins for the hosts of the other parts.
@@ -162,6 +164,14 @@ const MinLinkMTU = 256 + wire.MaxIPv4Overhead
 // (MAC 02:00:00:00:00:0i, IPv4 10.0.0.i and IPv6 fd00::i for i up to
 // 254); every host knows every other's MAC (no ARP is simulated).
 func (w *World) AddHost(name string) *Host {
+	if w.cluster != nil {
+		// A part's host is the cluster's, numbered among all of them.
+		h, err := w.cluster.AddHostIn(w.part-1, name)
+		if err != nil {
+			panic(err)
+		}
+		return h
+	}
 	i := len(w.hosts) + 1
 	h := w.addHost(name, w.hostAddr(i), i)
 	w.addNeighbours(h)
@@ -223,6 +233,9 @@ func HostAddrOf(i int) HostAddr {
 // it places the device's simulated memory as AddHost's i-th host's.
 // neighbours are the other nodes' addresses: ARP is not simulated.
 func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []HostAddr, send func(frame, note []byte)) *Host {
+	if err := w.partOnly("AddPortHost"); err != nil {
+		panic(err)
+	}
 	h := w.addHost(name, self, index)
 	h.out = send
 	w.addNeighbours(h)
@@ -311,6 +324,16 @@ func (w *World) linkChanged(now sim.Time, link string, up bool) {
 	}
 }
 
+// partOnly refuses what only a cluster may do to one of its parts (run
+// it, change its links or its plan: the other parts must do the same at
+// the same time), naming the call.
+func (w *World) partOnly(call string) error {
+	if w.part == 0 {
+		return nil
+	}
+	return fmt.Errorf("verbs: %s: this world is part %d of a cluster: use the cluster's (Cluster.Run, RunTo, ConnectSwitch; the plan in ClusterConfig), which keep its parts in step", call, w.part-1)
+}
+
 // AddNeighbour tells the host's device which MAC a peer GID lives at: for
 // a host added with AddPortHost whose port reaches peers the world does
 // not know (the drop-in library on a real network).
@@ -326,12 +349,18 @@ func (h *Host) Name() string { return h.name }
 
 // Connect joins two hosts with a point-to-point link.
 func (w *World) Connect(a, b *Host) error {
+	if err := w.partOnly("Connect"); err != nil {
+		return err
+	}
 	_, err := w.fab.Connect(a.name+"-"+b.name, a.node.Port(0), b.node.Port(0), w.cfg.Link)
 	return err
 }
 
 // ConnectSwitch joins every host added so far to one switch named "sw".
 func (w *World) ConnectSwitch() error {
+	if err := w.partOnly("ConnectSwitch"); err != nil {
+		return err
+	}
 	w.sw = w.fab.AddSwitch("sw", len(w.hosts))
 	for i, h := range w.hosts {
 		if _, err := w.fab.Connect(h.name+"-sw", h.node.Port(0), w.sw.Port(i), w.cfg.Link); err != nil {
@@ -346,6 +375,9 @@ func (w *World) ConnectSwitch() error {
 // port go down. It returns an error, and changes nothing, if the plan is
 // invalid (faults.Plan.Validate).
 func (w *World) SetPlan(p *faults.Plan) error {
+	if err := w.partOnly("SetPlan"); err != nil {
+		return err
+	}
 	w.watch.bySendOff() // a plan may drop, delay or alter frames
 	return w.fab.SetPlan(p)
 }
@@ -362,7 +394,12 @@ func (w *World) Fabric() *fabric.Fabric { return w.fab }
 
 // Run runs the simulation until nothing is left to happen (see RunTo for
 // the event budget).
-func (w *World) Run() error { return w.RunTo(sim.Never) }
+func (w *World) Run() error {
+	if err := w.partOnly("Run"); err != nil {
+		return err
+	}
+	return w.RunTo(sim.Never)
+}
 
 // RunFor runs the simulation for d of virtual time (see RunTo for the
 // event budget).
@@ -371,6 +408,9 @@ func (w *World) RunFor(d sim.Duration) error { return w.RunTo(w.sched.Now().Add(
 // RunUntil runs until cond holds (checked after every event) or nothing is
 // left to happen; it reports whether cond held.
 func (w *World) RunUntil(cond func() bool) (bool, error) {
+	if err := w.partOnly("RunUntil"); err != nil {
+		return false, err
+	}
 	for !cond() {
 		if w.sched.Pending() == 0 {
 			return false, nil

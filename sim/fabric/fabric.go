@@ -459,6 +459,10 @@ func (f *Fabric) name(i int32) string {
 	return f.names[i]
 }
 
+// Started reports whether the topology is frozen: a frame has been sent,
+// and nodes, switches and links can no longer be added.
+func (f *Fabric) Started() bool { return f.started }
+
 // start freezes the topology at the first frame and computes switch
 // forwarding tables.
 func (f *Fabric) start() {

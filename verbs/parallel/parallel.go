@@ -18,7 +18,10 @@ import (
 // Each returns a verbs.ClusterConfig.Each that runs step(0) … step(n-1)
 // on up to workers goroutines (0: GOMAXPROCS), the caller's among them:
 // each goroutine takes the next part not yet taken until none is left,
-// and Each returns when every step has returned.
+// and Each returns when every step has returned. A step that panics does
+// not take the process down from a worker: the others finish, and the
+// panic of the lowest such part is raised again on the caller's
+// goroutine, as if the parts had run there one after another.
 func Each(workers int) func(n int, step func(p int)) {
 	return func(n int, step func(p int)) {
 		w := workers
@@ -33,13 +36,24 @@ func Each(workers int) func(n int, step func(p int)) {
 			return
 		}
 		var next atomic.Int32
+		panics := make([]any, n)
+		panicked := make([]bool, n)
+		run := func(p int) {
+			defer func() {
+				// Since Go 1.21 a panic never recovers as nil.
+				if r := recover(); r != nil {
+					panics[p], panicked[p] = r, true
+				}
+			}()
+			step(p)
+		}
 		work := func() {
 			for {
 				p := int(next.Add(1)) - 1
 				if p >= n {
 					return
 				}
-				step(p)
+				run(p)
 			}
 		}
 		var wg sync.WaitGroup
@@ -52,5 +66,10 @@ func Each(workers int) func(n int, step func(p int)) {
 		}
 		work()
 		wg.Wait()
+		for p := range n {
+			if panicked[p] {
+				panic(panics[p])
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package parallel_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -25,5 +26,27 @@ func TestEach(t *testing.T) {
 				assert.Equal(t, int32(1), runs[p].Load(), "workers=%d n=%d part %d", workers, n, p)
 			}
 		}
+	}
+}
+
+// TestEachPanics: a step that panics on a worker does not end the
+// process; every other step still runs, and the lowest panicking part's
+// value is raised on the caller's goroutine, whichever goroutine ran it.
+func TestEachPanics(t *testing.T) {
+	for range 50 {
+		var ran atomic.Int32
+		func() {
+			defer func() {
+				assert.Equal(t, "part 1", recover())
+			}()
+			parallel.Each(4)(6, func(p int) {
+				ran.Add(1)
+				if p == 1 || p == 4 {
+					panic(fmt.Sprintf("part %d", p))
+				}
+			})
+			t.Error("Each returned without the panic")
+		}()
+		assert.Equal(t, int32(6), ran.Load(), "every step ran")
 	}
 }
