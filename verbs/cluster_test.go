@@ -484,12 +484,7 @@ func TestClusterPartsGuarded(t *testing.T) {
 		w.AddPortHost("p", verbs.HostAddrOf(9), 9, nil, func(frame, note []byte) {})
 	})
 
-	require.NoError(t, c.ConnectSwitch())
-	ea, eb := setup(a, 1), setup(b, 2)
-	require.NoError(t, ea.connect(eb))
-	require.NoError(t, eb.connect(ea))
-	_, err = ea.qp.PostSend([]verbs.SendWR{sendWR(1, ea, 8)})
-	require.NoError(t, err)
+	sendOne(t, c, a, b)
 	_, err = c.AddHostIn(0, "late")
 	assert.ErrorContains(t, err, "host late: fabric: topology cannot change once traffic has started")
 
@@ -516,13 +511,7 @@ func TestClusterRunawayDiagnosis(t *testing.T) {
 		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1, MaxEvents: budget, Plan: plan,
 			QPName: func(host string, qpn uint32) string { return host + ".client" }}, Parts: 2, Each: parallel.Each(2)})
 		require.NoError(t, err)
-		ha, hb := c.AddHost("a"), c.AddHost("b")
-		require.NoError(t, c.ConnectSwitch())
-		a, b := setup(ha, 1), setup(hb, 2)
-		require.NoError(t, a.connect(b))
-		require.NoError(t, b.connect(a))
-		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 8)})
-		require.NoError(t, err)
+		a, _ := sendOne(t, c, c.AddHost("a"), c.AddHost("b"))
 		err = c.Run()
 		var ra *verbs.RunawayError
 		require.True(t, errors.As(err, &ra), "want a *verbs.RunawayError, got %v", err)
@@ -540,4 +529,16 @@ func TestClusterRunawayDiagnosis(t *testing.T) {
 // describeFor is a cluster's diagnosis said through a RunawayError.
 func describeFor(c *verbs.Cluster) string {
 	return (&verbs.RunawayError{Stalls: c.Stalls(), Faults: c.FaultSummary()}).Why()
+}
+
+// sendOne switches the cluster's hosts, connects an RC QP of a to one of
+// b and posts one 8-byte SEND from a, for which b has no receive.
+func sendOne(t *testing.T, c *verbs.Cluster, ha, hb *verbs.Host) (a, b *endpoint) {
+	require.NoError(t, c.ConnectSwitch())
+	a, b = setup(ha, 1), setup(hb, 2)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 8)})
+	require.NoError(t, err)
+	return a, b
 }
