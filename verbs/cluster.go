@@ -220,7 +220,11 @@ func (c *Cluster) AddHost(name string) *Host {
 		per := (n + len(c.parts) - 1) / len(c.parts)
 		part = min(i/per, len(c.parts)-1)
 	}
-	h, _ := c.AddHostIn(part, name)
+	h, err := c.AddHostIn(part, name)
+	if err != nil {
+		// As World.AddHost once traffic has started (fabric.AddNode).
+		panic(err)
+	}
 	return h
 }
 
@@ -246,10 +250,8 @@ func (c *Cluster) AddHostIn(part int, name string) (*Host, error) {
 		if q == part {
 			continue
 		}
-		n := o.fab.AddNode(name, fabric.PortConfig{MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6})
-		for _, g := range gids {
-			o.nbr[g.Unmap()] = a.MAC
-		}
+		n := o.fab.AddNode(name, a.port())
+		o.learn(gids, a.MAC)
 		o.addPeer(peer{name: name, node: n.Index(), gids: gids})
 		if q == 0 {
 			in0 = n

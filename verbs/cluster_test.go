@@ -128,11 +128,22 @@ func runCluster(t *testing.T, n, msg, parts, workers int, plan *faults.Plan) (st
 
 // runClusterOf is runCluster with the cluster's whole configuration.
 func runClusterOf(t *testing.T, n, msg int, cfg verbs.ClusterConfig) (string, sim.Time) {
+	out, at, _ := runClusterHits(t, n, msg, cfg)
+	return out, at
+}
+
+// runClusterHits is runClusterOf, with how often rule 1 of the plan acted
+// in all the parts.
+func runClusterHits(t *testing.T, n, msg int, cfg verbs.ClusterConfig) (string, sim.Time, uint64) {
 	c, err := verbs.NewCluster(cfg)
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 	require.NoError(t, c.Run())
-	return alltoallOutcome(t, hs, msg), c.Now()
+	var hits uint64
+	for _, w := range c.Parts() {
+		hits += w.Fabric().RuleHits(1)
+	}
+	return alltoallOutcome(t, hs, msg), c.Now(), hits
 }
 
 // TestClusterAlltoall: an alltoall over a switch in a cluster of 2, 3
@@ -175,18 +186,23 @@ func TestClusterOfOnePartIsAWorld(t *testing.T) {
 }
 
 // TestClusterTakesFaults: a fault plan acts in every part; here it drops
-// the first transmission of PSN 1 of every flow, on frames whose
-// first hop is in any part, and every WRITE still completes through
-// go-back-N, the same way on any number of goroutines.
+// the first transmission of every WRITE's middle packet, whichever part
+// its sender is in, once per WRITE, and every WRITE still completes
+// through go-back-N, the same way on any number of goroutines.
 func TestClusterTakesFaults(t *testing.T) {
 	const n, msg = 6, 3000
 	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
 	require.NoError(t, err)
-	one, at := runCluster(t, n, msg, 3, 1, plan)
-	assert.Contains(t, one, "seq_err=", "counters in the outcome")
-	many, manyAt := runCluster(t, n, msg, 3, 3, plan)
+	cfg := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 3, Each: parallel.Each(1)}
+	one, at, hits := runClusterHits(t, n, msg, cfg)
+	// Every WRITE has one middle packet: its first transmission is
+	// dropped once, in whichever part its sender is.
+	assert.Equal(t, uint64(n*(n-1)), hits, "the rule acted once per WRITE")
+	cfg.Each = parallel.Each(3)
+	many, manyAt, manyHits := runClusterHits(t, n, msg, cfg)
 	assert.Equal(t, one, many)
 	assert.Equal(t, at, manyAt)
+	assert.Equal(t, hits, manyHits)
 	clean, cleanAt := runCluster(t, n, msg, 3, 1, nil)
 	assert.NotEqual(t, clean, one, "the drops changed the run")
 	assert.Greater(t, at, cleanAt, "recovering took time")

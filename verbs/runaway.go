@@ -621,7 +621,8 @@ func (w *World) faultCounts() faultCounts {
 	var c faultCounts
 	for _, l := range w.fab.Links() {
 		for dir := range 2 {
-			c.add(faultCounts{l.Stats(dir).FaultDrops, l.Stats(dir).Duplicated, l.Stats(dir).Altered, l.Stats(dir).QueueDrops})
+			st := l.Stats(dir)
+			c.add(faultCounts{st.FaultDrops, st.Duplicated, st.Altered, st.QueueDrops})
 		}
 	}
 	return c

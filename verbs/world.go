@@ -197,6 +197,11 @@ type HostAddr struct {
 	IPv6 netip.Addr
 }
 
+// port is the fabric port that has the addresses a.
+func (a HostAddr) port() fabric.PortConfig {
+	return fabric.PortConfig{MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6}
+}
+
 // MaxHosts is the number of hosts HostAddrOf numbers: the index fills
 // the low 24 bits of the IPv4 address in 10.0.0.0/8.
 const MaxHosts = 1<<24 - 1
@@ -281,9 +286,12 @@ func (w *World) addPeer(p peer) int32 {
 // every device consults (nic.Config.Neighbours): one entry per GID in
 // the world, where giving every device every other's would make N² (no
 // ARP is simulated; each host knows every other's MAC).
-func (w *World) addNeighbours(h *Host) {
-	for _, g := range h.dev.GIDs() {
-		w.nbr[g.Unmap()] = h.dev.Config().MAC
+func (w *World) addNeighbours(h *Host) { w.learn(h.dev.GIDs(), h.dev.Config().MAC) }
+
+// learn enters the GIDs gids, all at MAC mac, in the neighbour table.
+func (w *World) learn(gids []netip.Addr, mac wire.MAC) {
+	for _, g := range gids {
+		w.nbr[g.Unmap()] = mac
 	}
 }
 
@@ -296,7 +304,7 @@ func (w *World) neighbour(gid netip.Addr) (wire.MAC, bool) {
 // addHost makes a host and its device with the addresses a.
 func (w *World) addHost(name string, a HostAddr, index int) *Host {
 	h := &Host{w: w, name: name, due: sim.Never, cqs: map[*nic.CQ]*CQ{}}
-	h.node = w.fab.AddNode(name, fabric.PortConfig{MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6})
+	h.node = w.fab.AddNode(name, a.port())
 	mtu := nic.MTU1024
 	for m := nic.MTU4096; m >= nic.MTU256; m-- {
 		if m.Bytes() <= w.cfg.Link.MTU-wire.MaxIPv4Overhead {

@@ -410,13 +410,8 @@ func (n *Node) send(port int, frame, note []byte, sealed bool) error {
 	if p.out == nil {
 		return fmt.Errorf("%w: %s", ErrNotConnected, p)
 	}
-	if len(frame) > MaxFrame {
-		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
-	}
-	if len(frame) < wire.EthernetLen {
-		// No destination MAC to look up (reading one would read past
-		// the frame): a sender's bug, refused as an oversized frame is.
-		return fmt.Errorf("%w: %d bytes, %d needed", ErrRunt, len(frame), wire.EthernetLen)
+	if err := checkFrameLen(len(frame)); err != nil {
+		return err
 	}
 	f := n.f
 	f.start()
@@ -436,6 +431,20 @@ func (n *Node) send(port int, frame, note []byte, sealed bool) error {
 	b.owner = n.idx
 	b.sealed = sealed
 	f.enter(p.out, b, true)
+	return nil
+}
+
+// checkFrameLen refuses a frame of n bytes the fabric cannot carry: one
+// longer than MaxFrame (ErrFrameSize), or one with no whole Ethernet
+// header, whose destination MAC reading would run past it (ErrRunt: a
+// sender's bug, refused as an oversized frame is).
+func checkFrameLen(n int) error {
+	switch {
+	case n > MaxFrame:
+		return fmt.Errorf("%w: %d bytes", ErrFrameSize, n)
+	case n < wire.EthernetLen:
+		return fmt.Errorf("%w: %d bytes, %d needed", ErrRunt, n, wire.EthernetLen)
+	}
 	return nil
 }
 

@@ -70,11 +70,10 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	d := &l.dirs[dir]
 	f := d.f
 	at, frame := r.At, r.Frame
+	if err := checkFrameLen(len(frame)); err != nil {
+		return err
+	}
 	switch {
-	case len(frame) > MaxFrame:
-		return fmt.Errorf("%w: %d bytes", ErrFrameSize, len(frame))
-	case len(frame) < wire.EthernetLen:
-		return fmt.Errorf("%w: %d bytes, %d needed", ErrRunt, len(frame), wire.EthernetLen)
 	case at < f.sched.Now() || at < d.lastIn:
 		return fmt.Errorf("%w: %s at %v (clock %v, last frame %v)", ErrDeliverOrder, d.name, at, f.sched.Now(), d.lastIn)
 	case d.from.node == nil:
@@ -88,10 +87,8 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, r.Tx, r.Sealed
 	f.pool.setNote(b, r.Note)
 	f.pool.setFault(b, r.Fault)
-	b.to, b.dst = noNode, f.dstIndex(wire.Ethernet(frame).Dst())
-	if b.dst >= 0 {
-		b.to = f.macs[b.dst].node
-	}
+	// Looked up as the stand-in would for a frame it sent.
+	b.to, b.dst = d.from.node.destination(wire.Ethernet(frame).Dst())
 	t := f.sched.Reserve(at)
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
