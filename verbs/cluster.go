@@ -25,10 +25,17 @@ import (
 //
 // Hosts go to the parts in turn (host i to part (i-1) mod Parts), or in
 // blocks when the cluster is told how many will come (ClusterConfig.Hosts),
-// or where the program puts them (AddHostIn); the switch (ConnectSwitch)
-// is in part 0, and a host elsewhere reaches it
-// over a link that exists in both parts, each side with a stand-in node
-// for the far end. Every part knows every host's addresses.
+// or where the program puts them (AddHostIn); every other part has a
+// stand-in for the host, and every part knows every host's addresses.
+// The switch (ConnectSwitch) is in every part, each copy owning the ports
+// toward the part's own hosts: a frame for a host of another part
+// crosses its sender's link in the sender's part and arrives at the
+// switch in its destination's part (fabric.Link.Divert), where it queues
+// for its egress port with the frames from everywhere else. A switch
+// forwards at once, so each egress queue sees the frames, and the times,
+// it would in one World, and the switch's work is shared by the parts
+// (in part 0 alone, it was a sixth more work for that part at N = 256,
+// and the one part every other part's frames crossed to and from).
 //
 // The result depends on the seed, the program and the number of parts,
 // never on how many goroutines run them (ClusterConfig.Each, package
@@ -76,9 +83,14 @@ type Cluster struct {
 	parts  []*World
 	hosts  []*Host
 	partOf []int // partOf[i]: the part of hosts[i]
-	// standIn0[i] is part 0's stand-in for hosts[i] (nil if the host is
-	// in part 0), which ConnectSwitch links to the switch.
-	standIn0  []*fabric.Node
+	// standIn[p][i] is part p's stand-in for hosts[i] (nil in the host's
+	// own part), which ConnectSwitch links to part p's switch.
+	standIn [][]*fabric.Node
+	// hostAt[p][k] is the host whose node (or stand-in) is node k of
+	// part p's fabric.
+	hostAt [][]int32
+	// links[p][i] is part p's copy of the link of hosts[i] to the switch.
+	links     [][]*fabric.Link
 	lookahead sim.Duration
 	// mail[g][p] holds the frames part p's remote directions sent in a
 	// step of generation g (steps alternate 0, 1, 0, …): each part
@@ -118,8 +130,7 @@ const toPad = 3
 // crossing is a frame on its way from one part to another.
 type crossing struct {
 	at     sim.Time
-	link   *fabric.Link // the destination part's copy of the link
-	dir    int          // its direction from the stand-in
+	link   *fabric.Link // the destination part's copy of the sender's link, entered from its stand-in (direction 0)
 	off, n int32        // its bytes in the sending part's mailbox, then its note's
 	note   int32        // its note's length
 	sealed bool
@@ -149,7 +160,8 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if wc.Link.Propagation <= 0 {
 		return nil, fmt.Errorf("verbs: cluster: the links' propagation delay is %v; parts advance by it, so it must be positive", wc.Link.Propagation)
 	}
-	c := &Cluster{cfg: cfg, lookahead: wc.Link.Propagation, progress: progressEvery}
+	c := &Cluster{cfg: cfg, lookahead: wc.Link.Propagation, progress: progressEvery,
+		standIn: make([][]*fabric.Node, cfg.Parts), hostAt: make([][]int32, cfg.Parts), links: make([][]*fabric.Link, cfg.Parts)}
 	for g := range c.mail {
 		c.mail[g] = make([]mailbox, cfg.Parts)
 		for p := range c.mail[g] {
@@ -245,69 +257,89 @@ func (c *Cluster) AddHostIn(part int, name string) (*Host, error) {
 	w.addNeighbours(h)
 	w.index(h)
 	gids := h.dev.GIDs()
-	var in0 *fabric.Node
+	hi := int32(len(c.hosts))
 	for q, o := range c.parts {
+		var in *fabric.Node
 		if q == part {
-			continue
+			c.setHostAt(q, h.node.Index(), hi)
+		} else {
+			in = o.fab.AddNode(name, a.port())
+			in.SetElsewhere()
+			o.learn(gids, a.MAC)
+			o.addPeer(peer{name: name, node: in.Index(), gids: gids})
+			c.setHostAt(q, in.Index(), hi)
 		}
-		n := o.fab.AddNode(name, a.port())
-		o.learn(gids, a.MAC)
-		o.addPeer(peer{name: name, node: n.Index(), gids: gids})
-		if q == 0 {
-			in0 = n
-		}
+		c.standIn[q] = append(c.standIn[q], in)
 	}
 	c.hosts = append(c.hosts, h)
 	c.partOf = append(c.partOf, part)
-	c.standIn0 = append(c.standIn0, in0)
 	return h, nil
 }
 
+// setHostAt records that node k of part p's fabric is hosts[i]'s.
+func (c *Cluster) setHostAt(p int, k, i int32) {
+	for int(k) >= len(c.hostAt[p]) {
+		c.hostAt[p] = append(c.hostAt[p], -1)
+	}
+	c.hostAt[p][k] = i
+}
+
 // ConnectSwitch joins every host added so far to one switch named "sw",
-// in part 0 (see the comment above).
+// which every part has (see the comment above): in part p, the switch's
+// port i leads to host i, or to part p's stand-in for it, and host i's
+// link diverts the frames for the hosts of other parts to theirs.
 func (c *Cluster) ConnectSwitch() error {
-	w0 := c.parts[0]
-	w0.sw = w0.fab.AddSwitch("sw", len(c.hosts))
-	cfg := w0.cfg.Link
-	for i, h := range c.hosts {
-		name := h.name + "-sw"
-		q := c.partOf[i]
-		if q == 0 {
-			if _, err := w0.fab.Connect(name, h.node.Port(0), w0.sw.Port(i), cfg); err != nil {
+	cfg := c.parts[0].cfg.Link
+	for p, w := range c.parts {
+		w.sw = w.fab.AddSwitch("sw", len(c.hosts))
+		c.links[p] = c.links[p][:0]
+		for i, h := range c.hosts {
+			node := h.node
+			if c.partOf[i] != p {
+				node = c.standIn[p][i]
+			}
+			l, err := w.fab.Connect(h.name+"-sw", node.Port(0), w.sw.Port(i), cfg)
+			if err != nil {
 				return err
 			}
-			continue
+			c.links[p] = append(c.links[p], l)
+			if c.partOf[i] == p {
+				// Direction 0 leaves the first port given to Connect.
+				l.Divert(0, c.divert(p, i))
+			}
 		}
-		// In part 0, the switch's port i leads to a stand-in for h; in
-		// h's part, h's port leads to a stand-in for the switch.
-		l0, err := w0.fab.Connect(name, c.standIn0[i].Port(0), w0.sw.Port(i), cfg)
-		if err != nil {
-			return err
-		}
-		wq := c.parts[q]
-		sw := wq.fab.AddNode("sw", fabric.PortConfig{})
-		lq, err := wq.fab.Connect(name, h.node.Port(0), sw.Port(0), cfg)
-		if err != nil {
-			return err
-		}
-		// Direction 0 leaves the first port given to Connect.
-		l0.SetRemote(1, c.crossTo(0, lq, 1, q))
-		lq.SetRemote(0, c.crossTo(q, l0, 0, 0))
 	}
 	return nil
 }
 
-// crossTo returns what part from's remote direction calls with each
-// frame it serializes: the frame is kept for direction dir of link to, in
-// part toPart, until the next step delivers it.
-func (c *Cluster) crossTo(from int, to *fabric.Link, dir, toPart int) func(fabric.RemoteFrame) {
+// divert returns what host i's link in its part p calls with each frame
+// for a host of another part (and each group frame): the frame is kept
+// for the destination's part (every other part, for a group frame) until
+// the next step delivers it through that part's copy of the link, from
+// its stand-in for host i toward its switch.
+func (c *Cluster) divert(p, i int) func(fabric.RemoteFrame) {
 	return func(r fabric.RemoteFrame) {
-		m := &c.mail[c.gen][from]
-		m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, dir: dir, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-			note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault})
-		m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
-		m.minAt = min(m.minAt, r.At)
+		if r.To >= 0 {
+			q := c.partOf[c.hostAt[p][r.To]]
+			c.post(p, q, c.links[q][i], r)
+			return
+		}
+		for q := range c.parts {
+			if q != p {
+				c.post(p, q, c.links[q][i], r)
+			}
+		}
 	}
+}
+
+// post keeps frame r, sent by part from, for direction 0 of link to in
+// part toPart, until the next step delivers it.
+func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) {
+	m := &c.mail[c.gen][from]
+	m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
+		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault})
+	m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
+	m.minAt = min(m.minAt, r.At)
 }
 
 // Parts returns the cluster's parts, in order: each part's fabric and
@@ -439,7 +471,7 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 		for _, x := range m.to[p] {
 			end := x.off + x.n
 			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault}
-			if err := x.link.Deliver(x.dir, r); err != nil {
+			if err := x.link.Deliver(0, r); err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.
 				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -557,4 +558,77 @@ func sendOne(t *testing.T, c *verbs.Cluster, ha, hb *verbs.Host) (a, b *endpoint
 	_, err := a.qp.PostSend([]verbs.SendWR{sendWR(1, a, 8)})
 	require.NoError(t, err)
 	return a, b
+}
+
+// TestClusterSwitchInEveryPart: every part has the switch, with the ports
+// toward its own hosts. A SEND between two hosts of part 1 never reaches
+// part 0 (no frame crosses, part 0's links carry nothing); one from part
+// 0 to part 1 crosses once each way, arriving at part 1's switch from
+// part 1's copy of the sender's link; a datagram to a multicast group
+// reaches the members in both parts, once each.
+func TestClusterSwitchInEveryPart(t *testing.T) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3}, Parts: 2, Hosts: 4})
+	require.NoError(t, err)
+	hs := []*verbs.Host{c.AddHost("h0"), c.AddHost("h1"), c.AddHost("h2"), c.AddHost("h3")}
+	require.Same(t, c.Parts()[1], hs[2].World())
+	a, b := sendOne(t, c, hs[2], hs[3])
+	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(9, b)})
+	require.NoError(t, err)
+	require.NoError(t, c.Run())
+	require.Len(t, pollAll(a.cq), 1)
+	links := func(p int) []*fabric.Link { return c.Parts()[p].Fabric().Links() }
+	for _, l := range links(0) {
+		for dir := range 2 {
+			assert.Zero(t, l.Stats(dir).TxFrames+l.Stats(dir).RxFrames, "part 0's %s carried a frame of part 1's SEND", l.DirName(dir))
+		}
+	}
+	var within uint64
+	for _, l := range links(1) {
+		within += l.Stats(0).TxFrames + l.Stats(1).TxFrames
+	}
+	assert.Equal(t, uint64(4), within, "the SEND and its ACK, each on two links of part 1")
+
+	// h0 (part 0) to h3 (part 1).
+	x, y := setup(hs[0], 5), setup(hs[3], 6)
+	require.NoError(t, x.connect(y))
+	require.NoError(t, y.connect(x))
+	_, err = y.qp.PostRecv([]verbs.RecvWR{recvWR(1, y)})
+	require.NoError(t, err)
+	_, err = x.qp.PostSend([]verbs.SendWR{sendWR(2, x, 64)})
+	require.NoError(t, err)
+	require.NoError(t, c.Run())
+	require.Len(t, pollAll(x.cq), 1)
+	up0, up1 := links(0)[0].Stats(0), links(1)[0].Stats(0) // h0 -> sw in each part
+	assert.Equal(t, uint64(1), up0.TxFrames, "h0's SEND, serialized in part 0")
+	assert.Zero(t, up0.RxFrames, "nor does it arrive at part 0's switch")
+	assert.Equal(t, uint64(1), up1.RxFrames, "it arrives at part 1's")
+	assert.Equal(t, uint64(2), links(1)[3].Stats(1).TxFrames, "sw -> h3 in part 1: the first SEND, then h0's")
+
+	// A group with a member in each part and the sender in part 0.
+	const qkey = 0x0badcafe
+	group := netip.MustParseAddr("::ffff:239.1.2.4")
+	var members []*verbs.QP
+	var eps []*endpoint
+	for _, i := range []int{1, 2, 3} {
+		require.NoError(t, hs[i].JoinGroup(netip.MustParseAddr("239.1.2.4")))
+		e := setup(hs[i], 1)
+		q := udQP(t, e, qkey)
+		require.NoError(t, q.AttachMcast(group, 0))
+		recvs(t, e, q, 10, 0, 2)
+		members, eps = append(members, q), append(eps, e)
+	}
+	s := setup(hs[0], 1)
+	sq := udQP(t, s, qkey)
+	ah, err := s.pd.CreateAH(verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GRH{DGID: group, SGIDIndex: 1, HopLimit: 64}})
+	require.NoError(t, err)
+	_, err = sq.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, AH: ah,
+		RemoteQPN: verbs.MulticastQPN, RemoteQKey: qkey, SGList: []verbs.SGE{s.mr.SGE(0, 16)}}})
+	require.NoError(t, err)
+	require.NoError(t, c.Run())
+	for k, e := range eps {
+		wcs := pollAll(e.cq)
+		require.Len(t, wcs, 1, "member %d", k+1)
+		assert.Equal(t, verbs.WCSuccess, wcs[0].Status)
+		assert.Equal(t, members[k].QPNum, wcs[0].QPNum)
+	}
 }

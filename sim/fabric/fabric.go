@@ -133,6 +133,9 @@ type Fabric struct {
 	// txDone are the nodes' SetTxDone functions by index (frameBuf.owner),
 	// here rather than only in the Node, which a frame need not reach.
 	txDone []func(now sim.Time)
+	// away marks the nodes that are stand-ins for nodes of another
+	// fabric (Node.SetElsewhere), by index.
+	away []bool
 	// macIdx finds a node port's MAC (macKey) in macs: a frame's
 	// destination is looked up once, at Send, and carried as its index
 	// (frameBuf.dst). Lookups only, never iterated.
@@ -328,6 +331,7 @@ func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
 	f.nodes = append(f.nodes, n)
 	f.names = append(f.names, name)
 	f.txDone = append(f.txDone, nil)
+	f.away = append(f.away, false)
 	return n
 }
 
@@ -452,11 +456,18 @@ func checkFrameLen(n int) error {
 // index in f.macs (noMAC if none, floodMAC for a group MAC, which no one
 // node owns), and remembers the answer for Send.
 func (n *Node) destination(m wire.MAC) (to, dst int32) {
-	to, dst = noNode, n.f.dstIndex(m)
-	if dst >= 0 {
-		to = n.f.macs[dst].node
-	}
+	to, dst = n.f.owner(m)
 	n.lastMAC, n.lastTo, n.lastDst, n.lastIsValid = m, to, dst, true
+	return to, dst
+}
+
+// owner returns the node owning MAC m (noNode if none) and m's index in
+// f.macs (noMAC if none, floodMAC for a group MAC).
+func (f *Fabric) owner(m wire.MAC) (to, dst int32) {
+	to, dst = noNode, f.dstIndex(m)
+	if dst >= 0 {
+		to = f.macs[dst].node
+	}
 	return to, dst
 }
 
@@ -508,7 +519,9 @@ func (f *Fabric) floodTree() {
 				}
 				switch far := p.out.to; {
 				case far.node != nil:
-					p.floods = true
+					// A node elsewhere gets the flood from its own
+					// fabric's copy of the switch.
+					p.floods = !f.away[far.node.idx]
 				case far.sw != nil && !seen[far.sw]:
 					seen[far.sw] = true
 					p.floods, far.floods = true, true

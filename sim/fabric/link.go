@@ -111,6 +111,9 @@ type direction struct {
 	// its far end is in another fabric (SetRemote), and nothing arrives
 	// here.
 	remote func(RemoteFrame)
+	// divert: remote takes only the frames for nodes elsewhere and the
+	// group frames, which also arrive here (Link.Divert).
+	divert bool
 	// lastIn is when the latest frame Deliver brought through the
 	// direction arrives: frames cross a link in order.
 	lastIn sim.Time
@@ -283,15 +286,20 @@ func (d *direction) transmit() {
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
-	if d.remote != nil {
-		r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx}
+	if d.remote != nil && (!d.divert || f.diverts(b)) {
+		r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to}
+		if b.dst == floodMAC {
+			r.To = noNode
+		}
 		if b.hasText {
 			t := f.pool.text(b.id)
 			r.Note, r.Fault = t.note, t.fault
 		}
 		d.remote(r)
-		f.release(b)
-		return
+		if !d.divert || b.dst != floodMAC {
+			f.release(b)
+			return
+		}
 	}
 	// Frames arrive in the order they were serialized (the link's
 	// propagation delay is fixed), so only the oldest frame in flight

@@ -22,6 +22,19 @@ import (
 // fabric's copy of the link, in the direction from the stand-in, where
 // it arrives at that time as if it had crossed.
 //
+// A switch can be cut the same way, one copy of it in every fabric, each
+// owning the ports toward its own nodes (verbs.Cluster): there the nodes
+// of the other fabrics are stand-ins marked elsewhere (Node.SetElsewhere),
+// and a node's link to the switch diverts (Link.Divert) the frames for
+// them: such a frame crosses the node's own link here, and is handed over
+// when it reaches the switch, to arrive at the switch of the fabric that
+// owns its destination's port at the time it would have arrived here.
+// The switch forwards at once (it has no shared buffer), so with one
+// switch each egress queue sees the frames, and the times, it would in
+// the whole fabric. A group frame arrives here and is handed over too,
+// and each copy of the switch floods it toward its own nodes only (its
+// link counts it in RxFrames once in each fabric).
+//
 // A frame reaches the far end one propagation delay after it leaves the
 // wire at the earliest, so a driver that advances every fabric by at most
 // that much between two exchanges delivers every frame before its
@@ -46,6 +59,10 @@ type RemoteFrame struct {
 	// (its capture comment on the later hops, as on the first).
 	Note  []byte
 	Fault string
+	// To is the node it is for, in the sending fabric (Node.Index), or
+	// -1 for a group frame or one no node owns. Deliver finds it again
+	// from the frame's destination.
+	To int32
 }
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
@@ -56,7 +73,41 @@ var ErrDeliverOrder = errors.New("fabric: delivered frame arrives out of order")
 // Connect) a remote one: every frame serialized onto it goes to out,
 // then its buffer here is freed. The direction's far end is a stand-in
 // for a port in another fabric; nothing arrives at it.
-func (l *Link) SetRemote(dir int, out func(RemoteFrame)) { l.dirs[dir].remote = out }
+func (l *Link) SetRemote(dir int, out func(RemoteFrame)) {
+	l.dirs[dir].remote, l.dirs[dir].divert = out, false
+}
+
+// Divert makes direction dir (0: from the first port given to Connect)
+// hand to out the frames it serializes for a node elsewhere
+// (Node.SetElsewhere), with the time they reach the far end, instead of
+// letting them arrive; a group frame (multicast, broadcast) goes to out
+// and arrives here as well; every other frame arrives here as on any
+// link. The direction's far end is a switch that exists in the other
+// fabrics too (see the comment above).
+func (l *Link) Divert(dir int, out func(RemoteFrame)) {
+	l.dirs[dir].remote, l.dirs[dir].divert = out, true
+}
+
+// SetElsewhere marks n as a stand-in for a node of another fabric: a
+// diverting link hands over the frames for it (Link.Divert), and no
+// switch floods group frames toward it (the copy of the switch in the
+// node's own fabric does). It must be called before the first frame.
+func (n *Node) SetElsewhere() {
+	if n.f.started {
+		panic(ErrStarted)
+	}
+	n.f.away[n.idx] = true
+}
+
+// diverts reports whether frame b, serialized onto a diverting
+// direction, is handed over: it is for a node elsewhere, or for a group.
+// A frame whose destination a fault rewrote is looked up again first.
+func (f *Fabric) diverts(b *frameBuf) bool {
+	if b.dst == lookupMAC && b.n >= wire.EthernetLen {
+		b.to, b.dst = f.owner(wire.Ethernet(b.bytes()).Dst())
+	}
+	return b.dst == floodMAC || b.to >= 0 && f.away[b.to]
+}
 
 // Deliver brings a frame from another fabric through direction dir: it
 // arrives at the direction's far end at r.At, no earlier than the clock

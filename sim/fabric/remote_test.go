@@ -158,3 +158,121 @@ func TestDeliverRefuses(t *testing.T) {
 	assert.Equal(t, []sim.Time{200}, s.b.sinks[0].times)
 	assert.Empty(t, s.a.sinks[1].frames)
 }
+
+// TestDivert cuts a switch: four nodes on switch sw, as one fabric and as
+// two (a: n0, n1; b: n2, n3), each with its own copy of the switch and
+// stand-ins marked elsewhere for the other's nodes, whose links divert
+// the frames for those. Every node receives the same frames at the same
+// times as in the whole fabric (a burst from every node to every other,
+// and a broadcast from each side), the stand-ins receive nothing, and
+// each direction serializes its frames in one fabric only (a group frame
+// arrives at each copy of the switch, and is counted by each).
+func TestDivert(t *testing.T) {
+	cfg := fabric.DefaultLinkConfig()
+	const n = 4
+	send := func(nodes []*fabric.Node, local func(int) bool) {
+		for k := range 2 {
+			for i := range n {
+				if !local(i) {
+					continue
+				}
+				for j := range n {
+					if j != i {
+						require.NoError(t, nodes[i].Send(0, roce(t, i, j, uint32(100*i+10*j+k), 256*(j+1)), nil))
+					}
+				}
+			}
+		}
+		for _, i := range []int{0, 2} {
+			if local(i) {
+				bc := rawFrame(i, 0, 100)
+				copy(bc[0:6], []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+				require.NoError(t, nodes[i].Send(0, bc, nil))
+			}
+		}
+	}
+
+	whole := newWorld(t, n, nil, 1, nil)
+	sw := whole.f.AddSwitch("sw", n)
+	for i := range n {
+		_, err := whole.f.Connect(fmt.Sprintf("n%d-sw", i), whole.nodes[i].Port(0), sw.Port(i), cfg)
+		require.NoError(t, err)
+	}
+	send(whole.nodes, func(int) bool { return true })
+	require.NoError(t, whole.sched.Run())
+
+	type crossing struct {
+		to int // the fabric
+		r  fabric.RemoteFrame
+		i  int // the sender's link
+	}
+	var mail []crossing
+	ws := []*world{newWorld(t, n, nil, 1, nil), newWorld(t, n, nil, 1, nil)}
+	links := make([][]*fabric.Link, 2)
+	partOf := func(i int) int { return i / 2 }
+	for p, w := range ws {
+		for i := range n {
+			if partOf(i) != p {
+				w.nodes[i].SetElsewhere()
+			}
+		}
+		sw := w.f.AddSwitch("sw", n)
+		for i := range n {
+			l, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), cfg)
+			require.NoError(t, err)
+			links[p] = append(links[p], l)
+			if partOf(i) == p {
+				l.Divert(0, func(r fabric.RemoteFrame) {
+					r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
+					if r.To < 0 {
+						mail = append(mail, crossing{1 - p, r, i})
+						return
+					}
+					assert.NotEqual(t, p, partOf(int(r.To)), "a frame for a node of its own fabric was diverted")
+					mail = append(mail, crossing{partOf(int(r.To)), r, i})
+				})
+			}
+		}
+		send(w.nodes, func(i int) bool { return partOf(i) == p })
+	}
+	lookahead := cfg.Propagation
+	for {
+		next := min(ws[0].sched.NextAt(), ws[1].sched.NextAt())
+		for _, m := range mail {
+			next = min(next, m.r.At)
+		}
+		if next == sim.Never {
+			break
+		}
+		end := next.Add(lookahead - 1)
+		for _, m := range mail {
+			require.NoError(t, links[m.to][m.i].Deliver(0, m.r))
+		}
+		mail = mail[:0]
+		for _, w := range ws {
+			require.NoError(t, w.sched.RunUntil(end))
+		}
+		for _, m := range mail {
+			require.Greater(t, m.r.At, end, "a frame arrives before the fabrics' next step")
+		}
+	}
+	for i := range n {
+		got := ws[partOf(i)].sinks[i]
+		require.NotEmpty(t, whole.sinks[i].frames)
+		assert.Equal(t, whole.sinks[i].frames, got.frames, "n%d's frames", i)
+		assert.Equal(t, whole.sinks[i].times, got.times, "n%d's arrival times", i)
+		assert.Empty(t, ws[1-partOf(i)].sinks[i].frames, "the stand-in for n%d", i)
+		for dir := range 2 {
+			want := whole.f.Links()[i].Stats(dir)
+			a, b := links[0][i].Stats(dir), links[1][i].Stats(dir)
+			assert.Equal(t, want.TxFrames, a.TxFrames+b.TxFrames, "n%d-sw direction %d: frames serialized", i, dir)
+			// A broadcast arrives at both copies of the switch.
+			copies := uint64(0)
+			if dir == 0 && (i == 0 || i == 2) {
+				copies = 1
+			}
+			assert.Equal(t, want.RxFrames+copies, a.RxFrames+b.RxFrames, "n%d-sw direction %d: frames arrived", i, dir)
+			assert.Zero(t, min(a.TxFrames, b.TxFrames), "n%d-sw direction %d serialized in both fabrics", i, dir)
+		}
+	}
+}
