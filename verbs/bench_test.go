@@ -197,6 +197,52 @@ func TestRCRecoveryZeroAllocs(t *testing.T) {
 	t.Logf("%d go-back-N rounds measured", after-before)
 }
 
+// TestPostListZeroAllocs: a list of 12 WRITEs posted in one call (more
+// than PostSend converts on its stack) allocates nothing once warm, on a
+// World and on a cluster of two parts whose steps are sparse (each
+// Cluster.Run keeps its state from the last).
+func TestPostListZeroAllocs(t *testing.T) {
+	post := func(t *testing.T, run func() error, src, dst *endpoint) {
+		wrs := make([]verbs.SendWR, 12)
+		for k := range wrs {
+			wrs[k] = verbs.SendWR{WRID: uint64(k), Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+				RemoteAddr: dst.mr.Addr + uint64(64*k), RKey: dst.mr.RKey, SGList: []verbs.SGE{src.mr.SGE(uint64(64*k), 64)}}
+		}
+		wcs := make([]verbs.WC, 16)
+		step := func() {
+			if n, err := src.qp.PostSend(wrs); err != nil || n != len(wrs) {
+				t.Fatalf("posted %d of %d: %v", n, len(wrs), err)
+			}
+			if err := run(); err != nil {
+				t.Fatal(err)
+			}
+			if n := src.cq.Poll(wcs); n != len(wrs) {
+				t.Fatalf("%d completions, want %d", n, len(wrs))
+			}
+		}
+		for range 50 {
+			step()
+		}
+		if n := testing.AllocsPerRun(100, step); n != 0 {
+			t.Errorf("12 WRITEs in one post: %v allocs", n)
+		}
+	}
+	t.Run("world", func(t *testing.T) {
+		w, src, dst := pair(t, verbs.WorldConfig{Seed: 1})
+		post(t, w.Run, src, dst)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1}, Parts: 2})
+		require.NoError(t, err)
+		ha, hb := c.AddHost("a"), c.AddHost("b")
+		require.NoError(t, c.ConnectSwitch())
+		src, dst := setup(ha, 100), setup(hb, 200)
+		require.NoError(t, src.connect(dst))
+		require.NoError(t, dst.connect(src))
+		post(t, c.Run, src, dst)
+	})
+}
+
 // TestUDZeroAllocs: a datagram sent, received (with its GRH area) and
 // its receive re-posted allocates nothing once warm.
 func TestUDZeroAllocs(t *testing.T) {

@@ -73,6 +73,14 @@ type ClusterConfig struct {
 	// over shared cache lines: 15% slower for the alltoall at N = 256).
 	// 0 deals them in turn.
 	Hosts int
+	// EachAfter is the fewest events (over all parts) a step must fire
+	// for the next step to go to Each; after a smaller step the next
+	// runs its parts in turn on the caller's goroutine, since handing
+	// parts to other goroutines costs a few microseconds a step (a
+	// goroutine woken on another core), the time of a few dozen events.
+	// 0 means 256; a negative value sends every step to Each. The
+	// result does not depend on it.
+	EachAfter int
 }
 
 // Cluster is a world cut into parts run on several cores (see the
@@ -107,6 +115,17 @@ type Cluster struct {
 	stepEnd sim.Time
 	// progress is the event count at which Progress is called next.
 	progress uint64
+	// end is where the step being run stops; stepFn and resumeFn run
+	// part p's share of a new step and of one an earlier RunTo stopped
+	// inside, each leaving its error in errs[p]. Made once, so that a
+	// run allocates nothing for them.
+	end              sim.Time
+	stepFn, resumeFn func(p int)
+	errs             []error
+	// firedBefore is the parts' events fired before the last step, and
+	// lastStep how many that step fired; eachAfter is
+	// ClusterConfig.EachAfter in force.
+	firedBefore, lastStep, eachAfter uint64
 	// capture is the program's WorldConfig.Capture, which the parts
 	// record into through their own taps (nil without one).
 	capture *clusterCapture
@@ -160,8 +179,14 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if wc.Link.Propagation <= 0 {
 		return nil, fmt.Errorf("verbs: cluster: the links' propagation delay is %v; parts advance by it, so it must be positive", wc.Link.Propagation)
 	}
-	c := &Cluster{cfg: cfg, lookahead: wc.Link.Propagation, progress: progressEvery,
+	c := &Cluster{cfg: cfg, lookahead: wc.Link.Propagation, progress: progressEvery, eachAfter: eachAfter,
 		standIn: make([][]*fabric.Node, cfg.Parts), hostAt: make([][]int32, cfg.Parts), links: make([][]*fabric.Link, cfg.Parts)}
+	switch {
+	case cfg.EachAfter < 0:
+		c.eachAfter = 0
+	case cfg.EachAfter > 0:
+		c.eachAfter = uint64(cfg.EachAfter)
+	}
 	for g := range c.mail {
 		c.mail[g] = make([]mailbox, cfg.Parts)
 		for p := range c.mail[g] {
@@ -172,6 +197,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 			c.mail[g][p] = mailbox{to: to[toPad : toPad+cfg.Parts], minAt: sim.Never}
 		}
 	}
+	c.errs = make([]error, cfg.Parts)
+	c.stepFn = func(p int) { c.errs[p] = c.stepPart(p, c.end) }
+	c.resumeFn = func(p int) { c.errs[p] = c.parts[p].run(c.end, false) }
 	progress := wc.Progress
 	wc.Progress = nil
 	if wc.Capture != nil {
@@ -384,19 +412,11 @@ func (c *Cluster) Run() error { return c.RunTo(sim.Never) }
 func (c *Cluster) RunTo(t sim.Time) error {
 	each := c.cfg.Each
 	if each == nil {
-		each = func(n int, step func(int)) {
-			for p := range n {
-				step(p)
-			}
-		}
+		each = inTurn
 	}
 	// Frames a verb sent between runs are written first.
 	c.capture.flush()
 	defer c.capture.flush()
-	errs := make([]error, len(c.parts))
-	var end sim.Time
-	step := func(p int) { errs[p] = c.stepPart(p, end) }
-	resume := func(p int) { errs[p] = c.parts[p].run(end, false) }
 	for {
 		var full sim.Time
 		if c.inStep {
@@ -404,8 +424,8 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			// delivered when it began; the parts finish it, so that how
 			// the program cuts a run into RunTo calls changes nothing.
 			full = c.stepEnd
-			end = min(full, t)
-			each(len(c.parts), resume)
+			c.end = min(full, t)
+			each(len(c.parts), c.resumeFn)
 		} else {
 			// The next step starts at the earliest event of any part
 			// or arrival of a frame waiting to cross.
@@ -417,26 +437,58 @@ func (c *Cluster) RunTo(t sim.Time) error {
 				return c.settle(t)
 			}
 			full = next.Add(c.lookahead - 1)
-			end = min(full, t)
+			c.end = min(full, t)
 			c.gen ^= 1
-			each(len(c.parts), step)
+			if c.lastStep < c.eachAfter {
+				// A sparse stretch: waking goroutines for a step of
+				// a few events costs more than the events.
+				inTurn(len(c.parts), c.stepFn)
+			} else {
+				each(len(c.parts), c.stepFn)
+			}
 		}
+		fired := c.fired()
+		c.lastStep, c.firedBefore = fired-c.firedBefore, fired
 		c.capture.flush()
-		for _, err := range errs {
+		for _, err := range c.errs {
+			if err == nil {
+				continue
+			}
 			var runaway *RunawayError
 			if errors.As(err, &runaway) {
 				return c.runaway(runaway)
 			}
-			if err != nil {
-				return err
-			}
+			return err
 		}
 		c.reportProgress()
-		c.inStep, c.stepEnd = end < full, full
+		c.inStep, c.stepEnd = c.end < full, full
 		if c.inStep {
 			return c.settle(t)
 		}
 	}
+}
+
+// inTurn runs step(0) … step(n-1) one after another on the caller's
+// goroutine: ClusterConfig.Each when none is given.
+func inTurn(n int, step func(int)) {
+	for p := range n {
+		step(p)
+	}
+}
+
+// eachAfter is ClusterConfig.EachAfter's default: at N = 256 the
+// alltoall's steps fire thousands of events; a stream between two hosts
+// of two parts, a dozen (BenchmarkClusterStream: 35% slower on two
+// goroutines than on one, before steps this small ran in turn).
+const eachAfter = 256
+
+// fired returns how many events the parts have fired in all.
+func (c *Cluster) fired() uint64 {
+	var n uint64
+	for _, w := range c.parts {
+		n += w.sched.Fired()
+	}
+	return n
 }
 
 // settle ends a run: every part ends at one time, the cluster's (t, or

@@ -123,8 +123,11 @@ func alltoallOutcome(t *testing.T, hs []*alltoallHost, msg int) string {
 
 // runCluster runs the alltoall of n hosts in a cluster of the parts and
 // workers given, and returns its outcome and the time it ended.
+// Every step goes to Each (EachAfter), so that the race detector sees
+// the parts run side by side throughout.
 func runCluster(t *testing.T, n, msg, parts, workers int, plan *faults.Plan) (string, sim.Time) {
-	return runClusterOf(t, n, msg, verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts, Each: parallel.Each(workers)})
+	return runClusterOf(t, n, msg, verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: parts,
+		Each: parallel.Each(workers), EachAfter: -1})
 }
 
 // runClusterOf is runCluster with the cluster's whole configuration.
@@ -165,10 +168,18 @@ func TestClusterAlltoall(t *testing.T) {
 			// the same guarantees.
 			blocks := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7}, Parts: parts, Hosts: n}
 			one, at = runClusterOf(t, n, msg, blocks)
-			blocks.Each = parallel.Each(parts)
+			each, steps := parallel.Each(parts), 0
+			blocks.Each = func(n int, step func(int)) {
+				steps++
+				each(n, step)
+			}
 			got, gotAt := runClusterOf(t, n, msg, blocks)
 			require.Equal(t, one, got)
 			require.Equal(t, at, gotAt)
+			// By default the steps after a sparse one run on the
+			// caller's goroutine (EachAfter); the busy ones still go
+			// to Each.
+			require.Positive(t, steps, "no step was run by Each")
 		})
 	}
 }
@@ -194,7 +205,7 @@ func TestClusterTakesFaults(t *testing.T) {
 	const n, msg = 6, 3000
 	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
 	require.NoError(t, err)
-	cfg := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 3, Each: parallel.Each(1)}
+	cfg := verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 3, Each: parallel.Each(1), EachAfter: -1}
 	one, at, hits := runClusterHits(t, n, msg, cfg)
 	// Every WRITE has one middle packet: its first transmission is
 	// dropped once, in whichever part its sender is.
@@ -218,7 +229,7 @@ func TestClusterLinkDown(t *testing.T) {
 	plan, err := faults.Parse("down link=h1-sw from=2us to=40us")
 	require.NoError(t, err)
 	run := func(workers int) (string, sim.Time, []string) {
-		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 2, Each: parallel.Each(workers)})
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Plan: plan}, Parts: 2, Each: parallel.Each(workers), EachAfter: -1})
 		require.NoError(t, err)
 		hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 		require.Same(t, c.Parts()[1], hs[1].h.World())
@@ -278,7 +289,7 @@ func TestClusterRunTo(t *testing.T) {
 	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 7, Progress: func(p verbs.Progress) {
 		calls++
 		last = p
-	}}, Parts: 2, Each: parallel.Each(2)})
+	}}, Parts: 2, Each: parallel.Each(2), EachAfter: -1})
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
 	err = hs[1].h.World().Run()
@@ -405,7 +416,7 @@ func TestClusterCapture(t *testing.T) {
 		var buf bytes.Buffer
 		cw := capture.NewPcapngWriter(&buf, capture.PcapngOptions{})
 		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3, Plan: plan, Capture: cw}, Parts: 2, Hosts: 4,
-			Each: parallel.Each(workers)})
+			Each: parallel.Each(workers), EachAfter: -1})
 		require.NoError(t, err)
 		twoFlows(t, c.AddHost, c.ConnectSwitch, c.Run)
 		require.NoError(t, cw.Close())
@@ -430,7 +441,7 @@ func TestClusterCapture(t *testing.T) {
 // by RunTo calls chunk apart (0: one Run), and returns its outcome, end
 // time and the events the parts fired.
 func runChunks(t *testing.T, n, parts int, plan *faults.Plan, chunk sim.Duration) (string, sim.Time, uint64) {
-	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 5, Plan: plan}, Parts: parts, Each: parallel.Each(2)})
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 5, Plan: plan}, Parts: parts, Each: parallel.Each(2), EachAfter: -1})
 	require.NoError(t, err)
 	hs := clusterAlltoall(t, n, 3000, c.AddHost, c.ConnectSwitch)
 	if chunk == 0 {
@@ -526,7 +537,7 @@ func TestClusterRunawayDiagnosis(t *testing.T) {
 		plan, err := faults.Parse("drop op=RC_ACKNOWLEDGE prob=0.01")
 		require.NoError(t, err)
 		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1, MaxEvents: budget, Plan: plan,
-			QPName: func(host string, qpn uint32) string { return host + ".client" }}, Parts: 2, Each: parallel.Each(2)})
+			QPName: func(host string, qpn uint32) string { return host + ".client" }}, Parts: 2, Each: parallel.Each(2), EachAfter: -1})
 		require.NoError(t, err)
 		a, _ := sendOne(t, c, c.AddHost("a"), c.AddHost("b"))
 		err = c.Run()

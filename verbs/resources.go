@@ -450,10 +450,14 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		// and the frames are lost on the wire.
 		return 0, errno(syscall.ENETDOWN, "post_send: host %s has no link: join it with World.Connect or ConnectSwitch before sending", q.c.h.name)
 	}
-	var buf [8]nic.SendWR
-	n, bad := q.nicSendWRs(wrs, buf[:0])
+	h := q.c.h
+	n, bad := q.nicSendWRs(wrs, h.wrs[:0])
 	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
-	q.c.h.pump()
+	// The device copied what it keeps; the WRs' SGE lists are the
+	// caller's, not to be held here.
+	clear(n)
+	h.wrs = n[:0]
+	h.pump()
 	if err == nil && bad != nil {
 		return len(n), bad
 	}

@@ -149,6 +149,10 @@ type Host struct {
 	// their storage.
 	loops queue[[]byte]
 	spare [][]byte
+	// wrs is the storage of the device's form of the WRs PostSend is
+	// given, kept for the next post: a list longer than PostSend's own
+	// buffer of 8 would otherwise allocate at every post.
+	wrs []nic.SendWR
 }
 
 // fireLoop is the argument of the event that gives the device one of its
