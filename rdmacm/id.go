@@ -259,7 +259,9 @@ func misuse(verb, format string, args ...any) error {
 // as its LocalAddr until an address is resolved. A port another ID
 // holds is refused as the kernel refuses it (checkPort): EADDRINUSE for
 // the same address, EADDRNOTAVAIL for the any address, unless both IDs
-// allow address reuse.
+// allow address reuse. Port 0 gives the ID an ephemeral port no ID holds
+// at once (ephemeralPort), as the kernel's bind does: LocalAddr says it
+// from then on, and a listen or resolve keeps it.
 func (id *CMID) BindAddr(addr netip.AddrPort) error {
 	if id.state != stateIdle {
 		return misuse("bind_addr", "the ID is %v, not IDLE", id.state)
@@ -292,12 +294,19 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 			self = netip.IPv6Unspecified()
 		}
 	}
-	id.src = netip.AddrPortFrom(self, addr.Port())
+	port := addr.Port()
+	if port == 0 {
+		// Port 0 takes an ephemeral port at once, as the kernel's
+		// bind does (cma_get_port: cma_alloc_any_port), so that
+		// rdma_get_src_port says it before any listen or resolve.
+		if port, err = id.a.ephemeralPort(id.ps); err != nil {
+			return fmt.Errorf("rdmacm: bind_addr: %w", err)
+		}
+	}
+	id.src = netip.AddrPortFrom(self, port)
 	id.devBound = !anyAddr
 	id.bound = true
-	if addr.Port() != 0 {
-		id.a.bind(id)
-	}
+	id.a.bind(id)
 	return nil
 }
 
@@ -412,10 +421,11 @@ func (id *CMID) ResolveAddr(src netip.Addr, dst netip.AddrPort, timeoutMs int) e
 	id.v6 = v6
 	port := id.src.Port()
 	fresh := port == 0
-	for port == 0 || (fresh && !id.a.portUnused(id.ps, port)) {
-		// A port of the ephemeral range no ID holds
-		// (cma_alloc_any_port), the ID's until it is destroyed.
-		port = uint16(32768 + id.a.rnd.IntN(60999-32768+1))
+	if fresh {
+		// The ID's until it is destroyed.
+		if port, err = id.a.ephemeralPort(id.ps); err != nil {
+			return fmt.Errorf("rdmacm: resolve_addr: %w", err)
+		}
 	}
 	id.src = netip.AddrPortFrom(self, port)
 	if fresh {

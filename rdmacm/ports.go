@@ -21,6 +21,9 @@ type portKey struct {
 // a listener bound to no port gets the first free one.
 const ephemeralLow = 32768
 
+// ephemeralHigh is the top of ip_local_port_range.
+const ephemeralHigh = 60999
+
 // checkPort says whether id may take port, bound to addr (the any
 // address when not valid or unspecified; v6: of the IPv6 family), as
 // cma_check_port does: every other ID that holds the port refuses it
@@ -123,6 +126,23 @@ func (id *CMID) bindAny() error {
 		addr = netip.IPv6Unspecified()
 	}
 	return id.BindAddr(netip.AddrPortFrom(addr, port))
+}
+
+// ephemeralPort returns a port of the kernel's ip_local_port_range
+// (32768–60999) that no ID holds in port space ps, as
+// cma_alloc_any_port finds one (a bind to port 0, rdma_resolve_addr on
+// an unbound ID): from a place in the range drawn from the host's seeded
+// stream, the first free one on, round the range; EADDRNOTAVAIL when
+// every one is held.
+func (a *agent) ephemeralPort(ps PortSpace) (uint16, error) {
+	n := ephemeralHigh - ephemeralLow + 1
+	start := a.rnd.IntN(n)
+	for i := range n {
+		if port := uint16(ephemeralLow + (start+i)%n); a.portUnused(ps, port) {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port in %d–%d: %w", ephemeralLow, ephemeralHigh, syscall.EADDRNOTAVAIL)
 }
 
 // portUnused reports whether no ID holds port in port space ps: an

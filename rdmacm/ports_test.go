@@ -3,6 +3,7 @@ package rdmacm_test
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -80,5 +81,62 @@ func TestPortSharing(t *testing.T) {
 	want("listen unbound again", u2.Listen(1), 0)
 	if a, b := u1.LocalAddr().Port(), u2.LocalAddr().Port(); a != 32768 || b != 32769 {
 		t.Errorf("unbound listeners took ports %d and %d, want 32768 and 32769", a, b)
+	}
+}
+
+// TestBindPortZero: a bind to port 0 gives the ID an ephemeral port at
+// once, as the kernel's does (and as real rxe answered cm_misuse.c's
+// bind_port0 lines): LocalAddr says it, each ID has its own, another
+// ID's bind to it is refused, a listen keeps it and a resolve from the
+// bound ID uses it; the same seed gives the same ports.
+func TestBindPortZero(t *testing.T) {
+	ports := func() []uint16 {
+		p := newPair(t, "")
+		var out []uint16
+		ids := make([]*rdmacm.CMID, 3)
+		for k := range ids {
+			i, err := rdmacm.CreateID(p.srv.ch, nil, rdmacm.PSTCP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := i.BindAddr(netip.AddrPortFrom(p.srv.h.IPv4(), 0)); err != nil {
+				t.Fatal(err)
+			}
+			port := i.LocalAddr().Port()
+			if port < 32768 || port > 60999 {
+				t.Fatalf("ID %d bound to port %d, not an ephemeral one", k, port)
+			}
+			for _, o := range out {
+				if o == port {
+					t.Fatalf("two IDs bound to port 0 share port %d", port)
+				}
+			}
+			out = append(out, port)
+			ids[k] = i
+		}
+		other, err := rdmacm.CreateID(p.srv.ch, nil, rdmacm.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.BindAddr(netip.AddrPortFrom(p.srv.h.IPv4(), out[0])); !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("a bind to the port a bind to 0 gave: %v, want EADDRINUSE", err)
+		}
+		if err := ids[0].Listen(1); err != nil {
+			t.Fatal(err)
+		}
+		if got := ids[0].LocalAddr().Port(); got != out[0] {
+			t.Errorf("listening moved the ID from port %d to %d", out[0], got)
+		}
+		if err := ids[1].ResolveAddr(netip.Addr{}, netip.AddrPortFrom(p.cli.h.IPv4(), 7000), 2000); err != nil {
+			t.Fatal(err)
+		}
+		if got := ids[1].LocalAddr().Port(); got != out[1] {
+			t.Errorf("resolving moved the ID from port %d to %d", out[1], got)
+		}
+		return out
+	}
+	first, again := ports(), ports()
+	if !slices.Equal(first, again) {
+		t.Errorf("the same seed gave ports %v, then %v", first, again)
 	}
 }

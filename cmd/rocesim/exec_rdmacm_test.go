@@ -367,6 +367,14 @@ func TestRdmacmMisuse(t *testing.T) {
 		{"bind_resolved_port_any", "-1 EADDRNOTAVAIL"},                         // ... the ID's own
 		{"bind_resolved_port_same", "-1 EADDRINUSE"},                           //
 		{"bind_resolved_port_freed", "0 0"},                                    // ... until it is destroyed
+		{"bind_port0", "0 0"},                                                  // cma_get_port: port 0 ...
+		{"bind_port0_ephemeral", "1"},                                          // ... an ephemeral port at once ...
+		{"bind_port0_second", "0 0"},                                           //
+		{"bind_port0_distinct", "1"},                                           // ... each ID its own ...
+		{"bind_port0_listen", "0 0"},                                           //
+		{"bind_port0_listen_keeps", "1"},                                       // ... kept by rdma_listen
+		{"listen_unbound", "0 0"},                                              // rdma_listen binds an unbound ID ...
+		{"listen_unbound_ephemeral", "1"},                                      // ... and librdmacm shows the port
 		{"done", ""},
 	} {
 		if g, ok := got[c.name]; !ok || g != c.want {

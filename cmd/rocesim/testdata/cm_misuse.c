@@ -492,6 +492,34 @@ int main(int argc, char **argv)
 		CHECK("bind_resolved_port_freed", rdma_bind_addr(o, (struct sockaddr *)&selfp));
 		rdma_destroy_id(o);
 	}
+	/* A bind to port 0 takes an ephemeral port at once (cma_get_port:
+	 * cma_alloc_any_port), each ID its own, which rdma_listen keeps;
+	 * rdma_listen on an unbound ID binds it to one too, and librdmacm
+	 * shows both (it queries the address after the bind and the
+	 * listen). */
+	{
+		struct sockaddr_in zero = sin4("10.0.0.1", 0);
+		struct rdma_cm_id *z1, *z2, *z3;
+		uint16_t p1, p2, p3;
+
+		rdma_create_id(ch, &z1, NULL, RDMA_PS_TCP);
+		rdma_create_id(ch, &z2, NULL, RDMA_PS_TCP);
+		rdma_create_id(ch, &z3, NULL, RDMA_PS_TCP);
+		CHECK("bind_port0", rdma_bind_addr(z1, (struct sockaddr *)&zero));
+		p1 = ntohs(rdma_get_src_port(z1));
+		printf("bind_port0_ephemeral %d\n", p1 >= 32768 && p1 <= 60999);
+		CHECK("bind_port0_second", rdma_bind_addr(z2, (struct sockaddr *)&zero));
+		p2 = ntohs(rdma_get_src_port(z2));
+		printf("bind_port0_distinct %d\n", p2 != p1 && p2 >= 32768 && p2 <= 60999);
+		CHECK("bind_port0_listen", rdma_listen(z1, 1));
+		printf("bind_port0_listen_keeps %d\n", ntohs(rdma_get_src_port(z1)) == p1);
+		CHECK("listen_unbound", rdma_listen(z3, 1));
+		p3 = ntohs(rdma_get_src_port(z3));
+		printf("listen_unbound_ephemeral %d\n", p3 >= 32768 && p3 <= 60999 && p3 != p1 && p3 != p2);
+		rdma_destroy_id(z3);
+		rdma_destroy_id(z2);
+		rdma_destroy_id(z1);
+	}
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	printf("done\n");

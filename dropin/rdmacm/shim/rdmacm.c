@@ -517,9 +517,17 @@ EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 
 EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
+	int err;
+
 	if (!id)
 		return fail(EINVAL);
-	return fail(rs_cm_listen(to_rs(id)->handle, backlog));
+	err = rs_cm_listen(to_rs(id)->handle, backlog);
+	if (err)
+		return fail(err);
+	/* An unbound ID was bound by the listen: its port, as librdmacm's
+	 * rdma_listen queries the address the kernel gave it. */
+	refresh(to_rs(id));
+	return 0;
 }
 
 EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
