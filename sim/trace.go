@@ -170,6 +170,16 @@ func (t *Trace) Events() []Event {
 	return t.events
 }
 
+// Clear forgets the events kept so far, keeping their storage: for a
+// trace that is emptied as it is read (each part of a verbs.Cluster
+// records into one, which the cluster hands on between steps).
+func (t *Trace) Clear() {
+	if t != nil {
+		clear(t.events)
+		t.events = t.events[:0]
+	}
+}
+
 // WriteText writes one line per event kept, in the text form of
 // AppendText, and, if the trace is Full, a last line starting with '#'
 // that says so.

@@ -45,3 +45,19 @@ func TestTraceKeepsItsFirstEvents(t *testing.T) {
 	assert.Len(t, all.Events(), sim.DefaultTraceLimit+10)
 	assert.False(t, all.Full())
 }
+
+// TestTraceClear: a cleared trace has no events and records again, a full
+// one included; a nil trace's Clear does nothing.
+func TestTraceClear(t *testing.T) {
+	tr := &sim.Trace{Limit: 2}
+	tr.Add(sim.Event{Time: 1, Kind: "a"})
+	tr.Add(sim.Event{Time: 2, Kind: "b"})
+	assert.True(t, tr.Full())
+	tr.Clear()
+	assert.Empty(t, tr.Events())
+	assert.True(t, tr.Enabled())
+	tr.Add(sim.Event{Time: 3, Kind: "c"})
+	assert.Equal(t, "3ns - c\n", tr.Text())
+	var none *sim.Trace
+	none.Clear()
+}

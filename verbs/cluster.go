@@ -50,12 +50,13 @@ import (
 
 // ClusterConfig describes a cluster.
 type ClusterConfig struct {
-	// World is every part's configuration. Trace and Observe must be
-	// nil (each part would write them from its own goroutine); Capture
-	// gets every part's frames, written between steps from the caller's
-	// goroutine in time order (clusterCapture); Progress is called by Run
-	// between steps, from its caller's goroutine; MaxEvents bounds each
-	// part's events.
+	// World is every part's configuration. Observe must be nil (each
+	// part would call it from its own goroutine); Capture gets every
+	// part's frames and Trace every part's events, written between
+	// steps from the caller's goroutine in time order (clusterCapture,
+	// clusterTrace), so that a ladder can be drawn from the trace;
+	// Progress is called by Run between steps, from its caller's
+	// goroutine; MaxEvents bounds each part's events.
 	World WorldConfig
 	// Parts is how many parts the world is cut into (at least 1).
 	Parts int
@@ -127,8 +128,10 @@ type Cluster struct {
 	// ClusterConfig.EachAfter in force.
 	firedBefore, lastStep, eachAfter uint64
 	// capture is the program's WorldConfig.Capture, which the parts
-	// record into through their own taps (nil without one).
+	// record into through their own taps (nil without one); trace is
+	// its Trace, which the parts record into through their own.
 	capture *clusterCapture
+	trace   *clusterTrace
 }
 
 // mailbox is what one part sent toward the others in one step. It is
@@ -165,8 +168,8 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("verbs: cluster: Parts is %d, at least 1 is needed", cfg.Parts)
 	case cfg.Hosts < 0:
 		return nil, fmt.Errorf("verbs: cluster: Hosts is %d (0 if not known)", cfg.Hosts)
-	case wc.Trace != nil || wc.Observe != nil:
-		return nil, errors.New("verbs: cluster: Trace and Observe are not supported (each part would write them from its own goroutine); use a World")
+	case wc.Observe != nil:
+		return nil, errors.New("verbs: cluster: Observe is not supported (each part would call it from its own goroutine); use a World")
 	}
 	if wc.Link.Bandwidth == 0 {
 		wc.Link = fabric.DefaultLinkConfig()
@@ -205,6 +208,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if wc.Capture != nil {
 		c.capture = &clusterCapture{tap: wc.Capture, ifaces: map[string]int{}}
 	}
+	if wc.Trace != nil {
+		c.trace = &clusterTrace{out: wc.Trace}
+	}
 	for p := range cfg.Parts {
 		stream := "faults"
 		if p > 0 {
@@ -215,6 +221,13 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 			t := &partTap{c: c.capture}
 			c.capture.parts = append(c.capture.parts, t)
 			pc.Capture = t
+		}
+		if c.trace != nil {
+			// Emptied at every step: no limit of its own (the
+			// program's trace has it).
+			t := &sim.Trace{Limit: -1}
+			c.trace.parts = append(c.trace.parts, t)
+			pc.Trace = t
 		}
 		w := newWorld(pc, stream)
 		w.part, w.cluster = p+1, c
@@ -414,9 +427,10 @@ func (c *Cluster) RunTo(t sim.Time) error {
 	if each == nil {
 		each = inTurn
 	}
-	// Frames a verb sent between runs are written first.
-	c.capture.flush()
-	defer c.capture.flush()
+	// Frames a verb sent, and events it traced, between runs are
+	// written first.
+	c.flush()
+	defer c.flush()
 	for {
 		var full sim.Time
 		if c.inStep {
@@ -449,7 +463,7 @@ func (c *Cluster) RunTo(t sim.Time) error {
 		}
 		fired := c.fired()
 		c.lastStep, c.firedBefore = fired-c.firedBefore, fired
-		c.capture.flush()
+		c.flush()
 		for _, err := range c.errs {
 			if err == nil {
 				continue
@@ -553,6 +567,53 @@ func (c *Cluster) reportProgress() {
 	}
 	c.progress = pr.Events + progressEvery
 	fn(pr)
+}
+
+// flush hands what the parts captured and traced since the last flush
+// to the program's capture and trace.
+func (c *Cluster) flush() {
+	c.capture.flush()
+	c.trace.flush()
+}
+
+// clusterTrace writes a cluster's events to the program's trace: each
+// part records into a trace of its own during a step, and between steps
+// the events of all parts go to the program's trace in time order (then
+// by part, then in the order each part recorded them), as the capture's
+// frames do, so the trace, and a ladder drawn from it, is the same
+// whatever the goroutines, and its Hook runs on the program's goroutine.
+// Events a verb traces between runs reach it when the next run starts.
+type clusterTrace struct {
+	out   *sim.Trace
+	parts []*sim.Trace
+	next  []int // scratch: each part's next event in a flush
+}
+
+func (c *clusterTrace) flush() {
+	if c == nil {
+		return
+	}
+	if len(c.next) != len(c.parts) {
+		c.next = make([]int, len(c.parts))
+	}
+	clear(c.next)
+	for {
+		best := -1
+		for p, t := range c.parts {
+			evs := t.Events()
+			if c.next[p] < len(evs) && (best < 0 || evs[c.next[p]].Time < c.parts[best].Events()[c.next[best]].Time) {
+				best = p
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c.out.Add(c.parts[best].Events()[c.next[best]])
+		c.next[best]++
+	}
+	for _, t := range c.parts {
+		t.Clear()
+	}
 }
 
 // clusterCapture writes a cluster's frames to the program's capture: each

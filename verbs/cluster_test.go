@@ -263,7 +263,7 @@ func TestClusterRefuses(t *testing.T) {
 	}{
 		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
 		{verbs.ClusterConfig{Parts: 2, Hosts: -1}, "Hosts is -1"},
-		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Trace: &sim.Trace{}}}, "Trace"},
+		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Observe: func(*fabric.FrameRecord) {}}}, "Observe"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Link: still}}, "propagation delay is 0s"},
 	} {
 		_, err := verbs.NewCluster(c.cfg)
@@ -456,6 +456,50 @@ func runChunks(t *testing.T, n, parts int, plan *faults.Plan, chunk sim.Duration
 		fired += w.Scheduler().Fired()
 	}
 	return alltoallOutcome(t, hs, 3000), c.Now(), fired
+}
+
+// TestClusterTrace: a cluster's trace holds what a World's holds for the
+// same run, event for event with the same time and text (the faults'
+// and the frames that crossed parts included), in time order (events of
+// one instant may come in another order), its Hook sees every event on
+// the program's goroutine as it is written, and it is the same trace on
+// one goroutine and on two.
+func TestClusterTrace(t *testing.T) {
+	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
+	require.NoError(t, err)
+	texts := func(tr *sim.Trace) []string {
+		var out []string
+		for _, e := range tr.Events() {
+			out = append(out, e.String())
+		}
+		return out
+	}
+	ref := &sim.Trace{}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 3, Plan: plan, Trace: ref})
+	twoFlows(t, w.AddHost, w.ConnectSwitch, w.Run)
+	want := texts(ref)
+	require.NotEmpty(t, want)
+	require.Contains(t, ref.Text(), "frame-drop", "the plan's drop is in the trace")
+
+	var traces [][]string
+	for _, workers := range []int{1, 2} {
+		hooked := 0
+		tr := &sim.Trace{Hook: func(*sim.Event) { hooked++ }}
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3, Plan: plan, Trace: tr}, Parts: 2, Hosts: 4,
+			Each: parallel.Each(workers), EachAfter: -1})
+		require.NoError(t, err)
+		twoFlows(t, c.AddHost, c.ConnectSwitch, c.Run)
+		got := texts(tr)
+		assert.Equal(t, len(got), hooked, "the Hook saw every event")
+		assert.True(t, slices.IsSortedFunc(tr.Events(), func(a, b sim.Event) int { return int(a.Time - b.Time) }), "in time order")
+		traces = append(traces, got)
+		got = slices.Clone(got)
+		slices.Sort(got)
+		w := slices.Clone(want)
+		slices.Sort(w)
+		assert.Equal(t, w, got, "workers=%d: the World's events", workers)
+	}
+	assert.Equal(t, traces[0], traces[1], "the same trace on one goroutine and on two")
 }
 
 // TestClusterRunToInChunks: a run cut into RunTo calls at any times, until

@@ -70,7 +70,9 @@
 //
 // This package starts no goroutine: package verbs/parallel runs the parts
 // of each step on every core (ClusterConfig.Each). A cluster takes a
-// fault plan and a capture (each part records its own links' frames, and
-// between steps the cluster writes them in time order, the same file
-// whatever the goroutines), but no trace or frame observer yet.
+// fault plan, a capture and a trace (each part records its own links'
+// frames and its own events, and between steps the cluster writes them
+// in time order, the same file and trace whatever the goroutines), but
+// no frame observer. The switch is in every part, each copy with the
+// ports toward its part's hosts, so that the parts share its work.
 package verbs
