@@ -133,9 +133,6 @@ type Fabric struct {
 	// txDone are the nodes' SetTxDone functions by index (frameBuf.owner),
 	// here rather than only in the Node, which a frame need not reach.
 	txDone []func(now sim.Time)
-	// away marks the nodes that are stand-ins for nodes of another
-	// fabric (Node.SetElsewhere), by index.
-	away []bool
 	// macIdx finds a node port's MAC (macKey) in macs: a frame's
 	// destination is looked up once, at Send, and carried as its index
 	// (frameBuf.dst). Lookups only, never iterated.
@@ -154,6 +151,10 @@ type Fabric struct {
 	obsFirst func(*FrameRecord)
 	obsRec   FrameRecord // reused for every Observe and ObserveFirst call
 	countTx  bool
+	// away marks the nodes that are stand-ins for nodes of another
+	// fabric (Node.SetElsewhere), by index. Last, so that the fields
+	// every frame reads keep their places and lines.
+	away []bool
 }
 
 // New returns an empty fabric.

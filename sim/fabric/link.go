@@ -92,7 +92,12 @@ type direction struct {
 	queue  fifo[int32]    // waiting to be serialized
 	flight fifo[inFlight] // serialized, propagating; they arrive in order
 	qBytes int
-	busy   bool  // a frame is being serialized
+	busy   bool // a frame is being serialized
+	// divert: remote (below) takes only the frames for nodes elsewhere
+	// and the group frames, which also arrive here (Link.Divert). Here,
+	// in busy's padding, it leaves the struct's size and lines as they
+	// were.
+	divert bool
 	node   int32 // the sending end's node (FrameRecord.First), noNode for a switch
 	held   []heldFrame
 	tapIDs []tapID
@@ -111,9 +116,6 @@ type direction struct {
 	// its far end is in another fabric (SetRemote), and nothing arrives
 	// here.
 	remote func(RemoteFrame)
-	// divert: remote takes only the frames for nodes elsewhere and the
-	// group frames, which also arrive here (Link.Divert).
-	divert bool
 	// lastIn is when the latest frame Deliver brought through the
 	// direction arrives: frames cross a link in order.
 	lastIn sim.Time
@@ -286,20 +288,8 @@ func (d *direction) transmit() {
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
-	if d.remote != nil && (!d.divert || f.diverts(b)) {
-		r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to}
-		if b.dst == floodMAC {
-			r.To = noNode
-		}
-		if b.hasText {
-			t := f.pool.text(b.id)
-			r.Note, r.Fault = t.note, t.fault
-		}
-		d.remote(r)
-		if !d.divert || b.dst != floodMAC {
-			f.release(b)
-			return
-		}
+	if d.remote != nil && d.handOver(b, ser) {
+		return
 	}
 	// Frames arrive in the order they were serialized (the link's
 	// propagation delay is fixed), so only the oldest frame in flight
@@ -311,6 +301,32 @@ func (d *direction) transmit() {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
 	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t})
+}
+
+// handOver gives frame b, which starts onto d now and takes ser to
+// serialize, to d's remote (SetRemote, Divert), unless d diverts and the
+// frame is for a node here; it reports whether the frame has left this
+// fabric (a group frame a diverting direction hands over arrives here
+// too). Out of transmit, which a World's every frame runs.
+func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
+	f := d.f
+	if d.divert && !f.diverts(b) {
+		return false
+	}
+	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to}
+	if b.dst == floodMAC {
+		r.To = noNode
+	}
+	if b.hasText {
+		t := f.pool.text(b.id)
+		r.Note, r.Fault = t.note, t.fault
+	}
+	d.remote(r)
+	if d.divert && b.dst == floodMAC {
+		return false
+	}
+	f.release(b)
+	return true
 }
 
 // Fire handles the direction's two events: the wire is free again, and
