@@ -50,11 +50,11 @@ import (
 
 // ClusterConfig describes a cluster.
 type ClusterConfig struct {
-	// World is every part's configuration. Observe must be nil (each
-	// part would call it from its own goroutine); Capture gets every
-	// part's frames and Trace every part's events, written between
-	// steps from the caller's goroutine in time order (clusterCapture,
-	// clusterTrace), so that a ladder can be drawn from the trace;
+	// World is every part's configuration. Capture gets every part's
+	// frames, Trace every part's events and Observe every part's frame
+	// records, handed on between steps from the caller's goroutine in
+	// time order (clusterCapture, clusterTrace, clusterObserve), so that
+	// a ladder can be drawn from the trace;
 	// Progress is called by Run between steps, from its caller's
 	// goroutine; MaxEvents bounds each part's events.
 	World WorldConfig
@@ -132,6 +132,7 @@ type Cluster struct {
 	// its Trace, which the parts record into through their own.
 	capture *clusterCapture
 	trace   *clusterTrace
+	observe *clusterObserve
 }
 
 // mailbox is what one part sent toward the others in one step. It is
@@ -168,8 +169,6 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("verbs: cluster: Parts is %d, at least 1 is needed", cfg.Parts)
 	case cfg.Hosts < 0:
 		return nil, fmt.Errorf("verbs: cluster: Hosts is %d (0 if not known)", cfg.Hosts)
-	case wc.Observe != nil:
-		return nil, errors.New("verbs: cluster: Observe is not supported (each part would call it from its own goroutine); use a World")
 	}
 	if wc.Link.Bandwidth == 0 {
 		wc.Link = fabric.DefaultLinkConfig()
@@ -211,6 +210,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if wc.Trace != nil {
 		c.trace = &clusterTrace{out: wc.Trace}
 	}
+	if wc.Observe != nil {
+		c.observe = &clusterObserve{out: wc.Observe}
+	}
 	for p := range cfg.Parts {
 		stream := "faults"
 		if p > 0 {
@@ -228,6 +230,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 			t := &sim.Trace{Limit: -1}
 			c.trace.parts = append(c.trace.parts, t)
 			pc.Trace = t
+		}
+		if c.observe != nil {
+			o := &partObserve{}
+			c.observe.parts = append(c.observe.parts, o)
+			pc.Observe = o.record
 		}
 		w := newWorld(pc, stream)
 		w.part, w.cluster = p+1, c
@@ -574,6 +581,7 @@ func (c *Cluster) reportProgress() {
 func (c *Cluster) flush() {
 	c.capture.flush()
 	c.trace.flush()
+	c.observe.flush()
 }
 
 // clusterTrace writes a cluster's events to the program's trace: each
@@ -586,33 +594,71 @@ func (c *Cluster) flush() {
 type clusterTrace struct {
 	out   *sim.Trace
 	parts []*sim.Trace
-	next  []int // scratch: each part's next event in a flush
+	m     merger
 }
 
 func (c *clusterTrace) flush() {
 	if c == nil {
 		return
 	}
-	if len(c.next) != len(c.parts) {
-		c.next = make([]int, len(c.parts))
-	}
-	clear(c.next)
-	for {
-		best := -1
-		for p, t := range c.parts {
-			evs := t.Events()
-			if c.next[p] < len(evs) && (best < 0 || evs[c.next[p]].Time < c.parts[best].Events()[c.next[best]].Time) {
-				best = p
-			}
-		}
-		if best < 0 {
-			break
-		}
-		c.out.Add(c.parts[best].Events()[c.next[best]])
-		c.next[best]++
-	}
+	c.m.merge(len(c.parts), func(p int) int { return len(c.parts[p].Events()) },
+		func(p, i int) sim.Time { return c.parts[p].Events()[i].Time },
+		func(p, i int) { c.out.Add(c.parts[p].Events()[i]) })
 	for _, t := range c.parts {
 		t.Clear()
+	}
+}
+
+// clusterObserve gives a cluster's frame records to the program's
+// Observe: each part keeps copies of its records during a step (the
+// record's frame and comment are valid during the call only), and
+// between steps the program's Observe gets them all in time order, on
+// its own goroutine, as a World's would in one run.
+type clusterObserve struct {
+	out   func(*fabric.FrameRecord)
+	parts []*partObserve
+	m     merger
+	rec   fabric.FrameRecord // the one handed on, reused
+}
+
+// partObserve is one part's records since the last flush.
+type partObserve struct {
+	recs []observed
+	buf  []byte // the records' frames, each followed by its comment
+}
+
+// observed is a record kept, its frame and comment in partObserve.buf.
+type observed struct {
+	rec         fabric.FrameRecord // Frame and Comment unset
+	off, n, cmt int32
+}
+
+// record keeps a copy of r until the flush.
+func (o *partObserve) record(r *fabric.FrameRecord) {
+	k := observed{rec: *r, off: int32(len(o.buf)), n: int32(len(r.Frame)), cmt: int32(len(r.Comment))}
+	k.rec.Frame, k.rec.Comment = nil, ""
+	o.recs = append(o.recs, k)
+	o.buf = append(append(o.buf, r.Frame...), r.Comment...)
+}
+
+func (c *clusterObserve) flush() {
+	if c == nil {
+		return
+	}
+	c.m.merge(len(c.parts), func(p int) int { return len(c.parts[p].recs) },
+		func(p, i int) sim.Time { return c.parts[p].recs[i].rec.Time },
+		func(p, i int) {
+			o := c.parts[p]
+			k := &o.recs[i]
+			c.rec = k.rec
+			c.rec.Frame = o.buf[k.off : k.off+k.n : k.off+k.n]
+			cmt := o.buf[k.off+k.n : k.off+k.n+k.cmt]
+			c.rec.Comment = unsafe.String(unsafe.SliceData(cmt), len(cmt))
+			c.out(&c.rec)
+		})
+	for _, o := range c.parts {
+		clear(o.recs) // the records' strings are the fabric's names
+		o.recs, o.buf = o.recs[:0], o.buf[:0]
 	}
 }
 
@@ -627,6 +673,7 @@ type clusterCapture struct {
 	tap    fabric.Tap
 	ifaces map[string]int // direction name -> the program's interface; looked up only
 	parts  []*partTap
+	m      merger
 }
 
 // partTap is one part's tap: what the part recorded since the last flush.
@@ -634,7 +681,6 @@ type partTap struct {
 	c    *clusterCapture
 	recs []tapRecord
 	buf  []byte // the records' frames, each followed by its comment
-	next int    // the first record flush has not written yet
 }
 
 // tapRecord is one frame a part recorded.
@@ -674,24 +720,49 @@ func (c *clusterCapture) flush() {
 	if c == nil {
 		return
 	}
+	c.m.merge(len(c.parts), func(p int) int { return len(c.parts[p].recs) },
+		func(p, i int) sim.Time { return sim.Time(c.parts[p].recs[i].ns) },
+		func(p, i int) {
+			t := c.parts[p]
+			r := &t.recs[i]
+			frame := t.buf[r.off : r.off+r.n]
+			cmt := t.buf[r.off+r.n : r.off+r.n+r.cmt]
+			_ = c.tap.WriteFrame(r.ns, r.iface, frame, unsafe.String(unsafe.SliceData(cmt), len(cmt)))
+		})
+	for _, t := range c.parts {
+		t.recs, t.buf = t.recs[:0], t.buf[:0]
+	}
+}
+
+// merger hands on, between steps, what the parts recorded during one (a
+// capture's frames, a trace's events, an observer's records): in time
+// order, then by part, then in the order each part recorded them, so
+// that what the program gets is the same whatever the goroutines.
+type merger struct {
+	next []int // each part's next item, during a merge
+}
+
+// merge calls emit(p, i) for every item i of every part p, in that
+// order; part p has n(p) items, and at(p, i) is the time of its item i
+// (a part's items are in time order).
+func (m *merger) merge(parts int, n func(p int) int, at func(p, i int) sim.Time, emit func(p, i int)) {
+	if len(m.next) != parts {
+		m.next = make([]int, parts)
+	}
+	clear(m.next)
 	for {
-		var best *partTap
-		for _, t := range c.parts {
-			if t.next < len(t.recs) && (best == nil || t.recs[t.next].ns < best.recs[best.next].ns) {
-				best = t
+		best := -1
+		var bestAt sim.Time
+		for p := range parts {
+			if i := m.next[p]; i < n(p) && (best < 0 || at(p, i) < bestAt) {
+				best, bestAt = p, at(p, i)
 			}
 		}
-		if best == nil {
-			break
+		if best < 0 {
+			return
 		}
-		r := &best.recs[best.next]
-		best.next++
-		frame := best.buf[r.off : r.off+r.n]
-		cmt := best.buf[r.off+r.n : r.off+r.n+r.cmt]
-		_ = c.tap.WriteFrame(r.ns, r.iface, frame, unsafe.String(unsafe.SliceData(cmt), len(cmt)))
-	}
-	for _, t := range c.parts {
-		t.recs, t.buf, t.next = t.recs[:0], t.buf[:0], 0
+		emit(best, m.next[best])
+		m.next[best]++
 	}
 }
 

@@ -263,7 +263,6 @@ func TestClusterRefuses(t *testing.T) {
 	}{
 		{verbs.ClusterConfig{Parts: 0}, "Parts is 0"},
 		{verbs.ClusterConfig{Parts: 2, Hosts: -1}, "Hosts is -1"},
-		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Observe: func(*fabric.FrameRecord) {}}}, "Observe"},
 		{verbs.ClusterConfig{Parts: 2, World: verbs.WorldConfig{Link: still}}, "propagation delay is 0s"},
 	} {
 		_, err := verbs.NewCluster(c.cfg)
@@ -500,6 +499,44 @@ func TestClusterTrace(t *testing.T) {
 		assert.Equal(t, w, got, "workers=%d: the World's events", workers)
 	}
 	assert.Equal(t, traces[0], traces[1], "the same trace on one goroutine and on two")
+}
+
+// TestClusterObserve: a cluster's Observe gets the records a World's gets
+// for the same run, each with its time, link, direction, nodes (by name
+// and index), transmission, drop, copy, comment and frame, in time order
+// (records of one instant may come in another order), on the program's
+// goroutine, and the same on one goroutine and on two.
+func TestClusterObserve(t *testing.T) {
+	plan, err := faults.Parse("drop op=RC_RDMA_WRITE_MIDDLE tx=1")
+	require.NoError(t, err)
+	var lines []string
+	var times []sim.Time
+	observe := func(r *fabric.FrameRecord) {
+		times = append(times, r.Time)
+		lines = append(lines, fmt.Sprintf("%012d %s %s %s>%s %d>%d first=%v tx=%d dropped=%v copy=%d %q %x",
+			r.Time, r.Link, r.Dir, r.From, r.To, r.FromNode, r.ToNode, r.First, r.Tx, r.Dropped, r.Copy, r.Comment, r.Frame))
+	}
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 3, Plan: plan, Observe: observe})
+	twoFlows(t, w.AddHost, w.ConnectSwitch, w.Run)
+	want := slices.Clone(lines)
+	require.NotEmpty(t, want)
+	require.True(t, slices.ContainsFunc(want, func(l string) bool { return strings.Contains(l, "dropped=true") }), "the plan's drop is observed")
+	slices.Sort(want)
+
+	var runs [][]string
+	for _, workers := range []int{1, 2} {
+		lines, times = nil, nil
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3, Plan: plan, Observe: observe}, Parts: 2, Hosts: 4,
+			Each: parallel.Each(workers), EachAfter: -1})
+		require.NoError(t, err)
+		twoFlows(t, c.AddHost, c.ConnectSwitch, c.Run)
+		assert.True(t, slices.IsSorted(times), "in time order")
+		runs = append(runs, lines)
+		got := slices.Clone(lines)
+		slices.Sort(got)
+		assert.Equal(t, want, got, "workers=%d: the World's records", workers)
+	}
+	assert.Equal(t, runs[0], runs[1], "the same records on one goroutine and on two")
 }
 
 // TestClusterRunToInChunks: a run cut into RunTo calls at any times, until

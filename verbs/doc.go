@@ -70,9 +70,9 @@
 //
 // This package starts no goroutine: package verbs/parallel runs the parts
 // of each step on every core (ClusterConfig.Each). A cluster takes a
-// fault plan, a capture and a trace (each part records its own links'
-// frames and its own events, and between steps the cluster writes them
-// in time order, the same file and trace whatever the goroutines), but
-// no frame observer. The switch is in every part, each copy with the
-// ports toward its part's hosts, so that the parts share its work.
+// fault plan, a capture, a trace and a frame observer (each part records
+// its own links' frames and its own events, and between steps the
+// cluster hands them on in time order, the same file, trace and records
+// whatever the goroutines). The switch is in every part, each copy with
+// the ports toward its part's hosts, so that the parts share its work.
 package verbs
