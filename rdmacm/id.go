@@ -278,9 +278,19 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 		return fmt.Errorf("rdmacm: bind_addr: addr %v is not the host's (%v): %w", a, self, syscall.EADDRNOTAVAIL)
 	}
 	anyAddr := !a.IsValid() || a.IsUnspecified()
-	if addr.Port() != 0 {
-		if e := id.a.checkPort(id, a, v6, addr.Port(), id.reuseAddr); e != 0 {
-			return fmt.Errorf("rdmacm: bind_addr: port %d is another ID's: %w", addr.Port(), e)
+	port := addr.Port()
+	if port != 0 {
+		if e := id.a.checkPort(id, a, v6, port, id.reuseAddr); e != 0 {
+			return fmt.Errorf("rdmacm: bind_addr: port %d is another ID's: %w", port, e)
+		}
+	} else {
+		// Port 0 takes an ephemeral port at once, as the kernel's
+		// bind does (cma_get_port: cma_alloc_any_port), so that
+		// rdma_get_src_port says it before any listen or resolve.
+		// Found before anything changes: with none free, the ID is as
+		// it was.
+		if port, err = id.a.ephemeralPort(id.ps); err != nil {
+			return fmt.Errorf("rdmacm: bind_addr: %w", err)
 		}
 	}
 	id.a.unbind(id) // a bind again, after one that left the ID IDLE
@@ -292,15 +302,6 @@ func (id *CMID) BindAddr(addr netip.AddrPort) error {
 		self = netip.IPv4Unspecified()
 		if v6 {
 			self = netip.IPv6Unspecified()
-		}
-	}
-	port := addr.Port()
-	if port == 0 {
-		// Port 0 takes an ephemeral port at once, as the kernel's
-		// bind does (cma_get_port: cma_alloc_any_port), so that
-		// rdma_get_src_port says it before any listen or resolve.
-		if port, err = id.a.ephemeralPort(id.ps); err != nil {
-			return fmt.Errorf("rdmacm: bind_addr: %w", err)
 		}
 	}
 	id.src = netip.AddrPortFrom(self, port)

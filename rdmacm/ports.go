@@ -113,10 +113,10 @@ func (a *agent) unbind(id *CMID) {
 func (id *CMID) bindAny() error {
 	port := uint16(ephemeralLow)
 	for !id.a.portUnused(id.ps, port) {
-		port++
-		if port == 0 {
-			return fmt.Errorf("rdmacm: listen: no free port: %w", syscall.EADDRNOTAVAIL)
+		if port == ephemeralHigh {
+			return fmt.Errorf("rdmacm: listen: no free port in %d–%d: %w", ephemeralLow, ephemeralHigh, syscall.EADDRNOTAVAIL)
 		}
+		port++
 	}
 	addr := netip.IPv4Unspecified()
 	switch {

@@ -122,13 +122,17 @@ type Trace struct {
 	// DefaultTraceLimit, a negative value no limit (the caller bounds the
 	// run).
 	Limit int
+	// Off, if set, makes the trace take nothing and report itself
+	// disabled, Hook or not: a trace whose reader wants no more events
+	// (a verbs.Cluster's part, once the program's trace is full).
+	Off bool
 }
 
 // Enabled reports whether t records events: false for a nil trace, and
 // for a full one without a Hook (it would only count them), so that
 // emitters stop building events nobody keeps.
 func (t *Trace) Enabled() bool {
-	return t != nil && (t.Hook != nil || !t.Full())
+	return t != nil && !t.Off && (t.Hook != nil || !t.Full())
 }
 
 func (t *Trace) limit() int {
@@ -140,7 +144,7 @@ func (t *Trace) limit() int {
 
 // Add records e, unless the trace is Full; the Hook sees it either way.
 func (t *Trace) Add(e Event) {
-	if t == nil {
+	if t == nil || t.Off {
 		return
 	}
 	if t.Full() {

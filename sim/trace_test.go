@@ -61,3 +61,19 @@ func TestTraceClear(t *testing.T) {
 	var none *sim.Trace
 	none.Clear()
 }
+
+// TestTraceOff: a trace turned off takes nothing, not even for its Hook,
+// and says it is disabled; turned on again, it records.
+func TestTraceOff(t *testing.T) {
+	seen := 0
+	tr := &sim.Trace{Hook: func(*sim.Event) { seen++ }, Off: true}
+	assert.False(t, tr.Enabled())
+	tr.Add(sim.Event{Kind: "x"})
+	assert.Empty(t, tr.Events())
+	assert.Zero(t, seen)
+	tr.Off = false
+	assert.True(t, tr.Enabled())
+	tr.Add(sim.Event{Kind: "y"})
+	assert.Len(t, tr.Events(), 1)
+	assert.Equal(t, 1, seen)
+}

@@ -159,6 +159,10 @@ type crossing struct {
 	sealed bool
 	tx     int32
 	fault  string
+	// sentTo is, for a frame whose destination MAC a fault rule
+	// rewrote, the node it was sent to in the destination part
+	// (fabric.Link.DeliverTo); -1 otherwise.
+	sentTo int32
 }
 
 // NewCluster returns an empty cluster at time 0.
@@ -337,6 +341,11 @@ func (c *Cluster) setHostAt(p int, k, i int32) {
 // port i leads to host i, or to part p's stand-in for it, and host i's
 // link diverts the frames for the hosts of other parts to theirs.
 func (c *Cluster) ConnectSwitch() error {
+	if c.parts[0].sw != nil {
+		// Its hosts' ports are taken: refused before anything changes,
+		// as the links' frames are diverted by the links made here.
+		return fmt.Errorf("verbs: cluster: the switch is connected already: %w", fabric.ErrConnected)
+	}
 	cfg := c.parts[0].cfg.Link
 	for p, w := range c.parts {
 		w.sw = w.fab.AddSwitch("sw", len(c.hosts))
@@ -367,8 +376,8 @@ func (c *Cluster) ConnectSwitch() error {
 // its stand-in for host i toward its switch.
 func (c *Cluster) divert(p, i int) func(fabric.RemoteFrame) {
 	return func(r fabric.RemoteFrame) {
-		if r.To >= 0 {
-			q := c.partOf[c.hostAt[p][r.To]]
+		if r.Reaches >= 0 {
+			q := c.partOf[c.hostAt[p][r.Reaches]]
 			c.post(p, q, c.links[q][i], r)
 			return
 		}
@@ -380,12 +389,27 @@ func (c *Cluster) divert(p, i int) func(fabric.RemoteFrame) {
 	}
 }
 
+// nodeIn returns the node of hosts[i] in part p's fabric: the host's own
+// or p's stand-in for it.
+func (c *Cluster) nodeIn(p, i int) *fabric.Node {
+	if n := c.standIn[p][i]; n != nil {
+		return n
+	}
+	return c.hosts[i].node
+}
+
 // post keeps frame r, sent by part from, for direction 0 of link to in
 // part toPart, until the next step delivers it.
 func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) {
 	m := &c.mail[c.gen][from]
+	sentTo := int32(-1)
+	if r.To != r.Reaches && r.To >= 0 {
+		// Rewritten on the way: the records and rules of the
+		// destination part name it by its addressee, as a World's do.
+		sentTo = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
+	}
 	m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault})
+		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, sentTo: sentTo})
 	m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
 	m.minAt = min(m.minAt, r.At)
 }
@@ -544,7 +568,13 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 		for _, x := range m.to[p] {
 			end := x.off + x.n
 			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault}
-			if err := x.link.Deliver(0, r); err != nil {
+			var err error
+			if x.sentTo >= 0 {
+				err = x.link.DeliverTo(0, r, x.sentTo)
+			} else {
+				err = x.link.Deliver(0, r)
+			}
+			if err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.
 				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)
@@ -604,8 +634,12 @@ func (c *clusterTrace) flush() {
 	c.m.merge(len(c.parts), func(p int) int { return len(c.parts[p].Events()) },
 		func(p, i int) sim.Time { return c.parts[p].Events()[i].Time },
 		func(p, i int) { c.out.Add(c.parts[p].Events()[i]) })
+	// Once the program's trace takes no more, the parts' emitters stop
+	// building events for it, as a World's do (Trace.Enabled).
+	off := !c.out.Enabled()
 	for _, t := range c.parts {
 		t.Clear()
+		t.Off = off
 	}
 }
 

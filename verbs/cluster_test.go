@@ -220,6 +220,68 @@ func TestClusterTakesFaults(t *testing.T) {
 	assert.Greater(t, at, cleanAt, "recovering took time")
 }
 
+// TestClusterAlteredFrames: frames the fault plan alters, copies or holds
+// back on their sender's link cross parts as they cross one World: a
+// cluster of one part runs exactly as the World does, and in 2 and 3
+// parts every WRITE completes and lands, each rule acts as often as in
+// the World, and the run is the same on one goroutine and on several. A
+// runt is dropped by the switch of the sender's part (it has no
+// destination to cross to: it once failed the run); a frame whose
+// destination MAC a rule rewrote goes where the MAC says, in whichever
+// part, still addressed to its first destination (the second rule
+// matches it there by that name, as in a World).
+func TestClusterAlteredFrames(t *testing.T) {
+	const n, msg = 6, 3000
+	for _, text := range []string{
+		"truncate len=10 op=RC_RDMA_WRITE_MIDDLE tx=1",
+		"corrupt byte=5 bit=0 op=RC_RDMA_WRITE_MIDDLE tx=1 src=h0 dst=h1\ndrop link=h2-sw src=h0 dst=h1",
+		"corrupt byte=5 bit=2 op=RC_RDMA_WRITE_MIDDLE tx=1 src=h4\ndelay 2us class=ack src=h3",
+		"dup op=RC_RDMA_WRITE_FIRST tx=1\nreorder n=2 op=RC_RDMA_WRITE_LAST tx=1",
+	} {
+		plan, err := faults.Parse(text)
+		require.NoError(t, err, text)
+		type result struct {
+			outcome string
+			at      sim.Time
+			hits    []uint64
+		}
+		hitsOf := func(ws []*verbs.World) []uint64 {
+			hits := make([]uint64, len(plan.Rules))
+			for _, w := range ws {
+				for r := range hits {
+					hits[r] += w.Fabric().RuleHits(r + 1)
+				}
+			}
+			return hits
+		}
+		// A plan that left a QP retrying for ever fails fast.
+		wc := verbs.WorldConfig{Seed: 7, Plan: plan, MaxEvents: 2_000_000}
+		w := verbs.NewWorld(wc)
+		hs := clusterAlltoall(t, n, msg, w.AddHost, w.ConnectSwitch)
+		require.NoError(t, w.Run(), text)
+		want := result{alltoallOutcome(t, hs, msg), w.Now(), hitsOf([]*verbs.World{w})}
+		for _, h := range want.hits {
+			require.NotZero(t, h, "%q: a rule that never acted tests nothing", text)
+		}
+		for _, parts := range []int{1, 2, 3} {
+			var runs []result
+			for _, workers := range []int{1, parts} {
+				c, err := verbs.NewCluster(verbs.ClusterConfig{World: wc, Parts: parts, Hosts: n, Each: parallel.Each(workers), EachAfter: -1})
+				require.NoError(t, err)
+				hs := clusterAlltoall(t, n, msg, c.AddHost, c.ConnectSwitch)
+				require.NoError(t, c.Run(), "%q, %d parts", text, parts)
+				runs = append(runs, result{alltoallOutcome(t, hs, msg), c.Now(), hitsOf(c.Parts())})
+			}
+			assert.Equal(t, runs[0], runs[1], "%q, %d parts: on one goroutine and on %d", text, parts, parts)
+			if parts == 1 {
+				assert.Equal(t, want, runs[0], "%q: one part is the World", text)
+			} else {
+				assert.Equal(t, want.hits, runs[0].hits, "%q, %d parts: the rules' hits", text, parts)
+			}
+		}
+	}
+}
+
 // TestClusterLinkDown: a link the plan takes down between a host in part
 // 1 and the switch in part 0 is down on both sides: the host sees
 // PORT_ERR and PORT_ACTIVE, the frames lost both ways are resent, and
@@ -499,6 +561,16 @@ func TestClusterTrace(t *testing.T) {
 		assert.Equal(t, w, got, "workers=%d: the World's events", workers)
 	}
 	assert.Equal(t, traces[0], traces[1], "the same trace on one goroutine and on two")
+
+	// A trace that keeps 10 events keeps the first 10 (once it is full,
+	// the parts stop building events for it, as a World's devices do).
+	short := &sim.Trace{Limit: 10}
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 3, Plan: plan, Trace: short}, Parts: 2, Hosts: 4,
+		Each: parallel.Each(2), EachAfter: -1})
+	require.NoError(t, err)
+	twoFlows(t, c.AddHost, c.ConnectSwitch, c.Run)
+	assert.True(t, short.Full())
+	assert.Equal(t, traces[0][:10], texts(short))
 }
 
 // TestClusterObserve: a cluster's Observe gets the records a World's gets
@@ -653,7 +725,8 @@ func sendOne(t *testing.T, c *verbs.Cluster, ha, hb *verbs.Host) (a, b *endpoint
 }
 
 // TestClusterSwitchInEveryPart: every part has the switch, with the ports
-// toward its own hosts. A SEND between two hosts of part 1 never reaches
+// toward its own hosts (connected once: a second ConnectSwitch is
+// refused). A SEND between two hosts of part 1 never reaches
 // part 0 (no frame crosses, part 0's links carry nothing); one from part
 // 0 to part 1 crosses once each way, arriving at part 1's switch from
 // part 1's copy of the sender's link; a datagram to a multicast group
@@ -664,6 +737,9 @@ func TestClusterSwitchInEveryPart(t *testing.T) {
 	hs := []*verbs.Host{c.AddHost("h0"), c.AddHost("h1"), c.AddHost("h2"), c.AddHost("h3")}
 	require.Same(t, c.Parts()[1], hs[2].World())
 	a, b := sendOne(t, c, hs[2], hs[3])
+	// A second ConnectSwitch is refused and changes nothing: the
+	// traffic below crosses parts as it would have.
+	assert.ErrorIs(t, c.ConnectSwitch(), fabric.ErrConnected)
 	_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(9, b)})
 	require.NoError(t, err)
 	require.NoError(t, c.Run())

@@ -310,20 +310,24 @@ func (d *direction) transmit() {
 // too). Out of transmit, which a World's every frame runs.
 func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
 	f := d.f
-	if d.divert && !f.diverts(b) {
-		return false
-	}
-	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to}
+	reaches := b.to
 	if b.dst == floodMAC {
-		r.To = noNode
+		reaches = noNode
 	}
+	if d.divert {
+		var ok bool
+		if reaches, ok = f.diverts(b); !ok {
+			return false
+		}
+	}
+	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to, Reaches: reaches}
 	if b.hasText {
 		t := f.pool.text(b.id)
 		r.Note, r.Fault = t.note, t.fault
 	}
 	d.remote(r)
-	if d.divert && b.dst == floodMAC {
-		return false
+	if d.divert && reaches == noNode {
+		return false // a group frame: its flood here too
 	}
 	f.release(b)
 	return true

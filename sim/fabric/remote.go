@@ -59,10 +59,14 @@ type RemoteFrame struct {
 	// (its capture comment on the later hops, as on the first).
 	Note  []byte
 	Fault string
-	// To is the node it is for, in the sending fabric (Node.Index), or
-	// -1 for a group frame or one no node owns. Deliver finds it again
-	// from the frame's destination.
-	To int32
+	// To is the node it was sent to (FrameRecord.ToNode: what the
+	// records and the plan's rules name it by) and Reaches the node that
+	// owns its destination MAC now, the one it goes to (To, unless a
+	// fault rule rewrote the MAC on the way), both as Node.Index in the
+	// sending fabric; -1 for none (a group frame, an unknown MAC).
+	// Deliver finds the node from the frame's destination MAC, as its
+	// stand-in's Send would; DeliverTo keeps the one it was sent to.
+	To, Reaches int32
 }
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
@@ -100,13 +104,24 @@ func (n *Node) SetElsewhere() {
 }
 
 // diverts reports whether frame b, serialized onto a diverting
-// direction, is handed over: it is for a node elsewhere, or for a group.
-// A frame whose destination a fault rewrote is looked up again first.
-func (f *Fabric) diverts(b *frameBuf) bool {
-	if b.dst == lookupMAC && b.n >= wire.EthernetLen {
-		b.to, b.dst = f.owner(wire.Ethernet(b.bytes()).Dst())
+// direction, is handed over (it is for a node elsewhere, or for a
+// group), and the node that owns its destination MAC (noNode for a
+// group). A frame whose destination a fault rule rewrote is looked up
+// again, as a switch would, but keeps its addressee (b.to); one the
+// plan cut shorter than an Ethernet header stays, for the switch here
+// to drop as a runt.
+func (f *Fabric) diverts(b *frameBuf) (reaches int32, ok bool) {
+	reaches, dst := b.to, b.dst
+	if dst == lookupMAC {
+		if b.n < wire.EthernetLen {
+			return noNode, false
+		}
+		reaches, dst = f.owner(wire.Ethernet(b.bytes()).Dst())
 	}
-	return b.dst == floodMAC || b.to >= 0 && f.away[b.to]
+	if dst == floodMAC {
+		return noNode, true
+	}
+	return reaches, reaches >= 0 && f.away[reaches]
 }
 
 // Deliver brings a frame from another fabric through direction dir: it
@@ -117,7 +132,15 @@ func (f *Fabric) diverts(b *frameBuf) bool {
 // sending fabric's judged it where it entered the link) nor recorded by
 // its taps there (the sending fabric's recorded it); a switch it reaches
 // forwards it as any frame. The bytes are copied.
-func (l *Link) Deliver(dir int, r RemoteFrame) error {
+func (l *Link) Deliver(dir int, r RemoteFrame) error { return l.deliver(dir, r, noNode, false) }
+
+// DeliverTo is Deliver for a frame sent to node to of this fabric
+// (Node.Index) whose destination MAC a fault rule rewrote on the way: it
+// goes where its MAC says, but the records and the plan's rules name it
+// by to, as the sending fabric's did (RemoteFrame.To).
+func (l *Link) DeliverTo(dir int, r RemoteFrame, to int32) error { return l.deliver(dir, r, to, true) }
+
+func (l *Link) deliver(dir int, r RemoteFrame, to int32, keepTo bool) error {
 	d := &l.dirs[dir]
 	f := d.f
 	at, frame := r.At, r.Frame
@@ -140,6 +163,9 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	f.pool.setFault(b, r.Fault)
 	// Looked up as the stand-in would for a frame it sent.
 	b.to, b.dst = d.from.node.destination(wire.Ethernet(frame).Dst())
+	if keepTo {
+		b.to = to
+	}
 	t := f.sched.Reserve(at)
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)

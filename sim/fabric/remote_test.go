@@ -224,12 +224,12 @@ func TestDivert(t *testing.T) {
 			if partOf(i) == p {
 				l.Divert(0, func(r fabric.RemoteFrame) {
 					r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
-					if r.To < 0 {
+					if r.Reaches < 0 {
 						mail = append(mail, crossing{1 - p, r, i})
 						return
 					}
-					assert.NotEqual(t, p, partOf(int(r.To)), "a frame for a node of its own fabric was diverted")
-					mail = append(mail, crossing{partOf(int(r.To)), r, i})
+					assert.NotEqual(t, p, partOf(int(r.Reaches)), "a frame for a node of its own fabric was diverted")
+					mail = append(mail, crossing{partOf(int(r.Reaches)), r, i})
 				})
 			}
 		}
