@@ -184,6 +184,33 @@ func TestClusterAlltoall(t *testing.T) {
 	}
 }
 
+// TestClusterSparseStepsInTurn: a cluster whose steps fire a few events
+// each (one SEND between two hosts of two parts) runs them on the
+// caller's goroutine, never handing a step to Each; with EachAfter -1
+// every step goes to Each; the run is the same either way.
+func TestClusterSparseStepsInTurn(t *testing.T) {
+	run := func(eachAfter int) (calls int, at sim.Time) {
+		each := parallel.Each(2)
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1}, Parts: 2, EachAfter: eachAfter,
+			Each: func(n int, step func(int)) {
+				calls++
+				each(n, step)
+			}})
+		require.NoError(t, err)
+		a, b := sendOne(t, c, c.AddHost("a"), c.AddHost("b"))
+		_, err = b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+		require.NoError(t, err)
+		require.NoError(t, c.Run())
+		require.Len(t, pollAll(a.cq), 1)
+		return calls, c.Now()
+	}
+	sparse, at := run(0)
+	assert.Zero(t, sparse, "steps of a few events went to Each")
+	every, everyAt := run(-1)
+	assert.Positive(t, every)
+	assert.Equal(t, at, everyAt)
+}
+
 // TestClusterOfOnePartIsAWorld: a cluster of one part runs exactly as a
 // World with the same hosts and switch.
 func TestClusterOfOnePartIsAWorld(t *testing.T) {
