@@ -54,9 +54,9 @@ type ClusterConfig struct {
 	// frames, Trace every part's events and Observe every part's frame
 	// records, handed on between steps from the caller's goroutine in
 	// time order (clusterCapture, clusterTrace, clusterObserve), so that
-	// a ladder can be drawn from the trace;
-	// Progress is called by Run between steps, from its caller's
-	// goroutine; MaxEvents bounds each part's events.
+	// a ladder can be drawn from the trace; Progress is called by Run
+	// between steps, from its caller's goroutine; MaxEvents bounds each
+	// part's events.
 	World WorldConfig
 	// Parts is how many parts the world is cut into (at least 1).
 	Parts int
@@ -342,8 +342,8 @@ func (c *Cluster) setHostAt(p int, k, i int32) {
 // link diverts the frames for the hosts of other parts to theirs.
 func (c *Cluster) ConnectSwitch() error {
 	if c.parts[0].sw != nil {
-		// Its hosts' ports are taken: refused before anything changes,
-		// as the links' frames are diverted by the links made here.
+		// Refused before anything changes: the first call's links
+		// divert their frames through what that call made.
 		return fmt.Errorf("verbs: cluster: the switch is connected already: %w", fabric.ErrConnected)
 	}
 	cfg := c.parts[0].cfg.Link
