@@ -450,6 +450,29 @@ func (q *QP) PostSend(wrs []SendWR) (int, error) {
 		// and the frames are lost on the wire.
 		return 0, errno(syscall.ENETDOWN, "post_send: host %s has no link: join it with World.Connect or ConnectSwitch before sending", q.c.h.name)
 	}
+	if len(wrs) > postOnStack {
+		return q.postLong(wrs)
+	}
+	var buf [postOnStack]nic.SendWR
+	n, bad := q.nicSendWRs(wrs, buf[:0])
+	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
+	q.c.h.pump()
+	if err == nil && bad != nil {
+		return len(n), bad
+	}
+	return i, err
+}
+
+// postOnStack is how many WRs PostSend converts for the device on its
+// stack: a list of up to 8, the common case, costs no allocation and no
+// more than that buffer.
+const postOnStack = 8
+
+// postLong is PostSend of a list longer than postOnStack, converted into
+// the host's storage and kept there for the next (it would otherwise
+// allocate at every post). Apart from PostSend, whose stack buffer it
+// would otherwise send to the heap at every call.
+func (q *QP) postLong(wrs []SendWR) (int, error) {
 	h := q.c.h
 	n, bad := q.nicSendWRs(wrs, h.wrs[:0])
 	i, err := q.c.dev().PostSend(q.c.now(), q.qp, n)
