@@ -21,7 +21,7 @@ import (
 // within a step can reach another part before the step ends). Between
 // steps the cluster hands each frame that crossed from one part to
 // another to its destination, where it arrives at the time it would have
-// (fabric.Link.SetRemote and Deliver).
+// (fabric.Link.Divert and Deliver).
 //
 // Hosts go to the parts in turn (host i to part (i-1) mod Parts), or in
 // blocks when the cluster is told how many will come (ClusterConfig.Hosts),
@@ -159,10 +159,9 @@ type crossing struct {
 	sealed bool
 	tx     int32
 	fault  string
-	// sentTo is, for a frame whose destination MAC a fault rule
-	// rewrote, the node it was sent to in the destination part
-	// (fabric.Link.DeliverTo); -1 otherwise.
-	sentTo int32
+	// to is the node it was sent to, in the destination part
+	// (fabric.RemoteFrame.To), -1 for a group frame.
+	to int32
 }
 
 // NewCluster returns an empty cluster at time 0.
@@ -402,14 +401,14 @@ func (c *Cluster) nodeIn(p, i int) *fabric.Node {
 // part toPart, until the next step delivers it.
 func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) {
 	m := &c.mail[c.gen][from]
-	sentTo := int32(-1)
-	if r.To != r.Reaches && r.To >= 0 {
-		// Rewritten on the way: the records and rules of the
-		// destination part name it by its addressee, as a World's do.
-		sentTo = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
+	// The destination part names the frame's addressee by its own node,
+	// which is not the one a rule that rewrote the MAC sends it to.
+	addressee := int32(-1)
+	if r.To >= 0 {
+		addressee = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
 	}
 	m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, sentTo: sentTo})
+		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, to: addressee})
 	m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
 	m.minAt = min(m.minAt, r.At)
 }
@@ -567,14 +566,8 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 		m := &c.mail[c.gen^1][q]
 		for _, x := range m.to[p] {
 			end := x.off + x.n
-			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault}
-			var err error
-			if x.sentTo >= 0 {
-				err = x.link.DeliverTo(0, r, x.sentTo)
-			} else {
-				err = x.link.Deliver(0, r)
-			}
-			if err != nil {
+			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to}
+			if err := x.link.Deliver(0, r); err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.
 				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)

@@ -471,7 +471,9 @@ const postOnStack = 8
 // postLong is PostSend of a list longer than postOnStack, converted into
 // the host's storage and kept there for the next (it would otherwise
 // allocate at every post). Apart from PostSend, whose stack buffer it
-// would otherwise send to the heap at every call.
+// would otherwise send to the heap at every call; its last lines are
+// PostSend's own, written again: a shared function for them cost
+// BenchmarkRCWriteStream 2.5% (eight runs each in turns).
 func (q *QP) postLong(wrs []SendWR) (int, error) {
 	h := q.c.h
 	n, bad := q.nicSendWRs(wrs, h.wrs[:0])

@@ -92,12 +92,7 @@ type direction struct {
 	queue  fifo[int32]    // waiting to be serialized
 	flight fifo[inFlight] // serialized, propagating; they arrive in order
 	qBytes int
-	busy   bool // a frame is being serialized
-	// divert: remote (below) takes only the frames for nodes elsewhere
-	// and the group frames, which also arrive here (Link.Divert). Here,
-	// in busy's padding, it leaves the struct's size and lines as they
-	// were.
-	divert bool
+	busy   bool  // a frame is being serialized
 	node   int32 // the sending end's node (FrameRecord.First), noNode for a switch
 	held   []heldFrame
 	tapIDs []tapID
@@ -112,9 +107,8 @@ type direction struct {
 	name     string // "a->b"
 	stats    DirStats
 	from, to *Port
-	// remote, if set, takes every frame serialized onto the direction:
-	// its far end is in another fabric (SetRemote), and nothing arrives
-	// here.
+	// remote, if set, takes the frames serialized onto the direction
+	// that are for nodes elsewhere, and the group frames (Link.Divert).
 	remote func(RemoteFrame)
 	// lastIn is when the latest frame Deliver brought through the
 	// direction arrives: frames cross a link in order.
@@ -304,21 +298,15 @@ func (d *direction) transmit() {
 }
 
 // handOver gives frame b, which starts onto d now and takes ser to
-// serialize, to d's remote (SetRemote, Divert), unless d diverts and the
-// frame is for a node here; it reports whether the frame has left this
-// fabric (a group frame a diverting direction hands over arrives here
-// too). Out of transmit, which a World's every frame runs.
+// serialize, to d's remote (Divert) if it is for a node elsewhere or for
+// a group; it reports whether the frame has left this fabric (a group
+// frame arrives here too). Out of transmit, which a World's every frame
+// runs.
 func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
 	f := d.f
-	reaches := b.to
-	if b.dst == floodMAC {
-		reaches = noNode
-	}
-	if d.divert {
-		var ok bool
-		if reaches, ok = f.diverts(b); !ok {
-			return false
-		}
+	reaches, away := f.diverts(b)
+	if !away {
+		return false
 	}
 	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to, Reaches: reaches}
 	if b.hasText {
@@ -326,7 +314,7 @@ func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
 		r.Note, r.Fault = t.note, t.fault
 	}
 	d.remote(r)
-	if d.divert && reaches == noNode {
+	if reaches == noNode {
 		return false // a group frame: its flood here too
 	}
 	f.release(b)

@@ -11,29 +11,21 @@ import (
 // Links between fabrics
 //
 // A large world can run as several fabrics, each with its own scheduler,
-// that a driver advances side by side (verbs.Cluster). A link between
-// two of them exists in both: in each, it joins the local port to a
-// stand-in node for the far end (a node with the far port's addresses,
-// or a switch's). The direction toward the stand-in is remote
-// (SetRemote): its queue, faults, serialization and tap are this
-// fabric's as on any link, but a frame serialized onto it is handed to
-// the driver, with the time it reaches the far end, instead of arriving
-// here. The driver brings it into the other fabric with Deliver on that
-// fabric's copy of the link, in the direction from the stand-in, where
-// it arrives at that time as if it had crossed.
-//
-// A switch can be cut the same way, one copy of it in every fabric, each
-// owning the ports toward its own nodes (verbs.Cluster): there the nodes
-// of the other fabrics are stand-ins marked elsewhere (Node.SetElsewhere),
-// and a node's link to the switch diverts (Link.Divert) the frames for
-// them: such a frame crosses the node's own link here, and is handed over
-// when it reaches the switch, to arrive at the switch of the fabric that
-// owns its destination's port at the time it would have arrived here.
-// The switch forwards at once (it has no shared buffer), so with one
-// switch each egress queue sees the frames, and the times, it would in
-// the whole fabric. A group frame arrives here and is handed over too,
-// and each copy of the switch floods it toward its own nodes only (its
-// link counts it in RxFrames once in each fabric).
+// that a driver advances side by side (verbs.Cluster). Every fabric has
+// every node, its own or a stand-in marked elsewhere (Node.SetElsewhere),
+// and a copy of the switch that owns the ports toward its own nodes. A
+// node's link to the switch diverts (Link.Divert) the frames for nodes
+// elsewhere: such a frame crosses the node's link here, queue, faults,
+// serialization and tap as on any link, and instead of arriving at the
+// switch here it is handed to the driver with the time it reaches the
+// switch. The driver brings it into the fabric that owns its destination
+// with Deliver on that fabric's copy of the link, in the direction from
+// the stand-in, where it arrives at the switch at that time as if it
+// had crossed. The switch forwards at once (it has no shared buffer), so
+// each egress queue sees the frames, and the times, it would in the
+// whole fabric. A group frame arrives here and is handed over too, and
+// each copy of the switch floods it toward its own nodes only (its link
+// counts it in RxFrames once in each fabric).
 //
 // A frame reaches the far end one propagation delay after it leaves the
 // wire at the earliest, so a driver that advances every fabric by at most
@@ -41,7 +33,7 @@ import (
 // arrival time comes (conservative parallel simulation, lookahead the
 // propagation delay).
 
-// RemoteFrame is a frame that left a remote direction (SetRemote).
+// RemoteFrame is a frame a diverting direction handed over (Divert).
 type RemoteFrame struct {
 	// At is when it reaches the far end: serialization and propagation
 	// after it started onto the wire.
@@ -63,23 +55,16 @@ type RemoteFrame struct {
 	// records and the plan's rules name it by) and Reaches the node that
 	// owns its destination MAC now, the one it goes to (To, unless a
 	// fault rule rewrote the MAC on the way), both as Node.Index in the
-	// sending fabric; -1 for none (a group frame, an unknown MAC).
-	// Deliver finds the node from the frame's destination MAC, as its
-	// stand-in's Send would; DeliverTo keeps the one it was sent to.
+	// sending fabric; -1 for none (a group frame, an unknown MAC). For
+	// Deliver, To is the node's index in the receiving fabric (the
+	// driver's to translate), or -1 to take the node that owns the
+	// frame's destination MAC.
 	To, Reaches int32
 }
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
 // before the clock or before a frame delivered earlier on the direction.
 var ErrDeliverOrder = errors.New("fabric: delivered frame arrives out of order")
-
-// SetRemote makes direction dir (0: from the first port given to
-// Connect) a remote one: every frame serialized onto it goes to out,
-// then its buffer here is freed. The direction's far end is a stand-in
-// for a port in another fabric; nothing arrives at it.
-func (l *Link) SetRemote(dir int, out func(RemoteFrame)) {
-	l.dirs[dir].remote, l.dirs[dir].divert = out, false
-}
 
 // Divert makes direction dir (0: from the first port given to Connect)
 // hand to out the frames it serializes for a node elsewhere
@@ -88,9 +73,7 @@ func (l *Link) SetRemote(dir int, out func(RemoteFrame)) {
 // and arrives here as well; every other frame arrives here as on any
 // link. The direction's far end is a switch that exists in the other
 // fabrics too (see the comment above).
-func (l *Link) Divert(dir int, out func(RemoteFrame)) {
-	l.dirs[dir].remote, l.dirs[dir].divert = out, true
-}
+func (l *Link) Divert(dir int, out func(RemoteFrame)) { l.dirs[dir].remote = out }
 
 // SetElsewhere marks n as a stand-in for a node of another fabric: a
 // diverting link hands over the frames for it (Link.Divert), and no
@@ -128,19 +111,13 @@ func (f *Fabric) diverts(b *frameBuf) (reaches int32, ok bool) {
 // arrives at the direction's far end at r.At, no earlier than the clock
 // and than the frame delivered before it on the direction, as a frame
 // that crossed the link would, and is then received or forwarded, with
-// its note and fault. It is not judged by this fabric's fault plan (the
-// sending fabric's judged it where it entered the link) nor recorded by
-// its taps there (the sending fabric's recorded it); a switch it reaches
-// forwards it as any frame. The bytes are copied.
-func (l *Link) Deliver(dir int, r RemoteFrame) error { return l.deliver(dir, r, noNode, false) }
-
-// DeliverTo is Deliver for a frame sent to node to of this fabric
-// (Node.Index) whose destination MAC a fault rule rewrote on the way: it
-// goes where its MAC says, but the records and the plan's rules name it
-// by to, as the sending fabric's did (RemoteFrame.To).
-func (l *Link) DeliverTo(dir int, r RemoteFrame, to int32) error { return l.deliver(dir, r, to, true) }
-
-func (l *Link) deliver(dir int, r RemoteFrame, to int32, keepTo bool) error {
+// its note and fault, addressed to r.To (this fabric's node; -1: the
+// owner of its destination MAC). It is not judged by this fabric's fault
+// plan (the sending fabric's judged it where it entered the link) nor
+// recorded by its taps there (the sending fabric's recorded it); a
+// switch it reaches forwards it by its destination MAC as any frame. The
+// bytes are copied.
+func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	d := &l.dirs[dir]
 	f := d.f
 	at, frame := r.At, r.Frame
@@ -153,6 +130,8 @@ func (l *Link) deliver(dir int, r RemoteFrame, to int32, keepTo bool) error {
 	case d.from.node == nil:
 		// Records name a frame's sender by its node.
 		return fmt.Errorf("fabric: deliver through %s: the stand-in for the far end must be a node, not a switch", d.name)
+	case int(r.To) >= len(f.nodes):
+		return fmt.Errorf("fabric: deliver through %s: addressed to node %d of %d", d.name, r.To, len(f.nodes))
 	}
 	f.start()
 	d.lastIn = at
@@ -161,10 +140,11 @@ func (l *Link) deliver(dir int, r RemoteFrame, to int32, keepTo bool) error {
 	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, r.Tx, r.Sealed
 	f.pool.setNote(b, r.Note)
 	f.pool.setFault(b, r.Fault)
-	// Looked up as the stand-in would for a frame it sent.
+	// Looked up as the stand-in would for a frame it sent; addressed
+	// as it was sent (a rule may have rewritten its MAC on the way).
 	b.to, b.dst = d.from.node.destination(wire.Ethernet(frame).Dst())
-	if keepTo {
-		b.to = to
+	if r.To >= 0 {
+		b.to = r.To
 	}
 	t := f.sched.Reserve(at)
 	if d.flight.size == 0 {

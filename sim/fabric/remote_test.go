@@ -13,172 +13,105 @@ import (
 	"github.com/rocesim/rocesim/sim/fabric"
 )
 
-// split is the fabric of TestSwitchForwards (n0, n1, n2 on switch sw) cut
-// in two: fabric a holds n0, n2 and the switch, with a stand-in for n1;
-// fabric b holds n1 and a stand-in for the switch. The link n1-sw exists
-// in both, remote toward the stand-in on each side.
-type split struct {
-	a, b   *world
-	ab, ba *fabric.Link // n1-sw in a (sw -> n1 is remote), in b (n1 -> sw is remote)
-	mail   []mailed
+// cut is four nodes n0..n3 on switch sw cut into two fabrics (a: n0, n1;
+// b: n2, n3), as verbs.Cluster cuts a world: each has every node (the
+// other's as stand-ins marked elsewhere), its own copy of the switch and
+// every link, and its own nodes' links divert the frames for the other's
+// into the mail, for run to deliver between steps.
+type cut struct {
+	ws    []*world
+	links [][]*fabric.Link // links[p][i]: fabric p's copy of ni-sw
+	mail  []mailed
 }
 
 type mailed struct {
-	to *fabric.Link
+	to int // the fabric
+	i  int // the sender's link
 	r  fabric.RemoteFrame
 }
 
-func newSplit(t *testing.T, tapA fabric.Tap) *split {
+const cutNodes = 4
+
+func partOf(i int) int { return i / 2 }
+
+func newCut(t *testing.T, taps ...fabric.Tap) *cut {
 	cfg := fabric.DefaultLinkConfig()
-	s := &split{a: newWorld(t, 3, nil, 1, tapA), b: newWorld(t, 0, nil, 1, nil)}
-	// a: n0, n1 (the stand-in: its sink must get nothing), n2.
-	sw := s.a.f.AddSwitch("sw", 3)
-	for i := range 3 {
-		l, err := s.a.f.Connect("n"+string(rune('0'+i))+"-sw", s.a.nodes[i].Port(0), sw.Port(i), cfg)
-		require.NoError(t, err)
-		if i == 1 {
-			s.ab = l
+	c := &cut{links: make([][]*fabric.Link, 2)}
+	for p := range 2 {
+		w := newWorld(t, cutNodes, nil, 1, taps[p])
+		c.ws = append(c.ws, w)
+		for i := range cutNodes {
+			if partOf(i) != p {
+				w.nodes[i].SetElsewhere()
+			}
+		}
+		sw := w.f.AddSwitch("sw", cutNodes)
+		for i := range cutNodes {
+			l, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), cfg)
+			require.NoError(t, err)
+			c.links[p] = append(c.links[p], l)
+			if partOf(i) == p {
+				l.Divert(0, func(r fabric.RemoteFrame) {
+					r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
+					if r.Reaches < 0 {
+						c.mail = append(c.mail, mailed{1 - p, i, r})
+						return
+					}
+					assert.NotEqual(t, p, partOf(int(r.Reaches)), "a frame for a node of its own fabric was diverted")
+					// Both fabrics number the nodes alike.
+					c.mail = append(c.mail, mailed{partOf(int(r.Reaches)), i, r})
+				})
+			}
 		}
 	}
-	// b: n1 and a one-port stand-in for the switch.
-	n1 := s.b.f.AddNode("n1", fabric.PortConfig{MAC: mac(2), IPv4: ip4(2)})
-	s.b.sinks = append(s.b.sinks, &sink{})
-	n1.SetReceiver(s.b.sinks[0])
-	s.b.nodes = append(s.b.nodes, n1)
-	swb := s.b.f.AddNode("sw", fabric.PortConfig{})
-	var err error
-	s.ba, err = s.b.f.Connect("n1-sw", n1.Port(0), swb.Port(0), cfg)
-	require.NoError(t, err)
-	// sw -> n1 is direction 1 of a's n1-sw; n1 -> sw is direction 0 of b's.
-	keep := func(to *fabric.Link) func(fabric.RemoteFrame) {
-		return func(r fabric.RemoteFrame) {
-			r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
-			s.mail = append(s.mail, mailed{to, r})
-		}
-	}
-	s.ab.SetRemote(1, keep(s.ba))
-	s.ba.SetRemote(0, keep(s.ab))
-	return s
+	return c
 }
 
 // run advances both fabrics a propagation delay at a time, delivering
 // between two steps what crossed.
-func (s *split) run(t *testing.T) {
+func (c *cut) run(t *testing.T) {
 	lookahead := fabric.DefaultLinkConfig().Propagation
 	for {
-		next := min(s.a.sched.NextAt(), s.b.sched.NextAt())
-		if next == sim.Never && len(s.mail) == 0 {
-			return
+		next := min(c.ws[0].sched.NextAt(), c.ws[1].sched.NextAt())
+		for _, m := range c.mail {
+			next = min(next, m.r.At)
 		}
 		if next == sim.Never {
-			next = s.mail[0].r.At
+			return
 		}
 		end := next.Add(lookahead - 1)
-		require.NoError(t, s.a.sched.RunUntil(end))
-		require.NoError(t, s.b.sched.RunUntil(end))
-		for _, m := range s.mail {
+		for _, m := range c.mail {
+			require.NoError(t, c.links[m.to][m.i].Deliver(0, m.r))
+		}
+		c.mail = c.mail[:0]
+		for _, w := range c.ws {
+			require.NoError(t, w.sched.RunUntil(end))
+		}
+		for _, m := range c.mail {
 			require.Greater(t, m.r.At, end, "a frame arrives before the fabrics' next step")
-			dir := 0 // a's n1-sw, from the stand-in n1 toward the switch
-			if m.to == s.ba {
-				dir = 1 // b's n1-sw, from the switch's stand-in toward n1
-			}
-			require.NoError(t, m.to.Deliver(dir, m.r))
-		}
-		s.mail = s.mail[:0]
-	}
-}
-
-// TestRemoteLinks runs frames across a fabric cut in two: each arrives
-// at the same time, with the same bytes, as in the whole fabric, and the
-// stand-ins receive nothing.
-func TestRemoteLinks(t *testing.T) {
-	cfg := fabric.DefaultLinkConfig()
-	hop := func(n int) sim.Duration { return cfg.SerializationDelay(n) + cfg.Propagation }
-
-	tap := &commentTap{}
-	s := newSplit(t, tap)
-	// n0 -> n1 crosses from a to b; n1 -> n2 from b to a and through the
-	// switch there; three frames each way, queued behind each other.
-	var toN1, toN2 [][]byte
-	for k := range 3 {
-		toN1 = append(toN1, roce(t, 0, 1, uint32(k), 512))
-		toN2 = append(toN2, roce(t, 1, 2, uint32(10+k), 1024))
-		require.NoError(t, s.a.nodes[0].Send(0, toN1[k], nil))
-		require.NoError(t, s.b.nodes[0].SendSealed(0, toN2[k], []byte(fmt.Sprintf("note %d", k))))
-	}
-	s.run(t)
-
-	require.Equal(t, toN1, s.b.sinks[0].frames)
-	require.Equal(t, toN2, s.a.sinks[2].frames)
-	assert.Empty(t, s.a.sinks[1].frames, "the stand-in for n1 in fabric a")
-	// Store and forward: the k-th frame of a burst leaves the first wire
-	// k serializations after the first, then takes one more hop.
-	for k := range 3 {
-		n1, n2 := len(toN1[0]), len(toN2[0])
-		assert.Equal(t, sim.Time(sim.Duration(k)*cfg.SerializationDelay(n1)+2*hop(n1)), s.b.sinks[0].times[k], "n0 -> n1 frame %d", k)
-		assert.Equal(t, sim.Time(sim.Duration(k)*cfg.SerializationDelay(n2)+2*hop(n2)), s.a.sinks[2].times[k], "n1 -> n2 frame %d", k)
-	}
-	assert.Equal(t, uint64(3), s.ab.Stats(1).TxFrames, "sw -> n1, serialized in a")
-	assert.Equal(t, uint64(3), s.ba.Stats(1).RxFrames, "sw -> n1, arrived in b")
-	assert.Equal(t, uint64(3), s.ab.Stats(0).RxFrames, "n1 -> sw, arrived in a")
-	// Fabric a records n0's frames on both of their hops and n1's on
-	// their second (sw -> n2), where n1's note came along.
-	assert.Len(t, tap.comments, 9)
-	var notes []string
-	for _, c := range tap.comments {
-		if c != "" {
-			notes = append(notes, c)
 		}
 	}
-	assert.Equal(t, []string{"note 0", "note 1", "note 2"}, notes)
 }
 
-// TestDeliverRefuses: a frame that would arrive before the clock or
-// before one delivered earlier, a runt, an oversized frame, and a frame
-// through a direction from a switch are refused, and nothing arrives.
-func TestDeliverRefuses(t *testing.T) {
-	s := newSplit(t, nil)
-	frame := roce(t, 0, 1, 0, 64)
-	require.NoError(t, s.b.sched.RunUntil(100))
-	at := func(t sim.Time, frame []byte) fabric.RemoteFrame {
-		return fabric.RemoteFrame{At: t, Frame: frame, Sealed: true}
-	}
-	err := s.ba.Deliver(1, at(99, frame))
-	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
-	require.NoError(t, s.ba.Deliver(1, at(200, frame)))
-	err = s.ba.Deliver(1, at(150, frame))
-	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
-	assert.ErrorIs(t, s.ba.Deliver(1, at(300, frame[:10])), fabric.ErrRunt)
-	assert.ErrorIs(t, s.ba.Deliver(1, at(300, make([]byte, fabric.MaxFrame+1))), fabric.ErrFrameSize)
-	// Direction 1 of a's n1-sw leaves the switch itself.
-	assert.ErrorContains(t, s.ab.Deliver(1, at(300, frame)), "must be a node")
-	require.NoError(t, s.b.sched.Run())
-	require.NoError(t, s.a.sched.Run())
-	assert.Len(t, s.b.sinks[0].frames, 1, "only the frame delivered in order")
-	assert.Equal(t, []sim.Time{200}, s.b.sinks[0].times)
-	assert.Empty(t, s.a.sinks[1].frames)
-}
-
-// TestDivert cuts a switch: four nodes on switch sw, as one fabric and as
-// two (a: n0, n1; b: n2, n3), each with its own copy of the switch and
-// stand-ins marked elsewhere for the other's nodes, whose links divert
-// the frames for those. Every node receives the same frames at the same
-// times as in the whole fabric (a burst from every node to every other,
-// and a broadcast from each side), the stand-ins receive nothing, and
-// each direction serializes its frames in one fabric only (a group frame
-// arrives at each copy of the switch, and is counted by each).
+// TestDivert: the four nodes as one fabric and as a cut. Every node
+// receives the same frames at the same times in both (a burst from every
+// node to every other, noted, and a broadcast from each side), the
+// stand-ins receive nothing, a frame that crossed keeps its note on its
+// later hop, and each direction serializes its frames in one fabric only
+// (a group frame arrives at each copy of the switch, and is counted by
+// each).
 func TestDivert(t *testing.T) {
 	cfg := fabric.DefaultLinkConfig()
-	const n = 4
 	send := func(nodes []*fabric.Node, local func(int) bool) {
 		for k := range 2 {
-			for i := range n {
+			for i := range cutNodes {
 				if !local(i) {
 					continue
 				}
-				for j := range n {
+				for j := range cutNodes {
 					if j != i {
-						require.NoError(t, nodes[i].Send(0, roce(t, i, j, uint32(100*i+10*j+k), 256*(j+1)), nil))
+						note := fmt.Sprintf("n%d to n%d #%d", i, j, k)
+						require.NoError(t, nodes[i].SendSealed(0, roce(t, i, j, uint32(100*i+10*j+k), 256*(j+1)), []byte(note)))
 					}
 				}
 			}
@@ -192,79 +125,31 @@ func TestDivert(t *testing.T) {
 		}
 	}
 
-	whole := newWorld(t, n, nil, 1, nil)
-	sw := whole.f.AddSwitch("sw", n)
-	for i := range n {
+	wholeTap := &commentTap{}
+	whole := newWorld(t, cutNodes, nil, 1, wholeTap)
+	sw := whole.f.AddSwitch("sw", cutNodes)
+	for i := range cutNodes {
 		_, err := whole.f.Connect(fmt.Sprintf("n%d-sw", i), whole.nodes[i].Port(0), sw.Port(i), cfg)
 		require.NoError(t, err)
 	}
 	send(whole.nodes, func(int) bool { return true })
 	require.NoError(t, whole.sched.Run())
 
-	type crossing struct {
-		to int // the fabric
-		r  fabric.RemoteFrame
-		i  int // the sender's link
-	}
-	var mail []crossing
-	ws := []*world{newWorld(t, n, nil, 1, nil), newWorld(t, n, nil, 1, nil)}
-	links := make([][]*fabric.Link, 2)
-	partOf := func(i int) int { return i / 2 }
-	for p, w := range ws {
-		for i := range n {
-			if partOf(i) != p {
-				w.nodes[i].SetElsewhere()
-			}
-		}
-		sw := w.f.AddSwitch("sw", n)
-		for i := range n {
-			l, err := w.f.Connect(fmt.Sprintf("n%d-sw", i), w.nodes[i].Port(0), sw.Port(i), cfg)
-			require.NoError(t, err)
-			links[p] = append(links[p], l)
-			if partOf(i) == p {
-				l.Divert(0, func(r fabric.RemoteFrame) {
-					r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
-					if r.Reaches < 0 {
-						mail = append(mail, crossing{1 - p, r, i})
-						return
-					}
-					assert.NotEqual(t, p, partOf(int(r.Reaches)), "a frame for a node of its own fabric was diverted")
-					mail = append(mail, crossing{partOf(int(r.Reaches)), r, i})
-				})
-			}
-		}
+	taps := []*commentTap{{}, {}}
+	c := newCut(t, taps[0], taps[1])
+	for p, w := range c.ws {
 		send(w.nodes, func(i int) bool { return partOf(i) == p })
 	}
-	lookahead := cfg.Propagation
-	for {
-		next := min(ws[0].sched.NextAt(), ws[1].sched.NextAt())
-		for _, m := range mail {
-			next = min(next, m.r.At)
-		}
-		if next == sim.Never {
-			break
-		}
-		end := next.Add(lookahead - 1)
-		for _, m := range mail {
-			require.NoError(t, links[m.to][m.i].Deliver(0, m.r))
-		}
-		mail = mail[:0]
-		for _, w := range ws {
-			require.NoError(t, w.sched.RunUntil(end))
-		}
-		for _, m := range mail {
-			require.Greater(t, m.r.At, end, "a frame arrives before the fabrics' next step")
-		}
-	}
-	for i := range n {
-		got := ws[partOf(i)].sinks[i]
+	c.run(t)
+	for i := range cutNodes {
+		got := c.ws[partOf(i)].sinks[i]
 		require.NotEmpty(t, whole.sinks[i].frames)
 		assert.Equal(t, whole.sinks[i].frames, got.frames, "n%d's frames", i)
 		assert.Equal(t, whole.sinks[i].times, got.times, "n%d's arrival times", i)
-		assert.Empty(t, ws[1-partOf(i)].sinks[i].frames, "the stand-in for n%d", i)
+		assert.Empty(t, c.ws[1-partOf(i)].sinks[i].frames, "the stand-in for n%d", i)
 		for dir := range 2 {
 			want := whole.f.Links()[i].Stats(dir)
-			a, b := links[0][i].Stats(dir), links[1][i].Stats(dir)
+			a, b := c.links[0][i].Stats(dir), c.links[1][i].Stats(dir)
 			assert.Equal(t, want.TxFrames, a.TxFrames+b.TxFrames, "n%d-sw direction %d: frames serialized", i, dir)
 			// A broadcast arrives at both copies of the switch.
 			copies := uint64(0)
@@ -274,5 +159,47 @@ func TestDivert(t *testing.T) {
 			assert.Equal(t, want.RxFrames+copies, a.RxFrames+b.RxFrames, "n%d-sw direction %d: frames arrived", i, dir)
 			assert.Zero(t, min(a.TxFrames, b.TxFrames), "n%d-sw direction %d serialized in both fabrics", i, dir)
 		}
+	}
+	// Every frame is recorded on both of its hops, with its note, in one
+	// fabric or the other: the notes of frames that crossed came along.
+	got := append(slices.Clone(taps[0].comments), taps[1].comments...)
+	slices.Sort(got)
+	want := slices.Clone(wholeTap.comments)
+	slices.Sort(want)
+	assert.Equal(t, want, got)
+	assert.Contains(t, taps[1].comments, "n0 to n3 #1", "a's note on b's hop to n3")
+}
+
+// TestDeliverRefuses: a frame that would arrive before the clock or
+// before one delivered earlier, a runt, an oversized frame, a frame
+// addressed to a node the fabric does not have, and a frame through a
+// direction from a switch are refused, and nothing arrives.
+func TestDeliverRefuses(t *testing.T) {
+	c := newCut(t, nil, nil)
+	b := c.ws[1]
+	frame := roce(t, 0, 2, 0, 64)
+	require.NoError(t, b.sched.RunUntil(100))
+	at := func(t sim.Time, frame []byte) fabric.RemoteFrame {
+		return fabric.RemoteFrame{At: t, Frame: frame, Sealed: true, To: -1}
+	}
+	n0 := c.links[1][0] // b's n0-sw: direction 0 from the stand-in for n0
+	err := n0.Deliver(0, at(99, frame))
+	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
+	require.NoError(t, n0.Deliver(0, at(200, frame)))
+	err = n0.Deliver(0, at(150, frame))
+	assert.True(t, errors.Is(err, fabric.ErrDeliverOrder), "%v", err)
+	assert.ErrorIs(t, n0.Deliver(0, at(300, frame[:10])), fabric.ErrRunt)
+	assert.ErrorIs(t, n0.Deliver(0, at(300, make([]byte, fabric.MaxFrame+1))), fabric.ErrFrameSize)
+	wrong := at(300, frame)
+	wrong.To = cutNodes
+	assert.ErrorContains(t, n0.Deliver(0, wrong), "addressed to node 4 of 4")
+	// Direction 1 of n0-sw leaves the switch itself.
+	assert.ErrorContains(t, n0.Deliver(1, at(300, frame)), "must be a node")
+	require.NoError(t, b.sched.Run())
+	hop := fabric.DefaultLinkConfig().SerializationDelay(len(frame)) + fabric.DefaultLinkConfig().Propagation
+	assert.Equal(t, [][]byte{frame}, b.sinks[2].frames, "only the frame delivered in order")
+	assert.Equal(t, []sim.Time{sim.Time(200).Add(hop)}, b.sinks[2].times, "at the switch at 200, then one hop")
+	for _, s := range append(c.ws[0].sinks, b.sinks[0], b.sinks[1], b.sinks[3]) {
+		assert.Empty(t, s.frames)
 	}
 }
