@@ -361,7 +361,14 @@ func (d *Device) QueryPKey(port, index int) (uint16, error) {
 func (d *Device) AddNeighbour(gid netip.Addr, mac wire.MAC) { d.nbr[gid.Unmap()] = mac }
 
 // neighbour returns the MAC the GID gid (unmapped) lives at: the device's
-// own table first, then the shared one (Config.Neighbours).
+// own table first, then its own MAC for one of its own GIDs, then the
+// shared table (Config.Neighbours).
+//
+// A QP or AH toward the device's own GID gets the port's own MAC, as the
+// kernel's ib_resolve_eth_dmac finds it for a local address; rxe then
+// loops such a frame back without putting it on the wire
+// (rxe_net.c, rxe_loopback). Here the frame goes to the port, and the
+// fabric brings it back (fabric.Node.Send): two QPs of one device talk.
 func (d *Device) neighbour(gid netip.Addr) (wire.MAC, bool) {
 	if m, ok := d.nbr[gid]; ok {
 		return m, true
@@ -369,7 +376,10 @@ func (d *Device) neighbour(gid netip.Addr) (wire.MAC, bool) {
 	if m, ok := wire.MulticastMAC(gid); ok {
 		return m, true // a group's MAC is computed, not resolved
 	}
-	if d.cfg.Neighbours != nil && !d.isLocal(gid) {
+	if d.isLocal(gid) {
+		return d.cfg.MAC, true
+	}
+	if d.cfg.Neighbours != nil {
 		return d.cfg.Neighbours(gid)
 	}
 	return wire.MAC{}, false

@@ -171,7 +171,7 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 		return nil, err
 	}
 	dgid := attr.GRH.DGID.Unmap()
-	if _, ok := d.neighbour(dgid); !ok && !d.isLocal(dgid) {
+	if _, ok := d.neighbour(dgid); !ok {
 		return nil, errno(syscall.EINVAL, "create_ah: no route to GID %v (unknown neighbour)", attr.GRH.DGID)
 	}
 	if err := d.ahs.take("create_ah", "max_ah"); err != nil {

@@ -165,6 +165,11 @@ type Daemon struct {
 	// has said so (reportQuiet).
 	quietSince time.Time
 	reported   bool
+	// firstAttach is when the first process attached (zero: none yet);
+	// toldMissing says the log has named the nodes the clock waits for
+	// (reportMissing).
+	firstAttach time.Time
+	toldMissing bool
 	// quietWakes is Stats.Wakes when quietSince was set: a wake-up
 	// since means the processes ran between two ticks (a burst between
 	// two exchanges over TCP), and the quiet period starts again.
@@ -452,6 +457,7 @@ func (d *Daemon) Serve() sim.Time {
 			f()
 		case <-tick:
 			d.checkHolds()
+			d.reportMissing()
 			d.reportQuiet()
 			if d.cfg.ExitWhenIdle && idle && time.Since(idleSince) > d.cfg.IdleLimit {
 				// Nobody came: a daemon started by a client that lost
@@ -665,6 +671,9 @@ func (d *Daemon) attach(c *conn, name string) {
 		d.refuse(c, fmt.Sprintf("bad node name %q", name))
 		return
 	}
+	if d.firstAttach.IsZero() {
+		d.firstAttach = time.Now()
+	}
 	if d.fab == nil {
 		for _, o := range d.claims {
 			if o.name == name {
@@ -852,6 +861,43 @@ func (d *Daemon) checkHolds() {
 			d.drop(s.c, why)
 		}
 	}
+}
+
+// missingReport is how long after the first process attached
+// reportMissing speaks, unless Config.QuietReport is shorter.
+const missingReport = 3 * time.Second
+
+// reportMissing logs, once, that the clock has not started
+// missingReport after the first process attached, because nodes of
+// the fabric have no process yet: a program run alone under `rocesim
+// exec`, or its peer started on another fabric's name, otherwise waits
+// in silence.
+func (d *Daemon) reportMissing() {
+	if d.started || d.toldMissing || d.firstAttach.IsZero() || time.Since(d.firstAttach) < min(d.cfg.QuietReport, missingReport) {
+		return
+	}
+	d.toldMissing = true
+	var missing []string
+	n := 0
+	if d.fab == nil {
+		n = d.cfg.Count - len(d.claims)
+		missing = append(missing, fmt.Sprintf("%d of its %d nodes", n, d.cfg.Count))
+	} else {
+		for _, s := range d.slots {
+			if !s.attached {
+				missing = append(missing, "node "+s.info.Name)
+			}
+		}
+		n = len(missing)
+	}
+	verb := "have"
+	if n == 1 {
+		verb = "has"
+	}
+	d.logf("virtual time has not started after %v of wall time: it starts once every node has a process, and %s %s none yet "+
+		"(run a program on each with rocesim exec --name %s --node NAME; one program on its own needs no fabric: run it with "+
+		"LD_LIBRARY_PATH naming the drop-in library, and ROCESIM_FAULTS, ROCESIM_PCAP or ROCESIM_LADDER for a fault plan, a capture or a ladder)",
+		time.Since(d.firstAttach).Round(time.Second), strings.Join(missing, ", "), verb, d.cfg.Name)
 }
 
 // reportQuiet logs, once, that every attached process has waited for

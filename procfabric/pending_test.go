@@ -413,3 +413,49 @@ func TestQuietReportNotBetweenTicks(t *testing.T) {
 		t.Fatal("no report once the processes stopped")
 	}
 }
+
+// TestMissingReport: a process attached to a fabric whose other node has
+// no process waits with virtual time at 0; after Config.QuietReport the
+// log says once which node the clock waits for, and how to run one
+// program on its own; in Count mode, how many nodes are missing.
+func TestMissingReport(t *testing.T) {
+	for _, count := range []bool{false, true} {
+		ctx := bound(t, 30*time.Second)
+		var log syncBuffer
+		cfg := Config{QuietReport: 100 * time.Millisecond, Log: &log}
+		want := "node b has none yet"
+		if count {
+			cfg.Count, want = 2, "1 of its 2 nodes has none yet"
+		}
+		d, _ := testDaemon(t, ctx, cfg)
+		attached := make(chan *Port, 1)
+		go func() {
+			// In Count mode the attach is answered once both came.
+			p, err := AttachDir(d.cfg.Dir, d.cfg.Name, "a")
+			if err != nil {
+				t.Error(err)
+			}
+			attached <- p
+		}()
+		const said = "virtual time has not started after"
+		for !strings.Contains(log.String(), said) && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // a second report would come now
+		out := log.String()
+		if n := strings.Count(out, said); n != 1 {
+			t.Fatalf("count %v: %d reports, want 1:\n%s", count, n, out)
+		}
+		if !strings.Contains(out, want) || !strings.Contains(out, "LD_LIBRARY_PATH") {
+			t.Errorf("count %v: the report does not say %q and how to run one program alone:\n%s", count, want, out)
+		}
+		b, err := AttachDir(d.cfg.Dir, d.cfg.Name, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := <-attached; a != nil {
+			a.Close()
+		}
+		b.Close()
+	}
+}

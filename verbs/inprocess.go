@@ -1,8 +1,8 @@
 package verbs
 
 // Hooks for a driver that runs the world inside a C program's process
-// (the drop-in libibverbs.so.1, dropin/ibverbs): rxe's GID 0, loopback,
-// and a look at a channel's events without taking them.
+// (the drop-in libibverbs.so.1, dropin/ibverbs): rxe's GID 0 and a look
+// at a channel's events without taking them.
 
 import (
 	"net/netip"
@@ -17,21 +17,6 @@ import (
 // starts with it: the core's default GID of a RoCE port
 // (roce_gid_mgmt.c), RoCE v2 on rxe, whose port speaks nothing else.
 func LinkLocal(mac wire.MAC) netip.Addr { return mac.LinkLocal() }
-
-// Loopback makes the host's device address frames for its own GIDs to
-// its own MAC. Real rxe never puts such a frame on the wire: rxe_net.c's
-// rxe_xmit_packet hands a packet whose destination is a local address to
-// rxe_loopback, which queues it on the device's own receive path. Here
-// the frame goes out on the host's link and a switch (ConnectSwitch)
-// sends it back down the same port, so the loop passes through the fault
-// plan and the capture as every other frame does: two QPs of one device
-// talk, and a lost frame of theirs is retransmitted in the capture. Call
-// it once the host is on a switch.
-func (h *Host) Loopback() {
-	for _, g := range h.dev.GIDs() {
-		h.dev.AddNeighbour(g, h.dev.Config().MAC)
-	}
-}
 
 // Pending returns how many completion events wait on the channel
 // (ibv_get_cq_event would return them without blocking); 0 for nil.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 	"github.com/rocesim/rocesim/wire"
 )
@@ -24,17 +25,22 @@ func TestLinkLocal(t *testing.T) {
 }
 
 // TestLoopback: two RC QPs of one device exchange a SEND over the
-// link-local GID (index 0) and the IPv4 one (index 1), looped back by
-// the switch, as rxe loops them back; without Loopback nothing arrives.
+// device's own GID, as two QPs of one rxe device do (rxe_loopback). On a
+// switch the frames go out and come back down the same port; on a
+// direct link to another host they come back in the node at once and
+// never reach the link (rxe puts no such frame on the wire), in the
+// order sent.
 func TestLoopback(t *testing.T) {
-	for _, loop := range []bool{false, true} {
-		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, LinkLocalGID: true})
-		h := w.AddHost("a")
-		if err := w.ConnectSwitch(); err != nil {
-			t.Fatal(err)
+	for _, sw := range []bool{true, false} {
+		tr := &sim.Trace{}
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, LinkLocalGID: true, Trace: tr})
+		h, other := w.AddHost("a"), w.AddHost("b")
+		connect := func() error { return w.Connect(h, other) }
+		if sw {
+			connect = w.ConnectSwitch
 		}
-		if loop {
-			h.Loopback()
+		if err := connect(); err != nil {
+			t.Fatal(err)
 		}
 		a, b := setup(h, 100), setup(h, 200)
 		if err := a.connect(b); err != nil {
@@ -43,18 +49,47 @@ func TestLoopback(t *testing.T) {
 		if err := b.connect(a); err != nil {
 			t.Fatal(err)
 		}
-		b.qp.PostRecv([]verbs.RecvWR{{WRID: 1, SGList: []verbs.SGE{b.mr.SGE(0, 4096)}}})
-		copy(a.buf, "ping")
-		a.qp.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 4)}}})
+		for i := range 3 {
+			b.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{b.mr.SGE(uint64(i)*8, 8)}}})
+		}
+		copy(a.buf, "ping0ping1ping2")
+		for i := range 3 {
+			a.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(uint64(i)*5, 5)}}})
+		}
 		if err := w.RunFor(1000000); err != nil {
 			t.Fatal(err)
 		}
-		wcs := make([]verbs.WC, 4)
+		wcs := make([]verbs.WC, 8)
 		nb := b.cq.Poll(wcs)
-		na := a.cq.Poll(wcs[1:])
-		got := nb == 1 && na == 1 && wcs[0].Status == verbs.WCSuccess && wcs[1].Status == verbs.WCSuccess && string(b.buf[:4]) == "ping"
-		if got != loop {
-			t.Errorf("loopback %v: %d and %d completions, buffer %q", loop, nb, na, b.buf[:4])
+		for i, wc := range wcs[:nb] {
+			if wc.Status != verbs.WCSuccess || wc.WRID != uint64(i) || wc.ByteLen != 5 {
+				t.Errorf("switch %v: receive %d: %+v", sw, i, wc)
+			}
+		}
+		if na := a.cq.Poll(wcs[nb:]); nb != 3 || na != 3 {
+			t.Errorf("switch %v: %d and %d completions, want 3 and 3", sw, nb, na)
+		}
+		if got := string(b.buf[:5]) + string(b.buf[8:13]) + string(b.buf[16:21]); got != "ping0ping1ping2" {
+			t.Errorf("switch %v: received %q", sw, got)
+		}
+		loops := 0
+		for _, e := range tr.Events() {
+			if e.Kind == "frame-loop" {
+				loops++
+			}
+		}
+		if sw {
+			if loops != 0 {
+				t.Errorf("switch: %d frames looped in the node, want none (the switch turns them)", loops)
+			}
+			continue
+		}
+		l := w.Fabric().Links()[0]
+		if s0, s1 := l.Stats(0), l.Stats(1); s0.TxFrames != 0 || s1.TxFrames != 0 {
+			t.Errorf("direct link: %d and %d frames on the link, want none", s0.TxFrames, s1.TxFrames)
+		}
+		if loops < 6 { // three SENDs and their ACKs, at least
+			t.Errorf("direct link: %d frame-loop events, want at least 6", loops)
 		}
 	}
 }

@@ -21,6 +21,7 @@ package main
 // ROCESIM_TRANSPORT=udp and ROCESIM_ADDR instead (dropin/ibverbs udp.go).
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -35,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -146,6 +148,11 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = checkExecTransport(fs, *transport, *addr, *routable)
 	}
+	if err == nil && !udp && oneNode(*nodes) {
+		err = fmt.Errorf("--nodes %s: a fabric joins two programs or more; one program on its own needs no fabric: "+
+			"run it with LD_LIBRARY_PATH naming the drop-in library (make dropin builds it into build/dropin), "+
+			"and ROCESIM_FAULTS, ROCESIM_PCAP or ROCESIM_LADDER for a fault plan, a capture or a ladder", *nodes)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rocesim exec: %v\n\n%s", err, execUsage)
 		return exitUsage
@@ -209,6 +216,8 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 			argv = append(argv, f.flag, f.v)
 		}
 	}
+	log := filepath.Join(procfabric.SocketDir(), *name+".log")
+	logFrom := fileSize(log) // the daemon appends to an earlier run's log
 	started, err := startFabric(*name, argv)
 	if err != nil {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s: %v\n", *name, err)
@@ -217,9 +226,13 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if !started && (*plan != "" || *pcap != "" || traceSet || *deadline != "") {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace and --deadline apply, not these\n", *name)
 	}
+	stopEcho := func() {}
+	if started {
+		stopEcho = echoFabricLog(log, logFrom, *name, stderr)
+	}
 	code := runProgram(prog, libDir, []string{"ROCESIM_FABRIC=" + *name, "ROCESIM_NODE=" + *node,
 		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr, nil)
-	log := filepath.Join(procfabric.SocketDir(), *name+".log")
+	stopEcho()
 	if started {
 		where := "trace: " + *traceFile + "; the ladder and the fabric's summary: " + log + " (written once every node has left)"
 		if *pcap != "" {
@@ -231,6 +244,85 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 			filepath.Base(prog[0]), code, *node, *name, log)
 	}
 	return code
+}
+
+// oneNode reports whether --nodes names a fabric of one node: the count
+// 1, or one name.
+func oneNode(nodes string) bool {
+	if n, err := strconv.Atoi(nodes); err == nil {
+		return n == 1
+	}
+	return !strings.Contains(nodes, ",")
+}
+
+// fileSize returns the size of the file at path, 0 if there is none.
+func fileSize(path string) int64 {
+	if fi, err := os.Stat(path); err == nil {
+		return fi.Size()
+	}
+	return 0
+}
+
+// logEchoEvery is how often echoFabricLog looks at the fabric's log.
+const logEchoEvery = 250 * time.Millisecond
+
+// echoFabricLog copies to stderr, while the program runs, what the
+// fabric this command started logs from offset from of its log at path:
+// that it waits for a node with no process, that the run is stuck,
+// that it sent a process away. The log is a file (the fabric outlives
+// this command when the other program's does), where a user at a
+// terminal would not look while the run seems to hang. The fabric's
+// opening lines are left out. The returned function stops the echo,
+// after copying what was logged until then.
+func echoFabricLog(path string, from int64, name string, stderr io.Writer) (stop func()) {
+	prefix := "rocesim fabric " + name + ": "
+	quit, done := make(chan struct{}), make(chan struct{})
+	var partial []byte
+	look := func() {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		buf, err := io.ReadAll(io.NewSectionReader(f, from, 1<<30))
+		if err != nil || len(buf) == 0 {
+			return
+		}
+		from += int64(len(buf))
+		buf = append(partial, buf...)
+		for {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			line := string(buf[:i])
+			buf = buf[i+1:]
+			rest, ok := strings.CutPrefix(line, prefix)
+			if !ok || strings.HasPrefix(rest, "serving ") || strings.HasPrefix(rest, "nodes ") {
+				continue
+			}
+			fmt.Fprintln(stderr, line)
+		}
+		partial = append(partial[:0], buf...)
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(logEchoEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				look()
+			case <-quit:
+				look()
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // runProgram runs prog with LD_LIBRARY_PATH naming libDir and env added,

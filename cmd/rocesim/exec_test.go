@@ -479,6 +479,8 @@ func TestExecUsage(t *testing.T) {
 		{[]string{"exec", "--transport", "udp", "--addr", "0.0.0.0", "--routable", "--", "true"}, "not a specific IPv4 or IPv6 address"},
 		{[]string{"exec", "--transport", "udp", "--faults", "drop nth=1", "--", "true"}, "--faults applies to the fabric"},
 		{[]string{"exec", "--addr", "127.0.0.5", "--", "true"}, "--addr applies to --transport udp only"},
+		{[]string{"exec", "--nodes", "1", "--", "true"}, "one program on its own needs no fabric"},
+		{[]string{"exec", "--nodes", "solo", "--", "true"}, "run it with LD_LIBRARY_PATH naming the drop-in library"},
 	} {
 		code, _, errOut := runCmd(c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
@@ -488,6 +490,54 @@ func TestExecUsage(t *testing.T) {
 	code, out, _ := runCmd("help", "exec")
 	if code != exitOK || !strings.Contains(out, "Usage: rocesim exec") {
 		t.Errorf("help exec: %d %q", code, out)
+	}
+}
+
+// TestExecLoopback: a program whose two QPs of one device talk to each
+// other (dropin/ibverbs/testdata/loopback.c: SEND, WRITE, READ, both
+// atomics) runs under rocesim exec, on each node of a fabric of two (a
+// direct link: each node turns its frames round itself, as
+// rxe_loopback does, and none crosses the link) and of three (the
+// switch sends them back). Its frames had gone to the other node, which
+// dropped them, and the program retransmitted for ever.
+func TestExecLoopback(t *testing.T) {
+	needTools(t)
+	bin := filepath.Join(t.TempDir(), "loopback")
+	if out, err := exec.Command("gcc", "-Wall", "-pthread", "-o", bin, "../../dropin/ibverbs/testdata/loopback.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc loopback.c: %v\n%s", err, out)
+	}
+	for _, nodes := range []string{"a,b", "a,b,c"} {
+		f := newFabricEnv(t)
+		var ps []*execProc
+		for _, n := range strings.Split(nodes, ",") {
+			ps = append(ps, startExec(t, f, "--node", n, "--nodes", nodes, "--", bin))
+		}
+		for i, p := range ps {
+			p.wait(t)
+			if p.code != 0 || !strings.Contains(p.stdout.String(), "loopback ok") {
+				t.Errorf("--nodes %s, node %d: exit %d\nstdout:\n%s\nstderr:\n%s", nodes, i, p.code, p.stdout.String(), p.stderr.String())
+			}
+		}
+		virtual, _ := fabricTimes(t, f)
+		if nodes == "a,b" && virtual != "0s" {
+			t.Errorf("--nodes a,b: the run took %s of virtual time, want 0s: looped frames come back at once", virtual)
+		}
+	}
+}
+
+// TestExecAlone: one program on a fabric of two nodes waits for the
+// other's process with its clock at 0; rocesim exec says so on its
+// stderr within a few seconds, with what to run, rather than only in
+// the fabric's log.
+func TestExecAlone(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong")
+	f := newFabricEnv(t)
+	// A pingpong server: it waits for its client on TCP for ever.
+	p := startExec(t, f, "--node", "a", "--nodes", "a,b", "--", "ibv_rc_pingpong", "-g", "0", "-p", strconv.Itoa(freePort(t)))
+	time.AfterFunc(8*time.Second, func() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) })
+	<-p.done
+	if errOut := p.stderr.String(); !strings.Contains(errOut, "virtual time has not started") || !strings.Contains(errOut, "node b has none yet") {
+		t.Errorf("after 8 s alone (exit %d), stderr does not say the clock waits for node b:\n%s", p.code, errOut)
 	}
 }
 

@@ -29,10 +29,13 @@
 // prints the model's limits and rxe's other attributes (vendor_id,
 // device_cap_flags, max_mtu 4096, port_cap_flags, ...): the same text as
 // for a real rxe0 but for the name and the MAC (testdata/rxe0-devinfo.txt).
-// Two QPs of one device talk: as rxe loops a packet for a local address
-// back (rxe_net.c), the switch sends a device's frames to itself back
-// down its own link (verbs.Host.Loopback), so the fault plan and the
-// capture see them.
+// Two QPs of one device talk, as rxe loops a packet for a local address
+// back (rxe_net.c): the device addresses it to its own MAC, and the
+// switch sends it back down the device's own link, so the fault plan and
+// the capture see it. On a fabric of two processes (ROCESIM_FABRIC, a
+// direct link, no switch) the node turns it round itself, at once, and
+// it is neither judged by the plan nor captured, as on a real rxe port
+// (fabric.Node.Send); on a fabric of three or more, its switch does.
 //
 // Registered memory is the program's own: the device reads and writes
 // the bytes at the address the program registered. The addresses on the

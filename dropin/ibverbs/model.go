@@ -392,9 +392,6 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	if err := p.w.ConnectSwitch(); err != nil {
 		return nil, err
 	}
-	for _, d := range p.devs {
-		d.host.Loopback()
-	}
 	return p, p.openAdmin()
 }
 

@@ -142,6 +142,7 @@ type Fabric struct {
 	pool     bufPool
 	pkt      wire.Packet // scratch decode of the frame being handled
 	delayH   delayHandler
+	loopH    loopHandler
 	changesH changeHandler
 	changes  []faults.LinkChange
 	changeT  []sim.Timer // the pending change events, cancelled by SetPlan
@@ -176,6 +177,7 @@ func New(cfg Config) *Fabric {
 		countTx:  cfg.CountTx,
 	}
 	f.delayH.f = f
+	f.loopH.f = f
 	f.changesH.f = f
 	f.scheduleChanges(-1)
 	return f
@@ -394,6 +396,14 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // is (a NIC's notes live in its batch: nic.OutFrame). A frame longer than
 // MaxFrame (ErrFrameSize) or shorter than an Ethernet header (ErrRunt) is
 // refused.
+//
+// A frame for the node's own MAC on a direct link to another node comes
+// back to the node instead, at the same instant, as rxe loops a packet
+// for a local address back (rxe_net.c, rxe_loopback): it never reaches
+// the link, so neither the fault plan nor the capture sees it, as a
+// capture of a real rxe port would not (see loopHandler). Toward a
+// switch it goes out as every frame does, and the switch sends it back
+// down the same port.
 func (n *Node) Send(port int, frame, note []byte) error {
 	return n.send(port, frame, note, false)
 }
@@ -435,6 +445,10 @@ func (n *Node) send(port int, frame, note []byte, sealed bool) error {
 	b.tx = 0
 	b.owner = n.idx
 	b.sealed = sealed
+	if b.to == n.idx && p.farNode() != noNode {
+		f.loopH.loop(p.out, b)
+		return nil
+	}
 	f.enter(p.out, b, true)
 	return nil
 }

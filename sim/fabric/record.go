@@ -29,12 +29,17 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 		// the writer reports its error when it is closed.
 		_ = t.tap.WriteFrame(int64(f.sched.Now()), t.id, b.bytes(), comment)
 	}
+	f.observeFrame(d, d.name, b, comment, dropped)
+}
+
+// observeFrame gives the observers the record of frame b on d (named dir).
+func (f *Fabric) observeFrame(d *direction, dir string, b *frameBuf, comment string, dropped bool) {
 	first := d.node == b.from
 	if f.observe == nil && (f.obsFirst == nil || !first) {
 		return
 	}
 	r := &f.obsRec
-	*r = FrameRecord{Time: f.sched.Now(), Link: d.linkName, Dir: d.name, From: f.names[b.from], To: f.name(b.to),
+	*r = FrameRecord{Time: f.sched.Now(), Link: d.linkName, Dir: dir, From: f.names[b.from], To: f.name(b.to),
 		FromNode: b.from, ToNode: b.to, First: first, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
 		Comment: comment, Frame: b.bytes()}
 	if first && f.obsFirst != nil {
