@@ -64,6 +64,13 @@ type AgentEvent struct {
 	// open: the device's completion vectors (num_comp_vectors).
 	CompVectors int `json:"comp_vectors"`
 
+	// gid_table: the entries ibv_query_gid_table gave.
+	N int `json:"n"`
+
+	// device_ex: phys_port_cnt and phys_port_cnt_ex.
+	Ports   int `json:"ports"`
+	PortsEx int `json:"ports_ex"`
+
 	// async: the event's libibverbs name and the QP it concerns.
 	Type string `json:"type"`
 

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -83,18 +84,72 @@ func TestPostChecksMatchRxe(t *testing.T) {
 			t.Errorf("%s: rxe %s, model %s, want %s", c.name, real, model, c.want)
 		}
 	}
+	// The device's answers that rdma-core's own tests (tests/ over
+	// pyverbs) ask for, from rxe and from the drop-in library.
+	rxeAns := deviceProbes(t, ctx, a)
+	c := needCABI(t)
+	la, err := startLocalAgent(ctx, "probes", c.Agent, []string{"LD_LIBRARY_PATH=" + c.Lib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Stop()
+	la2, err := startAgent(ctx, la)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := la2.Script(ctx, "open dev=rocesim0", "pd", "cq depth=16"); err != nil {
+		t.Fatalf("%v\n%s", err, la.Stderr())
+	}
+	dropinAns := deviceProbes(t, ctx, la2)
+	if strings.Join(rxeAns, "\n") != strings.Join(dropinAns, "\n") {
+		t.Errorf("the device's answers differ:\nrxe:\n  %s\ndrop-in:\n  %s", strings.Join(rxeAns, "\n  "), strings.Join(dropinAns, "\n  "))
+	}
+	t.Logf("rxe's answers:\n  %s", strings.Join(rxeAns, "\n  "))
 	if t.Failed() {
 		t.Logf("console:\n%s", vm.Console())
 	}
 }
 
+// deviceProbes asks the agent a (its device open, with a pd and a cq
+// named cq) what rdma-core's tests ask of a device: a RAW_PACKET QP
+// (rxe_qp_chk_init: EOPNOTSUPP, which the tests take as "skip"), the GID
+// table with no room, too little and enough (the kernel refuses the
+// first two), phys_port_cnt_ex beside phys_port_cnt, and a cmd_fd that
+// can be dup'ed.
+func deviceProbes(t *testing.T, ctx context.Context, a *Agent) []string {
+	t.Helper()
+	var out []string
+	for _, cmd := range []string{"raw_qp cq=cq", "gid_table max=0", "gid_table max=1", "gid_table max=1024", "device_ex", "cmd_fd"} {
+		evs, err := a.Do(ctx, cmd)
+		got := agentOutcome(err)
+		if err == nil && len(evs) > 0 {
+			switch ev := evs[len(evs)-1]; ev.Event {
+			case "gid_table":
+				got = fmt.Sprintf("n=%d", ev.N)
+			case "device_ex":
+				got = fmt.Sprintf("phys_port_cnt=%d phys_port_cnt_ex=%d", ev.Ports, ev.PortsEx)
+			}
+		}
+		out = append(out, cmd+": "+got)
+	}
+	return out
+}
+
 // agentOutcome is "ok", an errno name, or the agent's error text.
 func agentOutcome(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return "ok"
-	case errors.Is(err, ErrAgent) && strings.HasSuffix(strings.ToLower(err.Error()), syscall.EINVAL.Error()):
-		return "EINVAL"
+	}
+	if errors.Is(err, ErrAgent) {
+		msg := strings.ToLower(err.Error())
+		for _, e := range []struct {
+			name  string
+			errno syscall.Errno
+		}{{"EINVAL", syscall.EINVAL}, {"EOPNOTSUPP", syscall.EOPNOTSUPP}} {
+			if strings.HasSuffix(msg, e.errno.Error()) {
+				return e.name
+			}
+		}
 	}
 	return err.Error()
 }

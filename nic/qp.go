@@ -190,13 +190,30 @@ func (r *ring[T]) trim() {
 	r.peak, r.turns = 0, 0
 }
 
+// knownQPType reports whether the kernel's uverbs knows qp_type t
+// (create_qp: RC, UC, UD, RAW_PACKET, XRC_INI, DRIVER; XRC_TGT too, but
+// only with an XRC domain in the PD's place, which the model has not):
+// an unknown one is EINVAL there, a known one reaches the driver, and
+// rxe_qp_chk_init refuses all but RC, UC and UD (and GSI) with
+// EOPNOTSUPP, once the PD and the CQs have been looked up and before the
+// capacities are checked. (The kernel wants CAP_NET_RAW for RAW_PACKET
+// first, EPERM without; the model has no privileges: it answers as to
+// root.)
+func knownQPType(t QPType) bool {
+	switch t {
+	case QPTypeRC, QPTypeUC, QPTypeUD, 8, 9, 0xff: // IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND, IBV_QPT_DRIVER
+		return true
+	}
+	return false
+}
+
 // CreateQP creates a queue pair in pd, in state RESET.
 func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	switch {
 	case !d.livePD(pd):
 		return nil, errno(syscall.EINVAL, "create_qp: not a live PD of this device")
-	case ia.Type != QPTypeRC && ia.Type != QPTypeUC && ia.Type != QPTypeUD:
-		return nil, errno(syscall.EINVAL, "create_qp: qp_type %v not supported (RC, UC or UD)", ia.Type)
+	case !knownQPType(ia.Type):
+		return nil, errno(syscall.EINVAL, "create_qp: qp_type %v unknown", ia.Type)
 	case ia.SendCQ == nil || ia.RecvCQ == nil:
 		return nil, errno(syscall.EINVAL, "create_qp: send_cq and recv_cq are required")
 	case ia.SendCQ.dead || ia.SendCQ.dev != d:
@@ -205,6 +222,8 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 		return nil, errno(syscall.EINVAL, "create_qp: recv_cq is not a live CQ of this device")
 	case ia.SRQ != nil && !d.liveSRQ(ia.SRQ):
 		return nil, errno(syscall.EINVAL, "create_qp: srq is not a live SRQ of this device")
+	case ia.Type != QPTypeRC && ia.Type != QPTypeUC && ia.Type != QPTypeUD:
+		return nil, errno(syscall.EOPNOTSUPP, "create_qp: qp_type %v not supported (RC, UC or UD)", ia.Type)
 	case ia.Cap.MaxSendWR < 1 || int(ia.Cap.MaxSendWR) > d.attr.MaxQPWR:
 		return nil, errno(syscall.EINVAL, "create_qp: cap.max_send_wr %d out of range 1..%d", ia.Cap.MaxSendWR, d.attr.MaxQPWR)
 	case ia.SRQ == nil && (ia.Cap.MaxRecvWR < 1 || int(ia.Cap.MaxRecvWR) > d.attr.MaxQPWR):
@@ -453,7 +472,7 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 		}
 		dgid := attr.AHAttr.GRH.DGID.Unmap()
 		var ok bool
-		if dmac, ok = d.neighbour(dgid); !ok && !d.isLocal(dgid) {
+		if dmac, ok = d.neighbour(dgid); !ok {
 			return errno(syscall.EINVAL, "modify_qp: no route to GID %v (unknown neighbour)", attr.AHAttr.GRH.DGID)
 		}
 	}

@@ -591,8 +591,12 @@ func misuseRows() []misuseRow {
 			require.NoError(t, err)
 			return createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.SRQ = s })(t, f)
 		}},
-		misuseRow{name: "qp_type invalid", errno: inval, msg: "not supported (RC, UC or UD)",
-			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Type = verbs.QPType(9) })},
+		misuseRow{name: "qp_type unknown", errno: inval, msg: "qp_type QPType(5) unknown",
+			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Type = verbs.QPType(5) })},
+		// rxe_qp_chk_init: a type uverbs knows (IBV_QPT_RAW_PACKET, as
+		// rdma-core's tests create) but rxe does not serve.
+		misuseRow{name: "qp_type RAW_PACKET", errno: syscall.EOPNOTSUPP, msg: "qp_type QPType(8) not supported (RC, UC or UD)",
+			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Type = verbs.QPType(8) })},
 		misuseRow{name: "max_send_wr 0", errno: inval, msg: "max_send_wr 0 out of range 1..1048576",
 			call: createQP(func(f *misuseFixture, ia *verbs.QPInitAttr) { ia.Cap.MaxSendWR = 0 })},
 		misuseRow{name: "max_send_wr over the device's", errno: inval, msg: "max_send_wr 1048577 out of range 1..1048576",

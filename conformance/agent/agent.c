@@ -19,6 +19,12 @@
  *                                  completion vector 0), on the completion
  *                                  channel with channel=1
  *   channel                        create the agent's completion channel
+ *   raw_qp [cq=C]                  create (and destroy) a RAW_PACKET QP
+ *   gid_table max=N                ibv_query_gid_table with room for N
+ *                                  entries; prints how many it gave
+ *   device_ex                      ibv_query_device_ex; prints phys_port_cnt
+ *                                  and phys_port_cnt_ex
+ *   cmd_fd                         dup(2) the context's cmd_fd
  *   notify [cq=C] [solicited=1]    ibv_req_notify_cq
  *   get_event [timeout_ms=N]       wait (poll(2), default 10 s) for an event
  *                                  on the channel and read it with
@@ -1092,6 +1098,50 @@ static void run(char *line)
 			fail(cmd, "ibv_create_cq: %s", strerror(errno));
 		printf("{\"event\":\"cq\",\"name\":\"%s\",\"cqe\":%d}\n", cqs[ncqs].name, cqs[ncqs].cq->cqe);
 		ncqs++;
+	} else if (strcmp(cmd, "raw_qp") == 0) {
+		/* A raw packet QP, created and destroyed: what the device says. */
+		struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RAW_PACKET,
+					       .cap = { .max_send_wr = 1, .max_recv_wr = 1,
+							.max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp *raw;
+
+		need(cmd, pd, "pd");
+		ia.send_cq = ia.recv_cq = lookup_cq(cmd, "cq");
+		if (!(raw = ibv_create_qp(pd, &ia)))
+			fail(cmd, "ibv_create_qp: %s", strerror(errno));
+		ibv_destroy_qp(raw);
+		printf("{\"event\":\"raw_qp\"}\n");
+	} else if (strcmp(cmd, "gid_table") == 0) {
+		/* ibv_query_gid_table with room for max= entries. */
+		long max = num(cmd, "max", 0, 0);
+		struct ibv_gid_entry *entries = calloc(max ? max : 1, sizeof(*entries));
+		ssize_t n;
+
+		if (!entries)
+			fail(cmd, "out of memory");
+		n = ibv_query_gid_table(ctx, max ? entries : NULL, max, 0);
+		free(entries);
+		if (n < 0)
+			fail(cmd, "ibv_query_gid_table: %s", strerror(-n));
+		printf("{\"event\":\"gid_table\",\"n\":%zd}\n", n);
+	} else if (strcmp(cmd, "device_ex") == 0) {
+		struct ibv_device_attr_ex ax;
+
+		need(cmd, ctx, "device");
+		memset(&ax, 0, sizeof(ax));
+		if ((e = ibv_query_device_ex(ctx, NULL, &ax)))
+			fail(cmd, "ibv_query_device_ex: %s", strerror(e));
+		printf("{\"event\":\"device_ex\",\"ports\":%d,\"ports_ex\":%d}\n",
+		       ax.orig_attr.phys_port_cnt, ax.phys_port_cnt_ex);
+	} else if (strcmp(cmd, "cmd_fd") == 0) {
+		/* Is the context's command descriptor an open file (dup works)? */
+		int fd;
+
+		need(cmd, ctx, "device");
+		if ((fd = dup(ctx->cmd_fd)) < 0)
+			fail(cmd, "dup(cmd_fd %d): %s", ctx->cmd_fd, strerror(errno));
+		close(fd);
+		printf("{\"event\":\"cmd_fd\"}\n");
 	} else if (strcmp(cmd, "channel") == 0) {
 		need(cmd, ctx, "device");
 		if (channel)

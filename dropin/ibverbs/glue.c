@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "glue.h"
@@ -184,7 +185,17 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	r->vctx.create_qp_ex = rs_create_qp_ex_op;
 	ctx = &r->vctx.context;
 	ctx->device = device;
-	ctx->cmd_fd = -1;
+	/* On rxe, cmd_fd is the open /dev/infiniband/uverbsN, which a program
+	 * may dup (rdma-core's tests do, for ibv_import_device) but never
+	 * reads. Here it is an eventfd nobody signals: a real descriptor,
+	 * never readable. */
+	ctx->cmd_fd = eventfd(0, EFD_CLOEXEC);
+	if (ctx->cmd_fd < 0) {
+		err = errno;
+		rs_close(h);
+		free(r);
+		return fail(err);
+	}
 	ctx->async_fd = async_fd;
 	ctx->num_comp_vectors = 1;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -214,6 +225,7 @@ int ibv_close_device(struct ibv_context *context)
 	err = rs_close(r->handle);
 	if (err)
 		return err;
+	close(context->cmd_fd);
 	pthread_mutex_destroy(&context->mutex);
 	free(r);
 	return 0;
@@ -266,6 +278,8 @@ static int rs_query_device_ex_op(struct ibv_context *context,
 	if (err)
 		return err;
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	/* libibverbs fills it whatever the provider (ibv_cmd_query_device_any) */
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
 	return 0;
 }
@@ -345,17 +359,25 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context,
 			     struct ibv_gid_entry *entries, size_t max_entries,
 			     uint32_t flags, size_t entry_size)
 {
+	struct ibv_gid_entry spare;
 	size_t n = 0;
 
-	if (!context || (!entries && max_entries) || flags || entry_size < sizeof(*entries))
+	/* The kernel's QUERY_GID_TABLE refuses room for no entry, and a
+	 * table with more valid entries than the room given (EINVAL from
+	 * rdma_query_gid_table); the errno comes back negated. */
+	if (!context || !entries || !max_entries || flags || entry_size < sizeof(*entries))
 		return -EINVAL;
-	for (uint32_t i = 0; n < max_entries; i++) {
-		int err = _ibv_query_gid_ex(context, 1, i, &entries[n], 0, sizeof(*entries));
+	for (uint32_t i = 0;; i++) {
+		struct ibv_gid_entry *e = n < max_entries ?
+			(struct ibv_gid_entry *)((char *)entries + n * entry_size) : &spare;
+		int err = _ibv_query_gid_ex(context, 1, i, e, 0, sizeof(*e));
 
 		if (err == ENODATA)
 			continue;
 		if (err)
-			break;
+			break; /* past the table */
+		if (n == max_entries)
+			return -EINVAL;
 		n++;
 	}
 	return n;
