@@ -6,8 +6,10 @@
 //
 // # A plan
 //
-//	# lose the first transmission of PSN 2; its retransmission passes
-//	drop psn=2 tx=1
+//	# lose the first transmission of request PSN 2; its retransmission
+//	# passes (without class=request, the NAK asking for PSN 2 again,
+//	# which carries PSN 2 too, would be lost as well)
+//	drop class=request psn=2 tx=1
 //	# slow ACKs down now and then
 //	delay 50us class=ack prob=0.1
 //	# turn the third ACK into a PSN sequence error NAK
@@ -80,8 +82,11 @@
 //	            "drop class=ack nth=2" loses the 2nd, 4th, ... ACK.
 //	nth=3 first=1  the third such frame, and that one only.
 //	tx=2 first=1   the first retransmission of any PSN, once.
-//	psn=2 tx=1  PSN 2's first transmission (the usual "lose one packet
-//	            once"; its retransmission passes).
+//	psn=2 tx=1  PSN 2's first transmission, and the first response
+//	            that carries PSN 2: an ACK of it, or the NAK that asks
+//	            for it again after it was lost. "class=request psn=2
+//	            tx=1" is the usual "lose one packet once" (its
+//	            retransmission passes).
 //
 // Counters belong to the rule (nth=, first=) or to the PSN (tx=); a
 // frame that an earlier rule already acted on is not seen by later
@@ -97,7 +102,8 @@
 // destination QPN, requests or responses): 1 the first time, 2 for the
 // retransmission, ... The fabric calls it once per frame on the frame's
 // first hop, before Decide, and carries the number in Hop.Tx to later
-// hops, so "drop psn=2 tx=1" loses the first transmission only. CNPs are
+// hops, so "drop class=request psn=2 tx=1" loses the first transmission
+// only. CNPs are
 // counted apart from both directions; ACKs count as responses, so a
 // repeated ACK of the same PSN is tx=2. Memory is bounded (2^16 PSNs per
 // flow, 2^18 flows, 2^24 counters in all); past a bound a flow is

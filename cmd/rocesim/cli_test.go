@@ -112,6 +112,20 @@ func TestSetChangesTheRun(t *testing.T) {
 	assert.Contains(t, out, "dropped by rule 2: drop psn=4 tx=1")
 }
 
+// TestHelpFaults: the fault plans' grammar is one command away, from the
+// faults package's own documentation.
+func TestHelpFaults(t *testing.T) {
+	code, out, _ := runCmd("help", "faults")
+	if code != exitOK {
+		t.Fatalf("help faults: exit %d", code)
+	}
+	for _, want := range []string{"';' separates rules", "drop class=request psn=2 tx=1", "tx=K", "dir=A->B", "truncate len=N"} {
+		assert.Contains(t, out, want)
+	}
+	_, usageOut, _ := runCmd("help")
+	assert.Contains(t, usageOut, "rocesim help faults")
+}
+
 // TestFlagsWrittenWithTwoDashes: no usage text shows a flag with one
 // dash, except inspect's tshark-style -Y and -c, each beside its long
 // name.

@@ -80,7 +80,8 @@ Flags:
                        numbered in their names' order: MAC 02:00:00:00:00:i,
                        GID 0 fe80::ff:fe00:i, GID 1 ::ffff:10.0.0.i
   --nodes A,B|N        the fabric's nodes, if this starts it (default 2)
-  --faults PLAN        the fabric's fault plan, if this starts it
+  --faults PLAN        the fabric's fault plan, if this starts it (';'
+                       separates rules; rocesim help faults)
   --pcap FILE          the fabric's capture, if this starts it
   --trace FILE         the fabric's trace as text, if this starts it (default
                        NAME.trace beside the fabric's socket)

@@ -35,6 +35,7 @@ Usage:
   rocesim node [flags]            a model node on UDP 4791 of a (loopback) address, running a workload with a peer node
   rocesim switch [flags]          a fault switch between two real RoCE endpoints (VMs, interfaces, UDP hosts)
   rocesim help [COMMAND]          show this help, or a command's (also: COMMAND --help)
+  rocesim help faults             how a fault plan is written: its grammar, keys and actions
   rocesim --version               the module version and the commit it was built from
 
 Exit status: 0 success; 1 a scenario's expectations failed (run) or a
@@ -48,7 +49,7 @@ wraps to (default: the terminal's, else 80).
 Examples:
   rocesim scenarios
   rocesim run go-back-n --pcap go-back-n.pcapng --svg go-back-n.svg
-  rocesim run go-back-n --set link.delay=10us --fault "drop psn=4 tx=1"
+  rocesim run go-back-n --set link.delay=10us --fault "drop class=request psn=4 tx=1"
   rocesim inspect -Y 'class=nak' go-back-n.pcapng
 `
 
@@ -68,7 +69,7 @@ non-RoCE. A line starting with '#' is a header or summary.
 Flags:
   --json              one JSON object per frame (JSON lines) instead of text
   -Y, --filter KEYS   list only the frames KEYS select, as tshark -Y does;
-                      KEYS are a fault rule's match keys (faults/doc.go):
+                      KEYS are a fault rule's match keys (rocesim help faults):
                       op=RC_ACKNOWLEDGE, class=ack|nak|rnr|request|..., qp=,
                       psn=2 or psn=2-4, tx=2 (a retransmission), src=a,
                       dst=b, dir=a->b, link=a-b, from=/to= (time since the
@@ -147,7 +148,16 @@ once, NAKed, resent, and acknowledged by one cumulative ACK.
 Examples:
   rocesim demo
   rocesim demo --pcap demo.pcapng --svg demo.svg
-  rocesim demo --fault "drop psn=4 tx=1"
+  rocesim demo --fault "drop class=request psn=4 tx=1"
+`
+
+// faultsHelp introduces rocesim help faults: the faults package's own
+// documentation follows.
+const faultsHelp = `Fault plans: what run --fault, a scenario file's fault lines, fabric,
+exec and switch --faults, and ROCESIM_FAULTS take. On a command line or in
+ROCESIM_FAULTS, ';' separates rules as newlines do. The text below is the
+faults package's documentation (go doc github.com/rocesim/rocesim/faults).
+
 `
 
 // runHelp prints the general usage, or that of one command.
@@ -173,6 +183,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, switchUsage)
 	case len(args) == 1 && args[0] == "help":
 		fmt.Fprint(stdout, usage)
+	case len(args) == 1 && args[0] == "faults":
+		fmt.Fprint(stdout, faultsHelp+faults.Reference())
 	default:
 		fmt.Fprintf(stderr, "rocesim help: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage

@@ -34,7 +34,7 @@ Flags:
                       it (repeatable), e.g. --set a.q.retry_cnt=7; TARGET.KEY
                       is one of ` + setUsage + `
   --fault RULE        add RULE to the scenario's fault plan, after its own
-                      rules (repeatable; faults/doc.go has the keys), e.g.
+                      rules (repeatable; rocesim help faults has the keys), e.g.
                       --fault "drop psn=3 tx=1"
   --deadline D        end the run at virtual time D (e.g. 10ms, 2s); it
                       replaces the scenario's deadline line
@@ -52,7 +52,7 @@ Examples:
   rocesim run go-back-n
   rocesim run retry-exceeded --profile spec --json
   rocesim run examples/rnr.scenario --pcap rnr.pcapng --svg rnr.svg
-  rocesim run go-back-n --set link.delay=10us --fault "drop psn=4 tx=1"
+  rocesim run go-back-n --set link.delay=10us --fault "drop class=request psn=4 tx=1"
   rocesim run retry-exceeded --set a.q.retry_cnt=7 --profile spec
 
 The ladder is drawn to the terminal's width (COLUMNS, else the
