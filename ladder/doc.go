@@ -57,9 +57,12 @@
 // Both are deterministic: the same trace and options give the same bytes.
 // They read only the trace's events (the fabric's frame-* and link-*
 // kinds, the NIC's qp-state, completion, timer and async-event, and a
-// host's frame-loop: its own multicast datagram handed back to it, off
-// the wire, a note "↺ … looped back"); kinds they do not know are left
-// out.
+// host's frame-loop: its own multicast datagram handed back to it, or a
+// frame a node turned round itself on a direct link, off the wire, a
+// note "↺ … looped back"); kinds they do not know are left out. A frame
+// between two QPs of one host that a switch sent back down the host's
+// link has no arrow either: it is a note at the host, "↺" and the
+// arrow's label, with ✗ where it was lost.
 //
 // The package is a library at the module root, not part of the CLI: rocesim
 // run draws with it, and so does verbs/verbstest for a failed test's world.

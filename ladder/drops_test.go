@@ -147,3 +147,28 @@ func TestLoopNote(t *testing.T) {
 	assert.Contains(t, out, "↺ UD_SEND_ONLY psn=3 looped back", out)
 	assert.NotContains(t, out, "▶", out)
 }
+
+// TestSelfFrame: a frame between two QPs of one host, which a switch sent
+// back down the host's link, is a note at the host saying what an arrow
+// would (it had no arrow, and was not drawn at all), and where it was
+// lost.
+func TestSelfFrame(t *testing.T) {
+	tr := &sim.Trace{}
+	ev := func(at sim.Time, node, kind, link, psn string, extra ...sim.Field) {
+		tr.Add(sim.Event{Time: at, Node: node, Kind: sim.Kind(kind), QPN: 0x12, HasQPN: true,
+			Fields: append([]sim.Field{{Key: "link", Value: link}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: psn}}, extra...)})
+	}
+	ev(0, "a", "frame-tx", "a->sw", "1")
+	ev(1000, "sw", "frame-tx", "sw->a", "1")
+	ev(2000, "a", "frame-rx", "sw->a", "1")
+	ev(3000, "a", "frame-drop", "a->sw", "2", sim.Field{Key: "why", Value: "dropped by rule 1: drop psn=2"}, sim.Field{Key: "rule", Value: "1"})
+	out := text(t, tr, ladder.Options{Width: 60})
+	ls := strings.Split(out, "\n")
+	require.Equal(t, []string{"time", "a"}, strings.Fields(ls[0]), out)
+	rowIndex(t, ls, 1, "↺ SEND_ONLY psn=1")
+	rowIndex(t, ls, 1, "↺ SEND_ONLY psn=2", "✗ (rule 1)")
+	assert.NotContains(t, out, "▶", out)
+	var svg strings.Builder
+	require.NoError(t, ladder.SVG(&svg, tr, ladder.Options{}, "self"))
+	assert.Contains(t, svg.String(), "↺ SEND_ONLY psn=1")
+}

@@ -639,11 +639,34 @@ func (b *builder) finish() {
 	}
 	keep := b.m.items[:0]
 	for _, it := range b.m.items {
+		if it.kind == itemFrame && it.fr.from >= 0 && it.fr.to == it.fr.from {
+			it = loopNote(it) // a frame a host sent itself, through a switch
+		}
 		if it.kind == itemNote || drawable(it.fr) {
 			keep = append(keep, it)
 		}
 	}
 	b.m.items = keep
+}
+
+// loopNote turns the item of a frame whose sender and receiver are one
+// column (two QPs of one device; a switch sent it back down the
+// device's link) into a note at that column: there is no arrow to draw
+// from a bar to itself. It says what an arrow's label would, and where
+// the frame was lost.
+func loopNote(it item) item {
+	f := it.fr
+	text, tone := "↺ "+f.labels()[0], f.tone()
+	if tone == toneNone {
+		tone = toneDim
+	}
+	if f.lost {
+		text += " ✗" + ruleSuffix(f.lostRule)
+		if f.lostAt != "" && f.lostAt != f.origin {
+			text += " at " + f.lostAt
+		}
+	}
+	return item{kind: itemNote, t: it.t, node: f.from, text: text, tone: tone, evs: f.evs}
 }
 
 // drawable reports whether f has a place in the drawing: its sender is a

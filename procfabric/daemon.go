@@ -396,6 +396,17 @@ func (d *Daemon) Stats() Stats {
 // Serve has returned; nil while a Count-mode fabric waits for its nodes.
 func (d *Daemon) Fabric() *fabric.Fabric { return d.fab }
 
+// NodeNames returns the fabric's nodes in their order (node 1 first),
+// the columns of its ladder; nil while a Count-mode fabric waits for its
+// nodes. Call it once Serve has returned.
+func (d *Daemon) NodeNames() []string {
+	var names []string
+	for _, s := range d.slots {
+		names = append(names, s.info.Name)
+	}
+	return names
+}
+
 // Close stops Serve, closes every connection and removes the socket.
 // It may be called from any goroutine, more than once.
 func (d *Daemon) Close() error {

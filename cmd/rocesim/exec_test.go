@@ -462,6 +462,14 @@ func TestExecLinkCut(t *testing.T) {
 				t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
 			}
 		}
+		// Every frame was dropped, yet the ladder has its columns, in
+		// --nodes order, and draws the drops (it was empty).
+		fabricTimes(t, f)
+		log := f.log()
+		head := regexp.MustCompile(`(?m)^\s+time\s+server\s+client\s*$`)
+		if !head.MatchString(log) || !strings.Contains(log, "✗") || !strings.Contains(log, "link server-client down (rule 1)") {
+			t.Errorf("the ladder does not show server, client and the drops:\n%s", log)
+		}
 	})
 }
 

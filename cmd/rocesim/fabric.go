@@ -166,7 +166,11 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !*quiet {
-		if err := ladder.Text(stdout, cfg.Trace, textOptions(stdout, os.Getenv)); err != nil {
+		// The columns are the fabric's nodes in their order, drawn even
+		// if the plan dropped every frame they sent.
+		opts := textOptions(stdout, os.Getenv)
+		opts.Nodes = d.NodeNames()
+		if err := ladder.Text(stdout, cfg.Trace, opts); err != nil {
 			fmt.Fprintf(stderr, "rocesim fabric: %v\n", err)
 			code = exitUsage
 		}
