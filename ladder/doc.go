@@ -62,7 +62,9 @@
 // note "↺ … looped back"); kinds they do not know are left out. A frame
 // between two QPs of one host that a switch sent back down the host's
 // link has no arrow either: it is a note at the host, "↺" and the
-// arrow's label, with ✗ where it was lost.
+// arrow's label, with ✗ where it was lost. A frame that arrived and that
+// its receiver's NIC threw away (rx-drop: a bad ICRC, no such QP, a QP
+// no longer ready for it) is drawn in red with "dropped by NODE: why".
 //
 // The package is a library at the module root, not part of the CLI: rocesim
 // run draws with it, and so does verbs/verbstest for a failed test's world.

@@ -172,3 +172,25 @@ func TestSelfFrame(t *testing.T) {
 	require.NoError(t, ladder.SVG(&svg, tr, ladder.Options{}, "self"))
 	assert.Contains(t, svg.String(), "↺ SEND_ONLY psn=1")
 }
+
+// TestReceiverDrop: a frame that arrived and that its receiver's NIC
+// threw away (rx-drop at the instant of its frame-rx) says so on its
+// arrow, with why; an rx-drop at another instant marks nothing.
+func TestReceiverDrop(t *testing.T) {
+	tr := &sim.Trace{}
+	ev := func(at sim.Time, node, kind, link, psn string) {
+		tr.Add(sim.Event{Time: at, Node: node, Kind: sim.Kind(kind), QPN: 0x11, HasQPN: true,
+			Fields: []sim.Field{{Key: "link", Value: link}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: psn}}})
+	}
+	ev(0, "a", "frame-tx", "a->b", "1")
+	ev(1000, "b", "frame-rx", "a->b", "1")
+	tr.Add(sim.Event{Time: 1000, Node: "b", Kind: "rx-drop", QPN: 0x11, HasQPN: true, Fields: []sim.Field{{Key: "why", Value: "qp-state"}}})
+	ev(2000, "a", "frame-tx", "a->b", "2")
+	ev(3000, "b", "frame-rx", "a->b", "2")
+	tr.Add(sim.Event{Time: 3500, Node: "b", Kind: "rx-drop", Fields: []sim.Field{{Key: "why", Value: "malformed"}}})
+	out := text(t, tr, ladder.Options{Width: 100})
+	ls := strings.Split(out, "\n")
+	rowIndex(t, ls, 1, "SEND_ONLY psn=1 · dropped by b: qp-state", "▶")
+	i := rowIndex(t, ls, 1, "SEND_ONLY psn=2", "▶")
+	assert.NotContains(t, ls[i], "dropped", out)
+}

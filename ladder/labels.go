@@ -135,7 +135,7 @@ func (f *frame) odd() bool {
 		return true
 	}
 	for _, m := range f.marks {
-		if m.tone == toneFault || m.tone == toneRetx {
+		if m.tone == toneFault || m.tone == toneRetx || m.tone == toneErr {
 			return true
 		}
 	}
@@ -149,6 +149,11 @@ func (f *frame) tone() tone {
 		return toneErr
 	case strings.HasPrefix(f.key.aeth, "NAK") || strings.HasPrefix(f.key.aeth, "RNR"):
 		return toneWarn
+	}
+	for _, m := range f.marks {
+		if m.tone == toneErr {
+			return toneErr // dropped by its receiver
+		}
 	}
 	for _, m := range f.marks {
 		if m.tone == toneFault || m.tone == toneRetx {

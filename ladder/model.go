@@ -132,7 +132,7 @@ var frameKinds = map[sim.Kind]bool{
 }
 
 // nicKinds are the NIC's event kinds: a node that has them is a host.
-var nicKinds = map[sim.Kind]bool{"qp-state": true, "completion": true, "timer": true, "async-event": true, "frame-loop": true}
+var nicKinds = map[sim.Kind]bool{"qp-state": true, "completion": true, "timer": true, "async-event": true, "frame-loop": true, "rx-drop": true}
 
 // lines returns the text of the events at idx, one a line.
 func (m *model) lines(idx []int) string {
@@ -164,13 +164,16 @@ type builder struct {
 	// multiQP marks nodes whose notes name their QP (more than one QP
 	// appears at the node).
 	multiQP map[string]bool
+	// lastRx is, per host, the frame it received last (lookups only):
+	// an rx-drop at the same instant is about that frame.
+	lastRx map[string]*frame
 }
 
 // build digests tr. nodes, if not empty, fixes the columns.
 func build(tr *sim.Trace, nodes []string) *model {
 	evs := tr.Events()
 	b := &builder{m: &model{}, hosts: map[string]bool{}, pending: map[string][]*frame{}, flight: map[string][]*frame{},
-		multiQP: map[string]bool{}, flooded: map[string][]*frame{}}
+		multiQP: map[string]bool{}, flooded: map[string][]*frame{}, lastRx: map[string]*frame{}}
 	qps := map[string]uint32{}
 	// A node that only sends (a multicast sender in a fabric daemon's
 	// trace, which has no NIC events) is a host too: it puts frames on a
@@ -216,9 +219,12 @@ func build(tr *sim.Trace, nodes []string) *model {
 	for i := range evs {
 		e := &evs[i]
 		b.idx = i
-		if frameKinds[e.Kind] {
+		switch {
+		case frameKinds[e.Kind]:
 			b.frameEvent(e)
-		} else {
+		case e.Kind == "rx-drop":
+			b.rxDrop(e)
+		default:
 			b.note(e)
 		}
 	}
@@ -338,6 +344,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 			f = b.newFrame(e, from) // its start is not in the trace
 		}
 		f.delivered, f.end, f.dst = true, e.Time, e.Node
+		b.lastRx[e.Node] = f
 		if f.started {
 			b.m.items = append(b.m.items, item{kind: itemEnd, t: e.Time, fr: f})
 		}
@@ -386,6 +393,22 @@ func (b *builder) frameEvent(e *sim.Event) {
 		b.pending[link] = append(b.pending[link], f)
 	}
 	f.evs = append(f.evs, b.idx)
+}
+
+// rxDrop marks the frame a host received at this instant as one its NIC
+// threw away (a bad ICRC, no such QP, a QP in the wrong state, ...): on
+// the wire it arrived, and only the receiver's drop says it went no
+// further. An rx-drop with no such frame (its delivery is not in the
+// trace) is left out.
+func (b *builder) rxDrop(e *sim.Event) {
+	f := b.lastRx[e.Node]
+	if f == nil || f.end != e.Time {
+		return
+	}
+	why, _ := e.Get("why")
+	f.marks = append(f.marks, mark{text: "dropped by " + e.Node + ": " + why, short: "dropped by " + e.Node, tone: toneErr})
+	f.evs = append(f.evs, b.idx)
+	b.lastRx[e.Node] = nil // one drop per frame
 }
 
 // arrive finds the frame an event at node from is about: a new frame

@@ -66,12 +66,18 @@ func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
 	}
 	if !forQP(err, p) {
 		d.rxErrors[errCode(err)]++
+		d.traceRxError(now, err)
 		return
 	}
 	if dst := p.Dst().Unmap(); !d.isLocal(dst) && !(dst.IsMulticast() && d.inGroup(dst)) {
 		// A group no QP here is attached to is not the device's either:
 		// a real port's filter would not have taken the frame.
 		d.rxDrops[DropNotLocal]++
+		if !dst.IsMulticast() {
+			// A switch floods a group's frames to every port: a
+			// host's filter refusing one is routine, not news.
+			d.traceRxDrop(now, p, DropNotLocal)
+		}
 		return
 	}
 	if p.Info.Transport == wire.TransportCNP {
@@ -91,12 +97,14 @@ func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
 	qp := d.qpByNum(p.BTH.DestQP())
 	if why, ok := d.checkHeaders(qp, p); !ok {
 		d.rxDrops[why]++
+		d.traceRxDrop(now, p, why)
 		return
 	}
 	if p.Info.Kind.IsRequest() && qp.init.Type == QPTypeRC && qp.resp.busy() {
 		// The responder is answering a READ: the request waits its turn.
 		if !d.holdRequest(qp, frame) {
 			d.rxDrops[DropBusy]++
+			d.traceRxDrop(now, p, DropBusy)
 			return
 		}
 		d.counters.Add(CounterRcvdPkts, 1)
