@@ -67,6 +67,9 @@ type AgentEvent struct {
 	// gid_table: the entries ibv_query_gid_table gave.
 	N int `json:"n"`
 
+	// reset_post: what the posts returned, as text.
+	Detail string `json:"detail"`
+
 	// device_ex: phys_port_cnt and phys_port_cnt_ex.
 	Ports   int `json:"ports"`
 	PortsEx int `json:"ports_ex"`

@@ -114,12 +114,12 @@ func TestPostChecksMatchRxe(t *testing.T) {
 // named cq) what rdma-core's tests ask of a device: a RAW_PACKET QP
 // (rxe_qp_chk_init: EOPNOTSUPP, which the tests take as "skip"), the GID
 // table with no room, too little and enough (the kernel refuses the
-// first two), phys_port_cnt_ex beside phys_port_cnt, and a cmd_fd that
-// can be dup'ed.
+// first two), phys_port_cnt_ex beside phys_port_cnt, a cmd_fd that can
+// be dup'ed, and posts to a QP in RESET (the errno, and *bad_wr).
 func deviceProbes(t *testing.T, ctx context.Context, a *Agent) []string {
 	t.Helper()
 	var out []string
-	for _, cmd := range []string{"raw_qp cq=cq", "gid_table max=0", "gid_table max=1", "gid_table max=1024", "device_ex", "cmd_fd"} {
+	for _, cmd := range []string{"raw_qp cq=cq", "gid_table max=0", "gid_table max=1", "gid_table max=1024", "device_ex", "cmd_fd", "reset_post cq=cq"} {
 		evs, err := a.Do(ctx, cmd)
 		got := agentOutcome(err)
 		if err == nil && len(evs) > 0 {
@@ -128,6 +128,8 @@ func deviceProbes(t *testing.T, ctx context.Context, a *Agent) []string {
 				got = fmt.Sprintf("n=%d", ev.N)
 			case "device_ex":
 				got = fmt.Sprintf("phys_port_cnt=%d phys_port_cnt_ex=%d", ev.Ports, ev.PortsEx)
+			case "reset_post":
+				got = ev.Detail
 			}
 		}
 		out = append(out, cmd+": "+got)

@@ -20,6 +20,8 @@
  *                                  channel with channel=1
  *   channel                        create the agent's completion channel
  *   raw_qp [cq=C]                  create (and destroy) a RAW_PACKET QP
+ *   reset_post [cq=C]              post a SEND and a receive to an RC QP left
+ *                                  in RESET: the returns and *bad_wr
  *   gid_table max=N                ibv_query_gid_table with room for N
  *                                  entries; prints how many it gave
  *   device_ex                      ibv_query_device_ex; prints phys_port_cnt
@@ -1111,6 +1113,28 @@ static void run(char *line)
 			fail(cmd, "ibv_create_qp: %s", strerror(errno));
 		ibv_destroy_qp(raw);
 		printf("{\"event\":\"raw_qp\"}\n");
+	} else if (strcmp(cmd, "reset_post") == 0) {
+		/* An RC QP left in RESET: what ibv_post_send and ibv_post_recv
+		 * return, and where they leave *bad_wr (NULL, the WR, or
+		 * untouched). */
+		struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+							.max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_send_wr swr = { .wr_id = 1, .opcode = IBV_WR_SEND }, *sbad = (void *)1;
+		struct ibv_recv_wr rwr = { .wr_id = 2 }, *rbad = (void *)1;
+		struct ibv_qp *q;
+		int sret, rret;
+
+		need(cmd, pd, "pd");
+		ia.send_cq = ia.recv_cq = lookup_cq(cmd, "cq");
+		if (!(q = ibv_create_qp(pd, &ia)))
+			fail(cmd, "ibv_create_qp: %s", strerror(errno));
+		sret = ibv_post_send(q, &swr, &sbad);
+		rret = ibv_post_recv(q, &rwr, &rbad);
+		ibv_destroy_qp(q);
+		printf("{\"event\":\"reset_post\",\"detail\":\"send %d bad_wr %s, recv %d bad_wr %s\"}\n",
+		       sret, !sbad ? "NULL" : sbad == &swr ? "wr" : "untouched",
+		       rret, !rbad ? "NULL" : rbad == &rwr ? "wr" : "untouched");
 	} else if (strcmp(cmd, "gid_table") == 0) {
 		/* ibv_query_gid_table with room for max= entries. */
 		long max = num(cmd, "max", 0, 0);

@@ -667,12 +667,21 @@ func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
 // postSendChain posts the chain from wr on QP h, up to the first WR the
 // device refuses (set in *bad).
 func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
+	*bad = nil // as rxe's provider does first
 	v, ok := object[*qp](p, uint32(h))
 	if !ok {
 		*bad = wr
 		return errC(syscall.EINVAL)
 	}
-	_, init := v.q.Query()
+	a, init := v.q.Query()
+	switch a.QPState {
+	case verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR:
+		// rxe's provider writes the WRs into the send queue and rings
+		// the doorbell, which the kernel refuses for a QP not ready
+		// to send (rxe_post_send): EINVAL, with *bad_wr left NULL
+		// (TestPostChecksMatchRxe). The WRs are not kept here.
+		return errC(syscall.EINVAL)
+	}
 	for ; wr != nil; wr = wr.next {
 		w, err := sendWRFromC(wr, v.typ == verbs.QPTypeUD, init.Cap)
 		if err == 0 {
@@ -733,6 +742,14 @@ func sendWRFromC(wr *C.struct_ibv_send_wr, ud bool, c nic.QPCap) (sendWR, syscal
 func postRecvC(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {
 	p := lock()
 	defer p.mu.Unlock()
+	// rxe's provider clears *bad_wr first, and refuses a QP in RESET
+	// before it looks at any WR: EINVAL, *bad_wr NULL (rxe_post_recv).
+	*bad = nil
+	if v, ok := object[*qp](p, uint32(h)); ok {
+		if a, _ := v.q.Query(); a.QPState == verbs.QPStateReset {
+			return errC(syscall.EINVAL)
+		}
+	}
 	for ; wr != nil; wr = wr.next {
 		sges, ok := sgesFromC(wr.sg_list, wr.num_sge)
 		if !ok {
