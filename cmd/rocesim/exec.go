@@ -4,9 +4,11 @@ package main
 // fabric daemon.
 //
 //  1. find the drop-in libibverbs.so.1 and librdmacm.so.1: --lib, else
-//     the cache ($XDG_CACHE_HOME/rocesim/dropin/<hash of the libraries'
-//     sources>), building both there with the Go toolchain and a C
-//     compiler when they are missing or their sources changed
+//     build/dropin if make dropin made it from the current sources
+//     (madeLibrary), else the cache ($XDG_CACHE_HOME/rocesim/dropin/<hash
+//     of the libraries' sources>), building both there with the Go
+//     toolchain and a C compiler when they are missing or their sources
+//     changed
 //     (exec_rdmacm.go: librdmacm.so.1 is plain C over libibverbs.so.1);
 //  2. start the fabric if none of that name answers (procfabric.Start:
 //     this executable's `fabric --exit-when-idle`, with --nodes, --faults,
@@ -60,7 +62,8 @@ says where the capture, the trace and the ladder are: the fabric writes
 them when it exits, the ladder and its summary into its log beside its
 socket.
 
-The library is found with --lib, else in the cache
+The library is found with --lib, else in the source tree's build/dropin
+if make dropin built it there from the current sources, else in the cache
 ($XDG_CACHE_HOME/rocesim/dropin/<hash of its sources>, default
 ~/.cache), and built there when it is missing or stale: that needs the
 rocesim source tree (the current directory's module, $ROCESIM_SRC, or
@@ -499,6 +502,9 @@ func dropinLibrary(stderr io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if dir, ok := madeLibrary(src); ok {
+		return dir, nil
+	}
 	sum, err := sourceHash(src)
 	if err != nil {
 		return "", fmt.Errorf("the drop-in library's sources in %s: %w", src, err)
@@ -598,7 +604,26 @@ var hashSkipsDir = map[string]bool{".git": true, "build": true, "testdata": true
 // there would leave a stale library in the cache (TestSourceHashCoversTheLibrary).
 func sourceHash(root string) (string, error) {
 	h := sha256.New()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := walkSources(root, func(rel, path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "%s/%s", runtime.GOOS, runtime.GOARCH)
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// walkSources calls fn, in lexical order, for every file the library is
+// built from (see sourceHash), with its path relative to root.
+func walkSources(root string, fn func(rel, path string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -613,17 +638,33 @@ func sourceHash(root string) (string, error) {
 		if strings.HasSuffix(path, "_test.go") || (ext != ".go" && ext != ".c" && ext != ".h" && ext != ".map" && rel != "go.mod" && rel != "go.sum") {
 			return nil
 		}
-		b, err := os.ReadFile(path)
+		return fn(rel, path)
+	})
+}
+
+// madeLibrary returns root's build/dropin, where `make dropin` puts the
+// library, if both libraries are there and newer than every file they are
+// built from (as make itself would judge them): exec then runs the
+// library the user built rather than building its own copy into the
+// cache. A source changed since, or a library missing, is a no.
+func madeLibrary(root string) (string, bool) {
+	dir := filepath.Join(root, "build", "dropin")
+	var built time.Time
+	for _, lib := range []string{"libibverbs.so.1", "librdmacm.so.1"} {
+		fi, err := os.Stat(filepath.Join(dir, lib))
 		if err != nil {
-			return err
+			return "", false
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
-		h.Write(b)
+		if built.IsZero() || fi.ModTime().Before(built) {
+			built = fi.ModTime()
+		}
+	}
+	errStale := errors.New("stale")
+	err := walkSources(root, func(_, path string) error {
+		if fi, err := os.Stat(path); err != nil || !fi.ModTime().Before(built) {
+			return errStale
+		}
 		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(h, "%s/%s", runtime.GOOS, runtime.GOARCH)
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return dir, err == nil
 }

@@ -552,7 +552,8 @@ func TestExecAlone(t *testing.T) {
 // TestDropinLibraryStale: the cache key follows the library's sources
 // (a changed source is a new key: the library is rebuilt), not its
 // tests; without the Go toolchain a missing library is an error that
-// says what to do.
+// says what to do; a build/dropin that `make dropin` made from the
+// current sources is used.
 func TestDropinLibraryStale(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, text string) { writeFile(t, filepath.Join(root, rel), text) }
@@ -579,6 +580,20 @@ func TestDropinLibraryStale(t *testing.T) {
 	_, err = dropinLibrary(io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "needs go (the Go toolchain and a C compiler: cgo)") || !strings.Contains(err.Error(), "--lib DIR") {
 		t.Errorf("without go: %v", err)
+	}
+
+	// What `make dropin` built, newer than every source, is used as it
+	// is; once a source changes, it is not.
+	past := time.Now().Add(-time.Hour)
+	walkSources(root, func(_, path string) error { return os.Chtimes(path, past, past) })
+	write("build/dropin/libibverbs.so.1", "")
+	write("build/dropin/librdmacm.so.1", "")
+	if dir, err := dropinLibrary(io.Discard); err != nil || dir != filepath.Join(root, "build", "dropin") {
+		t.Errorf("with build/dropin newer than the sources: %q, %v", dir, err)
+	}
+	write("nic/qp.go", "package nic // changed again\n")
+	if dir, err := dropinLibrary(io.Discard); err == nil {
+		t.Errorf("with a source newer than build/dropin: %q, want the cache's (no go to build it: an error)", dir)
 	}
 }
 
