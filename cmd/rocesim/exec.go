@@ -56,8 +56,8 @@ its device rocesim0 is node --node of the fabric --name, where it meets
 the other programs run the same way, in one virtual time. The fabric is
 started if none of that name runs (rocesim fabric --exit-when-idle: it
 exits once every node has come and every program has gone); --nodes,
---faults, --pcap, --trace and --deadline are handed to it, and are
-ignored, with a warning, when it already runs. At exit rocesim exec
+--faults, --pcap, --trace, --ladder and --deadline are handed to it, and
+are ignored, with a warning, when it already runs. At exit rocesim exec
 says where the capture, the trace and the ladder are: the fabric writes
 them when it exits, the ladder and its summary into its log beside its
 socket.
@@ -88,6 +88,9 @@ Flags:
   --pcap FILE          the fabric's capture, if this starts it
   --trace FILE         the fabric's trace as text, if this starts it (default
                        NAME.trace beside the fabric's socket)
+  --ladder FILE        the fabric's ladder, if this starts it (SVG if the
+                       name ends in .svg, else text; it is also in the
+                       fabric's log)
   --deadline D         end the fabric's run at virtual time D, if this
                        starts it (an rxe QP that retries forever ends there)
   --profile rxe|spec   the NIC model's profile (default rxe)
@@ -96,8 +99,8 @@ Flags:
   --transport T        fabric (default: the above) or udp: the device is a
                        RoCE v2 endpoint on a UDP socket at --addr port 4791,
                        in real time, with no fabric (ROCESIM_TRANSPORT=udp);
-                       --name, --node, --nodes, --faults, --pcap, --trace
-                       and --deadline do not apply; if the program dies
+                       --name, --node, --nodes, --faults, --pcap, --trace,
+                       --ladder and --deadline do not apply; if the program dies
                        without closing its device (kill -9), exec sends
                        the DREQs and REJs its rdma_cm IDs owed, as the
                        program's kernel would (on a fabric the daemon does)
@@ -128,6 +131,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.String("nodes", "2", "the fabric's nodes")
 	plan := fs.String("faults", "", "fault plan")
 	pcap := fs.String("pcap", "", "capture")
+	ladderFile := fs.String("ladder", "", "ladder file")
 	traceFile := fs.String("trace", "", "trace")
 	deadline := fs.String("deadline", "", "virtual time at which the run ends")
 	profile := fs.String("profile", "rxe", "profile")
@@ -205,7 +209,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	for _, f := range []struct {
 		flag string
 		v    *string
-	}{{"--pcap", pcap}, {"--trace", traceFile}} {
+	}{{"--pcap", pcap}, {"--trace", traceFile}, {"--ladder", ladderFile}} {
 		if *f.v == "" {
 			continue
 		}
@@ -215,7 +219,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	argv := []string{self, "fabric", "--name", *name, "--nodes", *nodes, "--exit-when-idle"}
-	for _, f := range []struct{ flag, v string }{{"--faults", *plan}, {"--pcap", *pcap}, {"--trace", *traceFile}, {"--deadline", *deadline}} {
+	for _, f := range []struct{ flag, v string }{{"--faults", *plan}, {"--pcap", *pcap}, {"--trace", *traceFile}, {"--ladder", *ladderFile}, {"--deadline", *deadline}} {
 		if f.v != "" {
 			argv = append(argv, f.flag, f.v)
 		}
@@ -227,8 +231,8 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s: %v\n", *name, err)
 		return exitUsage
 	}
-	if !started && (*plan != "" || *pcap != "" || traceSet || *deadline != "") {
-		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace and --deadline apply, not these\n", *name)
+	if !started && (*plan != "" || *pcap != "" || traceSet || *ladderFile != "" || *deadline != "") {
+		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace, --ladder and --deadline apply, not these\n", *name)
 	}
 	stopEcho := func() {}
 	if started {
@@ -239,6 +243,9 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	stopEcho()
 	if started {
 		where := "trace: " + *traceFile + "; the ladder and the fabric's summary: " + log + " (written once every node has left)"
+		if *ladderFile != "" {
+			where = "ladder: " + *ladderFile + "; " + where
+		}
 		if *pcap != "" {
 			where = "capture: " + *pcap + "; " + where
 		}
@@ -466,7 +473,7 @@ func checkExecTransport(fs *flag.FlagSet, transport, addr string, routable bool)
 	default:
 		return fmt.Errorf("--transport %q: want fabric or udp", transport)
 	}
-	for _, f := range []string{"name", "node", "nodes", "faults", "pcap", "trace", "deadline"} {
+	for _, f := range []string{"name", "node", "nodes", "faults", "pcap", "trace", "ladder", "deadline"} {
 		if set[f] {
 			return fmt.Errorf("--%s applies to the fabric, not to --transport udp", f)
 		}

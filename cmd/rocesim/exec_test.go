@@ -456,7 +456,8 @@ func TestExecLinkCut(t *testing.T) {
 	})
 	t.Run("rxe", func(t *testing.T) {
 		f := newFabricEnv(t)
-		srv, cli := pair(t, f, []string{"--faults", cut, "--deadline", "2s"}, "ibv_rc_pingpong", "-g", "0", "-n", "10")
+		svg := filepath.Join(t.TempDir(), "cut.svg")
+		srv, cli := pair(t, f, []string{"--faults", cut, "--deadline", "2s", "--ladder", svg}, "ibv_rc_pingpong", "-g", "0", "-n", "10")
 		for _, p := range []*execProc{srv, cli} {
 			if p.code != 3 || !strings.Contains(p.stderr.String(), "the fabric's run ended at its deadline, virtual time 2s") {
 				t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
@@ -469,6 +470,11 @@ func TestExecLinkCut(t *testing.T) {
 		head := regexp.MustCompile(`(?m)^\s+time\s+server\s+client\s*$`)
 		if !head.MatchString(log) || !strings.Contains(log, "✗") || !strings.Contains(log, "link server-client down (rule 1)") {
 			t.Errorf("the ladder does not show server, client and the drops:\n%s", log)
+		}
+		// --ladder: the same ladder as SVG, for a teacher's slides.
+		b, err := os.ReadFile(svg)
+		if err != nil || !bytes.Contains(b, []byte("<svg ")) || !bytes.Contains(b, []byte("server")) || !bytes.Contains(b, []byte("link server-client down")) {
+			t.Errorf("--ladder %s: %v, %.200q", svg, err, b)
 		}
 	})
 }

@@ -47,6 +47,8 @@ Flags:
   --seed N            seed of the plan's random draws (default 1)
   --pcap FILE         write every frame to FILE (pcapng, a comment on each)
   --trace FILE        write the fabric's trace to FILE as text
+  --ladder FILE       write the ladder to FILE at exit (SVG if the name
+                      ends in .svg, else text)
   --quiet             do not print the ladder at exit
   --hold-limit D      wall time a process may run without waiting before
                       it is detached (default 10s; 0: no bound)
@@ -76,6 +78,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed")
 	pcap := fs.String("pcap", "", "pcapng output")
 	traceFile := fs.String("trace", "", "trace output")
+	ladderFile := fs.String("ladder", "", "ladder output")
 	quiet := fs.Bool("quiet", false, "no ladder")
 	hold := fs.Duration("hold-limit", procfabric.DefaultHoldLimit, "hold limit")
 	deadline := fs.String("deadline", "", "virtual time at which the run ends")
@@ -165,13 +168,19 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 			code = exitUsage
 		}
 	}
+	// The ladders' columns are the fabric's nodes in their order, drawn
+	// even if the plan dropped every frame they sent.
 	if !*quiet {
-		// The columns are the fabric's nodes in their order, drawn even
-		// if the plan dropped every frame they sent.
 		opts := textOptions(stdout, os.Getenv)
 		opts.Nodes = d.NodeNames()
 		if err := ladder.Text(stdout, cfg.Trace, opts); err != nil {
 			fmt.Fprintf(stderr, "rocesim fabric: %v\n", err)
+			code = exitUsage
+		}
+	}
+	if *ladderFile != "" {
+		if err := writeLadderFile(*ladderFile, cfg.Trace, d.NodeNames(), "rocesim fabric "+*name); err != nil {
+			fmt.Fprintf(stderr, "rocesim fabric: --ladder: %v\n", err)
 			code = exitUsage
 		}
 	}
@@ -184,7 +193,7 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "warning: %s\n", faults.TxEvictionWarning(fab.TxEvictions()))
 		}
 	}
-	for _, f := range []struct{ flag, file string }{{"capture", *pcap}, {"trace", *traceFile}} {
+	for _, f := range []struct{ flag, file string }{{"capture", *pcap}, {"trace", *traceFile}, {"ladder", *ladderFile}} {
 		if f.file != "" {
 			fmt.Fprintf(stdout, "%s: %s\n", f.flag, f.file)
 		}

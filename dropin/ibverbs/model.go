@@ -142,7 +142,7 @@ func readConfig(getenv func(string) string) (Config, error) {
 		for _, k := range []string{"ROCESIM_FAULTS", "ROCESIM_PCAP", "ROCESIM_LADDER"} {
 			if getenv(k) != "" {
 				return c, fmt.Errorf("%s: not available with ROCESIM_FABRIC (the fabric's daemon has the plan, the capture and the ladder: "+
-					"give rocesim exec or rocesim fabric --faults and --pcap; the ladder is in the fabric's log, NAME.log beside its socket)", k)
+					"give rocesim exec or rocesim fabric --faults, --pcap and --ladder)", k)
 			}
 		}
 	}
