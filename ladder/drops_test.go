@@ -193,4 +193,29 @@ func TestReceiverDrop(t *testing.T) {
 	rowIndex(t, ls, 1, "SEND_ONLY psn=1 · dropped by b: qp-state", "▶")
 	i := rowIndex(t, ls, 1, "SEND_ONLY psn=2", "▶")
 	assert.NotContains(t, ls[i], "dropped", out)
+
+	// A frame a arrives from b at the instant a's own looped frame,
+	// to another QP, is dropped: the loop is marked, not the arrow
+	// (the reviewer's case); an rx-drop naming another QP than the
+	// arrival before it marks nothing.
+	tr = &sim.Trace{}
+	tr.Add(sim.Event{Time: 0, Node: "b", Kind: "frame-tx", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "link", Value: "b->a"}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: "200"}}})
+	tr.Add(sim.Event{Time: 1000, Node: "a", Kind: "frame-rx", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "link", Value: "b->a"}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: "200"}}})
+	tr.Add(sim.Event{Time: 1000, Node: "a", Kind: "frame-loop", QPN: 0x13, HasQPN: true,
+		Fields: []sim.Field{{Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: "5000"}}})
+	tr.Add(sim.Event{Time: 1000, Node: "a", Kind: "rx-drop", QPN: 0x13, HasQPN: true, Fields: []sim.Field{{Key: "why", Value: "qp-state"}}})
+	tr.Add(sim.Event{Time: 2000, Node: "b", Kind: "frame-tx", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "link", Value: "b->a"}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: "201"}}})
+	tr.Add(sim.Event{Time: 3000, Node: "a", Kind: "frame-rx", QPN: 0x11, HasQPN: true,
+		Fields: []sim.Field{{Key: "link", Value: "b->a"}, {Key: "op", Value: "RC_SEND_ONLY"}, {Key: "psn", Value: "201"}}})
+	tr.Add(sim.Event{Time: 3000, Node: "a", Kind: "rx-drop", QPN: 0x99, HasQPN: true, Fields: []sim.Field{{Key: "why", Value: "no-qp"}}})
+	out = text(t, tr, ladder.Options{Width: 120, Nodes: []string{"a", "b"}})
+	ls = strings.Split(out, "\n")
+	i = rowIndex(t, ls, 1, "SEND_ONLY psn=200")
+	assert.NotContains(t, ls[i], "dropped", out)
+	rowIndex(t, ls, 1, "↺ RC_SEND_ONLY psn=5000 looped back ✗ dropped by a: qp-state")
+	i = rowIndex(t, ls, 1, "SEND_ONLY psn=201")
+	assert.NotContains(t, ls[i], "dropped", out)
 }

@@ -164,16 +164,17 @@ type builder struct {
 	// multiQP marks nodes whose notes name their QP (more than one QP
 	// appears at the node).
 	multiQP map[string]bool
-	// lastRx is, per host, the frame it received last (lookups only):
-	// an rx-drop at the same instant is about that frame.
-	lastRx map[string]*frame
+	// lastRx is, per host, what it received last (lookups only): the
+	// NIC takes a frame as the fabric delivers it, so an rx-drop is
+	// about the arrival just before it at its node.
+	lastRx map[string]arrival
 }
 
 // build digests tr. nodes, if not empty, fixes the columns.
 func build(tr *sim.Trace, nodes []string) *model {
 	evs := tr.Events()
 	b := &builder{m: &model{}, hosts: map[string]bool{}, pending: map[string][]*frame{}, flight: map[string][]*frame{},
-		multiQP: map[string]bool{}, flooded: map[string][]*frame{}, lastRx: map[string]*frame{}}
+		multiQP: map[string]bool{}, flooded: map[string][]*frame{}, lastRx: map[string]arrival{}}
 	qps := map[string]uint32{}
 	// A node that only sends (a multicast sender in a fabric daemon's
 	// trace, which has no NIC events) is a host too: it puts frames on a
@@ -224,6 +225,12 @@ func build(tr *sim.Trace, nodes []string) *model {
 			b.frameEvent(e)
 		case e.Kind == "rx-drop":
 			b.rxDrop(e)
+		case e.Kind == "frame-loop":
+			n := len(b.m.items)
+			b.note(e)
+			if len(b.m.items) > n { // its node is a column
+				b.lastRx[e.Node] = arrival{t: e.Time, qpn: e.QPN, hasQPN: e.HasQPN, note: len(b.m.items)}
+			}
 		default:
 			b.note(e)
 		}
@@ -344,7 +351,7 @@ func (b *builder) frameEvent(e *sim.Event) {
 			f = b.newFrame(e, from) // its start is not in the trace
 		}
 		f.delivered, f.end, f.dst = true, e.Time, e.Node
-		b.lastRx[e.Node] = f
+		b.lastRx[e.Node] = arrival{t: e.Time, qpn: f.key.qpn, hasQPN: f.key.hasQPN, f: f}
 		if f.started {
 			b.m.items = append(b.m.items, item{kind: itemEnd, t: e.Time, fr: f})
 		}
@@ -395,20 +402,37 @@ func (b *builder) frameEvent(e *sim.Event) {
 	f.evs = append(f.evs, b.idx)
 }
 
-// rxDrop marks the frame a host received at this instant as one its NIC
-// threw away (a bad ICRC, no such QP, a QP in the wrong state, ...): on
-// the wire it arrived, and only the receiver's drop says it went no
-// further. An rx-drop with no such frame (its delivery is not in the
-// trace) is left out.
+// arrival is a frame a host received: a frame-rx's frame, or a
+// frame-loop's note (items[note-1]; 0: none).
+type arrival struct {
+	t      sim.Time
+	qpn    uint32
+	hasQPN bool
+	f      *frame
+	note   int
+}
+
+// rxDrop marks the frame a host received just before, at this instant
+// and to this QP, as one its NIC threw away (a bad ICRC, no such QP, a QP
+// in the wrong state, ...): on the wire it arrived, and only the
+// receiver's drop says it went no further. An rx-drop that follows no
+// such arrival (its delivery is not in the trace) marks nothing.
 func (b *builder) rxDrop(e *sim.Event) {
-	f := b.lastRx[e.Node]
-	if f == nil || f.end != e.Time {
+	a := b.lastRx[e.Node]
+	b.lastRx[e.Node] = arrival{} // one drop per frame
+	if a.t != e.Time || a.f == nil && a.note == 0 || e.HasQPN && (!a.hasQPN || a.qpn != e.QPN) {
 		return
 	}
 	why, _ := e.Get("why")
-	f.marks = append(f.marks, mark{text: "dropped by " + e.Node + ": " + why, short: "dropped by " + e.Node, tone: toneErr})
-	f.evs = append(f.evs, b.idx)
-	b.lastRx[e.Node] = nil // one drop per frame
+	if a.note > 0 {
+		it := &b.m.items[a.note-1]
+		it.text += " ✗ dropped by " + e.Node + ": " + why
+		it.tone = toneErr
+		it.evs = append(it.evs, b.idx)
+		return
+	}
+	a.f.marks = append(a.f.marks, mark{text: "dropped by " + e.Node + ": " + why, short: "dropped by " + e.Node, tone: toneErr})
+	a.f.evs = append(a.f.evs, b.idx)
 }
 
 // arrive finds the frame an event at node from is about: a new frame

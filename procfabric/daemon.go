@@ -884,6 +884,9 @@ const missingReport = 3 * time.Second
 // exec`, or its peer started on another fabric's name, otherwise waits
 // in silence.
 func (d *Daemon) reportMissing() {
+	if d.cfg.QuietReport < 0 { // the user asked for no reports
+		return
+	}
 	if d.started || d.toldMissing || d.firstAttach.IsZero() || time.Since(d.firstAttach) < min(d.cfg.QuietReport, missingReport) {
 		return
 	}

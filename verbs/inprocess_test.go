@@ -1,7 +1,9 @@
 package verbs_test
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/rocesim/rocesim/sim"
@@ -90,6 +92,55 @@ func TestLoopback(t *testing.T) {
 		}
 		if loops < 6 { // three SENDs and their ACKs, at least
 			t.Errorf("direct link: %d frame-loop events, want at least 6", loops)
+		}
+	}
+}
+
+// TestLoopWatchOrder: on a direct link, a frame a host sends itself is
+// recorded at once, a frame for the peer only when it reaches the wire:
+// the stall watch, which paired each record with the frames in the order
+// sent, gave the looped frames the peer's entries (a flow a→a toward
+// the peer's QP, with its PSNs). It reads the records themselves once a
+// frame loops.
+func TestLoopWatchOrder(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	ha, hb := w.AddHost("a"), w.AddHost("b")
+	if err := w.Connect(ha, hb); err != nil {
+		t.Fatal(err)
+	}
+	p, q := setup(ha, 100), setup(hb, 200)
+	x, y := setup(ha, 5000), setup(ha, 9000)
+	for _, c := range [][2]*endpoint{{p, q}, {q, p}, {x, y}, {y, x}} {
+		if err := c[0].connect(c[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 8 {
+		q.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{q.mr.SGE(uint64(i)*128, 128)}}})
+		y.qp.PostRecv([]verbs.RecvWR{{WRID: uint64(i), SGList: []verbs.SGE{y.mr.SGE(uint64(i)*128, 128)}}})
+	}
+	// Same-sized SENDs on both pairs: a length check alone cannot tell
+	// their records apart.
+	for i := range 8 {
+		p.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{p.mr.SGE(uint64(i)*128, 100)}}})
+	}
+	for i := range 8 {
+		x.qp.PostSend([]verbs.SendWR{{WRID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{x.mr.SGE(uint64(i)*128, 100)}}})
+	}
+	if err := w.RunFor(1000000); err != nil {
+		t.Fatal(err)
+	}
+	st := w.WatchState()
+	// Hosts a=0, b=1: p→q is a→b toward q, x→y is a→a toward y; a→a
+	// toward q or a→b toward y never existed.
+	for _, bad := range []string{fmt.Sprintf("from:0 to:0 destQPN:%d ", q.qp.QPNum), fmt.Sprintf("from:0 to:1 destQPN:%d ", y.qp.QPNum)} {
+		if strings.Contains(st, bad) {
+			t.Errorf("the stall watch made up a flow %q:\n%s", bad, st)
+		}
+	}
+	for _, good := range []string{fmt.Sprintf("from:0 to:1 destQPN:%d ", q.qp.QPNum), fmt.Sprintf("from:0 to:0 destQPN:%d ", y.qp.QPNum)} {
+		if !strings.Contains(st, good) {
+			t.Errorf("the stall watch lacks the flow %q:\n%s", good, st)
 		}
 	}
 }

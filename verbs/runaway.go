@@ -337,6 +337,12 @@ func (sw *stallWatch) setNodeHost(node, ix int32) {
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 	from := sw.host(r.FromNode, r.From)
 	var f sentFrame
+	if r.Looped && sw.bySend {
+		// A frame its node turned round itself is recorded ahead of
+		// frames sent before it that wait for the wire: the records no
+		// longer come in the order sent.
+		sw.bySendOff()
+	}
 	if sw.bySend {
 		var ok bool
 		if from >= 0 && int(from) < len(sw.sent) && r.Copy == 0 && !r.Dropped {

@@ -40,6 +40,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -234,12 +235,21 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if !started && (*plan != "" || *pcap != "" || traceSet || *ladderFile != "" || *deadline != "") {
 		fmt.Fprintf(stderr, "rocesim exec: fabric %s already runs: its own --faults, --pcap, --trace, --ladder and --deadline apply, not these\n", *name)
 	}
-	stopEcho := func() {}
+	stopEcho, progErr := func() {}, stderr
 	if started {
-		stopEcho = echoFabricLog(log, logFrom, *name, stderr)
+		echoTo := stderr
+		if _, ok := stderr.(*os.File); !ok {
+			// The program's stderr is then copied by exec.Cmd's
+			// goroutine while the echo writes: one lock between them.
+			// (A file is handed to the program as it is, still its
+			// terminal, and takes concurrent writes.)
+			lw := &lockedWriter{w: stderr}
+			echoTo, progErr = lw, lw
+		}
+		stopEcho = echoFabricLog(log, logFrom, *name, echoTo)
 	}
 	code := runProgram(prog, libDir, []string{"ROCESIM_FABRIC=" + *name, "ROCESIM_NODE=" + *node,
-		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, stderr, nil)
+		"ROCESIM_PROFILE=" + *profile, fmt.Sprintf("ROCESIM_SEED=%d", *seed)}, stdout, progErr, nil)
 	stopEcho()
 	if started {
 		where := "trace: " + *traceFile + "; the ladder and the fabric's summary: " + log + " (written once every node has left)"
@@ -264,6 +274,18 @@ func oneNode(nodes string) bool {
 		return n == 1
 	}
 	return !strings.Contains(nodes, ",")
+}
+
+// lockedWriter serializes writes to w from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // fileSize returns the size of the file at path, 0 if there is none.

@@ -735,3 +735,45 @@ func TestExecConformanceAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestEchoFabricLog: what the fabric logs after the offset it is given
+// comes on stderr line by line, a line written in two pieces whole, the
+// fabric's opening lines and other fabrics' lines left out, and what is
+// logged up to the stop included; its writes share a lock with the
+// program's stderr when that is no file (runExec's lockedWriter).
+func TestEchoFabricLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "f.log")
+	writeFile(t, log, "rocesim fabric f: an earlier run's line\n")
+	from := fileSize(log)
+	var out bytes.Buffer
+	lw := &lockedWriter{w: &out}
+	stop := echoFabricLog(log, from, "f", lw)
+	lf, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	lf.WriteString("rocesim fabric f: serving nodes a, b on f.sock\nrocesim fabric f: half")
+	time.Sleep(2 * logEchoEvery)
+	lf.WriteString(" and half\nrocesim fabric g: another fabric's\nrocesim fabric f: nodes a, b attached: the fabric is built\nrocesim fabric f: the last\n")
+	// The program writes too, through the same lock.
+	done := make(chan struct{})
+	go func() {
+		for range 50 {
+			lw.Write([]byte("prog\n"))
+		}
+		close(done)
+	}()
+	<-done
+	stop()
+	var got []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "rocesim fabric") {
+			got = append(got, l)
+		}
+	}
+	want := []string{"rocesim fabric f: half and half", "rocesim fabric f: the last"}
+	if !slices.Equal(got, want) {
+		t.Errorf("echoed %q, want %q", got, want)
+	}
+}

@@ -1120,10 +1120,12 @@ static void run(char *line)
 		struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
 					       .cap = { .max_send_wr = 4, .max_recv_wr = 4,
 							.max_send_sge = 1, .max_recv_sge = 1 } };
-		struct ibv_send_wr swr = { .wr_id = 1, .opcode = IBV_WR_SEND }, *sbad = (void *)1;
+		struct ibv_sge sge = { 0 };
+		struct ibv_send_wr swr2 = { .wr_id = 3, .opcode = IBV_WR_SEND, .sg_list = &sge, .num_sge = 2 };
+		struct ibv_send_wr swr = { .wr_id = 1, .opcode = IBV_WR_SEND }, *sbad = (void *)1, *cbad = (void *)1;
 		struct ibv_recv_wr rwr = { .wr_id = 2 }, *rbad = (void *)1;
 		struct ibv_qp *q;
-		int sret, rret;
+		int sret, rret, cret;
 
 		need(cmd, pd, "pd");
 		ia.send_cq = ia.recv_cq = lookup_cq(cmd, "cq");
@@ -1131,10 +1133,15 @@ static void run(char *line)
 			fail(cmd, "ibv_create_qp: %s", strerror(errno));
 		sret = ibv_post_send(q, &swr, &sbad);
 		rret = ibv_post_recv(q, &rwr, &rbad);
+		/* A good WR, then one with 2 SGEs where max_send_sge is 1. */
+		swr.next = &swr2;
+		cret = ibv_post_send(q, &swr, &cbad);
 		ibv_destroy_qp(q);
-		printf("{\"event\":\"reset_post\",\"detail\":\"send %d bad_wr %s, recv %d bad_wr %s\"}\n",
+		printf("{\"event\":\"reset_post\",\"detail\":\"send %d bad_wr %s, recv %d bad_wr %s, "
+		       "send of a good WR then one over max_send_sge %d bad_wr %s\"}\n",
 		       sret, !sbad ? "NULL" : sbad == &swr ? "wr" : "untouched",
-		       rret, !rbad ? "NULL" : rbad == &rwr ? "wr" : "untouched");
+		       rret, !rbad ? "NULL" : rbad == &rwr ? "wr" : "untouched",
+		       cret, !cbad ? "NULL" : cbad == &swr ? "first" : cbad == &swr2 ? "second" : "untouched");
 	} else if (strcmp(cmd, "gid_table") == 0) {
 		/* ibv_query_gid_table with room for max= entries. */
 		long max = num(cmd, "max", 0, 0);

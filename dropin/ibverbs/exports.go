@@ -667,7 +667,11 @@ func rs_wr_complete(h C.uint32_t, wr *C.struct_ibv_send_wr, n C.int) C.int {
 // postSendChain posts the chain from wr on QP h, up to the first WR the
 // device refuses (set in *bad).
 func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
-	*bad = nil // as rxe's provider does first
+	// rxe_post_send clears *bad_wr first and refuses an empty list.
+	*bad = nil
+	if wr == nil {
+		return errC(syscall.EINVAL)
+	}
 	v, ok := object[*qp](p, uint32(h))
 	if !ok {
 		*bad = wr
@@ -676,10 +680,18 @@ func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.
 	a, init := v.q.Query()
 	switch a.QPState {
 	case verbs.QPStateReset, verbs.QPStateInit, verbs.QPStateRTR:
-		// rxe's provider writes the WRs into the send queue and rings
-		// the doorbell, which the kernel refuses for a QP not ready
-		// to send (rxe_post_send): EINVAL, with *bad_wr left NULL
-		// (TestPostChecksMatchRxe). The WRs are not kept here.
+		// rxe's provider checks each WR (validate_send_wr: *bad_wr at
+		// the first it refuses), writes the good ones into the send
+		// queue and rings the doorbell, which the kernel refuses for a
+		// QP not ready to send (rxe_post_send): EINVAL, *bad_wr NULL
+		// if every WR was good (TestPostChecksMatchRxe). The WRs are
+		// not kept here.
+		for ; wr != nil; wr = wr.next {
+			if !providerValid(wr, v.typ, init.Cap) {
+				*bad = wr
+				break
+			}
+		}
 		return errC(syscall.EINVAL)
 	}
 	for ; wr != nil; wr = wr.next {
@@ -693,6 +705,34 @@ func (p *process) postSendChain(h C.uint32_t, wr *C.struct_ibv_send_wr, bad **C.
 		}
 	}
 	return 0
+}
+
+// providerValid is rxe's provider's own check of a send WR before it
+// reaches the device (validate_send_wr): the SGE count within the QP's,
+// an atomic's 8 bytes and alignment, inline data within the QP's, and a
+// BIND_MW with no data, on RC or UC (its imm_data, which rxe also wants
+// 0, is not read here).
+func providerValid(wr *C.struct_ibv_send_wr, t verbs.QPType, c nic.QPCap) bool {
+	sges, ok := sgesFromC(wr.sg_list, wr.num_sge)
+	if !ok || len(sges) > int(c.MaxSendSGE) {
+		return false
+	}
+	w, err := sendWRFromC(wr, t == verbs.QPTypeUD, nic.QPCap{}) // no inline data read: none fits 0 bytes
+	if err != 0 && verbs.WROpcode(wr.opcode) != verbs.WRBindMW {
+		return false
+	}
+	n := inlineLen(sges)
+	switch verbs.WROpcode(wr.opcode) {
+	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		if n < 8 || w.wr.RemoteAddr&7 != 0 {
+			return false
+		}
+	case verbs.WRBindMW:
+		if n != 0 || len(sges) != 0 || t != verbs.QPTypeRC && t != verbs.QPTypeUC {
+			return false
+		}
+	}
+	return verbs.SendFlags(wr.send_flags)&verbs.SendInline == 0 || n <= uint64(c.MaxInlineData)
 }
 
 // sendWRFromC reads a C work request of a QP (ud: a UD one) with
@@ -739,15 +779,23 @@ func sendWRFromC(wr *C.struct_ibv_send_wr, ud bool, c nic.QPCap) (sendWR, syscal
 	return w, 0
 }
 
-func postRecvC(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {
+// postRecvC posts the chain from wr to QP or SRQ h (srq), up to the first
+// WR refused (set in *bad).
+func postRecvC(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr, srq bool) C.int {
 	p := lock()
 	defer p.mu.Unlock()
-	// rxe's provider clears *bad_wr first, and refuses a QP in RESET
-	// before it looks at any WR: EINVAL, *bad_wr NULL (rxe_post_recv).
-	*bad = nil
-	if v, ok := object[*qp](p, uint32(h)); ok {
-		if a, _ := v.q.Query(); a.QPState == verbs.QPStateReset {
+	if !srq {
+		// rxe_post_recv clears *bad_wr first, and refuses an empty
+		// list and a QP in RESET before it looks at any WR: EINVAL,
+		// *bad_wr NULL. (rxe_post_srq_recv does neither.)
+		*bad = nil
+		if wr == nil {
 			return errC(syscall.EINVAL)
+		}
+		if v, ok := object[*qp](p, uint32(h)); ok {
+			if a, _ := v.q.Query(); a.QPState == verbs.QPStateReset {
+				return errC(syscall.EINVAL)
+			}
 		}
 	}
 	for ; wr != nil; wr = wr.next {
@@ -766,12 +814,12 @@ func postRecvC(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_w
 
 //export rs_post_recv
 func rs_post_recv(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {
-	return postRecvC(h, wr, bad)
+	return postRecvC(h, wr, bad, false)
 }
 
 //export rs_post_srq_recv
 func rs_post_srq_recv(h C.uint32_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {
-	return postRecvC(h, wr, bad)
+	return postRecvC(h, wr, bad, true)
 }
 
 //export rs_create_srq

@@ -94,6 +94,11 @@ type FrameRecord struct {
 	Tx int
 	// Dropped is true when the fabric dropped the frame here.
 	Dropped bool
+	// Looped is true for a frame its node turned round itself on a
+	// direct link (Node.Send): it crossed no link, and it is recorded
+	// when it comes back, at the instant it was sent, ahead of frames
+	// the node sent before it that still wait for the wire.
+	Looped bool
 	// Copy is 0 for a frame a node sent, i for the i-th copy a dup rule
 	// of the fault plan made of one (not a retransmission).
 	Copy int

@@ -11,8 +11,9 @@ import "github.com/rocesim/rocesim/sim"
 // Such a frame is in no link's queue or statistics, is not judged by
 // the fault plan and is not captured: on a real rxe port it is not on
 // the wire either. The observers get it (the stall watch counts every
-// frame a host sends), on a record whose Dir names the node to itself,
-// and the trace has it as a frame-loop event at the node.
+// frame a host sends), on a record marked Looped whose Dir names the
+// node to itself, and the trace has it as a frame-loop event at the
+// node.
 type loopHandler struct {
 	f       *Fabric
 	pending fifo[looped]
@@ -43,7 +44,7 @@ func (h *loopHandler) Fire(now sim.Time, _ uint64) {
 	f := h.f
 	b := f.pool.at(l.id)
 	b.left(f)
-	f.observeFrame(l.out, h.dir(l.out), b, f.pool.comment(b), false)
+	f.observeFrame(l.out, b, f.pool.comment(b), false, true)
 	if f.trace.Enabled() {
 		f.traceFrame(l.out, b, "frame-loop", "looped back in "+l.out.from.owner+" (rxe_loopback): not on the link")
 	}

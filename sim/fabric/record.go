@@ -29,19 +29,25 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 		// the writer reports its error when it is closed.
 		_ = t.tap.WriteFrame(int64(f.sched.Now()), t.id, b.bytes(), comment)
 	}
-	f.observeFrame(d, d.name, b, comment, dropped)
+	f.observeFrame(d, b, comment, dropped, false)
 }
 
-// observeFrame gives the observers the record of frame b on d (named dir).
-func (f *Fabric) observeFrame(d *direction, dir string, b *frameBuf, comment string, dropped bool) {
+// observeFrame gives the observers the record of frame b on d, or, when
+// looped, of b turned round by its node instead of leaving by d
+// (loopHandler).
+func (f *Fabric) observeFrame(d *direction, b *frameBuf, comment string, dropped, looped bool) {
 	first := d.node == b.from
 	if f.observe == nil && (f.obsFirst == nil || !first) {
 		return
 	}
+	dir := d.name
+	if looped {
+		dir = f.loopH.dir(d)
+	}
 	r := &f.obsRec
 	*r = FrameRecord{Time: f.sched.Now(), Link: d.linkName, Dir: dir, From: f.names[b.from], To: f.name(b.to),
 		FromNode: b.from, ToNode: b.to, First: first, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
-		Comment: comment, Frame: b.bytes()}
+		Comment: comment, Frame: b.bytes(), Looped: looped}
 	if first && f.obsFirst != nil {
 		f.obsFirst(r)
 	}

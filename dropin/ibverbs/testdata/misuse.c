@@ -181,25 +181,47 @@ int main(void)
 
 		/* rxe's provider clears *bad_wr, queues the WR and rings the
 		 * doorbell, which the kernel refuses for a QP in RESET: EINVAL
-		 * with *bad_wr NULL (so on real rxe: TestPostChecksMatchRxe). */
+		 * with *bad_wr NULL (so on real rxe: TestPostChecksMatchRxe).
+		 * A WR the provider refuses itself is *bad_wr, and the
+		 * doorbell's EINVAL still the answer. */
+		struct ibv_send_wr w5 = { .sg_list = &sge, .num_sge = 5, .opcode = IBV_WR_SEND };
+
 		bad = &wr;
 		code("post_send(in RESET)", ibv_post_send(qp, &wr, &bad), EINVAL);
 		check("post_send(in RESET) bad_wr NULL", bad == NULL, 0);
-		/* A remote address that is no pointer (the library must not
-		 * read the union's UD fields of an RC WR), and inline data far
-		 * over max_inline_data at an address nothing maps (it must not
-		 * be read): refused, no crash. */
-		struct ibv_send_wr w2 = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE };
-		w2.wr.rdma.remote_addr = 0x10;
-		code("post_send(WRITE to 0x10, RC in RESET)", ibv_post_send(qp, &w2, &bad), EINVAL);
-		struct ibv_sge huge = { .addr = 0x10, .length = 0x7fffffff };
-		struct ibv_send_wr w3 = { .sg_list = &huge, .num_sge = 1, .opcode = IBV_WR_SEND,
-					  .send_flags = IBV_SEND_INLINE };
-		code("post_send(2 GiB inline at 0x10)", ibv_post_send(qp, &w3, &bad), EINVAL);
+		wr.next = &w5;
+		code("post_send(then 5 SGEs, max 1, in RESET)", ibv_post_send(qp, &wr, &bad), EINVAL);
+		check("post_send(then 5 SGEs, in RESET) bad_wr the second", bad == &w5, 0);
+		wr.next = NULL;
 		/* In RESET, rxe_post_recv refuses before it reads a WR. */
 		rbad = &rwr;
 		code("post_recv(5 SGEs, max 1, in RESET)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
 		check("post_recv(in RESET) bad_wr NULL", rbad == NULL, 0);
+		code("post_send(NULL list)", ibv_post_send(qp, NULL, &bad), EINVAL);
+		code("post_recv(NULL list)", ibv_post_recv(qp, NULL, &rbad), EINVAL);
+
+		/* In ERR the WRs reach the device (and are flushed): there a
+		 * remote address that is no pointer (the library must not
+		 * read the union's UD fields of an RC WR), and inline data far
+		 * over max_inline_data at an address nothing maps (it must not
+		 * be read): the first accepted, the second refused, no crash. */
+		code("modify_qp(RESET to ERR)",
+		     ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), EINVAL);
+		code("modify_qp(to INIT)",
+		     ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1 },
+				   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+		code("modify_qp(INIT to ERR)",
+		     ibv_modify_qp(qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR }, IBV_QP_STATE), 0);
+		struct ibv_send_wr w2 = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE };
+		w2.wr.rdma.remote_addr = 0x10;
+		code("post_send(WRITE to 0x10, RC in ERR: flushed)", ibv_post_send(qp, &w2, &bad), 0);
+		struct ibv_sge huge = { .addr = 0x10, .length = 0x7fffffff };
+		struct ibv_send_wr w3 = { .sg_list = &huge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_INLINE };
+		code("post_send(2 GiB inline at 0x10, in ERR)", ibv_post_send(qp, &w3, &bad), EINVAL);
+		check("post_send(2 GiB inline, in ERR) bad_wr", bad == &w3, 0);
+		code("post_recv(5 SGEs, max 1, in ERR)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
+		check("post_recv(5 SGEs, in ERR) bad_wr", rbad == &rwr, 0);
 		rwr.num_sge = -1;
 		code("post_recv(num_sge -1)", ibv_post_recv(qp, &rwr, &rbad), EINVAL);
 	}
@@ -218,9 +240,8 @@ int main(void)
 	{
 		struct ibv_send_wr bw = { .opcode = IBV_WR_BIND_MW }, *bad = NULL;
 
-		bad = &bw;
-		code("post_send(BIND_MW of no window, in RESET)", ibv_post_send(qp, &bw, &bad), EINVAL);
-		check("post_send(BIND_MW of no window, in RESET) bad_wr NULL", bad == NULL, 0);
+		code("post_send(BIND_MW of no window, in ERR)", ibv_post_send(qp, &bw, &bad), EINVAL);
+		check("post_send(BIND_MW of no window) bad_wr", bad == &bw, 0);
 	}
 	null_ptr("create_cq_ex(completion timestamps)",
 		 ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4,
