@@ -402,10 +402,10 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // MaxFrame (ErrFrameSize) or shorter than an Ethernet header (ErrRunt) is
 // refused.
 //
-// A frame for the node's own MAC on a direct link to another node comes
-// back to the node instead, at the same instant, as rxe loops a packet
-// for a local address back (rxe_net.c, rxe_loopback): it never reaches
-// the link, so neither the fault plan nor the capture sees it, as a
+// A frame for the sending port's own MAC on a direct link to another
+// node comes back to the port instead, at the same instant, as rxe
+// loops a packet for a local address back (rxe_net.c, rxe_loopback): it
+// never reaches the link, so neither the fault plan nor the capture sees it, as a
 // capture of a real rxe port would not (see loopHandler). Toward a
 // switch it goes out as every frame does, and the switch sends it back
 // down the same port.
@@ -450,8 +450,8 @@ func (n *Node) send(port int, frame, note []byte, sealed bool) error {
 	b.tx = 0
 	b.owner = n.idx
 	b.sealed = sealed
-	if b.to == n.idx && p.farNode() != noNode {
-		f.loopH.loop(p.out, b)
+	if b.to == n.idx && p.farNode() != noNode && wire.Ethernet(frame).Dst() == p.cfg.MAC {
+		f.loopH.loop(p.out, b) // for the sending port itself
 		return nil
 	}
 	f.enter(p.out, b, true)
