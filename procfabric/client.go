@@ -512,35 +512,46 @@ func AttachOrStart(dir, name, node string, argv []string, timeout time.Duration)
 // directory. It returns once the socket answers, or with the log's end
 // if it does not within timeout. dir "" means SocketDir().
 func Start(dir, name string, argv []string, timeout time.Duration) error {
+	_, err := StartOwn(dir, name, argv, timeout)
+	return err
+}
+
+// StartOwn is Start that also says whether the daemon that answers is
+// the one it started: not when one already answered, nor when another
+// client's daemon, started at the same time, won the fabric's lock.
+func StartOwn(dir, name string, argv []string, timeout time.Duration) (own bool, err error) {
 	if c, err := dial(dir, name); err == nil {
 		c.Close()
-		return nil
+		return false, nil
 	}
 	if dir == "" {
 		dir = SocketDir()
 	}
 	if err := privateDir(dir); err != nil {
-		return err
+		return false, err
 	}
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return err
+		return false, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // reaps it whenever it ends
 	end := time.Now().Add(timeout)
 	for time.Now().Before(end) {
 		if c, err := dial(dir, name); err == nil {
+			// Whose daemon answers: this one's, or (it lost the lock
+			// and is exiting) another client's.
+			cred, err := peerCred(c)
 			c.Close()
-			return nil
+			return err == nil && int(cred.Pid) == cmd.Process.Pid, nil
 		}
 		select {
 		case err := <-exited:
@@ -549,16 +560,16 @@ func Start(dir, name string, argv []string, timeout time.Duration) error {
 			for range 100 {
 				if c, derr := dial(dir, name); derr == nil {
 					c.Close()
-					return nil
+					return false, nil
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			tail, _ := os.ReadFile(logPath)
-			return fmt.Errorf("%w: %s exited (%v); %s says: %s", ErrNoFabric, argv[0], err, logPath, lastLines(tail, 5))
+			return false, fmt.Errorf("%w: %s exited (%v); %s says: %s", ErrNoFabric, argv[0], err, logPath, lastLines(tail, 5))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%w: %s did not answer within %v (see %s)", ErrNoFabric, name, timeout, logPath)
+	return false, fmt.Errorf("%w: %s did not answer within %v (see %s)", ErrNoFabric, name, timeout, logPath)
 }
 
 func lastLines(b []byte, n int) string {

@@ -113,23 +113,30 @@ func listen(dir, name string) (*net.UnixListener, *os.File, error) {
 
 // peerUID returns the UID of the process at the other end of c.
 func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+	cred, err := peerCred(c)
 	if err != nil {
 		return -1, err
 	}
-	uid := -1
+	return int(cred.Uid), nil
+}
+
+// peerCred returns the credentials of the process at the other end of c
+// (SO_PEERCRED): a client's, or, on a client's side, those of the
+// process that listens.
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
 	var serr error
 	err = raw.Control(func(fd uintptr) {
-		var cred *unix.Ucred
 		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if serr == nil {
-			uid = int(cred.Uid)
-		}
 	})
 	if err == nil {
 		err = serr
 	}
-	return uid, err
+	return cred, err
 }
 
 // dial connects to the fabric called name in dir.

@@ -519,7 +519,7 @@ func startFabric(name string, argv []string) (bool, error) {
 	}
 	// Two programs started at once may both get here: Start's loser
 	// finds the winner's socket, or its daemon exits (ErrRunning).
-	return true, procfabric.Start("", name, argv, 10*time.Second)
+	return procfabric.StartOwn("", name, argv, 10*time.Second)
 }
 
 // ---- the library ----

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/internal/tooltest"
+	"github.com/rocesim/rocesim/procfabric"
 )
 
 // execLimit bounds one program's wall time; execMemKB its address space
@@ -775,5 +776,44 @@ func TestEchoFabricLog(t *testing.T) {
 	want := []string{"rocesim fabric f: half and half", "rocesim fabric f: the last"}
 	if !slices.Equal(got, want) {
 		t.Errorf("echoed %q, want %q", got, want)
+	}
+}
+
+// TestStartOwn: two clients that start one fabric at once each start a
+// daemon; one wins the fabric's lock, and only that client is told the
+// daemon that answers is its own (both had said so, and both rocesim
+// exec echoed the fabric's log and named its files); a third finds it
+// running.
+func TestStartOwn(t *testing.T) {
+	execSetup(t)
+	f := newFabricEnv(t)
+	t.Setenv("XDG_RUNTIME_DIR", f.runtime)
+	argv := []string{execBin, "fabric", "--name", f.name, "--exit-when-idle", "--nodes", "a,b"}
+	type answer struct {
+		own bool
+		err error
+	}
+	got := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			own, err := procfabric.StartOwn("", f.name, argv, 10*time.Second)
+			got <- answer{own, err}
+		}()
+	}
+	owners := 0
+	for range 2 {
+		a := <-got
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if a.own {
+			owners++
+		}
+	}
+	if owners != 1 {
+		t.Errorf("%d clients were told the daemon is theirs, want 1", owners)
+	}
+	if own, err := procfabric.StartOwn("", f.name, argv, 10*time.Second); err != nil || own {
+		t.Errorf("a third start: own %v, %v; want false, nil", own, err)
 	}
 }
