@@ -182,6 +182,13 @@
 //
 // Action arguments:
 //
+//	drop             discard the frame as it enters the link: it takes no
+//	                 time on the wire, and the sender's next frame leaves
+//	                 when it would have had this one never been sent (a
+//	                 port or switch that discards it). A frame lost on the
+//	                 wire itself, which occupies the link and is thrown
+//	                 away by its receiver, is "corrupt": the receiver's NIC
+//	                 drops it on its ICRC (the ladder: "dropped by B").
 //	dup n=N          send the frame and N extra copies (default 1)
 //	delay D          hold the frame D before it enters the link (D > 0)
 //	reorder n=N      hold the frame until N later frames entered the same link direction
