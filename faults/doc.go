@@ -171,8 +171,9 @@
 //	               ud          UD transport
 //	               cnp         congestion notification packet
 //	cm=MSG         a CM MAD (a UD SEND to QP1) carrying MSG: REQ, MRA, REJ, REP, RTU,
-//	               DREQ, DREP, LAP or APR (case-insensitive); a MAD sent again is a new
-//	               datagram with a new PSN, so count its sendings with first=
+//	               DREQ, DREP, LAP, APR, SIDR_REQ or SIDR_REP (case-insensitive); a
+//	               MAD sent again is a new datagram with a new PSN, so count its
+//	               sendings with first=
 //	psn=N, psn=N-M one PSN, or N through M wrap-aware (at most 2^23 PSNs)
 //	tx=K           the K-th transmission of the PSN (Hop.Tx)
 //	from=T, to=T   at or after T, before T (simulated time since the start)

@@ -182,7 +182,7 @@ func cmMAD(class, method uint8, attr wire.CMAttr) []byte {
 	return m
 }
 
-// TestMatchCM: cm= picks CM MADs by message, and nothing else: not a MAD
+// TestMatchCM: cm= picks CM MADs by message (SIDR's too), and nothing else: not a MAD
 // of another class, not another method, not a CM-looking payload to a QP
 // other than QP1, not an RC frame.
 func TestMatchCM(t *testing.T) {
@@ -195,6 +195,7 @@ func TestMatchCM(t *testing.T) {
 		{"rep", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREP))},
 		{"rtu", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrRTU))},
 		{"dreq", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrDREQ))},
+		{"sidr-req", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrSIDRREQ))},
 		{"sa-req-attr", 0, hop, gsi(cmMAD(0x03, wire.MADMethodSend, wire.CMAttrREQ))}, // an SA MAD, attribute 0x10
 		{"get-req-attr", 0, hop, gsi(cmMAD(wire.MADClassCM, 0x01, wire.CMAttrREQ))},   // a Get
 		{"short", 0, hop, gsi(cmMAD(wire.MADClassCM, wire.MADMethodSend, wire.CMAttrREQ)[:64])},
@@ -211,7 +212,10 @@ func TestMatchCM(t *testing.T) {
 		{"cm=RTU src=a", []string{"rtu"}},
 		{"cm=DREQ src=b", nil},
 		{"cm=REJ", nil},
-		{"class=ud qp=1", []string{"req", "rep", "rtu", "dreq", "sa-req-attr", "get-req-attr", "short"}},
+		// udaddy's Service ID Resolution, named as the trace names it.
+		{"cm=SIDR_REQ", []string{"sidr-req"}},
+		{"cm=sidr_rep", nil},
+		{"class=ud qp=1", []string{"req", "rep", "rtu", "dreq", "sidr-req", "sa-req-attr", "get-req-attr", "short"}},
 	} {
 		m, err := faults.ParseMatch(c.keys)
 		require.NoError(t, err, c.keys)
@@ -231,7 +235,7 @@ func TestMatchCM(t *testing.T) {
 	require.Equal(t, "drop cm=RTU first=1\n", mustParse(t, "drop cm=rtu first=1").String())
 	_, err := faults.Parse("drop cm=REQUEST")
 	require.ErrorContains(t, err, "1:9: bad cm")
-	require.ErrorContains(t, err, "REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP or APR")
+	require.ErrorContains(t, err, "REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR, SIDR_REQ or SIDR_REP")
 	bad := faults.Plan{Rules: []faults.Rule{{Action: faults.Drop, Match: faults.Match{CM: 0x99}}}}
 	require.ErrorContains(t, bad.Validate(), "unknown cm message CM(0x0099)")
 }

@@ -465,9 +465,10 @@ func parseClass(s string) (Class, string) {
 	return 0, "want one of request, response, ack, nak, rnr, read-response, atomic, ud, cnp"
 }
 
-// cmAttrs are the CM messages cm= names, in the IBTA's order (§12.6).
+// cmAttrs are the CM messages cm= names, in the IBTA's order (§12.6),
+// then Service ID Resolution's (§12.11: rdma_cm's UD connections).
 var cmAttrs = [...]wire.CMAttr{wire.CMAttrREQ, wire.CMAttrMRA, wire.CMAttrREJ, wire.CMAttrREP, wire.CMAttrRTU,
-	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrLAP, wire.CMAttrAPR}
+	wire.CMAttrDREQ, wire.CMAttrDREP, wire.CMAttrLAP, wire.CMAttrAPR, wire.CMAttrSIDRREQ, wire.CMAttrSIDRREP}
 
 // cmIndex returns attr's index in cmAttrs, or -1.
 func cmIndex(attr wire.CMAttr) int {
@@ -485,7 +486,7 @@ func parseCM(s string) (wire.CMAttr, string) {
 			return a, ""
 		}
 	}
-	return 0, "want a CM message: REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP or APR"
+	return 0, "want a CM message: REQ, MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR, SIDR_REQ or SIDR_REP"
 }
 
 func parsePSNRange(s string) (PSNRange, string) {
