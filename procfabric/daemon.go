@@ -1018,6 +1018,10 @@ func (d *Daemon) round() {
 			return
 		}
 		if d.cfg.Deadline != 0 && t > d.cfg.Deadline {
+			// Nothing happens before the next event, past the deadline:
+			// the clock stands at the deadline the run ended at, as the
+			// summary then says.
+			d.sched.RunUntil(d.cfg.Deadline) // no event limit: cannot fail
 			d.end()
 			return
 		}

@@ -464,9 +464,13 @@ func TestExecLinkCut(t *testing.T) {
 				t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
 			}
 		}
+		// The summary's clock is the deadline the run ended at (it
+		// said the time of the last retransmission before it).
+		if virtual, _ := fabricTimes(t, f); virtual != "2s" {
+			t.Errorf("the fabric's summary says virtual time %s, want the deadline, 2s", virtual)
+		}
 		// Every frame was dropped, yet the ladder has its columns, in
 		// --nodes order, and draws the drops (it was empty).
-		fabricTimes(t, f)
 		log := f.log()
 		head := regexp.MustCompile(`(?m)^\s+time\s+server\s+client\s*$`)
 		if !head.MatchString(log) || !strings.Contains(log, "✗") || !strings.Contains(log, "link server-client down (rule 1)") {
