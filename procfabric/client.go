@@ -423,6 +423,22 @@ func (p *Port) Interrupt() error {
 	return err
 }
 
+// Tick is Interrupt for the library's own housekeeping, not for its
+// program's work (a blocking wait that wakes every few milliseconds of
+// wall time to see whether its thread was cancelled): the daemon wakes
+// the process as for Interrupt, but a run where every process waits
+// and only ticks come is still quiet (Config.QuietReport).
+func (p *Port) Tick() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.waiting {
+		p.interrupted = true
+		return nil
+	}
+	_, err := p.c.Write(appendEmpty(nil, msgTick))
+	return err
+}
+
 // Poll makes a Wait blocked in another goroutine a PollWait: the daemon
 // also wakes it, once per instant, when every process waits and nothing
 // is left to happen (for a program thread whose poll finds nothing while

@@ -170,7 +170,10 @@ type Daemon struct {
 	// (reportMissing).
 	firstAttach time.Time
 	toldMissing bool
-	// quietWakes is Stats.Wakes when quietSince was set: a wake-up
+	// ticks counts the wake-ups Port.Tick asked for, which are no
+	// activity (reportQuiet subtracts them from Stats.Wakes).
+	ticks uint64
+	// quietWakes is Stats.Wakes less ticks when quietSince was set: a wake-up
 	// since means the processes ran between two ticks (a burst between
 	// two exchanges over TCP), and the quiet period starts again.
 	quietWakes uint64
@@ -625,7 +628,7 @@ func (d *Daemon) handle(ev event) {
 		if s.waiting {
 			s.polling = true
 		}
-	case msgDetach, msgResume:
+	case msgDetach, msgResume, msgTick:
 		if s == nil || len(ev.body) != 0 {
 			d.refuse(c, fmt.Sprintf("message type %d unattached or with a body", ev.t))
 			return
@@ -637,6 +640,11 @@ func (d *Daemon) handle(ev event) {
 			// Another thread of the process has work: it runs now, at
 			// the current instant. A resume that crosses the wake-up
 			// it asked for finds the process running, and does nothing.
+			// A tick is the library's housekeeping: no activity for
+			// reportQuiet.
+			if ev.t == msgTick {
+				d.ticks++
+			}
 			d.wake(s, d.sched.Now())
 		}
 	case msgWill:
@@ -939,7 +947,7 @@ func (d *Daemon) reportQuiet() {
 		d.quietSince, d.reported = time.Time{}, false
 		return
 	}
-	if wakes := d.Stats().Wakes; d.quietSince.IsZero() || wakes != d.quietWakes {
+	if wakes := d.Stats().Wakes - d.ticks; d.quietSince.IsZero() || wakes != d.quietWakes {
 		d.quietSince, d.quietWakes, d.reported = time.Now(), wakes, false
 		return
 	}

@@ -82,6 +82,8 @@
 //	                   detach                the process is done (closing the socket is the same, but for the will)
 //	                   resume                (while waiting) another thread has work: run now
 //	                   poll                  (while waiting) the wait is a poll's from now on (pollwait)
+//	                   tick                  (while waiting) as resume, for the library's housekeeping:
+//	                                         not activity, so a run of ticks alone is still quiet
 //	daemon → process   deliver(at, bytes)    a frame arrived at the node's port at virtual time at
 //	                   txdone(at)            the port finished (or dropped) one of the node's frames
 //	                   now(t)                end of a batch: the process runs again, at time t

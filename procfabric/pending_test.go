@@ -459,3 +459,39 @@ func TestMissingReport(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestQuietReportTicks: a process woken every 5 ms by its library's
+// housekeeping (Port.Tick: the drop-in's rdma_get_cm_event slice) and
+// waiting again is no activity, unlike a resume (TestQuietReportNotBetweenTicks):
+// the report still comes (a program hung in rdma_get_cm_event had none).
+func TestQuietReportTicks(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, _ := testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: &log})
+	a, b := attachAB(t, d)
+	go waitOn(a)
+	go waitOn(b)
+	untilWaiting(a)
+	const said = "nothing has happened for"
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				a.Tick()
+			}
+		}
+	}()
+	for !strings.Contains(log.String(), said) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("no report while only ticks woke the processes")
+	}
+	if d.Stats().Wakes < 5 {
+		t.Errorf("%d wake-ups: the ticks did not wake the process", d.Stats().Wakes)
+	}
+}

@@ -54,6 +54,7 @@ const (
 	msgWill     msgType = 12 // a key of the process's will, and its frame or none (appendWill)
 	msgPollWait msgType = 13 // a wait from a poll that found nothing (Port.PollWait)
 	msgPoll     msgType = 14 // the wait in progress is now a poll's (Port.Poll)
+	msgTick     msgType = 15 // a resume for the library's own housekeeping, not the program's (Port.Tick)
 )
 
 // ErrProtocol is wrapped by every error about a malformed message.
@@ -351,7 +352,7 @@ func (r *reader) next() (msgType, []byte, error) {
 		return 0, nil, protoErr("version %d, this fabric speaks %d", b[0], Version)
 	}
 	t := msgType(b[1])
-	if t < msgAttach || t > msgPoll {
+	if t < msgAttach || t > msgTick {
 		return 0, nil, protoErr("unknown message type %d", t)
 	}
 	return t, b[2:], nil

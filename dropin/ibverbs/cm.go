@@ -487,7 +487,7 @@ func (p *process) cmGetEvent(fd int, nonblock, slice bool) (*rdmacm.Event, sysca
 		end := time.Now().Add(cmWaitSlice)
 		t := time.AfterFunc(cmWaitSlice, func() {
 			p.mu.Lock()
-			p.poke()
+			p.tick()
 			p.mu.Unlock()
 		})
 		defer t.Stop()

@@ -248,3 +248,14 @@ func (p *process) poke() {
 		p.fab.port.Interrupt()
 	}
 }
+
+// tick is poke for the library's own housekeeping (cmWaitSlice): the
+// wait ends as for poke, but the fabric does not take it for the
+// program's activity, so a program that only waits in rdma_get_cm_event
+// still gets the fabric's report that nothing happens.
+func (p *process) tick() {
+	p.wake.Broadcast()
+	if p.fab != nil && p.fab.waiting {
+		p.fab.port.Tick()
+	}
+}

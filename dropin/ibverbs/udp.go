@@ -54,6 +54,9 @@ type nodePort interface {
 	// be woken for.
 	SetRxSlack(rx []wire.PacketRun)
 	Interrupt() error
+	// Tick is Interrupt for the library's housekeeping (procfabric's
+	// Port.Tick).
+	Tick() error
 	// Poll makes the wait another thread is in a poll's (procfabric's
 	// Port.Poll).
 	Poll() error
@@ -296,6 +299,9 @@ func (u *udpPort) SetRxSlack([]wire.PacketRun) {}
 // poll that finds nothing returns 0 at once, and the clock has moved on
 // when the program polls again.
 func (u *udpPort) Poll() error { return u.Interrupt() }
+
+// Tick is Interrupt: real time has no quiet report to spare.
+func (u *udpPort) Tick() error { return u.Interrupt() }
 
 // Interrupt makes the current or next Wait return at once.
 func (u *udpPort) Interrupt() error {
