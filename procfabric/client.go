@@ -412,14 +412,18 @@ func (p *Port) fail(err error) (*Inputs, error) {
 // again at once, at the current virtual time, with whatever input has
 // come (for a program thread that posts while a progress thread waits).
 // Called while the process runs, it makes the next Wait return at once.
-func (p *Port) Interrupt() error {
+func (p *Port) Interrupt() error { return p.resume(msgResume) }
+
+// resume ends a Wait blocked in another goroutine with a message of type
+// t (msgResume, msgTick), or makes the next Wait return at once.
+func (p *Port) resume(t msgType) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.waiting {
 		p.interrupted = true
 		return nil
 	}
-	_, err := p.c.Write(appendEmpty(nil, msgResume))
+	_, err := p.c.Write(appendEmpty(nil, t))
 	return err
 }
 
@@ -428,16 +432,7 @@ func (p *Port) Interrupt() error {
 // wall time to see whether its thread was cancelled): the daemon wakes
 // the process as for Interrupt, but a run where every process waits
 // and only ticks come is still quiet (Config.QuietReport).
-func (p *Port) Tick() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.waiting {
-		p.interrupted = true
-		return nil
-	}
-	_, err := p.c.Write(appendEmpty(nil, msgTick))
-	return err
-}
+func (p *Port) Tick() error { return p.resume(msgTick) }
 
 // Poll makes a Wait blocked in another goroutine a PollWait: the daemon
 // also wakes it, once per instant, when every process waits and nothing

@@ -1,6 +1,7 @@
 package procfabric
 
 import (
+	"context"
 	"net"
 	"os"
 	"strings"
@@ -389,13 +390,7 @@ func TestPoll(t *testing.T) {
 // resume every 5 ms, where the daemon looks every 12.5 ms), are no
 // quiet: the report comes only once they stop.
 func TestQuietReportNotBetweenTicks(t *testing.T) {
-	ctx := bound(t, 30*time.Second)
-	var log syncBuffer
-	d, _ := testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: &log})
-	a, b := attachAB(t, d)
-	go waitOn(a)
-	go waitOn(b)
-	untilWaiting(a)
+	ctx, log, _, a := bothWaiting(t)
 	const said = "nothing has happened for"
 	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
 		if err := a.Interrupt(); err != nil {
@@ -465,13 +460,7 @@ func TestMissingReport(t *testing.T) {
 // waiting again is no activity, unlike a resume (TestQuietReportNotBetweenTicks):
 // the report still comes (a program hung in rdma_get_cm_event had none).
 func TestQuietReportTicks(t *testing.T) {
-	ctx := bound(t, 30*time.Second)
-	var log syncBuffer
-	d, _ := testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: &log})
-	a, b := attachAB(t, d)
-	go waitOn(a)
-	go waitOn(b)
-	untilWaiting(a)
+	ctx, log, d, a := bothWaiting(t)
 	const said = "nothing has happened for"
 	stop := make(chan struct{})
 	defer close(stop)
@@ -494,4 +483,17 @@ func TestQuietReportTicks(t *testing.T) {
 	if d.Stats().Wakes < 5 {
 		t.Errorf("%d wake-ups: the ticks did not wake the process", d.Stats().Wakes)
 	}
+}
+
+// bothWaiting starts a daemon with a 100 ms QuietReport logging into
+// log, and processes a and b that wait on it for ever.
+func bothWaiting(t *testing.T) (ctx context.Context, log *syncBuffer, d *Daemon, a *Port) {
+	ctx = bound(t, 30*time.Second)
+	log = &syncBuffer{}
+	d, _ = testDaemon(t, ctx, Config{QuietReport: 100 * time.Millisecond, Log: log})
+	a, b := attachAB(t, d)
+	go waitOn(a)
+	go waitOn(b)
+	untilWaiting(a)
+	return ctx, log, d, a
 }
