@@ -161,7 +161,9 @@
 //	dst=NODE       addressed to NODE
 //	qp=N           BTH destination QPN (printed as 0x hex)
 //	op=NAME        BTH opcode by wire name (RC_SEND_ONLY, case-insensitive) or number
-//	class=C        request     SEND, WRITE, READ request, CMP_SWAP, FETCH_ADD (RC, UC, UD)
+//	class=C        request     SEND, WRITE, READ request, CMP_SWAP, FETCH_ADD (RC, UC, UD;
+//	                           the CM's MADs too, UD SENDs to QP1: with rdma_cm, count
+//	                           data with qp= or op=, and CM messages with cm=)
 //	               response    ACKNOWLEDGE, READ responses, ATOMIC_ACKNOWLEDGE
 //	               ack         ACKNOWLEDGE with a positive syndrome
 //	               nak         ACKNOWLEDGE with a NAK syndrome (not RNR)
