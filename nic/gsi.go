@@ -134,16 +134,16 @@ func (d *Device) madFrame(f *wire.Frame, dst netip.Addr, mad []byte, verb string
 
 // receiveMAD takes a decoded frame for QP1 (Receive has checked the
 // address): a MAD for the CM above, or a drop.
-func (d *Device) receiveMAD(p *wire.Packet) {
+func (d *Device) receiveMAD(now sim.Time, p *wire.Packet) {
 	switch {
 	case p.BTH.Opcode() != wire.OpUDSendOnly:
-		d.rxDrops[DropQPType]++
+		d.dropRx(now, p, DropQPType)
 	case !wire.PKeyMatch(p.BTH.PKey(), wire.DefaultPKey):
-		d.rxDrops[DropPKey]++
+		d.dropRx(now, p, DropPKey)
 	case p.DETH.QKey() != wire.GSIQKey:
-		d.rxDrops[DropQKey]++
+		d.dropRx(now, p, DropQKey)
 	case len(p.Payload) != wire.MADLen:
-		d.rxDrops[DropBadMAD]++
+		d.dropRx(now, p, DropBadMAD)
 	default:
 		d.counters.Add(CounterRcvdPkts, 1)
 		in := d.outbox.mad()

@@ -201,11 +201,20 @@ func (r *ring[T]) trim() {
 // root.)
 func knownQPType(t QPType) bool {
 	switch t {
-	case QPTypeRC, QPTypeUC, QPTypeUD, 8, 9, 0xff: // IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND, IBV_QPT_DRIVER
+	case QPTypeRC, QPTypeUC, QPTypeUD, qpTypeRawPacket, qpTypeXRCSend, qpTypeDriver:
 		return true
 	}
 	return false
 }
+
+// The QP types uverbs knows and the model does not serve, with
+// <infiniband/verbs.h>'s values (not exported: verbs/vocab_test.go says
+// why they are left out).
+const (
+	qpTypeRawPacket QPType = 8    // IBV_QPT_RAW_PACKET
+	qpTypeXRCSend   QPType = 9    // IBV_QPT_XRC_SEND
+	qpTypeDriver    QPType = 0xff // IBV_QPT_DRIVER
+)
 
 // CreateQP creates a queue pair in pd, in state RESET.
 func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {

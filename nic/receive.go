@@ -65,19 +65,13 @@ func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
 		err = p.Decode(frame)
 	}
 	if !forQP(err, p) {
-		d.rxErrors[errCode(err)]++
-		d.traceRxError(now, err)
+		d.rxError(now, err)
 		return
 	}
 	if dst := p.Dst().Unmap(); !d.isLocal(dst) && !(dst.IsMulticast() && d.inGroup(dst)) {
 		// A group no QP here is attached to is not the device's either:
 		// a real port's filter would not have taken the frame.
-		d.rxDrops[DropNotLocal]++
-		if !dst.IsMulticast() {
-			// A switch floods a group's frames to every port: a
-			// host's filter refusing one is routine, not news.
-			d.traceRxDrop(now, p, DropNotLocal)
-		}
+		d.dropRx(now, p, DropNotLocal)
 		return
 	}
 	if p.Info.Transport == wire.TransportCNP {
@@ -85,7 +79,7 @@ func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
 		return
 	}
 	if p.BTH.DestQP() == wire.GSIQPN {
-		d.receiveMAD(p)
+		d.receiveMAD(now, p)
 		return
 	}
 	if p.BTH.DestQP() == wire.MulticastQPN {
@@ -96,15 +90,13 @@ func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
 	}
 	qp := d.qpByNum(p.BTH.DestQP())
 	if why, ok := d.checkHeaders(qp, p); !ok {
-		d.rxDrops[why]++
-		d.traceRxDrop(now, p, why)
+		d.dropRx(now, p, why)
 		return
 	}
 	if p.Info.Kind.IsRequest() && qp.init.Type == QPTypeRC && qp.resp.busy() {
 		// The responder is answering a READ: the request waits its turn.
 		if !d.holdRequest(qp, frame) {
-			d.rxDrops[DropBusy]++
-			d.traceRxDrop(now, p, DropBusy)
+			d.dropRx(now, p, DropBusy)
 			return
 		}
 		d.counters.Add(CounterRcvdPkts, 1)
@@ -191,6 +183,35 @@ func (r RxDrop) String() string {
 		return rxDropNames[r]
 	}
 	return "RxDrop(" + itoa(int(r)) + ")"
+}
+
+// rxError counts a frame the device dropped as it came in, because it
+// did not decode or failed its ICRC (Receive, step 1), and traces it:
+// silent on the wire, so only the trace (the ladder's "dropped by") shows
+// it.
+func (d *Device) rxError(now sim.Time, err error) {
+	d.rxErrors[errCode(err)]++
+	if !d.trace.Enabled() {
+		return
+	}
+	why := "malformed"
+	if err != nil {
+		why = err.Error()
+	}
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, Kind: "rx-drop", Fields: []sim.Field{{Key: "why", Value: why}}})
+}
+
+// dropRx counts a frame that decoded but that no QP took (Receive, steps
+// 2 and 3; a bad MAD for QP1), by why, and traces it, but for a group
+// frame the host's filter refuses: a switch floods a group's frames to
+// every port, and a host refusing one is routine, not news.
+func (d *Device) dropRx(now sim.Time, p *wire.Packet, why RxDrop) {
+	d.rxDrops[why]++
+	if !d.trace.Enabled() || why == DropNotLocal && p.Dst().IsMulticast() {
+		return
+	}
+	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: p.BTH.DestQP(), HasQPN: true, Kind: "rx-drop",
+		Fields: []sim.Field{{Key: "why", Value: why.String()}}})
 }
 
 // grhLen is the GRH area at the start of every UD receive buffer (IBTA

@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"github.com/rocesim/rocesim/sim"
-	"github.com/rocesim/rocesim/wire"
 )
 
 // traceState records a QP state change.
@@ -51,29 +50,5 @@ func (d *Device) traceMessageDrop(now sim.Time, qp *QP, why msgDropReason) {
 		return
 	}
 	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: qp.num, HasQPN: true, Kind: "message-drop",
-		Fields: []sim.Field{{Key: "why", Value: why.String()}}})
-}
-
-// traceRxError records a frame the device dropped as it came in, because
-// it did not decode or failed its ICRC (Receive, step 1): silent on the
-// wire, so only the trace (the ladder's ✗ at the receiver) shows it.
-func (d *Device) traceRxError(now sim.Time, err error) {
-	if !d.trace.Enabled() {
-		return
-	}
-	why := "malformed"
-	if err != nil {
-		why = err.Error()
-	}
-	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, Kind: "rx-drop", Fields: []sim.Field{{Key: "why", Value: why}}})
-}
-
-// traceRxDrop records a frame that decoded but that no QP took (Receive,
-// steps 2 and 3), with why.
-func (d *Device) traceRxDrop(now sim.Time, p *wire.Packet, why RxDrop) {
-	if !d.trace.Enabled() {
-		return
-	}
-	d.trace.Add(sim.Event{Time: now, Node: d.cfg.Node, QPN: p.BTH.DestQP(), HasQPN: true, Kind: "rx-drop",
 		Fields: []sim.Field{{Key: "why", Value: why.String()}}})
 }

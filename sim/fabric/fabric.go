@@ -405,10 +405,10 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // A frame for the sending port's own MAC on a direct link to another
 // node comes back to the port instead, at the same instant, as rxe
 // loops a packet for a local address back (rxe_net.c, rxe_loopback): it
-// never reaches the link, so neither the fault plan nor the capture sees it, as a
-// capture of a real rxe port would not (see loopHandler). Toward a
-// switch it goes out as every frame does, and the switch sends it back
-// down the same port.
+// never reaches the link, so neither the fault plan nor the capture
+// sees it, as a capture of a real rxe port would not (see loopHandler).
+// Toward a switch it goes out as every frame does, and the switch sends
+// it back down the same port.
 func (n *Node) Send(port int, frame, note []byte) error {
 	return n.send(port, frame, note, false)
 }

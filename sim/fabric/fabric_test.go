@@ -52,11 +52,22 @@ type world struct {
 }
 
 func newWorld(t *testing.T, n int, plan *faults.Plan, seed uint64, tap fabric.Tap) *world {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+	}
+	return newWorldWith(fabric.Config{Tap: tap, Plan: plan, Rand: sim.NewSeeds(seed).Stream("faults")}, names...)
+}
+
+// newWorldWith is newWorld for a fabric of cfg (its Sched and Trace the
+// world's own) and nodes of the names given, node i with MAC and IPv4
+// number i+1.
+func newWorldWith(cfg fabric.Config, names ...string) *world {
 	w := &world{sched: sim.NewScheduler(), trace: &sim.Trace{}}
-	w.f = fabric.New(fabric.Config{Sched: w.sched, Trace: w.trace, Tap: tap, Plan: plan,
-		Rand: sim.NewSeeds(seed).Stream("faults")})
-	for i := range n {
-		node := w.f.AddNode(fmt.Sprintf("n%d", i), fabric.PortConfig{MAC: mac(byte(i + 1)), IPv4: ip4(byte(i + 1))})
+	cfg.Sched, cfg.Trace = w.sched, w.trace
+	w.f = fabric.New(cfg)
+	for i, name := range names {
+		node := w.f.AddNode(name, fabric.PortConfig{MAC: mac(byte(i + 1)), IPv4: ip4(byte(i + 1))})
 		s := &sink{}
 		node.SetReceiver(s)
 		w.nodes = append(w.nodes, node)

@@ -13,23 +13,16 @@ import (
 
 // TestLoopBack: on a direct link, a frame a node sends to its own MAC
 // comes back to it at the instant it was sent, in the order sent, with
-// TxDone once; it is not on the link (no
-// link statistics, no capture), the plan does not judge it, and its
-// record says Looped; frames for the peer go as ever, behind the busy
-// wire.
+// TxDone once; it is not on the link (no link statistics, no capture),
+// the plan does not judge it, and its record says Looped; frames for the
+// peer go as ever.
 func TestLoopBack(t *testing.T) {
 	plan, err := faults.Parse("drop psn=2")
 	require.NoError(t, err)
 	var recs []fabric.FrameRecord
-	w := &world{sched: sim.NewScheduler(), trace: &sim.Trace{}}
-	w.f = fabric.New(fabric.Config{Sched: w.sched, Trace: w.trace, Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"),
-		Observe: func(r *fabric.FrameRecord) { c := *r; c.Frame = nil; recs = append(recs, c) }})
-	for i := range 2 {
-		node := w.f.AddNode([]string{"n0", "n1"}[i], fabric.PortConfig{MAC: mac(byte(i + 1)), IPv4: ip4(byte(i + 1))})
-		s := &sink{}
-		node.SetReceiver(s)
-		w.nodes, w.sinks = append(w.nodes, node), append(w.sinks, s)
-	}
+	tap := &commentTap{}
+	w := newWorldWith(fabric.Config{Plan: plan, Rand: sim.NewSeeds(1).Stream("faults"), Tap: tap,
+		Observe: func(r *fabric.FrameRecord) { c := *r; c.Frame = nil; recs = append(recs, c) }}, "n0", "n1")
 	l, err := w.f.Connect("n0-n1", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
 	txDone := 0
@@ -45,6 +38,7 @@ func TestLoopBack(t *testing.T) {
 	assert.Equal(t, []uint32{1}, w.sinks[1].psns(t))
 	assert.Equal(t, 3, txDone, "TxDone once a frame")
 	assert.Equal(t, uint64(1), l.Stats(0).TxFrames, "only the frame for n1 crossed the link")
+	assert.Len(t, tap.lens, 1, "only the frame for n1 is captured")
 	assert.Equal(t, uint64(0), w.f.RuleHits(1))
 	var looped int
 	for _, r := range recs {

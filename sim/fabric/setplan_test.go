@@ -20,18 +20,11 @@ import (
 func TestSetPlanMidRun(t *testing.T) {
 	old, err := faults.Parse("down link=a-b from=50us to=60us\n")
 	require.NoError(t, err)
-	w := &world{sched: sim.NewScheduler(), trace: &sim.Trace{}}
 	var hook []string
-	w.f = fabric.New(fabric.Config{Sched: w.sched, Trace: w.trace, Plan: old, Rand: sim.NewSeeds(1).Stream("faults"),
+	w := newWorldWith(fabric.Config{Plan: old, Rand: sim.NewSeeds(1).Stream("faults"),
 		LinkHook: func(now sim.Time, link string, up bool) {
 			hook = append(hook, now.String()+" "+link+map[bool]string{true: " up", false: " down"}[up])
-		}})
-	for i := range 2 {
-		n := w.f.AddNode([]string{"a", "b"}[i], fabric.PortConfig{MAC: mac(byte(i + 1)), IPv4: ip4(byte(i + 1))})
-		s := &sink{}
-		n.SetReceiver(s)
-		w.nodes, w.sinks = append(w.nodes, n), append(w.sinks, s)
-	}
+		}}, "a", "b")
 	_, err = w.f.Connect("a-b", w.nodes[0].Port(0), w.nodes[1].Port(0), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
 
