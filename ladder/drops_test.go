@@ -193,6 +193,11 @@ func TestReceiverDrop(t *testing.T) {
 	rowIndex(t, ls, 1, "SEND_ONLY psn=1 · dropped by b: qp-state", "▶")
 	i := rowIndex(t, ls, 1, "SEND_ONLY psn=2", "▶")
 	assert.NotContains(t, ls[i], "dropped", out)
+	// In colour the dropped frame is red, the other one not.
+	cout := text(t, tr, ladder.Options{Width: 100, Color: true})
+	cls := strings.Split(cout, "\n")
+	assert.Contains(t, cls[rowIndex(t, cls, 1, "dropped by b")], "\x1b[31m", "a frame its receiver dropped is red")
+	assert.NotContains(t, cls[rowIndex(t, cls, 1, "psn=2")], "\x1b[31m")
 
 	// A frame a arrives from b at the instant a's own looped frame,
 	// to another QP, is dropped: the loop is marked, not the arrow

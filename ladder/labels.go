@@ -144,23 +144,23 @@ func (f *frame) odd() bool {
 
 // tone is the colour of f's arrow.
 func (f *frame) tone() tone {
+	marked := toneNone // the first fault or retransmission mark's
+	for _, m := range f.marks {
+		if m.tone == toneErr {
+			return toneErr // dropped by its receiver, a NAK too
+		}
+		if marked == toneNone && (m.tone == toneFault || m.tone == toneRetx) {
+			marked = m.tone
+		}
+	}
 	switch {
 	case f.lost:
 		return toneErr
 	case strings.HasPrefix(f.key.aeth, "NAK") || strings.HasPrefix(f.key.aeth, "RNR"):
 		return toneWarn
-	}
-	for _, m := range f.marks {
-		if m.tone == toneErr {
-			return toneErr // dropped by its receiver
-		}
-	}
-	for _, m := range f.marks {
-		if m.tone == toneFault || m.tone == toneRetx {
-			return m.tone
-		}
-	}
-	if f.key.op == "RC_ACKNOWLEDGE" || f.key.op == "RC_ATOMIC_ACKNOWLEDGE" {
+	case marked != toneNone:
+		return marked
+	case f.key.op == "RC_ACKNOWLEDGE" || f.key.op == "RC_ATOMIC_ACKNOWLEDGE":
 		return toneOK
 	}
 	return toneNone
