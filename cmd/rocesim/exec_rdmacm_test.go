@@ -171,6 +171,75 @@ func TestExecRpingIPv6(t *testing.T) { execRpingAt(t, "fe80::ff:fe00:1%1", "fe80
 // same ten pings and the same CM exchange, each message once.
 func TestExecRpingSelfQP(t *testing.T) { execRping(t, "-q") }
 
+// TestExecRpingTimedFault: a fault plan timed for after the run does not
+// touch it. rping's threads hand each other the work (its CM thread
+// takes an event and posts a semaphore, its main thread connects or
+// posts): a thread back in rdma_get_cm_event while the main thread was
+// about to act let the fabric move the clock through the plan's link
+// changes, so the REQ left at 6 s, after a link cut from 5 s to 6 s
+// that no frame of the run should meet (dropin/ibverbs/threads.go). Now
+// the whole exchange, twenty pings, runs in its first microseconds, as
+// on a host, the rule never matches, and two runs are the same.
+func TestExecRpingTimedFault(t *testing.T) {
+	needTools(t, "rping")
+	var runs [2][]string
+	for i := range runs {
+		runs[i] = rpingTimedFault(t)
+	}
+	// The same run each time, frame for frame, through the DREQ (the
+	// programs' exits race their peer's last frames, as on hosts; the
+	// bytes hold the programs' own addresses, which ASLR moves).
+	if a, b := strings.Join(runs[0], "\n"), strings.Join(runs[1], "\n"); a != b {
+		t.Errorf("two runs differ:\n%s\n\nand\n%s", a, b)
+	}
+}
+
+// rpingTimedFault runs the rping pair of TestExecRpingTimedFault and
+// returns its frames through the DREQ, each as its time, opcode and PSN.
+func rpingTimedFault(t *testing.T) []string {
+	f := newFabricEnv(t)
+	pcap := filepath.Join(t.TempDir(), "rping.pcapng")
+	srv, cli, _ := rdmacmPair(t, f, []string{"--pcap", pcap, "--faults", "down link=server-client from=5s to=6s"},
+		[]string{"rping", "-s", "-v", "-C", "20"}, []string{"rping", "-c", "-a", "10.0.0.1", "-C", "20", "-v"})
+	for _, p := range []*execProc{srv, cli} {
+		out := p.stdout.String()
+		if !strings.Contains(out, "rdma-ping-19: ") || (p.code != 0 && !tooltest.RpingExitRace(out+p.stderr.String())) {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, out, p.stderr.String())
+		}
+	}
+	fabricTimes(t, f)
+	frames := readFrames(t, pcap)
+	if len(frames) < 20*4 {
+		t.Fatalf("%d frames in the capture, want the CM exchange and twenty pings", len(frames))
+	}
+	var p wire.Packet
+	var seen []string
+	for i, fr := range frames {
+		if at := time.Duration(fr.ns); at >= 5*time.Second {
+			t.Fatalf("frame %d of %d (%s) left at %v, after the link went down at 5s: the clock ran while rping's threads were about to act\n%s",
+				i, len(frames), strings.Join(fr.comments, "; "), at, f.log())
+		}
+		if err := p.Decode(fr.data); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		cm := p.BTH.DestQP() == wire.GSIQPN
+		if i == 0 && !cm {
+			t.Errorf("the first frame is not the CM's REQ: %s", strings.Join(fr.comments, "; "))
+		}
+		what := fmt.Sprintf("%v %v psn=%d", time.Duration(fr.ns), p.BTH.Opcode(), p.BTH.PSN())
+		if cm {
+			what += " " + wire.CMAttr(wire.MAD(p.Payload).Header().AttributeID).String()
+		}
+		if seen = append(seen, what); strings.HasSuffix(what, " DREQ") {
+			break
+		}
+	}
+	if log := f.log(); !strings.Contains(log, "fault rule 1 never matched") {
+		t.Errorf("the link rule matched a frame:\n%s", log)
+	}
+	return seen
+}
+
 // execRping runs rping's server and client, with the options opts added
 // to both, through rocesim exec on one fabric, and checks ten pings on
 // each side and the CM exchange in the capture.

@@ -5,7 +5,7 @@ package main
 // libraries in one process would be two Go runtimes (not supported), and
 // because an rdma_cm ID's QP is a QP of this library's world. The
 // librdmacm side is plain C; it calls the rs_cm_* exports
-// (cmexports.go, version node ROCESIM_PRIVATE_2), which call in here under
+// (cmexports.go, version node ROCESIM_PRIVATE_3), which call in here under
 // the process lock. Pure Go, as model.go.
 //
 // Flow of an rdma_cm call:
@@ -139,7 +139,7 @@ func (p *process) cmDestroyChannel(fd int) syscall.Errno {
 	}
 	c.chans = without(c.chans, ch)
 	p.fds.close(fd)
-	p.wake.Broadcast() // a waiter on it finds it gone
+	p.wakeAll() // a waiter on it finds it gone
 	return 0
 }
 
@@ -549,8 +549,8 @@ func (p *process) waitFor(ready, alive func() bool, nonblock bool) syscall.Errno
 		if nonblock {
 			return syscall.EAGAIN
 		}
-		if !p.step() {
-			p.wake.Wait()
+		if !p.waitStep(false) {
+			p.await()
 		}
 		if p.closed || !alive() {
 			return syscall.EBADF

@@ -4,7 +4,7 @@ package main
 
 // The rs_cm_* functions the drop-in librdmacm.so.1 calls (prototypes in
 // dropin/rdmacm/shim/rocesim_cm.h; exported under the version node
-// ROCESIM_PRIVATE_2 of libibverbs.map, so that nothing else binds to them
+// ROCESIM_PRIVATE_3 of libibverbs.map, so that nothing else binds to them
 // by accident). Each takes the process lock, converts, and calls cm.go.
 
 /*

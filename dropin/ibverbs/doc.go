@@ -64,10 +64,13 @@
 // That run then depends on the wall clock; one that waits in verbs does
 // not. A waiter on a world with nothing left to do sleeps until another
 // thread of the program posts or modifies something. Threads may call in
-// at once (one lock serialises them), but every waiting thread moves
-// time: while one waits and another works, the worker's next verb comes
-// at a virtual time that depends on the scheduling, so such a program is
-// not the same on every run; one waiting thread at a time is.
+// at once (one lock serialises them), and a thread's wait moves time only
+// while no other thread of the program is about to act (threads.go):
+// none runs, none is at work in the library, none was just woken. So
+// rping, whose CM thread goes back into rdma_get_cm_event as soon as it
+// has woken the main thread, connects and pings at once, and two runs of
+// it are the same. A thread that runs on without a verb (it computes, or
+// spins on memory) stops holding the others after 10 ms of its CPU time.
 //
 // # On a fabric: two programs, two processes
 //
@@ -156,7 +159,7 @@
 // plain C) runs here, in this library's Go runtime (a process has one):
 // cm.go puts package rdmacm on the process's first device, and
 // cmexports.go exports the rs_cm_* functions librdmacm.so.1 calls, under
-// the version node ROCESIM_PRIVATE_2. Its event channels are eventfds like
+// the version node ROCESIM_PRIVATE_3. Its event channels are eventfds like
 // the completion channels; settle makes them readable while an event
 // waits.
 //

@@ -13,6 +13,20 @@ package main
 #include "glue.h"
 
 static inline void *rs_ptr(uint64_t a) { return (void *)(uintptr_t)a; }
+
+#include <unistd.h>
+#include <sys/syscall.h>
+
+// The calling thread's kernel TID, asked of the kernel once per thread
+// (threads.go watches the program's threads by it).
+static inline int rs_tid(void)
+{
+	static __thread int tid;
+
+	if (!tid)
+		tid = syscall(SYS_gettid);
+	return tid;
+}
 */
 import "C"
 
@@ -50,6 +64,8 @@ func lock() *process {
 			proc = emptyProcess()
 			return
 		}
+		proc.threads.self = func() int32 { return int32(C.rs_tid()) }
+		proc.threads.inside = (*int32)(unsafe.Pointer(&C.rs_inside))
 		if proc.cfg.IdleWake > 0 {
 			go proc.idleLoop(proc.cfg.IdleWake, time.Sleep)
 		}
@@ -464,7 +480,7 @@ func rs_ack_cq_events(h C.uint32_t, n C.uint) {
 	if v, ok := object[*cq](p, uint32(h)); ok {
 		v.q.AckEvents(int(n))
 		v.unacked = max(v.unacked-int(n), 0)
-		p.wake.Broadcast() // a destroy_cq may wait for this (destroyCQ)
+		p.wakeAll() // a destroy_cq may wait for this (destroyCQ)
 	}
 }
 

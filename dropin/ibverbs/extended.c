@@ -25,6 +25,7 @@
 
 #include "glue.h"
 #include "_cgo_export.h"
+#include "calls.h"
 
 /* ---- extended CQs ---- */
 

@@ -40,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/sim"
@@ -137,13 +136,11 @@ func (p *process) stepFabric(poll bool) bool {
 			f.polling = true
 			f.port.Poll()
 		}
-		p.wake.Wait()
+		p.await()
 		return true
 	}
 	if p.cmHold() { // the program is answering a CM event (cm.go)
-		p.mu.Unlock()
-		time.Sleep(cmHoldNap)
-		p.mu.Lock()
+		p.nap(cmHoldNap)
 		return true
 	}
 	deadline := sim.Never
@@ -171,7 +168,7 @@ func (p *process) stepFabric(poll bool) bool {
 	if err != nil && p.closed {
 		// The program is exiting (shutdown closed the port under this
 		// thread's Wait): nothing is wrong.
-		p.wake.Broadcast()
+		p.wakeAll()
 		return false
 	}
 	if err != nil {
@@ -181,7 +178,7 @@ func (p *process) stepFabric(poll bool) bool {
 			err = fmt.Errorf("%s: %w", f.where, err)
 		}
 		p.fatal(err)
-		p.wake.Broadcast()
+		p.wakeAll()
 		return false
 	}
 	for _, e := range in.Events {
@@ -243,7 +240,7 @@ func (p *process) renewWill() {
 // modified. On a fabric, a thread blocked on the daemon is woken at the
 // current instant, so that what the change built leaves now.
 func (p *process) poke() {
-	p.wake.Broadcast()
+	p.wakeAll()
 	if p.fab != nil && p.fab.waiting {
 		p.fab.port.Interrupt()
 	}
@@ -254,7 +251,7 @@ func (p *process) poke() {
 // program's activity, so a program that only waits in rdma_get_cm_event
 // still gets the fabric's report that nothing happens.
 func (p *process) tick() {
-	p.wake.Broadcast()
+	p.wakeAll()
 	if p.fab != nil && p.fab.waiting {
 		p.fab.port.Tick()
 	}

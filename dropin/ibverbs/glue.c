@@ -31,6 +31,7 @@
 
 #include "glue.h"
 #include "_cgo_export.h"
+#include "calls.h"
 
 /* ibv_query_gid_type (IBVERBS_PRIVATE_34) is declared in rdma-core's
  * driver.h, which Debian does not install; ibv_devinfo -v calls it. */
@@ -52,6 +53,21 @@ static struct rs_context *to_rctx(struct ibv_context *ctx)
 {
 	return container_of(container_of(ctx, struct verbs_context, context),
 			    struct rs_context, vctx);
+}
+
+/* The calls of the Go side in progress (calls.h, threads.go). */
+int rs_inside;
+
+/* rs_entry and rs_leave for the drop-in librdmacm.so.1, whose calls of
+ * rs_cm_* are counted as this library's own (rocesim_cm.h). */
+void rs_cm_entry(void)
+{
+	rs_entry();
+}
+
+void rs_cm_leave_call(void)
+{
+	rs_leave();
 }
 
 /* fail sets errno to err (if not 0) and returns NULL. */

@@ -87,4 +87,18 @@ void rs_send_wr_ext(const struct ibv_send_wr *wr, int ud, struct rs_send_wr_ext 
 void rs_wc_set_imm(struct ibv_wc *wc, uint32_t imm, int invalidated);
 void rs_set_async_event(struct ibv_async_event *ev, void *element, int port, int type);
 
+/* The calls of the Go side in progress (calls.h, threads.go): rs_entry
+ * counts one in before the call, rs_leave out once it is back. */
+extern int rs_inside;
+
+static inline void rs_entry(void)
+{
+	__atomic_add_fetch(&rs_inside, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void rs_leave(void)
+{
+	__atomic_sub_fetch(&rs_inside, 1, __ATOMIC_SEQ_CST);
+}
+
 #endif

@@ -1,6 +1,10 @@
 package main
 
-import "time"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // Waking the world for a program that sleeps outside the library.
 //
@@ -20,6 +24,18 @@ import "time"
 // program that sleeps in poll(2) gets the event as a real NIC would give
 // it, but the virtual time of its later verbs depends on the scheduling.
 // ROCESIM_IDLE_WAKE=off turns it off.
+//
+// It acts only while no thread of the program is inside the library: a
+// thread that waits in a verb moves time itself, as threads.go lets it,
+// and one at work in the library is about to act (the idle wait would
+// take the process for waiting, and the clock could move past what it
+// does: rping's server, its CM thread in rdma_get_cm_event and its CQ
+// thread napping over a completion its main thread was about to act on).
+// Nor while a thread of the program is runnable but has not had the CPU
+// since the program's last call (threadWatch.idleBusy): on a loaded
+// machine the quiet period is the scheduler's, not the program's (rping's
+// client, descheduled between rdma_create_id and rdma_resolve_addr, had
+// its REQ sent after a fault plan's link cut at 5 s).
 //
 // On a fabric (ROCESIM_FABRIC) the same quiet period, CQ armed or not,
 // makes the process wait on the daemon until the program calls a verb
@@ -44,7 +60,8 @@ func (p *process) idleLoop(grace time.Duration, sleep func(time.Duration)) {
 		}
 		if p.calls != seen {
 			seen, quiet = p.calls, 0
-		} else if quiet += tick; quiet >= grace {
+			p.threads.idleQuiet()
+		} else if quiet += tick; quiet >= grace && !p.threads.idleBusy(grace, int32(unix.Gettid())) {
 			quiet = 0
 			if p.fab != nil {
 				p.idleOnFabric(seen)
@@ -70,7 +87,7 @@ func (p *process) wakeIdle() {
 	}
 	before := p.readable()
 	for range idleSteps {
-		if !p.step() || p.readable() > before {
+		if p.threads.programInside() || !p.step() || p.readable() > before {
 			return
 		}
 	}
@@ -93,7 +110,7 @@ func (p *process) wakeIdle() {
 // rdma_accept would come after the REQ's timeouts).
 func (p *process) idleOnFabric(seen uint64) {
 	before := p.readable()
-	for !p.closed && p.calls == seen {
+	for !p.closed && p.calls == seen && !p.threads.programInside() {
 		if !p.stepFabric(false) || p.readable() > before {
 			return
 		}

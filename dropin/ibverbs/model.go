@@ -249,6 +249,10 @@ type process struct {
 	// fab is the process's attachment to a fabric daemon; nil for a
 	// world of its own (fabric.go).
 	fab *fabricLink
+	// threads watches the program's threads, so that a wait does not
+	// move virtual time while another thread is about to act
+	// (threads.go).
+	threads threadWatch
 }
 
 // pollBatch bounds the completions one poll_cq takes (the rest wait for
@@ -362,6 +366,7 @@ type fdOps interface {
 func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*process, error) {
 	p := &process{cfg: cfg, fds: fds, objs: []any{nil}, exit: exit, stderr: stderr}
 	p.wake = sync.NewCond(&p.mu)
+	p.threads.read, p.threads.now, p.threads.list = procThread, time.Now, listTasks
 	if cfg.Fabric != "" {
 		return p, p.joinFabric()
 	}
@@ -499,7 +504,14 @@ func (p *process) deviceByGID(gid netip.Addr) *device {
 // and over UDP the world first catches up with the wall clock, so that
 // what the call does happens at the instant it is made (catchUp).
 func (p *process) enter() {
-	p.mu.Lock()
+	w := &p.threads
+	if w.self == nil {
+		p.mu.Lock()
+	} else {
+		tid := w.self()
+		p.mu.Lock()
+		w.note(tid)
+	}
 	p.calls++
 	p.catchUp()
 }
@@ -523,6 +535,71 @@ func (p *process) stepPoll() bool {
 		return p.stepFabric(true)
 	}
 	return p.stepWorld()
+}
+
+// waitStep is step, or stepPoll if poll, for a program's thread that
+// waits in a verb. While another thread of the program is about to act
+// (threads.go) the process counts as running: the thread naps with the
+// lock released instead, and reports progress so that its caller looks
+// again; a poll returns at once with what it found (false), as a poll of
+// a quiet NIC does, and its program polls again. In a program of several
+// threads, a blocking wait that finds the others still looks once more
+// after a nap before it moves time (threadWatch.settled): a thread may
+// sleep a moment on a lock of libc's on its way to act.
+func (p *process) waitStep(poll bool) bool {
+	if p.holdForThreads() {
+		if poll {
+			return false
+		}
+		p.nap(holdNap)
+		return true
+	}
+	if !poll && !p.threads.settled() {
+		p.nap(holdNap)
+		return true
+	}
+	if poll {
+		return p.stepPoll()
+	}
+	return p.step()
+}
+
+// holdForThreads reports whether a wait must not move virtual time yet
+// because another of the program's threads is about to act. A thread
+// that joins another's wait on the fabric moves nothing itself, and over
+// UDP the clock is the wall clock: neither is held.
+func (p *process) holdForThreads() bool {
+	if p.fab != nil && (p.fab.udp != nil || p.fab.waiting) {
+		return false
+	}
+	return p.threads.othersRunning()
+}
+
+// await is p.wake.Wait, counted so that a thread a broadcast woke counts
+// as about to act until it has the lock again (threads.go).
+func (p *process) await() {
+	p.threads.enterWait()
+	p.wake.Wait()
+	p.threads.leaveWait()
+}
+
+// nap sleeps d with the lock released: a thread that would wait
+// looks again later. It counts as a wait: a thread whose nap spans a
+// step of the world counts as about to act, as one that await woke does
+// (what it waits for may have come), until it has the lock again.
+func (p *process) nap(d time.Duration) {
+	p.threads.enterWait()
+	p.mu.Unlock()
+	time.Sleep(d)
+	p.mu.Lock()
+	p.threads.leaveWait()
+}
+
+// wakeAll is p.wake.Broadcast: every thread in await is woken, and every
+// thread in nap counts as woken.
+func (p *process) wakeAll() {
+	p.threads.wokeAll()
+	p.wake.Broadcast()
 }
 
 // stepWorld runs the process's own world to its next event.
@@ -594,7 +671,7 @@ func (p *process) settle() {
 		}
 	}
 	p.settleCM() // rdma_cm's event channels (cm.go)
-	p.wake.Broadcast()
+	p.wakeAll()
 }
 
 // asyncOf names the program's object an event is about and the context
@@ -739,8 +816,8 @@ func (p *process) getAsyncEvent(h uint32, nonblock bool) (asyncEvent, syscall.Er
 		if nonblock {
 			return asyncEvent{}, syscall.EAGAIN
 		}
-		if !p.step() {
-			p.wake.Wait() // nothing will happen until another thread acts
+		if !p.waitStep(false) {
+			p.await() // nothing will happen until another thread acts
 		}
 	}
 	ev := ctx.async[0]
@@ -933,7 +1010,7 @@ func (p *process) createCQ(h uint32, cqe, chFD, vector int, c unsafe.Pointer) (u
 func (p *process) destroyCQ(h uint32) syscall.Errno {
 	if v, ok := object[*cq](p, h); ok {
 		for v.unacked > 0 && !p.closed {
-			p.wake.Wait()
+			p.await()
 		}
 	}
 	err := destroy(p, h, func(v *cq) error {
@@ -957,8 +1034,11 @@ func (p *process) poll(h uint32, wcs []verbs.WC) (int, syscall.Errno) {
 		return 0, syscall.EINVAL
 	}
 	n := v.q.Poll(wcs)
-	if n == 0 && len(wcs) > 0 && !p.cfg.PollNoWait && p.stepPoll() {
+	if n == 0 && len(wcs) > 0 && !p.cfg.PollNoWait && p.waitStep(true) {
 		n = v.q.Poll(wcs)
+	}
+	if n == 0 {
+		p.threads.polled()
 	}
 	return n, 0
 }

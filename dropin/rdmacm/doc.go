@@ -22,7 +22,7 @@
 // which Go does not support. So the connection manager (package rdmacm,
 // speaking REQ, REP, RTU, DREQ and DREP on QP1 as rxe's hosts do) runs in
 // libibverbs.so.1's runtime, which exports what it needs under a private
-// version node, ROCESIM_PRIVATE_2 (rs_cm_*: rocesim_cm.h); no rdma-core
+// version node, ROCESIM_PRIVATE_3 (rs_cm_*: rocesim_cm.h); no rdma-core
 // library has that node, so no other program binds to those symbols.
 // librdmacm.so.1 is then a small plain-C library, SONAME librdmacm.so.1
 // with rdma-core's symbol versions (RDMACM_1.0 … RDMACM_1.3, checked with

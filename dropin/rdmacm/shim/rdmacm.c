@@ -5,7 +5,7 @@
  * a second Go c-shared library in the process would be a second Go
  * runtime, which Go does not support; so the connection manager runs in
  * libibverbs.so.1's runtime and this library reaches it through the
- * rs_cm_* functions (rocesim_cm.h, version node ROCESIM_PRIVATE_2).
+ * rs_cm_* functions (rocesim_cm.h, version node ROCESIM_PRIVATE_3).
  *
  * As rdma-core's librdmacm (cma.c), this library is a libibverbs client:
  * it opens the device with ibv_open_device once and gives every ID that

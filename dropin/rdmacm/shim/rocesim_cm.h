@@ -87,6 +87,35 @@ int rs_cm_migrate(uint32_t id, int fd);
  * IPv4 or IPv6 address (alen 4 or 16). */
 int rs_cm_join(uint32_t id, const uint8_t *addr, int alen, int send_only, void *context);
 int rs_cm_leave(uint32_t id, const uint8_t *addr, int alen);
+
+/* Each call is counted while it runs, as libibverbs' own calls of its Go
+ * side are (dropin/ibverbs/calls.h): rs_cm_entry before, rs_cm_leave_call
+ * once it is back. A macro of the function's own name wraps each, so the
+ * calls read plainly. */
+void rs_cm_entry(void);
+void rs_cm_leave_call(void);
+#define rs_cm_create_channel(...) ({ rs_cm_entry(); int r_ = rs_cm_create_channel(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_destroy_channel(...) ({ rs_cm_entry(); int r_ = rs_cm_destroy_channel(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_create_id(...) ({ rs_cm_entry(); int r_ = rs_cm_create_id(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_set_ptr(...) ({ rs_cm_entry(); int r_ = rs_cm_set_ptr(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_destroy_id(...) ({ rs_cm_entry(); int r_ = rs_cm_destroy_id(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_addrs(...) ({ rs_cm_entry(); int r_ = rs_cm_addrs(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_bind_addr(...) ({ rs_cm_entry(); int r_ = rs_cm_bind_addr(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_listen(...) ({ rs_cm_entry(); int r_ = rs_cm_listen(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_resolve_addr(...) ({ rs_cm_entry(); int r_ = rs_cm_resolve_addr(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_resolve_route(...) ({ rs_cm_entry(); int r_ = rs_cm_resolve_route(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_set_qp(...) ({ rs_cm_entry(); int r_ = rs_cm_set_qp(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_connect(...) ({ rs_cm_entry(); int r_ = rs_cm_connect(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_accept(...) ({ rs_cm_entry(); int r_ = rs_cm_accept(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_init_qp_attr(...) ({ rs_cm_entry(); int r_ = rs_cm_init_qp_attr(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_establish(...) ({ rs_cm_entry(); int r_ = rs_cm_establish(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_reject(...) ({ rs_cm_entry(); int r_ = rs_cm_reject(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_disconnect(...) ({ rs_cm_entry(); int r_ = rs_cm_disconnect(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_set_option(...) ({ rs_cm_entry(); int r_ = rs_cm_set_option(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_get_event(...) ({ rs_cm_entry(); int r_ = rs_cm_get_event(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_migrate(...) ({ rs_cm_entry(); int r_ = rs_cm_migrate(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_join(...) ({ rs_cm_entry(); int r_ = rs_cm_join(__VA_ARGS__); rs_cm_leave_call(); r_; })
+#define rs_cm_leave(...) ({ rs_cm_entry(); int r_ = rs_cm_leave(__VA_ARGS__); rs_cm_leave_call(); r_; })
 #endif
 
 #endif

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeThreads is a program's threads as a test sets them: what the
+// kernel says of each, which one is calling, and a wall clock.
+type fakeThreads struct {
+	self   int32
+	states map[int32]threadState // absent: exited
+	now    time.Time
+	inside int32
+}
+
+func newWatch(f *fakeThreads) *threadWatch {
+	return &threadWatch{
+		self: func() int32 { return f.self },
+		read: func(tid int32) (threadState, bool) {
+			st, ok := f.states[tid]
+			return st, ok
+		},
+		now:    func() time.Time { return f.now },
+		inside: &f.inside,
+	}
+}
+
+// call makes tid the calling thread, noted as a call of the library
+// would note it.
+func (f *fakeThreads) call(w *threadWatch, tid int32) {
+	f.self = tid
+	w.note(tid)
+}
+
+// TestThreadWatch: a thread about to wait is held while another thread
+// of the program runs, is in a call of the library and not waiting
+// there, or was woken and has not taken the lock; not for a thread
+// asleep outside the library, in a wait of the library, spinning on
+// empty polls, or spinning (or computing) without calls for spinCPU of
+// its CPU time; and never for longer than holdLimit.
+func TestThreadWatch(t *testing.T) {
+	const main, cm = 10, 11
+	setup := func() (*fakeThreads, *threadWatch) {
+		f := &fakeThreads{states: map[int32]threadState{main: {}, cm: {}}, now: time.Unix(1, 0)}
+		w := newWatch(f)
+		f.call(w, main)
+		f.call(w, cm) // the CM thread calls rdma_get_cm_event, and would wait
+		f.inside = 1  // its own call
+		return f, w
+	}
+
+	t.Run("asleep outside the library", func(t *testing.T) {
+		_, w := setup()
+		if w.othersRunning() {
+			t.Errorf("held with the main thread asleep in sem_wait: %v", w)
+		}
+	})
+	t.Run("running", func(t *testing.T) {
+		f, w := setup()
+		f.states[main] = threadState{running: true, cpu: time.Second}
+		if !w.othersRunning() {
+			t.Errorf("not held with the main thread runnable (sem_post woke it): %v", w)
+		}
+		f.states[main] = threadState{}
+		if w.othersRunning() {
+			t.Errorf("still held once it sleeps again: %v", w)
+		}
+	})
+	t.Run("in a call, asleep on the way in", func(t *testing.T) {
+		f, w := setup()
+		f.inside = 2 // the main thread's rdma_connect, parked on the runtime's futex
+		if !w.othersRunning() {
+			t.Errorf("not held with a call of another thread in progress: %v", w)
+		}
+		// The same thread waiting in the library (ibv_get_cq_event's
+		// wait, a nap) is waiting.
+		f.self = main
+		w.enterWait()
+		f.self = cm
+		if w.othersRunning() {
+			t.Errorf("held by a call that waits in the library: %v", w)
+		}
+		f.self = main
+		w.leaveWait()
+		f.self = cm
+		if !w.othersRunning() {
+			t.Errorf("not held once that call is back at work: %v", w)
+		}
+	})
+	t.Run("woken", func(t *testing.T) {
+		f, w := setup()
+		f.self = main
+		w.enterWait()
+		f.inside = 2
+		f.self = cm
+		if w.othersRunning() {
+			t.Errorf("held by a thread in a wait nothing has woken: %v", w)
+		}
+		w.wokeAll() // a step of the world brought what main waits for
+		if !w.othersRunning() {
+			t.Errorf("not held with a woken waiter that has not taken the lock: %v", w)
+		}
+		f.self = main
+		w.leaveWait()
+		f.inside = 1 // its call returned
+		f.self = cm
+		if w.othersRunning() {
+			t.Errorf("held after the woken waiter took the lock and returned: %v", w)
+		}
+		// A wait the step did not span is not woken by it.
+		f.self = main
+		w.enterWait()
+		if th := w.find(main); !th.waiting || th.woken {
+			t.Errorf("a wait begun after the step: %+v", *th)
+		}
+		w.leaveWait()
+	})
+	t.Run("spinning on empty polls", func(t *testing.T) {
+		f, w := setup()
+		f.self = main
+		w.polled()
+		f.self = cm
+		f.states[main] = threadState{running: true, cpu: time.Second}
+		if w.othersRunning() {
+			t.Errorf("held by a thread whose last call was a poll that found nothing: %v", w)
+		}
+		f.call(w, main) // it posts
+		f.self = cm
+		if !w.othersRunning() {
+			t.Errorf("not held by a thread whose last call was a post: %v", w)
+		}
+	})
+	t.Run("spinning without calls", func(t *testing.T) {
+		f, w := setup()
+		f.states[main] = threadState{running: true, cpu: time.Second}
+		if !w.othersRunning() {
+			t.Fatalf("not held by a running thread: %v", w)
+		}
+		f.states[main] = threadState{running: true, cpu: time.Second + spinCPU - time.Microsecond}
+		if !w.othersRunning() {
+			t.Errorf("not held before spinCPU of CPU time: %v", w)
+		}
+		f.states[main] = threadState{running: true, cpu: time.Second + spinCPU}
+		if w.othersRunning() {
+			t.Errorf("held after spinCPU of CPU time without a call: %v", w)
+		}
+		// A call ends the streak: the next run is counted afresh.
+		f.call(w, main)
+		f.self = cm
+		f.states[main] = threadState{running: true, cpu: 2 * time.Second}
+		if !w.othersRunning() {
+			t.Errorf("not held by a thread running again after a call: %v", w)
+		}
+		// So does a sleep.
+		f.states[main] = threadState{}
+		w.othersRunning()
+		f.states[main] = threadState{running: true, cpu: 2*time.Second + spinCPU}
+		if !w.othersRunning() {
+			t.Errorf("not held by a thread running again after a sleep: %v", w)
+		}
+	})
+	t.Run("hold limit", func(t *testing.T) {
+		f, w := setup()
+		f.inside = 2 // a call that never comes back (wall time only)
+		if !w.othersRunning() {
+			t.Fatalf("not held: %v", w)
+		}
+		f.now = f.now.Add(holdLimit - time.Millisecond)
+		if !w.othersRunning() {
+			t.Errorf("not held before holdLimit: %v", w)
+		}
+		f.now = f.now.Add(time.Millisecond)
+		if w.othersRunning() {
+			t.Errorf("held after holdLimit: %v", w)
+		}
+		if !w.othersRunning() {
+			t.Errorf("the next look does not start a new hold: %v", w)
+		}
+	})
+	t.Run("exited", func(t *testing.T) {
+		f, w := setup()
+		delete(f.states, main)
+		w.othersRunning()
+		if len(w.threads) != 1 || w.threads[0].tid != cm {
+			t.Errorf("an exited thread is still watched: %v", w)
+		}
+	})
+	t.Run("one thread", func(t *testing.T) {
+		f := &fakeThreads{states: map[int32]threadState{main: {running: true}}, now: time.Unix(1, 0), inside: 1}
+		w := newWatch(f)
+		f.call(w, main)
+		if w.othersRunning() {
+			t.Errorf("a program of one thread held by itself: %v", w)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		f := &fakeThreads{states: map[int32]threadState{}, now: time.Unix(1, 0)}
+		w := newWatch(f)
+		for tid := int32(1); tid <= 2*maxThreads; tid++ {
+			if tid > maxThreads/2 {
+				delete(f.states, tid-maxThreads/2) // threads come and go
+			}
+			f.states[tid] = threadState{}
+			f.call(w, tid)
+		}
+		if len(w.threads) > maxThreads {
+			t.Errorf("%d threads watched, at most %d", len(w.threads), maxThreads)
+		}
+		if w.find(2*maxThreads) == nil {
+			t.Errorf("the newest thread is not watched")
+		}
+	})
+	t.Run("young thread", func(t *testing.T) {
+		f, w := setup()
+		const cq = 12 // made by main, not yet at its first call
+		f.states[cq] = threadState{running: true, cpu: time.Millisecond}
+		w.list = func() []int32 { return []int32{main, cm, cq} }
+		if !w.othersRunning() {
+			t.Errorf("not held by a thread just made that runs toward its first call: %v", w)
+		}
+		f.states[cq] = threadState{}
+		if w.othersRunning() {
+			t.Errorf("held by a young thread asleep: %v", w)
+		}
+		f.states[cq] = threadState{running: true, cpu: 2 * time.Millisecond}
+		f.now = f.now.Add(youngFor)
+		if w.othersRunning() {
+			t.Errorf("held by a thread that never called the library, %v after it showed: %v", youngFor, w)
+		}
+	})
+	t.Run("settled", func(t *testing.T) {
+		_, w := setup()
+		if w.settled() {
+			t.Errorf("a program of two threads moves time at the first still look")
+		}
+		if !w.settled() {
+			t.Errorf("nor at the second")
+		}
+		if w.settled() {
+			t.Errorf("a settle is used once")
+		}
+		w.note(cm) // a call between the looks voids it
+		if w.settled() {
+			t.Errorf("a settle survived a call")
+		}
+		f := &fakeThreads{states: map[int32]threadState{main: {}}, now: time.Unix(1, 0), inside: 1}
+		w = newWatch(f)
+		f.call(w, main)
+		if !w.settled() {
+			t.Errorf("a program of one thread waits for a second look")
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		f, w := setup()
+		const idle = 99 // the idle wake's own thread
+		f.states[idle] = threadState{running: true}
+		w.list = func() []int32 { return []int32{main, cm, idle} }
+		if !w.idleBusy(time.Millisecond, idle) {
+			t.Errorf("idle wake while a call is in the library")
+		}
+		f.inside = 0
+		w.idleQuiet()
+		if w.idleBusy(time.Millisecond, idle) {
+			t.Errorf("no idle wake with every thread asleep")
+		}
+		w.idleQuiet()
+		f.states[main] = threadState{running: true, cpu: time.Second}
+		if !w.idleBusy(time.Millisecond, idle) {
+			t.Errorf("idle wake with a runnable thread at the first look")
+		}
+		f.states[main] = threadState{running: true, cpu: time.Second + 400*time.Microsecond}
+		if !w.idleBusy(time.Millisecond, idle) {
+			t.Errorf("idle wake with a runnable thread that has had little CPU (a loaded machine)")
+		}
+		f.states[main] = threadState{running: true, cpu: time.Second + 500*time.Microsecond}
+		if w.idleBusy(time.Millisecond, idle) {
+			t.Errorf("no idle wake for a thread that spins on memory")
+		}
+	})
+	t.Run("not watched", func(t *testing.T) {
+		var w threadWatch // a process without the C side (the model's tests)
+		w.note(1)
+		w.polled()
+		if w.othersRunning() || w.programInside() {
+			t.Errorf("a watch without self holds")
+		}
+	})
+}
+
+// TestProcThread reads this test's own thread from /proc: running (it
+// is), with CPU time, and an exited TID is reported gone.
+func TestProcThread(t *testing.T) {
+	st, ok := procThread(int32(os.Getpid())) // the main thread is a task of the process
+	if !ok {
+		t.Fatal("the process's main thread not found under /proc/self/task")
+	}
+	_ = st // the main thread may be asleep while the test's goroutine runs elsewhere
+	if _, ok := procThread(1 << 30); ok {
+		t.Error("a TID that does not exist read as a thread")
+	}
+}
+
+// TestCallsCounted: every export the C glue calls is counted while it
+// runs (calls.h, rocesim_cm.h's macros), and every export takes the
+// process lock, so that the watch of the program's threads sees each
+// call from its first instant to its last.
+func TestCallsCounted(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	exports := map[string]string{} // name → body
+	goFiles, _ := os.ReadDir(".")
+	for _, e := range goFiles {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		src := read(e.Name())
+		for _, m := range regexp.MustCompile(`(?m)^//export (\w+)\nfunc \w+\(`).FindAllStringSubmatchIndex(src, -1) {
+			name := src[m[2]:m[3]]
+			end := strings.Index(src[m[1]:], "\n}\n")
+			exports[name] = src[m[1] : m[1]+end]
+		}
+	}
+	if len(exports) < 40 {
+		t.Fatalf("found %d exports; the test no longer reads them", len(exports))
+	}
+	for name, body := range exports {
+		n := len(regexp.MustCompile(`\block\(\)`).FindAllString(body, -1))
+		if strings.Contains(body, "postRecvC(") {
+			n++
+		}
+		if n != 1 {
+			t.Errorf("%s: takes the process lock %d times, want once (the count of calls in progress is read under it)", name, n)
+		}
+	}
+	macros := func(header, prefix string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range regexp.MustCompile(`#define (`+prefix+`\w+)\(\.\.\.\)`).FindAllStringSubmatch(read(header), -1) {
+			m[x[1]] = true
+		}
+		return m
+	}
+	check := func(cfiles []string, header string, wrapped map[string]bool) {
+		var missing []string
+		for _, f := range cfiles {
+			src := read(f)
+			for name := range exports {
+				if regexp.MustCompile(`\b`+name+`\(`).MatchString(src) && !wrapped[name] {
+					missing = append(missing, f+": "+name)
+				}
+			}
+		}
+		sort.Strings(missing)
+		for _, m := range missing {
+			t.Errorf("%s is called from C but not counted in %s", m, header)
+		}
+	}
+	check([]string{"glue.c", "extended.c"}, "calls.h", macros("calls.h", "rs_"))
+	check([]string{"../rdmacm/shim/rdmacm.c"}, "rocesim_cm.h", macros("../rdmacm/shim/rocesim_cm.h", "rs_cm_"))
+	for _, f := range []string{"glue.c", "extended.c"} {
+		if !strings.Contains(read(f), `#include "calls.h"`) {
+			t.Errorf("%s does not include calls.h", f)
+		}
+	}
+}
