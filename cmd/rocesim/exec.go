@@ -47,6 +47,7 @@ import (
 	"github.com/rocesim/rocesim/internal/will"
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/realnet"
+	"github.com/rocesim/rocesim/sim"
 )
 
 const execUsage = `Usage: rocesim exec [flags] -- PROGRAM [ARGS...]
@@ -156,6 +157,20 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	udp := *transport == "udp"
 	if err == nil {
 		err = checkExecTransport(fs, *transport, *addr, *routable)
+	}
+	if err == nil && !udp && *plan != "" {
+		// The fabric this exec may start reads the plan too; a plan it
+		// cannot read is said here, before any fabric starts: a fabric
+		// that failed on it would leave the peer's exec to start one
+		// without it.
+		if _, perr := parsePlanFlag(*plan); perr != nil {
+			err = fmt.Errorf("--faults: %w", perr)
+		}
+	}
+	if err == nil && !udp && *deadline != "" {
+		if d, derr := sim.ParseDuration(*deadline); derr != nil || d <= 0 {
+			err = fmt.Errorf("--deadline %q: want a positive duration such as 10ms or 2s", *deadline)
+		}
 	}
 	if err == nil && !udp && oneNode(*nodes) {
 		err = fmt.Errorf("--nodes %s: a fabric joins two programs or more; one program on its own needs no fabric: "+

@@ -500,6 +500,10 @@ func TestExecUsage(t *testing.T) {
 		{[]string{"exec", "--addr", "127.0.0.5", "--", "true"}, "--addr applies to --transport udp only"},
 		{[]string{"exec", "--nodes", "1", "--", "true"}, "one program on its own needs no fabric"},
 		{[]string{"exec", "--nodes", "solo", "--", "true"}, "run it with LD_LIBRARY_PATH naming the drop-in library"},
+		// Said before a fabric starts, not in the fabric's log.
+		{[]string{"exec", "--faults", "drop psn=", "--", "true"}, "--faults: 1:6: missing value for psn="},
+		{[]string{"exec", "--faults", "@/nonexistent/plan", "--", "true"}, "--faults: open /nonexistent/plan"},
+		{[]string{"exec", "--deadline", "soon", "--", "true"}, `--deadline "soon": want a positive duration`},
 	} {
 		code, _, errOut := runCmd(c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
