@@ -80,6 +80,8 @@ type Config struct {
 	// Deadline, if not zero, ends the run at that virtual time: every
 	// process is sent bye and detached (a QP that retries forever, as
 	// rxe's retry_cnt 7 does, would otherwise never let the run end).
+	// A run stuck before it (every process waits, nothing left to
+	// happen, for QuietReport of wall time) ends at it then.
 	Deadline sim.Time
 	// ExitWhenIdle makes Serve return once every node has attached and
 	// every process has detached again, or once no process has been
@@ -969,6 +971,16 @@ func (d *Daemon) reportQuiet() {
 	d.logf("nothing has happened for %v of wall time: at virtual time %v every process waits and nothing is left to happen (%s); "+
 		"unless a program waits for something outside the fabric (a TCP message, a timer of its own), the run is stuck",
 		time.Since(d.quietSince).Round(time.Second), d.sched.Now(), strings.Join(ways, ", "))
+	if d.cfg.Deadline != 0 && d.sched.Now() < d.cfg.Deadline {
+		// A run given a deadline is bounded: one stuck before it (a
+		// server waiting for the DREQ its departed client lost, as a
+		// host's would) ends there, the clock moved to the deadline
+		// with nothing left to happen on the way, rather than waiting
+		// for ever in wall time.
+		d.logf("the run is bounded by its deadline: the clock goes there, nothing happening on the way")
+		d.sched.RunUntil(d.cfg.Deadline) // nothing is pending: cannot fail
+		d.end()
+	}
 }
 
 // round moves virtual time as far as it can: while every attached

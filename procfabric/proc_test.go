@@ -646,6 +646,39 @@ func TestDeadline(t *testing.T) {
 	}
 }
 
+// TestDeadlineStuck: a run with a deadline that is stuck before it
+// (every process waits, nothing is left to happen) ends at the deadline
+// once the quiet report has said so, rather than waiting for ever.
+func TestDeadlineStuck(t *testing.T) {
+	ctx := bound(t, 30*time.Second)
+	var log syncBuffer
+	d, done := testDaemon(t, ctx, Config{Deadline: sim.Time(5 * sim.Second), QuietReport: 100 * time.Millisecond, Log: &log})
+	a, b := attachAB(t, d)
+	errs := make(chan error, 2)
+	for _, p := range []*Port{a, b} {
+		go func() {
+			_, err := p.Wait(sim.Never)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if e := <-errs; !errors.Is(e, ErrDetached) || !strings.Contains(e.Error(), "ended at its deadline, virtual time 5s") {
+			t.Errorf("Wait: %v", e)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Serve did not return")
+	}
+	if got := d.sched.Now(); got != sim.Time(5*sim.Second) {
+		t.Errorf("the clock stands at %v, want the deadline", got)
+	}
+	if out := log.String(); !strings.Contains(out, "nothing has happened for") || !strings.Contains(out, "bounded by its deadline") {
+		t.Errorf("the log does not say why the run ended:\n%s", out)
+	}
+}
+
 // TestHoldNotWhileNobodyWaits: processes that run while nobody waits on
 // them (a server in accept() before its client came, both trading QP
 // numbers over TCP) are not detached, however long that takes; the hold

@@ -94,7 +94,9 @@ Flags:
                        name ends in .svg, else text; it is also in the
                        fabric's log)
   --deadline D         end the fabric's run at virtual time D, if this
-                       starts it (an rxe QP that retries forever ends there)
+                       starts it (an rxe QP that retries forever ends there;
+                       a run stuck before D, every program waiting for
+                       what will not come, ends at D after 10s of wall time)
   --profile rxe|spec   the NIC model's profile (default rxe)
   --seed N             the model's seed (default 1)
   --lib DIR            use DIR/libibverbs.so.1 (and DIR/librdmacm.so.1) as they are

@@ -53,7 +53,10 @@ Flags:
   --hold-limit D      wall time a process may run without waiting before
                       it is detached (default 10s; 0: no bound)
   --deadline D        end the run at virtual time D (a QP that retries
-                      forever, as rxe's retry_cnt 7 does, never ends it)
+                      forever, as rxe's retry_cnt 7 does, never ends it;
+                      a run stuck before D, every process waiting with
+                      nothing left to happen, ends at D once the quiet
+                      report has said so)
   --exit-when-idle    exit once every node has attached and every
                       process has left, or when no process has come for
                       30s (how a client that starts the daemon runs it)
