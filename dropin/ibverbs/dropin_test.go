@@ -452,6 +452,20 @@ func TestLoopbackUnderFaults(t *testing.T) {
 	}
 }
 
+// TestLoopbackThreadsSameTwice: with a second thread that takes the
+// receives through the completion channel while the main thread sends,
+// two runs still write the same bytes: a thread's wait moves virtual
+// time only while the other is not about to act (threads.go). Before,
+// each waiting thread moved time as the scheduler let it, and ten runs
+// wrote ten different captures.
+func TestLoopbackThreadsSameTwice(t *testing.T) {
+	bin := compile(t, "loopback")
+	counts := faultedTwice(t, "loopback ok", []string{"dropped by rule 1: drop psn=102 tx=1"}, bin, "0", "1", "threads")
+	if counts[0] == 0 {
+		t.Errorf("capture: no frame dropped by the rule")
+	}
+}
+
 // TestFaultRuleNeverMatched: a rule that matched no frame by the time
 // the program ended is a warning on stderr, naming the rule as the plan
 // has it; the program's own outcome is untouched.

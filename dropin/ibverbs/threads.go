@@ -57,11 +57,11 @@ import (
 // have found the others still (settled): a thread may sleep a moment on
 // its way to act, on a lock of libc's.
 //
-// A thread may run for long without a verb: it computes, or spins on
-// memory for a WRITE to land. Time must move for the second, so a thread
-// seen running in every look since its last call, for spinCPU of its CPU
-// time (schedstat), counts as waiting; holdLimit of wall time ends any
-// one thread's hold.
+// A thread may run for long: it computes, or spins on memory for a WRITE
+// to land, with or without verb calls between. Time must move for it, so
+// a waiting thread yields to another for spinCPU of that one's CPU time
+// (schedstat) in one hold, then moves time anyway, one step, and holds
+// again; holdLimit of wall time ends any one hold.
 //
 // The library's idle wake (idle.go) acts only while no call is in the
 // library at all: a program with a thread waiting in a verb moves time
@@ -103,10 +103,10 @@ type progThread struct {
 	tid int32
 	// polling: its last call was a poll that found nothing.
 	polling bool
-	// streak: it has been seen running in every look since it last
-	// called the library, and had cpu0 of CPU time at the first.
-	streak bool
-	cpu0   time.Duration
+	// cpu0 is its CPU time when a look of the hold that began at base
+	// first saw it running (othersRunning).
+	base time.Time
+	cpu0 time.Duration
 	// holdSince is when its own current hold began (zero: none); a
 	// poll's hold goes on through the polls that follow it.
 	holdSince time.Time
@@ -213,7 +213,7 @@ func (w *threadWatch) note(tid int32) {
 	if !t.polling {
 		t.holdSince = time.Time{}
 	}
-	t.polling, t.streak, t.settled = false, false, false
+	t.polling, t.settled = false, false
 }
 
 // forgetExited drops the threads the kernel no longer knows.
@@ -246,6 +246,13 @@ func (w *threadWatch) othersRunning() bool {
 		return false
 	}
 	me := w.find(w.self())
+	// A running thread holds the caller for spinCPU of its CPU time in
+	// one hold of the caller's, which key names (the hold's start).
+	now := w.now()
+	key := now
+	if me != nil && !me.holdSince.IsZero() {
+		key = me.holdSince
+	}
 	// The count of calls is read before the threads' states and again
 	// after: a thread the kernel shows asleep on its way into or out of
 	// the library was inside at one of the two reads.
@@ -272,15 +279,14 @@ func (w *threadWatch) othersRunning() bool {
 			continue
 		}
 		if !st.running {
-			t.streak = false
 			continue
 		}
-		if !t.streak {
-			t.streak, t.cpu0 = true, st.cpu
+		if t.base != key {
+			t.base, t.cpu0 = key, st.cpu
 		}
 		busy = st.cpu-t.cpu0 < spinCPU
 	}
-	busy = busy || w.youngRunning(w.self()) || w.atWork()
+	busy = busy || w.youngRunning(w.self(), key) || w.atWork()
 	if gone {
 		w.forgetExited()
 		me = w.find(w.self())
@@ -293,7 +299,6 @@ func (w *threadWatch) othersRunning() bool {
 		return false
 	}
 	me.settled = false
-	now := w.now()
 	if me.holdSince.IsZero() {
 		me.holdSince = now
 	} else if now.Sub(me.holdSince) >= holdLimit {
@@ -315,16 +320,17 @@ const youngFor = 100 * time.Millisecond
 
 // taskSeen is a thread of the process as the watch first saw it.
 type taskSeen struct {
-	tid    int32
-	born   time.Time
-	streak bool
-	cpu0   time.Duration
+	tid  int32
+	born time.Time
+	base time.Time // as progThread's
+	cpu0 time.Duration
 }
 
 // youngRunning reports whether a thread of the process younger than
 // youngFor that has not called the library (so is not in threads), other
-// than me, runs, under the same spinCPU rule as the program's threads.
-func (w *threadWatch) youngRunning(me int32) bool {
+// than me, runs, under the same spinCPU rule as the program's threads
+// (key names the caller's hold).
+func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	if w.list == nil {
 		return false
 	}
@@ -346,12 +352,10 @@ func (w *threadWatch) youngRunning(me int32) bool {
 		}
 		if !busy && tid != me && now.Sub(t.born) < youngFor && w.find(tid) == nil {
 			if st, ok := w.read(tid); ok && st.running {
-				if !t.streak {
-					t.streak, t.cpu0 = true, st.cpu
+				if t.base != key {
+					t.base, t.cpu0 = key, st.cpu
 				}
 				busy = st.cpu-t.cpu0 < spinCPU
-			} else {
-				t.streak = false
 			}
 		}
 		next = append(next, t)
@@ -520,7 +524,7 @@ func readSmall(path string, buf []byte) ([]byte, bool) {
 func (w *threadWatch) String() string {
 	s := "threads:"
 	for _, t := range w.threads {
-		s += fmt.Sprintf(" %d(streak %v, polling %v, waiting %v, woken %v)", t.tid, t.streak, t.polling, t.waiting, t.woken)
+		s += fmt.Sprintf(" %d(polling %v, waiting %v, woken %v)", t.tid, t.polling, t.waiting, t.woken)
 	}
 	return s
 }

@@ -349,9 +349,9 @@ int main(int argc, char **argv)
 	wait(cq, 1, IBV_WC_RECV, sizeof(msg));
 
 	/* Two threads ("loopback GID DEVICES threads"): the receiver waits on
-	 * b's channel, this one sends. Each waiting thread moves virtual
-	 * time, so when the two wait at once the run is not the same twice:
-	 * the test that compares captures leaves this out. */
+	 * b's channel, this one sends. A thread's wait moves virtual time only
+	 * while the other is not about to act (the library's threads.go), so
+	 * the run is the same twice (TestLoopbackThreadsSameTwice). */
 	if (argc > 3 && !strcmp(argv[3], "threads")) {
 		struct ibv_recv_wr *rbad2;
 		struct rx rx = { .b = &b, .rwr = &rwr };
