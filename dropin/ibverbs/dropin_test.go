@@ -466,6 +466,19 @@ func TestLoopbackThreadsSameTwice(t *testing.T) {
 	}
 }
 
+// TestLoopbackBusyThread: with a thread that computes all along, calling
+// a verb after each millisecond or so of work, the main thread's waits
+// still move time (each yields to it for a while, then steps), and the
+// program ends: the hold and the second look before a step once caught
+// each other, and the run never ended.
+func TestLoopbackBusyThread(t *testing.T) {
+	bin := compile(t, "loopback")
+	out, stderr, code := run(t, []string{noIdle}, bin, "0", "1", "busy")
+	if code != 0 || !strings.Contains(out, "loopback ok") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // TestFaultRuleNeverMatched: a rule that matched no frame by the time
 // the program ended is a warning on stderr, naming the rule as the plan
 // has it; the program's own outcome is untouched.

@@ -558,6 +558,7 @@ func (p *process) waitStep(poll bool) bool {
 		p.nap(holdNap)
 		return true
 	}
+	p.threads.endHold()
 	if poll {
 		return p.stepPoll()
 	}

@@ -295,7 +295,6 @@ func (w *threadWatch) othersRunning() bool {
 		return busy
 	}
 	if !busy {
-		me.holdSince = time.Time{}
 		return false
 	}
 	me.settled = false
@@ -362,6 +361,13 @@ func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	}
 	w.tasks, w.tasksNext = next, w.tasks
 	return busy
+}
+
+// endHold ends the calling thread's hold: it moves time now.
+func (w *threadWatch) endHold() {
+	if t := w.caller(); t != nil {
+		t.holdSince, t.settled = time.Time{}, false
+	}
 }
 
 // settled reports whether the calling thread, which has just found the

@@ -152,7 +152,11 @@ func TestThreadWatch(t *testing.T) {
 		if w.othersRunning() {
 			t.Errorf("held after spinCPU of its CPU time in the hold: %v", w)
 		}
-		// The next wait holds afresh.
+		if w.othersRunning() {
+			t.Errorf("a second look in the same hold (the settle's) held again: %v", w)
+		}
+		// The wait moves time; the next one holds afresh.
+		w.endHold()
 		f.now = f.now.Add(time.Millisecond)
 		f.states[main] = threadState{running: true, cpu: 2 * time.Second}
 		if !w.othersRunning() {

@@ -1,5 +1,5 @@
 /*
- * loopback [GID [DEVICES [threads|sleep]]]: two RC QPs, each in a context
+ * loopback [GID [DEVICES [threads|sleep|busy]]]: two RC QPs, each in a context
  * of its own, on one device (or, with DEVICES 2, on two devices: run with
  * ROCESIM_DEVICES=2) in one process, as rdma-core's own tests are written:
  * SEND/RECV, RDMA WRITE, RDMA READ, FETCH_ADD and CMP_SWAP, each
@@ -7,7 +7,9 @@
  * a completion channel (ibv_get_cq_event), its fd watched with poll(2);
  * with "threads", a thread that takes 100 receives through the channel
  * while the main thread sends; with "sleep", the program waits for an
- * event in poll(2) instead of a verb; a WRITE under a wrong R_Key and the
+ * event in poll(2) instead of a verb; with "busy", a thread that computes
+ * all along, calling ibv_query_port after each millisecond or so of work,
+ * while the main thread runs the rest; a WRITE under a wrong R_Key and the
  * asynchronous event it raises at the responder under
  * ROCESIM_PROFILE=spec, the async fds watched too. Prints "loopback ok"
  * and exits 0 on success; any failure prints what and exits 1.
@@ -154,6 +156,25 @@ static void *receiver(void *arg)
 	return NULL;
 }
 
+/* The "busy" thread: work, a verb, work, ... until the main thread is
+ * done. The library's waits yield to it a while, then move time anyway. */
+static volatile int busy_stop;
+
+static void *busy(void *arg)
+{
+	struct ibv_context *ctx = arg;
+	struct ibv_port_attr pa;
+	volatile unsigned long x = 0;
+
+	while (!busy_stop) {
+		for (unsigned long i = 0; i < 500000; i++)
+			x += i;
+		if (ibv_query_port(ctx, 1, &pa))
+			die("query_port (busy)");
+	}
+	return NULL;
+}
+
 static void post(struct ibv_qp *qp, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
@@ -170,6 +191,8 @@ int main(int argc, char **argv)
 	int gid_index = argc > 1 ? atoi(argv[1]) : 0;
 	int ndev = argc > 2 ? atoi(argv[2]) : 1;
 	int sleeper = argc > 3 && !strcmp(argv[3], "sleep");
+	int busier = argc > 3 && !strcmp(argv[3], "busy");
+	pthread_t busy_th;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	struct ibv_device **list;
@@ -182,6 +205,12 @@ int main(int argc, char **argv)
 	if (!list || n < ndev || ndev < 1 || ndev > 2)
 		die("get_device_list");
 	/* Each end has a context of its own, on one device or on two. */
+	if (busier) {
+		struct ibv_context *bctx = ibv_open_device(list[0]);
+
+		if (!bctx || pthread_create(&busy_th, NULL, busy, bctx))
+			die("busy thread");
+	}
 	for (int i = 0; i < 2; i++) {
 		struct dev *d = &devs[i];
 
@@ -461,6 +490,10 @@ teardown:
 		    ibv_destroy_comp_channel(d->ch) || ibv_dealloc_pd(d->pd) ||
 		    ibv_close_device(d->ctx))
 			die("teardown");
+	}
+	if (busier) {
+		busy_stop = 1;
+		pthread_join(busy_th, NULL);
 	}
 	printf("loopback ok\n");
 	return 0;
