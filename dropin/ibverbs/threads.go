@@ -301,7 +301,9 @@ func (w *threadWatch) othersRunning() bool {
 	if me.holdSince.IsZero() {
 		me.holdSince = now
 	} else if now.Sub(me.holdSince) >= holdLimit {
-		me.holdSince = time.Time{}
+		// The bound: the thread moves time now, without the second
+		// look (which would begin another hold).
+		me.holdSince, me.settled = time.Time{}, true
 		return false
 	}
 	return true

@@ -177,6 +177,9 @@ func TestThreadWatch(t *testing.T) {
 		if w.othersRunning() {
 			t.Errorf("held after holdLimit: %v", w)
 		}
+		if !w.settled() {
+			t.Errorf("a wait past holdLimit waits for a second look (which would hold again)")
+		}
 		if !w.othersRunning() {
 			t.Errorf("the next look does not start a new hold: %v", w)
 		}
