@@ -61,7 +61,9 @@ import (
 // to land, with or without verb calls between. Time must move for it, so
 // a waiting thread yields to another for spinCPU of that one's CPU time
 // (schedstat) in one hold, then moves time anyway, one step, and holds
-// again; holdLimit of wall time ends any one hold.
+// again. A hold lasts from the first look that holds until the thread
+// moves time; holdLimit of wall time ends it, and the thread moves time
+// at once.
 //
 // The library's idle wake (idle.go) acts only while no call is in the
 // library at all: a program with a thread waiting in a verb moves time
@@ -80,9 +82,10 @@ import (
 // the others again.
 const holdNap = 50 * time.Microsecond
 
-// spinCPU is the CPU time after which a thread that runs without a verb
-// call is taken for one that spins (or computes) rather than one about
-// to call; holdLimit ends any hold in wall time.
+// spinCPU is the CPU time a running thread may use in one hold of a
+// waiting thread's before the waiter takes it for one that spins or
+// computes rather than one about to act; holdLimit ends any hold in wall
+// time.
 const (
 	spinCPU   = 10 * time.Millisecond
 	holdLimit = 2 * time.Second
