@@ -122,8 +122,8 @@ type progThread struct {
 	waiting, woken bool
 }
 
-// threadWatch is the process's view of the program's threads; its
-// fields but entering are guarded by the process lock.
+// threadWatch is the process's view of the program's threads, guarded by
+// the process lock (inside, C's count, is read atomically).
 type threadWatch struct {
 	// self is the calling thread's kernel TID (the C side's gettid,
 	// cached per thread); nil: threads are not watched (tests of the
@@ -199,8 +199,8 @@ func (w *threadWatch) find(tid int32) *progThread {
 }
 
 // note records that the thread tid holds the lock for a call of the
-// program: it is not spinning, and a hold of its own ends unless the
-// call before was a poll that found nothing (a poll may follow it).
+// program: a hold of its own ends unless the call before was a poll that
+// found nothing (a poll may follow it), and so does a first still look.
 func (w *threadWatch) note(tid int32) {
 	t := w.find(tid)
 	if t == nil {
