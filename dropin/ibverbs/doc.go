@@ -69,8 +69,9 @@
 // none runs, none is at work in the library, none was just woken. So
 // rping, whose CM thread goes back into rdma_get_cm_event as soon as it
 // has woken the main thread, connects and pings at once, and two runs of
-// it are the same. A thread that runs on without a verb (it computes, or
-// spins on memory) stops holding the others after 10 ms of its CPU time.
+// it are the same. A thread that runs on (it computes, or spins on
+// memory, with verb calls between or not) holds a waiting thread back
+// for 10 ms of its CPU time at most, then the wait moves time one step.
 //
 // # On a fabric: two programs, two processes
 //

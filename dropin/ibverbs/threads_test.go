@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeThreads is a program's threads as a test sets them: what the
@@ -294,14 +297,41 @@ func TestThreadWatch(t *testing.T) {
 	})
 }
 
-// TestProcThread reads this test's own thread from /proc: running (it
-// is), with CPU time, and an exited TID is reported gone.
+// TestProcThread reads real threads from /proc: this test's own thread
+// (locked to it) is running and has had CPU time; a thread blocked in a
+// read of an empty pipe sleeps; a TID that does not exist is gone.
 func TestProcThread(t *testing.T) {
-	st, ok := procThread(int32(os.Getpid())) // the main thread is a task of the process
-	if !ok {
-		t.Fatal("the process's main thread not found under /proc/self/task")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	st, ok := procThread(int32(unix.Gettid()))
+	if !ok || !st.running || st.cpu <= 0 {
+		t.Errorf("the calling thread: %+v, found %v; want running with CPU time", st, ok)
 	}
-	_ = st // the main thread may be asleep while the test's goroutine runs elsewhere
+
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	tids := make(chan int32)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine
+		tids <- int32(unix.Gettid())
+		var b [1]byte
+		unix.Read(p[0], b[:]) // blocks until the write below
+		unix.Close(p[0])
+	}()
+	tid := <-tids
+	asleep := false
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !asleep; time.Sleep(time.Millisecond) {
+		st, ok := procThread(tid)
+		asleep = ok && !st.running
+	}
+	if !asleep {
+		t.Errorf("a thread blocked in read(2) of an empty pipe never read as asleep")
+	}
+	unix.Write(p[1], []byte{1})
+
 	if _, ok := procThread(1 << 30); ok {
 		t.Error("a TID that does not exist read as a thread")
 	}
