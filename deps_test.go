@@ -29,6 +29,9 @@ var imports = map[string][]string{
 	"internal/tbtest": {},
 	// network namespaces for tests, through x/sys (setns).
 	"internal/netnstest": {"x/sys"},
+	// transparent huge pages for a large world's heap: madvise through
+	// x/sys; it knows nothing of the model.
+	"hugeheap": {"x/sys"},
 	// the fault plans' text format is read with the shared tokenizer.
 	"faults":          {"internal/lineformat", "sim", "wire"},
 	"sim/fabric":      {"faults", "sim", "wire"},
@@ -84,7 +87,7 @@ var imports = map[string][]string{
 	// the scale benchmark (make scale) drives worlds and clusters through
 	// verbs (its workload steps are sim events), the clusters on every
 	// core through verbs/parallel.
-	"tools/scale": {"sim", "verbs", "verbs/parallel"},
+	"tools/scale": {"hugeheap", "sim", "verbs", "verbs/parallel"},
 	// a split swarm's summaries, and the tool that merges them.
 	"internal/swarmsum": {},
 	// a UDP drop-in program's will, from the library to rocesim exec

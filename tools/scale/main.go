@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rocesim/rocesim/hugeheap"
 )
 
 func main() {
@@ -53,15 +55,23 @@ func main() {
 		clusN   = flag.String("cluster", "256", "alltoall sizes also run as a cluster of -clusterparts parts (kind cluster; empty: none)")
 		clusP   = flag.Int("clusterparts", 2, "parts of the cluster points")
 		nwork   = flag.Int("workers", 0, "alltoall with -parts: goroutines that run the parts (0: GOMAXPROCS)")
+		huge    = flag.Bool("hugepages", true, "reserve each point's heap on transparent huge pages first (package hugeheap)")
 	)
 	flag.Parse()
 	window, repeat, msgLen = max(1, *win), max(1, *rep), max(1, *msg)
 	parts, workers, clusterParts = max(1, *nparts), max(0, *nwork), max(1, *clusP)
+	hugePages = *huge
 	if *point == "latency:1" {
 		fmt.Println(latencyLine())
 		return
 	}
 	if *point != "" {
+		if hugePages {
+			if err := reserveHeap(*point); err != nil {
+				fmt.Fprintln(os.Stderr, "scale:", err)
+				os.Exit(1)
+			}
+		}
 		if *cpuprof != "" {
 			f, err := os.Create(*cpuprof)
 			if err != nil {
@@ -194,6 +204,27 @@ func split(s string) []string {
 	return out
 }
 
+// reserveHeap asks for the heap point p will need on transparent huge
+// pages (package hugeheap), before the point allocates any of it: the
+// alltoall's state is visited once per message among hundreds of
+// megabytes, and on 4 KiB pages each visit walks the page tables too
+// (README, "Scale"). The size is address space, not memory: a generous
+// estimate per QP (the table's peak heap is 2.2–4.4 KiB per alltoall QP,
+// 0.8 KiB per idle one), at least 64 MiB, at most 4 GiB.
+func reserveHeap(p string) error {
+	kind, arg, _ := strings.Cut(p, ":")
+	n, _ := strconv.Atoi(arg)
+	size := 64 << 20
+	switch kind {
+	case "alltoall", "cluster":
+		size = max(size, n*(n-1)*6<<10)
+	case "idle":
+		size = max(size, n*2<<10)
+	}
+	_, err := hugeheap.Reserve(min(size, 4<<30))
+	return err
+}
+
 // runPoint runs one point in this process.
 func runPoint(p string) (Result, error) {
 	kind, arg, _ := strings.Cut(p, ":")
@@ -236,7 +267,8 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat), "-msglen", strconv.Itoa(msgLen),
-		"-parts", strconv.Itoa(parts), "-workers", strconv.Itoa(workers), "-clusterparts", strconv.Itoa(clusterParts))
+		"-parts", strconv.Itoa(parts), "-workers", strconv.Itoa(workers), "-clusterparts", strconv.Itoa(clusterParts),
+		"-hugepages="+strconv.FormatBool(hugePages))
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memlim)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

@@ -98,6 +98,10 @@ func (h *heapSampler) sample() {
 // clusterParts is the parts of the cluster points (-clusterparts).
 var parts, workers, clusterParts = 1, 0, 2
 
+// hugePages is -hugepages: each point reserves its heap on transparent
+// huge pages first (reserveHeap).
+var hugePages = true
+
 // world is what the alltoall needs of a verbs.World or verbs.Cluster.
 type world interface {
 	AddHost(name string) *verbs.Host
