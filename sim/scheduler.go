@@ -32,6 +32,15 @@ type Handler interface {
 	Fire(now Time, arg uint64)
 }
 
+// Prefetcher is a Handler that can name the memory its event will touch
+// before the event fires: Step asks the next event's handler while it
+// fires the current one, so that the next event's first misses overlap
+// the current event's work (see package internal/prefetch). It must
+// change nothing but what is in the CPU's caches.
+type Prefetcher interface {
+	Prefetch(arg uint64)
+}
+
 // HandlerFunc adapts a function to Handler. A method value or a closure
 // allocates when it is created; create it once and reuse it.
 type HandlerFunc func(now Time, arg uint64)
@@ -75,6 +84,9 @@ type Scheduler struct {
 	fired   uint64
 	limit   uint64
 	stopped bool
+	// prefetch: Step asks the next event's handler what it will touch
+	// (SetPrefetch).
+	prefetch bool
 	// reserved counts the tickets taken (Reserve) and not yet
 	// scheduled: events that will fire, though not in the heap yet.
 	reserved int
@@ -267,9 +279,24 @@ func (s *Scheduler) Step() bool {
 	s.release(slot)
 	s.now = at
 	s.fired++
+	if s.prefetch && len(s.heap) > 0 {
+		if p, ok := s.slots[s.heap[0].slot].h.(Prefetcher); ok {
+			p.Prefetch(s.slots[s.heap[0].slot].arg)
+		}
+	}
 	h.Fire(at, arg)
 	return true
 }
+
+// SetPrefetch turns on or off Step's hint to the next event's handler
+// (Prefetcher). Off at first: in a small world the state stays in the
+// caches, and the hint only costs (a few percent of a 2-node stream);
+// in a large one it saves a tenth of the time (sim/fabric turns it on
+// from prefetchNodes nodes).
+func (s *Scheduler) SetPrefetch(on bool) { s.prefetch = on }
+
+// Prefetching reports whether SetPrefetch turned the hint on.
+func (s *Scheduler) Prefetching() bool { return s.prefetch }
 
 // Stop makes the current Run or RunUntil return after the event being
 // fired. The next Run starts afresh.

@@ -290,9 +290,12 @@ func (q *fifo[T]) pop() (T, bool) {
 // it lands, and its own small ring is in cache where the frame's buffer,
 // among thousands in flight in a large world, is not. For the same
 // reason it carries what a switch forwards the frame by (its length and
-// frameBuf.dst), so a switch queues it without reading its buffer.
+// frameBuf.dst), so a switch queues it without reading its buffer, and
+// where its bytes are, so that the arrival's hint (direction.Prefetch)
+// asks for its headers without reading the buffer either.
 type inFlight struct {
 	id, n  int32
 	dst    int32
 	arrive sim.Ticket
+	data   unsafe.Pointer // the frame's bytes (frameBuf.data's storage)
 }

@@ -514,7 +514,17 @@ func (f *Fabric) start() {
 		s.buildTable(f)
 	}
 	f.floodTree()
+	if len(f.nodes) >= prefetchNodes {
+		f.sched.SetPrefetch(true)
+	}
 }
+
+// prefetchNodes is the number of nodes from which a fabric's scheduler
+// asks each link's next event for the frame it will touch
+// (direction.Prefetch): about where a world's state outgrows the caches
+// (tools/scale: the alltoall at N = 64 takes 9% less time with it, at
+// N = 32 about the same; a 2-node stream 5-10% more).
+const prefetchNodes = 32
 
 // floodTree marks the ports switches flood group frames out of: every
 // port toward a node, and the ports of a spanning tree of the switches

@@ -2,6 +2,9 @@ package fabric
 
 import (
 	"fmt"
+	"unsafe"
+
+	"github.com/rocesim/rocesim/internal/prefetch"
 
 	"github.com/rocesim/rocesim/sim"
 )
@@ -294,7 +297,7 @@ func (d *direction) transmit() {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t})
+	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t, data: unsafe.Pointer(unsafe.SliceData(b.data))})
 }
 
 // handOver gives frame b, which starts onto d now and takes ser to
@@ -319,6 +322,26 @@ func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
 	}
 	f.release(b)
 	return true
+}
+
+// Prefetch asks for what the direction's next event will read first:
+// the record of the frame that starts onto the wire (evTxDone) or
+// arrives (evArrive), and an arriving frame's headers when a node's NIC
+// will read them (see sim.Prefetcher).
+func (d *direction) Prefetch(ev uint64) {
+	switch ev {
+	case evTxDone:
+		if id, ok := d.queue.peek(); ok {
+			prefetch.Lines(unsafe.Pointer(d.f.pool.at(id)), 1)
+		}
+	case evArrive:
+		if fl, ok := d.flight.peek(); ok {
+			prefetch.Lines(unsafe.Pointer(d.f.pool.at(fl.id)), 1)
+			if d.sw == nil {
+				prefetch.Lines(fl.data, 128)
+			}
+		}
+	}
 }
 
 // Fire handles the direction's two events: the wire is free again, and
