@@ -12,11 +12,16 @@
 //
 // Each point runs in a child process of its own (the same binary with
 // -point), so that its peak RSS is its own and a point that runs away is
-// bounded (-timeout, GOMEMLIMIT).
+// bounded (-timeout, GOMEMLIMIT), three times (-runs), of which the run
+// of median wall time is the one printed: on a shared machine the
+// neighbours move a single run by a third either way. Each child first
+// reserves its heap on transparent huge pages (-hugepages, package
+// hugeheap).
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -26,6 +31,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +62,7 @@ func main() {
 		clusP   = flag.Int("clusterparts", 2, "parts of the cluster points")
 		nwork   = flag.Int("workers", 0, "alltoall with -parts: goroutines that run the parts (0: GOMAXPROCS)")
 		huge    = flag.Bool("hugepages", true, "reserve each point's heap on transparent huge pages first (package hugeheap)")
+		runs    = flag.Int("runs", 3, "run each point this many times and keep the run of median wall time (a shared machine's neighbours move single runs by a third)")
 	)
 	flag.Parse()
 	window, repeat, msgLen = max(1, *win), max(1, *rep), max(1, *msg)
@@ -123,7 +130,7 @@ func main() {
 	var rs []Result
 	failed := false
 	for _, p := range pts {
-		r, err := child(p, *timeout, *memlim)
+		r, err := median(max(1, *runs), func() (Result, error) { return child(p, *timeout, *memlim) })
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scale: %s: %v\n", p, err)
 			failed = true
@@ -283,6 +290,21 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 		r.RSS = uint64(ru.Maxrss) * 1024
 	}
 	return r, nil
+}
+
+// median runs a point k times and returns the run of median wall time
+// (the lower middle one for an even k), or the first error.
+func median(k int, run func() (Result, error)) (Result, error) {
+	rs := make([]Result, 0, k)
+	for range k {
+		r, err := run()
+		if err != nil {
+			return r, err
+		}
+		rs = append(rs, r)
+	}
+	slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })
+	return rs[(k-1)/2], nil
 }
 
 // find returns the result of that kind and size, or nil.

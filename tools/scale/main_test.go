@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -118,3 +119,37 @@ func TestMissLatency(t *testing.T) {
 		t.Errorf("a dependent load within 1 MiB took %v", d)
 	}
 }
+
+// TestMedian: a point run k times keeps the run of median wall time,
+// whatever order the runs came in, and stops at the first failure.
+func TestMedian(t *testing.T) {
+	walls := []float64{0.9, 0.5, 0.7, 1.4}
+	i := 0
+	next := func() (Result, error) {
+		r := Result{WallS: walls[i], Packets: uint64(i)}
+		i++
+		return r, nil
+	}
+	r, err := median(3, next)
+	if err != nil || r.WallS != 0.7 || r.Packets != 2 {
+		t.Errorf("median of 0.9, 0.5, 0.7: %+v %v, want the run of 0.7", r, err)
+	}
+	i = 0
+	if r, _ := median(4, next); r.WallS != 0.7 {
+		t.Errorf("median of four: %v, want the lower middle 0.7", r.WallS)
+	}
+	i = 0
+	if r, _ := median(1, next); r.WallS != 0.9 {
+		t.Errorf("one run: %v, want it", r.WallS)
+	}
+	calls := 0
+	_, err = median(3, func() (Result, error) {
+		calls++
+		return Result{}, errTest
+	})
+	if err != errTest || calls != 1 {
+		t.Errorf("a failing point: %v after %d runs, want its error after 1", err, calls)
+	}
+}
+
+var errTest = errors.New("point failed")
