@@ -54,7 +54,8 @@ const execUsage = `Usage: rocesim exec [flags] -- PROGRAM [ARGS...]
 
 Runs PROGRAM, an unmodified libibverbs program (ibv_rc_pingpong,
 perftest's ib_write_bw, your own), on rocesim's drop-in libibverbs.so.1:
-its device rocesim0 is node --node of the fabric --name, where it meets
+its device rocesim0 (ROCESIM_DEVICE_PREFIX=rxe names it rxe0, for
+scripts written for rxe) is node --node of the fabric --name, where it meets
 the other programs run the same way, in one virtual time. The fabric is
 started if none of that name runs (rocesim fabric --exit-when-idle: it
 exits once every node has come and every program has gone); --nodes,

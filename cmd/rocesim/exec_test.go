@@ -296,6 +296,26 @@ func TestExecPingpong(t *testing.T) {
 	}
 }
 
+// TestExecDevicePrefix: a script written for rxe, ibv_rc_pingpong -d rxe0
+// on both nodes, runs unchanged with ROCESIM_DEVICE_PREFIX=rxe, where
+// without it the program finds no device of that name and fails.
+func TestExecDevicePrefix(t *testing.T) {
+	needTools(t, "ibv_rc_pingpong")
+	f := newFabricEnv(t)
+	f.env = append(f.env, "ROCESIM_DEVICE_PREFIX=rxe")
+	srv, cli := pair(t, f, nil, "ibv_rc_pingpong", "-d", "rxe0", "-g", "1", "-n", "10")
+	for _, p := range []*execProc{srv, cli} {
+		if p.code != 0 || !strings.Contains(p.stdout.String(), "10 iters in") {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, p.stdout.String(), p.stderr.String())
+		}
+	}
+	g := newFabricEnv(t)
+	lone := startExec(t, g, "--node", "a", "--nodes", "a", "--", "ibv_rc_pingpong", "-d", "rxe0", "-g", "1").wait(t)
+	if lone.code == 0 || !strings.Contains(lone.stderr.String(), "rxe0") {
+		t.Errorf("without the prefix: exit %d, want the failure naming rxe0\nstderr:\n%s", lone.code, lone.stderr.String())
+	}
+}
+
 // TestExecUDP: ibv_rc_pingpong -g 1 through rocesim exec --transport udp,
 // server at 127.0.0.5 and client at 127.0.0.6 (realnet's tests use .1
 // and .2, rocesim node's .3 and .4), each a RoCE v2 endpoint on real UDP

@@ -42,6 +42,7 @@
 #define rs_destroy_srq(...) ({ rs_entry(); __typeof__(rs_destroy_srq(__VA_ARGS__)) r_ = rs_destroy_srq(__VA_ARGS__); rs_leave(); r_; })
 #define rs_device_count(...) ({ rs_entry(); __typeof__(rs_device_count(__VA_ARGS__)) r_ = rs_device_count(__VA_ARGS__); rs_leave(); r_; })
 #define rs_device_guid(...) ({ rs_entry(); __typeof__(rs_device_guid(__VA_ARGS__)) r_ = rs_device_guid(__VA_ARGS__); rs_leave(); r_; })
+#define rs_device_name(...) ({ rs_entry(); __typeof__(rs_device_name(__VA_ARGS__)) r_ = rs_device_name(__VA_ARGS__); rs_leave(); r_; })
 #define rs_exit(...) do { rs_entry(); rs_exit(__VA_ARGS__); rs_leave(); } while (0)
 #define rs_get_async_event(...) ({ rs_entry(); __typeof__(rs_get_async_event(__VA_ARGS__)) r_ = rs_get_async_event(__VA_ARGS__); rs_leave(); r_; })
 #define rs_get_cq_event(...) ({ rs_entry(); __typeof__(rs_get_cq_event(__VA_ARGS__)) r_ = rs_get_cq_event(__VA_ARGS__); rs_leave(); r_; })

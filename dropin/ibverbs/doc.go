@@ -167,6 +167,8 @@
 // # Environment
 //
 //	ROCESIM_DEVICES=N      devices rocesim0..N-1 on one switch (1 to 16; default 1)
+//	ROCESIM_DEVICE_PREFIX=P  name them P0..PN-1 (rxe: a script's `-d rxe0` finds rxe0; the
+//	                       fault plan's links are then rxe0-sw, ...); letters, digits, _ and -
 //	ROCESIM_SEED=S         the world's seed (default 1)
 //	ROCESIM_PROFILE=P      rxe (default) or spec
 //	ROCESIM_FAULTS=PLAN    a fault plan (faults.ParseInline: rules separated by ';' or newlines; links rocesim0-sw, ...);

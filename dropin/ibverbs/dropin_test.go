@@ -213,7 +213,7 @@ func TestSymbolVersions(t *testing.T) {
 
 // TestDevices: the unmodified ibv_devices lists the model's devices,
 // one by default and ROCESIM_DEVICES of them, with rxe's node GUID (the
-// EUI-64 of the MAC).
+// EUI-64 of the MAC), named after ROCESIM_DEVICE_PREFIX if it is set.
 func TestDevices(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
@@ -221,6 +221,7 @@ func TestDevices(t *testing.T) {
 	}{
 		{nil, []string{"rocesim0 000000fffe000001"}},
 		{[]string{"ROCESIM_DEVICES=3"}, []string{"rocesim0 000000fffe000001", "rocesim1 000000fffe000002", "rocesim2 000000fffe000003"}},
+		{[]string{"ROCESIM_DEVICES=2", "ROCESIM_DEVICE_PREFIX=rxe"}, []string{"rxe0 000000fffe000001", "rxe1 000000fffe000002"}},
 	} {
 		out, stderr, code := run(t, c.env, "ibv_devices")
 		if code != 0 {
@@ -228,13 +229,23 @@ func TestDevices(t *testing.T) {
 		}
 		var got []string
 		for _, l := range strings.Split(out, "\n") {
-			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "rocesim") {
+			// Device lines: a name and a 16-digit hex GUID (not the
+			// header, nor the dashes under it).
+			if f := strings.Fields(l); len(f) == 2 && len(f[1]) == 16 && strings.Trim(f[1], "0123456789abcdef") == "" {
 				got = append(got, f[0]+" "+f[1])
 			}
 		}
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("ibv_devices %v lists\n%s\nwant\n%s", c.env, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 		}
+	} // A script written for rxe asks for rxe0 by name: found with the
+	// prefix, not without (as on a machine with no such device).
+	out, stderr, code := run(t, []string{"ROCESIM_DEVICE_PREFIX=rxe"}, "ibv_devinfo", "-d", "rxe0")
+	if code != 0 || !strings.Contains(out, "hca_id:\trxe0") {
+		t.Errorf("ibv_devinfo -d rxe0 with ROCESIM_DEVICE_PREFIX=rxe: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, _, code := run(t, nil, "ibv_devinfo", "-d", "rxe0"); code == 0 {
+		t.Errorf("ibv_devinfo -d rxe0 without the prefix: exit 0, want the failure of a missing device")
 	}
 }
 
@@ -584,7 +595,8 @@ func TestMisuse(t *testing.T) {
 // leaves the process with no devices; a program then fails as on a
 // machine without RDMA devices.
 func TestBadEnvironment(t *testing.T) {
-	for _, env := range []string{"ROCESIM_FAULTS=drop psn=", "ROCESIM_DEVICES=0", "ROCESIM_PROFILE=mlx5", "ROCESIM_TRANSPORT=udp", "ROCESIM_TRANSPORT=tcp"} {
+	for _, env := range []string{"ROCESIM_FAULTS=drop psn=", "ROCESIM_DEVICES=0", "ROCESIM_PROFILE=mlx5", "ROCESIM_TRANSPORT=udp", "ROCESIM_TRANSPORT=tcp",
+		"ROCESIM_DEVICE_PREFIX=rxe/0"} {
 		out, stderr, code := run(t, []string{env}, "ibv_devinfo")
 		if code == 0 || !strings.Contains(stderr, "rocesim: ROCESIM_") || !strings.Contains(stderr, "No IB devices found") {
 			t.Errorf("%s: exit %d\n%s%s", env, code, out, stderr)

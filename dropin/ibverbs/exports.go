@@ -83,6 +83,23 @@ func rs_device_count() C.int {
 	return C.int(len(p.devs))
 }
 
+// rs_device_name writes device i's name (ROCESIM_DEVICE_PREFIX and its
+// index: rocesim0 by default) into buf, n bytes with the NUL, and returns
+// its length; 0 if there is no such device or it would not fit.
+//
+//export rs_device_name
+func rs_device_name(i C.int, buf *C.char, n C.int) C.int {
+	p := lock()
+	defer p.mu.Unlock()
+	if i < 0 || int(i) >= len(p.devs) || buf == nil || int(n) <= len(p.devs[i].name) {
+		return 0
+	}
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	k := copy(dst, p.devs[i].name)
+	dst[k] = 0
+	return C.int(k)
+}
+
 //export rs_device_guid
 func rs_device_guid(i C.int) C.__be64 {
 	p := lock()

@@ -90,7 +90,7 @@ func (p *process) joinFabric() error {
 	p.fab = &fabricLink{port: port, where: fmt.Sprintf("fabric %s, node %s", p.cfg.Fabric, p.cfg.Node)}
 	p.fab.host = p.w.AddPortHost(self.Name, verbs.HostAddr{MAC: self.MAC, IPv4: self.IPv4, IPv6: self.IPv6},
 		port.Index(), others, p.sendFrame)
-	p.devs = []*device{{name: "rocesim0", host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
+	p.devs = []*device{{name: deviceName(p.cfg.DevicePrefix, 0), host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
 	if err := p.w.RunTo(port.Now()); err != nil {
 		port.Close()
 		return err

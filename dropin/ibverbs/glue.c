@@ -93,15 +93,18 @@ static void make_devices(void)
 		if (!d)
 			break;
 		/* As rxe: an RDMA device of the InfiniBand node type over the
-		 * IB transport (RoCE), whose name the sysfs paths follow. */
+		 * IB transport (RoCE), whose name the sysfs paths follow. The
+		 * name is the model's (rocesim0, or after ROCESIM_DEVICE_PREFIX:
+		 * rxe0 for scripts written for rxe). */
 		d->node_type = IBV_NODE_CA;
 		d->transport_type = IBV_TRANSPORT_IB;
-		snprintf(d->name, sizeof(d->name), "rocesim%d", i);
+		if (!rs_device_name(i, d->name, sizeof(d->name)))
+			snprintf(d->name, sizeof(d->name), "rocesim%d", i);
 		snprintf(d->dev_name, sizeof(d->dev_name), "uverbs%d", i);
 		snprintf(d->dev_path, sizeof(d->dev_path),
 			 "/sys/class/infiniband_verbs/uverbs%d", i);
 		snprintf(d->ibdev_path, sizeof(d->ibdev_path),
-			 "/sys/class/infiniband/rocesim%d", i);
+			 "/sys/class/infiniband/%s", d->name);
 		devices[i] = d;
 	}
 }

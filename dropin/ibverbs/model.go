@@ -59,14 +59,18 @@ const DefaultFabricIdleWake = time.Millisecond
 
 // Config is what the environment asks of the model (see readConfig).
 type Config struct {
-	Devices   int
-	Seed      uint64
-	Profile   verbs.Profile
-	Plan      *faults.Plan
-	PlanText  string
-	Pcap      string
-	Ladder    string // ROCESIM_LADDER: where the ladder goes at exit (.svg: SVG, else text)
-	MaxEvents uint64
+	Devices int
+	// DevicePrefix names the devices: DevicePrefix0, DevicePrefix1, …
+	// (ROCESIM_DEVICE_PREFIX; default "rocesim"). A script written for
+	// rxe (ib_write_bw -d rxe0) runs unchanged with "rxe".
+	DevicePrefix string
+	Seed         uint64
+	Profile      verbs.Profile
+	Plan         *faults.Plan
+	PlanText     string
+	Pcap         string
+	Ladder       string // ROCESIM_LADDER: where the ladder goes at exit (.svg: SVG, else text)
+	MaxEvents    uint64
 	// IdleWake is how long the program may make no verb call, while a
 	// CQ on a channel is armed, before the library runs the world for it
 	// (see idle.go); 0 never.
@@ -96,7 +100,13 @@ type Config struct {
 
 // readConfig reads the ROCESIM_* variables through getenv.
 func readConfig(getenv func(string) string) (Config, error) {
-	c := Config{Devices: 1, Seed: 1, Profile: verbs.ProfileRXE, IdleWake: DefaultIdleWake}
+	c := Config{Devices: 1, DevicePrefix: DefaultDevicePrefix, Seed: 1, Profile: verbs.ProfileRXE, IdleWake: DefaultIdleWake}
+	if s := getenv("ROCESIM_DEVICE_PREFIX"); s != "" {
+		if !validPrefix(s) {
+			return c, fmt.Errorf("ROCESIM_DEVICE_PREFIX=%q: want 1 to %d letters, digits, '_' or '-', starting with a letter (rxe, mlx5_)", s, maxPrefixLen)
+		}
+		c.DevicePrefix = s
+	}
 	if s := getenv("ROCESIM_DEVICES"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxDevices {
@@ -202,23 +212,47 @@ func readConfig(getenv func(string) string) (Config, error) {
 		// A link or node the world will not have makes a rule that can
 		// never match: said now, as a scenario's would be, not found
 		// out from a run that lost nothing.
-		if err := c.Plan.CheckNames(topologyNames(c.Devices)); err != nil {
+		if err := c.Plan.CheckNames(topologyNames(c.DevicePrefix, c.Devices)); err != nil {
 			return c, fmt.Errorf("ROCESIM_FAULTS: %w", err)
 		}
 	}
 	return c, nil
 }
 
-// deviceName is the name of device i, and of its host and fabric node.
-func deviceName(i int) string { return fmt.Sprintf("rocesim%d", i) }
+// DefaultDevicePrefix is ROCESIM_DEVICE_PREFIX's default.
+const DefaultDevicePrefix = "rocesim"
 
-// topologyNames are the links and nodes of a world of n devices as
-// newProcess builds it: every device's host on the switch "sw", over
-// the link "rocesimI-sw".
-func topologyNames(n int) (links, nodes []string) {
+// maxPrefixLen bounds ROCESIM_DEVICE_PREFIX: a device's name, prefix and
+// index, fits struct ibv_device's name (IBV_SYSFS_NAME_MAX, 64 bytes)
+// and the sysfs path built from it with room to spare.
+const maxPrefixLen = 32
+
+// validPrefix reports whether s can begin a device's name: a letter, then
+// letters, digits, '_' and '-' (rxe, siw, mlx5_), which the fault plans'
+// link names ("rxe0-sw") and a sysfs path take as they are.
+func validPrefix(s string) bool {
+	if len(s) == 0 || len(s) > maxPrefixLen {
+		return false
+	}
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '_' || r == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// deviceName is the name of device i, and of its host and fabric node.
+func deviceName(prefix string, i int) string { return prefix + strconv.Itoa(i) }
+
+// topologyNames are the links and nodes of a world of n devices named
+// after prefix as newProcess builds it: every device's host on the
+// switch "sw", over the link "rocesimI-sw" (prefix "rocesim").
+func topologyNames(prefix string, n int) (links, nodes []string) {
 	for i := range n {
-		links = append(links, deviceName(i)+"-sw")
-		nodes = append(nodes, deviceName(i))
+		links = append(links, deviceName(prefix, i)+"-sw")
+		nodes = append(nodes, deviceName(prefix, i))
 	}
 	return links, append(nodes, "sw")
 }
@@ -364,6 +398,9 @@ type fdOps interface {
 // newProcess builds the world cfg asks for: cfg.Devices hosts on one
 // switch, each looping its own frames back.
 func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*process, error) {
+	if cfg.DevicePrefix == "" {
+		cfg.DevicePrefix = DefaultDevicePrefix
+	}
 	p := &process{cfg: cfg, fds: fds, objs: []any{nil}, exit: exit, stderr: stderr}
 	p.wake = sync.NewCond(&p.mu)
 	p.threads.read, p.threads.now, p.threads.list = procThread, time.Now, listTasks
@@ -376,6 +413,9 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	wc := verbs.WorldConfig{Seed: cfg.Seed, Plan: cfg.Plan, Profile: cfg.Profile, MaxEvents: cfg.MaxEvents, LinkLocalGID: true}
 	if cfg.Pcap != "" {
 		comment := fmt.Sprintf("rocesim drop-in libibverbs: ROCESIM_DEVICES=%d ROCESIM_SEED=%d ROCESIM_PROFILE=%v", cfg.Devices, cfg.Seed, cfg.Profile)
+		if cfg.DevicePrefix != DefaultDevicePrefix {
+			comment += " ROCESIM_DEVICE_PREFIX=" + cfg.DevicePrefix
+		}
 		if cfg.PlanText != "" {
 			comment += " ROCESIM_FAULTS=" + strconv.Quote(cfg.PlanText)
 		}
@@ -391,7 +431,7 @@ func newProcess(cfg Config, fds fdOps, stderr io.Writer, exit func(int)) (*proce
 	}
 	p.w = verbs.NewWorld(wc)
 	for i := range cfg.Devices {
-		name := deviceName(i)
+		name := deviceName(cfg.DevicePrefix, i)
 		p.devs = append(p.devs, &device{name: name, host: p.w.AddHost(name), keys: map[uint32]*memRegion{},
 			windows: map[uint32]*memRegion{}})
 	}

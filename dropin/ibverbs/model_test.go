@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,9 +12,17 @@ import (
 func TestReadConfig(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
-		want string // "devices seed profile rules pcap max-events idle-wake ladder", or the error's start
+		want string // "devices seed profile rules pcap max-events idle-wake ladder prefix", or the error's start
 	}{
-		{nil, `1 1 rxe 0 "" 0 50ms ""`},
+		{nil, `1 1 rxe 0 "" 0 50ms "" rocesim`},
+		// A script written for rxe names rxe0; the plan's names follow.
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "rxe", "ROCESIM_DEVICES": "2", "ROCESIM_FAULTS": "drop link=rxe1-sw src=rxe0"}, `2 1 rxe 1 "" 0 50ms "" rxe`},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "mlx5_"}, `1 1 rxe 0 "" 0 50ms "" mlx5_`},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "rxe", "ROCESIM_FAULTS": "drop link=rocesim0-sw"}, "ROCESIM_FAULTS: rule 1: link=rocesim0-sw: no such link (links: rxe0-sw)"},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "0rxe"}, `ROCESIM_DEVICE_PREFIX="0rxe": want 1 to 32 letters`},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "rxe 0"}, `ROCESIM_DEVICE_PREFIX="rxe 0"`},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": "r/x"}, `ROCESIM_DEVICE_PREFIX="r/x"`},
+		{map[string]string{"ROCESIM_DEVICE_PREFIX": strings.Repeat("r", 33)}, `ROCESIM_DEVICE_PREFIX="rrr`},
 		{map[string]string{"ROCESIM_DEVICES": "4", "ROCESIM_SEED": "0x10", "ROCESIM_PROFILE": "spec",
 			"ROCESIM_FAULTS": "drop psn=3 tx=1", "ROCESIM_PCAP": "x.pcapng", "ROCESIM_MAX_EVENTS": "99",
 			"ROCESIM_IDLE_WAKE": "off", "ROCESIM_LADDER": "l.svg"}, `4 16 spec 1 "x.pcapng" 99 0s "l.svg"`},
@@ -51,7 +60,7 @@ func TestReadConfig(t *testing.T) {
 			if cfg.Plan != nil {
 				rules = len(cfg.Plan.Rules)
 			}
-			got = fmt.Sprintf("%d %d %v %d %q %d %v %q", cfg.Devices, cfg.Seed, cfg.Profile, rules, cfg.Pcap, cfg.MaxEvents, cfg.IdleWake, cfg.Ladder)
+			got = fmt.Sprintf("%d %d %v %d %q %d %v %q %s", cfg.Devices, cfg.Seed, cfg.Profile, rules, cfg.Pcap, cfg.MaxEvents, cfg.IdleWake, cfg.Ladder, cfg.DevicePrefix)
 		}
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%v: %q, want %q", c.env, got, c.want)
@@ -62,14 +71,19 @@ func TestReadConfig(t *testing.T) {
 // TestTopologyNames: the names ROCESIM_FAULTS is checked against are
 // those of the world newProcess builds.
 func TestTopologyNames(t *testing.T) {
-	p, err := newProcess(Config{Devices: 3, Seed: 1}, &fakeFDs{ready: map[int]bool{}}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	links, nodes := p.w.Fabric().Names()
-	wantLinks, wantNodes := topologyNames(3)
-	if fmt.Sprint(links) != fmt.Sprint(wantLinks) || fmt.Sprint(nodes) != fmt.Sprint(wantNodes) {
-		t.Errorf("world: links %v, nodes %v; topologyNames: %v, %v", links, nodes, wantLinks, wantNodes)
+	for _, prefix := range []string{"", "rocesim", "rxe"} {
+		p, err := newProcess(Config{Devices: 3, Seed: 1, DevicePrefix: prefix}, &fakeFDs{ready: map[int]bool{}}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		links, nodes := p.w.Fabric().Names()
+		wantLinks, wantNodes := topologyNames(cmp.Or(prefix, DefaultDevicePrefix), 3)
+		if fmt.Sprint(links) != fmt.Sprint(wantLinks) || fmt.Sprint(nodes) != fmt.Sprint(wantNodes) {
+			t.Errorf("prefix %q: world: links %v, nodes %v; topologyNames: %v, %v", prefix, links, nodes, wantLinks, wantNodes)
+		}
+		if got := fmt.Sprint(nodes); !strings.HasPrefix(got, "["+cmp.Or(prefix, DefaultDevicePrefix)+"0 ") {
+			t.Errorf("prefix %q: nodes %s", prefix, got)
+		}
 	}
 }
 

@@ -146,8 +146,8 @@ func (p *process) joinUDP() error {
 	}
 	p.w = verbs.NewWorld(verbs.WorldConfig{Seed: p.cfg.Seed, Profile: p.cfg.Profile, MaxEvents: p.cfg.MaxEvents})
 	p.fab = &fabricLink{port: u, where: "ROCESIM_ADDR " + p.cfg.Addr.String(), udp: u}
-	p.fab.host = p.w.AddPortHost("rocesim0", self, 1, nil, p.sendFrame)
-	p.devs = []*device{{name: "rocesim0", host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
+	p.fab.host = p.w.AddPortHost(deviceName(p.cfg.DevicePrefix, 0), self, 1, nil, p.sendFrame)
+	p.devs = []*device{{name: deviceName(p.cfg.DevicePrefix, 0), host: p.fab.host, keys: map[uint32]*memRegion{}, windows: map[uint32]*memRegion{}}}
 	go u.read()
 	if err := p.openAdmin(); err != nil {
 		u.Close()
