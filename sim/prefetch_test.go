@@ -46,6 +46,11 @@ func TestPrefetcher(t *testing.T) {
 				want = []string{"fire 1", "fire 2", "fire 3", "fire 4"}
 			}
 			assert.Equal(t, want, calls)
+			hints := uint64(0)
+			if on {
+				hints = 2
+			}
+			assert.Equal(t, hints, s.Hints())
 		})
 	}
 }

@@ -33,11 +33,13 @@ type Handler interface {
 }
 
 // Prefetcher is a Handler that can name the memory its event will touch
-// before the event fires: Step asks the next event's handler while it
-// fires the current one, so that the next event's first misses overlap
-// the current event's work (see package internal/prefetch). It must
-// change nothing but what is in the CPU's caches.
+// before the event fires: with the hint on (SetPrefetch), Step asks the
+// next event's handler just before it fires the current one, so that
+// the next event's first misses overlap the current event's work (see
+// package internal/prefetch). Prefetch must change nothing but what is
+// in the CPU's caches.
 type Prefetcher interface {
+	Handler
 	Prefetch(arg uint64)
 }
 
@@ -87,6 +89,7 @@ type Scheduler struct {
 	// prefetch: Step asks the next event's handler what it will touch
 	// (SetPrefetch).
 	prefetch bool
+	hints    uint64 // Prefetch calls made
 	// reserved counts the tickets taken (Reserve) and not yet
 	// scheduled: events that will fire, though not in the heap yet.
 	reserved int
@@ -281,6 +284,7 @@ func (s *Scheduler) Step() bool {
 	s.fired++
 	if s.prefetch && len(s.heap) > 0 {
 		if p, ok := s.slots[s.heap[0].slot].h.(Prefetcher); ok {
+			s.hints++
 			p.Prefetch(s.slots[s.heap[0].slot].arg)
 		}
 	}
@@ -289,14 +293,18 @@ func (s *Scheduler) Step() bool {
 }
 
 // SetPrefetch turns on or off Step's hint to the next event's handler
-// (Prefetcher). Off at first: in a small world the state stays in the
-// caches, and the hint only costs (a few percent of a 2-node stream);
-// in a large one it saves a tenth of the time (sim/fabric turns it on
-// from prefetchNodes nodes).
+// (Prefetcher). A new scheduler has it off: in a small world the state
+// stays in the caches and the hint only costs (5–10% of a 2-node
+// stream); in a large one it saves about a tenth of the time. A
+// sim/fabric Fabric of 32 nodes or more turns it on when it starts (its
+// first frame); call SetPrefetch after that to overrule it.
 func (s *Scheduler) SetPrefetch(on bool) { s.prefetch = on }
 
-// Prefetching reports whether SetPrefetch turned the hint on.
+// Prefetching reports whether the hint is on.
 func (s *Scheduler) Prefetching() bool { return s.prefetch }
+
+// Hints returns how many times Step has asked a Prefetcher.
+func (s *Scheduler) Hints() uint64 { return s.hints }
 
 // Stop makes the current Run or RunUntil return after the event being
 // fired. The next Run starts afresh.

@@ -2,5 +2,6 @@
 
 package prefetch
 
-// lines prefetches the lines of [p, p+n), n > 0 (prefetch_$GOARCH.s).
-func lines(p, n uintptr)
+// lines prefetches the line at first and the more lines after it
+// (prefetch_$GOARCH.s).
+func lines(first, more uintptr)

@@ -2,4 +2,4 @@
 
 package prefetch
 
-func lines(p, n uintptr) {}
+func lines(first, more uintptr) {}

@@ -75,6 +75,9 @@ const (
 
 func (b *frameBuf) bytes() []byte { return b.data[:b.n] }
 
+// addr is the address of the frame's bytes, for a prefetch hint.
+func (b *frameBuf) addr() uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b.data))) }
+
 // comment is the capture comment of frame b: the sender's note and any
 // fault, joined by "; ". It shares the bytes of the frame's note or of
 // the pool's scratch buffer, so it is valid only until the next call or
@@ -297,5 +300,9 @@ type inFlight struct {
 	id, n  int32
 	dst    int32
 	arrive sim.Ticket
-	data   unsafe.Pointer // the frame's bytes (frameBuf.data's storage)
+	// data is the address of the frame's bytes (frameBuf.addr), for the
+	// hint alone: an address, not a pointer, keeps the ring free of
+	// pointers for the collector to scan and write barriers to guard
+	// (the buffer's storage lives as long as the pool).
+	data uintptr
 }

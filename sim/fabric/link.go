@@ -297,7 +297,7 @@ func (d *direction) transmit() {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t, data: unsafe.Pointer(unsafe.SliceData(b.data))})
+	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t, data: b.addr()})
 }
 
 // handOver gives frame b, which starts onto d now and takes ser to
@@ -324,6 +324,10 @@ func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
 	return true
 }
 
+// A direction is a sim.Prefetcher: in a large fabric the scheduler asks
+// it for its next event's memory while the event before runs.
+var _ sim.Prefetcher = (*direction)(nil)
+
 // Prefetch asks for what the direction's next event will read first:
 // the record of the frame that starts onto the wire (evTxDone) or
 // arrives (evArrive), and an arriving frame's headers when a node's NIC
@@ -332,11 +336,11 @@ func (d *direction) Prefetch(ev uint64) {
 	switch ev {
 	case evTxDone:
 		if id, ok := d.queue.peek(); ok {
-			prefetch.Lines(unsafe.Pointer(d.f.pool.at(id)), 1)
+			prefetch.Lines(uintptr(unsafe.Pointer(d.f.pool.at(id))), 1)
 		}
 	case evArrive:
 		if fl, ok := d.flight.peek(); ok {
-			prefetch.Lines(unsafe.Pointer(d.f.pool.at(fl.id)), 1)
+			prefetch.Lines(uintptr(unsafe.Pointer(d.f.pool.at(fl.id))), 1)
 			if d.sw == nil {
 				prefetch.Lines(fl.data, 128)
 			}

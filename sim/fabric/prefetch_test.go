@@ -36,6 +36,8 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		return w
 	}
 	with, without := run(true), run(false)
+	assert.NotZero(t, with.sched.Hints(), "the links were asked for their next frames")
+	assert.Zero(t, without.sched.Hints())
 	for i := range n {
 		assert.Len(t, with.sinks[i].frames, 3)
 		assert.Equal(t, without.sinks[i].frames, with.sinks[i].frames, "frames at n%d", i)

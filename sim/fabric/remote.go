@@ -150,6 +150,6 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: b.id, n: b.n, dst: b.dst, arrive: t})
+	d.flight.push(inFlight{id: b.id, n: b.n, dst: b.dst, arrive: t, data: b.addr()})
 	return nil
 }

@@ -138,6 +138,12 @@ func TestMedian(t *testing.T) {
 	if r, _ := median(4, next); r.WallS != 0.7 {
 		t.Errorf("median of four: %v, want the lower middle 0.7", r.WallS)
 	}
+	walls = []float64{0.2, 0.1, 0.3}
+	i = 0
+	if r, _ := median(3, next); r.WallS != 0.2 || r.Packets != 0 {
+		t.Errorf("median of 0.2, 0.1, 0.3: %+v, want the first run", r)
+	}
+	walls = []float64{0.9, 0.5, 0.7, 1.4}
 	i = 0
 	if r, _ := median(1, next); r.WallS != 0.9 {
 		t.Errorf("one run: %v, want it", r.WallS)
@@ -153,3 +159,24 @@ func TestMedian(t *testing.T) {
 }
 
 var errTest = errors.New("point failed")
+
+// TestHeapFor: each point reserves 8 KiB per alltoall QP and 2 KiB per
+// idle one (its peak live heap and the collector's headroom), at least
+// 64 MiB and at most 4 GiB.
+func TestHeapFor(t *testing.T) {
+	most := int(min(uint64(4<<30), uint64(math.MaxInt)))
+	for p, want := range map[string]int{
+		"stream:100000": 64 << 20,
+		"alltoall:16":   64 << 20,
+		"alltoall:256":  256 * 255 * 8 << 10,
+		"cluster:256":   256 * 255 * 8 << 10,
+		"alltoall:1024": most,
+		"idle:100000":   100000 * 2 << 10,
+		"idle:1000":     64 << 20,
+		"alltoall:x":    64 << 20,
+	} {
+		if got := heapFor(p); got != want {
+			t.Errorf("heapFor(%q) = %d, want %d", p, got, want)
+		}
+	}
+}
