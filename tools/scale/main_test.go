@@ -121,7 +121,8 @@ func TestMissLatency(t *testing.T) {
 }
 
 // TestMedian: a point run k times keeps the run of median wall time,
-// whatever order the runs came in, and stops at the first failure.
+// whatever order the runs came in, a short point (under shortPoint) runs
+// 3k times, and a failure stops it.
 func TestMedian(t *testing.T) {
 	walls := []float64{0.9, 0.5, 0.7, 1.4}
 	i := 0
@@ -138,10 +139,16 @@ func TestMedian(t *testing.T) {
 	if r, _ := median(4, next); r.WallS != 0.7 {
 		t.Errorf("median of four: %v, want the lower middle 0.7", r.WallS)
 	}
-	walls = []float64{0.2, 0.1, 0.3}
+	walls = []float64{0.4, 0.3, 0.5}
 	i = 0
-	if r, _ := median(3, next); r.WallS != 0.2 || r.Packets != 0 {
-		t.Errorf("median of 0.2, 0.1, 0.3: %+v, want the first run", r)
+	if r, _ := median(3, next); r.WallS != 0.4 || r.Packets != 0 {
+		t.Errorf("median of 0.4, 0.3, 0.5: %+v, want the first run", r)
+	}
+	// Short: three runs, then six more; the median of nine.
+	walls = []float64{0.09, 0.04, 0.05, 0.04, 0.04, 0.10, 0.04, 0.05, 0.04, 9}
+	i = 0
+	if r, _ := median(3, next); r.WallS != 0.04 || i != 9 {
+		t.Errorf("a short point: %+v after %d runs, want 0.04 after 9", r, i)
 	}
 	walls = []float64{0.9, 0.5, 0.7, 1.4}
 	i = 0
