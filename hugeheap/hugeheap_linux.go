@@ -17,8 +17,8 @@ const hugePage = 2 << 20
 // Reserve grows the Go heap by n bytes of address space advised
 // MADV_HUGEPAGE (see the package comment) and returns how many bytes
 // the advice covers: n rounded down to whole huge pages within the
-// block. Call it before the allocations it is for; it runs two
-// collections.
+// block. Call it before the allocations it is for; it runs a
+// collection.
 func Reserve(n int) (int, error) {
 	if n < 2*hugePage {
 		return 0, fmt.Errorf("hugeheap: reserve of %d bytes: at least %d needed", n, 2*hugePage)
@@ -30,10 +30,11 @@ func Reserve(n int) (int, error) {
 	advised := b[lo-start : hi-start]
 	err := unix.Madvise(advised, unix.MADV_HUGEPAGE)
 	size := len(advised)
-	// Drop the block: its pages go back to the runtime's page heap,
-	// address space and advice kept, for what is allocated next.
+	// Drop the block: the collection frees it and sweeps it (runtime.GC
+	// returns once every span is swept), so its pages are back in the
+	// runtime's page heap, address space and advice kept, for what is
+	// allocated next.
 	b, advised = nil, nil
-	runtime.GC()
 	runtime.GC()
 	if err != nil {
 		return 0, fmt.Errorf("hugeheap: madvise MADV_HUGEPAGE: %w", err)

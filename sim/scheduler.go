@@ -283,9 +283,10 @@ func (s *Scheduler) Step() bool {
 	s.now = at
 	s.fired++
 	if s.prefetch && len(s.heap) > 0 {
-		if p, ok := s.slots[s.heap[0].slot].h.(Prefetcher); ok {
+		next := &s.slots[s.heap[0].slot]
+		if p, ok := next.h.(Prefetcher); ok {
 			s.hints++
-			p.Prefetch(s.slots[s.heap[0].slot].arg)
+			p.Prefetch(next.arg)
 		}
 	}
 	h.Fire(at, arg)

@@ -238,7 +238,8 @@ func TestDevices(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("ibv_devices %v lists\n%s\nwant\n%s", c.env, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 		}
-	} // A script written for rxe asks for rxe0 by name: found with the
+	}
+	// A script written for rxe asks for rxe0 by name: found with the
 	// prefix, not without (as on a machine with no such device).
 	out, stderr, code := run(t, []string{"ROCESIM_DEVICE_PREFIX=rxe"}, "ibv_devinfo", "-d", "rxe0")
 	if code != 0 || !strings.Contains(out, "hca_id:\trxe0") {

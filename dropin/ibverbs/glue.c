@@ -98,8 +98,7 @@ static void make_devices(void)
 		 * rxe0 for scripts written for rxe). */
 		d->node_type = IBV_NODE_CA;
 		d->transport_type = IBV_TRANSPORT_IB;
-		if (!rs_device_name(i, d->name, sizeof(d->name)))
-			snprintf(d->name, sizeof(d->name), "rocesim%d", i);
+		rs_device_name(i, d->name, sizeof(d->name));
 		snprintf(d->dev_name, sizeof(d->dev_name), "uverbs%d", i);
 		snprintf(d->dev_path, sizeof(d->dev_path),
 			 "/sys/class/infiniband_verbs/uverbs%d", i);

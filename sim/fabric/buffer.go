@@ -203,6 +203,9 @@ func (p *bufPool) get(n int) *frameBuf {
 
 func (p *bufPool) at(id int32) *frameBuf { return &p.chunks[id>>chunkShift].bufs[id&(chunkSize-1)] }
 
+// addrOf is the address of buffer id's record, for a prefetch hint.
+func (p *bufPool) addrOf(id int32) uintptr { return uintptr(unsafe.Pointer(p.at(id))) }
+
 func (p *bufPool) text(id int32) *frameText {
 	return &p.chunks[id>>chunkShift].texts[id&(chunkSize-1)]
 }

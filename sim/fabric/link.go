@@ -2,10 +2,8 @@ package fabric
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/rocesim/rocesim/internal/prefetch"
-
 	"github.com/rocesim/rocesim/sim"
 )
 
@@ -336,11 +334,11 @@ func (d *direction) Prefetch(ev uint64) {
 	switch ev {
 	case evTxDone:
 		if id, ok := d.queue.peek(); ok {
-			prefetch.Lines(uintptr(unsafe.Pointer(d.f.pool.at(id))), 1)
+			prefetch.Lines(d.f.pool.addrOf(id), 1)
 		}
 	case evArrive:
 		if fl, ok := d.flight.peek(); ok {
-			prefetch.Lines(uintptr(unsafe.Pointer(d.f.pool.at(fl.id))), 1)
+			prefetch.Lines(d.f.pool.addrOf(fl.id), 1)
 			if d.sw == nil {
 				prefetch.Lines(fl.data, 128)
 			}

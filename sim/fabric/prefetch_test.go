@@ -14,7 +14,8 @@ import (
 // prefetch hint (40 nodes on one switch; sim.Scheduler.SetPrefetch) turns
 // it on, a small one does not, and the hint changes nothing a user sees:
 // every frame arrives with the same bytes at the same time with it or
-// without it, through queues that hold several frames at once.
+// without it, through queues that hold several frames at once, and the
+// fabric's trace of every hop is the same text.
 func TestPrefetchChangesNothing(t *testing.T) {
 	const n = 40
 	run := func(hint bool) *world {
@@ -38,6 +39,8 @@ func TestPrefetchChangesNothing(t *testing.T) {
 	with, without := run(true), run(false)
 	assert.NotZero(t, with.sched.Hints(), "the links were asked for their next frames")
 	assert.Zero(t, without.sched.Hints())
+	require.NotEmpty(t, with.trace.Events())
+	assert.Equal(t, without.trace.Text(), with.trace.Text(), "the fabric's trace: every hop at the same time")
 	for i := range n {
 		assert.Len(t, with.sinks[i].frames, 3)
 		assert.Equal(t, without.sinks[i].frames, with.sinks[i].frames, "frames at n%d", i)
