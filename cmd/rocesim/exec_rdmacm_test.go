@@ -203,7 +203,7 @@ func rpingTimedFault(t *testing.T) []string {
 		[]string{"rping", "-s", "-v", "-C", "20"}, []string{"rping", "-c", "-a", "10.0.0.1", "-C", "20", "-v"})
 	for _, p := range []*execProc{srv, cli} {
 		out := p.stdout.String()
-		if !strings.Contains(out, "rdma-ping-19: ") || (p.code != 0 && !tooltest.RpingExitRace(out+p.stderr.String())) {
+		if !strings.Contains(out, "rdma-ping-19: ") || (p.code != 0 && !tooltest.RpingExitRace(out+p.stderr.String(), p.code)) {
 			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, p.code, out, p.stderr.String())
 		}
 	}
@@ -268,7 +268,7 @@ func execRpingAt(t *testing.T, server, client string, opts ...string) {
 			}
 		}
 		code := c.p.code
-		if code != 0 && !t.Failed() && tooltest.RpingExitRace(out+c.p.stderr.String()) {
+		if code != 0 && !t.Failed() && tooltest.RpingExitRace(out+c.p.stderr.String(), code) {
 			t.Logf("%v: rping's own exit race (its CM thread came back for an event after the main thread destroyed the channel), every ping done: exit %d",
 				c.p.cmd.Args, code)
 			code = 0
