@@ -72,6 +72,9 @@
 // it are the same. A thread that runs on (it computes, or spins on
 // memory, with verb calls between or not) holds a waiting thread back
 // for 10 ms of its CPU time at most, then the wait moves time one step.
+// The library's own threads (the Go runtime's, which run when its
+// collector pleases) are never the program's: the library notes each one
+// it makes (ownthreads.c).
 //
 // # On a fabric: two programs, two processes
 //

@@ -9,8 +9,12 @@ package main
 
 /*
 #cgo CFLAGS: -std=gnu11 -Wall -Werror
+// The Go runtime's calls of pthread_create, and only those, reach
+// ownthreads.c, which notes the threads the library makes.
+#cgo LDFLAGS: -Wl,--wrap=pthread_create
 #include <stdlib.h>
 #include "glue.h"
+#include "ownthreads.h"
 
 static inline void *rs_ptr(uint64_t a) { return (void *)(uintptr_t)a; }
 
@@ -35,6 +39,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -66,6 +71,7 @@ func lock() *process {
 		}
 		proc.threads.self = func() int32 { return int32(C.rs_tid()) }
 		proc.threads.inside = (*int32)(unsafe.Pointer(&C.rs_inside))
+		proc.threads.own = ownTIDs
 		if proc.cfg.IdleWake > 0 {
 			go proc.idleLoop(proc.cfg.IdleWake, time.Sleep)
 		}
@@ -75,6 +81,30 @@ func lock() *process {
 }
 
 func errC(e syscall.Errno) C.int { return C.int(e) }
+
+// ownTIDs appends to buf the TIDs of the threads the library made
+// (ownthreads.c) and returns it. A thread being made shows in /proc
+// before its note: it first waits for the makings in progress to end,
+// at most ownWait (a maker waits only for its thread's first steps).
+func ownTIDs(buf []int32) []int32 {
+	making := (*int32)(unsafe.Pointer(&C.rs_own_making))
+	if atomic.LoadInt32(making) > 0 {
+		for end := time.Now().Add(ownWait); atomic.LoadInt32(making) > 0 && time.Now().Before(end); {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	tids := (*[C.RS_OWN_MAX]int32)(unsafe.Pointer(&C.rs_own_tids))
+	n := min(int(atomic.LoadInt32((*int32)(unsafe.Pointer(&C.rs_own_count)))), len(tids))
+	for i := range n {
+		if tid := atomic.LoadInt32(&tids[i]); tid != 0 {
+			buf = append(buf, tid)
+		}
+	}
+	return buf
+}
+
+// ownWait bounds ownTIDs' wait for a thread being made.
+const ownWait = 10 * time.Millisecond
 
 //export rs_device_count
 func rs_device_count() C.int {

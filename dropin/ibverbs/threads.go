@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -139,6 +140,12 @@ type threadWatch struct {
 	// a test replaces it; nil: only the threads that called are looked
 	// at).
 	list func() []int32
+	// own appends to buf the TIDs of the threads the library itself
+	// made (the Go runtime's: ownthreads.c) and returns it; nil: none
+	// known. They are never the program's: youngRunning and idleBusy
+	// leave them out. ownBuf is its room.
+	own    func(buf []int32) []int32
+	ownBuf []int32
 	// tasks are the threads of the process as last listed, when each
 	// first showed (youngRunning); tasksNext is the next list's room.
 	tasks, tasksNext []taskSeen
@@ -318,9 +325,19 @@ func (w *threadWatch) othersRunning() bool {
 // (rping's server makes its CQ thread before rdma_accept; on a loaded
 // machine a completion came before that thread had run, and the CM
 // thread's wait let the clock run to the fault plan's next event).
-// Older threads that never call are the Go runtime's or the program's
-// own business.
+// Older threads that never call are the program's own business; the
+// Go runtime's threads, young or old, are never looked at (w.own).
 const youngFor = 100 * time.Millisecond
+
+// ownThreads returns the TIDs of the library's own threads (w.own), in
+// w.ownBuf.
+func (w *threadWatch) ownThreads() []int32 {
+	if w.own == nil {
+		return nil
+	}
+	w.ownBuf = w.own(w.ownBuf[:0])
+	return w.ownBuf
+}
 
 // taskSeen is a thread of the process as the watch first saw it.
 type taskSeen struct {
@@ -341,7 +358,11 @@ func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	now := w.now()
 	next := w.tasksNext[:0]
 	busy := false
+	own := w.ownThreads()
 	for _, tid := range w.list() {
+		if slices.Contains(own, tid) {
+			continue
+		}
 		i := 0
 		for i < len(w.tasks) && w.tasks[i].tid != tid {
 			i++
@@ -417,7 +438,7 @@ func (w *threadWatch) idleQuiet() { w.idleCPU = w.idleCPU[:0] }
 // have called the library: a thread just created, on its way to its
 // first call, is one of those a loaded machine has not run (rping's CM
 // thread, while its main thread waits on a semaphore). The idle wake's
-// own thread (me) is left out.
+// own thread (me) and the library's other threads (w.own) are left out.
 func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 	if w.programInside() {
 		return true
@@ -426,8 +447,9 @@ func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 		return false
 	}
 	busy := false
+	own := w.ownThreads()
 	for _, tid := range w.list() {
-		if tid == me {
+		if tid == me || slices.Contains(own, tid) {
 			continue
 		}
 		st, ok := w.read(tid)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -238,6 +239,28 @@ func TestThreadWatch(t *testing.T) {
 			t.Errorf("held by a thread that never called the library, %v after it showed: %v", youngFor, w)
 		}
 	})
+	t.Run("the library's own threads", func(t *testing.T) {
+		// The Go runtime's threads, young and running (the collector's
+		// workers at start-up), are not the program's: a poll moves
+		// time, and the idle wake acts, whatever they do.
+		f, w := setup()
+		f.inside = 0
+		const gc = 13
+		f.states[gc] = threadState{running: true, cpu: time.Millisecond}
+		w.list = func() []int32 { return []int32{main, cm, gc} }
+		w.own = func(buf []int32) []int32 { return append(buf, gc) }
+		if w.othersRunning() {
+			t.Errorf("held by a young thread of the library's own: %v", w)
+		}
+		w.idleQuiet()
+		if w.idleBusy(time.Millisecond, 99) {
+			t.Errorf("no idle wake while a thread of the library's own runs")
+		}
+		w.own = nil
+		if !w.othersRunning() {
+			t.Errorf("a young running thread not the library's did not hold: %v", w)
+		}
+	})
 	t.Run("settled", func(t *testing.T) {
 		_, w := setup()
 		if w.settled() {
@@ -335,6 +358,47 @@ func TestProcThread(t *testing.T) {
 	if _, ok := procThread(1 << 30); ok {
 		t.Error("a TID that does not exist read as a thread")
 	}
+}
+
+// TestOwnThreads: every thread the Go runtime makes is noted as the
+// library's own (ownthreads.c), the new ones too, and nothing else is:
+// in the test's process (linked as the library is) that is every thread
+// but the first, which the kernel made.
+func TestOwnThreads(t *testing.T) {
+	// More threads: each goroutine holds one while it blocks in read(2)
+	// (one may be the first thread, which runs goroutines too).
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	const more = 4
+	tids := make(chan int32)
+	for range more {
+		go func() {
+			runtime.LockOSThread()
+			tids <- int32(unix.Gettid())
+			var b [1]byte
+			unix.Read(p[0], b[:])
+		}()
+	}
+	made := map[int32]bool{}
+	for range more {
+		made[<-tids] = true
+	}
+	own := ownTIDs(nil)
+	for tid := range made {
+		if tid != int32(os.Getpid()) && !slices.Contains(own, tid) {
+			t.Errorf("thread %d, made for a locked goroutine, is not noted as the library's: %v", tid, own)
+		}
+	}
+	for _, tid := range listTasks() {
+		if first := tid == int32(os.Getpid()); first == slices.Contains(own, tid) {
+			t.Errorf("thread %d (the process's first: %v) noted %v: %v", tid, first, !first, own)
+		}
+	}
+	unix.Write(p[1], make([]byte, more))
 }
 
 // TestCallsCounted: every export the C glue calls is counted while it
