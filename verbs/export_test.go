@@ -2,6 +2,8 @@ package verbs
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/rocesim/rocesim/wire"
 )
@@ -11,10 +13,35 @@ import (
 func (w *World) WatchBySend() bool { return w.watch.bySend }
 
 // WatchState is the stall watch's records as text, to compare two runs
-// of one workload: for tests.
+// of one workload: for tests. Each flow is named as "from:F to:T
+// destQPN:Q ", found through its destination's chain (byDest, reqIdx),
+// whether or not it has resent (its reqFlow is made at its first).
 func (w *World) WatchState() string {
-	return fmt.Sprintf("reqs %+v\nhot %+v\nrnrs %+v", w.watch.reqs, w.watch.hot, w.watch.rnrs)
+	sw := &w.watch
+	named := make([]string, len(sw.hot))
+	chain := func(to int32, qpn uint32, head int32) {
+		for j := head; j >= 0; j = sw.hot[j].sibling {
+			named[j] = fmt.Sprintf("from:%d to:%d destQPN:%d ", sw.hot[j].from, to, qpn)
+		}
+	}
+	for h, t := range sw.byDest {
+		for qpn, v := range t {
+			if v != 0 {
+				chain(int32(h), uint32(qpn), v-1)
+			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(sw.reqIdx))
+	for _, k := range keys {
+		chain(int32(k>>32), uint32(k), sw.reqIdx[k])
+	}
+	return fmt.Sprintf("flows %q\nreqs %+v\nhot %+v\nslow %v\nrnrs %+v", named, sw.reqs, sw.hot, sw.slow, sw.rnrs)
 }
+
+// WatchRecords returns how many flows the stall watch follows and how
+// many of them have a record of their rounds (those that resent): for
+// tests.
+func (w *World) WatchRecords() (flows, records int) { return len(w.watch.hot), len(w.watch.reqs) }
 
 // RxErrors is the device's count of frames dropped as malformed, by
 // code (nic.Device.RxErrors): for tests.

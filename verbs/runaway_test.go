@@ -74,6 +74,32 @@ func TestSettledRunHasNoStalls(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Run())
 	assert.Empty(t, w.Stalls())
+	flows, records := w.WatchRecords()
+	assert.Equal(t, 1, flows, "the watch follows a's requests")
+	assert.Zero(t, records, "a flow that never resent keeps no record of its rounds")
+}
+
+// TestStallRecordMadeAtFirstResend: the one flow of two that resends gets
+// a record of its rounds, and the diagnosis names it.
+func TestStallRecordMadeAtFirstResend(t *testing.T) {
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, MaxEvents: 100000,
+		Plan: planOf(t, "drop src=a psn=101 tx=1\ndrop src=a psn=101 tx=2\ndrop src=a psn=101 tx=3\n")})
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostRecv([]verbs.RecvWR{recvWR(1, a)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 4096)}) // PSNs 100-103
+	require.NoError(t, err)
+	_, err = b.qp.PostSend([]verbs.SendWR{sendWR(3, b, 64)})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	flows, records := w.WatchRecords()
+	assert.Equal(t, [2]int{2, 1}, [2]int{flows, records}, "flows a->b and b->a; a record for a's alone")
+	st := w.Stalls()
+	require.Len(t, st, 1)
+	assert.Equal(t, "a", st[0].Host)
+	assert.Equal(t, wire.PSN(101), st[0].PSN)
+	assert.Equal(t, uint64(3), st[0].Retransmits, "%+v", st[0])
 }
 
 // TestProgressEvery65536Events: WorldConfig.Progress is told the virtual
