@@ -44,7 +44,7 @@ func main() {
 	var (
 		point   = flag.String("point", "", "run one point in this process and print it as JSON: alltoall:N, stream:M, switched:M or idle:N")
 		ns      = flag.String("n", "16,32,64,128,256,512,1024", "alltoall sizes (hosts)")
-		qps     = flag.String("qps", "1000,3162,10000,31623,100000,316228", "idle QP counts")
+		qps     = flag.String("qps", "1000,3162,10000,31623,100000,316228,1000000", "idle QP counts (rxe's max_qp, 1048560, bounds one device)")
 		streamM = flag.Int("stream", 100000, "WRITEs of the 2-node stream (0: none)")
 		switchM = flag.Int("switched", 100000, "WRITEs of the 2-node stream through one switch (0: none)")
 		svg     = flag.String("svg", "", "write the plot to this file")
