@@ -358,8 +358,9 @@ func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	now := w.now()
 	next := w.tasksNext[:0]
 	busy := false
-	own := w.ownThreads()
-	for _, tid := range w.list() {
+	tids := w.list()
+	own := w.ownThreads() // after the list: every thread in it was made, or is being made, by now
+	for _, tid := range tids {
 		if slices.Contains(own, tid) {
 			continue
 		}
@@ -447,8 +448,9 @@ func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 		return false
 	}
 	busy := false
-	own := w.ownThreads()
-	for _, tid := range w.list() {
+	tids := w.list()
+	own := w.ownThreads() // after the list, as in youngRunning
+	for _, tid := range tids {
 		if tid == me || slices.Contains(own, tid) {
 			continue
 		}

@@ -387,18 +387,55 @@ func TestOwnThreads(t *testing.T) {
 	for range more {
 		made[<-tids] = true
 	}
+	// The list first, then the notes, as the watch reads them: the
+	// runtime may make a thread between the two reads, and a thread
+	// made after the notes were read is not in them.
+	listed := listTasks()
 	own := ownTIDs(nil)
 	for tid := range made {
 		if tid != int32(os.Getpid()) && !slices.Contains(own, tid) {
 			t.Errorf("thread %d, made for a locked goroutine, is not noted as the library's: %v", tid, own)
 		}
 	}
-	for _, tid := range listTasks() {
+	for _, tid := range listed {
 		if first := tid == int32(os.Getpid()); first == slices.Contains(own, tid) {
 			t.Errorf("thread %d (the process's first: %v) noted %v: %v", tid, first, !first, own)
 		}
 	}
 	unix.Write(p[1], make([]byte, more))
+
+	// While the runtime keeps making threads (a goroutine that exits
+	// locked takes its thread with it), every look still finds each
+	// listed thread noted.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ended := make(chan struct{})
+			go func() {
+				runtime.LockOSThread() // never unlocked: the thread exits
+				close(ended)
+			}()
+			<-ended
+		}
+	}()
+	for range 200 {
+		listed := listTasks()
+		own := ownTIDs(nil)
+		for _, tid := range listed {
+			if tid != int32(os.Getpid()) && !slices.Contains(own, tid) {
+				t.Errorf("thread %d, listed while threads were being made, is not noted", tid)
+			}
+		}
+	}
+	close(stop)
+	<-done
 }
 
 // TestCallsCounted: every export the C glue calls is counted while it
