@@ -38,6 +38,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -83,25 +84,37 @@ func lock() *process {
 func errC(e syscall.Errno) C.int { return C.int(e) }
 
 // ownTIDs appends to buf the TIDs of the threads the library made
-// (ownthreads.c) and returns it. A thread being made shows in /proc
-// before its note: it first waits for the makings in progress to end,
-// at most ownWait (a maker waits only for its thread's first steps).
-func ownTIDs(buf []int32) []int32 {
+// (ownthreads.c), those exiting included, and returns it. listed is the
+// process's threads, read just before: a thread being made shows there
+// before its note, so ownTIDs first waits for the makings in progress to
+// end, at most ownWait (a maker waits only for its thread's first steps;
+// the caller holds the process lock meanwhile). A slot whose thread
+// exited (marked, and gone from listed) is freed for the next thread.
+func ownTIDs(buf, listed []int32) []int32 {
 	making := (*int32)(unsafe.Pointer(&C.rs_own_making))
 	if atomic.LoadInt32(making) > 0 {
 		for end := time.Now().Add(ownWait); atomic.LoadInt32(making) > 0 && time.Now().Before(end); {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
-	tids := (*[C.RS_OWN_MAX]int32)(unsafe.Pointer(&C.rs_own_tids))
-	n := min(int(atomic.LoadInt32((*int32)(unsafe.Pointer(&C.rs_own_count)))), len(tids))
-	for i := range n {
-		if tid := atomic.LoadInt32(&tids[i]); tid != 0 {
+	tids := (*[ownMax]int32)(unsafe.Pointer(&C.rs_own_tids))
+	for i := range tids {
+		tid := atomic.LoadInt32(&tids[i])
+		switch {
+		case tid > 0:
 			buf = append(buf, tid)
+		case tid < 0 && !slices.Contains(listed, -tid):
+			atomic.CompareAndSwapInt32(&tids[i], tid, 0) // it has exited
+		case tid < 0:
+			buf = append(buf, -tid) // exiting
 		}
 	}
 	return buf
 }
+
+// ownMax is how many of the library's threads can be noted at once
+// (ownthreads.h); a thread past it counts as the program's.
+const ownMax = C.RS_OWN_MAX
 
 // ownWait bounds ownTIDs' wait for a thread being made.
 const ownWait = 10 * time.Millisecond

@@ -26,14 +26,12 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ownthreads.h"
 
 int32_t rs_own_tids[RS_OWN_MAX];
-int32_t rs_own_count;
 int32_t rs_own_making;
 
 int __real_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
@@ -45,21 +43,51 @@ struct rs_own_start {
 	sem_t noted;
 };
 
+/* rs_own_note takes a free slot for tid; -1 if every slot is taken (the
+ * thread then counts as the program's, as every thread did before). */
+static int rs_own_note(int32_t tid)
+{
+	for (int i = 0; i < RS_OWN_MAX; i++) {
+		int32_t free_slot = 0;
+
+		if (__atomic_compare_exchange_n(&rs_own_tids[i], &free_slot, tid, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return i;
+	}
+	return -1;
+}
+
+/* rs_own_exit marks the thread's slot as its thread's last moments
+ * (-TID): it still shows in /proc while it exits, and must not pass for
+ * a young thread of the program then. The Go side frees the slot once
+ * the TID has left /proc (ownTIDs). It runs when the start routine
+ * returns, and on pthread_exit. */
+static void rs_own_exit(void *slot)
+{
+	int i = (int)(intptr_t)slot;
+
+	if (i >= 0)
+		__atomic_store_n(&rs_own_tids[i], -__atomic_load_n(&rs_own_tids[i], __ATOMIC_SEQ_CST),
+				 __ATOMIC_SEQ_CST);
+}
+
 /* rs_own_thread runs first in every thread the library makes: it notes
- * the thread's TID, lets its maker go on, and runs the thread's own
- * start routine. A note past RS_OWN_MAX is lost (the thread then counts
- * as the program's, as every thread did before). */
+ * the thread's TID, lets its maker go on (the maker's struct is not
+ * touched after sem_post), runs the thread's own start routine, and
+ * marks the note when that ends. */
 static void *rs_own_thread(void *p)
 {
 	struct rs_own_start *s = p;
 	void *(*start)(void *) = s->start;
 	void *arg = s->arg;
-	int32_t n = __atomic_fetch_add(&rs_own_count, 1, __ATOMIC_SEQ_CST);
+	void *ret;
+	int slot = rs_own_note((int32_t)syscall(SYS_gettid));
 
-	if (n < RS_OWN_MAX)
-		__atomic_store_n(&rs_own_tids[n], (int32_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	sem_post(&s->noted);
-	return start(arg);
+	pthread_cleanup_push(rs_own_exit, (void *)(intptr_t)slot);
+	ret = start(arg);
+	pthread_cleanup_pop(1);
+	return ret;
 }
 
 int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr,

@@ -8,10 +8,11 @@
 
 #define RS_OWN_MAX 256
 
-/* rs_own_tids[0 .. min(rs_own_count, RS_OWN_MAX)) are set, each once,
- * atomically; read them atomically. */
+/* rs_own_tids holds, in any order, the TID of each live thread the
+ * library made (> 0), of one that is exiting (< 0: -TID, freed by the Go
+ * side once gone from /proc), or 0 for a free slot; read and write them
+ * atomically. */
 extern int32_t rs_own_tids[RS_OWN_MAX];
-extern int32_t rs_own_count;
 /* Threads being made, not yet noted. */
 extern int32_t rs_own_making;
 

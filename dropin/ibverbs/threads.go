@@ -141,10 +141,11 @@ type threadWatch struct {
 	// at).
 	list func() []int32
 	// own appends to buf the TIDs of the threads the library itself
-	// made (the Go runtime's: ownthreads.c) and returns it; nil: none
-	// known. They are never the program's: youngRunning and idleBusy
-	// leave them out. ownBuf is its room.
-	own    func(buf []int32) []int32
+	// made (the Go runtime's: ownthreads.c) and returns it, given the
+	// process's threads as just listed; nil: none known. They are never
+	// the program's: youngRunning and idleBusy leave them out. ownBuf is
+	// its room.
+	own    func(buf, listed []int32) []int32
 	ownBuf []int32
 	// tasks are the threads of the process as last listed, when each
 	// first showed (youngRunning); tasksNext is the next list's room.
@@ -330,12 +331,13 @@ func (w *threadWatch) othersRunning() bool {
 const youngFor = 100 * time.Millisecond
 
 // ownThreads returns the TIDs of the library's own threads (w.own), in
-// w.ownBuf.
-func (w *threadWatch) ownThreads() []int32 {
+// w.ownBuf; listed is the process's threads, listed first (a thread
+// listed was made, or is being made, by the time the notes are read).
+func (w *threadWatch) ownThreads(listed []int32) []int32 {
 	if w.own == nil {
 		return nil
 	}
-	w.ownBuf = w.own(w.ownBuf[:0])
+	w.ownBuf = w.own(w.ownBuf[:0], listed)
 	return w.ownBuf
 }
 
@@ -359,7 +361,7 @@ func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	next := w.tasksNext[:0]
 	busy := false
 	tids := w.list()
-	own := w.ownThreads() // after the list: every thread in it was made, or is being made, by now
+	own := w.ownThreads(tids)
 	for _, tid := range tids {
 		if slices.Contains(own, tid) {
 			continue
@@ -449,7 +451,7 @@ func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 	}
 	busy := false
 	tids := w.list()
-	own := w.ownThreads() // after the list, as in youngRunning
+	own := w.ownThreads(tids)
 	for _, tid := range tids {
 		if tid == me || slices.Contains(own, tid) {
 			continue

@@ -248,7 +248,7 @@ func TestThreadWatch(t *testing.T) {
 		const gc = 13
 		f.states[gc] = threadState{running: true, cpu: time.Millisecond}
 		w.list = func() []int32 { return []int32{main, cm, gc} }
-		w.own = func(buf []int32) []int32 { return append(buf, gc) }
+		w.own = func(buf, _ []int32) []int32 { return append(buf, gc) }
 		if w.othersRunning() {
 			t.Errorf("held by a young thread of the library's own: %v", w)
 		}
@@ -363,7 +363,10 @@ func TestProcThread(t *testing.T) {
 // TestOwnThreads: every thread the Go runtime makes is noted as the
 // library's own (ownthreads.c), the new ones too, and nothing else is:
 // in the test's process (linked as the library is) that is every thread
-// but the first, which the kernel made.
+// but the first, which the kernel made. A thread that exits gives its
+// note back, so the notes last however many threads come and go; and
+// while the runtime makes threads, every look finds each listed thread
+// noted.
 func TestOwnThreads(t *testing.T) {
 	// More threads: each goroutine holds one while it blocks in read(2)
 	// (one may be the first thread, which runs goroutines too).
@@ -373,69 +376,87 @@ func TestOwnThreads(t *testing.T) {
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
-	const more = 4
-	tids := make(chan int32)
-	for range more {
+	blocked := func() int32 {
+		tid := make(chan int32)
 		go func() {
 			runtime.LockOSThread()
-			tids <- int32(unix.Gettid())
+			tid <- int32(unix.Gettid())
 			var b [1]byte
 			unix.Read(p[0], b[:])
 		}()
+		return <-tid
 	}
-	made := map[int32]bool{}
-	for range more {
-		made[<-tids] = true
-	}
-	// The list first, then the notes, as the watch reads them: the
-	// runtime may make a thread between the two reads, and a thread
-	// made after the notes were read is not in them.
-	listed := listTasks()
-	own := ownTIDs(nil)
-	for tid := range made {
-		if tid != int32(os.Getpid()) && !slices.Contains(own, tid) {
-			t.Errorf("thread %d, made for a locked goroutine, is not noted as the library's: %v", tid, own)
+	// look reads the threads as the watch does, the list first, then
+	// the notes (which frees the notes of threads gone from the list),
+	// and checks that every thread but the first is noted.
+	look := func(why string) []int32 {
+		t.Helper()
+		listed := listTasks()
+		own := ownTIDs(nil, listed)
+		for _, tid := range listed {
+			if first := tid == int32(os.Getpid()); first == slices.Contains(own, tid) {
+				t.Errorf("%s: thread %d (the process's first: %v) noted %v (%d noted)", why, tid, first, !first, len(own))
+			}
 		}
+		return own
 	}
-	for _, tid := range listed {
-		if first := tid == int32(os.Getpid()); first == slices.Contains(own, tid) {
-			t.Errorf("thread %d (the process's first: %v) noted %v: %v", tid, first, !first, own)
+	const more = 4
+	for range more {
+		if tid := blocked(); tid != int32(os.Getpid()) && !slices.Contains(look("blocked threads"), tid) {
+			t.Errorf("thread %d, made for a locked goroutine, is not noted", tid)
 		}
 	}
 	unix.Write(p[1], make([]byte, more))
 
-	// While the runtime keeps making threads (a goroutine that exits
-	// locked takes its thread with it), every look still finds each
-	// listed thread noted.
-	stop := make(chan struct{})
+	// exiting makes a thread that exits (a goroutine that ends locked
+	// takes its thread with it) and returns its TID.
+	exiting := func() int32 {
+		tid := make(chan int32)
+		go func() {
+			runtime.LockOSThread() // never unlocked
+			tid <- int32(unix.Gettid())
+		}()
+		return <-tid
+	}
+	// Three times as many threads as there are notes, one after
+	// another: each exits and is looked at gone. (A new goroutine may
+	// run on an idle thread rather than a new one, so the check that
+	// the notes were given back is the last part's: without it, its
+	// threads find every note taken.)
+	for i := range 3 * ownMax {
+		tid := exiting()
+		for end := time.Now().Add(5 * time.Second); slices.Contains(listTasks(), tid); time.Sleep(50 * time.Microsecond) {
+			if time.Now().After(end) {
+				t.Fatalf("thread %d (the %d-th made) still listed 5 s after its goroutine ended", tid, i+1)
+			}
+		}
+		look("threads coming and going")
+	}
+	if tid := blocked(); tid != int32(os.Getpid()) && !slices.Contains(look("after many threads"), tid) {
+		t.Errorf("thread %d, made after %d threads came and went, is not noted: the notes were not given back", tid, 3*ownMax)
+	}
+	unix.Write(p[1], []byte{1})
+
+	// Looks while the runtime makes threads (fewer than the notes, so
+	// that none is lost between two looks).
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ended := make(chan struct{})
-			go func() {
-				runtime.LockOSThread() // never unlocked: the thread exits
-				close(ended)
-			}()
-			<-ended
+		for range ownMax / 4 {
+			exiting()
 		}
 	}()
-	for range 200 {
-		listed := listTasks()
-		own := ownTIDs(nil)
-		for _, tid := range listed {
-			if tid != int32(os.Getpid()) && !slices.Contains(own, tid) {
-				t.Errorf("thread %d, listed while threads were being made, is not noted", tid)
+	for looks := 0; ; looks++ {
+		select {
+		case <-done:
+			if looks == 0 {
+				t.Error("no look while threads were being made")
 			}
+			return
+		default:
+			look("while threads were being made")
 		}
 	}
-	close(stop)
-	<-done
 }
 
 // TestCallsCounted: every export the C glue calls is counted while it
