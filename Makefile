@@ -91,7 +91,7 @@ swarm:
 swarm-merge:
 	$(GO) run ./tools/swarmmerge $(FILES)
 
-## scale: how cost grows with the world (not part of test; about 2 min, each point run three times, 2.1 GB at its largest point): the alltoall for N = 16 … 1024 hosts and 1k … 1M idle RC QPs, each point in its own process; prints wall and CPU time, packets/s, peak heap and RSS per point and the fitted growth exponents (must be <= 1.1) and what a dependent load to memory costs on the machine; draws docs/scale.svg
+## scale: how cost grows with the world (not part of test; about 2 min, each point run three times, 2.2 GB at its largest point): the alltoall for N = 16 … 1024 hosts and 1k … 1M idle RC QPs, each point in its own process; prints wall and CPU time, packets/s, peak heap and RSS per point and the fitted growth exponents (must be <= 1.1) and what a dependent load to memory costs on the machine; draws docs/scale.svg
 scale:
 	$(GO) build -o build/scale ./tools/scale
 	nice -n 10 build/scale -svg docs/scale.svg -md

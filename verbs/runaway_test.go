@@ -102,6 +102,32 @@ func TestStallRecordMadeAtFirstResend(t *testing.T) {
 	assert.Equal(t, uint64(3), st[0].Retransmits, "%+v", st[0])
 }
 
+// TestStallsInOrderFirstSeen: two flows that stall alike are named in
+// the order they were first seen, though the later one resent first (its
+// records are made in the order of the first resends).
+func TestStallsInOrderFirstSeen(t *testing.T) {
+	// a's one-packet SEND goes first and is resent at each ACK timeout;
+	// b's 4-packet SEND loses its second packet, which the NAK of the
+	// gap has resent at once.
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, MaxEvents: 100000,
+		Plan: planOf(t, "drop src=a psn=100 tx=1\ndrop src=a psn=100 tx=2\ndrop src=a psn=100 tx=3\n"+
+			"drop src=b psn=201 tx=1\ndrop src=b psn=201 tx=2\ndrop src=b psn=201 tx=3\n")})
+	_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+	require.NoError(t, err)
+	_, err = a.qp.PostRecv([]verbs.RecvWR{recvWR(1, a)})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 64)}) // PSN 100
+	require.NoError(t, err)
+	_, err = b.qp.PostSend([]verbs.SendWR{sendWR(3, b, 4096)}) // PSNs 200-203
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Contains(t, w.WatchState(), "slow [2 1]\n", "b's flow resent first, so its record came first")
+	st := w.Stalls()
+	require.Len(t, st, 2, "%+v", st)
+	assert.Equal(t, [2]string{"a", "b"}, [2]string{st[0].Host, st[1].Host}, "%+v", st)
+	assert.Equal(t, st[0].Retransmits, st[1].Retransmits, "%+v", st)
+}
+
 // TestProgressEvery65536Events: WorldConfig.Progress is told the virtual
 // time, events and frames every 65536 events of a run, deterministically
 // (the driver, not the world, decides whether to print).

@@ -18,7 +18,7 @@ import (
 
 // latencySizes are the working sets probed, in MiB: within a core's
 // second-level cache, past it, and about the N = 256 and N = 1024
-// alltoalls' heaps (0.3 and 2.4 GB).
+// alltoalls' heaps (0.3 and 2.0 GB).
 var latencySizes = []int{1, 8, 256, 1024}
 
 // missLatency returns the mean time of one dependent load over a working
