@@ -209,12 +209,14 @@ const stallLimitMax = 20 * time.Millisecond
 // anyway.
 //
 // A scenario that posts a burst (two sends or more by one node at one
-// instant, or one message longer than burstBytes) is held to
-// burstStallLimit as well: its story assumes the
-// whole burst leaves before any answer comes back, and a guest kept off
-// its CPU in the middle of the burst for longer than the round trip lets
-// the answers overtake the rest (atomic-multi-ack-loss in CI: a 3 ms
-// wait, and rxe retried from the first FAA after sending three).
+// instant, or one message of more than one packet) is held to
+// burstStallLimit as well: its story assumes the whole burst leaves
+// before any answer comes back, and a guest kept off its CPU in the
+// middle of the burst for longer than the round trip lets the answers
+// overtake the rest (atomic-multi-ack-loss in CI: a 3 ms wait, and rxe
+// retried from the first FAA after sending three; go-back-n in CI: a
+// 3 ms wait, and the sequence NAK of the lost 2nd packet came back
+// before rxe had sent the 4th, so it went back to the 2nd first).
 func StallLimit(p *scenario.Program) time.Duration {
 	limit := stallLimitMax
 	for _, n := range p.Nodes {
@@ -228,7 +230,7 @@ func StallLimit(p *scenario.Program) time.Duration {
 		if b.Kind != scenario.StepSend {
 			continue
 		}
-		if b.Len > burstBytes {
+		if b.Len > uint64(onePacket(p, b.Node)) {
 			return min(limit, burstStallLimit) // one message is a burst too
 		}
 		if a := &p.Steps[max(i-1, 0)]; i > 0 && a.Kind == scenario.StepSend && a.At == b.At && a.Node == b.Node {
@@ -238,14 +240,17 @@ func StallLimit(p *scenario.Program) time.Duration {
 	return limit
 }
 
-// burstBytes is the longest message that is not a burst of its own: 64
-// packets at the default link's path MTU (1024), the most rxe sends
-// before it asks for an ACK (RXE_MAX_PKT_PER_ACK); on a link with a
-// larger MTU a shorter message counts too, which costs only reruns. A longer one (unacked-window's 200
-// packets) has an ACK request inside it, whose answer a stall mid-message
-// lets overtake the rest (CI: rxe retried from the first packet after
-// 116, with a 4 ms wait under the 16.8 ms limit).
-const burstBytes = 64 * 1024
+// onePacket is the longest message node i sends in one packet: its QP's
+// path MTU, or 1024 (the port's active MTU on a link of the default IP
+// MTU 1500) where the scenario leaves it to the port. On a link of a
+// larger MTU a shorter message counts as a burst too, which costs only
+// reruns of runs that differed.
+func onePacket(p *scenario.Program, i int) int {
+	if i >= 0 && i < len(p.Nodes) && p.Nodes[i].QP.PathMTU > 0 {
+		return p.Nodes[i].QP.PathMTU
+	}
+	return 1024
+}
 
 // burstStallLimit bounds the stall limit of a scenario that posts a
 // burst: well above the rig's round trip between the guests (hundreds of

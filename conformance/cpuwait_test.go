@@ -62,12 +62,16 @@ func TestStallLimit(t *testing.T) {
 		{"qp a.q uc peer=b.q\nqp b.q uc\n", stallLimitMax}, // UC arms no ACK timer
 		// A burst: two sends by one node at one instant.
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 0 a.q send wr=2 op=write len=8\n", burstStallLimit},
-		// One message of 200 packets is a burst of its own.
+		// One message of 200 packets is a burst of its own; so is one of
+		// 4 (go-back-n), and one of 2 at a path MTU of 256; one of 1 is not.
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=204800\n", burstStallLimit},
+		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=send len=4096\n", burstStallLimit},
+		{"qp a.q rc peer=b.q timeout=14 mtu=256\nqp b.q rc\nat 0 a.q send wr=1 op=write len=512\n", burstStallLimit},
+		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=1024\n", 4096 * time.Nanosecond << 14 / 4},
 		// Two sends at different instants are no burst.
 		{"qp a.q rc peer=b.q timeout=14\nqp b.q rc\nat 0 a.q send wr=1 op=write len=8\nat 1ms a.q send wr=2 op=write len=8\n", 4096 * time.Nanosecond << 14 / 4},
 	} {
-		s, err := scenario.Parse("t", "scenario t\nnode a b\nlink a b\nmr a.buf size=64\nmr b.buf size=64\n"+c.qps)
+		s, err := scenario.Parse("t", "scenario t\nnode a b\nlink a b\nmr a.buf size=204800\nmr b.buf size=204800\n"+c.qps)
 		if err != nil {
 			t.Fatal(err)
 		}
