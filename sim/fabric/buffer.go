@@ -252,10 +252,15 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 }
 
 // fifo is a queue (of buffer ids, or of frames in flight) that reuses
-// its storage.
+// its storage. It keeps a copy of its oldest entry beside its header
+// (first), so that peek reads no storage: a link direction's prefetch
+// hint peeks at its next frame, and in a large world the direction's
+// storage is one more cold line on that hint's path, behind the
+// direction's own (issue 20).
 type fifo[T any] struct {
 	buf        []T
 	head, size int
+	first      T // buf[head] while size > 0
 }
 
 func (q *fifo[T]) push(v T) {
@@ -267,6 +272,9 @@ func (q *fifo[T]) push(v T) {
 		q.buf, q.head = n, 0
 	}
 	q.buf[(q.head+q.size)%len(q.buf)] = v
+	if q.size == 0 {
+		q.first = v
+	}
 	q.size++
 }
 
@@ -276,7 +284,7 @@ func (q *fifo[T]) peek() (T, bool) {
 		var zero T
 		return zero, false
 	}
-	return q.buf[q.head], true
+	return q.first, true
 }
 
 func (q *fifo[T]) pop() (T, bool) {
@@ -284,9 +292,12 @@ func (q *fifo[T]) pop() (T, bool) {
 		var zero T
 		return zero, false
 	}
-	v := q.buf[q.head]
+	v := q.first
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
+	if q.size > 0 {
+		q.first = q.buf[q.head]
+	}
 	return v, true
 }
 

@@ -40,3 +40,41 @@ func TestFrameBufOneLine(t *testing.T) {
 		t.Fatalf("frameBuf is %d bytes, not 64", s)
 	}
 }
+
+// TestFifo: the queue gives back what was pushed, oldest first, through
+// growth and wrap-around, and peek (which reads the copy of the oldest
+// entry kept beside the header) always agrees with the next pop.
+func TestFifo(t *testing.T) {
+	var q fifo[int32]
+	var ref []int32
+	next := int32(0)
+	rng := uint32(1)
+	for step := range 10000 {
+		rng = rng*1664525 + 1013904223
+		if rng>>28 < 9 { // push a little more often than pop: the queue grows, empties, grows
+			q.push(next)
+			ref = append(ref, next)
+			next++
+		} else {
+			v, ok := q.pop()
+			if ok != (len(ref) > 0) || ok && v != ref[0] {
+				t.Fatalf("step %d: pop = %d, %v; want %v", step, v, ok, ref)
+			}
+			if ok {
+				ref = ref[1:]
+			}
+		}
+		v, ok := q.peek()
+		if ok != (len(ref) > 0) || ok && v != ref[0] || q.size != len(ref) {
+			t.Fatalf("step %d: peek = %d, %v, size %d; want the head of %d entries", step, v, ok, q.size, len(ref))
+		}
+	}
+	for _, want := range ref {
+		if v, ok := q.pop(); !ok || v != want {
+			t.Fatalf("draining: pop = %d, %v; want %d", v, ok, want)
+		}
+	}
+	if _, ok := q.peek(); ok {
+		t.Fatal("peek found an entry in the drained queue")
+	}
+}
