@@ -72,7 +72,7 @@ func lock() *process {
 		}
 		proc.threads.self = func() int32 { return int32(C.rs_tid()) }
 		proc.threads.inside = (*int32)(unsafe.Pointer(&C.rs_inside))
-		proc.threads.own = ownTIDs
+		proc.threads.list = programThreads
 		if proc.cfg.IdleWake > 0 {
 			go proc.idleLoop(proc.cfg.IdleWake, time.Sleep)
 		}
@@ -82,6 +82,17 @@ func lock() *process {
 }
 
 func errC(e syscall.Errno) C.int { return C.int(e) }
+
+// programThreads lists the process's threads but those the library made
+// (ownthreads.c): the Go runtime's threads, which run when its collector
+// pleases, are never the program's, young or not. The process's list is
+// read first, the notes after: a thread listed was made, or is being
+// made, by then.
+func programThreads() []int32 {
+	tids := listTasks()
+	own := ownTIDs(nil, tids)
+	return slices.DeleteFunc(tids, func(tid int32) bool { return slices.Contains(own, tid) })
+}
 
 // ownTIDs appends to buf the TIDs of the threads the library made
 // (ownthreads.c), those exiting included, and returns it. listed is the

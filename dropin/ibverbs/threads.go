@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -136,17 +135,11 @@ type threadWatch struct {
 	// now is the wall clock (time.Now unless a test replaces it).
 	now     func() time.Time
 	threads []progThread
-	// list returns the TIDs of the process's threads (listTasks unless
-	// a test replaces it; nil: only the threads that called are looked
-	// at).
+	// list returns the TIDs of the process's threads but the library's
+	// own (programThreads, or listTasks in a process without the C side,
+	// unless a test replaces it; nil: only the threads that called are
+	// looked at).
 	list func() []int32
-	// own appends to buf the TIDs of the threads the library itself
-	// made (the Go runtime's: ownthreads.c) and returns it, given the
-	// process's threads as just listed; nil: none known. They are never
-	// the program's: youngRunning and idleBusy leave them out. ownBuf is
-	// its room.
-	own    func(buf, listed []int32) []int32
-	ownBuf []int32
 	// tasks are the threads of the process as last listed, when each
 	// first showed (youngRunning); tasksNext is the next list's room.
 	tasks, tasksNext []taskSeen
@@ -327,19 +320,9 @@ func (w *threadWatch) othersRunning() bool {
 // machine a completion came before that thread had run, and the CM
 // thread's wait let the clock run to the fault plan's next event).
 // Older threads that never call are the program's own business; the
-// Go runtime's threads, young or old, are never looked at (w.own).
+// Go runtime's threads, young or old, are not in the list
+// (programThreads).
 const youngFor = 100 * time.Millisecond
-
-// ownThreads returns the TIDs of the library's own threads (w.own), in
-// w.ownBuf; listed is the process's threads, listed first (a thread
-// listed was made, or is being made, by the time the notes are read).
-func (w *threadWatch) ownThreads(listed []int32) []int32 {
-	if w.own == nil {
-		return nil
-	}
-	w.ownBuf = w.own(w.ownBuf[:0], listed)
-	return w.ownBuf
-}
 
 // taskSeen is a thread of the process as the watch first saw it.
 type taskSeen struct {
@@ -360,12 +343,7 @@ func (w *threadWatch) youngRunning(me int32, key time.Time) bool {
 	now := w.now()
 	next := w.tasksNext[:0]
 	busy := false
-	tids := w.list()
-	own := w.ownThreads(tids)
-	for _, tid := range tids {
-		if slices.Contains(own, tid) {
-			continue
-		}
+	for _, tid := range w.list() {
 		i := 0
 		for i < len(w.tasks) && w.tasks[i].tid != tid {
 			i++
@@ -441,7 +419,8 @@ func (w *threadWatch) idleQuiet() { w.idleCPU = w.idleCPU[:0] }
 // have called the library: a thread just created, on its way to its
 // first call, is one of those a loaded machine has not run (rping's CM
 // thread, while its main thread waits on a semaphore). The idle wake's
-// own thread (me) and the library's other threads (w.own) are left out.
+// own thread (me) is left out, as the list leaves out the library's
+// other threads (programThreads).
 func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 	if w.programInside() {
 		return true
@@ -450,10 +429,8 @@ func (w *threadWatch) idleBusy(grace time.Duration, me int32) bool {
 		return false
 	}
 	busy := false
-	tids := w.list()
-	own := w.ownThreads(tids)
-	for _, tid := range tids {
-		if tid == me || slices.Contains(own, tid) {
+	for _, tid := range w.list() {
+		if tid == me {
 			continue
 		}
 		st, ok := w.read(tid)

@@ -239,28 +239,6 @@ func TestThreadWatch(t *testing.T) {
 			t.Errorf("held by a thread that never called the library, %v after it showed: %v", youngFor, w)
 		}
 	})
-	t.Run("the library's own threads", func(t *testing.T) {
-		// The Go runtime's threads, young and running (the collector's
-		// workers at start-up), are not the program's: a poll moves
-		// time, and the idle wake acts, whatever they do.
-		f, w := setup()
-		f.inside = 0
-		const gc = 13
-		f.states[gc] = threadState{running: true, cpu: time.Millisecond}
-		w.list = func() []int32 { return []int32{main, cm, gc} }
-		w.own = func(buf, _ []int32) []int32 { return append(buf, gc) }
-		if w.othersRunning() {
-			t.Errorf("held by a young thread of the library's own: %v", w)
-		}
-		w.idleQuiet()
-		if w.idleBusy(time.Millisecond, 99) {
-			t.Errorf("no idle wake while a thread of the library's own runs")
-		}
-		w.own = nil
-		if !w.othersRunning() {
-			t.Errorf("a young running thread not the library's did not hold: %v", w)
-		}
-	})
 	t.Run("settled", func(t *testing.T) {
 		_, w := setup()
 		if w.settled() {
@@ -363,7 +341,8 @@ func TestProcThread(t *testing.T) {
 // TestOwnThreads: every thread the Go runtime makes is noted as the
 // library's own (ownthreads.c), the new ones too, and nothing else is:
 // in the test's process (linked as the library is) that is every thread
-// but the first, which the kernel made. A thread that exits gives its
+// but the first, which the kernel made, and the first is all the watch
+// lists as the program's (programThreads). A thread that exits gives its
 // note back, so the notes last however many threads come and go; and
 // while the runtime makes threads, every look finds each listed thread
 // noted.
@@ -386,9 +365,10 @@ func TestOwnThreads(t *testing.T) {
 		}()
 		return <-tid
 	}
-	// look reads the threads as the watch does, the list first, then
-	// the notes (which frees the notes of threads gone from the list),
-	// and checks that every thread but the first is noted.
+	// look reads the threads as programThreads does, the list first,
+	// then the notes (which frees the notes of threads gone from the
+	// list), and checks that every thread but the first is noted; and
+	// that programThreads, the watch's list, is the first thread alone.
 	look := func(why string) []int32 {
 		t.Helper()
 		listed := listTasks()
@@ -397,6 +377,9 @@ func TestOwnThreads(t *testing.T) {
 			if first := tid == int32(os.Getpid()); first == slices.Contains(own, tid) {
 				t.Errorf("%s: thread %d (the process's first: %v) noted %v (%d noted)", why, tid, first, !first, len(own))
 			}
+		}
+		if prog := programThreads(); !slices.Equal(prog, []int32{int32(os.Getpid())}) {
+			t.Errorf("%s: the program's threads are %v, want the first alone (%d)", why, prog, os.Getpid())
 		}
 		return own
 	}
