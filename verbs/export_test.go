@@ -2,8 +2,6 @@ package verbs
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/rocesim/rocesim/wire"
 )
@@ -31,9 +29,8 @@ func (w *World) WatchState() string {
 			}
 		}
 	}
-	keys := slices.Sorted(maps.Keys(sw.reqIdx))
-	for _, k := range keys {
-		chain(int32(k>>32), uint32(k), sw.reqIdx[k])
+	for k, head := range sw.reqIdx { // each flow's name goes to its own index: any order
+		chain(int32(k>>32), uint32(k), head)
 	}
 	return fmt.Sprintf("flows %q\nreqs %+v\nhot %+v\nslow %v\nrnrs %+v", named, sw.reqs, sw.hot, sw.slow, sw.rnrs)
 }

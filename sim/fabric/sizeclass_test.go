@@ -42,16 +42,24 @@ func TestFrameBufOneLine(t *testing.T) {
 }
 
 // TestFifo: the queue gives back what was pushed, oldest first, through
-// growth and wrap-around, and peek (which reads the copy of the oldest
-// entry kept beside the header) always agrees with the next pop.
+// growth, wrap-around and emptying, and peek (which reads the copy of the
+// oldest entry kept beside the header) always agrees with the next pop.
 func TestFifo(t *testing.T) {
 	var q fifo[int32]
 	var ref []int32
 	next := int32(0)
 	rng := uint32(1)
+	empties := 0
 	for step := range 10000 {
 		rng = rng*1664525 + 1013904223
-		if rng>>28 < 9 { // push a little more often than pop: the queue grows, empties, grows
+		// Phases of 500 steps: pushes three times in four, then pops
+		// three times in four, so the queue grows (and its storage
+		// with it), wraps, and empties again and again.
+		push := rng>>30 < 3
+		if step/500%2 == 1 {
+			push = !push
+		}
+		if push {
 			q.push(next)
 			ref = append(ref, next)
 			next++
@@ -62,6 +70,9 @@ func TestFifo(t *testing.T) {
 			}
 			if ok {
 				ref = ref[1:]
+				if len(ref) == 0 {
+					empties++
+				}
 			}
 		}
 		v, ok := q.peek()
@@ -76,5 +87,8 @@ func TestFifo(t *testing.T) {
 	}
 	if _, ok := q.peek(); ok {
 		t.Fatal("peek found an entry in the drained queue")
+	}
+	if empties < 5 {
+		t.Errorf("the queue emptied %d times: the test no longer exercises emptying", empties)
 	}
 }

@@ -7,8 +7,8 @@
 // the fitted growth exponents, each held to 1.1 but those of wall time
 // (reported: on a shared machine they also measure the neighbours), and
 // what a dependent load to memory costs on this machine at a few
-// working-set sizes (latency.go; -latency=false leaves it out). -svg draws the curves, -md prints the table in the
-// README's form.
+// working-set sizes (latency.go; -latency=false leaves it out). -svg
+// draws the curves, -md prints the table in the README's form.
 //
 // Each point runs in a child process of its own (the same binary with
 // -point), so that its peak RSS is its own and a point that runs away is
@@ -217,7 +217,7 @@ func split(s string) []string {
 // is visited once per message among hundreds of megabytes, and on 4 KiB
 // pages each visit walks the page tables too (README, "Scale"). The size
 // is address space, not memory: the peak live heap with the collector's
-// headroom (the table's peak heap is 2.2–4.4 KiB per alltoall QP, 0.8 KiB
+// headroom (the table's peak heap is 2–4 KiB per alltoall QP, 0.8 KiB
 // per idle QP; the collector lets the heap grow to about twice the live
 // one between cycles), at least 64 MiB. At most 4 GiB: until the
 // scavenger returns it, the freed block counts against the point's
