@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+	"unsafe"
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/wire"
@@ -75,6 +76,12 @@ type Config struct {
 	// N entries rather than giving each device N (issue 20: no O(N²)
 	// neighbour tables). It must answer the same for a GID every time.
 	Neighbours func(gid netip.Addr) (wire.MAC, bool)
+	// PeerHint, if set, is asked when an RC or UC QP is connected
+	// (modify_qp to RTR) for the hint of its destination, QP qpn at GID
+	// gid (that device's QPHint; zero if it does not know): every frame
+	// the QP sends then carries it (OutFrame.Hint). A wrong or stale
+	// answer changes nothing but speed.
+	PeerHint func(gid netip.Addr, qpn uint32) Hint
 }
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
@@ -556,3 +563,25 @@ func (e *Error) Error() string { return e.Msg + " (" + e.Errno.Error() + ")" }
 
 // Unwrap returns the errno.
 func (e *Error) Unwrap() error { return e.Errno }
+
+// Hint names memory the device will read first for a frame it receives
+// (Addr, Len bytes): a driver passes it on with the frame, for the
+// receiving end to ask the CPU for before the frame arrives
+// (fabric.Hint). An address, not a pointer: holding one keeps nothing
+// alive, and nothing ever reads through it.
+type Hint struct {
+	Addr uintptr
+	Len  uint32
+}
+
+// QPHint is the hint for a frame to QP qpn (zero if there is none): the
+// QP's own memory, which the receive path reads first after the frame's
+// headers, cold in a large world (issue 20: at N = 256 the alltoall
+// reaches each of 65,280 QPs once per message). A QP that connects to
+// qpn gets it through Config.PeerHint.
+func (d *Device) QPHint(qpn uint32) Hint {
+	if qp := d.qpByNum(qpn); qp != nil {
+		return Hint{Addr: uintptr(unsafe.Pointer(qp)), Len: uint32(unsafe.Sizeof(*qp))}
+	}
+	return Hint{}
+}

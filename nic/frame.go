@@ -72,7 +72,7 @@ func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
 		// Frames are built from validated state; failing here is a bug.
 		panic("nic: building a frame: " + err.Error())
 	}
-	d.outbox.push(buf, n, note)
+	d.outbox.push(buf, n, note, qp.peer)
 	d.counters.Add(CounterSentPkts, 1)
 	if d.inflight.full() {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows

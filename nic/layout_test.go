@@ -57,8 +57,10 @@ func TestRetryBudgetCopies(t *testing.T) {
 
 // TestQPLinesPerMessage counts the cache lines of a QP, where the
 // allocator put it, that the fields a message reads on each side span:
-// six for the sender (post, send, completion: eight before the fields
-// were laid out by line) and five for the receiver of a WRITE. The plan
+// seven for the sender (post, send, completion: eight before the fields
+// were laid out by line, six before every frame carried its receiver's
+// hint, on the receiver's line) and five for the receiver of a WRITE,
+// which a hinted frame's receiver has asked for before it arrives. The plan
 // (see QP) counts on the Go runtime's 8-byte header before an object of
 // over 512 bytes with pointers; if that changes, this says so.
 func TestQPLinesPerMessage(t *testing.T) {
@@ -81,13 +83,14 @@ func TestQPLinesPerMessage(t *testing.T) {
 	mtu := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.PathMTU), 1)
 	dqpn := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.DestQPNum), 8) // and the access flags
 	grh := field(unsafe.Offsetof(qp.attr)+unsafe.Offsetof(a.AHAttr), unsafe.Sizeof(a.AHAttr.GRH))
-	sender := lines(header, typ, mtu, dqpn, grh,
+	peer := field(unsafe.Offsetof(qp.peer), unsafe.Sizeof(qp.peer)) // every frame's hint
+	sender := lines(header, typ, mtu, dqpn, grh, peer,
 		field(unsafe.Offsetof(qp.init), unsafe.Sizeof(qp.init)),
 		field(unsafe.Offsetof(qp.sq), unsafe.Sizeof(qp.sq)),
 		field(unsafe.Offsetof(qp.req), unsafe.Sizeof(qp.req)))
-	receiver := lines(header, typ, mtu, dqpn, grh,
+	receiver := lines(header, typ, mtu, dqpn, grh, peer,
 		field(unsafe.Offsetof(qp.pd), 8),
 		field(unsafe.Offsetof(qp.resp), unsafe.Sizeof(qp.resp)))
-	assert.Equal(t, 6, sender, "QP lines a sent message reads (QP at %#x)", base)
+	assert.Equal(t, 7, sender, "QP lines a sent message reads (QP at %#x)", base)
 	assert.Equal(t, 5, receiver, "QP lines a received WRITE reads (QP at %#x)", base)
 }

@@ -33,9 +33,12 @@ type QP struct {
 	//   - 120–248: the requester and completer's state;
 	//   - 248–376: init (type, caps, CQs) and the attributes, whose fields
 	//     every packet reads (path MTU, destination QPN, access flags and
-	//     GRH) end at 376: the sender's message touches lines 0–5 and no
-	//     other, the receiver's lines 0, 4, 5, 7 and 8 (responder).
-	// At 600 bytes the QP keeps its 640-byte slot.
+	//     GRH) end at 376;
+	//   - 448–464: the hint every frame carries to its receiver (peer),
+	//     then the responder: the sender's message touches lines 0–5 and
+	//     7, the receiver's lines 0, 4, 5, 7 and 8, which the receiver's
+	//     hint covers whole.
+	// At 616 bytes the QP keeps its 640-byte slot.
 	dev     *Device
 	num     uint32
 	slot    int32    // index of its entry in dev.timers, noSlot when no timer is set
@@ -53,6 +56,10 @@ type QP struct {
 
 	init QPInitAttr
 	attr QPAttr
+	// peer is the hint for the destination QP of an RC or UC QP, set
+	// when it is connected (Config.PeerHint): every frame it sends
+	// carries it. On the responder's line, which an ACK reads anyway.
+	peer Hint
 
 	resp responder
 	rq   ring[recvWQE]
@@ -497,6 +504,10 @@ func (d *Device) ModifyQP(now sim.Time, qp *QP, attr *QPAttr, mask QPAttrMask) e
 	if mask&QPAttrState != 0 {
 		d.transition(now, qp, next)
 	}
+	if d.cfg.PeerHint != nil && (qp.init.Type == QPTypeRC || qp.init.Type == QPTypeUC) &&
+		(mask&(QPAttrAV|QPAttrDestQPN) != 0 || mask&QPAttrState != 0 && next == QPStateRTR) {
+		qp.peer = d.cfg.PeerHint(qp.attr.AHAttr.GRH.DGID.Unmap(), qp.attr.DestQPNum)
+	}
 	return nil
 }
 
@@ -582,6 +593,7 @@ func (qp *QP) reset() {
 	qp.resp = responder{srqWQE: qp.resp.srqWQE}
 	c := qp.attr.Cap
 	qp.attr = QPAttr{Cap: c, PortNum: 1}
+	qp.peer = Hint{}
 }
 
 // toError moves the QP to ERR after a failure the device found itself

@@ -61,6 +61,9 @@ type Ready struct {
 type OutFrame struct {
 	Bytes []byte
 	Note  []byte
+	// Hint is the sending QP's hint for its destination (Config.PeerHint),
+	// zero for frames of other QPs.
+	Hint Hint
 }
 
 // Empty reports whether the batch has nothing to apply but its deadline.
@@ -107,9 +110,10 @@ func (o *outbox) buffer() []byte {
 	return make([]byte, maxFrameLen)
 }
 
-// push queues buf[:n] for sending with a copy of the note given.
-func (o *outbox) push(buf []byte, n int, note string) {
-	f := OutFrame{Bytes: buf[:n]}
+// push queues buf[:n] for sending with a copy of the note given and the
+// hint.
+func (o *outbox) push(buf []byte, n int, note string, hint Hint) {
+	f := OutFrame{Bytes: buf[:n], Hint: hint}
 	if note != "" {
 		// A frame noted earlier in the batch keeps the old storage if
 		// this append moves the notes: its bytes do not change.

@@ -114,6 +114,10 @@ type Cluster struct {
 	// stepEnd: the next RunTo finishes it before it starts another.
 	inStep  bool
 	stepEnd sim.Time
+	// stepping is set while the parts run a step, perhaps on several
+	// goroutines: a part then reads no other part's state (the hints of
+	// QPs connected meanwhile stay within their part: World.peerHint).
+	stepping bool
 	// progress is the event count at which Progress is called next.
 	progress uint64
 	// end is where the step being run stops; stepFn and resumeFn run
@@ -161,7 +165,8 @@ type crossing struct {
 	fault  string
 	// to is the node it was sent to, in the destination part
 	// (fabric.RemoteFrame.To), -1 for a group frame.
-	to int32
+	to   int32
+	hint fabric.Hint
 }
 
 // NewCluster returns an empty cluster at time 0.
@@ -316,7 +321,7 @@ func (c *Cluster) AddHostIn(part int, name string) (*Host, error) {
 		} else {
 			in = o.fab.AddNode(name, a.port())
 			in.SetElsewhere()
-			o.learn(gids, a.MAC)
+			o.learn(gids, a.MAC, h.dev, false)
 			o.addPeer(peer{name: name, node: in.Index(), gids: gids})
 			c.setHostAt(q, in.Index(), hi)
 		}
@@ -408,7 +413,7 @@ func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) 
 		addressee = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
 	}
 	m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, to: addressee})
+		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, to: addressee, hint: r.Hint})
 	m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
 	m.minAt = min(m.minAt, r.At)
 }
@@ -469,7 +474,9 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			// the program cuts a run into RunTo calls changes nothing.
 			full = c.stepEnd
 			c.end = min(full, t)
+			c.stepping = true
 			each(len(c.parts), c.resumeFn)
+			c.stepping = false
 		} else {
 			// The next step starts at the earliest event of any part
 			// or arrival of a frame waiting to cross.
@@ -483,6 +490,7 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			full = next.Add(c.lookahead - 1)
 			c.end = min(full, t)
 			c.gen ^= 1
+			c.stepping = true
 			if c.lastStep < c.eachAfter {
 				// A sparse stretch: waking goroutines for a step of
 				// a few events costs more than the events.
@@ -490,6 +498,7 @@ func (c *Cluster) RunTo(t sim.Time) error {
 			} else {
 				each(len(c.parts), c.stepFn)
 			}
+			c.stepping = false
 		}
 		fired := c.fired()
 		c.lastStep, c.firedBefore = fired-c.firedBefore, fired
@@ -566,7 +575,7 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 		m := &c.mail[c.gen^1][q]
 		for _, x := range m.to[p] {
 			end := x.off + x.n
-			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to}
+			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint}
 			if err := x.link.Deliver(0, r); err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.

@@ -66,7 +66,7 @@ type World struct {
 	sched *sim.Scheduler
 	fab   *fabric.Fabric
 	hosts []*Host
-	nbr   map[netip.Addr]wire.MAC // every host's GIDs (unmapped) -> its MAC; looked up only
+	nbr   map[netip.Addr]neighbour // every host's GIDs (unmapped) -> its MAC and device; looked up only
 	sw    *fabric.Switch
 	watch stallWatch
 	// part is, in a Cluster, 1 + the world's index among its parts (0:
@@ -104,7 +104,7 @@ func newWorld(cfg WorldConfig, faults string) *World {
 	if cfg.MaxEvents != 0 {
 		s.SetEventLimit(cfg.MaxEvents)
 	}
-	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]wire.MAC{}, watch: stallWatch{reqIdx: map[uint64]int32{}, rnrIdx: map[uint64]int32{},
+	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]neighbour{}, watch: stallWatch{reqIdx: map[uint64]int32{}, rnrIdx: map[uint64]int32{},
 		hostIx: map[string]int32{}}}
 	// The watch reads frames as hosts send them only where the fabric
 	// records them in that order (sentRing).
@@ -290,19 +290,43 @@ func (w *World) addPeer(p peer) int32 {
 // every device consults (nic.Config.Neighbours): one entry per GID in
 // the world, where giving every device every other's would make N² (no
 // ARP is simulated; each host knows every other's MAC).
-func (w *World) addNeighbours(h *Host) { w.learn(h.dev.GIDs(), h.dev.Config().MAC) }
+func (w *World) addNeighbours(h *Host) { w.learn(h.dev.GIDs(), h.dev.Config().MAC, h.dev, true) }
 
-// learn enters the GIDs gids, all at MAC mac, in the neighbour table.
-func (w *World) learn(gids []netip.Addr, mac wire.MAC) {
+// neighbour is an entry of the neighbour table: a GID's MAC, and the
+// device that holds the GID, for the hints of the QPs that connect to
+// it (peerHint). own: the device is this world's (in a cluster, not a
+// stand-in's host in another part).
+type neighbour struct {
+	mac wire.MAC
+	own bool
+	dev *nic.Device
+}
+
+// learn enters the GIDs gids, all at MAC mac on device dev, in the
+// neighbour table.
+func (w *World) learn(gids []netip.Addr, mac wire.MAC, dev *nic.Device, own bool) {
 	for _, g := range gids {
-		w.nbr[g.Unmap()] = mac
+		w.nbr[g.Unmap()] = neighbour{mac: mac, own: own, dev: dev}
 	}
 }
 
 // neighbour looks a GID up in the world's neighbour table.
 func (w *World) neighbour(gid netip.Addr) (wire.MAC, bool) {
-	m, ok := w.nbr[gid]
-	return m, ok
+	n, ok := w.nbr[gid]
+	return n.mac, ok
+}
+
+// peerHint is nic.Config.PeerHint: the hint of QP qpn on the device at
+// gid. In a cluster a part asks another part's device only while no
+// part runs (a verb between runs, on the program's goroutine); a QP
+// connected during a step, from an event, to a host of another part
+// goes without.
+func (w *World) peerHint(gid netip.Addr, qpn uint32) nic.Hint {
+	n, ok := w.nbr[gid]
+	if !ok || n.dev == nil || !n.own && w.cluster != nil && w.cluster.stepping {
+		return nic.Hint{}
+	}
+	return n.dev.QPHint(qpn)
 }
 
 // addHost makes a host and its device with the addresses a.
@@ -318,7 +342,7 @@ func (w *World) addHost(name string, a HostAddr, index int) *Host {
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6, Profile: w.cfg.Profile,
 		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(index)<<32,
-		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks, Neighbours: w.neighbour})
+		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks, Neighbours: w.neighbour, PeerHint: w.peerHint})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
 	h.node.SetTxDone(h.txDone)
@@ -495,7 +519,7 @@ func (h *Host) pump() {
 	for {
 		if full {
 			for _, f := range rd.Frames {
-				h.send(f.Bytes, f.Note)
+				h.send(f.Bytes, f.Note, f.Hint)
 			}
 			for _, e := range rd.Events {
 				h.events.push(e)
@@ -534,7 +558,7 @@ func (h *Host) pump() {
 // drops it, counted in Host.Unsent and traced, and the device is told it
 // has gone (its count of frames in the port would otherwise stall the
 // QP), never a panic.
-func (h *Host) send(frame, note []byte) {
+func (h *Host) send(frame, note []byte, hint nic.Hint) {
 	if h.dev.LoopsBack(frame) {
 		h.loopBack(frame)
 	}
@@ -547,7 +571,7 @@ func (h *Host) send(frame, note []byte) {
 	watched := h.w.watch.sending(h.ix, frame, h.w.cfg.Link.MTU)
 	// The device encoded the frame (wire.Encode), its ICRC with it: the
 	// receiving device may take that ICRC on trust (ReceiveSealed).
-	if err := h.node.SendSealed(0, frame, note); err != nil {
+	if err := h.node.SendHinted(0, frame, note, fabric.Hint(hint)); err != nil {
 		if watched {
 			h.w.watch.unsent(h.ix)
 		}

@@ -313,10 +313,37 @@ func (q *fifo[T]) pop() (T, bool) {
 type inFlight struct {
 	id, n  int32
 	dst    int32
+	hlen   uint32 // hint.Len, in what would be padding
 	arrive sim.Ticket
 	// data is the address of the frame's bytes (frameBuf.addr), for the
 	// hint alone: an address, not a pointer, keeps the ring free of
 	// pointers for the collector to scan and write barriers to guard
 	// (the buffer's storage lives as long as the pool).
 	data uintptr
+	hint uintptr // hint.Addr: a node's end asks for it too (see Hint)
+}
+
+// Hint names memory a frame's receiver will read first for it (Addr,
+// Len bytes): a NIC's sender knows the receiving QP, found once when it
+// was connected (nic.Device.QPHint), which the receiving NIC finds only
+// through the frame's headers and its own tables, each a cache miss in a
+// large world. The fabric asks the CPU for it while the event before the
+// frame's arrival runs (Scheduler.SetPrefetch), with the frame's
+// headers. A hint is only that: one that is stale or wrong, or zero,
+// changes nothing but speed, as prefetching never faults, and the
+// fabric never reads through it. It follows a frame across a switch and
+// between the parts of a cluster (RemoteFrame.Hint); a frame the fault
+// plan delays, holds back or copies goes on without it.
+type Hint struct {
+	Addr uintptr
+	Len  uint32
+}
+
+// hinted is the hint of the frame in flight.
+func (fl inFlight) hinted() Hint { return Hint{Addr: fl.hint, Len: fl.hlen} }
+
+// queued is a frame waiting in an egress queue, with its hint.
+type queued struct {
+	id   int32
+	hint Hint
 }

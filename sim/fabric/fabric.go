@@ -410,7 +410,7 @@ func (p *Port) String() string { return fmt.Sprintf("%s port %d", p.owner, p.ind
 // Toward a switch it goes out as every frame does, and the switch sends
 // it back down the same port.
 func (n *Node) Send(port int, frame, note []byte) error {
-	return n.send(port, frame, note, false)
+	return n.send(port, frame, note, false, Hint{})
 }
 
 // SendSealed is Send for a frame whose ICRC its sender vouches for: a NIC
@@ -419,10 +419,16 @@ func (n *Node) Send(port int, frame, note []byte) error {
 // frame that has crossed the fabric, gone cold in a large world), unless
 // a fault plan's rule changed its bytes on the way.
 func (n *Node) SendSealed(port int, frame, note []byte) error {
-	return n.send(port, frame, note, true)
+	return n.send(port, frame, note, true, Hint{})
 }
 
-func (n *Node) send(port int, frame, note []byte, sealed bool) error {
+// SendHinted is SendSealed with a hint for the frame's receiver: the
+// memory its Receiver will read first for this frame (Hint).
+func (n *Node) SendHinted(port int, frame, note []byte, h Hint) error {
+	return n.send(port, frame, note, true, h)
+}
+
+func (n *Node) send(port int, frame, note []byte, sealed bool, h Hint) error {
 	p := n.Port(port)
 	if p == nil {
 		return fmt.Errorf("%w: %s has no port %d", ErrNoPort, n.name, port)
@@ -454,7 +460,7 @@ func (n *Node) send(port int, frame, note []byte, sealed bool) error {
 		f.loopH.loop(p.out, b) // for the sending port itself
 		return nil
 	}
-	f.enter(p.out, b, true)
+	f.enter(p.out, b, true, h)
 	return nil
 }
 

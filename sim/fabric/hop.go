@@ -17,8 +17,10 @@ func (f *Fabric) judges() bool {
 
 // enter brings frame b to the egress of direction d: the fault plan
 // judges it, then it is queued. first is true on the frame's first hop
-// (the sender's own link).
-func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
+// (the sender's own link). h is the frame's hint (Hint), kept where the
+// frame goes on as it came; the plan's detours (a delay, a hold, copies)
+// drop it.
+func (f *Fabric) enter(d *direction, b *frameBuf, first bool, h Hint) {
 	if mtu := d.cfg.MTU; int(b.n)-wire.EthernetLen > mtu {
 		d.stats.MTUDrops++
 		f.record(d, b, "frame-drop", sim.DropMTU, fmt.Sprintf("dropped: %d-byte IP packet exceeds the MTU %d of %s", b.n-wire.EthernetLen, mtu, d.linkName), 0)
@@ -26,7 +28,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		return
 	}
 	if !f.judges() {
-		d.enqueue(b) // no plan: nothing to judge, no transmissions to count
+		d.enqueue(b, h) // no plan: nothing to judge, no transmissions to count
 		return
 	}
 	judge := f.plan != nil && len(f.plan.Rules) > 0
@@ -41,7 +43,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		b.tx = int32(hop.Tx)
 	}
 	if !judge {
-		d.enqueue(b)
+		d.enqueue(b, h)
 		return
 	}
 	// What identifies the frame before a rule alters it in place: a
@@ -55,7 +57,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		f.linkChange(v.Cut.Time, v.Cut)
 	}
 	if v.Action == faults.Pass {
-		d.enqueue(b)
+		d.enqueue(b, h)
 		return
 	}
 	// Corrupt and Rewrite change the frame in place, Truncate shortens
@@ -75,7 +77,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 			b.left(f)
 			f.pool.setFault(b, v.String())
 			b.dropRule = int32(v.Rule)
-			d.queue.push(b.id)
+			d.queue.push(queued{id: b.id})
 			return
 		}
 		f.record(d, b, "frame-drop", sim.DropFault, v.String(), v.Rule)
@@ -91,7 +93,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 		// enqueued (no event runs), so once one copy is tail-dropped all
 		// later ones would be: they are counted as queue drops together.
 		tmpl := f.pool.clone(b)
-		d.enqueue(b)
+		d.enqueue(b, h)
 		for i := 1; i <= v.Copies; i++ {
 			if q := d.cfg.QueueBytes; q > 0 && d.qBytes+int(tmpl.n) > q && i > 1 {
 				rest := v.Copies - i + 1
@@ -103,7 +105,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 			c := f.pool.clone(tmpl)
 			f.pool.setFault(c, v.CopyNote(i))
 			c.copy = int32(i)
-			d.enqueue(c)
+			d.enqueue(c, Hint{})
 		}
 		f.release(tmpl)
 	case faults.Delay:
@@ -129,7 +131,7 @@ func (f *Fabric) enter(d *direction, b *frameBuf, first bool) {
 			// alters every frame allocates nothing per frame without one.
 			f.traceFrame(d, b, "frame-alter", why, was.Fields(faultFields(v))...)
 		}
-		d.enqueue(b)
+		d.enqueue(b, h)
 	default:
 		panic(fmt.Sprintf("fabric: fault verdict with unknown action %d", v.Action))
 	}
@@ -180,10 +182,10 @@ func (f *Fabric) arrive(d *direction, fl inFlight) {
 		return
 	}
 	if o := out.out; !f.judges() && int(fl.n)-wire.EthernetLen <= o.cfg.MTU {
-		o.enqueueID(fl.id, int(fl.n))
+		o.enqueueID(fl.id, int(fl.n), fl.hinted())
 		return
 	}
-	f.enter(out.out, f.pool.at(fl.id), false)
+	f.enter(out.out, f.pool.at(fl.id), false, fl.hinted())
 }
 
 // flood sends frame b, for a group MAC, out of every port of sw that
@@ -202,7 +204,7 @@ func (f *Fabric) flood(in *direction, sw *Switch, b *frameBuf) {
 		if last != nil {
 			c := f.pool.clone(b)
 			c.to = last.farNode()
-			f.enter(last.out, c, false)
+			f.enter(last.out, c, false, Hint{})
 		}
 		last = q
 	}
@@ -211,7 +213,7 @@ func (f *Fabric) flood(in *direction, sw *Switch, b *frameBuf) {
 		return
 	}
 	b.to = last.farNode()
-	f.enter(last.out, b, false)
+	f.enter(last.out, b, false, Hint{})
 }
 
 // delayHandler re-enters frames after a fault's delay.
@@ -257,7 +259,7 @@ func (f *Fabric) requeue(d *direction, b *frameBuf) {
 		f.release(b)
 		return
 	}
-	d.enqueue(b)
+	d.enqueue(b, Hint{})
 }
 
 // changeHandler traces link state changes of the fault plan as they happen.

@@ -90,7 +90,7 @@ type DirStats struct {
 // (issue 20).
 type direction struct {
 	f      *Fabric
-	queue  fifo[int32]    // waiting to be serialized
+	queue  fifo[queued]   // waiting to be serialized, with their hints
 	flight fifo[inFlight] // serialized, propagating; they arrive in order
 	qBytes int
 	busy   bool  // a frame is being serialized
@@ -202,12 +202,13 @@ func (d *direction) addTap(tap Tap) error {
 	return nil
 }
 
-// enqueue puts frame b at the tail of the egress queue, or drops it when
-// the queue is full, and starts the wire if it is idle.
-func (d *direction) enqueue(b *frameBuf) { d.enqueueID(b.id, int(b.n)) }
+// enqueue puts frame b, with its hint h, at the tail of the egress
+// queue, or drops it when the queue is full, and starts the wire if it
+// is idle.
+func (d *direction) enqueue(b *frameBuf, h Hint) { d.enqueueID(b.id, int(b.n), h) }
 
 // enqueueID is enqueue of the frame of buffer id and length n.
-func (d *direction) enqueueID(id int32, n int) {
+func (d *direction) enqueueID(id int32, n int, h Hint) {
 	f := d.f
 	if d.cfg.QueueBytes > 0 && d.qBytes+n > d.cfg.QueueBytes {
 		d.stats.QueueDrops++
@@ -216,7 +217,7 @@ func (d *direction) enqueueID(id int32, n int) {
 		f.release(b)
 		return
 	}
-	d.queue.push(id)
+	d.queue.push(queued{id: id, hint: h})
 	d.qBytes += n
 	d.stats.MaxQueueBytes = max(d.stats.MaxQueueBytes, d.qBytes)
 	d.releaseHeld()
@@ -260,13 +261,14 @@ const (
 func (d *direction) transmit() {
 	f := d.f
 	var b *frameBuf
+	var h Hint
 	for {
-		id, ok := d.queue.pop()
+		q, ok := d.queue.pop()
 		if !ok {
 			d.busy = false
 			return
 		}
-		b = f.pool.at(id)
+		b, h = f.pool.at(q.id), q.hint
 		if b.dropRule == 0 {
 			break
 		}
@@ -283,7 +285,7 @@ func (d *direction) transmit() {
 	f.traceFrame(d, b, "frame-tx", "")
 	ser := d.cfg.SerializationDelay(int(b.n))
 	f.sched.After(ser, d, evTxDone)
-	if d.remote != nil && d.handOver(b, ser) {
+	if d.remote != nil && d.handOver(b, ser, h) {
 		return
 	}
 	// Frames arrive in the order they were serialized (the link's
@@ -295,7 +297,7 @@ func (d *direction) transmit() {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t, data: b.addr()})
+	d.flight.push(inFlight{id: id, n: b.n, dst: b.dst, arrive: t, data: b.addr(), hint: h.Addr, hlen: h.Len})
 }
 
 // handOver gives frame b, which starts onto d now and takes ser to
@@ -303,13 +305,13 @@ func (d *direction) transmit() {
 // a group; it reports whether the frame has left this fabric (a group
 // frame arrives here too). Out of transmit, which a World's every frame
 // runs.
-func (d *direction) handOver(b *frameBuf, ser sim.Duration) bool {
+func (d *direction) handOver(b *frameBuf, ser sim.Duration, h Hint) bool {
 	f := d.f
 	reaches, away := f.diverts(b)
 	if !away {
 		return false
 	}
-	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to, Reaches: reaches}
+	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to, Reaches: reaches, Hint: h}
 	if b.hasText {
 		t := f.pool.text(b.id)
 		r.Note, r.Fault = t.note, t.fault
@@ -333,14 +335,18 @@ var _ sim.Prefetcher = (*direction)(nil)
 func (d *direction) Prefetch(ev uint64) {
 	switch ev {
 	case evTxDone:
-		if id, ok := d.queue.peek(); ok {
-			prefetch.Lines(d.f.pool.addrOf(id), 1)
+		if q, ok := d.queue.peek(); ok {
+			prefetch.Lines(d.f.pool.addrOf(q.id), 1)
 		}
 	case evArrive:
 		if fl, ok := d.flight.peek(); ok {
 			prefetch.Lines(d.f.pool.addrOf(fl.id), 1)
 			if d.sw == nil {
 				prefetch.Lines(fl.data, 128)
+				// The receiver's own state, which its sender named
+				// (Hint): with the frame's headers, what the receiving
+				// NIC reads first, each a miss in a large world.
+				prefetch.Lines(fl.hint, uintptr(fl.hlen))
 			}
 		}
 	}

@@ -60,6 +60,9 @@ type RemoteFrame struct {
 	// driver's to translate), or -1 to take the node that owns the
 	// frame's destination MAC.
 	To, Reaches int32
+	// Hint is the sender's hint for the frame's receiver (SendHinted),
+	// which Deliver keeps.
+	Hint Hint
 }
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
@@ -150,6 +153,6 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	if d.flight.size == 0 {
 		f.sched.ScheduleTicket(t, d, evArrive)
 	}
-	d.flight.push(inFlight{id: b.id, n: b.n, dst: b.dst, arrive: t, data: b.addr()})
+	d.flight.push(inFlight{id: b.id, n: b.n, dst: b.dst, arrive: t, data: b.addr(), hint: r.Hint.Addr, hlen: r.Hint.Len})
 	return nil
 }
