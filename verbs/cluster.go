@@ -145,7 +145,7 @@ type Cluster struct {
 // their cores at every frame.
 type mailbox struct {
 	to    [][]crossing // to[q]: toward part q, in the order sent
-	bytes []byte       // the frames' bytes, one after another
+	bytes []byte       // the group frames' bytes and notes, one after another
 	minAt sim.Time     // the earliest arrival among them (sim.Never: none)
 	_     [128 - 56]byte
 }
@@ -156,13 +156,16 @@ const toPad = 3
 
 // crossing is a frame on its way from one part to another.
 type crossing struct {
-	at     sim.Time
-	link   *fabric.Link // the destination part's copy of the sender's link, entered from its stand-in (direction 0)
-	off, n int32        // its bytes in the sending part's mailbox, then its note's
-	note   int32        // its note's length
-	sealed bool
-	tx     int32
-	fault  string
+	at   sim.Time
+	link *fabric.Link // the destination part's copy of the sender's link, entered from its stand-in (direction 0)
+	// frame and note are its bytes and its note: in the sending part's
+	// buffer, lent until the sending part takes it back (loan), or, for
+	// a group frame (loan 0), copied into the sending part's mailbox.
+	frame, note []byte
+	loan        fabric.Loan
+	sealed      bool
+	tx          int32
+	fault       string
 	// to is the node it was sent to, in the destination part
 	// (fabric.RemoteFrame.To), -1 for a group frame.
 	to   int32
@@ -366,7 +369,7 @@ func (c *Cluster) ConnectSwitch() error {
 			c.links[p] = append(c.links[p], l)
 			if c.partOf[i] == p {
 				// Direction 0 leaves the first port given to Connect.
-				l.Divert(0, c.divert(p, i))
+				l.DivertLent(0, c.divert(p, i))
 			}
 		}
 	}
@@ -412,9 +415,17 @@ func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) 
 	if r.To >= 0 {
 		addressee = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
 	}
-	m.to[toPart] = append(m.to[toPart], crossing{at: r.At, link: to, off: int32(len(m.bytes)), n: int32(len(r.Frame)),
-		note: int32(len(r.Note)), sealed: r.Sealed, tx: r.Tx, fault: r.Fault, to: addressee, hint: r.Hint})
-	m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
+	x := crossing{at: r.At, link: to, frame: r.Frame, note: r.Note, loan: r.Loan, sealed: r.Sealed, tx: r.Tx,
+		fault: r.Fault, to: addressee, hint: r.Hint}
+	if r.Loan == 0 {
+		// A group frame, handed over for the call only: its bytes are
+		// copied. A slice taken before the mailbox's storage moves
+		// keeps the old storage, whose bytes do not change.
+		k := len(m.bytes)
+		m.bytes = append(append(m.bytes, r.Frame...), r.Note...)
+		x.frame, x.note = m.bytes[k:k+len(r.Frame):k+len(r.Frame)], m.bytes[k+len(r.Frame):len(m.bytes):len(m.bytes)]
+	}
+	m.to[toPart] = append(m.to[toPart], x)
 	m.minAt = min(m.minAt, r.At)
 }
 
@@ -566,16 +577,25 @@ func (c *Cluster) settle(t sim.Time) error {
 // events through end.
 func (c *Cluster) stepPart(p int, end sim.Time) error {
 	own := &c.mail[c.gen][p]
-	for q := range own.to {
-		own.to[q] = own.to[q][:0]
+	w := c.parts[p]
+	for q, xs := range own.to {
+		// Delivered in the step before: the buffers lent with them
+		// come back to this part's fabric.
+		for i := range xs {
+			if xs[i].loan != 0 {
+				if err := w.fab.Return(xs[i].loan); err != nil {
+					return fmt.Errorf("verbs: cluster: part %d: %w", p, err)
+				}
+			}
+			xs[i] = crossing{} // nothing kept alive through the list
+		}
+		own.to[q] = xs[:0]
 	}
 	own.bytes, own.minAt = own.bytes[:0], sim.Never
-	w := c.parts[p]
 	for q := range c.mail[c.gen^1] {
 		m := &c.mail[c.gen^1][q]
 		for _, x := range m.to[p] {
-			end := x.off + x.n
-			r := fabric.RemoteFrame{At: x.at, Frame: m.bytes[x.off:end], Note: m.bytes[end : end+x.note], Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint}
+			r := fabric.RemoteFrame{At: x.at, Frame: x.frame, Note: x.note, Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint}
 			if err := x.link.Deliver(0, r); err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.

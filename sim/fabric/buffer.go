@@ -54,6 +54,9 @@ type frameBuf struct {
 	// sealed: the sender vouched for the frame's ICRC (SendSealed) and
 	// nothing has changed its bytes since; the receiver is told so.
 	sealed bool
+	// lent: the frame was handed over with its buffer (DivertLent),
+	// which is out of every queue until Fabric.Return.
+	lent bool
 }
 
 // frameText is a frame's texts, apart from its frameBuf: most frames

@@ -111,6 +111,7 @@ type direction struct {
 	// remote, if set, takes the frames serialized onto the direction
 	// that are for nodes elsewhere, and the group frames (Link.Divert).
 	remote func(RemoteFrame)
+	lend   bool // remote keeps the frames for nodes elsewhere (DivertLent)
 	// lastIn is when the latest frame Deliver brought through the
 	// direction arrives: frames cross a link in order.
 	lastIn sim.Time
@@ -316,10 +317,17 @@ func (d *direction) handOver(b *frameBuf, ser sim.Duration, h Hint) bool {
 		t := f.pool.text(b.id)
 		r.Note, r.Fault = t.note, t.fault
 	}
-	d.remote(r)
 	if reaches == noNode {
+		d.remote(r)
 		return false // a group frame: its flood here too
 	}
+	if d.lend {
+		b.lent = true
+		r.Loan = Loan(b.id + 1)
+		d.remote(r)
+		return true
+	}
+	d.remote(r)
 	f.release(b)
 	return true
 }

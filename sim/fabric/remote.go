@@ -63,7 +63,16 @@ type RemoteFrame struct {
 	// Hint is the sender's hint for the frame's receiver (SendHinted),
 	// which Deliver keeps.
 	Hint Hint
+	// Loan, for a frame a direction that lends (DivertLent) handed over
+	// for a node elsewhere, is its buffer's loan: Frame and Note stay
+	// valid, unchanged, until the driver gives the buffer back with
+	// Fabric.Return(Loan). 0 for a frame handed over for the call only.
+	Loan Loan
 }
+
+// Loan names a frame buffer a fabric lent with a frame it handed over
+// (DivertLent), until it is given back (Fabric.Return); 0 is none.
+type Loan int32
 
 // ErrDeliverOrder is Deliver's error for a frame that would arrive
 // before the clock or before a frame delivered earlier on the direction.
@@ -76,7 +85,37 @@ var ErrDeliverOrder = errors.New("fabric: delivered frame arrives out of order")
 // and arrives here as well; every other frame arrives here as on any
 // link. The direction's far end is a switch that exists in the other
 // fabrics too (see the comment above).
-func (l *Link) Divert(dir int, out func(RemoteFrame)) { l.dirs[dir].remote = out }
+func (l *Link) Divert(dir int, out func(RemoteFrame)) {
+	l.dirs[dir].remote, l.dirs[dir].lend = out, false
+}
+
+// DivertLent is Divert for a driver that keeps the frames it is handed
+// until it delivers them elsewhere: a frame for a node elsewhere keeps
+// its buffer in this fabric, lent with it (RemoteFrame.Loan), so that
+// the driver need not copy its bytes; the driver gives the buffer back
+// with Return once done with them. A group frame is handed over as
+// Divert hands it, for the call only: the fabric goes on with it.
+func (l *Link) DivertLent(dir int, out func(RemoteFrame)) {
+	l.dirs[dir].remote, l.dirs[dir].lend = out, true
+}
+
+// ErrNoLoan is Return's error for a loan the fabric does not have out.
+var ErrNoLoan = errors.New("fabric: no such loan")
+
+// Return takes back a buffer lent with a frame (DivertLent), on the
+// fabric's own goroutine as every call, once whoever held it is done
+// with its bytes: they may be reused from then on. A loan that is not
+// out (never made, or returned already) is refused with ErrNoLoan.
+func (f *Fabric) Return(l Loan) error {
+	id := int32(l) - 1
+	if id < 0 || id >= f.pool.n || !f.pool.at(id).lent {
+		return fmt.Errorf("%w: %d", ErrNoLoan, l)
+	}
+	b := f.pool.at(id)
+	b.lent = false
+	f.release(b)
+	return nil
+}
 
 // SetElsewhere marks n as a stand-in for a node of another fabric: a
 // diverting link hands over the frames for it (Link.Divert), and no

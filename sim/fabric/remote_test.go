@@ -22,19 +22,21 @@ type cut struct {
 	ws    []*world
 	links [][]*fabric.Link // links[p][i]: fabric p's copy of ni-sw
 	mail  []mailed
+	loans int // buffers lent and given back (DivertLent)
 }
 
 type mailed struct {
-	to int // the fabric
-	i  int // the sender's link
-	r  fabric.RemoteFrame
+	to   int // the fabric
+	from int // the sender's fabric
+	i    int // the sender's link
+	r    fabric.RemoteFrame
 }
 
 const cutNodes = 4
 
 func partOf(i int) int { return i / 2 }
 
-func newCut(t *testing.T, taps ...fabric.Tap) *cut {
+func newCut(t *testing.T, lend bool, taps ...fabric.Tap) *cut {
 	cfg := fabric.DefaultLinkConfig()
 	c := &cut{links: make([][]*fabric.Link, 2)}
 	for p := range 2 {
@@ -51,16 +53,26 @@ func newCut(t *testing.T, taps ...fabric.Tap) *cut {
 			require.NoError(t, err)
 			c.links[p] = append(c.links[p], l)
 			if partOf(i) == p {
-				l.Divert(0, func(r fabric.RemoteFrame) {
-					r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
+				out := func(r fabric.RemoteFrame) {
+					if r.Loan == 0 {
+						// Handed over for the call only.
+						r.Frame, r.Note = slices.Clone(r.Frame), slices.Clone(r.Note)
+					}
 					if r.Reaches < 0 {
-						c.mail = append(c.mail, mailed{1 - p, i, r})
+						assert.Zero(t, r.Loan, "a group frame goes on here: not lent")
+						c.mail = append(c.mail, mailed{1 - p, p, i, r})
 						return
 					}
+					assert.Equal(t, lend, r.Loan != 0, "lent exactly when the link lends")
 					assert.NotEqual(t, p, partOf(int(r.Reaches)), "a frame for a node of its own fabric was diverted")
 					// Both fabrics number the nodes alike.
-					c.mail = append(c.mail, mailed{partOf(int(r.Reaches)), i, r})
-				})
+					c.mail = append(c.mail, mailed{partOf(int(r.Reaches)), p, i, r})
+				}
+				if lend {
+					l.DivertLent(0, out)
+				} else {
+					l.Divert(0, out)
+				}
 			}
 		}
 	}
@@ -82,6 +94,13 @@ func (c *cut) run(t *testing.T) {
 		end := next.Add(lookahead - 1)
 		for _, m := range c.mail {
 			require.NoError(t, c.links[m.to][m.i].Deliver(0, m.r))
+			if m.r.Loan != 0 {
+				// Delivered (copied): the buffer goes back, once.
+				f := c.ws[m.from].f
+				require.NoError(t, f.Return(m.r.Loan))
+				assert.ErrorIs(t, f.Return(m.r.Loan), fabric.ErrNoLoan, "a loan given back twice")
+				c.loans++
+			}
 		}
 		c.mail = c.mail[:0]
 		for _, w := range c.ws {
@@ -99,8 +118,17 @@ func (c *cut) run(t *testing.T) {
 // stand-ins receive nothing, a frame that crossed keeps its note on its
 // later hop, and each direction serializes its frames in one fabric only
 // (a group frame arrives at each copy of the switch, and is counted by
-// each).
+// each). The same with links that lend their frames' buffers
+// (DivertLent): the bytes and notes handed over stay as they were until
+// delivered, while both fabrics take buffers for the frames delivered to
+// them, and each buffer comes back once.
 func TestDivert(t *testing.T) {
+	for _, lend := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lend=%v", lend), func(t *testing.T) { testDivert(t, lend) })
+	}
+}
+
+func testDivert(t *testing.T, lend bool) {
 	cfg := fabric.DefaultLinkConfig()
 	send := func(nodes []*fabric.Node, local func(int) bool) {
 		for k := range 2 {
@@ -136,7 +164,7 @@ func TestDivert(t *testing.T) {
 	require.NoError(t, whole.sched.Run())
 
 	taps := []*commentTap{{}, {}}
-	c := newCut(t, taps[0], taps[1])
+	c := newCut(t, lend, taps[0], taps[1])
 	for p, w := range c.ws {
 		send(w.nodes, func(i int) bool { return partOf(i) == p })
 	}
@@ -168,6 +196,12 @@ func TestDivert(t *testing.T) {
 	slices.Sort(want)
 	assert.Equal(t, want, got)
 	assert.Contains(t, taps[1].comments, "n0 to n3 #1", "a's note on b's hop to n3")
+	if lend {
+		// Two bursts from each of four nodes to the two of the other side.
+		assert.Equal(t, 2*cutNodes*2, c.loans, "frames lent")
+		assert.ErrorIs(t, c.ws[0].f.Return(0), fabric.ErrNoLoan)
+		assert.ErrorIs(t, c.ws[0].f.Return(1<<30), fabric.ErrNoLoan)
+	}
 }
 
 // TestDeliverRefuses: a frame that would arrive before the clock or
@@ -175,7 +209,7 @@ func TestDivert(t *testing.T) {
 // addressed to a node the fabric does not have, and a frame through a
 // direction from a switch are refused, and nothing arrives.
 func TestDeliverRefuses(t *testing.T) {
-	c := newCut(t, nil, nil)
+	c := newCut(t, false, nil, nil)
 	b := c.ws[1]
 	frame := roce(t, 0, 2, 0, 64)
 	require.NoError(t, b.sched.RunUntil(100))
