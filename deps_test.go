@@ -31,12 +31,14 @@ var imports = map[string][]string{
 	"internal/netnstest": {"x/sys"},
 	// a CPU cache hint (assembly, no imports) for the fabric's links.
 	"internal/prefetch": {},
+	// non-temporal stores (assembly, no imports) for the fabric's frames.
+	"internal/ntcopy": {},
 	// transparent huge pages for a large world's heap: madvise through
 	// x/sys; it knows nothing of the model.
 	"hugeheap": {"x/sys"},
 	// the fault plans' text format is read with the shared tokenizer.
 	"faults":          {"internal/lineformat", "sim", "wire"},
-	"sim/fabric":      {"faults", "internal/prefetch", "sim", "wire"},
+	"sim/fabric":      {"faults", "internal/ntcopy", "internal/prefetch", "sim", "wire"},
 	"nic":             {"sim", "wire"},
 	"verbs":           {"faults", "nic", "sim", "sim/fabric", "wire"},
 	"wire/rocelayers": {"gopacket", "wire"},

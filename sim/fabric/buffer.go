@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"github.com/rocesim/rocesim/internal/ntcopy"
 	"math/bits"
 	"unsafe"
 
@@ -177,6 +178,7 @@ type bufChunk struct {
 type bufPool struct {
 	chunks []*bufChunk
 	n      int32               // buffers made
+	bytes  int                 // the storage of the buffers made
 	free   [numClasses][]int32 // ids of free buffers, by size class
 	// scratch holds the comment of a frame with both a note and a fault
 	// (comment), kept for its capacity.
@@ -199,9 +201,28 @@ func (p *bufPool) get(n int) *frameBuf {
 		p.chunks = append(p.chunks, new(bufChunk))
 	}
 	p.n++
+	p.bytes += classSize(c)
 	b := p.at(id)
 	*b = frameBuf{id: id, data: make([]byte, classSize(c)), owner: noNode}
 	return b
+}
+
+// streamBytes is the storage of a pool's buffers from which frames are
+// copied into them with non-temporal stores (fill): past the caches'
+// reach a frame waits behind others until it is cold anyway, and an
+// ordinary copy would first read the buffer's cold lines, then evict
+// what the next events need (the alltoall at N = 256, 84 MB of frames in
+// flight: 20% less time). Below it a frame is read soon, from the cache
+// (a 2-node stream's 300 KB: non-temporal stores cost it 80%).
+const streamBytes = 8 << 20
+
+// fill copies frame into b's storage and returns its length, past the
+// caches once the pool's buffers outgrow them (streamBytes).
+func (p *bufPool) fill(b *frameBuf, frame []byte) int32 {
+	if p.bytes >= streamBytes {
+		return int32(ntcopy.Copy(b.data, frame))
+	}
+	return int32(copy(b.data, frame))
 }
 
 func (p *bufPool) at(id int32) *frameBuf { return &p.chunks[id>>chunkShift].bufs[id&(chunkSize-1)] }

@@ -442,7 +442,7 @@ func (n *Node) send(port int, frame, note []byte, sealed bool, h Hint) error {
 	f := n.f
 	f.start()
 	b := f.pool.get(len(frame))
-	b.n = int32(copy(b.data, frame))
+	b.n = f.pool.fill(b, frame)
 	b.from = n.idx
 	if m := wire.Ethernet(frame).Dst(); n.lastIsValid && m == n.lastMAC {
 		b.to, b.dst = n.lastTo, n.lastDst // a NIC mostly talks to one peer

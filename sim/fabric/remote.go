@@ -178,7 +178,7 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	f.start()
 	d.lastIn = at
 	b := f.pool.get(len(frame))
-	b.n = int32(copy(b.data, frame))
+	b.n = f.pool.fill(b, frame)
 	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, r.Tx, r.Sealed
 	f.pool.setNote(b, r.Note)
 	f.pool.setFault(b, r.Fault)

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"bytes"
 	"testing"
 	"unsafe"
 )
@@ -90,5 +91,33 @@ func TestFifo(t *testing.T) {
 	}
 	if empties < 5 {
 		t.Errorf("the queue emptied %d times: the test no longer exercises emptying", empties)
+	}
+}
+
+// TestFillPastTheCaches: a pool whose buffers outgrow the caches copies
+// frames in with non-temporal stores (fill), and every frame's bytes are
+// what a small pool's ordinary copy puts there, whatever its length.
+func TestFillPastTheCaches(t *testing.T) {
+	var small, large bufPool
+	large.bytes = streamBytes
+	for _, n := range []int{14, 60, 255, 256, 300, 1082, 1500, 4154, MaxFrame} {
+		frame := make([]byte, n)
+		for i := range frame {
+			frame[i] = byte(i*13 + n)
+		}
+		a, b := small.get(n), large.get(n)
+		// Buffers come back dirty: fill must overwrite, not merge.
+		for i := range b.data {
+			a.data[i], b.data[i] = 0xA5, 0xA5
+		}
+		if na, nb := small.fill(a, frame), large.fill(b, frame); na != int32(n) || nb != int32(n) {
+			t.Fatalf("%d bytes: fill returned %d and %d", n, na, nb)
+		}
+		if !bytes.Equal(a.data, b.data) || !bytes.Equal(b.data[:n], frame) {
+			t.Fatalf("%d bytes: the large pool's buffer differs", n)
+		}
+	}
+	if small.bytes >= streamBytes {
+		t.Fatalf("the small pool reached %d bytes", small.bytes)
 	}
 }
