@@ -14,7 +14,10 @@
 // -point), so that its peak RSS is its own and a point that runs away is
 // bounded (-timeout, GOMEMLIMIT), three times (-runs), of which the run
 // of median wall time is the one printed: on a shared machine the
-// neighbours move a single run by a third either way. Each child first
+// neighbours move a single run by a third either way. The runs go in
+// rounds, every point once and then every point again, so that each
+// point's runs meet the machine at the same moments as the others'
+// (rounds). Each child first
 // reserves its heap on transparent huge pages (-hugepages, package
 // hugeheap).
 package main
@@ -130,8 +133,9 @@ func main() {
 		"packets/s", "packets/CPU-s", "heap MB", "RSS MB")
 	var rs []Result
 	failed := false
-	for _, p := range pts {
-		r, err := median(max(1, *runs), func() (Result, error) { return child(p, *timeout, *memlim) })
+	picked, errs := rounds(len(pts), max(1, *runs), func(i int) (Result, error) { return child(pts[i], *timeout, *memlim) })
+	for i, p := range pts {
+		r, err := picked[i], errs[i]
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scale: %s: %v\n", p, err)
 			failed = true
@@ -296,34 +300,60 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	return r, nil
 }
 
-// median runs a point k times and returns the run of median wall time
-// (the lower middle one for an even k), or the first error. A point
-// whose median is under shortPoint runs 3k times in all: its time is
-// hundredths of a second, which a neighbour's moment on the core
-// doubles, and the first time-fit points (N = 32 and 64: 0.04 s or
-// 0.09 s from one run to the next) decided the fitted exponent.
-func median(k int, run func() (Result, error)) (Result, error) {
-	rs := make([]Result, 0, 3*k)
-	more := func(n int) error {
-		for range n {
-			r, err := run()
-			if err != nil {
-				return err
+// rounds runs each of n points k times, in rounds (every point once,
+// then every point again), and returns for each the run of median wall
+// time (the lower middle one for an even count), or its first error. A
+// point whose median after k rounds is under shortPoint runs 2k rounds
+// more, with the others like it: its time is hundredths of a second,
+// which a neighbour's moment on the core doubles, and the first
+// time-fit points (N = 32 and 64: 0.04 s or 0.09 s from one run to the
+// next) decided the fitted exponent.
+//
+// In rounds, not each point k times in a row: this shared machine's
+// speed drifts over minutes, by a third, and a point's runs taken one
+// after another met one moment of it, the next point's another: the
+// stream and the cluster at N = 256, whose rates are compared, were
+// 2.1x apart in one make scale run and 3.2x in the next.
+func rounds(n, k int, run func(i int) (Result, error)) ([]Result, []error) {
+	runs, errs := make([][]Result, n), make([]error, n)
+	round := func(want func(i int) bool) {
+		for i := range n {
+			if errs[i] != nil || !want(i) {
+				continue
 			}
-			rs = append(rs, r)
-		}
-		slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })
-		return nil
-	}
-	if err := more(k); err != nil {
-		return Result{}, err
-	}
-	if rs[(k-1)/2].WallS < shortPoint {
-		if err := more(2 * k); err != nil {
-			return Result{}, err
+			r, err := run(i)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			runs[i] = append(runs[i], r)
 		}
 	}
-	return rs[(len(rs)-1)/2], nil
+	for range k {
+		round(func(int) bool { return true })
+	}
+	short := make([]bool, n)
+	for i := range n {
+		short[i] = errs[i] == nil && medianRun(runs[i]).WallS < shortPoint
+	}
+	for range 2 * k {
+		round(func(i int) bool { return short[i] })
+	}
+	picked := make([]Result, n)
+	for i := range n {
+		if errs[i] == nil {
+			picked[i] = medianRun(runs[i])
+		}
+	}
+	return picked, errs
+}
+
+// medianRun is the run of median wall time of rs (the lower middle one
+// for an even count).
+func medianRun(rs []Result) Result {
+	rs = slices.Clone(rs)
+	slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(a.WallS, b.WallS) })
+	return rs[(len(rs)-1)/2]
 }
 
 // shortPoint is the median wall time under which median runs a point

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,48 +121,56 @@ func TestMissLatency(t *testing.T) {
 	}
 }
 
-// TestMedian: a point run k times keeps the run of median wall time,
-// whatever order the runs came in, a short point (under shortPoint) runs
-// 3k times, and a failure stops it.
-func TestMedian(t *testing.T) {
-	walls := []float64{0.9, 0.5, 0.7, 1.4}
-	i := 0
-	next := func() (Result, error) {
-		r := Result{WallS: walls[i], Packets: uint64(i)}
-		i++
+// TestRounds: each point runs k times in rounds (every point once, then
+// every point again), keeps the run of median wall time whatever order
+// its runs came in, a short point (under shortPoint) runs 2k rounds more
+// with the others like it, and a failing point stops at its error while
+// the others go on.
+func TestRounds(t *testing.T) {
+	walls := map[int][]float64{
+		0: {0.9, 0.5, 0.7},
+		1: {0.4, 0.3, 0.5},
+		2: {0.09, 0.04, 0.05, 0.04, 0.04, 0.10, 0.04, 0.05, 0.04, 9}, // short
+		3: {0.9, 0.5, 0.7, 1.4},
+	}
+	var order []int
+	seen := map[int]int{}
+	run := func(i int) (Result, error) {
+		order = append(order, i)
+		if i == 4 {
+			return Result{}, errTest
+		}
+		r := Result{WallS: walls[i][seen[i]], Packets: uint64(seen[i])}
+		seen[i]++
 		return r, nil
 	}
-	r, err := median(3, next)
-	if err != nil || r.WallS != 0.7 || r.Packets != 2 {
-		t.Errorf("median of 0.9, 0.5, 0.7: %+v %v, want the run of 0.7", r, err)
+	picked, errs := rounds(5, 3, run)
+	want := []int{0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2, 3, 2, 2, 2, 2, 2, 2}
+	if !slices.Equal(order, want) {
+		t.Errorf("runs in the order %v, want %v", order, want)
 	}
-	i = 0
-	if r, _ := median(4, next); r.WallS != 0.7 {
-		t.Errorf("median of four: %v, want the lower middle 0.7", r.WallS)
+	if r := picked[0]; r.WallS != 0.7 || r.Packets != 2 {
+		t.Errorf("median of 0.9, 0.5, 0.7: %+v, want the run of 0.7", r)
 	}
-	walls = []float64{0.4, 0.3, 0.5}
-	i = 0
-	if r, _ := median(3, next); r.WallS != 0.4 || r.Packets != 0 {
+	if r := picked[1]; r.WallS != 0.4 || r.Packets != 0 {
 		t.Errorf("median of 0.4, 0.3, 0.5: %+v, want the first run", r)
 	}
-	// Short: three runs, then six more; the median of nine.
-	walls = []float64{0.09, 0.04, 0.05, 0.04, 0.04, 0.10, 0.04, 0.05, 0.04, 9}
-	i = 0
-	if r, _ := median(3, next); r.WallS != 0.04 || i != 9 {
-		t.Errorf("a short point: %+v after %d runs, want 0.04 after 9", r, i)
+	if r := picked[2]; r.WallS != 0.04 || seen[2] != 9 {
+		t.Errorf("a short point: %+v after %d runs, want 0.04 after 9", r, seen[2])
 	}
-	walls = []float64{0.9, 0.5, 0.7, 1.4}
-	i = 0
-	if r, _ := median(1, next); r.WallS != 0.9 {
-		t.Errorf("one run: %v, want it", r.WallS)
+	if r := picked[3]; r.WallS != 0.7 {
+		t.Errorf("median of 0.9, 0.5, 0.7: %v", r.WallS)
 	}
-	calls := 0
-	_, err = median(3, func() (Result, error) {
-		calls++
-		return Result{}, errTest
-	})
-	if err != errTest || calls != 1 {
-		t.Errorf("a failing point: %v after %d runs, want its error after 1", err, calls)
+	if errs[4] != errTest || slices.ContainsFunc(errs[:4], func(e error) bool { return e != nil }) {
+		t.Errorf("errors %v, want the failing point's alone", errs)
+	}
+	k := 0
+	four := func(int) (Result, error) {
+		k++
+		return Result{WallS: []float64{0.9, 0.5, 0.7, 1.4}[k-1]}, nil
+	}
+	if picked, _ := rounds(1, 4, four); k != 4 || picked[0].WallS != 0.7 {
+		t.Errorf("median of four: %v, want the lower middle 0.7", picked[0].WallS)
 	}
 }
 
