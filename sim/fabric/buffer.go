@@ -1,10 +1,10 @@
 package fabric
 
 import (
-	"github.com/rocesim/rocesim/internal/ntcopy"
 	"math/bits"
 	"unsafe"
 
+	"github.com/rocesim/rocesim/internal/ntcopy"
 	"github.com/rocesim/rocesim/sim"
 )
 
@@ -211,9 +211,10 @@ func (p *bufPool) get(n int) *frameBuf {
 // copied into them with non-temporal stores (fill): past the caches'
 // reach a frame waits behind others until it is cold anyway, and an
 // ordinary copy would first read the buffer's cold lines, then evict
-// what the next events need (the alltoall at N = 256, 84 MB of frames in
-// flight: 20% less time). Below it a frame is read soon, from the cache
-// (a 2-node stream's 300 KB: non-temporal stores cost it 80%).
+// what the next events need (the alltoall at N = 256, 84 MB of frames
+// in flight: 12–20% less time in runs taken in turns). Below it a frame
+// is read soon, from the cache (a 2-node stream's 300 KB: non-temporal
+// stores cost it 80%).
 const streamBytes = 8 << 20
 
 // fill copies frame into b's storage and returns its length, past the
