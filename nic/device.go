@@ -77,10 +77,11 @@ type Config struct {
 	// neighbour tables). It must answer the same for a GID every time.
 	Neighbours func(gid netip.Addr) (wire.MAC, bool)
 	// PeerHint, if set, is asked when an RC or UC QP is connected
-	// (modify_qp to RTR) for the hint of its destination, QP qpn at GID
-	// gid (that device's QPHint; zero if it does not know): every frame
-	// the QP sends then carries it (OutFrame.Hint). A wrong or stale
-	// answer changes nothing but speed.
+	// (modify_qp to RTR), and by any later modify_qp that sets its
+	// address vector or destination QPN, for the hint of its
+	// destination, QP qpn at GID gid (that device's QPHint; zero if it
+	// does not know): every frame the QP sends then carries it
+	// (OutFrame.Hint). A wrong or stale answer changes nothing but speed.
 	PeerHint func(gid netip.Addr, qpn uint32) Hint
 }
 
@@ -573,6 +574,10 @@ type Hint struct {
 	Addr uintptr
 	Len  uint32
 }
+
+// PeerHint returns the hint qp's frames carry (Config.PeerHint), zero
+// for none.
+func (qp *QP) PeerHint() Hint { return qp.peer }
 
 // QPHint is the hint for a frame to QP qpn (zero if there is none): the
 // QP's own memory, which the receive path reads first after the frame's

@@ -827,3 +827,43 @@ func TestClusterSwitchInEveryPart(t *testing.T) {
 		assert.Equal(t, members[k].QPNum, wcs[0].QPNum)
 	}
 }
+
+// TestClusterPeerHints: a QP connected between runs to a host of another
+// part gets the hint of that host's QP (its frames carry it, for the
+// arrival's prefetch); one connected during a step, from an event of its
+// part, gets it from a host of its own part but none from a host of
+// another part, whose goroutine may be making QPs in its device at that
+// moment (here it is: under `make race` a read of the other part's
+// table would be reported).
+func TestClusterPeerHints(t *testing.T) {
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1}, Parts: 2, Hosts: 4,
+		Each: parallel.Each(2), EachAfter: -1})
+	require.NoError(t, err)
+	hs := []*verbs.Host{c.AddHost("h0"), c.AddHost("h1"), c.AddHost("h2"), c.AddHost("h3")} // h0, h1 in part 0
+	require.NoError(t, c.ConnectSwitch())
+	a, far := setup(hs[0], 1), setup(hs[2], 2)
+	require.NoError(t, a.connect(far))
+	want := hs[2].QPHint(far.qp.QPNum)
+	require.NotZero(t, want.Addr)
+	assert.Equal(t, want, a.qp.PeerHint(), "connected between runs: the other part's QP")
+
+	inStep, near, far2 := setup(hs[0], 3), setup(hs[1], 4), setup(hs[2], 5)
+	inStep2 := setup(hs[0], 6)
+	var errs [2]error
+	s0, s2 := hs[0].World().Scheduler(), hs[2].World().Scheduler()
+	s0.Schedule(s0.Now(), sim.HandlerFunc(func(sim.Time, uint64) {
+		errs[0] = errors.Join(inStep.connect(far2), inStep2.connect(near))
+	}), 0)
+	s2.Schedule(s2.Now(), sim.HandlerFunc(func(sim.Time, uint64) {
+		for range 64 {
+			_, err := far2.pd.CreateQP(verbs.QPInitAttr{SendCQ: far2.cq, RecvCQ: far2.cq, Type: verbs.QPTypeRC,
+				Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			errs[1] = errors.Join(errs[1], err)
+		}
+	}), 0)
+	require.NoError(t, c.Run())
+	require.NoError(t, errors.Join(errs[:]...))
+	assert.Zero(t, inStep.qp.PeerHint(), "connected during a step to another part's host: no hint")
+	assert.Equal(t, hs[1].QPHint(near.qp.QPNum), inStep2.qp.PeerHint(), "connected during a step within its part")
+	assert.NotZero(t, inStep2.qp.PeerHint().Addr)
+}

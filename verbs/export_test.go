@@ -3,8 +3,15 @@ package verbs
 import (
 	"fmt"
 
+	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/wire"
 )
+
+// PeerHint is the hint q's frames carry (nic.QP.PeerHint): for tests.
+func (q *QP) PeerHint() nic.Hint { return q.qp.PeerHint() }
+
+// QPHint is h's device's hint for a frame to its QP qpn: for tests.
+func (h *Host) QPHint(qpn uint32) nic.Hint { return h.dev.QPHint(qpn) }
 
 // WatchBySend reports whether the world's stall watch still reads each
 // frame when its host sends it (stallWatch.bySend): for tests.

@@ -82,7 +82,9 @@ func isProgram(dir string) bool {
 // rdma_get_cm_event wakes every 50 ms (cmWaitSlice), to let a
 // cancellation through, and calls again: a few samples that catch it
 // awake are forgiven within a wait in the drop-in (under load, 30 s of
-// samples once never saw 25 in a row asleep: CI, mckey).
+// samples once never saw 25 in a row asleep: CI, mckey), each alone
+// between two asleep there: a slice's wake is over within a sample's
+// 20 ms, and two samples awake in a row are two waits, not one.
 func awaitMainBlocked(t *testing.T, p *execProc) {
 	t.Helper()
 	pid := programOf(t, p)
@@ -91,7 +93,7 @@ func awaitMainBlocked(t *testing.T, p *execProc) {
 	// Half the program's bound: past it the test says what the thread
 	// was doing, before the program is killed.
 	end := time.Now().Add(execLimit / 2)
-	for n, awake, need := 0, 0, 5; n < need; {
+	for n, awake, need, was := 0, 0, 5, false; n < need; {
 		b, _ := os.ReadFile(path)
 		// "nr args... sp pc" (proc_pid_syscall(5)).
 		if f := strings.Fields(string(b)); len(f) > 1 && f[0] == futex {
@@ -102,10 +104,12 @@ func awaitMainBlocked(t *testing.T, p *execProc) {
 				need = 25
 			}
 			n++
-		} else if n > 0 && need == 25 && awake < 4 {
+			was = false
+		} else if n > 0 && need == 25 && awake < 4 && !was {
 			awake++ // a slice's wake (see above)
+			was = true
 		} else {
-			n = 0
+			n, was = 0, false
 		}
 		if time.Now().After(end) {
 			t.Fatalf("%v: the main thread of its program (PID %d) did not block within %v (last in syscall %q)", p.cmd.Args, pid, execLimit/2, b)

@@ -1,7 +1,8 @@
 // Package ntcopy copies bytes into memory that will not be read again
 // soon, past the caches: non-temporal stores (MOVNTDQ on amd64; a plain
-// copy elsewhere), which neither read the destination's lines first nor
-// push out of the caches what the program is about to use.
+// copy elsewhere, and under the race detector, which sees nothing inside
+// assembly), which neither read the destination's lines first nor push
+// out of the caches what the program is about to use.
 //
 // The fabric of a large world writes each frame into a buffer that waits
 // behind thousands of others before anyone reads it (README, "Scale": the

@@ -1,7 +1,5 @@
 package ntcopy
 
-const supported = true
-
 // lines copies n bytes, a multiple of 64 and more than 0, from src to
 // dst (16-byte aligned) with non-temporal stores, then fences them
 // (ntcopy_amd64.s).

@@ -358,7 +358,9 @@ type inFlight struct {
 // changes nothing but speed, as prefetching never faults, and the
 // fabric never reads through it. It follows a frame across a switch and
 // between the parts of a cluster (RemoteFrame.Hint); a frame the fault
-// plan delays, holds back or copies goes on without it.
+// plan delays or holds back goes on without it, as do the copies a dup
+// rule makes (the original keeps it). The fabric asks for at most
+// maxHintLen bytes of a hint, whatever its Len says.
 type Hint struct {
 	Addr uintptr
 	Len  uint32
@@ -367,8 +369,18 @@ type Hint struct {
 // hinted is the hint of the frame in flight.
 func (fl inFlight) hinted() Hint { return Hint{Addr: fl.hint, Len: fl.hlen} }
 
-// queued is a frame waiting in an egress queue, with its hint.
+// maxHintLen is the most of a hint the fabric asks the CPU for: a QP is
+// 616 bytes, and a hint that names more (a wrong one, from a program's
+// SendHinted) must not cost a prefetch per line of it at every arrival.
+const maxHintLen = 1024
+
+// queued is a frame waiting in an egress queue, with its hint (Addr,
+// Len), in 16 bytes.
 type queued struct {
 	id   int32
-	hint Hint
+	hlen uint32
+	hint uintptr
 }
+
+// hinted is the hint of the queued frame.
+func (q queued) hinted() Hint { return Hint{Addr: q.hint, Len: q.hlen} }

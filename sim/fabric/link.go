@@ -218,7 +218,7 @@ func (d *direction) enqueueID(id int32, n int, h Hint) {
 		f.release(b)
 		return
 	}
-	d.queue.push(queued{id: id, hint: h})
+	d.queue.push(queued{id: id, hlen: h.Len, hint: h.Addr})
 	d.qBytes += n
 	d.stats.MaxQueueBytes = max(d.stats.MaxQueueBytes, d.qBytes)
 	d.releaseHeld()
@@ -269,7 +269,7 @@ func (d *direction) transmit() {
 			d.busy = false
 			return
 		}
-		b, h = f.pool.at(q.id), q.hint
+		b, h = f.pool.at(q.id), q.hinted()
 		if b.dropRule == 0 {
 			break
 		}
@@ -354,7 +354,7 @@ func (d *direction) Prefetch(ev uint64) {
 				// The receiver's own state, which its sender named
 				// (Hint): with the frame's headers, what the receiving
 				// NIC reads first, each a miss in a large world.
-				prefetch.Lines(fl.hint, uintptr(fl.hlen))
+				prefetch.Lines(fl.hint, uintptr(min(fl.hlen, maxHintLen)))
 			}
 		}
 	}

@@ -133,7 +133,17 @@ func main() {
 		"packets/s", "packets/CPU-s", "heap MB", "RSS MB")
 	var rs []Result
 	failed := false
-	picked, errs := rounds(len(pts), max(1, *runs), func(i int) (Result, error) { return child(pts[i], *timeout, *memlim) })
+	// The table comes once every round has run; each run says so on
+	// standard error as it ends, so a long make scale shows it is alive.
+	done := make([]int, len(pts))
+	picked, errs := rounds(len(pts), max(1, *runs), func(i int) (Result, error) {
+		r, err := child(pts[i], *timeout, *memlim)
+		done[i]++
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "scale: %s run %d: %.3f s\n", pts[i], done[i], r.WallS)
+		}
+		return r, err
+	})
 	for i, p := range pts {
 		r, err := picked[i], errs[i]
 		if err != nil {
@@ -356,7 +366,7 @@ func medianRun(rs []Result) Result {
 	return rs[(len(rs)-1)/2]
 }
 
-// shortPoint is the median wall time under which median runs a point
+// shortPoint is the median wall time under which rounds runs a point
 // three times as often.
 const shortPoint = 0.2
 
