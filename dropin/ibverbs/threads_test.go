@@ -408,6 +408,11 @@ func TestOwnThreads(t *testing.T) {
 	// threads find every note taken.)
 	for i := range 3 * ownMax {
 		tid := exiting()
+		if tid == int32(os.Getpid()) {
+			// The goroutine ran on the first thread, which the runtime
+			// parks rather than ends (runtime.mexit wedges m0): it stays.
+			continue
+		}
 		for end := time.Now().Add(5 * time.Second); slices.Contains(listTasks(), tid); time.Sleep(50 * time.Microsecond) {
 			if time.Now().After(end) {
 				t.Fatalf("thread %d (the %d-th made) still listed 5 s after its goroutine ended", tid, i+1)
