@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/wire"
 )
 
 // TestFramesCarryPeerHint: an RC QP asks Config.PeerHint for its
@@ -52,4 +54,48 @@ func TestFramesCarryPeerHint(t *testing.T) {
 	require.NoError(t, d.ModifyQP(0, ud, &QPAttr{QPState: QPStateRTR}, QPAttrState))
 	assert.Empty(t, asked)
 	assert.Zero(t, ud.peer)
+}
+
+// TestResponsesCarryPeerHint: the responder's frames carry its own
+// peer's hint too: the frame that answers a SEND (here an RNR NAK, no
+// receive being posted) carries the requester's QP's hint, which the
+// responder's device got from its PeerHint when its QP was connected.
+func TestResponsesCarryPeerHint(t *testing.T) {
+	a := New(Config{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, 1})})
+	b := New(Config{MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, 2})})
+	a.AddNeighbour(netip.MustParseAddr("10.0.0.2"), wire.MAC{2, 0, 0, 0, 0, 2})
+	b.AddNeighbour(netip.MustParseAddr("10.0.0.1"), wire.MAC{2, 0, 0, 0, 0, 1})
+	a.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return b.QPHint(qpn) }
+	b.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return a.QPHint(qpn) }
+	qp := func(d *Device) *QP {
+		pd, err := d.AllocPD()
+		require.NoError(t, err)
+		cq, err := d.CreateCQ(4, nil, 0)
+		require.NoError(t, err)
+		return resQP(t, d, pd, cq)
+	}
+	qa, qb := qp(a), qp(b)
+	connect := func(d *Device, q *QP, dgid string, dqpn uint32) {
+		av := AHAttr{IsGlobal: true, PortNum: 1, GRH: GRH{DGID: netip.MustParseAddr(dgid), HopLimit: 1}}
+		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateInit, PortNum: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateRTR, PathMTU: MTU1024, DestQPNum: dqpn, RQPSN: 1, AHAttr: av,
+			MaxDestRdAtomic: 1, MinRNRTimer: 12}, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer))
+		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			QPAttrState|QPAttrSQPSN|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic))
+	}
+	connect(a, qa, "10.0.0.2", qb.num)
+	connect(b, qb, "10.0.0.1", qa.num)
+	_, err := a.PostSend(0, qa, []SendWR{{WRID: 1, Opcode: WRSend, Flags: SendSignaled}})
+	require.NoError(t, err)
+	rd := a.Ready()
+	require.Len(t, rd.Frames, 1)
+	assert.Equal(t, b.QPHint(qb.num), rd.Frames[0].Hint, "the request carries the responder's QP")
+	b.Receive(0, append([]byte(nil), rd.Frames[0].Bytes...))
+	resp := b.Ready()
+	require.NotEmpty(t, resp.Frames, "the responder answers")
+	want := a.QPHint(qa.num)
+	require.NotZero(t, want.Addr)
+	for _, f := range resp.Frames {
+		assert.Equal(t, want, f.Hint, "the response carries the requester's QP")
+	}
 }
