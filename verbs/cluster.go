@@ -147,7 +147,11 @@ type mailbox struct {
 	to    [][]crossing // to[q]: toward part q, in the order sent
 	bytes []byte       // the group frames' bytes and notes, one after another
 	minAt sim.Time     // the earliest arrival among them (sim.Never: none)
-	_     [128 - 56]byte
+	// back[q] are the buffers part q lent with frames this part is done
+	// with (fabric.Link.DeliverLent), in the order it released them, for
+	// q to take back at the start of its next step.
+	back [][]fabric.Loan
+	_    [128 - 80]byte
 }
 
 // toPad is how many slice headers (24 bytes each) a mailbox's list of
@@ -207,7 +211,8 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 			// line clear of its ends: the next small allocation may be
 			// another part's, and every crossing writes its header.
 			to := make([][]crossing, cfg.Parts+2*toPad)
-			c.mail[g][p] = mailbox{to: to[toPad : toPad+cfg.Parts], minAt: sim.Never}
+			back := make([][]fabric.Loan, cfg.Parts+2*toPad)
+			c.mail[g][p] = mailbox{to: to[toPad : toPad+cfg.Parts], back: back[toPad : toPad+cfg.Parts], minAt: sim.Never}
 		}
 	}
 	c.errs = make([]error, cfg.Parts)
@@ -249,6 +254,14 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		}
 		w := newWorld(pc, stream)
 		w.part, w.cluster = p+1, c
+		// A frame from another part stays in the buffer its part lent
+		// with it until this part is done with it (stepPart); then the
+		// loan goes into this part's mailbox of the step, or, between
+		// steps, of the last one, for the lender's next step.
+		w.fab.SetRepay(func(lender int32, l fabric.Loan) {
+			m := &c.mail[c.gen][p]
+			m.back[lender] = append(m.back[lender], l)
+		})
 		c.parts = append(c.parts, w)
 	}
 	c.cfg.World = wc
@@ -578,25 +591,35 @@ func (c *Cluster) settle(t sim.Time) error {
 func (c *Cluster) stepPart(p int, end sim.Time) error {
 	own := &c.mail[c.gen][p]
 	w := c.parts[p]
+	// This mailbox's frames were delivered, and its loans taken back,
+	// in the step before: the lists start again.
 	for q, xs := range own.to {
-		// Delivered in the step before: the buffers lent with them
-		// come back to this part's fabric.
-		for i := range xs {
-			if xs[i].loan != 0 {
-				if err := w.fab.Return(xs[i].loan); err != nil {
-					return fmt.Errorf("verbs: cluster: part %d: %w", p, err)
-				}
-			}
-			xs[i] = crossing{} // nothing kept alive through the list
-		}
+		clear(xs) // nothing kept alive through the list
 		own.to[q] = xs[:0]
+	}
+	for q := range own.back {
+		own.back[q] = own.back[q][:0]
 	}
 	own.bytes, own.minAt = own.bytes[:0], sim.Never
 	for q := range c.mail[c.gen^1] {
 		m := &c.mail[c.gen^1][q]
+		// The buffers this part lent, which part q is done with.
+		for _, l := range m.back[p] {
+			if err := w.fab.Return(l); err != nil {
+				return fmt.Errorf("verbs: cluster: part %d, from part %d: %w", p, q, err)
+			}
+		}
 		for _, x := range m.to[p] {
 			r := fabric.RemoteFrame{At: x.at, Frame: x.frame, Note: x.note, Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint}
-			if err := x.link.Deliver(0, r); err != nil {
+			var err error
+			if x.loan != 0 {
+				// Kept where it is, in part q's buffer, until done with.
+				r.Loan = x.loan
+				err = x.link.DeliverLent(0, r, int32(q))
+			} else {
+				err = x.link.Deliver(0, r)
+			}
+			if err != nil {
 				// A frame that cannot arrive in time would be a broken
 				// step (the lookahead): never in a working cluster.
 				return fmt.Errorf("verbs: cluster: a frame from part %d to part %d: %w", q, p, err)

@@ -58,6 +58,10 @@ type frameBuf struct {
 	// lent: the frame was handed over with its buffer (DivertLent),
 	// which is out of every queue until Fabric.Return.
 	lent bool
+	// borrowed: data is another fabric's buffer, lent with the frame
+	// and kept by Link.DeliverLent; released, it is repaid (bufChunk.loans)
+	// rather than freed here.
+	borrowed bool
 }
 
 // frameText is a frame's texts, apart from its frameBuf: most frames
@@ -173,6 +177,15 @@ const (
 type bufChunk struct {
 	bufs  [chunkSize]frameBuf
 	texts [chunkSize]frameText
+	loans [chunkSize]borrowing // of the borrowed buffers
+}
+
+// borrowing is whose buffer a borrowed frame is in: the loan its lender
+// made (RemoteFrame.Loan), and the driver's name for the lender
+// (Link.DeliverLent).
+type borrowing struct {
+	lender int32
+	loan   Loan
 }
 
 type bufPool struct {
@@ -180,6 +193,9 @@ type bufPool struct {
 	n      int32               // buffers made
 	bytes  int                 // the storage of the buffers made
 	free   [numClasses][]int32 // ids of free buffers, by size class
+	// bare are the ids of free records without storage of their own,
+	// which borrowed frames take (getBorrowed).
+	bare []int32
 	// scratch holds the comment of a frame with both a note and a fault
 	// (comment), kept for its capacity.
 	scratch []byte
@@ -196,14 +212,39 @@ func (p *bufPool) get(n int) *frameBuf {
 		b.copy, b.dropRule, b.sealed = 0, 0, false
 		return b
 	}
+	b := p.record()
+	p.bytes += classSize(c)
+	b.data = make([]byte, classSize(c))
+	return b
+}
+
+// record returns a new record, without storage.
+func (p *bufPool) record() *frameBuf {
 	id := p.n
 	if int(id)>>chunkShift == len(p.chunks) {
 		p.chunks = append(p.chunks, new(bufChunk))
 	}
 	p.n++
-	p.bytes += classSize(c)
 	b := p.at(id)
-	*b = frameBuf{id: id, data: make([]byte, classSize(c)), owner: noNode}
+	*b = frameBuf{id: id, owner: noNode}
+	return b
+}
+
+// getBorrowed returns a record for a frame whose bytes stay in data, the
+// buffer lender lent with it (loan), with no texts, copy number or drop
+// rule: the frame's bytes are not copied, and when the fabric releases
+// the frame it repays the loan instead of freeing the storage.
+func (p *bufPool) getBorrowed(data []byte, lender int32, loan Loan) *frameBuf {
+	var b *frameBuf
+	if k := len(p.bare); k > 0 {
+		b = p.at(p.bare[k-1])
+		p.bare = p.bare[:k-1]
+		b.copy, b.dropRule, b.sealed = 0, 0, false
+	} else {
+		b = p.record()
+	}
+	b.data, b.n, b.borrowed = data, int32(len(data)), true
+	p.chunks[b.id>>chunkShift].loans[b.id&(chunkSize-1)] = borrowing{lender, loan}
 	return b
 }
 
@@ -246,6 +287,14 @@ func (f *Fabric) release(b *frameBuf) {
 		t := p.text(b.id)
 		t.note, t.fault = t.note[:0], ""
 		b.hasText = false
+	}
+	if b.borrowed {
+		// Another fabric's buffer: its lender takes it back.
+		l := p.chunks[b.id>>chunkShift].loans[b.id&(chunkSize-1)]
+		b.data, b.borrowed = nil, false
+		p.bare = append(p.bare, b.id)
+		f.repay(l.lender, l.loan)
+		return
 	}
 	c := sizeClass(len(b.data))
 	p.free[c] = append(p.free[c], b.id)

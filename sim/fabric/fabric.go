@@ -138,6 +138,9 @@ type Fabric struct {
 	// txDone are the nodes' SetTxDone functions by index (frameBuf.owner),
 	// here rather than only in the Node, which a frame need not reach.
 	txDone []func(now sim.Time)
+	// repayFn takes back the loans of the frames DeliverLent kept, once
+	// released (SetRepay).
+	repayFn func(lender int32, l Loan)
 	// macIdx finds a node port's MAC (macKey) in macs: a frame's
 	// destination is looked up once, at Send, and carried as its index
 	// (frameBuf.dst). Lookups only, never iterated.

@@ -159,7 +159,35 @@ func (f *Fabric) diverts(b *frameBuf) (reaches int32, ok bool) {
 // recorded by its taps there (the sending fabric's recorded it); a
 // switch it reaches forwards it by its destination MAC as any frame. The
 // bytes are copied.
-func (l *Link) Deliver(dir int, r RemoteFrame) error {
+func (l *Link) Deliver(dir int, r RemoteFrame) error { return l.deliver(dir, r, false, 0) }
+
+// DeliverLent is Deliver for a frame whose buffer the sending fabric lent
+// with it (r.Loan, DivertLent): its bytes are not copied. This fabric
+// keeps the frame in r.Frame's storage (and writes there if a fault rule
+// alters it on a later hop) until it is done with the frame, then hands
+// the loan to the function SetRepay gave, with lender, the driver's name
+// for the sending fabric, for the driver to give the buffer back there
+// (Fabric.Return). Until then the lender must neither reuse nor read the
+// storage; a frame refused (the error) is not kept.
+func (l *Link) DeliverLent(dir int, r RemoteFrame, lender int32) error {
+	if r.Loan == 0 {
+		return fmt.Errorf("%w: a frame delivered as lent has none", ErrNoLoan)
+	}
+	if l.dirs[dir].f.repayFn == nil {
+		return errors.New("fabric: a frame delivered as lent, with no SetRepay to give its buffer back")
+	}
+	return l.deliver(dir, r, true, lender)
+}
+
+// SetRepay gives the function that DeliverLent's frames' loans go to, on
+// the fabric's goroutine, when the fabric is done with them: in the
+// order it releases the frames, which is the simulation's.
+func (f *Fabric) SetRepay(fn func(lender int32, l Loan)) { f.repayFn = fn }
+
+// repay hands a borrowed buffer's loan back to the driver (SetRepay).
+func (f *Fabric) repay(lender int32, l Loan) { f.repayFn(lender, l) }
+
+func (l *Link) deliver(dir int, r RemoteFrame, keep bool, lender int32) error {
 	d := &l.dirs[dir]
 	f := d.f
 	at, frame := r.At, r.Frame
@@ -177,8 +205,13 @@ func (l *Link) Deliver(dir int, r RemoteFrame) error {
 	}
 	f.start()
 	d.lastIn = at
-	b := f.pool.get(len(frame))
-	b.n = f.pool.fill(b, frame)
+	var b *frameBuf
+	if keep {
+		b = f.pool.getBorrowed(frame, lender, r.Loan)
+	} else {
+		b = f.pool.get(len(frame))
+		b.n = f.pool.fill(b, frame)
+	}
 	b.from, b.owner, b.tx, b.sealed = d.from.node.idx, noNode, r.Tx, r.Sealed
 	f.pool.setNote(b, r.Note)
 	f.pool.setFault(b, r.Fault)

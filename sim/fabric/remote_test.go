@@ -23,7 +23,31 @@ type cut struct {
 	links [][]*fabric.Link // links[p][i]: fabric p's copy of ni-sw
 	mail  []mailed
 	loans int // buffers lent and given back (DivertLent)
+	// keep: frames lent are delivered without a copy (DeliverLent), and
+	// repaid holds the loans the fabrics are done with, by lender, for
+	// run to give back at the start of the next step.
+	keep   bool
+	repaid []repayment
+	held   map[repayment][]byte // the bytes of the frames kept, by loan
 }
+
+type repayment struct {
+	lender int32
+	loan   fabric.Loan
+}
+
+// How a cut hands its frames over: copied by the driver (copied), lent by
+// the sending fabric and copied by the receiving one (lent), or lent and
+// kept by the receiving fabric until it is done with them (kept).
+type handover int
+
+const (
+	copied handover = iota
+	lent
+	kept
+)
+
+func (h handover) String() string { return [...]string{"copied", "lent", "kept"}[h] }
 
 type mailed struct {
 	to   int // the fabric
@@ -36,12 +60,18 @@ const cutNodes = 4
 
 func partOf(i int) int { return i / 2 }
 
-func newCut(t *testing.T, lend bool, taps ...fabric.Tap) *cut {
+func newCut(t *testing.T, how handover, taps ...fabric.Tap) *cut {
 	cfg := fabric.DefaultLinkConfig()
-	c := &cut{links: make([][]*fabric.Link, 2)}
+	c := &cut{links: make([][]*fabric.Link, 2), keep: how == kept, held: map[repayment][]byte{}}
+	lend := how != copied
 	for p := range 2 {
 		w := newWorld(t, cutNodes, nil, 1, taps[p])
 		c.ws = append(c.ws, w)
+		if c.keep {
+			w.f.SetRepay(func(lender int32, l fabric.Loan) {
+				c.repaid = append(c.repaid, repayment{lender, l})
+			})
+		}
 		for i := range cutNodes {
 			if partOf(i) != p {
 				w.nodes[i].SetElsewhere()
@@ -92,7 +122,13 @@ func (c *cut) run(t *testing.T) {
 			return
 		}
 		end := next.Add(lookahead - 1)
+		c.repay(t)
 		for _, m := range c.mail {
+			if c.keep && m.r.Loan != 0 {
+				require.NoError(t, c.links[m.to][m.i].DeliverLent(0, m.r, int32(m.from)))
+				c.held[repayment{int32(m.from), m.r.Loan}] = m.r.Frame
+				continue
+			}
 			require.NoError(t, c.links[m.to][m.i].Deliver(0, m.r))
 			if m.r.Loan != 0 {
 				// Delivered (copied): the buffer goes back, once.
@@ -112,6 +148,26 @@ func (c *cut) run(t *testing.T) {
 	}
 }
 
+// repay gives the buffers the fabrics are done with back to their
+// lenders, as a driver does between two steps (DeliverLent).
+func (c *cut) repay(t *testing.T) {
+	for _, r := range c.repaid {
+		f := c.ws[r.lender].f
+		require.NoError(t, f.Return(r.loan))
+		assert.ErrorIs(t, f.Return(r.loan), fabric.ErrNoLoan, "a loan given back twice")
+		c.loans++
+		// The lender may reuse the buffer from now on: a frame still
+		// held, repaid too early, would arrive with these bytes.
+		frame, ok := c.held[r]
+		require.True(t, ok, "a loan repaid that was not kept")
+		for k := range frame {
+			frame[k] = 0xEE
+		}
+		delete(c.held, r)
+	}
+	c.repaid = c.repaid[:0]
+}
+
 // TestDivert: the four nodes as one fabric and as a cut. Every node
 // receives the same frames at the same times in both (a burst from every
 // node to every other, noted, and a broadcast from each side), the
@@ -121,14 +177,18 @@ func (c *cut) run(t *testing.T) {
 // each). The same with links that lend their frames' buffers
 // (DivertLent): the bytes and notes handed over stay as they were until
 // delivered, while both fabrics take buffers for the frames delivered to
-// them, and each buffer comes back once.
+// them, and each buffer comes back once. And with the lent frames kept
+// by the fabric they are delivered to (DeliverLent): each loan is repaid
+// once the frame is done with, and the lender reuses the buffer only
+// then (a buffer it took back early would carry its next frame's bytes
+// into the receiver's).
 func TestDivert(t *testing.T) {
-	for _, lend := range []bool{false, true} {
-		t.Run(fmt.Sprintf("lend=%v", lend), func(t *testing.T) { testDivert(t, lend) })
+	for _, how := range []handover{copied, lent, kept} {
+		t.Run(how.String(), func(t *testing.T) { testDivert(t, how) })
 	}
 }
 
-func testDivert(t *testing.T, lend bool) {
+func testDivert(t *testing.T, how handover) {
 	cfg := fabric.DefaultLinkConfig()
 	send := func(nodes []*fabric.Node, local func(int) bool) {
 		for k := range 2 {
@@ -164,11 +224,16 @@ func testDivert(t *testing.T, lend bool) {
 	require.NoError(t, whole.sched.Run())
 
 	taps := []*commentTap{{}, {}}
-	c := newCut(t, lend, taps[0], taps[1])
+	c := newCut(t, how, taps[0], taps[1])
 	for p, w := range c.ws {
 		send(w.nodes, func(i int) bool { return partOf(i) == p })
 	}
 	c.run(t)
+	if how == kept {
+		// The last frames' loans, repaid in the last step.
+		c.repay(t)
+		assert.Empty(t, c.held, "frames kept and never repaid")
+	}
 	for i := range cutNodes {
 		got := c.ws[partOf(i)].sinks[i]
 		require.NotEmpty(t, whole.sinks[i].frames)
@@ -196,7 +261,7 @@ func testDivert(t *testing.T, lend bool) {
 	slices.Sort(want)
 	assert.Equal(t, want, got)
 	assert.Contains(t, taps[1].comments, "n0 to n3 #1", "a's note on b's hop to n3")
-	if lend {
+	if how != copied {
 		// Two bursts from each of four nodes to the two of the other side.
 		assert.Equal(t, 2*cutNodes*2, c.loans, "frames lent")
 		assert.ErrorIs(t, c.ws[0].f.Return(0), fabric.ErrNoLoan)
@@ -206,10 +271,11 @@ func testDivert(t *testing.T, lend bool) {
 
 // TestDeliverRefuses: a frame that would arrive before the clock or
 // before one delivered earlier, a runt, an oversized frame, a frame
-// addressed to a node the fabric does not have, and a frame through a
-// direction from a switch are refused, and nothing arrives.
+// addressed to a node the fabric does not have, a frame through a
+// direction from a switch, and a frame delivered as lent without a loan
+// or with no one to repay it to are refused, and nothing arrives.
 func TestDeliverRefuses(t *testing.T) {
-	c := newCut(t, false, nil, nil)
+	c := newCut(t, copied, nil, nil)
 	b := c.ws[1]
 	frame := roce(t, 0, 2, 0, 64)
 	require.NoError(t, b.sched.RunUntil(100))
@@ -229,6 +295,11 @@ func TestDeliverRefuses(t *testing.T) {
 	assert.ErrorContains(t, n0.Deliver(0, wrong), "addressed to node 4 of 4")
 	// Direction 1 of n0-sw leaves the switch itself.
 	assert.ErrorContains(t, n0.Deliver(1, at(300, frame)), "must be a node")
+	// A frame kept as lent needs a loan, and somewhere to repay it.
+	assert.ErrorIs(t, n0.DeliverLent(0, at(300, frame), 0), fabric.ErrNoLoan)
+	loaned := at(300, frame)
+	loaned.Loan = 1
+	assert.ErrorContains(t, n0.DeliverLent(0, loaned, 0), "no SetRepay")
 	require.NoError(t, b.sched.Run())
 	hop := fabric.DefaultLinkConfig().SerializationDelay(len(frame)) + fabric.DefaultLinkConfig().Propagation
 	assert.Equal(t, [][]byte{frame}, b.sinks[2].frames, "only the frame delivered in order")
