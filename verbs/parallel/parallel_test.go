@@ -2,8 +2,13 @@ package parallel_test
 
 import (
 	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -49,4 +54,71 @@ func TestEachPanics(t *testing.T) {
 		}()
 		assert.Equal(t, int32(6), ran.Load(), "every step ran")
 	}
+}
+
+// goid is the calling goroutine's number, from its stack's header.
+func goid() int {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:n]), "goroutine "), " ")
+	k, _ := strconv.Atoi(id)
+	return k
+}
+
+// TestEachKeepsItsWorkers: calls that follow one another closely, as a
+// cluster's steps do, are run by the goroutines the first call started,
+// not by new ones each time; once calls stop, those goroutines end.
+func TestEachKeepsItsWorkers(t *testing.T) {
+	before := runtime.NumGoroutine()
+	each := parallel.Each(2)
+	const calls = 200
+	seen := map[int]bool{}
+	var mu sync.Mutex
+	for range calls {
+		each(4, func(int) {
+			// Long enough for the worker to take parts too (busy: a
+			// sleep this short takes a millisecond on some machines,
+			// as long as a worker waits).
+			for start := time.Now(); time.Since(start) < 100*time.Microsecond; {
+			}
+			id := goid()
+			mu.Lock()
+			seen[id] = true
+			mu.Unlock()
+		})
+	}
+	// The caller and one worker, and more when the machine held the
+	// caller off longer than a worker waits (under two busy loops on two
+	// cores, up to 46): a goroutine per call would be about calls+1.
+	assert.Less(t, len(seen), calls/2, "goroutines that ran the parts of %d calls", calls)
+	assert.Greater(t, len(seen), 1, "the parts ran on the caller's goroutine alone")
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "workers still running 5 s after the last call")
+}
+
+// TestEachConcurrentCalls: one Each called from several goroutines at
+// once (two clusters given the same one) still runs every step of every
+// call exactly once.
+func TestEachConcurrentCalls(t *testing.T) {
+	each := parallel.Each(3)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 200 {
+				runs := make([]atomic.Int32, 5)
+				each(len(runs), func(p int) { runs[p].Add(1) })
+				for p := range runs {
+					if n := runs[p].Load(); n != 1 {
+						t.Errorf("goroutine %d, call %d: part %d ran %d times", g, k, p, n)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
