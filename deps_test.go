@@ -39,7 +39,7 @@ var imports = map[string][]string{
 	// the fault plans' text format is read with the shared tokenizer.
 	"faults":          {"internal/lineformat", "sim", "wire"},
 	"sim/fabric":      {"faults", "internal/ntcopy", "internal/prefetch", "sim", "wire"},
-	"nic":             {"sim", "wire"},
+	"nic":             {"internal/ntcopy", "sim", "wire"},
 	"verbs":           {"faults", "nic", "sim", "sim/fabric", "wire"},
 	"wire/rocelayers": {"gopacket", "wire"},
 	"wire/capture":    {"gopacket"},

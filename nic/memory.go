@@ -20,6 +20,8 @@ import (
 	"math"
 	"strings"
 	"syscall"
+
+	"github.com/rocesim/rocesim/internal/ntcopy"
 )
 
 const (
@@ -83,6 +85,10 @@ type memTable struct {
 	maxLive int
 
 	nextAddr uint64 // the next free simulated address, page aligned
+
+	// stream: payloads received are written into memory with
+	// non-temporal stores (Device.SetStreamingWrites).
+	stream bool
 
 	mws mwTable // the memory windows (mw.go)
 }
@@ -332,6 +338,16 @@ func (t *memTable) scatter(sges []SGE, off uint64, src []byte) {
 	t.copyAt(sges, off, src, intoMemory)
 }
 
+// write copies a payload received into memory at dst, past the caches
+// if the device streams its writes.
+func (t *memTable) write(dst, src []byte) {
+	if t.stream {
+		ntcopy.Copy(dst, src)
+		return
+	}
+	copy(dst, src)
+}
+
 // copyAt moves buf into (intoMemory) or out of the message at byte off.
 func (t *memTable) copyAt(sges []SGE, off uint64, buf []byte, flow dataFlow) {
 	for i := range sges {
@@ -348,7 +364,7 @@ func (t *memTable) copyAt(sges []SGE, off uint64, buf []byte, flow dataFlow) {
 		start := s.Addr - mr.Addr + off
 		k := min(n-off, uint64(len(buf)))
 		if flow == intoMemory {
-			copy(mr.buf[start:start+k], buf)
+			t.write(mr.buf[start:start+k], buf)
 		} else {
 			copy(buf, mr.buf[start:start+k])
 		}

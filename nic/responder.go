@@ -480,7 +480,7 @@ func (d *Device) placeWrite(now sim.Time, qp *QP, p *wire.Packet) bool {
 			return false
 		}
 		start := r.wva - mr.Addr + r.off
-		copy(mr.buf[start:start+uint64(len(p.Payload))], p.Payload)
+		d.mem.write(mr.buf[start:start+uint64(len(p.Payload))], p.Payload)
 	}
 	r.off += uint64(len(p.Payload))
 	if pos.Ends() {

@@ -13,6 +13,10 @@ func (q *QP) PeerHint() nic.Hint { return q.qp.PeerHint() }
 // QPHint is h's device's hint for a frame to its QP qpn: for tests.
 func (h *Host) QPHint(qpn uint32) nic.Hint { return h.dev.QPHint(qpn) }
 
+// StreamsWrites reports whether h's device writes what it receives past
+// the caches (nic.Device.SetStreamingWrites): for tests.
+func (h *Host) StreamsWrites() bool { return h.dev.StreamingWrites() }
+
 // WatchBySend reports whether the world's stall watch still reads each
 // frame when its host sends it (stallWatch.bySend): for tests.
 func (w *World) WatchBySend() bool { return w.watch.bySend }

@@ -1,0 +1,73 @@
+package verbs_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rocesim/rocesim/verbs"
+)
+
+// TestLargeWorldStreamsWrites: the devices of a world of 32 hosts or more
+// write what they receive past the caches from its first run on (a world
+// of 31 does not), and what lands is what was sent: a WRITE, a SEND into
+// a receive buffer and a READ's response, each several packets long.
+func TestLargeWorldStreamsWrites(t *testing.T) {
+	world := func(n int) (*verbs.World, []*verbs.Host) {
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+		var hs []*verbs.Host
+		for i := range n {
+			hs = append(hs, w.AddHost(fmt.Sprintf("h%d", i)))
+		}
+		require.NoError(t, w.ConnectSwitch())
+		return w, hs
+	}
+	small, smallHosts := world(31)
+	require.NoError(t, small.Run())
+	for _, h := range smallHosts {
+		assert.False(t, h.StreamsWrites(), "%s of 31 hosts", h.Name())
+	}
+
+	w, hs := world(32)
+	assert.False(t, hs[0].StreamsWrites(), "before the first run")
+	a, b := setup(hs[0], 1), setup(hs[31], 2)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	require.NoError(t, w.Run())
+	for _, h := range hs {
+		assert.True(t, h.StreamsWrites(), "%s of 32 hosts", h.Name())
+	}
+	for k := range a.buf {
+		a.buf[k] = byte(k*7 + 3)
+	}
+	// WRITE a's first 4000 bytes to b's; then SEND 3000 of them into b's
+	// buffer at 0 (over the WRITE's), and READ b's bytes 0..2499 into a's
+	// buffer at 1000.
+	_, err := b.qp.PostRecv([]verbs.RecvWR{{WRID: 9, SGList: []verbs.SGE{b.mr.SGE(0, 3000)}}})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend([]verbs.SendWR{
+		{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 4000)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey},
+	})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, a.buf[:4000], b.buf[:4000], "the WRITE")
+	for k := range 3000 {
+		a.buf[k] = byte(k*13 + 5)
+	}
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(0, 3000)}}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, a.buf[:3000], b.buf[:3000], "the SEND")
+	want := append([]byte(nil), b.buf[:2500]...)
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 3, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, SGList: []verbs.SGE{a.mr.SGE(1000, 2500)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+	require.NoError(t, err)
+	require.NoError(t, w.Run())
+	assert.Equal(t, want, a.buf[1000:3500], "the READ's response")
+	wcs := append(pollAll(a.cq), pollAll(b.cq)...)
+	require.Len(t, wcs, 4)
+	for _, wc := range wcs {
+		assert.Equal(t, verbs.WCSuccess, wc.Status, "%+v", wc)
+	}
+}
