@@ -9,6 +9,7 @@ import (
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // A large world on several cores
@@ -176,8 +177,9 @@ type crossing struct {
 	fault       string
 	// to is the node it was sent to, in the destination part
 	// (fabric.RemoteFrame.To), -1 for a group frame.
-	to   int32
-	hint fabric.Hint
+	to     int32
+	hint   fabric.Hint
+	dstMAC wire.MAC
 }
 
 // NewCluster returns an empty cluster at time 0.
@@ -433,7 +435,7 @@ func (c *Cluster) post(from, toPart int, to *fabric.Link, r fabric.RemoteFrame) 
 		addressee = c.nodeIn(toPart, int(c.hostAt[from][r.To])).Index()
 	}
 	x := crossing{at: r.At, link: to, frame: r.Frame, note: r.Note, loan: r.Loan, sealed: r.Sealed, tx: r.Tx,
-		fault: r.Fault, to: addressee, hint: r.Hint}
+		fault: r.Fault, to: addressee, hint: r.Hint, dstMAC: r.DstMAC}
 	if r.Loan == 0 {
 		// A group frame, handed over for the call only: its bytes are
 		// copied. A slice taken before the mailbox's storage moves
@@ -617,7 +619,7 @@ func (c *Cluster) stepPart(p int, end sim.Time) error {
 			}
 		}
 		for _, x := range m.to[p] {
-			r := fabric.RemoteFrame{At: x.at, Frame: x.frame, Note: x.note, Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint}
+			r := fabric.RemoteFrame{At: x.at, Frame: x.frame, Note: x.note, Sealed: x.sealed, Tx: x.tx, Fault: x.fault, To: x.to, Hint: x.hint, DstMAC: x.dstMAC}
 			var err error
 			if x.loan != 0 {
 				// Kept where it is, in part q's buffer, until done with.

@@ -313,6 +313,11 @@ func (d *direction) handOver(b *frameBuf, ser sim.Duration, h Hint) bool {
 		return false
 	}
 	r := RemoteFrame{At: f.sched.Now().Add(ser + d.cfg.Propagation), Frame: b.bytes(), Sealed: b.sealed, Tx: b.tx, To: b.to, Reaches: reaches, Hint: h}
+	if b.dst >= 0 {
+		// The MAC found at Send, unchanged since (a rule that rewrote
+		// it set lookupMAC): the receiving fabric need not read it.
+		r.DstMAC = f.macs[b.dst].port.cfg.MAC
+	}
 	if b.hasText {
 		t := f.pool.text(b.id)
 		r.Note, r.Fault = t.note, t.fault

@@ -63,6 +63,11 @@ type RemoteFrame struct {
 	// Hint is the sender's hint for the frame's receiver (SendHinted),
 	// which Deliver keeps.
 	Hint Hint
+	// DstMAC is the frame's destination MAC, as its bytes have it: the
+	// sending fabric knows it without reading them, and so, given it,
+	// does Deliver, where the frame's bytes are cold (written on another
+	// core). The zero MAC: Deliver reads it from the frame.
+	DstMAC wire.MAC
 	// Loan, for a frame a direction that lends (DivertLent) handed over
 	// for a node elsewhere, is its buffer's loan: Frame and Note stay
 	// valid, unchanged, until the driver gives the buffer back with
@@ -217,7 +222,11 @@ func (l *Link) deliver(dir int, r RemoteFrame, keep bool, lender int32) error {
 	f.pool.setFault(b, r.Fault)
 	// Looked up as the stand-in would for a frame it sent; addressed
 	// as it was sent (a rule may have rewritten its MAC on the way).
-	b.to, b.dst = d.from.node.destination(wire.Ethernet(frame).Dst())
+	mac := r.DstMAC
+	if mac == (wire.MAC{}) {
+		mac = wire.Ethernet(frame).Dst()
+	}
+	b.to, b.dst = d.from.node.destination(mac)
 	if r.To >= 0 {
 		b.to = r.To
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // cut is four nodes n0..n3 on switch sw cut into two fabrics (a: n0, n1;
@@ -90,10 +91,12 @@ func newCut(t *testing.T, how handover, taps ...fabric.Tap) *cut {
 					}
 					if r.Reaches < 0 {
 						assert.Zero(t, r.Loan, "a group frame goes on here: not lent")
+						assert.Zero(t, r.DstMAC, "a group frame's MAC: the frame's bytes say it")
 						c.mail = append(c.mail, mailed{1 - p, p, i, r})
 						return
 					}
 					assert.Equal(t, lend, r.Loan != 0, "lent exactly when the link lends")
+					assert.Equal(t, wire.Ethernet(r.Frame).Dst(), r.DstMAC, "the frame's destination MAC, handed over beside it")
 					assert.NotEqual(t, p, partOf(int(r.Reaches)), "a frame for a node of its own fabric was diverted")
 					// Both fabrics number the nodes alike.
 					c.mail = append(c.mail, mailed{partOf(int(r.Reaches)), p, i, r})
