@@ -587,8 +587,8 @@ func (qp *QP) PeerHint() Hint { return qp.peer }
 // are hundreds of megabytes, each written long before anything reads it:
 // an ordinary store first reads its cold line, then keeps it, evicting
 // the state the next packets need (tools/scale, in runs taken in turns:
-// the alltoall at N = 1024 takes 12% less time streaming, N = 64 and 256
-// the same; a 2-node stream, whose receiver finds its buffers in the
+// the alltoall at N = 1024 takes 12–18% less time streaming, N = 64 and
+// 256 the same; a 2-node stream, whose receiver finds its buffers in the
 // cache, 7% more). verbs.World turns it on in worlds as large as those
 // whose fabric prefetches (sim.Scheduler.SetPrefetch).
 func (d *Device) SetStreamingWrites(on bool) { d.mem.stream = on }

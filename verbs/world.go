@@ -183,6 +183,7 @@ func (w *World) AddHost(name string) *Host {
 	h := w.addHost(name, w.hostAddr(i), i)
 	w.addNeighbours(h)
 	w.index(h)
+	w.streamLarge()
 	return h
 }
 
@@ -739,10 +740,12 @@ func (q *queue[T]) pop() (T, bool) {
 func (w *World) Seed() uint64 { return w.cfg.Seed }
 
 // streamLarge makes the devices of a large world write the payloads they
-// receive past the caches (nic.Device.SetStreamingWrites), from its
-// first run on, hosts added later included: in a world of streamNodes
-// fabric nodes or more (a cluster's stand-ins count: its parts are as
-// large as the world they cut) the receive areas outgrow the caches.
+// receive past the caches (nic.Device.SetStreamingWrites), from the host
+// that makes it large on (AddHost), and at every run for hosts that came
+// otherwise (a cluster's parts grow by stand-ins): in a world of
+// streamNodes fabric nodes or more (a cluster's stand-ins count: its
+// parts are as large as the world they cut) the receive areas outgrow
+// the caches.
 func (w *World) streamLarge() {
 	if w.streaming == len(w.hosts) || len(w.fab.Nodes()) < streamNodes {
 		return
@@ -757,5 +760,5 @@ func (w *World) streamLarge() {
 // writes: the fabric's own threshold for prefetching (sim/fabric), about
 // where a world's state outgrows the caches (tools/scale: the alltoall
 // at N = 64 and 256 takes the same time either way, N = 128 and 512 a
-// few percent less streaming, N = 1024 12% less).
+// few percent less streaming, N = 1024 12–18% less).
 const streamNodes = 32

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
 	"github.com/rocesim/rocesim/wire"
@@ -62,11 +64,16 @@ const cutNodes = 4
 func partOf(i int) int { return i / 2 }
 
 func newCut(t *testing.T, how handover, taps ...fabric.Tap) *cut {
+	return newCutWith(t, how, nil, taps...)
+}
+
+// newCutWith is newCut with a fault plan in each fabric.
+func newCutWith(t *testing.T, how handover, plan *faults.Plan, taps ...fabric.Tap) *cut {
 	cfg := fabric.DefaultLinkConfig()
 	c := &cut{links: make([][]*fabric.Link, 2), keep: how == kept, held: map[repayment][]byte{}}
 	lend := how != copied
 	for p := range 2 {
-		w := newWorld(t, cutNodes, nil, 1, taps[p])
+		w := newWorld(t, cutNodes, plan, 1, taps[p])
 		c.ws = append(c.ws, w)
 		if c.keep {
 			w.f.SetRepay(func(lender int32, l fabric.Loan) {
@@ -187,11 +194,18 @@ func (c *cut) repay(t *testing.T) {
 // into the receiver's).
 func TestDivert(t *testing.T) {
 	for _, how := range []handover{copied, lent, kept} {
-		t.Run(how.String(), func(t *testing.T) { testDivert(t, how) })
+		t.Run(how.String(), func(t *testing.T) { testDivert(t, how, nil) })
 	}
+	// Frames kept where they were lent meet the destination fabric's
+	// plan on their last hop: dropped, copied, delayed, corrupted there,
+	// each released (and its loan repaid) its own way.
+	plan, err := faults.Parse("drop link=n2-sw src=n0 first=1\ndup n=1 link=n3-sw src=n1 first=1\n" +
+		"delay 3us link=n2-sw src=n1 first=1\ncorrupt link=n3-sw src=n0 first=1\n")
+	require.NoError(t, err)
+	t.Run("kept, with faults", func(t *testing.T) { testDivert(t, kept, plan) })
 }
 
-func testDivert(t *testing.T, how handover) {
+func testDivert(t *testing.T, how handover, plan *faults.Plan) {
 	cfg := fabric.DefaultLinkConfig()
 	send := func(nodes []*fabric.Node, local func(int) bool) {
 		for k := range 2 {
@@ -217,7 +231,7 @@ func testDivert(t *testing.T, how handover) {
 	}
 
 	wholeTap := &commentTap{}
-	whole := newWorld(t, cutNodes, nil, 1, wholeTap)
+	whole := newWorld(t, cutNodes, plan, 1, wholeTap)
 	sw := whole.f.AddSwitch("sw", cutNodes)
 	for i := range cutNodes {
 		_, err := whole.f.Connect(fmt.Sprintf("n%d-sw", i), whole.nodes[i].Port(0), sw.Port(i), cfg)
@@ -227,7 +241,7 @@ func testDivert(t *testing.T, how handover) {
 	require.NoError(t, whole.sched.Run())
 
 	taps := []*commentTap{{}, {}}
-	c := newCut(t, how, taps[0], taps[1])
+	c := newCutWith(t, how, plan, taps[0], taps[1])
 	for p, w := range c.ws {
 		send(w.nodes, func(i int) bool { return partOf(i) == p })
 	}
@@ -264,6 +278,13 @@ func testDivert(t *testing.T, how handover) {
 	slices.Sort(want)
 	assert.Equal(t, want, got)
 	assert.Contains(t, taps[1].comments, "n0 to n3 #1", "a's note on b's hop to n3")
+	if plan != nil {
+		// Each rule acted on a frame from part a, in part b.
+		for r := range plan.Rules {
+			mark := fmt.Sprintf("rule %d", r+1)
+			assert.True(t, slices.ContainsFunc(taps[1].comments, func(c string) bool { return strings.Contains(c, mark) }), "%s acted in b: %q", mark, taps[1].comments)
+		}
+	}
 	if how != copied {
 		// Two bursts from each of four nodes to the two of the other side.
 		assert.Equal(t, 2*cutNodes*2, c.loans, "frames lent")

@@ -33,7 +33,10 @@ import (
 // development machine (the operating system waking the other core), and
 // a sparse cluster's steps on two goroutines took 40–100% longer than in
 // turn on one, 15–20% now (BenchmarkClusterStream). A worker no call has
-// come for in idleWait ends; the next call starts another.
+// come for in idleWait ends; the next call starts another. A call
+// allocates nothing once the team has run one (TestEachAllocatesNothing);
+// a call made while another runs, from another goroutine (two clusters
+// given one Each), gets a team of its own, made for it.
 func Each(workers int) func(n int, step func(p int)) {
 	t := &team{workers: workers}
 	return t.each
@@ -74,6 +77,7 @@ const (
 	partBits = 20
 	partMask = 1<<partBits - 1
 	genShift = 2 * partBits
+	genMask  = 1<<(64-genShift) - 1
 )
 
 // word is team.next for part p of call gen of n parts.
@@ -101,7 +105,7 @@ func (t *team) each(n int, step func(p int)) {
 		return
 	}
 	defer t.busy.Store(false)
-	gen := t.next.Load()>>genShift + 1
+	gen := (t.next.Load()>>genShift + 1) & genMask
 	t.step, t.panicPart, t.panicked = step, n, nil
 	t.done.Store(0)
 	t.next.Store(word(gen, n, 0)) // published: workers take its parts from here
@@ -133,11 +137,13 @@ func (t *team) work(gen uint64) {
 			continue
 		}
 		t.run(p)
-		t.done.Add(1)
 	}
 }
 
-// run runs part p, keeping its panic for the caller.
+// run runs part p, keeping its panic for the caller, and counts it done
+// however it ends: returned, panicked, or ended its goroutine
+// (runtime.Goexit: a test's FailNow in a part a worker ran), so that the
+// caller never waits for a part that is over.
 func (t *team) run(p int) {
 	defer func() {
 		// Since Go 1.21 a panic never recovers as nil.
@@ -148,24 +154,22 @@ func (t *team) run(p int) {
 			}
 			t.mu.Unlock()
 		}
+		t.done.Add(1)
 	}()
 	t.step(p)
 }
 
 // worker takes part in call gen, then in each later call, until none
-// comes for idleWait.
+// comes for idleWait, or a part ends its goroutine. A call made just as
+// it leaves counted it among the living and runs without it: on the
+// caller, which takes every part no one else has.
 func (t *team) worker(gen uint64) {
+	defer t.alive.Add(-1)
 	for {
 		t.work(gen)
 		next, ok := t.await(gen)
 		if !ok {
-			t.alive.Add(-1)
-			// A call made as this worker left counted it among the
-			// living: take part in it after all.
-			if next = t.next.Load() >> genShift; next == gen {
-				return
-			}
-			t.alive.Add(1)
+			return
 		}
 		gen = next
 	}

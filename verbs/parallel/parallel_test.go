@@ -69,8 +69,7 @@ func goid() int {
 // cluster's steps do, are run by the goroutines the first call started,
 // not by new ones each time; once calls stop, those goroutines end.
 func TestEachKeepsItsWorkers(t *testing.T) {
-	before := runtime.NumGoroutine()
-	each := parallel.Each(2)
+	each, alive := parallel.EachWithWorkers(2)
 	const calls = 200
 	seen := map[int]bool{}
 	var mu sync.Mutex
@@ -93,10 +92,57 @@ func TestEachKeepsItsWorkers(t *testing.T) {
 	assert.Less(t, len(seen), calls/2, "goroutines that ran the parts of %d calls", calls)
 	assert.Greater(t, len(seen), 1, "the parts ran on the caller's goroutine alone")
 	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+	for alive() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "workers still running 5 s after the last call")
+	assert.Zero(t, alive(), "workers still running 5 s after the last call")
+}
+
+// TestEachAllocatesNothing: a call to a team that has run one allocates
+// nothing (a cluster makes one per step).
+func TestEachAllocatesNothing(t *testing.T) {
+	each := parallel.Each(2)
+	var sum atomic.Int64
+	step := func(p int) { sum.Add(int64(p)) }
+	each(4, step)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { each(4, step) }))
+}
+
+// TestEachGoexit: a part that ends its goroutine (runtime.Goexit, as a
+// test's FailNow does) does not leave Each waiting for it: the call
+// returns, or ends the caller's goroutine if the caller ran that part,
+// and every other part runs.
+func TestEachGoexit(t *testing.T) {
+	each := parallel.Each(2)
+	for k := range 20 {
+		var ran [4]atomic.Int32
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			each(len(ran), func(p int) {
+				if p == 1 {
+					runtime.Goexit()
+				}
+				for start := time.Now(); time.Since(start) < 50*time.Microsecond; {
+				}
+				ran[p].Add(1)
+			})
+		}()
+		select {
+		case <-finished:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d: Each still waiting 5 s after a part ended its goroutine", k)
+		}
+		// If the caller ran part 1, its goroutine ended there, and the
+		// worker is still at the others.
+		others := func() int32 { return ran[0].Load() + ran[2].Load() + ran[3].Load() }
+		for deadline := time.Now().Add(5 * time.Second); others() < 3 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		for _, p := range []int{0, 2, 3} {
+			assert.Equal(t, int32(1), ran[p].Load(), "call %d, part %d", k, p)
+		}
+	}
 }
 
 // TestEachConcurrentCalls: one Each called from several goroutines at
