@@ -61,18 +61,21 @@ func (d *Device) note(b []byte) string {
 // emit encodes f into an outbox buffer and queues it; qp is the QP whose
 // packet it is (counted until the port reports it gone, see TxDone).
 func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
-	d.emitIn(d.outbox.buffer(), qp, f, note)
+	d.emitIn(d.outbox.buffer(), qp, f, note, resendMark{})
 }
 
 // emitIn is emit into buf, a buffer from d.outbox.buffer that may already
 // hold f's payload where Encode puts it (sendPacket).
-func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string) {
+//
+// m is the OutFrame's Round and FirstAt: a resent request's (requester.mark),
+// none for any other frame.
+func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string, m resendMark) {
 	n, err := wire.Encode(buf, f)
 	if err != nil {
 		// Frames are built from validated state; failing here is a bug.
 		panic("nic: building a frame: " + err.Error())
 	}
-	d.outbox.push(buf, n, note, qp.peer)
+	d.outbox.push(buf, n, note, qp.peer, m)
 	d.counters.Add(CounterSentPkts, 1)
 	if d.inflight.full() {
 		d.inflight.limit = max(64, 2*d.inflight.limit) // the ring's storage follows

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rocesim/rocesim/wire"
 )
 
 // TestFramesCarryPeerHint: an RC QP asks Config.PeerHint for its
@@ -61,30 +59,10 @@ func TestFramesCarryPeerHint(t *testing.T) {
 // receive being posted) carries the requester's QP's hint, which the
 // responder's device got from its PeerHint when its QP was connected.
 func TestResponsesCarryPeerHint(t *testing.T) {
-	a := New(Config{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, 1})})
-	b := New(Config{MAC: wire.MAC{2, 0, 0, 0, 0, 2}, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, 2})})
-	a.AddNeighbour(netip.MustParseAddr("10.0.0.2"), wire.MAC{2, 0, 0, 0, 0, 2})
-	b.AddNeighbour(netip.MustParseAddr("10.0.0.1"), wire.MAC{2, 0, 0, 0, 0, 1})
-	a.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return b.QPHint(qpn) }
-	b.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return a.QPHint(qpn) }
-	qp := func(d *Device) *QP {
-		pd, err := d.AllocPD()
-		require.NoError(t, err)
-		cq, err := d.CreateCQ(4, nil, 0)
-		require.NoError(t, err)
-		return resQP(t, d, pd, cq)
-	}
-	qa, qb := qp(a), qp(b)
-	connect := func(d *Device, q *QP, dgid string, dqpn uint32) {
-		av := AHAttr{IsGlobal: true, PortNum: 1, GRH: GRH{DGID: netip.MustParseAddr(dgid), HopLimit: 1}}
-		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateInit, PortNum: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateRTR, PathMTU: MTU1024, DestQPNum: dqpn, RQPSN: 1, AHAttr: av,
-			MaxDestRdAtomic: 1, MinRNRTimer: 12}, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer))
-		require.NoError(t, d.ModifyQP(0, q, &QPAttr{QPState: QPStateRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-			QPAttrState|QPAttrSQPSN|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic))
-	}
-	connect(a, qa, "10.0.0.2", qb.num)
-	connect(b, qb, "10.0.0.1", qa.num)
+	a, b, qa, qb := connectedPair(t, 0, func(a, b *Device) {
+		a.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return b.QPHint(qpn) }
+		b.cfg.PeerHint = func(_ netip.Addr, qpn uint32) Hint { return a.QPHint(qpn) }
+	})
 	_, err := a.PostSend(0, qa, []SendWR{{WRID: 1, Opcode: WRSend, Flags: SendSignaled}})
 	require.NoError(t, err)
 	rd := a.Ready()

@@ -38,7 +38,7 @@ type QP struct {
 	//     then the responder: the sender's message touches lines 0–5 and
 	//     7, the receiver's lines 0, 4, 5, 7 and 8, which the receiver's
 	//     hint covers whole.
-	// At 616 bytes the QP keeps its 640-byte slot.
+	// At 624 bytes the QP keeps its 640-byte slot.
 	dev     *Device
 	num     uint32
 	slot    int32    // index of its entry in dev.timers, noSlot when no timer is set
@@ -65,6 +65,8 @@ type QP struct {
 	rq   ring[recvWQE]
 
 	listed int // index in dev.qpList
+	// connectedAt is when the QP last went from RTR to RTS (OutFrame.ConnectedAt).
+	connectedAt sim.Time
 }
 
 // sendWQE is a posted send work request and its progress. What the
@@ -574,6 +576,9 @@ func (d *Device) transition(now sim.Time, qp *QP, next QPState) {
 	case QPStateErr:
 		d.flush(now, qp)
 	case QPStateRTS:
+		if prev == QPStateRTR {
+			qp.connectedAt = now
+		}
 		d.requesterRun(now, qp)
 	case QPStateSQD:
 		if qp.attr.EnSQDAsyncNotify && !qp.req.sentAny() {

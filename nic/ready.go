@@ -64,6 +64,18 @@ type OutFrame struct {
 	// Hint is the sending QP's hint for its destination (Config.PeerHint),
 	// zero for frames of other QPs.
 	Hint Hint
+	// Round is, for a request an RC QP sends again (go-back-N), the
+	// number of the QP's retransmission round it goes in (from 1; two
+	// rounds in a row differ), and ConnectedAt when the QP last went from
+	// RTR to RTS; both 0 for a request's first transmission and for
+	// every other frame. A driver that watches for QPs resending round
+	// after round (verbs' stall watch) learns from them which requests
+	// are resent, without keeping the PSNs each QP has sent.
+	Round       uint32
+	ConnectedAt sim.Time
+	// RNRNAK marks an RNR NAK (an ACKNOWLEDGE with an RNR NAK
+	// syndrome), which the same watch counts.
+	RNRNAK bool
 }
 
 // Empty reports whether the batch has nothing to apply but its deadline.
@@ -112,8 +124,8 @@ func (o *outbox) buffer() []byte {
 
 // push queues buf[:n] for sending with a copy of the note given and the
 // hint.
-func (o *outbox) push(buf []byte, n int, note string, hint Hint) {
-	f := OutFrame{Bytes: buf[:n], Hint: hint}
+func (o *outbox) push(buf []byte, n int, note string, hint Hint, m resendMark) {
+	f := OutFrame{Bytes: buf[:n], Hint: hint, Round: m.round, ConnectedAt: m.connectedAt, RNRNAK: m.rnrNAK}
 	if note != "" {
 		// A frame noted earlier in the batch keeps the old storage if
 		// this append moves the notes: its bytes do not change.

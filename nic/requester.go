@@ -365,6 +365,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 			qp.req.noAck++
 		}
 	}
+	mark := qp.resendMark(f.BTH.PSN)
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
 		b := append(d.noteBuf[:0], "wr "...)
@@ -374,7 +375,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 		b = strconv.AppendInt(append(b, " of "...), int64(w.npkts), 10)
 		note = d.note(b)
 	}
-	d.emitIn(buf, qp, &f, note)
+	d.emitIn(buf, qp, &f, note, mark)
 	return true
 }
 
@@ -401,6 +402,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		f.BTH.PSN = w.firstPSN
 		f.AtomicETH = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAddData: w.wr.CompareAdd}
 	}
+	mark := qp.resendMark(f.BTH.PSN)
 	note := qp.req.noteFor(f.BTH.PSN, d.explaining())
 	if note == "" && d.cfg.Annotate {
 		b := strconv.AppendUint(append(d.noteBuf[:0], "wr "...), w.wr.WRID, 10)
@@ -412,11 +414,33 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		}
 		note = d.note(b)
 	}
-	d.emit(qp, &f, note)
+	d.emitIn(d.outbox.buffer(), qp, &f, note, mark)
 	// A READ's responses use all its PSNs: they count as sent.
 	if end := w.firstPSN.Add(w.npkts); qp.req.highest.Less(end) {
 		qp.req.highest = end
 	}
+}
+
+// resendMark is what OutFrame says of a resent request (its
+// retransmission round and when the QP was connected) or of an RNR NAK;
+// zero for any other frame.
+type resendMark struct {
+	round       uint32
+	connectedAt sim.Time
+	rnrNAK      bool // an RNR NAK the responder sends (OutFrame.RNRNAK)
+}
+
+// resendMark returns the OutFrame marks of a request with PSN psn about
+// to be sent (before noteFor records it): if psn was sent before, the
+// current go-back-N round and when the QP was connected (read only then:
+// it lies on the QP's last line, which a first transmission leaves
+// alone).
+func (qp *QP) resendMark(psn wire.PSN) resendMark {
+	r := &qp.req
+	if !psn.Less(r.highest) {
+		return resendMark{}
+	}
+	return resendMark{round: uint32(max(r.nRetrans, 1)), connectedAt: qp.connectedAt}
 }
 
 // noteFor records that psn is being sent and returns the capture note: a

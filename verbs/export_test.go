@@ -17,14 +17,11 @@ func (h *Host) QPHint(qpn uint32) nic.Hint { return h.dev.QPHint(qpn) }
 // the caches (nic.Device.SetStreamingWrites): for tests.
 func (h *Host) StreamsWrites() bool { return h.dev.StreamingWrites() }
 
-// WatchBySend reports whether the world's stall watch still reads each
-// frame when its host sends it (stallWatch.bySend): for tests.
-func (w *World) WatchBySend() bool { return w.watch.bySend }
-
 // WatchState is the stall watch's records as text, to compare two runs
 // of one workload: for tests. Each flow is named as "from:F to:T
-// destQPN:Q ", found through its destination's chain (byDest, reqIdx),
-// whether or not it has resent (its reqFlow is made at its first).
+// destQPN:Q ", found through its destination's chain (byDest, reqIdx):
+// a flow a NIC sends is known from its first resend, one of a node
+// outside the world's hosts from its first request.
 func (w *World) WatchState() string {
 	sw := &w.watch
 	named := make([]string, len(sw.hot))

@@ -1,8 +1,10 @@
 package verbs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rocesim/rocesim/nic"
@@ -15,35 +17,38 @@ import (
 //
 // A run that never settles is a normal thing to write: rxe's retry_cnt 7
 // retries forever, rnr_retry 7 too, a link may stay down, a test may
-// forget a receive. The world watches every frame the fabric records on
-// its first hop (fabric.Config.ObserveFirst: a frame through a switch
-// counts once, and the fabric builds no record for the hops beyond
-// unless a test observes them too), finds its sender and destination
-// hosts by their fabric node (no name hashed per frame), reads its
-// BTH and AETH where they lie (wire.Peek: no second decode of a frame the
-// NIC already built) and keeps, per flow (sending host, destination host,
-// destination QPN: a QPN alone names a QP only on its own host), a few
-// numbers and no more. In a world without a fault plan it peeks at each
-// frame when its host sends it, while the NIC's bytes are
-// in cache, rather than when the fabric records it on its first hop,
-// long after in a busy world: there each first hop carries the frames a
-// host sent, in the order it sent them (see sentRing), so the record
-// takes the oldest peek of its sender.
+// forget a receive. The world's stall watch hears from the NICs what they
+// resend: each device marks the requests it sends again
+// (nic.OutFrame.Round, ConnectedAt), and its host tells the watch of those,
+// and of the RNR NAKs it sends, as it puts them on its port (sent),
+// reading their BTH and AETH where they lie (wire.Peek) while the bytes
+// are in cache. A request sent for the first time, nearly every frame of
+// a run, costs the watch nothing: it keeps no record of a flow (sending
+// host, destination host, destination QPN: a QPN alone names a QP only
+// on its own host) until the flow first resends. Frames no host of the
+// world sent (a node added to the fabric directly) are read where the
+// fabric records them on their first hop (fabric.Config.ObserveFirst),
+// found by their PSNs as before the NICs said (request).
 //
-//  1. for requests: the next PSN never sent yet; a request below it is a
-//     retransmission, and one that does not continue the previous one
-//     (PSN+1) starts a go-back-N round. Rounds that start at the same
-//     PSN are counted, with the time of the first and the last, so the
-//     interval between them is known (the ACK timeout, or the RNR timer).
+//  1. for requests: the NIC's retransmission rounds; rounds that start
+//     at the same PSN are counted, with the time of the first and the
+//     last, so the interval between them is known (the ACK timeout, or
+//     the RNR timer). Without the NIC's word, the next PSN never sent
+//     yet: a request below it is a retransmission, and one that does
+//     not continue the previous one (PSN+1) starts a round.
 //  2. for responses: how many RNR NAKs the host sent to that QP.
 //
 // When a run is cut off (its event budget spent, or a test's wait),
 // Diagnose turns the worst flows into Stalls, each named by the QP that
-// keeps retrying, and says which of its attributes makes it go on. The
-// state is one small record per flow, found through a table indexed by
-// the destination's host and QPN (a map for the QPNs beyond it) that is
-// only looked up (never iterated: the records sit in a slice in the order
-// they were first seen), so the diagnosis is deterministic.
+// keeps retrying, and says which of its attributes makes it go on, equal
+// ones in the order their QPs were connected (RTR to RTS; at one instant,
+// by host, then destination). The state is one small record per flow
+// that resent, found
+// through a table indexed by the destination's host and QPN (a map for
+// the QPNs beyond it) that is only looked up (never iterated: the
+// records sit in a slice in the order they were made), so the diagnosis
+// is deterministic; what a fault plan does on the wire (a copy, a
+// rewritten PSN) is not the NIC's resending and changes none of it.
 
 // Stall is one pattern that keeps a run going: a QP that retransmits the
 // same PSN round after round, or one that is refused with RNR NAKs.
@@ -161,8 +166,15 @@ func qpKey(host int32, qpn uint32) uint64 { return uint64(uint32(host))<<32 | ui
 // reqHot.sibling: an RC QP has one requester, so the chain is one flow
 // long unless several hosts send to one QP.
 type reqFlow struct {
-	from, to   int32 // host indexes
-	destQPN    uint32
+	from, to int32 // host indexes
+	destQPN  uint32
+	// seenAt is when the flow's QP was connected (what its NIC said,
+	// nic.OutFrame.ConnectedAt; for a flow no NIC sends, when its first
+	// request was recorded): equal stalls are named in its order.
+	seenAt sim.Time
+	// nicRound is the NIC's retransmission round of the last request
+	// the flow resent (resent): a request of another round starts one.
+	nicRound   uint32
 	last       wire.PSN // the last retransmitted PSN (a round continues at last+1)
 	round      wire.PSN // the PSN the current run of rounds starts at
 	rounds     uint64
@@ -209,9 +221,10 @@ type stallWatch struct {
 	byDest [][]int32
 	reqIdx map[uint64]int32
 	hot    []reqHot
+	hotAt  []sim.Time // hotAt[i]: flow i's reqFlow.seenAt, kept until its record is made
 	// slow[i] is 1 + the index in reqs of flow i's record, 0 until the
-	// flow first resends; reqs are in the order flows first resent,
-	// slow in the order they were first seen.
+	// flow first resends (only a flow no NIC sends is known before);
+	// reqs are in the order flows first resent.
 	slow   []int32
 	reqs   []reqFlow
 	rnrIdx map[uint64]int32 // qpKey of the requester QP; looked up only
@@ -222,18 +235,12 @@ type stallWatch struct {
 	// world's hosts are its nodes, so a record's sender and destination
 	// are found without hashing their names.
 	nodeHost []int32
-	// sent[h] holds what host h's frames said when it sent them, until
-	// the fabric records them (see sentRing); nil once the world is
-	// outside what makes that exact (bySend false).
-	sent   []sentRing
-	bySend bool
 }
 
-// sentFrame is what the watch needs of a frame, read when it was sent.
+// sentFrame is what the watch needs of a frame.
 type sentFrame struct {
 	destQP uint32
 	psn    wire.PSN
-	n      int32 // its length, to check against the record's
 	kind   sentKind
 }
 
@@ -246,21 +253,9 @@ const (
 	sentRNRNAK                  // an RC or UC RNR NAK
 )
 
-// sentRing is one host's frames sent and not yet recorded, oldest first.
-// Without a fault plan the fabric records every frame a host sends
-// exactly once on its first hop, in the order sent (fabric: Node.Send,
-// enter, the FIFO egress queue, transmit), so the oldest entry is the
-// record's frame; the exceptions are frames dropped on entry, ahead of
-// those queued: one larger than the link's MTU (sending sees it coming)
-// and one a full egress queue refuses (recorded as dropped at once). The
-// watch leaves this way (stallWatch.bySendOff) for good, and reads that
-// record and every later one from the fabric, when a plan is set, on
-// either drop, or when a record does not match its entry.
-type sentRing = queue[sentFrame]
-
 // peekSent reads what the watch needs of a frame.
 func peekSent(frame []byte) sentFrame {
-	f := sentFrame{n: int32(len(frame))}
+	var f sentFrame
 	bth, info, aeth, ok := wire.Peek(frame)
 	if !ok || info.Transport != wire.TransportRC && info.Transport != wire.TransportUC {
 		return f
@@ -277,37 +272,26 @@ func peekSent(frame []byte) sentFrame {
 	return f
 }
 
-// sending is told of each frame host h puts on its port, before the
-// port takes it; it returns false if the frame was not taken into the
-// ring (unsent must then not be called).
-func (sw *stallWatch) sending(h int32, frame []byte, linkMTU int) bool {
-	if !sw.bySend {
-		return false
-	}
-	if len(frame)-wire.EthernetLen > linkMTU {
-		sw.bySendOff() // the fabric drops it at once, ahead of its queue
-		return false
-	}
-	for int(h) >= len(sw.sent) {
-		sw.sent = append(sw.sent, sentRing{})
-	}
-	sw.sent[h].push(peekSent(frame))
-	return true
-}
-
-// unsent takes back the frame sending took last for host h: the port
-// refused it, and the fabric records nothing.
-func (sw *stallWatch) unsent(h int32) {
-	if sw.bySend {
-		sw.sent[h].unpush()
+// heard is told of a request the NIC of host from resends (round and
+// connectedAt: nic.OutFrame.Round, ConnectedAt), or of an RNR NAK it
+// sends, to host to, as the host puts it on its port.
+func (sw *stallWatch) heard(from, to int32, frame []byte, round uint32, connectedAt, now sim.Time) {
+	f := peekSent(frame)
+	switch f.kind {
+	case sentRequest:
+		if round != 0 {
+			sw.resent(from, to, f.destQP, f.psn, round, connectedAt, now)
+		}
+	case sentRNRNAK:
+		sw.rnrNAK(from, to, f.destQP)
 	}
 }
 
-// bySendOff makes the watch read every frame from the fabric's record
-// from now on: the frames still in the rings are recorded later and read
-// there.
-func (sw *stallWatch) bySendOff() {
-	sw.bySend, sw.sent = false, nil
+// hears reports whether the frames fabric node node sends are heard from
+// its NIC (heard): it is a host's, or a stand-in for a host of another
+// part of a cluster (whose frames have their first hop there).
+func (sw *stallWatch) hears(node int32) bool {
+	return node >= 0 && int(node) < len(sw.nodeHost) && sw.nodeHost[node] != nodeByName
 }
 
 // host returns the index of the host of fabric node node, named name:
@@ -337,30 +321,15 @@ func (sw *stallWatch) setNodeHost(node, ix int32) {
 }
 
 // frame is the fabric's ObserveFirst: it records one frame on its first
-// hop. Its sender names the queue it was peeked into; only requests and
-// RNR NAKs of RC and UC are looked at further, and their destination
-// host looked up.
+// hop that no host's NIC sent (those it hears of when sent: heard). Only
+// requests and RNR NAKs of RC and UC are looked at further, and their
+// destination host looked up.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
+	if sw.hears(r.FromNode) {
+		return
+	}
 	from := sw.host(r.FromNode, r.From)
-	var f sentFrame
-	if r.Looped && sw.bySend {
-		// A frame its node turned round itself is recorded ahead of
-		// frames sent before it that wait for the wire: the records no
-		// longer come in the order sent.
-		sw.bySendOff()
-	}
-	if sw.bySend {
-		var ok bool
-		if from >= 0 && int(from) < len(sw.sent) && r.Copy == 0 && !r.Dropped {
-			f, ok = sw.sent[from].pop()
-		}
-		if !ok || f.n != int32(len(r.Frame)) {
-			sw.bySendOff() // not the fabric this watch expects: read the record
-		}
-	}
-	if !sw.bySend {
-		f = peekSent(r.Frame)
-	}
+	f := peekSent(r.Frame)
 	switch f.kind {
 	case sentRequest:
 		if r.Copy > 0 {
@@ -368,62 +337,95 @@ func (sw *stallWatch) frame(r *fabric.FrameRecord) {
 		}
 		sw.request(from, sw.host(r.ToNode, r.To), f.destQP, f.psn, r.Time)
 	case sentRNRNAK:
-		to := sw.host(r.ToNode, r.To)
-		// The NAK's destination QP is the requester's own QP on the
-		// host the NAK reaches: one QP, one count.
-		k := qpKey(to, f.destQP)
-		i, ok := sw.rnrIdx[k]
-		if !ok {
-			i = int32(len(sw.rnrs))
-			sw.rnrIdx[k] = i
-			sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: from, qpn: f.destQP})
-		}
-		sw.rnrs[i].naks++
+		sw.rnrNAK(from, sw.host(r.ToNode, r.To), f.destQP)
 	}
 }
 
+// rnrNAK counts an RNR NAK host from sent to QP qpn of host to: the
+// NAK's destination QP is the requester's own QP on the host the NAK
+// reaches, one QP, one count.
+func (sw *stallWatch) rnrNAK(from, to int32, qpn uint32) {
+	k := qpKey(to, qpn)
+	i, ok := sw.rnrIdx[k]
+	if !ok {
+		i = int32(len(sw.rnrs))
+		sw.rnrIdx[k] = i
+		sw.rnrs = append(sw.rnrs, rnrFlow{host: to, peer: from, qpn: qpn})
+	}
+	sw.rnrs[i].naks++
+}
+
 // request records a request of flow (from, to, destQPN) with PSN psn.
+//
+// It is the watch's judgement for a frame no NIC marked (frame): by the
+// PSNs the flow has sent.
 func (sw *stallWatch) request(from, to int32, destQPN uint32, psn wire.PSN, now sim.Time) {
-	head, known := sw.flowTo(to, destQPN)
-	i := int32(-1)
-	if known {
-		for j := head; j >= 0; j = sw.hot[j].sibling {
-			if sw.hot[j].from == from {
-				i = j
-				break
-			}
-		}
-	}
-	if i < 0 {
-		// A new flow, put at the head of its destination's chain; the
-		// slice keeps the order flows were first seen in.
-		sibling := int32(-1)
-		if known {
-			sibling = head
-		}
-		i = int32(len(sw.hot))
-		sw.setFlowTo(to, destQPN, i)
-		sw.hot = append(sw.hot, reqHot{from: from, sibling: sibling})
-		sw.slow = append(sw.slow, 0)
-	}
+	i := sw.flow(from, to, destQPN, now)
 	h := &sw.hot[i]
 	if !h.seen || !psn.Less(h.next) {
 		h.next, h.seen, h.retrans = psn.Next(), true, false
 		return
 	}
-	if sw.slow[i] == 0 {
-		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN})
-		sw.slow[i] = int32(len(sw.reqs))
-	}
-	f := &sw.reqs[sw.slow[i]-1]
+	f := sw.record(i, from, to, destQPN)
 	continues := h.retrans && psn == f.last.Next()
 	f.last, h.retrans = psn, true
-	if continues {
-		return
+	if !continues {
+		f.startRound(psn, now)
 	}
-	// A new go-back-N round: the requester resends from the oldest
-	// unacknowledged PSN (rxe's req_retry), so the rounds of one stall
-	// start at the same PSN.
+}
+
+// resent records a request of flow (from, to, destQPN), PSN psn, that
+// its NIC resends in its retransmission round round, the flow's QP
+// having been connected at connectedAt: the round's first request
+// starts a go-back-N round of the flow, the others continue it.
+func (sw *stallWatch) resent(from, to int32, destQPN uint32, psn wire.PSN, round uint32, connectedAt, now sim.Time) {
+	i := sw.flow(from, to, destQPN, connectedAt)
+	f := sw.record(i, from, to, destQPN)
+	continues := f.nicRound == round
+	f.last, f.nicRound = psn, round
+	if !continues {
+		f.startRound(psn, now)
+	}
+}
+
+// flow returns the index of flow (from, to, destQPN), which it makes if
+// it is new, its order among equal stalls seen (reqFlow.seenAt): at the
+// head of its destination's chain.
+func (sw *stallWatch) flow(from, to int32, destQPN uint32, seen sim.Time) int32 {
+	head, known := sw.flowTo(to, destQPN)
+	if known {
+		for j := head; j >= 0; j = sw.hot[j].sibling {
+			if sw.hot[j].from == from {
+				return j
+			}
+		}
+	}
+	sibling := int32(-1)
+	if known {
+		sibling = head
+	}
+	i := int32(len(sw.hot))
+	sw.setFlowTo(to, destQPN, i)
+	sw.hot = append(sw.hot, reqHot{from: from, sibling: sibling})
+	sw.hotAt = append(sw.hotAt, seen)
+	sw.slow = append(sw.slow, 0)
+	return i
+}
+
+// record returns the record of the rounds of flow i, (from, to,
+// destQPN), made at its first resend.
+func (sw *stallWatch) record(i, from, to int32, destQPN uint32) *reqFlow {
+	if sw.slow[i] == 0 {
+		sw.reqs = append(sw.reqs, reqFlow{from: from, to: to, destQPN: destQPN, seenAt: sw.hotAt[i]})
+		sw.slow[i] = int32(len(sw.reqs))
+	}
+	return &sw.reqs[sw.slow[i]-1]
+}
+
+// startRound starts a go-back-N round at psn, at now: the requester
+// resends from the oldest unacknowledged PSN (rxe's req_retry), so the
+// rounds of one stall start at the same PSN.
+func (f *reqFlow) startRound(psn wire.PSN, now sim.Time) {
 	if f.rounds > 0 && psn == f.round {
 		f.rounds++
 		f.end = now
@@ -480,15 +482,13 @@ const maxStalls = 3
 func (w *World) Stalls() []Stall { return worst(w.stalls()) }
 
 // stalls is every pattern the world's watch holds, each with its cause
-// where the world has the requester QP, in the order first seen.
+// where the world has the requester QP, in the order their QPs were
+// connected (seenOrder).
 func (w *World) stalls() []Stall {
 	sw := &w.watch
 	var out []Stall
-	for _, k := range sw.slow {
-		if k == 0 {
-			continue
-		}
-		f := &sw.reqs[k-1]
+	for _, k := range sw.seenOrder() {
+		f := &sw.reqs[k]
 		if f.bestRounds == 0 {
 			continue
 		}
@@ -527,11 +527,26 @@ func (w *World) stalls() []Stall {
 	return out
 }
 
+// seenOrder returns the indexes of the flows' records in the order their
+// QPs were connected (reqFlow.seenAt), at one instant by sending host,
+// then destination host and QPN: the order equal stalls are named in.
+func (sw *stallWatch) seenOrder() []int {
+	order := make([]int, len(sw.reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &sw.reqs[a], &sw.reqs[b]
+		return cmp.Or(cmp.Compare(x.seenAt, y.seenAt), cmp.Compare(x.from, y.from), cmp.Compare(x.to, y.to), cmp.Compare(x.destQPN, y.destQPN))
+	})
+	return order
+}
+
 // worst orders patterns worst first and keeps the ones that repeat, at
 // most maxStalls.
 func worst(out []Stall) []Stall {
 	// Worst first: the most rounds or RNR NAKs; a stable insertion sort
-	// keeps first-seen order among equals.
+	// keeps seenOrder among equals.
 	weight := func(s *Stall) uint64 { return max(s.Retransmits, s.RNRNAKs) }
 	for i := 1; i < len(out); i++ {
 		for j := i; j > 0 && weight(&out[j]) > weight(&out[j-1]); j-- {

@@ -109,9 +109,6 @@ func newWorld(cfg WorldConfig, faults string) *World {
 	}
 	w := &World{cfg: cfg, sched: s, nbr: map[netip.Addr]neighbour{}, watch: stallWatch{reqIdx: map[uint64]int32{}, rnrIdx: map[uint64]int32{},
 		hostIx: map[string]int32{}}}
-	// The watch reads frames as hosts send them only where the fabric
-	// records them in that order (sentRing).
-	w.watch.bySend = cfg.Plan == nil
 	w.fab = fabric.New(fabric.Config{Sched: s, Trace: cfg.Trace, Tap: cfg.Capture, Plan: cfg.Plan,
 		Rand: sim.NewSeeds(cfg.Seed).Stream(faults), LinkHook: w.linkChanged,
 		ObserveFirst: w.watch.frame, Observe: cfg.Observe, CountTx: cfg.CountTx})
@@ -266,8 +263,7 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 
 // index gives h the next index in w.hosts, where the stall watch finds it
 // by name. Two hosts of one name share the watch's index (the later
-// one's), so their frames cannot be told apart when sent: the watch then
-// reads them from the fabric's records.
+// one's): the watch cannot tell their flows apart.
 func (w *World) index(h *Host) {
 	h.ix = w.addPeer(peer{name: h.name, node: h.node.Index(), h: h})
 	w.hosts = append(w.hosts, h)
@@ -277,7 +273,6 @@ func (w *World) index(h *Host) {
 func (w *World) addPeer(p peer) int32 {
 	ix := int32(len(w.peers))
 	if _, dup := w.watch.hostIx[p.name]; dup {
-		w.watch.bySendOff()
 		for _, o := range w.peers {
 			if o.name == p.name {
 				w.watch.setNodeHost(o.node, ix)
@@ -418,7 +413,6 @@ func (w *World) SetPlan(p *faults.Plan) error {
 	if err := w.partOnly("SetPlan"); err != nil {
 		return err
 	}
-	w.watch.bySendOff() // a plan may drop, delay or alter frames
 	return w.fab.SetPlan(p)
 }
 
@@ -522,8 +516,8 @@ func (h *Host) pump() {
 	rd := h.dev.Ready()
 	for {
 		if full {
-			for _, f := range rd.Frames {
-				h.send(f.Bytes, f.Note, f.Hint)
+			for i := range rd.Frames {
+				h.send(&rd.Frames[i])
 			}
 			for _, e := range rd.Events {
 				h.events.push(e)
@@ -562,7 +556,8 @@ func (h *Host) pump() {
 // drops it, counted in Host.Unsent and traced, and the device is told it
 // has gone (its count of frames in the port would otherwise stall the
 // QP), never a panic.
-func (h *Host) send(frame, note []byte, hint nic.Hint) {
+func (h *Host) send(f *nic.OutFrame) {
+	frame, note := f.Bytes, f.Note
 	if h.dev.LoopsBack(frame) {
 		h.loopBack(frame)
 	}
@@ -570,22 +565,24 @@ func (h *Host) send(frame, note []byte, hint nic.Hint) {
 		h.out(frame, note)
 		return
 	}
-	// The watch is told before the port takes the frame: an idle port
-	// puts it on the wire, and the fabric records it, inside Send.
-	watched := h.w.watch.sending(h.ix, frame, h.w.cfg.Link.MTU)
 	// The device encoded the frame (wire.Encode), its ICRC with it: the
 	// receiving device may take that ICRC on trust (ReceiveSealed).
-	if err := h.node.SendHinted(0, frame, note, fabric.Hint(hint)); err != nil {
-		if watched {
-			h.w.watch.unsent(h.ix)
+	err := h.node.SendHinted(0, frame, note, fabric.Hint(f.Hint))
+	if err == nil {
+		if f.Round != 0 || f.RNRNAK {
+			// What the stall watch hears of: a request the NIC resends,
+			// or an RNR NAK (stallWatch.heard).
+			sw := &h.w.watch
+			sw.heard(sw.host(h.node.Index(), h.name), sw.host(h.node.Addressee(frame), ""), frame, f.Round, f.ConnectedAt, h.w.sched.Now())
 		}
-		h.unsent++
-		now := h.w.sched.Now()
-		if h.w.cfg.Trace.Enabled() {
-			h.w.cfg.Trace.Add(sim.Event{Time: now, Node: h.name, Kind: "unsent", Fields: []sim.Field{{Key: "error", Value: err.Error()}}})
-		}
-		h.txLater++
+		return
 	}
+	h.unsent++
+	now := h.w.sched.Now()
+	if h.w.cfg.Trace.Enabled() {
+		h.w.cfg.Trace.Add(sim.Event{Time: now, Node: h.name, Kind: "unsent", Fields: []sim.Field{{Key: "error", Value: err.Error()}}})
+	}
+	h.txLater++
 }
 
 // loopBack gives the device a copy of a frame it sends to a multicast
@@ -691,10 +688,9 @@ func (h *Host) World() *World { return h.w }
 
 // queue is a FIFO whose storage grows by doubling and is reused, so a
 // reader that keeps up stops allocating: a host's asynchronous events
-// until the user reads them (ibv_get_async_event), the stall watch's
-// frames sent and not yet recorded (sentRing). Its length is a power of
-// two, so positions wrap with a mask, not a division (the watch's queue
-// is used twice per frame).
+// until the user reads them (ibv_get_async_event), the frames a device
+// sends itself. Its length is a power of two, so positions wrap with a
+// mask, not a division.
 type queue[T any] struct {
 	buf  []T
 	head int
@@ -711,13 +707,6 @@ func (q *queue[T]) push(v T) {
 	}
 	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
 	q.n++
-}
-
-// unpush removes the entry push appended last.
-func (q *queue[T]) unpush() {
-	q.n--
-	var zero T
-	q.buf[(q.head+q.n)&(len(q.buf)-1)] = zero
 }
 
 // pop removes and returns the oldest entry; its slot is cleared, so the

@@ -490,6 +490,17 @@ func (n *Node) destination(m wire.MAC) (to, dst int32) {
 	return to, dst
 }
 
+// Addressee returns the Index of the node a frame n sends is addressed
+// to, as its records name it (FrameRecord.ToNode): the node that owns
+// its destination MAC, -1 if none (a group MAC, an unknown one, a runt).
+func (n *Node) Addressee(frame []byte) int32 {
+	if len(frame) < wire.EthernetLen {
+		return noNode
+	}
+	to, _ := n.f.owner(wire.Ethernet(frame).Dst())
+	return to
+}
+
 // owner returns the node owning MAC m (noNode if none) and m's index in
 // f.macs (noMAC if none, floodMAC for a group MAC).
 func (f *Fabric) owner(m wire.MAC) (to, dst int32) {
