@@ -67,8 +67,8 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 // emitIn is emit into buf, a buffer from d.outbox.buffer that may already
 // hold f's payload where Encode puts it (sendPacket).
 //
-// m is the OutFrame's Round and FirstAt: a resent request's (requester.mark),
-// none for any other frame.
+// m is the OutFrame's Round, ConnectedAt and RNRNAK: a resent request's
+// (QP.resendMark) or an RNR NAK's, none for any other frame.
 func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string, m resendMark) {
 	n, err := wire.Encode(buf, f)
 	if err != nil {

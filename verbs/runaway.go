@@ -20,7 +20,7 @@ import (
 // forget a receive. The world's stall watch hears from the NICs what they
 // resend: each device marks the requests it sends again
 // (nic.OutFrame.Round, ConnectedAt), and its host tells the watch of those,
-// and of the RNR NAKs it sends, as it puts them on its port (sent),
+// and of the RNR NAKs it sends, as it puts them on its port (heard),
 // reading their BTH and AETH where they lie (wire.Peek) while the bytes
 // are in cache. A request sent for the first time, nearly every frame of
 // a run, costs the watch nothing: it keeps no record of a flow (sending
@@ -42,8 +42,9 @@ import (
 // Diagnose turns the worst flows into Stalls, each named by the QP that
 // keeps retrying, and says which of its attributes makes it go on, equal
 // ones in the order their QPs were connected (RTR to RTS; at one instant,
-// by host, then destination). The state is one small record per flow
-// that resent, found
+// by host, then destination; QPs refused with RNR NAKs alone after them,
+// in the order of their first NAK). The state is one small record per
+// flow that resent, found
 // through a table indexed by the destination's host and QPN (a map for
 // the QPNs beyond it) that is only looked up (never iterated: the
 // records sit in a slice in the order they were made), so the diagnosis
@@ -186,14 +187,14 @@ type reqFlow struct {
 	bestEnd    sim.Time
 }
 
-// reqHot is the part of flow i's record (stallWatch.hot[i]) that every
-// request reads: finding the flow and telling a new PSN from a resent
-// one. Kept apart from reqFlow, four to a cache line, so that a world of
-// thousands of flows, each visited once per message, does not miss the
-// cache on a 100-byte record per request: reqFlow is touched only by
-// retransmissions, and made at a flow's first (stallWatch.slow), so a
-// world of a million flows that never resend keeps none (it kept 80 MB
-// of them at the alltoall's N = 1024, and grew them as flows came).
+// reqHot is the part of flow i's record (stallWatch.hot[i]) that finds
+// the flow and, for a flow no NIC sends (request), tells a new PSN from
+// a resent one. Kept apart from reqFlow, four to a cache line; reqFlow
+// is made at a flow's first resend (stallWatch.slow). A flow a NIC sends
+// has neither until it resends: a world of a million flows that never
+// resend keeps none (they cost 24 bytes each when every flow was known
+// from its first request, and 80 MB at the alltoall's N = 1024 before
+// that).
 type reqHot struct {
 	from    int32    // the sending host's index
 	sibling int32    // the next flow to the same destination QP, or -1
@@ -221,7 +222,7 @@ type stallWatch struct {
 	byDest [][]int32
 	reqIdx map[uint64]int32
 	hot    []reqHot
-	hotAt  []sim.Time // hotAt[i]: flow i's reqFlow.seenAt, kept until its record is made
+	hotAt  []sim.Time // hotAt[i]: flow i's reqFlow.seenAt, for its record
 	// slow[i] is 1 + the index in reqs of flow i's record, 0 until the
 	// flow first resends (only a flow no NIC sends is known before);
 	// reqs are in the order flows first resent.
@@ -285,6 +286,15 @@ func (sw *stallWatch) heard(from, to int32, frame []byte, round uint32, connecte
 	case sentRNRNAK:
 		sw.rnrNAK(from, to, f.destQP)
 	}
+}
+
+// hostOf returns the index of the host whose fabric node is node, -1 if
+// none (a node the world did not add as a host).
+func (sw *stallWatch) hostOf(node int32) int32 {
+	if sw.hears(node) {
+		return sw.nodeHost[node]
+	}
+	return -1
 }
 
 // hears reports whether the frames fabric node node sends are heard from
@@ -382,6 +392,12 @@ func (sw *stallWatch) resent(from, to int32, destQPN uint32, psn wire.PSN, round
 	i := sw.flow(from, to, destQPN, connectedAt)
 	f := sw.record(i, from, to, destQPN)
 	continues := f.nicRound == round
+	if f.seenAt != connectedAt {
+		// The QP was reset and connected again to the same QP: its
+		// NIC numbers its rounds from 1 again, and a run of rounds
+		// does not span the two connections.
+		f.seenAt, f.rounds, continues = connectedAt, 0, false
+	}
 	f.last, f.nicRound = psn, round
 	if !continues {
 		f.startRound(psn, now)

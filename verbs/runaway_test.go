@@ -2,6 +2,9 @@ package verbs_test
 
 import (
 	"errors"
+	"net/netip"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,11 +107,11 @@ func TestStallRecordMadeAtFirstResend(t *testing.T) {
 	assert.Equal(t, uint64(3), st[0].Retransmits, "%+v", st[0])
 }
 
-// TestStallsInOrderFirstSeen: two flows that stall alike are named in
+// TestStallsInConnectionOrder: two flows that stall alike are named in
 // the order their QPs were connected (at one instant, by host), though
 // the later one resent first (its records are made in the order of the
 // first resends).
-func TestStallsInOrderFirstSeen(t *testing.T) {
+func TestStallsInConnectionOrder(t *testing.T) {
 	// a's one-packet SEND goes first and is resent at each ACK timeout;
 	// b's 4-packet SEND loses its second packet, which the NAK of the
 	// gap has resent at once.
@@ -285,10 +288,10 @@ func TestStallWatchHearsTheNICs(t *testing.T) {
 	assert.Equal(t, droppedRecorded.WatchState(), dropped.WatchState())
 }
 
-// TestStallWatchNamesHostsByNode: the stall watch finds a record's
-// sender and destination by their fabric node (FrameRecord.FromNode,
-// ToNode), which is not the host's index when a node was added to the
-// fabric outside the world: the diagnosis must still name a's QP and b.
+// TestStallWatchNamesHostsByNode: the stall watch finds a frame's
+// sender and destination by their fabric node (Node.Index, Addressee),
+// which is not the host's index when a node was added to the fabric
+// outside the world: the diagnosis must still name a's QP and b.
 // A test's own Observe still sees every hop (a switch makes two per
 // frame), while the watch takes first hops alone.
 func TestStallWatchNamesHostsByNode(t *testing.T) {
@@ -318,4 +321,73 @@ func TestStallWatchNamesHostsByNode(t *testing.T) {
 	assert.Greater(t, s.RNRNAKs, uint64(100))
 	assert.NotZero(t, first)
 	assert.InDelta(t, first, later, 1, "every frame crosses the switch: two hops (one may be on its way when the budget ends)")
+}
+
+// TestStallWatchReconnected: a QP reset and connected again to the same
+// QP numbers its go-back-N rounds from 1 again; the watch starts a new
+// run of rounds for the new connection rather than taking its first
+// round for the old one's going on. a's SEND at PSN 100 loses its first
+// transmission on each connection (tx=1 and tx=3 of that PSN).
+func TestStallWatchReconnected(t *testing.T) {
+	w, a, b := pair(t, verbs.WorldConfig{Seed: 1, MaxEvents: 100000, Plan: planOf(t, "drop src=a psn=100 tx=1\ndrop src=a psn=100 tx=3\n")})
+	post := func() {
+		_, err := b.qp.PostRecv([]verbs.RecvWR{recvWR(1, b)})
+		require.NoError(t, err)
+		_, err = a.qp.PostSend([]verbs.SendWR{sendWR(2, a, 64)}) // PSN 100
+		require.NoError(t, err)
+		require.NoError(t, w.Run())
+		require.Len(t, pollAll(a.cq), 1)
+		pollAll(b.cq)
+	}
+	post()
+	first := regexp.MustCompile(`first:(\d+) `)
+	m := first.FindStringSubmatch(w.WatchState())
+	require.NotNil(t, m, w.WatchState())
+	firstRound, _ := strconv.ParseInt(m[1], 10, 64)
+	reconnected := int64(w.Now())
+	for _, e := range []*endpoint{a, b} {
+		require.NoError(t, e.qp.Modify(&verbs.QPAttr{QPState: verbs.QPStateReset}, verbs.QPAttrState))
+	}
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	post()
+	m = first.FindStringSubmatch(w.WatchState())
+	require.NotNil(t, m, w.WatchState())
+	at, _ := strconv.ParseInt(m[1], 10, 64)
+	assert.Greater(t, at, reconnected, "the run of rounds is the new connection's (the old one's began at %d): %s", firstRound, w.WatchState())
+	assert.Contains(t, w.WatchState(), " rounds:1 ", "one round on the new connection")
+}
+
+// TestStallWatchReadsOtherNodes: frames a node outside the world's hosts
+// sends (added to the fabric directly) are read from their records, by
+// their PSNs: requests that go back to an earlier PSN, twice, are two
+// go-back-N rounds at that PSN.
+func TestStallWatchReadsOtherNodes(t *testing.T) {
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	hb := w.AddHost("b")
+	b := setup(hb, 200)
+	stray := w.Fabric().AddNode("stray", fabric.PortConfig{MAC: wire.MAC{0x02, 0, 0, 0, 0xff, 0xfe}, IPv4: netip.MustParseAddr("10.0.0.99")})
+	var bNode *fabric.Node
+	for _, n := range w.Fabric().Nodes() {
+		if n.Name() == "b" {
+			bNode = n
+		}
+	}
+	require.NotNil(t, bNode)
+	_, err := w.Fabric().Connect("stray-b", stray.Port(0), bNode.Port(0), fabric.DefaultLinkConfig())
+	require.NoError(t, err)
+	addr := verbs.HostAddrOf(1)
+	for _, psn := range []uint32{5, 6, 5, 6, 5} {
+		f := wire.Frame{SrcMAC: wire.MAC{0x02, 0, 0, 0, 0xff, 0xfe}, DstMAC: addr.MAC, Src: netip.MustParseAddr("10.0.0.99"), Dst: addr.IPv4,
+			TTL: 64, SrcPort: wire.UDPSourcePort(1, b.qp.QPNum),
+			BTH: wire.BTHFields{Opcode: wire.OpRCSendOnly, PKey: 0xFFFF, DestQP: b.qp.QPNum, PSN: wire.PSN(psn)}, Payload: make([]byte, 8)}
+		buf := make([]byte, 256)
+		n, err := wire.Encode(buf, &f)
+		require.NoError(t, err)
+		require.NoError(t, stray.Send(0, buf[:n], nil))
+	}
+	require.NoError(t, w.Run())
+	flows, records := w.WatchRecords()
+	assert.Equal(t, [2]int{1, 1}, [2]int{flows, records}, "the stray's flow to b, which went back")
+	assert.Contains(t, w.WatchState(), " round:5 rounds:2 ", "two rounds at PSN 5")
 }

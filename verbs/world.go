@@ -573,7 +573,7 @@ func (h *Host) send(f *nic.OutFrame) {
 			// What the stall watch hears of: a request the NIC resends,
 			// or an RNR NAK (stallWatch.heard).
 			sw := &h.w.watch
-			sw.heard(sw.host(h.node.Index(), h.name), sw.host(h.node.Addressee(frame), ""), frame, f.Round, f.ConnectedAt, h.w.sched.Now())
+			sw.heard(sw.host(h.node.Index(), h.name), sw.hostOf(h.node.Addressee(frame)), frame, f.Round, f.ConnectedAt, h.w.sched.Now())
 		}
 		return
 	}

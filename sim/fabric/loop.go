@@ -10,10 +10,9 @@ import "github.com/rocesim/rocesim/sim"
 //
 // Such a frame is in no link's queue or statistics, is not judged by
 // the fault plan and is not captured: on a real rxe port it is not on
-// the wire either. The observers get it (the stall watch counts every
-// frame a host sends), on a record marked Looped whose Dir names the
-// node to itself, and the trace has it as a frame-loop event at the
-// node.
+// the wire either. The observers get it (a frame log sees every frame a
+// node sends), on a record marked Looped whose Dir names the node to
+// itself, and the trace has it as a frame-loop event at the node.
 type loopHandler struct {
 	f       *Fabric
 	pending fifo[looped]
