@@ -61,7 +61,7 @@ func (d *Device) note(b []byte) string {
 // emit encodes f into an outbox buffer and queues it; qp is the QP whose
 // packet it is (counted until the port reports it gone, see TxDone).
 func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
-	d.emitIn(d.outbox.buffer(), qp, f, note, resendMark{})
+	d.emitIn(d.outbox.buffer(), qp, f, note, frameMark{})
 }
 
 // emitIn is emit into buf, a buffer from d.outbox.buffer that may already
@@ -69,7 +69,7 @@ func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
 //
 // m is the OutFrame's Round, ConnectedAt and RNRNAK: a resent request's
 // (QP.resendMark) or an RNR NAK's, none for any other frame.
-func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string, m resendMark) {
+func (d *Device) emitIn(buf []byte, qp *QP, f *wire.Frame, note string, m frameMark) {
 	n, err := wire.Encode(buf, f)
 	if err != nil {
 		// Frames are built from validated state; failing here is a bug.

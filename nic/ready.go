@@ -124,7 +124,7 @@ func (o *outbox) buffer() []byte {
 
 // push queues buf[:n] for sending with a copy of the note given and the
 // hint.
-func (o *outbox) push(buf []byte, n int, note string, hint Hint, m resendMark) {
+func (o *outbox) push(buf []byte, n int, note string, hint Hint, m frameMark) {
 	f := OutFrame{Bytes: buf[:n], Hint: hint, Round: m.round, ConnectedAt: m.connectedAt, RNRNAK: m.rnrNAK}
 	if note != "" {
 		// A frame noted earlier in the batch keeps the old storage if

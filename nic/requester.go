@@ -421,10 +421,10 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 	}
 }
 
-// resendMark is what OutFrame says of a resent request (its
+// frameMark is what OutFrame says of a resent request (its
 // retransmission round and when the QP was connected) or of an RNR NAK;
 // zero for any other frame.
-type resendMark struct {
+type frameMark struct {
 	round       uint32
 	connectedAt sim.Time
 	rnrNAK      bool // an RNR NAK the responder sends (OutFrame.RNRNAK)
@@ -435,12 +435,12 @@ type resendMark struct {
 // current go-back-N round and when the QP was connected (read only then:
 // it lies on the QP's last line, which a first transmission leaves
 // alone).
-func (qp *QP) resendMark(psn wire.PSN) resendMark {
+func (qp *QP) resendMark(psn wire.PSN) frameMark {
 	r := &qp.req
 	if !psn.Less(r.highest) {
-		return resendMark{}
+		return frameMark{}
 	}
-	return resendMark{round: uint32(max(r.nRetrans, 1)), connectedAt: qp.connectedAt}
+	return frameMark{round: uint32(max(r.nRetrans, 1)), connectedAt: qp.connectedAt}
 }
 
 // noteFor records that psn is being sent and returns the capture note: a

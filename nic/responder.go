@@ -841,7 +841,7 @@ func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN, note string) {
 	f.BTH.Opcode = wire.OpRCAcknowledge
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
-	d.emitIn(d.outbox.buffer(), qp, &f, note, resendMark{rnrNAK: syn.IsRNRNAK()})
+	d.emitIn(d.outbox.buffer(), qp, &f, note, frameMark{rnrNAK: syn.IsRNRNAK()})
 }
 
 // receiveUC handles a UC request: no ACKs, and a gap drops the rest of

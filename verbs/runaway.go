@@ -754,7 +754,6 @@ func (w *World) RunTo(t sim.Time) error {
 // run is RunTo; with advance false it leaves the clock at the last event
 // fired rather than at t (a cluster's step, Cluster.RunTo).
 func (w *World) run(t sim.Time, advance bool) error {
-	w.streamLarge()
 	s := w.sched
 	total := s.EventLimit()
 	for {

@@ -220,9 +220,9 @@ func TestRunawayTwoStallsToSameQPN(t *testing.T) {
 }
 
 // TestStallWatchHearsTheNICs: the stall watch hears from the NICs what
-// they resend, so that a fault plan, empty or set while the run goes on,
-// and egress queues that drop frames on entry, change neither what it
-// records nor what it says. The workload has every kind of flow the
+// they resend, so that a fault plan, empty, set while the run goes on or
+// rewriting the PSNs on the wire, and egress queues that drop frames on
+// entry, change neither what it records nor what it says. The workload has every kind of flow the
 // watch keeps: a QP refused with RNR NAKs (b never posts a receive), one
 // that retransmits forever (c's QP is in ERROR and acknowledges
 // nothing), and one that completes (c to b), over three hosts and a
@@ -269,6 +269,19 @@ func TestStallWatchHearsTheNICs(t *testing.T) {
 	switched, errSwitched := run(t, base, true)
 	assert.Equal(t, errSwitched.Error(), errSent.Error())
 	assert.Equal(t, switched.WatchState(), sent.WatchState())
+
+	// A plan that rewrites the PSNs of every frame a2 sends to c1 (which,
+	// in ERROR, drops them either way): on the wire the retransmitted
+	// PSN is 100 higher, but a2's NIC resends its own PSN, and the watch
+	// says so (read from the records, it named PSN 600, not 500).
+	rewritten := base
+	rewritten.Plan = planOf(t, "rewrite set-psn=+100 src=a dst=c\n")
+	moved, errMoved := run(t, rewritten, false)
+	var rm *verbs.RunawayError
+	require.ErrorAs(t, errMoved, &rm)
+	assert.Contains(t, rm.Why(), "rewrote", "the plan acted")
+	assert.Equal(t, ra.Stalls, rm.Stalls)
+	assert.Equal(t, moved.WatchState(), sent.WatchState())
 
 	// Egress queues of two frames: a full one drops the frame on entry,
 	// ahead of those it holds; the NIC resent it all the same.

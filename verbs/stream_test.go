@@ -12,7 +12,7 @@ import (
 
 // TestLargeWorldStreamsWrites: the devices of a world of 32 hosts or more
 // write what they receive past the caches from the 32nd host on (a world
-// of 31 does not), and what lands is what was sent: a WRITE, a SEND into
+// of 31 does not; a cluster's parts count every host), and what lands is what was sent: a WRITE, a SEND into
 // a receive buffer and a READ's response, each several packets long.
 func TestLargeWorldStreamsWrites(t *testing.T) {
 	world := func(n int) (*verbs.World, []*verbs.Host) {
@@ -28,6 +28,20 @@ func TestLargeWorldStreamsWrites(t *testing.T) {
 	require.NoError(t, small.Run())
 	for _, h := range smallHosts {
 		assert.False(t, h.StreamsWrites(), "%s of 31 hosts", h.Name())
+	}
+
+	// A cluster's parts count the other parts' hosts (their stand-ins):
+	// 32 hosts in two parts stream, 31 do not.
+	for _, n := range []int{31, 32} {
+		c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1}, Parts: 2, Hosts: n})
+		require.NoError(t, err)
+		var hs []*verbs.Host
+		for i := range n {
+			hs = append(hs, c.AddHost(fmt.Sprintf("h%d", i)))
+		}
+		for _, h := range hs {
+			assert.Equal(t, n >= 32, h.StreamsWrites(), "%s of a cluster of %d hosts", h.Name(), n)
+		}
 	}
 
 	w, hs := world(32)

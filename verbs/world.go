@@ -180,7 +180,6 @@ func (w *World) AddHost(name string) *Host {
 	h := w.addHost(name, w.hostAddr(i), i)
 	w.addNeighbours(h)
 	w.index(h)
-	w.streamLarge()
 	return h
 }
 
@@ -265,8 +264,8 @@ func (w *World) AddPortHost(name string, self HostAddr, index int, neighbours []
 // by name. Two hosts of one name share the watch's index (the later
 // one's): the watch cannot tell their flows apart.
 func (w *World) index(h *Host) {
-	h.ix = w.addPeer(peer{name: h.name, node: h.node.Index(), h: h})
 	w.hosts = append(w.hosts, h)
+	h.ix = w.addPeer(peer{name: h.name, node: h.node.Index(), h: h})
 }
 
 // addPeer gives p the next index in the stall watch and returns it.
@@ -282,6 +281,7 @@ func (w *World) addPeer(p peer) int32 {
 	w.watch.hostIx[p.name] = ix
 	w.watch.setNodeHost(p.node, ix)
 	w.peers = append(w.peers, p)
+	w.streamLarge() // a host or a stand-in, one more node
 	return ix
 }
 
@@ -573,7 +573,7 @@ func (h *Host) send(f *nic.OutFrame) {
 			// What the stall watch hears of: a request the NIC resends,
 			// or an RNR NAK (stallWatch.heard).
 			sw := &h.w.watch
-			sw.heard(sw.host(h.node.Index(), h.name), sw.hostOf(h.node.Addressee(frame)), frame, f.Round, f.ConnectedAt, h.w.sched.Now())
+			sw.heard(sw.hostOf(h.node.Index()), sw.hostOf(h.node.Addressee(frame)), frame, f.Round, f.ConnectedAt, h.w.sched.Now())
 		}
 		return
 	}
@@ -728,15 +728,16 @@ func (q *queue[T]) pop() (T, bool) {
 // their own random streams.
 func (w *World) Seed() uint64 { return w.cfg.Seed }
 
-// streamLarge makes the devices of a large world write the payloads they
-// receive past the caches (nic.Device.SetStreamingWrites), from the host
-// that makes it large on (AddHost), and at every run for hosts that came
-// otherwise (a cluster's parts grow by stand-ins): in a world of
-// streamNodes fabric nodes or more (a cluster's stand-ins count: its
-// parts are as large as the world they cut) the receive areas outgrow
-// the caches.
+// streamLarge makes the devices of a large world (fabric.Fabric.Large; a
+// cluster's stand-ins count: its parts are as large as the world they
+// cut) write the payloads they receive past the caches
+// (nic.Device.SetStreamingWrites), from the host or stand-in that makes
+// it large on (addPeer): its receive areas outgrow the caches
+// (tools/scale: the alltoall at N = 64 and 256 takes the same time
+// either way, N = 128 and 512 a few percent less streaming, N = 1024
+// 12–18% less).
 func (w *World) streamLarge() {
-	if w.streaming == len(w.hosts) || len(w.fab.Nodes()) < streamNodes {
+	if w.streaming == len(w.hosts) || !w.fab.Large() {
 		return
 	}
 	for _, h := range w.hosts[w.streaming:] {
@@ -744,10 +745,3 @@ func (w *World) streamLarge() {
 	}
 	w.streaming = len(w.hosts)
 }
-
-// streamNodes is the size of world from which devices stream their
-// writes: the fabric's own threshold for prefetching (sim/fabric), about
-// where a world's state outgrows the caches (tools/scale: the alltoall
-// at N = 64 and 256 takes the same time either way, N = 128 and 512 a
-// few percent less streaming, N = 1024 12–18% less).
-const streamNodes = 32

@@ -534,10 +534,17 @@ func (f *Fabric) start() {
 		s.buildTable(f)
 	}
 	f.floodTree()
-	if len(f.nodes) >= prefetchNodes {
+	if f.Large() {
 		f.sched.SetPrefetch(true)
 	}
 }
+
+// Large reports whether the fabric has prefetchNodes nodes or more:
+// about where a world's state outgrows the caches, so that what the
+// next event will touch is asked for ahead (its scheduler's prefetch,
+// on from the first frame) and a driver may write what it will not read
+// soon past the caches (verbs: nic.Device.SetStreamingWrites).
+func (f *Fabric) Large() bool { return len(f.nodes) >= prefetchNodes }
 
 // prefetchNodes is the number of nodes from which a fabric's scheduler
 // asks each link's next event for the frame it will touch
