@@ -64,13 +64,14 @@ func main() {
 		clusN   = flag.String("cluster", "256", "alltoall sizes also run as a cluster of -clusterparts parts (kind cluster; empty: none)")
 		clusP   = flag.Int("clusterparts", 2, "parts of the cluster points")
 		nwork   = flag.Int("workers", 0, "alltoall with -parts: goroutines that run the parts (0: GOMAXPROCS)")
+		gogc    = flag.Int("gogc", 400, "the collector's headroom (debug.SetGCPercent) while a point runs, after a collection of its set-up's garbage")
 		huge    = flag.Bool("hugepages", true, "reserve each point's heap on transparent huge pages first (package hugeheap)")
 		runs    = flag.Int("runs", 3, "run each point this many times and keep the run of median wall time (a shared machine's neighbours move single runs by a third)")
 	)
 	flag.Parse()
 	window, repeat, msgLen = max(1, *win), max(1, *rep), max(1, *msg)
 	parts, workers, clusterParts = max(1, *nparts), max(0, *nwork), max(1, *clusP)
-	hugePages = *huge
+	hugePages, gcPercent = *huge, *gogc
 	if *point == "latency:1" {
 		fmt.Println(latencyLine())
 		return
@@ -293,7 +294,7 @@ func child(p string, timeout time.Duration, memlim string) (Result, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-point", p, "-window", strconv.Itoa(window), "-repeat", strconv.Itoa(repeat), "-msglen", strconv.Itoa(msgLen),
 		"-parts", strconv.Itoa(parts), "-workers", strconv.Itoa(workers), "-clusterparts", strconv.Itoa(clusterParts),
-		"-hugepages="+strconv.FormatBool(hugePages))
+		"-hugepages="+strconv.FormatBool(hugePages), "-gogc", strconv.Itoa(gcPercent))
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memlim)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"syscall"
 	"time"
@@ -91,6 +92,29 @@ func newHeapSampler() *heapSampler {
 func (h *heapSampler) sample() {
 	metrics.Read(h.s)
 	h.peak = max(h.peak, h.s[0].Value.Uint64())
+}
+
+// gcPercent is the collector's headroom during a point's run (-gogc;
+// debug.SetGCPercent), set by measured after a collection that clears
+// the set-up's garbage, as testing.B collects before each benchmark.
+// What the alltoall allocates while it runs is live state, not garbage:
+// the frames in flight fill the fabric's buffer pool and each QP's send
+// queue gets its first slot (about 110 MB at N = 256). At Go's default
+// (100) that growth starts a collection in the middle of the run, which
+// marks the 220 MB of live world to free nothing: 9–15% of the run at
+// N = 256 (medians and fastest of nine runs in turns, GC off against
+// on). A program that builds a world this large should give the
+// collector the same headroom (GOGC=400, with GOMEMLIMIT as the bound);
+// README, "Scale", says so.
+var gcPercent = 400
+
+// measured starts a point's run: it collects the set-up's garbage, then
+// gives the collector gcPercent's headroom until the returned function
+// puts the setting back.
+func measured() (done func()) {
+	runtime.GC()
+	old := debug.SetGCPercent(gcPercent)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // parts and workers run the alltoall as a verbs.Cluster of that many
@@ -195,6 +219,7 @@ func alltoall(n int) (Result, error) {
 	}
 	hs.sample()
 	r.SetupS = time.Since(t0).Seconds()
+	defer measured()()
 	// The run's time is that of the posts and the simulation, not of
 	// the checks between rounds.
 	var wall time.Duration
