@@ -64,7 +64,7 @@ func main() {
 		clusN   = flag.String("cluster", "256", "alltoall sizes also run as a cluster of -clusterparts parts (kind cluster; empty: none)")
 		clusP   = flag.Int("clusterparts", 2, "parts of the cluster points")
 		nwork   = flag.Int("workers", 0, "alltoall with -parts: goroutines that run the parts (0: GOMAXPROCS)")
-		gogc    = flag.Int("gogc", 400, "the collector's headroom (debug.SetGCPercent) while a point runs, after a collection of its set-up's garbage")
+		gogc    = flag.Int("gogc", 0, "the collector's headroom (debug.SetGCPercent) while a point runs, after a collection of its set-up's garbage (0: the runtime's own, no collection)")
 		huge    = flag.Bool("hugepages", true, "reserve each point's heap on transparent huge pages first (package hugeheap)")
 		runs    = flag.Int("runs", 3, "run each point this many times and keep the run of median wall time (a shared machine's neighbours move single runs by a third)")
 	)

@@ -95,23 +95,30 @@ func (h *heapSampler) sample() {
 }
 
 // gcPercent is the collector's headroom during a point's run (-gogc;
-// debug.SetGCPercent), set by measured after a collection that clears
-// the set-up's garbage, as testing.B collects before each benchmark.
-// What the alltoall allocates while it runs is live state, not garbage:
-// the frames in flight fill the fabric's buffer pool and each QP's send
-// queue gets its first slot (about 110 MB at N = 256). At Go's default
-// (100) that growth starts a collection in the middle of the run, which
-// marks the 220 MB of live world to free nothing: 9–15% of the run at
-// N = 256 (medians and fastest of nine runs in turns, GC off against
-// on). A program that builds a world this large should give the
-// collector the same headroom (GOGC=400, with GOMEMLIMIT as the bound);
-// README, "Scale", says so.
-var gcPercent = 400
+// debug.SetGCPercent), 0 to leave the runtime's own (GOGC, or 100). What
+// the alltoall allocates while it runs is live state, not garbage: the
+// frames in flight fill the fabric's buffer pool and each QP's send
+// queue gets its first slot (about 110 MB at N = 256). At the default
+// headroom that growth starts a collection in the middle of the run,
+// which marks the 220 MB of live world to free nothing. With -gogc 400
+// each point runs as testing.B runs a benchmark, after a collection of
+// its set-up's garbage, and none starts in the run: N = 256 as 2 parts
+// 0.40 s against 0.50 s, N = 64 0.030 s against 0.035 s, N = 512 3.0 s
+// against 3.1 s (medians of runs in turns). make scale keeps the
+// default, the cost a program meets unless it tunes its collector, and
+// the one every earlier table was measured with: the collections it
+// removes are a larger share of the smaller worlds' runs (N = 1024's
+// growth stays under the collector's goal either way), so the CPU-time
+// fit steepens with it (1.13 in one make scale run, against 1.06–1.09).
+var gcPercent = 0
 
-// measured starts a point's run: it collects the set-up's garbage, then
-// gives the collector gcPercent's headroom until the returned function
-// puts the setting back.
+// measured starts a point's run: with gcPercent set, it collects the
+// set-up's garbage, then gives the collector that headroom until the
+// returned function puts the setting back.
 func measured() (done func()) {
+	if gcPercent == 0 {
+		return func() {}
+	}
 	runtime.GC()
 	old := debug.SetGCPercent(gcPercent)
 	return func() { debug.SetGCPercent(old) }
