@@ -332,7 +332,7 @@ func (p *bufPool) clone(b *frameBuf) *frameBuf {
 // storage is one more cold line on that hint's path, behind the
 // direction's own (issue 20).
 type fifo[T any] struct {
-	buf        []T
+	buf        []T // its length a power of two, so that a mask wraps an index
 	head, size int
 	first      T // buf[head] while size > 0
 }
@@ -341,11 +341,11 @@ func (q *fifo[T]) push(v T) {
 	if q.size == len(q.buf) {
 		n := make([]T, max(8, 2*len(q.buf)))
 		for i := range q.size {
-			n[i] = q.buf[(q.head+i)%len(q.buf)]
+			n[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = n, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = v
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = v
 	if q.size == 0 {
 		q.first = v
 	}
@@ -361,13 +361,14 @@ func (q *fifo[T]) peek() (T, bool) {
 	return q.first, true
 }
 
+// pop takes the oldest entry.
 func (q *fifo[T]) pop() (T, bool) {
 	if q.size == 0 {
 		var zero T
 		return zero, false
 	}
 	v := q.first
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	if q.size > 0 {
 		q.first = q.buf[q.head]
