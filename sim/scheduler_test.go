@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -492,4 +493,57 @@ func TestLargeHeapOrder(t *testing.T) {
 		require.True(t, d, "event %d never fired", k)
 	}
 	require.Equal(t, len(timers), n+cancelled)
+}
+
+// TestQueueAndHeapAgree runs the reference tests with the pending events
+// moving between the heap and the radix queue every few events (the
+// bounds at 8 and 2, then 3 and 1), and with every event in the queue
+// from the second on: the order must be the reference's whichever holds
+// them, and across every move.
+func TestQueueAndHeapAgree(t *testing.T) {
+	for _, b := range [][2]int{{8, 2}, {3, 1}, {1, 0}} {
+		t.Run(fmt.Sprintf("above%d-below%d", b[0], b[1]), func(t *testing.T) {
+			defer sim.SetQueueBounds(b[0], b[1])()
+			t.Run("reference", TestSchedulerMatchesReference)
+			t.Run("large", TestLargeHeapOrder)
+			t.Run("reserved", TestReservedEventsFireInTheirPlace)
+			t.Run("cancel", TestCancelKeepsHeapOrder)
+			t.Run("equal", TestEqualTimesFireInInsertionOrder)
+			t.Run("stale", TestStaleTimerDoesNotCancelSlotReuse)
+			t.Run("until", TestRunUntilAndStep)
+		})
+	}
+}
+
+// TestSchedulerMovesToTheQueue: a scheduler holds its events in the heap
+// while few are pending, in the radix queue past radixAbove, and in the
+// heap again under heapBelow, and fires them in order throughout.
+func TestSchedulerMovesToTheQueue(t *testing.T) {
+	defer sim.SetQueueBounds(16, 4)()
+	s := sim.NewScheduler()
+	var got []uint64
+	h := sim.HandlerFunc(func(_ sim.Time, arg uint64) { got = append(got, arg) })
+	for i := range 17 {
+		s.Schedule(sim.Time(100-i), h, uint64(i)) // latest first
+	}
+	if !s.InQueue() {
+		t.Fatalf("17 pending, bound 16: still in the heap")
+	}
+	for s.Queued() >= 4 {
+		s.Step()
+	}
+	if s.InQueue() {
+		t.Fatalf("%d pending, bound 4: still in the queue", s.Queued())
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for i, arg := range got {
+		if arg != uint64(16-i) {
+			t.Fatalf("fired %v, want 16 down to 0", got)
+		}
+	}
+	if len(got) != 17 {
+		t.Fatalf("fired %d events, want 17", len(got))
+	}
 }
