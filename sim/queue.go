@@ -59,22 +59,31 @@ const (
 // never negative, so at^base has no bit 63).
 func (q *queue) bucket(at Time) int { return bits.Len64(uint64(at ^ q.base)) }
 
-// place appends e to bucket i and records where it is.
+// place appends e to bucket i and records where it is (no bucket holds
+// more than posIndex+1 entries: push bounds them all).
 func (q *queue) place(i int, e heapEntry) int32 {
 	k := len(q.b[i])
-	if k > posIndex {
-		panic(fmt.Sprintf("sim: more than %d events pending in one bucket", posIndex+1))
-	}
 	q.b[i] = append(q.b[i], e)
 	q.pos[e.slot] = int32(i<<posShift | k)
 	q.occ |= 1 << i
 	return int32(k)
 }
 
+// tooMany reports more pending events than an index in pos can name,
+// out of line so that push stays small.
+//
+//go:noinline
+func tooMany() {
+	panic(fmt.Sprintf("sim: more than %d events pending", posIndex+1))
+}
+
 // push adds e, whose time is not before base.
 func (q *queue) push(e heapEntry) {
 	i := q.bucket(e.at)
 	q.n++
+	if q.n > posIndex+1 {
+		tooMany()
+	}
 	if i == 0 {
 		q.insertZero(e)
 		q.minB, q.minI = 0, int32(len(q.b[0])-1)
