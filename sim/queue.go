@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/bits"
-	"slices"
 )
 
 // queue holds the pending events in order of (time, sequence): a radix
@@ -22,10 +21,13 @@ import (
 // where they differed from the old.
 //
 // Bucket 0's entries share one time and are taken in sequence order: it
-// is kept sorted, the earliest last. Its entries all arrive at once when
-// a bucket above is spread (a symmetric world, the alltoall's hosts,
-// has hundreds of events due at one instant), so it is sorted then, once;
-// one scheduled at base itself, rarer, goes to its place.
+// is kept sorted, the earliest first, from zero (the entries before zero
+// are taken). An event scheduled for base itself, usually later in the
+// sequence than every one there, goes on the end; the entries a bucket
+// above spreads into it come mostly in the order they were scheduled,
+// and an insertion sort puts them in order in about one pass (a
+// symmetric world, the alltoall's hosts, has hundreds of events due at
+// one instant).
 //
 // The scheduler keeps its events here only while many are pending
 // (radixAbove, heapBelow; a few fit a heap in a cache line or two):
@@ -41,6 +43,7 @@ type queue struct {
 	base Time   // the time of the last entry taken: no entry is earlier
 	occ  uint64 // bit i: bucket i holds entries
 	n    int
+	zero int // bucket 0's entries before this one have been taken
 	// minB, minI locate the earliest entry while n > 0.
 	minB, minI int32
 	b          [64][]heapEntry
@@ -86,7 +89,7 @@ func (q *queue) push(e heapEntry) {
 	}
 	if i == 0 {
 		q.insertZero(e)
-		q.minB, q.minI = 0, int32(len(q.b[0])-1)
+		q.minB, q.minI = 0, int32(q.zero)
 		return
 	}
 	k := q.place(i, e)
@@ -96,11 +99,21 @@ func (q *queue) push(e heapEntry) {
 }
 
 // insertZero puts e, due at base, in bucket 0 at its place in sequence
-// order (descending: the earliest last).
+// order: usually the end. A bucket whose taken entries fill half its
+// storage moves its live ones to the front first, so that one instant
+// with many events keeps it bounded.
 func (q *queue) insertZero(e heapEntry) {
-	z := append(q.b[0], e)
+	z := q.b[0]
+	if q.zero > 0 && len(z) == cap(z) && 2*q.zero >= len(z) {
+		z = z[:copy(z, z[q.zero:])]
+		for j := range z {
+			q.pos[z[j].slot] = int32(j)
+		}
+		q.zero = 0
+	}
+	z = append(z, e)
 	k := len(z) - 1
-	for ; k > 0 && z[k-1].seq < e.seq; k-- {
+	for ; k > q.zero && z[k-1].seq > e.seq; k-- {
 		z[k] = z[k-1]
 		q.pos[z[k].slot] = int32(k)
 	}
@@ -108,6 +121,12 @@ func (q *queue) insertZero(e heapEntry) {
 	q.pos[e.slot] = int32(k)
 	q.b[0] = z
 	q.occ |= 1
+}
+
+// emptyZero resets bucket 0, whose entries have all been taken.
+func (q *queue) emptyZero() {
+	q.b[0], q.zero = q.b[0][:0], 0
+	q.occ &^= 1
 }
 
 // min returns the earliest entry; the queue must not be empty.
@@ -124,18 +143,18 @@ func (q *queue) pop() {
 	q.n--
 	i, k := int(q.minB), int(q.minI)
 	if i == 0 {
-		// The earliest of bucket 0 is its last, and the next is the one
-		// before it, if any.
-		q.b[0] = q.b[0][:k]
-		if k > 0 {
-			q.minI--
+		// The earliest of bucket 0 is at zero, and the next after it.
+		q.zero++
+		if q.zero < len(q.b[0]) {
+			q.minI++
 			return
 		}
-		q.occ &^= 1
+		q.emptyZero()
 		q.findMin()
 		return
 	}
-	// The clock moves to the earliest: the rest of its bucket goes lower.
+	// The clock moves to the earliest: the rest of its bucket goes lower
+	// (bucket 0 is empty: the earliest was in the lowest bucket).
 	bk := q.b[i]
 	q.base = bk[k].at
 	q.b[i] = bk[:0]
@@ -154,17 +173,15 @@ func (q *queue) pop() {
 	q.findMin()
 }
 
-// sortZero puts bucket 0 in sequence order, the earliest last. Its
-// entries came from one bucket, mostly in the order they were scheduled:
-// reversed, they are nearly in order, and an insertion sort finishes
-// them in about one pass.
+// sortZero puts bucket 0, just filled from a bucket above, in sequence
+// order: an insertion sort, which entries mostly in order already cost
+// about one pass.
 func (q *queue) sortZero() {
 	z := q.b[0]
-	slices.Reverse(z)
 	for j := 1; j < len(z); j++ {
 		e := z[j]
 		k := j
-		for ; k > 0 && z[k-1].seq < e.seq; k-- {
+		for ; k > 0 && z[k-1].seq > e.seq; k-- {
 			z[k] = z[k-1]
 		}
 		z[k] = e
@@ -188,8 +205,8 @@ func (q *queue) remove(slot int32) {
 			q.pos[z[j].slot] = int32(j)
 		}
 		q.b[0] = z
-		if len(z) == 0 {
-			q.occ &^= 1
+		if len(z) == q.zero {
+			q.emptyZero()
 		}
 		q.findMin()
 		return
@@ -228,7 +245,7 @@ func (q *queue) findMin() {
 	i := bits.TrailingZeros64(q.occ)
 	bk := q.b[i]
 	if i == 0 {
-		q.minB, q.minI = 0, int32(len(bk)-1)
+		q.minB, q.minI = 0, int32(q.zero)
 		return
 	}
 	m := 0
@@ -252,10 +269,13 @@ func (q *queue) load(now Time, es []heapEntry) {
 
 // drain appends every entry to es, in no order, and empties the queue.
 func (q *queue) drain(es []heapEntry) []heapEntry {
+	es = append(es, q.b[0][q.zero:]...)
 	for i := range q.b {
-		es = append(es, q.b[i]...)
+		if i > 0 {
+			es = append(es, q.b[i]...)
+		}
 		q.b[i] = q.b[i][:0]
 	}
-	q.occ, q.n = 0, 0
+	q.occ, q.n, q.zero = 0, 0, 0
 	return es
 }
