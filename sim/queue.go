@@ -29,6 +29,13 @@ import (
 // symmetric world, the alltoall's hosts, has hundreds of events due at
 // one instant).
 //
+// What it costs more than the heap: cancelling the earliest entry while
+// it is in a bucket above 0 scans that bucket for the next (the heap
+// sifts), so a program that keeps cancelling and moving its earliest
+// timer pays per cancel for the events due in the same stretch of time
+// (BenchmarkStep, one cancel in sixteen steps at 1,300 pending: 89 ns a
+// step against the heap's 75).
+//
 // The scheduler keeps its events here only while many are pending
 // (radixAbove, heapBelow; a few fit a heap in a cache line or two):
 // taking one from a heap of 1,300 costs a sift over five levels of three
