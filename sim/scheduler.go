@@ -19,8 +19,8 @@ import (
 //     (found through Scheduler.pos); a cancelled event never fires.
 //
 // Any correct priority queue fires the same events in the same order, the
-// key (time, sequence) being unique; what the heap's shape changes is
-// only the cost (issue 20: at N=256 the alltoall keeps some 1,300 events
+// key (time, sequence) being unique; which one holds them changes only
+// the cost (issue 20: at N=256 the alltoall keeps some 1,300 events
 // pending and pops one every microsecond of CPU).
 //
 // Slots, heap and free list are reused, so scheduling and firing allocate
@@ -185,8 +185,8 @@ func (s *Scheduler) Fired() uint64 { return s.fired }
 // Pending returns how many events are scheduled and not yet fired or cancelled.
 func (s *Scheduler) Pending() int { return s.Queued() + s.reserved }
 
-// Queued returns how many events are in the heap: Pending less those
-// reserved (Reserve) and not yet scheduled.
+// Queued returns how many events are in the heap or the radix queue:
+// Pending less those reserved (Reserve) and not yet scheduled.
 func (s *Scheduler) Queued() int {
 	if s.big {
 		return s.q.n
