@@ -9,5 +9,13 @@ func SetQueueBounds(above, below int) (restore func()) {
 	return func() { radixAbove, heapBelow = oldAbove, oldBelow }
 }
 
+// SetQueueMax sets the most events the radix queue holds (queueMax) and
+// returns a function that puts the old bound back.
+func SetQueueMax(n int) (restore func()) {
+	old := queueMax
+	queueMax = n
+	return func() { queueMax = old }
+}
+
 // InQueue reports whether s holds its events in the radix queue.
 func (s *Scheduler) InQueue() bool { return s.big }

@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"math/bits"
-)
+import "math/bits"
 
 // queue holds the pending events in order of (time, sequence): a radix
 // heap on their times (Ahuja, Mehlhorn, Orlin and Tarjan's monotone
@@ -70,12 +67,18 @@ const (
 	posIndex = 1<<posShift - 1
 )
 
+// queueMax is the most events the queue holds: bucket 0's storage, which
+// counts its taken entries too, stays under four times its live ones
+// (insertZero), so every index fits under posShift's bits. Past it the
+// scheduler keeps its events in the heap, which has no such bound.
+var queueMax = (posIndex + 1) / 4
+
 // bucket returns the bucket of an entry due at at (at >= base; times are
 // never negative, so at^base has no bit 63).
 func (q *queue) bucket(at Time) int { return bits.Len64(uint64(at ^ q.base)) }
 
-// place appends e to bucket i and records where it is (no bucket holds
-// more than posIndex+1 entries: push bounds them all).
+// place appends e to bucket i and records where it is (no bucket's index
+// outgrows posIndex: the scheduler holds at most queueMax here).
 func (q *queue) place(i int, e heapEntry) int32 {
 	k := len(q.b[i])
 	q.b[i] = append(q.b[i], e)
@@ -84,21 +87,10 @@ func (q *queue) place(i int, e heapEntry) int32 {
 	return int32(k)
 }
 
-// tooMany reports more pending events than an index in pos can name,
-// out of line so that push stays small.
-//
-//go:noinline
-func tooMany() {
-	panic(fmt.Sprintf("sim: more than %d events pending", posIndex+1))
-}
-
 // push adds e, whose time is not before base.
 func (q *queue) push(e heapEntry) {
 	i := q.bucket(e.at)
 	q.n++
-	if q.n > posIndex+1 {
-		tooMany()
-	}
 	if i == 0 {
 		q.insertZero(e)
 		q.minB, q.minI = 0, int32(q.zero)

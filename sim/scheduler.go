@@ -296,13 +296,18 @@ func (s *Scheduler) schedule(at Time, seq uint64, h Handler, arg uint64) Timer {
 	}
 	e := &s.slots[slot]
 	e.h, e.arg = h, arg
+	if s.big && s.q.n >= queueMax {
+		s.toHeap() // the heap holds any number
+	}
 	if s.big {
 		s.q.push(heapEntry{at: at, seq: seq, slot: slot})
 		return Timer{s, slot, e.gen}
 	}
 	s.heap = append(s.heap, heapEntry{})
 	s.up(len(s.heap)-1, heapEntry{at: at, seq: seq, slot: slot})
-	if len(s.heap) > radixAbove {
+	if n := len(s.heap); n > radixAbove && n <= queueMax/2 {
+		// (Under half of queueMax: a world near it does not move its
+		// events back and forth.)
 		s.toQueue()
 	}
 	return Timer{s, slot, e.gen}

@@ -497,13 +497,15 @@ func TestLargeHeapOrder(t *testing.T) {
 
 // TestQueueAndHeapAgree runs the reference tests with the pending events
 // moving between the heap and the radix queue every few events (the
-// bounds at 8 and 2, then 3 and 1), and with every event in the queue
-// from the second on: the order must be the reference's whichever holds
-// them, and across every move.
+// bounds at 8 and 2, then 3 and 1), with every event in the queue from
+// the second on, and with the queue giving way to the heap past 40: the
+// order must be the reference's whichever holds them, and across every
+// move.
 func TestQueueAndHeapAgree(t *testing.T) {
-	for _, b := range [][2]int{{8, 2}, {3, 1}, {1, 0}} {
-		t.Run(fmt.Sprintf("above%d-below%d", b[0], b[1]), func(t *testing.T) {
+	for _, b := range [][3]int{{8, 2, 1 << 30}, {3, 1, 1 << 30}, {1, 0, 1 << 30}, {8, 2, 40}} {
+		t.Run(fmt.Sprintf("above%d-below%d-max%d", b[0], b[1], b[2]), func(t *testing.T) {
 			defer sim.SetQueueBounds(b[0], b[1])()
+			defer sim.SetQueueMax(b[2])()
 			t.Run("reference", TestSchedulerMatchesReference)
 			t.Run("large", TestLargeHeapOrder)
 			t.Run("reserved", TestReservedEventsFireInTheirPlace)
@@ -577,5 +579,37 @@ func TestManyEventsAtOneInstant(t *testing.T) {
 	require.NoError(t, s.Run())
 	if next != n+1000 {
 		t.Fatalf("%d events fired, want %d", next, n+1000)
+	}
+}
+
+// TestQueueGivesWayToTheHeap: past queueMax pending events the scheduler
+// holds them in the heap, which has no bound, and takes them back into
+// the queue only under half of it; the order holds throughout.
+func TestQueueGivesWayToTheHeap(t *testing.T) {
+	defer sim.SetQueueBounds(4, 1)()
+	defer sim.SetQueueMax(16)()
+	s := sim.NewScheduler()
+	var got []uint64
+	h := sim.HandlerFunc(func(_ sim.Time, arg uint64) { got = append(got, arg) })
+	at := func(i int) sim.Time { return sim.Time((i * 37) % 101) }
+	for i := range 16 {
+		s.Schedule(at(i), h, uint64(i))
+	}
+	if !s.InQueue() {
+		t.Fatalf("16 pending, bounds 4 and 16: not in the queue")
+	}
+	for i := 16; i < 40; i++ {
+		s.Schedule(at(i), h, uint64(i))
+	}
+	if s.InQueue() {
+		t.Fatalf("40 pending, at most 16 in the queue: still in it")
+	}
+	require.NoError(t, s.Run())
+	require.Len(t, got, 40)
+	for k := 1; k < len(got); k++ {
+		a, b := got[k-1], got[k]
+		if at(int(a)) > at(int(b)) || at(int(a)) == at(int(b)) && a > b {
+			t.Fatalf("fired %d (at %v) before %d (at %v)", a, at(int(a)), b, at(int(b)))
+		}
 	}
 }
