@@ -123,15 +123,16 @@ func TestMissLatency(t *testing.T) {
 
 // TestRounds: each point runs k times in rounds (every point once, then
 // every point again), keeps the run of median wall time whatever order
-// its runs came in, a short point (under shortPoint) runs 2k rounds more
-// with the others like it, and a failing point stops at its error while
-// the others go on.
+// its runs came in, a short point (under shortPoint) or one more names
+// runs 2k rounds more with the others like it, and a failing point stops
+// at its error while the others go on.
 func TestRounds(t *testing.T) {
 	walls := map[int][]float64{
 		0: {0.9, 0.5, 0.7},
 		1: {0.4, 0.3, 0.5},
 		2: {0.09, 0.04, 0.05, 0.04, 0.04, 0.10, 0.04, 0.05, 0.04, 9}, // short
 		3: {0.9, 0.5, 0.7, 1.4},
+		5: {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}, // named by more
 	}
 	var order []int
 	seen := map[int]int{}
@@ -144,8 +145,8 @@ func TestRounds(t *testing.T) {
 		seen[i]++
 		return r, nil
 	}
-	picked, errs := rounds(5, 3, run)
-	want := []int{0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2, 3, 2, 2, 2, 2, 2, 2}
+	picked, errs := rounds(6, 3, func(i int) bool { return i == 5 }, run)
+	want := []int{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 5, 0, 1, 2, 3, 5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5, 2, 5}
 	if !slices.Equal(order, want) {
 		t.Errorf("runs in the order %v, want %v", order, want)
 	}
@@ -161,7 +162,10 @@ func TestRounds(t *testing.T) {
 	if r := picked[3]; r.WallS != 0.7 {
 		t.Errorf("median of 0.9, 0.5, 0.7: %v", r.WallS)
 	}
-	if errs[4] != errTest || slices.ContainsFunc(errs[:4], func(e error) bool { return e != nil }) {
+	if r := picked[5]; r.WallS != 0.5 || seen[5] != 9 {
+		t.Errorf("a point more names: %+v after %d runs, want the median 0.5 after 9", r, seen[5])
+	}
+	if errs[4] != errTest || slices.ContainsFunc(append(errs[:4:4], errs[5]), func(e error) bool { return e != nil }) {
 		t.Errorf("errors %v, want the failing point's alone", errs)
 	}
 	k := 0
@@ -169,7 +173,7 @@ func TestRounds(t *testing.T) {
 		k++
 		return Result{WallS: []float64{0.9, 0.5, 0.7, 1.4}[k-1]}, nil
 	}
-	if picked, _ := rounds(1, 4, four); k != 4 || picked[0].WallS != 0.7 {
+	if picked, _ := rounds(1, 4, func(int) bool { return false }, four); k != 4 || picked[0].WallS != 0.7 {
 		t.Errorf("median of four: %v, want the lower middle 0.7", picked[0].WallS)
 	}
 }
