@@ -58,10 +58,11 @@ func (d *Device) note(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-// emit encodes f into an outbox buffer and queues it; qp is the QP whose
-// packet it is (counted until the port reports it gone, see TxDone).
-func (d *Device) emit(qp *QP, f *wire.Frame, note string) {
-	d.emitIn(d.outbox.buffer(), qp, f, note, frameMark{})
+// emit encodes f into an outbox buffer and queues it with the marks m
+// (emitIn); qp is the QP whose packet it is (counted until the port
+// reports it gone, see TxDone).
+func (d *Device) emit(qp *QP, f *wire.Frame, note string, m frameMark) {
+	d.emitIn(d.outbox.buffer(), qp, f, note, m)
 }
 
 // emitIn is emit into buf, a buffer from d.outbox.buffer that may already

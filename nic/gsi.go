@@ -80,7 +80,7 @@ func (d *Device) SendMAD(now sim.Time, dst netip.Addr, mad []byte) error {
 	}
 	qp := d.gsi
 	qp.req.psn = qp.req.psn.Add(1)
-	d.emit(qp, &f, gsiNote(mad))
+	d.emit(qp, &f, gsiNote(mad), frameMark{})
 	return nil
 }
 

@@ -414,7 +414,7 @@ func (d *Device) sendRdAtomic(now sim.Time, qp *QP, w *sendWQE) {
 		}
 		note = d.note(b)
 	}
-	d.emitIn(d.outbox.buffer(), qp, &f, note, mark)
+	d.emit(qp, &f, note, mark)
 	// A READ's responses use all its PSNs: they count as sent.
 	if end := w.firstPSN.Add(w.npkts); qp.req.highest.Less(end) {
 		qp.req.highest = end

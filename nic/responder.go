@@ -613,7 +613,7 @@ func (d *Device) buildReadResponse(qp *QP, x *readReply) {
 		b := strconv.AppendInt(append(d.noteBuf[:0], "READ response "...), int64(i)+1, 10)
 		note = d.note(strconv.AppendInt(append(b, " of "...), int64(x.n), 10))
 	}
-	d.emit(qp, &f, note)
+	d.emit(qp, &f, note, frameMark{})
 }
 
 // tooManyRdAtomic reports, under the spec profile, whether a new READ or
@@ -756,7 +756,7 @@ func (d *Device) sendAtomicAck(qp *QP, psn wire.PSN, orig uint64, note string) {
 	if note == "" && d.cfg.Annotate {
 		note = d.note(strconv.AppendUint(append(d.noteBuf[:0], "atomic executed: the target held "...), orig, 10))
 	}
-	d.emit(qp, &f, note)
+	d.emit(qp, &f, note, frameMark{})
 }
 
 // duplicate handles a request whose PSN is behind the expected one.
@@ -841,7 +841,7 @@ func (d *Device) sendAck(qp *QP, syn wire.Syndrome, psn wire.PSN, note string) {
 	f.BTH.Opcode = wire.OpRCAcknowledge
 	f.BTH.PSN = psn
 	f.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
-	d.emitIn(d.outbox.buffer(), qp, &f, note, frameMark{rnrNAK: syn.IsRNRNAK()})
+	d.emit(qp, &f, note, frameMark{rnrNAK: syn.IsRNRNAK()})
 }
 
 // receiveUC handles a UC request: no ACKs, and a gap drops the rest of
