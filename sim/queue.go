@@ -57,8 +57,8 @@ type queue struct {
 	minB, minI int32
 	b          [64][]heapEntry
 	// pos is each pending slot's place (bucket<<posShift | index), which
-	// is how Cancel finds its event: the scheduler's, which its heap
-	// uses for indices while the queue is not in use.
+	// is how Cancel finds its event; the scheduler's heap keeps its
+	// indices here while the queue is not in use.
 	pos []int32
 }
 

@@ -16,7 +16,7 @@ import (
 //     (its generation moves on, so an old Timer for it goes stale) and
 //     calls the handler, which may schedule more.
 //  3. Timer.Cancel removes a pending event from the heap or the queue
-//     (found through Scheduler.pos); a cancelled event never fires.
+//     (found through queue.pos); a cancelled event never fires.
 //
 // Any correct priority queue fires the same events in the same order, the
 // key (time, sequence) being unique; which one holds them changes only
@@ -53,7 +53,7 @@ func (f HandlerFunc) Fire(now Time, arg uint64) { f(now, arg) }
 
 // event is a slot: what a pending event fires, and the generation that
 // tells a Timer whether the event it refers to is still this one. Its
-// time is in its heap entry, its place in the heap in Scheduler.pos: 32
+// time is in its heap entry, its place in queue.pos: 32
 // bytes, so that a slot never straddles two cache lines (Step's read of
 // it is one of the few misses an event costs in a large world).
 type event struct {
@@ -77,17 +77,16 @@ type Scheduler struct {
 	now   Time
 	seq   uint64
 	slots []event
-	// pos is each pending slot's index in heap, which is how Cancel
-	// finds its event: kept apart from slots so that the write a sift
-	// makes at every level lands in a small dense array rather than a
-	// 32-byte slot apiece (1,300 pending events: 5 KiB, not 41). While
-	// big, it is each slot's place in q (queue.pos, the same array).
-	pos  []int32
-	free []int32
-	heap []heapEntry
+	free  []int32
+	heap  []heapEntry
+	spare []heapEntry // toHeap's scratch, kept so that a move allocates nothing once grown
 	// q holds the pending events instead of heap while big is set: from
 	// when the heap outgrows radixAbove until the queue falls under
-	// heapBelow.
+	// heapBelow. Its pos is the heap's too: each pending slot's index in
+	// heap, which is how Cancel finds its event (kept apart from slots so
+	// that the write a sift makes at every level lands in a small dense
+	// array rather than a 32-byte slot apiece: 1,300 pending events,
+	// 5 KiB, not 41), and while big its place in q.
 	q       queue
 	big     bool
 	fired   uint64
@@ -143,37 +142,13 @@ func (s *Scheduler) toQueue() {
 
 // toHeap moves the pending events from the radix queue to the heap.
 func (s *Scheduler) toHeap() {
-	s.heap = s.q.drain(s.heap[:0])
-	// Floyd's heap construction: each parent sifted below its children.
-	for i := len(s.heap) - 1; i >= 0; i-- {
-		s.set(i, s.heap[i])
+	es := s.q.drain(s.spare[:0])
+	for _, e := range es {
+		s.heap = append(s.heap, heapEntry{})
+		s.up(len(s.heap)-1, e)
 	}
-	if n := len(s.heap); n > 1 {
-		for i := (n - 2) / heapArity; i >= 0; i-- {
-			s.down(i)
-		}
-	}
+	s.spare = es[:0]
 	s.big = false
-}
-
-// down sifts the entry at i below any child that fires before it.
-func (s *Scheduler) down(i int) {
-	h := s.heap
-	e := h[i]
-	for {
-		m := -1
-		for c := heapArity*i + 1; c <= heapArity*i+heapArity && c < len(h); c++ {
-			if m < 0 || before(&h[c], &h[m]) {
-				m = c
-			}
-		}
-		if m < 0 || !before(&h[m], &e) {
-			break
-		}
-		s.set(i, h[m])
-		i = m
-	}
-	s.set(i, e)
 }
 
 // Now returns the current simulated time.
@@ -290,8 +265,7 @@ func (s *Scheduler) schedule(at Time, seq uint64, h Handler, arg uint64) Timer {
 		s.free = s.free[:n-1]
 	} else {
 		s.slots = append(s.slots, event{})
-		s.pos = append(s.pos, 0)
-		s.q.pos = s.pos // the queue's view of the same
+		s.q.pos = append(s.q.pos, 0)
 		slot = int32(len(s.slots) - 1)
 	}
 	e := &s.slots[slot]
@@ -334,7 +308,7 @@ func (t Timer) At() Time {
 	if t.s.big {
 		return t.s.q.at(t.slot)
 	}
-	return t.s.heap[t.s.pos[t.slot]].at
+	return t.s.heap[t.s.q.pos[t.slot]].at
 }
 
 // Cancel stops the event from firing. It reports whether the event was
@@ -352,7 +326,7 @@ func (t Timer) Cancel() bool {
 		}
 		return true
 	}
-	s.remove(int(s.pos[t.slot]))
+	s.remove(int(s.q.pos[t.slot]))
 	s.release(t.slot)
 	return true
 }
@@ -492,7 +466,7 @@ func borrow(a, b *heapEntry) uint64 {
 // set puts e at index i of the heap and records where its slot is.
 func (s *Scheduler) set(i int, e heapEntry) {
 	s.heap[i] = e
-	s.pos[e.slot] = int32(i)
+	s.q.pos[e.slot] = int32(i)
 }
 
 // up places e at index i, a hole, or above it: each parent that fires
