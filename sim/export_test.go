@@ -19,3 +19,7 @@ func SetQueueMax(n int) (restore func()) {
 
 // InQueue reports whether s holds its events in the radix queue.
 func (s *Scheduler) InQueue() bool { return s.big }
+
+// ZeroStorage is the length of the radix queue's bucket 0 storage, taken
+// entries included (what its indices must fit in).
+func (s *Scheduler) ZeroStorage() int { return len(s.q.b[0]) }

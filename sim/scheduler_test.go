@@ -613,3 +613,36 @@ func TestQueueGivesWayToTheHeap(t *testing.T) {
 		}
 	}
 }
+
+// TestOneInstantStaysBounded: events that keep scheduling their
+// successor for the clock's own instant (a zero-delay loop, 16 live at a
+// time, 500,000 in all) fire in order while bucket 0's storage, taken
+// entries included, stays within four times the live ones: the bound
+// queueMax relies on for its indices to fit. Without the compaction in
+// insertZero it would hold all 500,000.
+func TestOneInstantStaysBounded(t *testing.T) {
+	defer sim.SetQueueBounds(8, 2)()
+	s := sim.NewScheduler()
+	const live, total = 16, 500_000
+	next, most := uint64(0), 0
+	var h sim.HandlerFunc
+	h = func(_ sim.Time, arg uint64) {
+		if arg != next {
+			t.Fatalf("event %d fired, want %d", arg, next)
+		}
+		next++
+		if arg+live < total {
+			s.Schedule(s.Now(), h, arg+live)
+		}
+		most = max(most, s.ZeroStorage())
+	}
+	for i := range uint64(live) {
+		s.Schedule(0, h, i)
+	}
+	require.True(t, s.InQueue())
+	require.NoError(t, s.Run())
+	require.Equal(t, uint64(total), next)
+	if most > 4*live {
+		t.Fatalf("bucket 0 held %d entries, taken ones included, for %d live", most, live)
+	}
+}
