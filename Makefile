@@ -18,12 +18,16 @@ demo:
 	@echo "More: go run ./cmd/rocesim scenarios"
 
 ## dropin: build the drop-in libibverbs.so.1 (cgo) and librdmacm.so.1 (C over it, dropin/rdmacm) into build/dropin: LD_LIBRARY_PATH=build/dropin ./your-program runs on the model
-# cgo refuses -Wl,-soname and -Wl,--version-script in #cgo LDFLAGS (they
-# are not on its allow-list, as they could rewrite any link), so they go
-# to the external linker through -extldflags: the SONAME libibverbs.so.1
-# and rdma-core's symbol versions (dropin/ibverbs/libibverbs.map), which
-# unmodified programs bind to (ibv_get_device_list@IBVERBS_1.1 ...).
-DROPIN_LDFLAGS := -extldflags=-Wl,-soname,libibverbs.so.1,--version-script,$(CURDIR)/dropin/ibverbs/libibverbs.map
+# The flags of internal/dropinbuild, which every other builder of the
+# library uses (its TestMakefileAgrees): the Go runtime's default GODEBUG
+# asyncpreemptoff=1, so that no preemption signal interrupts the
+# program's own system calls (EINTR from a poll(2)); and, since cgo
+# refuses -Wl,-soname and -Wl,--version-script in #cgo LDFLAGS (they are
+# not on its allow-list, as they could rewrite any link), through
+# -extldflags the SONAME libibverbs.so.1 and rdma-core's symbol versions
+# (dropin/ibverbs/libibverbs.map), which unmodified programs bind to
+# (ibv_get_device_list@IBVERBS_1.1 ...).
+DROPIN_LDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1 -extldflags=-Wl,-soname,libibverbs.so.1,--version-script,$(CURDIR)/dropin/ibverbs/libibverbs.map
 dropin:
 	@mkdir -p build/dropin
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='$(DROPIN_LDFLAGS)' -o build/dropin/libibverbs.so.1 ./dropin/ibverbs

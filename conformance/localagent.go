@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/dropinbuild"
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/scenario"
 	"github.com/rocesim/rocesim/sim"
@@ -71,11 +72,7 @@ func BuildCABI(ctx context.Context, dir string) (*CABI, error) {
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
 	c := &CABI{Lib: filepath.Join(dir, "lib"), Agent: filepath.Join(dir, "rocesim-agent")}
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared",
-		"-ldflags=-extldflags=-Wl,-soname,libibverbs.so.1,--version-script,"+filepath.Join(root, "dropin", "ibverbs", "libibverbs.map"),
-		"-o", filepath.Join(c.Lib, "libibverbs.so.1"), "./dropin/ibverbs")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd := dropinbuild.Command(ctx, root, filepath.Join(c.Lib, "libibverbs.so.1"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("conformance: building the drop-in library: %v\n%s", err, out)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/dropinbuild"
 	"github.com/rocesim/rocesim/internal/netnstest"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/realnet"
@@ -323,11 +324,8 @@ func TestInteropUDPPingpong(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	lib := t.TempDir()
-	wd, _ := os.Getwd()
-	build := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared",
-		"-ldflags=-extldflags=-Wl,-soname,libibverbs.so.1,--version-script,"+filepath.Join(wd, "..", "dropin", "ibverbs", "libibverbs.map"),
-		"-o", filepath.Join(lib, "libibverbs.so.1"), "../dropin/ibverbs")
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	root, _ := filepath.Abs("..")
+	build := dropinbuild.Command(ctx, root, filepath.Join(lib, "libibverbs.so.1"))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the drop-in library: %v\n%s", err, out)
 	}

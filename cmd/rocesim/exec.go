@@ -24,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -44,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rocesim/rocesim/internal/dropinbuild"
 	"github.com/rocesim/rocesim/internal/will"
 	"github.com/rocesim/rocesim/procfabric"
 	"github.com/rocesim/rocesim/realnet"
@@ -578,11 +580,7 @@ func dropinLibrary(stderr io.Writer) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared",
-		"-ldflags=-extldflags=-Wl,-soname,libibverbs.so.1,--version-script,"+filepath.Join(src, "dropin", "ibverbs", "libibverbs.map"),
-		"-o", filepath.Join(tmp, "libibverbs.so.1"), "./dropin/ibverbs")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd := dropinbuild.Command(context.Background(), src, filepath.Join(tmp, "libibverbs.so.1"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the drop-in library: go build -buildmode=c-shared ./dropin/ibverbs in %s: %v\n%s", src, err, out)
 	}

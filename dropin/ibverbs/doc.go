@@ -74,7 +74,11 @@
 // for 10 ms of its CPU time at most, then the wait moves time one step.
 // The library's own threads (the Go runtime's, which run when its
 // collector pleases) are never the program's: the library notes each one
-// it makes (ownthreads.c).
+// it makes (ownthreads.c). Nor does the runtime signal the program's
+// threads: it is built with GODEBUG=asyncpreemptoff=1 as its default
+// (internal/dropinbuild), as a preemption signal sent while a verb ran on
+// the program's thread could land in its next poll(2), which then failed
+// with EINTR, as nothing under rdma-core's libibverbs makes it fail.
 //
 // # On a fabric: two programs, two processes
 //
