@@ -65,7 +65,7 @@ var imports = map[string][]string{
 	// reads them with package scenario, as the CLI does; its C-ABI leg
 	// runs the agent on the drop-in library on a fabric daemon it holds
 	// the clock of (procfabric).
-	"conformance": {"faults", "nic", "procfabric", "realnet", "rswitch", "scenario", "sim", "wire", "wire/capture", "x/sys"},
+	"conformance": {"faults", "internal/dropinbuild", "nic", "procfabric", "realnet", "rswitch", "scenario", "sim", "wire", "wire/capture", "x/sys"},
 	// rocesim switch's library: the fabric's fault decisions
 	// (faults.Injector) on frames between two realnet transports, traced
 	// as the fabric traces a link (fabric.FrameEvent).
@@ -87,7 +87,7 @@ var imports = map[string][]string{
 	// the CLI is thin: flags and output over scenario and ladder, and
 	// over procfabric for the fabric daemon (whose --faults it parses),
 	// realnet for rocesim node and rswitch for rocesim switch.
-	"cmd/rocesim": {"faults", "internal/lineformat", "internal/will", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
+	"cmd/rocesim": {"faults", "internal/dropinbuild", "internal/lineformat", "internal/will", "ladder", "procfabric", "realnet", "rswitch", "scenario", "sim", "verbs", "wire", "wire/capture", "x/sys"},
 	// the scale benchmark (make scale) drives worlds and clusters through
 	// verbs (its workload steps are sim events), the clusters on every
 	// core through verbs/parallel.
@@ -96,8 +96,11 @@ var imports = map[string][]string{
 	"internal/swarmsum": {},
 	// a UDP drop-in program's will, from the library to rocesim exec
 	// over a pipe: standard library only.
-	"internal/will":    {},
-	"tools/swarmmerge": {"internal/swarmsum"},
+	"internal/will": {},
+	// the one go build of the drop-in libibverbs.so.1 (rocesim exec,
+	// conformance, the drop-in's tests): standard library only.
+	"internal/dropinbuild": {},
+	"tools/swarmmerge":     {"internal/swarmsum"},
 }
 
 // external names the modules outside this one that packages may import.
