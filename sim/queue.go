@@ -240,8 +240,9 @@ func (q *queue) cut(i, k int) {
 	}
 }
 
-// findMin finds the earliest entry: bucket 0's last, or the earliest of
-// the lowest bucket that holds any (which the next pop spreads).
+// findMin finds the earliest entry: bucket 0's first live one (at zero:
+// the bucket is in sequence order), or the earliest of the lowest bucket
+// that holds any (which the next pop spreads).
 func (q *queue) findMin() {
 	if q.n == 0 {
 		return
