@@ -168,9 +168,15 @@ func classSize(c int) int {
 
 // The slab grows by chunks that never move, so a *frameBuf stays valid
 // while other buffers are taken (a NIC's Receive sends frames, and a dup
-// rule clones, with a buffer in hand).
+// rule clones, with a buffer in hand). A chunk is over 32 KiB, which the
+// Go runtime allocates as a large object: from the start of its pages,
+// with no header before it, so that each 64-byte record is one cache
+// line. A smaller chunk (28 KiB at 256 records) is a small object with
+// pointers, which the runtime puts 8 bytes past a line's start: every
+// record then straddled two lines, and a frame gone cold in a large
+// world cost two misses at each visit, not one (TestRecordsFillLines).
 const (
-	chunkShift = 8
+	chunkShift = 9
 	chunkSize  = 1 << chunkShift
 )
 
