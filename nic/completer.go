@@ -420,11 +420,11 @@ func (d *Device) readResponse(now sim.Time, qp *QP, p *wire.Packet) {
 		// READ to COMPST_ERROR_RETRY before check_ack resets anything.
 		d.resetRetries(qp)
 		off := uint64(w.rdRcvd) * uint64(qp.pmtu())
-		if !d.memStillValid(qp, w.sges, intoMemory) || off+uint64(len(p.Payload)) > w.length {
+		if !d.memStillValid(qp, w.wr.SGList, intoMemory) || off+uint64(len(p.Payload)) > w.length {
 			d.failHead(now, qp, WCLocProtErr)
 			return
 		}
-		d.mem.scatter(w.sges, off, p.Payload)
+		d.mem.scatter(w.wr.SGList, off, p.Payload)
 		w.rdRcvd++
 		if r.waitPSN && !p.Info.Position.Ends() {
 			// The response moved the oldest unacknowledged PSN on: a
@@ -460,13 +460,13 @@ func (d *Device) atomicAck(now sim.Time, qp *QP, p *wire.Packet) {
 		}
 		d.resetRetries(qp) // valid only now, as for a READ response
 
-		if !d.memStillValid(qp, w.sges, intoMemory) {
+		if !d.memStillValid(qp, w.wr.SGList, intoMemory) {
 			d.failHead(now, qp, WCLocProtErr)
 			return
 		}
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], p.AtomicAckETH.OrigRemoteData())
-		d.mem.scatter(w.sges, 0, b[:])
+		d.mem.scatter(w.wr.SGList, 0, b[:])
 		w.done = true
 		d.completeHead(now, qp)
 		d.requesterRun(now, qp) // a READ or atomic slot is free again

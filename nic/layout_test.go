@@ -14,9 +14,15 @@ import (
 // misses depend on (issue 20; the alltoall at N = 128 under cachegrind):
 // TxDone's slot is 8 bytes, so the slots of eight QPs share a line, and
 // what the completer reads of a send WQE lies in its first 64 bytes (one
-// or two lines, as the slot falls, rather than three to five).
+// line where the slot begins one, rather than three to five).
 func TestPerMessageLayout(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(txSlot{}), uintptr(8), "txSlot")
+	// A one-slot send queue's storage begins a line: at most 256 bytes
+	// (no header before it), and a whole number of lines (a size class
+	// of its own, so each slot of a span begins a line).
+	if s := unsafe.Sizeof(sendWQE{}); s > 256 || s%64 != 0 {
+		t.Errorf("sendWQE is %d bytes: a one-slot send queue would not begin a cache line", s)
+	}
 	var w sendWQE
 	wr := unsafe.Offsetof(w.wr)
 	for name, end := range map[string]uintptr{
@@ -93,4 +99,19 @@ func TestQPLinesPerMessage(t *testing.T) {
 		field(unsafe.Offsetof(qp.resp), unsafe.Sizeof(qp.resp)))
 	assert.Equal(t, 7, sender, "QP lines a sent message reads (QP at %#x)", base)
 	assert.Equal(t, 5, receiver, "QP lines a received WRITE reads (QP at %#x)", base)
+}
+
+// TestOneSlotQueueBeginsLine: the storage a max_send_wr 1 QP's first post
+// gives its send queue begins a cache line, so the completer reads one
+// line of the WQE, however many QPs came before (the alltoall's million
+// QPs each post one WRITE, and each WQE is cold when its ACK comes).
+func TestOneSlotQueueBeginsLine(t *testing.T) {
+	d, pd, cq := resDevice(t)
+	for i := range 8 {
+		qp := timerQP(t, d, pd, cq) // max_send_wr 1, RTS
+		_, err := d.PostSend(0, qp, []SendWR{{WRID: 1, Opcode: WRSend}})
+		require.NoError(t, err)
+		require.Len(t, qp.sq.slots, 1)
+		assert.Zero(t, uintptr(unsafe.Pointer(&qp.sq.slots[0]))%64, "QP %d: its WQE begins %d bytes into a line", i, uintptr(unsafe.Pointer(&qp.sq.slots[0]))%64)
+	}
 }

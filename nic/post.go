@@ -90,16 +90,16 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 	}
 	qp.sq.trim()
 	w := qp.sq.grow()
-	sges, inline := w.sges[:0], w.inline[:0]
+	sges, inline := w.wr.SGList[:0], w.inline[:0]
 	*w = sendWQE{wr: *wr, signaled: qp.init.SQSigAll || wr.Flags&SendSignaled != 0, isInline: isInline}
-	w.wr.SGList = nil
+	w.wr.SGList = sges // the QP's own copy, filled below (the caller keeps wr)
 	if isLocalOp(wr.Opcode) {
 		// No data: what to bind or invalidate is checked when the
 		// requester reaches the WQE (rxe_do_local_ops). The window's
 		// R_Key is taken now, as rxe's provider copies mw->rkey into the
 		// WQE at post time.
 		w.wr.BindMW.mwKey = wr.BindMW.MW.RKeyOrZero()
-		w.sges, w.inline, w.isInline = sges, inline, false
+		w.inline, w.isInline = inline, false
 	} else if isInline {
 		// Inline data is copied now: the buffers need not be registered.
 		w.inline = inline
@@ -107,10 +107,9 @@ func (d *Device) postSend(now sim.Time, qp *QP, wr *SendWR) error {
 			w.inline = append(w.inline, d.mem.peek(s)...)
 		}
 		w.length = inlineLen
-		w.sges = sges
 	} else {
-		w.sges = append(sges, wr.SGList...)
-		total, st, why := d.mem.resolve(qp.pd, w.sges, wr.Opcode.localFlow())
+		w.wr.SGList = append(sges, wr.SGList...)
+		total, st, why := d.mem.resolve(qp.pd, w.wr.SGList, wr.Opcode.localFlow())
 		w.length = total
 		switch {
 		case st != WCSuccess:

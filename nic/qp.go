@@ -85,11 +85,21 @@ type sendWQE struct {
 	started  bool
 	done     bool     // acknowledged (or failed); completes when it reaches the head
 	status   WCStatus // a local error found at post time (completes in order)
-	wr       SendWR   // at byte 24: WRID, then SGList, then Opcode at 56
-	sges     []SGE    // the QP's own copy (MaxSendSGE capacity)
-	inline   []byte   // inline data copy (MaxInlineData capacity)
-	rdRcvd   uint32   // READ: response packets received in order so far
-	why      wcReason // what the post-time check found, for the trace
+	// wr is the WR as posted, at byte 24: WRID, then SGList, then Opcode
+	// at 56. Its SGList is the QP's own copy of the caller's (its
+	// storage kept from post to post, MaxSendSGE capacity), not a
+	// second slice beside it: at 256 bytes the WQE is a size class of
+	// its own, so the storage of a send queue of one or two slots
+	// (max_send_wr 1, as each of the alltoall's QPs has) begins a cache
+	// line, where at 280 bytes every other one began mid-line and its
+	// first 64 bytes spanned two. (Storage over 512 bytes gets the
+	// runtime's 8-byte header before it; a longer queue's slots each
+	// span one line more, but such a queue is mostly in steady use,
+	// and warm.)
+	wr     SendWR
+	inline []byte   // inline data copy (MaxInlineData capacity)
+	rdRcvd uint32   // READ: response packets received in order so far
+	why    wcReason // what the post-time check found, for the trace
 }
 
 // recvWQE is a posted receive work request.

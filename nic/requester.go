@@ -315,7 +315,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	if qp.init.Type == QPTypeUD {
 		n = w.length
 	}
-	if !w.isInline && !d.memStillValid(qp, w.sges, fromMemory) {
+	if !w.isInline && !d.memStillValid(qp, w.wr.SGList, fromMemory) {
 		d.localProtErr(now, qp, w)
 		return false
 	}
@@ -330,7 +330,7 @@ func (d *Device) sendPacket(now sim.Time, qp *QP, w *sendWQE, i uint32) bool {
 	if w.isInline {
 		copy(payload, w.inline[off:off+n])
 	} else {
-		d.mem.gatherAt(w.sges, off, payload)
+		d.mem.gatherAt(w.wr.SGList, off, payload)
 	}
 	f.Payload = payload
 	f.BTH.PSN = w.firstPSN.Add(i)
