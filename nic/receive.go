@@ -57,7 +57,8 @@ func (d *Device) Receive(now sim.Time, frame []byte) { d.receive(now, frame, fal
 func (d *Device) ReceiveSealed(now sim.Time, frame []byte) { d.receive(now, frame, true) }
 
 func (d *Device) receive(now sim.Time, frame []byte, sealed bool) {
-	p := &d.rx
+	var rx wire.Packet
+	p := &rx
 	var err error
 	if sealed {
 		err = p.DecodeHeaders(frame)
