@@ -188,28 +188,41 @@ type AsyncEvent struct {
 
 // Device is one RDMA NIC with one port.
 type Device struct {
+	// The fields are in two groups (issue 20): first what a frame sent
+	// or received reads or writes, then what only the verbs and rarer
+	// paths use. In a large world a device is cold at each of its
+	// frames, and each line a frame reaches is a miss.
 	cfg      Config
-	attr     DeviceAttr
-	mem      memTable
-	pds      pool
-	cqs      pool
-	srqs     pool
-	ahs      pool
-	mws      pool // memory windows: alloc_mw takes its place here
-	qpCount  pool
 	qps      qpnTable // live QPs by QPN
-	qpList   []*QP    // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
-	qpHoles  int
-	qpSeq    uint64       // the next QP's creation sequence
+	mem      memTable
 	timers   []timerEntry // QPs with a timer set, earliest first (timers.go)
-	due      []*QP        // Advance's list of QPs due, kept for its capacity
-	nextQPN  uint32       // where the cyclic QPN search starts
-	qpns     idSet        // the QPNs taken: live QPs' and the GSI QP's index
 	outbox   outbox       // what the inputs caused, until Ready (ready.go)
 	counters Counters
-	nbr      map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
+	inflight ring[int32]       // the dev.tx slot of the QP of each frame handed to the port, oldest first
+	tx       []txSlot          // each QP's frames in the port (ready.go)
+	txQP     []*QP             // the QP of each slot of tx, read only to wake it
+	txFree   []int32           // slots of tx free for reuse
+	rxRecent [rxRecentN]uint32 // the QPs that last received RC requests, newest first (RxSlack; 0: none)
 	ipID     uint16
-	gsi      *QP // QP1, for SendMAD (gsi.go); not in qps
+	portDown bool
+	trace    *sim.Trace
+	noteBuf  []byte // the note being built (note), kept for its capacity
+
+	attr    DeviceAttr
+	pds     pool
+	cqs     pool
+	srqs    pool
+	ahs     pool
+	mws     pool // memory windows: alloc_mw takes its place here
+	qpCount pool
+	qpList  []*QP // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
+	qpHoles int
+	qpSeq   uint64                  // the next QP's creation sequence
+	due     []*QP                   // Advance's list of QPs due, kept for its capacity
+	nextQPN uint32                  // where the cyclic QPN search starts
+	qpns    idSet                   // the QPNs taken: live QPs' and the GSI QP's index
+	nbr     map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
+	gsi     *QP                     // QP1, for SendMAD (gsi.go); not in qps
 	// mcast is the device's multicast groups by GID (mcast.go), nil until
 	// a QP attaches to one; mcastOf holds each attached QP's groups in
 	// attach order, and mcAttached counts all attachments. Lookups only,
@@ -220,22 +233,13 @@ type Device struct {
 	// ipGroups counts the host's IP-level joins of each group
 	// (JoinGroup); lookups only.
 	ipGroups map[netip.Addr]int
-	trace    *sim.Trace
-	noteBuf  []byte // the note being built (note), kept for its capacity
-	rx       wire.Packet
 	rxHeld   wire.Packet // a held request being run (responder.runHeld)
 	// rxErrors counts frames dropped because they did not decode, by
 	// wire.ErrorCode (rxe drops them silently; rocesim counts them).
 	rxErrors [wire.NumErrorCodes]uint64
 	// rxDrops counts frames that decoded but were dropped before a QP
 	// processed them, by RxDrop (rxe's hdr_check drops them; see receive.go).
-	rxDrops  [numRxDrops]uint64
-	portDown bool
-	inflight ring[int32]       // the dev.tx slot of the QP of each frame handed to the port, oldest first
-	tx       []txSlot          // each QP's frames in the port (ready.go)
-	txQP     []*QP             // the QP of each slot of tx, read only to wake it
-	txFree   []int32           // slots of tx free for reuse
-	rxRecent [rxRecentN]uint32 // the QPs that last received RC requests, newest first (RxSlack; 0: none)
+	rxDrops [numRxDrops]uint64
 }
 
 // RxErrors returns how many received frames were dropped as malformed,

@@ -76,19 +76,19 @@ type mrSlot struct {
 // made by newMemTable; it may lower max before the first registration.
 type memTable struct {
 	slots []mrSlot // slots[i] is MR index i+1
-	next  uint32   // the next index to try
-	taken idSet    // the indices of live MRs
-	live  int      // registered MRs
-	max   int      // the largest index
+	// stream: payloads received are written into memory with
+	// non-temporal stores (Device.SetStreamingWrites). Beside slots:
+	// both are read for every WRITE packet received.
+	stream bool
+	next   uint32 // the next index to try
+	taken  idSet  // the indices of live MRs
+	live   int    // registered MRs
+	max    int    // the largest index
 	// maxLive is the most MRs a user may hold at once: the device's
 	// max_mr less the kernel's DMA MR (see kernelMRs); 0 means max.
 	maxLive int
 
 	nextAddr uint64 // the next free simulated address, page aligned
-
-	// stream: payloads received are written into memory with
-	// non-temporal stores (Device.SetStreamingWrites).
-	stream bool
 
 	mws mwTable // the memory windows (mw.go)
 }

@@ -89,21 +89,22 @@ func (r *Ready) Empty() bool {
 // largest batch, nothing is allocated; frame buffers are recycled the
 // same way.
 type outbox struct {
-	frames   []OutFrame
-	free     [][]byte
-	events   []AsyncEvent
-	cqs      []*CQ
-	notified []*CompChannel
-	mads     []MADIn
+	// gathered is set when a list below took something, handed when the
+	// last batch held something: the pump of a device with nothing to say
+	// (most of them, on a busy fabric) tests two flags, on the line of
+	// the frames it reads next.
+	gathered, handed bool
+	frames           []OutFrame
+	free             [][]byte
+	events           []AsyncEvent
+	cqs              []*CQ
+	notified         []*CompChannel
+	mads             []MADIn
 	// notes holds the bytes of the frames' notes, one after another;
 	// readyNotes is the storage of the batch handed out last. Swapped as
 	// the lists are, so notes cost no allocation once both have grown.
 	notes, readyNotes []byte
 	ready             Ready // the batch handed out last
-	// gathered is set when a list above took something, handed when the
-	// last batch held something: the pump of a device with nothing to say
-	// (most of them, on a busy fabric) tests two flags.
-	gathered, handed bool
 }
 
 // maxFrameLen is the largest frame the device builds: 4096 bytes of
