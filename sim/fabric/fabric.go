@@ -164,6 +164,9 @@ type Fabric struct {
 	// fabric (Node.SetElsewhere), by index. Last, so that the fields
 	// every frame reads keep their places and lines.
 	away []bool
+	// quietFirst marks the nodes whose first hops obsFirst does not see
+	// (Node.SkipObserveFirst), by index.
+	quietFirst []bool
 }
 
 // New returns an empty fabric.
@@ -292,6 +295,13 @@ type Node struct {
 	lastIsValid bool
 }
 
+// SkipObserveFirst keeps the frames n sends from Config.ObserveFirst,
+// whose watcher hears of them from n itself (package verbs' stall watch
+// hears a host's NIC as it sends): the fabric then builds no record for
+// their first hop unless Config.Observe wants it. Observe, the taps and
+// the trace still see them.
+func (n *Node) SkipObserveFirst() { n.f.quietFirst[n.idx] = true }
+
 // SetTxDone sets a function called once for every frame the node sends,
 // when that frame has left the node's port: it started serializing onto
 // the link, or the port dropped it (fault, full queue, MTU). A NIC uses it
@@ -343,6 +353,7 @@ func (f *Fabric) AddNode(name string, ports ...PortConfig) *Node {
 	f.names = append(f.names, name)
 	f.txDone = append(f.txDone, nil)
 	f.away = append(f.away, false)
+	f.quietFirst = append(f.quietFirst, false)
 	return n
 }
 

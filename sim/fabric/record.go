@@ -37,7 +37,8 @@ func (f *Fabric) writeTaps(d *direction, b *frameBuf, comment string, dropped bo
 // (loopHandler).
 func (f *Fabric) observeFrame(d *direction, b *frameBuf, comment string, dropped, looped bool) {
 	first := d.node == b.from
-	if f.observe == nil && (f.obsFirst == nil || !first) {
+	toFirst := first && f.obsFirst != nil && !f.quietFirst[b.from]
+	if f.observe == nil && !toFirst {
 		return
 	}
 	dir := d.name
@@ -48,7 +49,7 @@ func (f *Fabric) observeFrame(d *direction, b *frameBuf, comment string, dropped
 	*r = FrameRecord{Time: f.sched.Now(), Link: d.linkName, Dir: dir, From: f.names[b.from], To: f.name(b.to),
 		FromNode: b.from, ToNode: b.to, First: first, Tx: int(b.tx), Dropped: dropped, Copy: int(b.copy),
 		Comment: comment, Frame: b.bytes(), Looped: looped}
-	if first && f.obsFirst != nil {
+	if toFirst {
 		f.obsFirst(r)
 	}
 	if f.observe != nil {

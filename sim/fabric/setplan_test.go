@@ -143,6 +143,24 @@ func TestObserveFirstSeesFirstHops(t *testing.T) {
 	}, run(false))
 }
 
+// TestSkipObserveFirst: a node whose sender reports its own frames
+// (SkipObserveFirst) gives ObserveFirst none of its first hops, drops
+// included, while Observe still sees every record.
+func TestSkipObserveFirst(t *testing.T) {
+	var first, all []string
+	cfg := fabric.Config{
+		ObserveFirst: func(r *fabric.FrameRecord) { first = append(first, r.Dir) },
+		Observe:      func(r *fabric.FrameRecord) { all = append(all, fmt.Sprintf("%s first=%v dropped=%v", r.Dir, r.First, r.Dropped)) },
+	}
+	s, a := observedSwitch(t, cfg)
+	a.SkipObserveFirst()
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), nil))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil))
+	require.NoError(t, s.Run())
+	assert.Empty(t, first)
+	assert.Equal(t, []string{"n0->sw first=true dropped=false", "n0->sw first=true dropped=true", "sw->n1 first=false dropped=false"}, all)
+}
+
 // TestObserveMarksCopies: a copy a dup rule made is marked as one (Copy
 // is its number), so a tool counting retransmissions does not take it
 // for the sender's; the frame it copied is not.
