@@ -150,7 +150,9 @@ func TestSkipObserveFirst(t *testing.T) {
 	var first, all []string
 	cfg := fabric.Config{
 		ObserveFirst: func(r *fabric.FrameRecord) { first = append(first, r.Dir) },
-		Observe:      func(r *fabric.FrameRecord) { all = append(all, fmt.Sprintf("%s first=%v dropped=%v", r.Dir, r.First, r.Dropped)) },
+		Observe: func(r *fabric.FrameRecord) {
+			all = append(all, fmt.Sprintf("%s first=%v dropped=%v", r.Dir, r.First, r.Dropped))
+		},
 	}
 	s, a := observedSwitch(t, cfg)
 	a.SkipObserveFirst()
