@@ -331,13 +331,12 @@ func (sw *stallWatch) setNodeHost(node, ix int32) {
 }
 
 // frame is the fabric's ObserveFirst: it records one frame on its first
-// hop that no host's NIC sent (those it hears of when sent: heard). Only
+// hop that no host's NIC sent. The frames of a node the watch hears
+// (heard) never reach it: World.addPeer marks each such node
+// (fabric.Node.SkipObserveFirst) as it tells the watch of it. Only
 // requests and RNR NAKs of RC and UC are looked at further, and their
 // destination host looked up.
 func (sw *stallWatch) frame(r *fabric.FrameRecord) {
-	if sw.hears(r.FromNode) {
-		return
-	}
 	from := sw.host(r.FromNode, r.From)
 	f := peekSent(r.Frame)
 	switch f.kind {

@@ -280,9 +280,9 @@ func (w *World) addPeer(p peer) int32 {
 	}
 	w.watch.hostIx[p.name] = ix
 	w.watch.setNodeHost(p.node, ix)
-	// The watch hears the node's frames as they are sent (heard) and
-	// skips them in its ObserveFirst (frame): the fabric need not build
-	// their records.
+	// The watch hears the node's frames as they are sent (heard); its
+	// ObserveFirst (frame) must not count them again, and the fabric
+	// need not build their records. The one place a node becomes heard.
 	w.fab.Nodes()[p.node].SkipObserveFirst()
 	w.peers = append(w.peers, p)
 	w.streamLarge() // a host or a stand-in, one more node

@@ -161,11 +161,11 @@ type Fabric struct {
 	obsRec   FrameRecord // reused for every Observe and ObserveFirst call
 	countTx  bool
 	// away marks the nodes that are stand-ins for nodes of another
-	// fabric (Node.SetElsewhere), by index. Last, so that the fields
-	// every frame reads keep their places and lines.
-	away []bool
-	// quietFirst marks the nodes whose first hops obsFirst does not see
-	// (Node.SkipObserveFirst), by index.
+	// fabric (Node.SetElsewhere), and quietFirst those whose first hops
+	// obsFirst does not see (Node.SkipObserveFirst), by index. At the
+	// end, so that the fields every frame reads before them keep their
+	// places and lines.
+	away       []bool
 	quietFirst []bool
 }
 
