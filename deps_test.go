@@ -31,7 +31,8 @@ var imports = map[string][]string{
 	"internal/netnstest": {"x/sys"},
 	// a CPU cache hint (assembly, no imports) for the fabric's links.
 	"internal/prefetch": {},
-	// non-temporal stores (assembly, no imports) for the fabric's frames.
+	// non-temporal stores (assembly, no imports) for the fabric's frames
+	// and the NICs' payloads; verbs fences them at the end of a run.
 	"internal/ntcopy": {},
 	// transparent huge pages for a large world's heap: madvise through
 	// x/sys; it knows nothing of the model.
@@ -40,7 +41,7 @@ var imports = map[string][]string{
 	"faults":          {"internal/lineformat", "sim", "wire"},
 	"sim/fabric":      {"faults", "internal/ntcopy", "internal/prefetch", "sim", "wire"},
 	"nic":             {"internal/ntcopy", "sim", "wire"},
-	"verbs":           {"faults", "nic", "sim", "sim/fabric", "wire"},
+	"verbs":           {"faults", "internal/ntcopy", "nic", "sim", "sim/fabric", "wire"},
 	"wire/rocelayers": {"gopacket", "wire"},
 	"wire/capture":    {"gopacket"},
 	// the ladder reads a trace alone.

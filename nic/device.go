@@ -594,7 +594,11 @@ func (qp *QP) PeerHint() Hint { return qp.peer }
 // the alltoall at N = 1024 takes 12–18% less time streaming, N = 64 and
 // 256 the same; a 2-node stream, whose receiver finds its buffers in the
 // cache, 7% more). verbs.World turns it on in worlds as large as those
-// whose fabric prefetches (sim.Scheduler.SetPrefetch).
+// whose fabric prefetches (sim.Scheduler.SetPrefetch). The stores are
+// not fenced (internal/ntcopy.Copy): the goroutine that drives the
+// device reads them as its own, and another sees them once it has
+// synchronized with that one, as it must to read the memory at all;
+// verbs.World also fences at the end of every run.
 func (d *Device) SetStreamingWrites(on bool) { d.mem.stream = on }
 
 // StreamingWrites reports whether the device writes what it receives

@@ -51,3 +51,11 @@ func (w *World) WatchRecords() (flows, records int) { return len(w.watch.hot), l
 // RxErrors is the device's count of frames dropped as malformed, by
 // code (nic.Device.RxErrors): for tests.
 func (h *Host) RxErrors(code wire.ErrorCode) uint64 { return h.dev.RxErrors(code) }
+
+// SetFence replaces what ends every run (fence, internal/ntcopy.Fence)
+// until the returned function puts it back: for tests.
+func SetFence(f func()) (restore func()) {
+	old := fence
+	fence = f
+	return func() { fence = old }
+}

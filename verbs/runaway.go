@@ -753,6 +753,12 @@ func (w *World) RunTo(t sim.Time) error {
 // run is RunTo; with advance false it leaves the clock at the last event
 // fired rather than at t (a cluster's step, Cluster.RunTo).
 func (w *World) run(t sim.Time, advance bool) error {
+	// A large world's fabric and devices copy frames and payloads with
+	// non-temporal stores, unfenced (internal/ntcopy): a run ends with
+	// them visible to every core, for the goroutine that reads the
+	// receive areas next, or a cluster's part that takes this step's
+	// frames, whatever else synchronizes them.
+	defer fence()
 	s := w.sched
 	total := s.EventLimit()
 	for {

@@ -2,12 +2,15 @@ package verbs_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
+	"github.com/rocesim/rocesim/verbs/parallel"
 )
 
 // TestLargeWorldStreamsWrites: the devices of a world of 32 hosts or more
@@ -88,4 +91,65 @@ func TestLargeWorldStreamsWrites(t *testing.T) {
 	for _, wc := range wcs {
 		assert.Equal(t, verbs.WCSuccess, wc.Status, "%+v", wc)
 	}
+}
+
+// TestRunEndsFenced: every run ends with the non-temporal stores its
+// frames and payloads were copied with fenced, after its last event (a
+// large world's copies are unfenced: internal/ntcopy), and so does each
+// part's step of a cluster, on the goroutine that ran it.
+func TestRunEndsFenced(t *testing.T) {
+	var fences, atFence atomic.Int64
+	var w *verbs.World
+	defer verbs.SetFence(func() {
+		fences.Add(1)
+		if w != nil {
+			atFence.Store(int64(w.Scheduler().Fired()))
+		}
+	})()
+	w = verbs.NewWorld(verbs.WorldConfig{Seed: 1})
+	var hs []*verbs.Host
+	for i := range 32 {
+		hs = append(hs, w.AddHost(fmt.Sprintf("h%d", i)))
+	}
+	require.NoError(t, w.ConnectSwitch())
+	a, b := setup(hs[0], 1), setup(hs[31], 2)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	require.True(t, hs[31].StreamsWrites())
+	for _, run := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Run", w.Run},
+		{"RunFor", func() error { return w.RunFor(sim.Microsecond) }},
+		{"RunTo", func() error { return w.RunTo(w.Now().Add(sim.Millisecond)) }},
+	} {
+		_, err := a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{a.mr.SGE(0, 4000)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+		require.NoError(t, err)
+		before := fences.Load()
+		require.NoError(t, run.do(), run.name)
+		assert.Equal(t, before+1, fences.Load(), "%s: fences", run.name)
+		assert.Equal(t, int64(w.Scheduler().Fired()), atFence.Load(), "%s: the fence came before the run's last event", run.name)
+	}
+
+	// A cluster: each part's step ends fenced, on whichever goroutine ran it.
+	w = nil
+	c, err := verbs.NewCluster(verbs.ClusterConfig{World: verbs.WorldConfig{Seed: 1}, Parts: 2, Hosts: 32, Each: parallel.Each(2)})
+	require.NoError(t, err)
+	hs = hs[:0]
+	for i := range 32 {
+		hs = append(hs, c.AddHost(fmt.Sprintf("h%d", i)))
+	}
+	require.NoError(t, c.ConnectSwitch())
+	a, b = setup(hs[0], 1), setup(hs[31], 2)
+	require.NoError(t, a.connect(b))
+	require.NoError(t, b.connect(a))
+	before := fences.Load()
+	_, err = a.qp.PostSend([]verbs.SendWR{{WRID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{a.mr.SGE(0, 4000)}, RemoteAddr: b.mr.Addr, RKey: b.mr.RKey}})
+	require.NoError(t, err)
+	require.NoError(t, c.Run())
+	assert.Equal(t, a.buf[:4000], b.buf[:4000], "the WRITE across the parts")
+	assert.GreaterOrEqual(t, fences.Load()-before, int64(2), "fences: at least one step of each part")
 }

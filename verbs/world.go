@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/rocesim/rocesim/faults"
+	"github.com/rocesim/rocesim/internal/ntcopy"
 	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
@@ -749,3 +750,8 @@ func (w *World) streamLarge() {
 	}
 	w.streaming = len(w.hosts)
 }
+
+// fence ends a run (World.run): the non-temporal stores the run's
+// frames and payloads were copied with (internal/ntcopy) become visible
+// to every core. A variable for TestRunEndsFenced.
+var fence = ntcopy.Fence

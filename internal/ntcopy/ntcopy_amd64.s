@@ -2,7 +2,7 @@
 
 // func lines(dst, src *byte, n uintptr)
 // Copies n bytes (a multiple of 64, n > 0) from src to dst, dst aligned
-// to 16 bytes, with non-temporal stores, then SFENCE.
+// to 16 bytes, with non-temporal stores, left unfenced (see Copy).
 TEXT ·lines(SB), NOSPLIT|NOFRAME, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -20,5 +20,10 @@ loop:
 	ADDQ $64, DI
 	SUBQ $64, CX
 	JNZ  loop
+	RET
+
+// func Fence()
+// Waits until the non-temporal stores before it are globally visible.
+TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
 	SFENCE
 	RET

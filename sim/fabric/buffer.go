@@ -265,7 +265,11 @@ func (p *bufPool) getBorrowed(data []byte, lender int32, loan Loan) *frameBuf {
 const streamBytes = 8 << 20
 
 // fill copies frame into b's storage and returns its length, past the
-// caches once the pool's buffers outgrow them (streamBytes).
+// caches once the pool's buffers outgrow them (streamBytes). Those
+// stores are not fenced (internal/ntcopy.Copy): the fabric reads the
+// frame back on its own goroutine, and a cluster's part that reads a
+// lent frame does so after the step's synchronization (and verbs.World
+// fences at the end of every run).
 func (p *bufPool) fill(b *frameBuf, frame []byte) int32 {
 	if p.bytes >= streamBytes {
 		return int32(ntcopy.Copy(b.data, frame))
