@@ -18,8 +18,9 @@ const minBody = 256
 // drain them as below). Another goroutine sees them once
 // it has synchronized with this one, as the Go memory model requires
 // anyway: on amd64 every lock, channel operation and atomic store is a
-// locked instruction, which waits for the write-combining buffers to
-// drain (Intel SDM vol. 3, 8.2.5; AMD APM vol. 2, 7.4). Code that hands
+// locked instruction, which waits for all buffered writes to drain to
+// memory, the write-combining buffers too (Intel SDM vol. 3,
+// "Strengthening or Weakening the Memory-Ordering Model"). Code that hands
 // the bytes on by any other way calls Fence first; verbs.World does at
 // the end of every run, which a cluster's steps are too. A fence per
 // copy was most of its cost: one write to memory waited for every frame
