@@ -21,6 +21,7 @@ import (
 
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/internal/swarmsum"
+	"github.com/rocesim/rocesim/nic"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/verbs"
 )
@@ -455,10 +456,16 @@ func (c *invCase) runWith(t require.TestingT, tr *sim.Trace, posted map[any]sim.
 	// A node opens its device only if a connection uses it. A CQ as deep
 	// as the queues it serves cannot overflow: a driver polls its node's
 	// CQs before it posts, so no more WRs can complete between two polls
-	// than the queues hold.
+	// than the queues hold. They hold what rxe gives (held, checked below
+	// against query_qp), more than was asked: max_send_wr 8 holds 15, and
+	// a CQ sized to the 8 overflowed once the driver filled the 15.
 	res.nodes = make([]*invNode, c.nodes)
 	sq, rq := make([]int, c.nodes), make([]int, c.nodes)
-	c.ends(func(_, _ int, _ *invConn, h *invHost) { sq[h.node] += h.sqDepth; rq[h.node] += h.rqDepth })
+	held := func(depth int) int { return int(nic.RXEQueueSlots(uint32(depth))) }
+	c.ends(func(_, _ int, _ *invConn, h *invHost) {
+		sq[h.node] += held(h.sqDepth)
+		rq[h.node] += held(h.rqDepth)
+	})
 	for i, host := range hosts {
 		if sq[i] == 0 {
 			continue
@@ -484,9 +491,9 @@ func (c *invCase) runWith(t require.TestingT, tr *sim.Trace, posted map[any]sim.
 		if c.sharedCQ[h.node] {
 			scq, rcq = n.cqs[0].cq, n.cqs[1].cq
 		} else {
-			scq, err = n.ctx.CreateCQ(h.sqDepth, nil, 0)
+			scq, err = n.ctx.CreateCQ(held(h.sqDepth), nil, 0)
 			require.NoError(t, err)
-			rcq, err = n.ctx.CreateCQ(h.rqDepth, nil, 0)
+			rcq, err = n.ctx.CreateCQ(held(h.rqDepth), nil, 0)
 			require.NoError(t, err)
 			n.cqs = append(n.cqs, invCQ{scq, false}, invCQ{rcq, true})
 		}
@@ -507,6 +514,9 @@ func (c *invCase) runWith(t require.TestingT, tr *sim.Trace, posted map[any]sim.
 			Cap: verbs.QPCap{MaxSendWR: uint32(h.sqDepth), MaxRecvWR: uint32(h.rqDepth), MaxSendSGE: invMaxSGE,
 				MaxRecvSGE: invMaxSGE, MaxInlineData: invMaxInline}})
 		require.NoError(t, err)
+		attr, _ := e.qp.Query()
+		require.Equal(t, [2]int{held(h.sqDepth), held(h.rqDepth)}, [2]int{int(attr.Cap.MaxSendWR), int(attr.Cap.MaxRecvWR)},
+			"%s: the send and receive queues hold what the CQs were sized for", n.name)
 		n.qpn[e.qp.QPNum] = e
 		res.ends[k][side] = e
 	})
@@ -979,9 +989,11 @@ func (v *invCoverage) String() string {
 // NAK sequence error for a PSN past an atomic whose response was lost
 // kept the requester sending past it; fixed: retryPastLost); 26203 and
 // 16274, checker mistakes (a WRITE's last byte equal to the sentinel by
-// chance; two empty UC SENDs told apart).
+// chance; two empty UC SENDs told apart); 762 and 9321, a harness
+// mistake (CQs sized to the queues' requested depths overflowed, CQ_ERR,
+// once the queues held what rxe gives: max_send_wr 8 holds 15).
 func TestSwarmRegressions(t *testing.T) {
-	for _, seed := range []uint64{16274, 22262, 25999, 26203} {
+	for _, seed := range []uint64{762, 9321, 16274, 22262, 25999, 26203} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			c := invDraw(seed)
 			res := c.run(t, nil)
