@@ -598,7 +598,8 @@ func (qp *QP) PeerHint() Hint { return qp.peer }
 // not fenced (internal/ntcopy.Copy): the goroutine that drives the
 // device reads them as its own, and another sees them once it has
 // synchronized with that one, as it must to read the memory at all;
-// verbs.World also fences at the end of every run.
+// verbs.World also fences at the end of every Run, RunTo, RunFor and
+// RunUntil.
 func (d *Device) SetStreamingWrites(on bool) { d.mem.stream = on }
 
 // StreamingWrites reports whether the device writes what it receives

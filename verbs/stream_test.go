@@ -151,5 +151,7 @@ func TestRunEndsFenced(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Run())
 	assert.Equal(t, a.buf[:4000], b.buf[:4000], "the WRITE across the parts")
-	assert.GreaterOrEqual(t, fences.Load()-before, int64(2), "fences: at least one step of each part")
+	// The run ends with each part settling (one fence a part); the steps
+	// before it, several for a frame that crosses, fence too.
+	assert.Greater(t, fences.Load()-before, int64(2), "fences: each part's steps as well as its end")
 }

@@ -18,11 +18,13 @@ const minBody = 256
 // drain them as below). Another goroutine sees them once
 // it has synchronized with this one, as the Go memory model requires
 // anyway: on amd64 every lock, channel operation and atomic store is a
-// locked instruction, which waits for all buffered writes to drain to
-// memory, the write-combining buffers too (Intel SDM vol. 3,
-// "Strengthening or Weakening the Memory-Ordering Model"). Code that hands
-// the bytes on by any other way calls Fence first; verbs.World does at
-// the end of every run, which a cluster's steps are too. A fence per
+// locked instruction, and a locked instruction is among the events that
+// empty the write-combining buffers (Intel SDM vol. 3, "Buffering of
+// Write Combining Memory Locations"; and "Strengthening or Weakening
+// the Memory-Ordering Model": locked operations wait for buffered
+// writes to drain). Code that hands the bytes on by any other way calls
+// Fence first; verbs.World does at the end of every Run, RunTo, RunFor
+// and RunUntil, and of each step of a cluster's part. A fence per
 // copy was most of its cost: one write to memory waited for every frame
 // (tools/scale, runs in turns: the alltoall at N = 64 25% faster
 // without it, N = 256 11%, N = 1024 9%).

@@ -269,7 +269,8 @@ const streamBytes = 8 << 20
 // stores are not fenced (internal/ntcopy.Copy): the fabric reads the
 // frame back on its own goroutine, and a cluster's part that reads a
 // lent frame does so after the step's synchronization (and verbs.World
-// fences at the end of every run).
+// fences at the end of every Run, RunTo, RunFor and RunUntil, and of
+// each step of a cluster's part).
 func (p *bufPool) fill(b *frameBuf, frame []byte) int32 {
 	if p.bytes >= streamBytes {
 		return int32(ntcopy.Copy(b.data, frame))
