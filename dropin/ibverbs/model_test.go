@@ -156,3 +156,22 @@ func TestWorldAddr(t *testing.T) {
 		t.Errorf("no device: %#x, want the address as it is", got)
 	}
 }
+
+// TestLargestWorldDoesNotStream: the drop-in's largest world (MaxDevices
+// devices) stays under the size from which a verbs.World writes the
+// payloads it receives with non-temporal stores (fabric.Fabric.Large,
+// nic.Device.SetStreamingWrites). Those stores are unfenced, and ordered
+// for another thread only through a Go synchronization; a C program may
+// read the memory with none, polling a buffer's last byte for a WRITE's
+// arrival as ib_write_lat does, and could then see that byte before the
+// ones before it. Raising MaxDevices that far needs a fence after each
+// placed payload first, or streaming kept off here.
+func TestLargestWorldDoesNotStream(t *testing.T) {
+	p, err := newProcess(Config{Devices: MaxDevices, Seed: 1}, &fakeFDs{ready: map[int]bool{}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.w.Fabric().Large() {
+		t.Fatalf("a world of %d devices is large (streams its writes past the caches): see the comment", MaxDevices)
+	}
+}
