@@ -11,6 +11,7 @@ import (
 	"github.com/rocesim/rocesim/faults"
 	"github.com/rocesim/rocesim/sim"
 	"github.com/rocesim/rocesim/sim/fabric"
+	"github.com/rocesim/rocesim/wire"
 )
 
 // TestSetPlanMidRun changes the plan twice while frames flow: a link
@@ -88,6 +89,13 @@ func TestObserveSeesEveryRecordedFrame(t *testing.T) {
 // n0.
 func observedSwitch(t *testing.T, cfg fabric.Config) (*sim.Scheduler, *fabric.Node) {
 	t.Helper()
+	s, a, _ := observedPair(t, cfg)
+	return s, a
+}
+
+// observedPair is observedSwitch, and returns n1 as well.
+func observedPair(t *testing.T, cfg fabric.Config) (*sim.Scheduler, *fabric.Node, *fabric.Node) {
+	t.Helper()
 	plan, err := faults.Parse("drop psn=1\n")
 	require.NoError(t, err)
 	cfg.Sched, cfg.Plan, cfg.Rand = sim.NewScheduler(), plan, sim.NewSeeds(1).Stream("faults")
@@ -100,7 +108,7 @@ func observedSwitch(t *testing.T, cfg fabric.Config) (*sim.Scheduler, *fabric.No
 	require.NoError(t, err)
 	_, err = f.Connect("n1-sw", b.Port(0), sw.Port(1), fabric.DefaultLinkConfig())
 	require.NoError(t, err)
-	return cfg.Sched, a
+	return cfg.Sched, a, b
 }
 
 // TestObserveFirstSeesFirstHops: ObserveFirst is called for the records
@@ -145,22 +153,31 @@ func TestObserveFirstSeesFirstHops(t *testing.T) {
 
 // TestSkipObserveFirst: a node whose sender reports its own frames
 // (SkipObserveFirst) gives ObserveFirst none of its first hops, drops
-// included, while Observe still sees every record.
+// included, while a node not marked still gives it its own, and Observe
+// still sees every record.
 func TestSkipObserveFirst(t *testing.T) {
 	var first, all []string
+	psnOf := func(frame []byte) wire.PSN {
+		var p wire.Packet
+		require.NoError(t, p.DecodeHeaders(frame))
+		return p.BTH.PSN()
+	}
 	cfg := fabric.Config{
-		ObserveFirst: func(r *fabric.FrameRecord) { first = append(first, r.Dir) },
+		ObserveFirst: func(r *fabric.FrameRecord) { first = append(first, fmt.Sprintf("%s psn=%d", r.Dir, psnOf(r.Frame))) },
 		Observe: func(r *fabric.FrameRecord) {
-			all = append(all, fmt.Sprintf("%s first=%v dropped=%v", r.Dir, r.First, r.Dropped))
+			all = append(all, fmt.Sprintf("%s psn=%d first=%v dropped=%v", r.Dir, psnOf(r.Frame), r.First, r.Dropped))
 		},
 	}
-	s, a := observedSwitch(t, cfg)
+	s, a, b := observedPair(t, cfg)
 	a.SkipObserveFirst()
+	a.SetReceiver(&sink{})
 	require.NoError(t, a.Send(0, roce(t, 0, 1, 0, 32), nil))
-	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil))
+	require.NoError(t, a.Send(0, roce(t, 0, 1, 1, 32), nil)) // dropped (psn=1)
+	require.NoError(t, b.Send(0, roce(t, 1, 0, 2, 32), nil))
 	require.NoError(t, s.Run())
-	assert.Empty(t, first)
-	assert.Equal(t, []string{"n0->sw first=true dropped=false", "n0->sw first=true dropped=true", "sw->n1 first=false dropped=false"}, all)
+	assert.Equal(t, []string{"n1->sw psn=2"}, first, "ObserveFirst: the unmarked node's first hop alone")
+	assert.Equal(t, []string{"n0->sw psn=0 first=true dropped=false", "n1->sw psn=2 first=true dropped=false",
+		"n0->sw psn=1 first=true dropped=true", "sw->n1 psn=0 first=false dropped=false", "sw->n0 psn=2 first=false dropped=false"}, all)
 }
 
 // TestObserveMarksCopies: a copy a dup rule made is marked as one (Copy
