@@ -83,7 +83,20 @@ type Config struct {
 	// does not know): every frame the QP sends then carries it
 	// (OutFrame.Hint). A wrong or stale answer changes nothing but speed.
 	PeerHint func(gid netip.Addr, qpn uint32) Hint
+	// MaxQP, if not 0, is the device's max_qp in place of rxe's
+	// 1,048,560 (RxeAttr), for a world that needs more QPs on one device
+	// than a real rxe device allows, or fewer (to meet the limit sooner).
+	// It is what QueryDevice reports and what create_qp enforces; QPNs
+	// then run up to MaxQP+16 where they would stop at rxe's top
+	// (0x100000), within the 24 bits a QPN has: New panics on a MaxQP
+	// above MaxQPLimit, or below 0.
+	MaxQP int
 }
+
+// MaxQPLimit is the largest Config.MaxQP: QPNs then run up to 0xFFFFFE,
+// the largest a QPN's 24 bits give but 0xFFFFFF, which is no QP's number
+// (IBTA's multicast QPN), as rxe's run up to its max_qp + 16.
+const MaxQPLimit = 0xFFFFFE - rxeMinQPIndex
 
 // DeviceAttr are the device's limits (ibv_device_attr), rxe's values.
 // Every Max… count is enforced as reported: creating one object more than
@@ -217,12 +230,15 @@ type Device struct {
 	qpCount pool
 	qpList  []*QP // live QPs in creation order, for EachQP; nil: a hole (see unlistQP)
 	qpHoles int
-	qpSeq   uint64                  // the next QP's creation sequence
-	due     []*QP                   // Advance's list of QPs due, kept for its capacity
-	nextQPN uint32                  // where the cyclic QPN search starts
-	qpns    idSet                   // the QPNs taken: live QPs' and the GSI QP's index
-	nbr     map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
-	gsi     *QP                     // QP1, for SendMAD (gsi.go); not in qps
+	qpSeq   uint64 // the next QP's creation sequence
+	due     []*QP  // Advance's list of QPs due, kept for its capacity
+	nextQPN uint32 // where the cyclic QPN search starts
+	// maxQPIndex is the top of the QPN range: rxe's, or higher for a
+	// Config.MaxQP above rxe's max_qp.
+	maxQPIndex uint32
+	qpns       idSet                   // the QPNs taken: live QPs' and the GSI QP's index
+	nbr        map[netip.Addr]wire.MAC // GID -> MAC: static neighbours (no ARP), looked up only
+	gsi        *QP                     // QP1, for SendMAD (gsi.go); not in qps
 	// mcast is the device's multicast groups by GID (mcast.go), nil until
 	// a QP attaches to one; mcastOf holds each attached QP's groups in
 	// attach order, and mcAttached counts all attachments. Lookups only,
@@ -291,7 +307,14 @@ func New(cfg Config) *Device {
 		base = DefaultAddrBase
 	}
 	d := &Device{cfg: cfg, attr: rxeAttr, mem: newMemTable(base), nbr: map[netip.Addr]wire.MAC{},
-		nextQPN: gsiQPIndex + 1}
+		nextQPN: gsiQPIndex + 1, maxQPIndex: rxeMaxQPIndex}
+	if cfg.MaxQP != 0 {
+		if cfg.MaxQP < 0 || cfg.MaxQP > MaxQPLimit {
+			panic(fmt.Sprintf("nic: Config.MaxQP %d: want 1 to %d (0: rxe's %d)", cfg.MaxQP, MaxQPLimit, rxeAttr.MaxQP))
+		}
+		d.attr.MaxQP = cfg.MaxQP
+		d.maxQPIndex = max(rxeMaxQPIndex, uint32(cfg.MaxQP)+rxeMinQPIndex)
+	}
 	d.pds = pool{live: kernelPDs, max: &d.attr.MaxPD}
 	d.cqs = pool{live: kernelCQs, max: &d.attr.MaxCQ}
 	d.qpCount = pool{live: kernelQPs, max: &d.attr.MaxQP}

@@ -355,12 +355,12 @@ func (d *Device) unlistQP(qp *QP) {
 // the same however many QPNs are live (idSet). The caller has taken a
 // place in qpCount, so a free QPN exists.
 func (d *Device) allocQPN() uint32 {
-	n, ok := d.qpns.next(d.nextQPN, rxeMinQPIndex, rxeMaxQPIndex)
+	n, ok := d.qpns.next(d.nextQPN, rxeMinQPIndex, d.maxQPIndex)
 	if !ok {
 		panic("nic: no free QPN although qpCount had room")
 	}
 	d.nextQPN = n + 1
-	if d.nextQPN > rxeMaxQPIndex {
+	if d.nextQPN > d.maxQPIndex {
 		d.nextQPN = rxeMinQPIndex
 	}
 	return n

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -221,4 +222,53 @@ func TestQPListKeepsCreationOrder(t *testing.T) {
 		require.NoError(t, d.DestroyQP(q))
 	}
 	assert.Empty(t, listedQPs(d))
+}
+
+// TestConfigMaxQP: a device asked for another max_qp (Config.MaxQP)
+// reports and enforces it, and its QPNs run past rxe's top up to it
+// (MaxQP+16), then wrap; 0 keeps rxe's; a MaxQP a QPN cannot hold is a
+// configuration error.
+func TestConfigMaxQP(t *testing.T) {
+	cfg := Config{MAC: wire.MAC{2, 0, 0, 0, 0, 1}, IPv4: netip.AddrFrom4([4]byte{10, 0, 0, 1})}
+	assert.Equal(t, rxeAttr.MaxQP, New(cfg).QueryDevice().MaxQP, "0: rxe's")
+
+	// Fewer: the limit met sooner, as reported.
+	cfg.MaxQP = kernelQPs + 2
+	d := New(cfg)
+	assert.Equal(t, kernelQPs+2, d.QueryDevice().MaxQP)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(1, nil, 0)
+	require.NoError(t, err)
+	resQP(t, d, pd, cq)
+	resQP(t, d, pd, cq)
+	_, err = d.CreateQP(pd, QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: QPTypeRC, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	var e *Error
+	require.True(t, errors.As(err, &e), "the third QP: %v", err)
+	assert.Equal(t, syscall.EINVAL, e.Errno)
+
+	// More: 2,000,000 QPs, so QPNs up to 2,000,016, past rxe's 1<<20.
+	cfg.MaxQP = 2_000_000
+	d = New(cfg)
+	assert.Equal(t, 2_000_000, d.QueryDevice().MaxQP)
+	pd, err = d.AllocPD()
+	require.NoError(t, err)
+	cq, err = d.CreateCQ(1, nil, 0)
+	require.NoError(t, err)
+	d.nextQPN = rxeMaxQPIndex
+	assert.Equal(t, uint32(rxeMaxQPIndex), resQP(t, d, pd, cq).Num())
+	assert.Equal(t, uint32(rxeMaxQPIndex+1), resQP(t, d, pd, cq).Num(), "past rxe's top")
+	d.nextQPN = 2_000_016
+	top := resQP(t, d, pd, cq)
+	assert.Equal(t, uint32(2_000_016), top.Num())
+	assert.Same(t, top, d.qpByNum(2_000_016))
+	assert.Equal(t, uint32(0x11), resQP(t, d, pd, cq).Num(), "wrapped")
+
+	for _, bad := range []int{-1, MaxQPLimit + 1} {
+		cfg.MaxQP = bad
+		assert.PanicsWithValue(t, fmt.Sprintf("nic: Config.MaxQP %d: want 1 to %d (0: rxe's %d)", bad, MaxQPLimit, rxeAttr.MaxQP),
+			func() { New(cfg) }, "MaxQP %d", bad)
+	}
+	cfg.MaxQP = MaxQPLimit
+	assert.Equal(t, uint32(0xFFFFFE), New(cfg).maxQPIndex, "the top QPN: never the multicast QPN")
 }

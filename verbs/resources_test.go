@@ -235,3 +235,29 @@ func TestCQOverrunFailsEachQPThatUsesIt(t *testing.T) {
 		})
 	}
 }
+
+// TestWorldMaxQP: WorldConfig.MaxQP is every device's max_qp, reported
+// by ibv_query_device and enforced by create_qp; 0 keeps rxe's.
+func TestWorldMaxQP(t *testing.T) {
+	for _, c := range []struct{ ask, want int }{{0, 1048560}, {3, 3}, {2_000_000, 2_000_000}} {
+		w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, MaxQP: c.ask})
+		ctx, err := w.AddHost("a").GetDeviceList()[0].Open()
+		require.NoError(t, err)
+		assert.Equal(t, c.want, ctx.QueryDevice().MaxQP, "MaxQP %d", c.ask)
+	}
+	// 3, of which the kernel's GSI QP is one: two user QPs, then EINVAL.
+	w := verbs.NewWorld(verbs.WorldConfig{Seed: 1, MaxQP: 3})
+	ctx, err := w.AddHost("a").GetDeviceList()[0].Open()
+	require.NoError(t, err)
+	pd, err := ctx.AllocPD()
+	require.NoError(t, err)
+	cq, err := ctx.CreateCQ(4, nil, 0)
+	require.NoError(t, err)
+	attr := verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: verbs.QPTypeRC, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	for i := range 2 {
+		_, err := pd.CreateQP(attr)
+		require.NoError(t, err, "QP %d", i+1)
+	}
+	_, err = pd.CreateQP(attr)
+	require.ErrorIs(t, err, syscall.EINVAL)
+}

@@ -24,6 +24,11 @@ type WorldConfig struct {
 	Capture fabric.Tap
 	// Profile is the NIC behaviour profile (rxe by default).
 	Profile nic.Profile
+	// MaxQP, if not 0, is every device's max_qp in place of rxe's
+	// 1,048,560: more QPs on one device than a real rxe device allows,
+	// only when asked for (nic.Config.MaxQP; AddHost panics on a value
+	// above nic.MaxQPLimit or below 0).
+	MaxQP int
 	// Link is the configuration of every link; zero means
 	// fabric.DefaultLinkConfig (100 Gb/s, 1 µs, MTU 1500: path MTU 1024).
 	Link fabric.LinkConfig
@@ -346,7 +351,8 @@ func (w *World) addHost(name string, a HostAddr, index int) *Host {
 	}
 	h.dev = nic.New(nic.Config{Name: "rxe0", Node: name, MAC: a.MAC, IPv4: a.IPv4, IPv6: a.IPv6, Profile: w.cfg.Profile,
 		PathMTUMax: mtu, AddrBase: nic.DefaultAddrBase + uint64(index)<<32,
-		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks, Neighbours: w.neighbour, PeerHint: w.peerHint})
+		Annotate: w.cfg.Capture != nil || w.cfg.Annotate, TestHooks: w.cfg.TestHooks, Neighbours: w.neighbour, PeerHint: w.peerHint,
+		MaxQP: w.cfg.MaxQP})
 	h.dev.SetTrace(w.cfg.Trace)
 	h.node.SetReceiver(h)
 	h.node.SetTxDone(h.txDone)
